@@ -1,0 +1,24 @@
+package io.mooncake4j;
+
+/**
+ * Root of every exception mooncake4j throws on the control path (initialisation, registration,
+ * configuration, handshakes). The data path reports status codes instead.
+ *
+ * <p>The hierarchy is sealed at the top: each area has one non-sealed base class that its own
+ * specialised exceptions extend.
+ */
+public abstract sealed class MooncakeException extends RuntimeException
+        permits MooncakeConfigException,
+                io.mooncake4j.engine.TransferEngineException,
+                io.mooncake4j.connector.ConnectorException {
+
+    private static final long serialVersionUID = 1L;
+
+    protected MooncakeException(String message) {
+        super(message);
+    }
+
+    protected MooncakeException(String message, Throwable cause) {
+        super(message, cause);
+    }
+}

@@ -1,0 +1,23 @@
+package io.mooncake4j.cli;
+
+import java.io.PrintStream;
+
+/** One {@code bin/mooncake4j} subcommand. */
+interface CliCommand {
+
+    /** The word after {@code bin/mooncake4j}. */
+    String name();
+
+    /** One line for {@code bin/mooncake4j help}. */
+    String summary();
+
+    /** Usage text for {@code bin/mooncake4j <name> --help}. */
+    String usage();
+
+    /**
+     * Runs the command.
+     *
+     * @return the process exit code: 0 success, 1 failure, 2 bad usage
+     */
+    int run(Flags flags, PrintStream out, PrintStream err) throws Exception;
+}

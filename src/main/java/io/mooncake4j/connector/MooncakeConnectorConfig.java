@@ -1,0 +1,364 @@
+package io.mooncake4j.connector;
+
+import io.mooncake4j.MooncakeConfigException;
+import io.mooncake4j.internal.json.Json;
+import io.mooncake4j.internal.json.JsonException;
+import java.time.Duration;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Optional;
+
+/**
+ * The connector's configuration: vLLM's {@code kv_transfer_config} (role, engine id, extra
+ * config), the {@code VLLM_MOONCAKE_*} environment, and this worker's place in the parallel
+ * layout. Immutable; build with {@link #builder()} or {@link #fromKvTransferConfigJson}.
+ *
+ * @param kvRole                 producer (P), consumer (D) or both
+ * @param engineId               this engine's id ({@code kv_transfer_config.engine_id})
+ * @param protocol               {@code kv_connector_extra_config.mooncake_protocol}, default {@code "rdma"}
+ * @param numWorkers             {@code kv_connector_extra_config.num_workers}: P transfer threads, default 10
+ * @param deviceName             {@code kv_connector_extra_config.device_name}: RDMA device filter, default ""
+ * @param bootstrapServerAddress {@code kv_connector_extra_config.bootstrap_server_address} ("host:port"), if any
+ * @param bootstrapPort          {@code VLLM_MOONCAKE_BOOTSTRAP_PORT}, default 8998
+ * @param abortRequestTimeout    {@code VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT}, default 480 s
+ * @param hostname               the address this worker advertises (vLLM's {@code get_ip()})
+ * @param tpRank                 tensor-parallel rank
+ * @param tpSize                 tensor-parallel size
+ * @param ppRank                 pipeline-parallel rank
+ * @param ppSize                 pipeline-parallel size
+ * @param dpRank                 data-parallel rank
+ * @param registrationRetries    extra attempts of a failed batch registration before giving up (default 1)
+ * @param listenerReadyTimeout   how long {@code registerKvCaches} waits for the sender listener (default 30 s)
+ */
+public record MooncakeConnectorConfig(
+        KvRole kvRole,
+        String engineId,
+        String protocol,
+        int numWorkers,
+        String deviceName,
+        Optional<String> bootstrapServerAddress,
+        int bootstrapPort,
+        Duration abortRequestTimeout,
+        String hostname,
+        int tpRank,
+        int tpSize,
+        int ppRank,
+        int ppSize,
+        int dpRank,
+        int registrationRetries,
+        Duration listenerReadyTimeout) {
+
+    public static final String ENV_BOOTSTRAP_PORT = "VLLM_MOONCAKE_BOOTSTRAP_PORT";
+    public static final String ENV_ABORT_REQUEST_TIMEOUT = "VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT";
+    public static final int DEFAULT_BOOTSTRAP_PORT = 8998;
+    public static final Duration DEFAULT_ABORT_REQUEST_TIMEOUT = Duration.ofSeconds(480);
+
+    public MooncakeConnectorConfig {
+        Objects.requireNonNull(kvRole, "kvRole");
+        if (engineId == null || engineId.isBlank()) {
+            throw new MooncakeConfigException("engine_id", "engine_id must be a non-empty string");
+        }
+        if (protocol == null || protocol.isBlank()) {
+            throw new MooncakeConfigException("kv_connector_extra_config.mooncake_protocol",
+                    "mooncake_protocol must be a non-empty string such as \"rdma\" or \"tcp\"");
+        }
+        if (numWorkers <= 0) {
+            throw new MooncakeConfigException("kv_connector_extra_config.num_workers",
+                    "num_workers must be a positive integer, got " + numWorkers);
+        }
+        Objects.requireNonNull(deviceName, "deviceName");
+        Objects.requireNonNull(bootstrapServerAddress, "bootstrapServerAddress");
+        bootstrapServerAddress.ifPresent(MooncakeConnectorConfig::checkHostPort);
+        if (bootstrapPort <= 0 || bootstrapPort > 65535) {
+            throw new MooncakeConfigException(ENV_BOOTSTRAP_PORT,
+                    ENV_BOOTSTRAP_PORT + " must be a port in 1..65535, got " + bootstrapPort);
+        }
+        if (abortRequestTimeout == null || abortRequestTimeout.isNegative() || abortRequestTimeout.isZero()) {
+            throw new MooncakeConfigException(ENV_ABORT_REQUEST_TIMEOUT,
+                    ENV_ABORT_REQUEST_TIMEOUT + " must be a positive number of seconds");
+        }
+        if (hostname == null || hostname.isBlank()) {
+            throw new MooncakeConfigException("hostname", "hostname must be set");
+        }
+        if (tpSize <= 0 || tpRank < 0 || tpRank >= tpSize) {
+            throw new MooncakeConfigException("tp", String.format(Locale.ROOT,
+                    "need 0 <= tp_rank < tp_size, got tp_rank=%d tp_size=%d", tpRank, tpSize));
+        }
+        if (ppSize <= 0 || ppRank < 0 || ppRank >= ppSize) {
+            throw new MooncakeConfigException("pp", String.format(Locale.ROOT,
+                    "need 0 <= pp_rank < pp_size, got pp_rank=%d pp_size=%d", ppRank, ppSize));
+        }
+        if (dpRank < 0) {
+            throw new MooncakeConfigException("dp_rank", "dp_rank must be >= 0, got " + dpRank);
+        }
+        if (registrationRetries < 0) {
+            throw new MooncakeConfigException("registration_retries",
+                    "registration_retries must be >= 0, got " + registrationRetries);
+        }
+        Objects.requireNonNull(listenerReadyTimeout, "listenerReadyTimeout");
+    }
+
+    private static void checkHostPort(String addr) {
+        int colon = addr.lastIndexOf(':');
+        boolean ok = colon > 0 && colon < addr.length() - 1;
+        if (ok) {
+            try {
+                int p = Integer.parseInt(addr.substring(colon + 1));
+                ok = p > 0 && p <= 65535;
+            } catch (NumberFormatException e) {
+                ok = false;
+            }
+        }
+        if (!ok) {
+            throw new MooncakeConfigException("kv_connector_extra_config.bootstrap_server_address",
+                    "bootstrap_server_address must be \"host:port\", got '" + addr + "'");
+        }
+    }
+
+    /** vLLM's {@code is_kv_producer}. */
+    public boolean isProducer() {
+        return kvRole.isProducer();
+    }
+
+    /** vLLM's {@code is_kv_consumer}. */
+    public boolean isConsumer() {
+        return kvRole.isConsumer();
+    }
+
+    /** The sender coroutine count of vLLM ({@code 2 * num_workers}). */
+    public int numSenderTasks() {
+        return 2 * numWorkers;
+    }
+
+    public static Builder builder() {
+        return new Builder();
+    }
+
+    /** A builder initialised from this configuration. */
+    public Builder toBuilder() {
+        Builder b = new Builder();
+        b.kvRole = kvRole;
+        b.engineId = engineId;
+        b.protocol = protocol;
+        b.numWorkers = numWorkers;
+        b.deviceName = deviceName;
+        b.bootstrapServerAddress = bootstrapServerAddress.orElse(null);
+        b.bootstrapPort = bootstrapPort;
+        b.abortRequestTimeout = abortRequestTimeout;
+        b.hostname = hostname;
+        b.tpRank = tpRank;
+        b.tpSize = tpSize;
+        b.ppRank = ppRank;
+        b.ppSize = ppSize;
+        b.dpRank = dpRank;
+        b.registrationRetries = registrationRetries;
+        b.listenerReadyTimeout = listenerReadyTimeout;
+        return b;
+    }
+
+    /**
+     * Parses a vLLM-style {@code kv_transfer_config} JSON object, e.g.
+     * {@code {"kv_connector":"MooncakeConnector","kv_role":"kv_producer","engine_id":"p0",
+     * "kv_connector_extra_config":{"mooncake_protocol":"tcp","num_workers":4}}}, then applies the
+     * {@code VLLM_MOONCAKE_*} variables of {@code env}. Unknown keys are ignored; a present key
+     * with a wrong type or value fails with an exception naming the key.
+     */
+    public static Builder fromKvTransferConfigJson(String json, Map<String, String> env) {
+        Map<String, Object> root;
+        try {
+            root = Json.parseObject(json);
+        } catch (JsonException e) {
+            throw new MooncakeConfigException("kv_transfer_config", "kv_transfer_config is not a JSON object: "
+                    + e.getMessage(), e);
+        }
+        Builder b = builder();
+        Object connector = root.get("kv_connector");
+        if (connector != null && !"MooncakeConnector".equals(connector)) {
+            throw new MooncakeConfigException("kv_connector",
+                    "kv_connector must be \"MooncakeConnector\", got " + Json.write(connector));
+        }
+        b.kvRole(KvRole.parse(string(root, "kv_role", "kv_role", true)));
+        String engineId = string(root, "engine_id", "engine_id", false);
+        if (engineId != null) {
+            b.engineId(engineId);
+        }
+        Object extraObj = root.get("kv_connector_extra_config");
+        if (extraObj != null) {
+            if (!(extraObj instanceof Map<?, ?>)) {
+                throw new MooncakeConfigException("kv_connector_extra_config",
+                        "kv_connector_extra_config must be a JSON object, got " + Json.typeName(extraObj));
+            }
+            @SuppressWarnings("unchecked")
+            Map<String, Object> extra = (Map<String, Object>) extraObj;
+            String p = string(extra, "mooncake_protocol", "kv_connector_extra_config.mooncake_protocol", false);
+            if (p != null) {
+                b.protocol(p);
+            }
+            Object nw = extra.get("num_workers");
+            if (nw != null) {
+                if (!(nw instanceof Long l) || l <= 0 || l > 4096) {
+                    throw new MooncakeConfigException("kv_connector_extra_config.num_workers",
+                            "kv_connector_extra_config.num_workers must be an integer in 1..4096, got " + Json.write(nw));
+                }
+                b.numWorkers((int) (long) l);
+            }
+            String dn = string(extra, "device_name", "kv_connector_extra_config.device_name", false);
+            if (dn != null) {
+                b.deviceName(dn);
+            }
+            String bs = string(extra, "bootstrap_server_address",
+                    "kv_connector_extra_config.bootstrap_server_address", false);
+            if (bs != null) {
+                b.bootstrapServerAddress(bs);
+            }
+        }
+        return b.environment(env);
+    }
+
+    private static String string(Map<String, Object> m, String key, String path, boolean required) {
+        Object v = m.get(key);
+        if (v == null) {
+            if (required) {
+                throw new MooncakeConfigException(path, path + " is required");
+            }
+            return null;
+        }
+        if (!(v instanceof String s)) {
+            throw new MooncakeConfigException(path, path + " must be a string, got " + Json.write(v));
+        }
+        return s;
+    }
+
+    /** Builds a validated {@link MooncakeConnectorConfig}. */
+    public static final class Builder {
+        private KvRole kvRole;
+        private String engineId;
+        private String protocol = "rdma";
+        private int numWorkers = 10;
+        private String deviceName = "";
+        private String bootstrapServerAddress;
+        private int bootstrapPort = DEFAULT_BOOTSTRAP_PORT;
+        private Duration abortRequestTimeout = DEFAULT_ABORT_REQUEST_TIMEOUT;
+        private String hostname = "127.0.0.1";
+        private int tpRank;
+        private int tpSize = 1;
+        private int ppRank;
+        private int ppSize = 1;
+        private int dpRank;
+        private int registrationRetries = 1;
+        private Duration listenerReadyTimeout = Duration.ofSeconds(30);
+
+        private Builder() {}
+
+        public Builder kvRole(KvRole v) {
+            kvRole = v;
+            return this;
+        }
+
+        public Builder engineId(String v) {
+            engineId = v;
+            return this;
+        }
+
+        public Builder protocol(String v) {
+            protocol = v;
+            return this;
+        }
+
+        public Builder numWorkers(int v) {
+            numWorkers = v;
+            return this;
+        }
+
+        public Builder deviceName(String v) {
+            deviceName = v;
+            return this;
+        }
+
+        public Builder bootstrapServerAddress(String v) {
+            bootstrapServerAddress = v;
+            return this;
+        }
+
+        public Builder bootstrapPort(int v) {
+            bootstrapPort = v;
+            return this;
+        }
+
+        public Builder abortRequestTimeout(Duration v) {
+            abortRequestTimeout = v;
+            return this;
+        }
+
+        public Builder hostname(String v) {
+            hostname = v;
+            return this;
+        }
+
+        public Builder tp(int rank, int size) {
+            tpRank = rank;
+            tpSize = size;
+            return this;
+        }
+
+        public Builder pp(int rank, int size) {
+            ppRank = rank;
+            ppSize = size;
+            return this;
+        }
+
+        public Builder dpRank(int v) {
+            dpRank = v;
+            return this;
+        }
+
+        public Builder registrationRetries(int v) {
+            registrationRetries = v;
+            return this;
+        }
+
+        public Builder listenerReadyTimeout(Duration v) {
+            listenerReadyTimeout = v;
+            return this;
+        }
+
+        /** Applies {@code VLLM_MOONCAKE_BOOTSTRAP_PORT} and {@code VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT} when set. */
+        public Builder environment(Map<String, String> env) {
+            String port = env.get(ENV_BOOTSTRAP_PORT);
+            if (port != null && !port.isBlank()) {
+                try {
+                    bootstrapPort = Integer.parseInt(port.trim());
+                } catch (NumberFormatException e) {
+                    throw new MooncakeConfigException(ENV_BOOTSTRAP_PORT,
+                            ENV_BOOTSTRAP_PORT + " must be an integer port, got '" + port + "'", e);
+                }
+            }
+            String timeout = env.get(ENV_ABORT_REQUEST_TIMEOUT);
+            if (timeout != null && !timeout.isBlank()) {
+                double seconds;
+                try {
+                    seconds = Double.parseDouble(timeout.trim());
+                } catch (NumberFormatException e) {
+                    throw new MooncakeConfigException(ENV_ABORT_REQUEST_TIMEOUT,
+                            ENV_ABORT_REQUEST_TIMEOUT + " must be a number of seconds, got '" + timeout + "'", e);
+                }
+                if (!(seconds > 0) || Double.isInfinite(seconds)) {
+                    throw new MooncakeConfigException(ENV_ABORT_REQUEST_TIMEOUT,
+                            ENV_ABORT_REQUEST_TIMEOUT + " must be a positive number of seconds, got '" + timeout + "'");
+                }
+                abortRequestTimeout = Duration.ofNanos((long) (seconds * 1e9));
+            }
+            return this;
+        }
+
+        public MooncakeConnectorConfig build() {
+            if (kvRole == null) {
+                throw new MooncakeConfigException("kv_role", "kv_role is required");
+            }
+            return new MooncakeConnectorConfig(kvRole, engineId, protocol, numWorkers, deviceName,
+                    Optional.ofNullable(bootstrapServerAddress), bootstrapPort, abortRequestTimeout, hostname,
+                    tpRank, tpSize, ppRank, ppSize, dpRank, registrationRetries, listenerReadyTimeout);
+        }
+    }
+}

@@ -1,0 +1,39 @@
+package io.mooncake4j.engine.testing;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.List;
+import java.util.Objects;
+
+/**
+ * One recorded call: the method, its 1-based sequence number among calls of that method, the
+ * arguments (arrays are copied at call time) and the code the engine returned.
+ */
+public record EngineCall(EngineMethod method, int ordinal, List<Object> args, int result) {
+
+    public EngineCall {
+        Objects.requireNonNull(method, "method");
+        args = Collections.unmodifiableList(new ArrayList<>(args)); // may hold nulls
+    }
+
+    /** Argument {@code i} as a {@code long[]} (the address and length arrays of batch calls). */
+    public long[] longs(int i) {
+        return ((long[]) args.get(i)).clone();
+    }
+
+    /** Argument {@code i} as a string. */
+    public String string(int i) {
+        return (String) args.get(i);
+    }
+
+    @Override
+    public String toString() {
+        StringBuilder sb = new StringBuilder(method.name()).append('#').append(ordinal).append('(');
+        for (int i = 0; i < args.size(); i++) {
+            Object a = args.get(i);
+            sb.append(i == 0 ? "" : ", ").append(a instanceof long[] l ? Arrays.toString(l) : String.valueOf(a));
+        }
+        return sb.append(") = ").append(result).toString();
+    }
+}

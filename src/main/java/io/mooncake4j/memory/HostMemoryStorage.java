@@ -1,0 +1,79 @@
+package io.mooncake4j.memory;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.util.Optional;
+
+/**
+ * Page-aligned host memory from a {@link HostMemoryAllocator}. Closing it frees the memory;
+ * closing twice is harmless. Reading {@link #segment()} after close throws
+ * {@link IllegalStateException}.
+ */
+public final class HostMemoryStorage implements MemoryStorage, AutoCloseable {
+
+    private final Arena arena;
+    private final MemorySegment segment;
+    private final String location;
+    private final long address;
+    private final long byteSize;
+    private final HostMemoryAllocator owner;
+
+    HostMemoryStorage(HostMemoryAllocator owner, Arena arena, MemorySegment segment, String location) {
+        this.owner = owner;
+        this.arena = arena;
+        this.segment = segment;
+        this.location = location;
+        this.address = segment.address();
+        this.byteSize = segment.byteSize();
+    }
+
+    @Override
+    public long address() {
+        return address;
+    }
+
+    @Override
+    public long byteSize() {
+        return byteSize;
+    }
+
+    @Override
+    public String location() {
+        return location;
+    }
+
+    /** The whole allocation. */
+    public MemorySegment segment() {
+        if (!arena.scope().isAlive()) {
+            throw new IllegalStateException("host storage at 0x" + Long.toHexString(address) + " was freed");
+        }
+        return segment;
+    }
+
+    @Override
+    public Optional<MemorySegment> hostSegment() {
+        return Optional.of(segment());
+    }
+
+    public boolean isAlive() {
+        return arena.scope().isAlive();
+    }
+
+    @Override
+    public void close() {
+        synchronized (this) {
+            if (!arena.scope().isAlive()) {
+                return;
+            }
+            arena.close();
+        }
+        if (owner != null) {
+            owner.forget(this);
+        }
+    }
+
+    @Override
+    public String toString() {
+        return "HostMemoryStorage[0x" + Long.toHexString(address) + ", " + byteSize + " B, " + location + "]";
+    }
+}

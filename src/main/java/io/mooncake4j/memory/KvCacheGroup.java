@@ -1,0 +1,33 @@
+package io.mooncake4j.memory;
+
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+
+/**
+ * One KV-cache group (vLLM {@code KVCacheGroupSpec}): layers that share a block table, with
+ * their spec. {@code layerSpecs} may give a layer its own spec (uniform-type multi-spec groups);
+ * layers absent from it use {@code spec}.
+ */
+public record KvCacheGroup(List<String> layerNames, KvCacheSpec spec, Map<String, KvCacheSpec> layerSpecs) {
+
+    public KvCacheGroup {
+        layerNames = List.copyOf(layerNames);
+        Objects.requireNonNull(spec, "spec");
+        layerSpecs = Map.copyOf(layerSpecs);
+        for (String layer : layerSpecs.keySet()) {
+            if (!layerNames.contains(layer)) {
+                throw new IllegalArgumentException("layer spec given for '" + layer + "' which is not in the group");
+            }
+        }
+    }
+
+    public KvCacheGroup(List<String> layerNames, KvCacheSpec spec) {
+        this(layerNames, spec, Map.of());
+    }
+
+    /** The spec of one layer of this group. */
+    public KvCacheSpec specOf(String layerName) {
+        return layerSpecs.getOrDefault(layerName, spec);
+    }
+}

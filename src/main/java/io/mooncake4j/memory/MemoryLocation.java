@@ -1,0 +1,58 @@
+package io.mooncake4j.memory;
+
+import java.util.Locale;
+import java.util.regex.Pattern;
+
+/** Mooncake memory location strings: {@code cpu:N}, {@code cuda:N}, {@code *}. */
+public final class MemoryLocation {
+
+    /** Let the engine detect where the memory lives. */
+    public static final String WILDCARD = "*";
+
+    private static final Pattern CPU = Pattern.compile("cpu:\\d{1,4}");
+    private static final Pattern CUDA = Pattern.compile("cuda:\\d{1,4}");
+
+    private MemoryLocation() {}
+
+    /** {@code cpu:<numaNode>}. */
+    public static String cpu(int numaNode) {
+        if (numaNode < 0) {
+            throw new IllegalArgumentException("NUMA node must be >= 0, got " + numaNode);
+        }
+        return "cpu:" + numaNode;
+    }
+
+    /** {@code cuda:<gpu>}. */
+    public static String cuda(int gpu) {
+        if (gpu < 0) {
+            throw new IllegalArgumentException("GPU index must be >= 0, got " + gpu);
+        }
+        return "cuda:" + gpu;
+    }
+
+    public static boolean isCuda(String location) {
+        return location != null && CUDA.matcher(location).matches();
+    }
+
+    public static boolean isCpu(String location) {
+        return location != null && CPU.matcher(location).matches();
+    }
+
+    /** The device or NUMA index of a {@code cpu:N}/{@code cuda:N} location, or -1 for {@code *}. */
+    public static int index(String location) {
+        validate(location);
+        if (WILDCARD.equals(location)) {
+            return -1;
+        }
+        return Integer.parseInt(location.substring(location.indexOf(':') + 1));
+    }
+
+    /** Throws {@link IllegalArgumentException} unless the string is a location this project understands. */
+    public static String validate(String location) {
+        if (WILDCARD.equals(location) || isCpu(location) || isCuda(location)) {
+            return location;
+        }
+        throw new IllegalArgumentException(String.format(Locale.ROOT,
+                "invalid memory location '%s': expected cpu:<numa>, cuda:<gpu> or *", location));
+    }
+}

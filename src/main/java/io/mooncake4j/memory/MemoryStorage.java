@@ -1,0 +1,65 @@
+package io.mooncake4j.memory;
+
+import java.lang.foreign.MemorySegment;
+import java.util.Objects;
+import java.util.Optional;
+
+/**
+ * One backing allocation that KV-cache tensors are views onto: the unit of memory registration.
+ *
+ * <p>Mirrors a torch {@code UntypedStorage} as vLLM's connector sees it: {@link #address()} is
+ * {@code storage.data_ptr()}, {@link #byteSize()} is {@code storage.nbytes()}. The
+ * {@link #location()} string uses Mooncake's names: {@code cpu:<numa>}, {@code cuda:<gpu>} or
+ * {@code *} (let the engine detect it).
+ *
+ * <p>Implementations are immutable as far as these three values go; whether the memory is still
+ * alive is the owner's business (see {@link HostMemoryAllocator}).
+ */
+public interface MemoryStorage {
+
+    /** Absolute virtual address of the first byte. Never 0. */
+    long address();
+
+    /** Size in bytes. Always positive. */
+    long byteSize();
+
+    /** Mooncake location string: {@code cpu:N}, {@code cuda:N} or {@code *}. */
+    String location();
+
+    /** The memory as a segment when it is host memory this process can read; empty otherwise. */
+    default Optional<MemorySegment> hostSegment() {
+        return Optional.empty();
+    }
+
+    /** Whether {@code [addr, addr+len)} lies inside this storage. */
+    default boolean contains(long addr, long len) {
+        return len >= 0 && addr >= address() && len <= byteSize()
+                && addr - address() <= byteSize() - len;
+    }
+
+    /** True for {@code cuda:N} locations. */
+    default boolean isDevice() {
+        return MemoryLocation.isCuda(location());
+    }
+
+    /**
+     * Describes memory owned by someone else (a GPU allocation, a buffer from another library).
+     * Nothing is allocated or freed.
+     */
+    static MemoryStorage of(long address, long byteSize, String location) {
+        return new ForeignStorage(address, byteSize, location);
+    }
+
+    /** A storage that only describes memory; see {@link MemoryStorage#of}. */
+    record ForeignStorage(long address, long byteSize, String location) implements MemoryStorage {
+        public ForeignStorage {
+            if (address == 0) {
+                throw new IllegalArgumentException("storage address must not be 0");
+            }
+            if (byteSize <= 0) {
+                throw new IllegalArgumentException("storage byteSize must be positive, got " + byteSize);
+            }
+            MemoryLocation.validate(Objects.requireNonNull(location, "location"));
+        }
+    }
+}

@@ -1,0 +1,18 @@
+/**
+ * mooncake4j: a Java port of the Mooncake KV-cache transfer connector and transfer engine.
+ *
+ * <p>Exported packages form the embedder contract; everything else (native bindings, wire
+ * internals, JSON helpers) is private to the module.
+ */
+module io.mooncake4j {
+    requires org.slf4j;
+    requires org.zeromq.jeromq;
+    requires java.net.http;
+    requires jdk.httpserver;
+
+    exports io.mooncake4j;
+    exports io.mooncake4j.memory;
+    exports io.mooncake4j.engine;
+    exports io.mooncake4j.engine.testing;
+    exports io.mooncake4j.connector;
+}

@@ -1,0 +1,80 @@
+package io.mooncake4j.engine.testing;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+
+import io.mooncake4j.engine.StatusCodes;
+import io.mooncake4j.engine.TransferRequest;
+import io.mooncake4j.engine.TransferStatus;
+import io.mooncake4j.memory.HostMemoryAllocator;
+import io.mooncake4j.memory.HostMemoryStorage;
+import java.lang.foreign.ValueLayout;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+@Timeout(value = 10, unit = TimeUnit.SECONDS)
+class ScriptedTransferEngineTest {
+
+    @Test
+    void recordsCallsWithCopiedArguments() {
+        try (ScriptedTransferEngine e = new ScriptedTransferEngine()) {
+            assertEquals(0, e.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", ""));
+            long[] addrs = {0x1000, 0x3000};
+            long[] lens = {0x1000, 0x1000};
+            assertEquals(0, e.batchRegisterMemory(addrs, lens));
+            addrs[0] = 42; // must not change the record
+            EngineCall c = e.calls(EngineMethod.BATCH_REGISTER_MEMORY).getFirst();
+            assertArrayEquals(new long[] {0x1000, 0x3000}, c.longs(0));
+            assertEquals(0, c.result());
+            assertEquals(2, e.registeredBuffers().size());
+        }
+    }
+
+    @Test
+    void failsTheScriptedCallOnly() {
+        try (ScriptedTransferEngine e = new ScriptedTransferEngine()) {
+            e.script(EngineMethod.BATCH_REGISTER_MEMORY).failNthCall(2, -1);
+            assertEquals(0, e.batchRegisterMemory(new long[] {0x1000}, new long[] {16}));
+            assertEquals(-1, e.batchRegisterMemory(new long[] {0x2000}, new long[] {16}));
+            assertEquals(0, e.batchRegisterMemory(new long[] {0x3000}, new long[] {16}));
+            e.script(EngineMethod.INITIALIZE).alwaysReturn(-1);
+            assertEquals(-1, e.initialize("h", "P2PHANDSHAKE", "tcp", ""));
+            assertEquals(List.of(0, -1, 0),
+                    e.calls(EngineMethod.BATCH_REGISTER_MEMORY).stream().map(EngineCall::result).toList());
+        }
+    }
+
+    @Test
+    void copyModeMovesBytesBetweenEnginesAndRejectsUnregisteredTargets() {
+        try (HostMemoryAllocator alloc = new HostMemoryAllocator();
+             ScriptedTransferEngine p = new ScriptedTransferEngine().copyData(true);
+             ScriptedTransferEngine d = new ScriptedTransferEngine().copyData(true)) {
+            HostMemoryStorage src = alloc.allocate(4096);
+            HostMemoryStorage dst = alloc.allocate(4096);
+            p.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", "");
+            d.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", "");
+            p.registerMemory(src.address(), 4096);
+            d.registerMemory(dst.address(), 4096);
+            src.segment().set(ValueLayout.JAVA_LONG, 64, 0x1122334455667788L);
+            assertEquals(0, p.batchTransferSyncWrite(d.getLocalSegmentName(),
+                    new long[] {src.address() + 64}, new long[] {dst.address() + 128}, new long[] {8}));
+            assertEquals(0x1122334455667788L, dst.segment().get(ValueLayout.JAVA_LONG, 128));
+            assertNotEquals(0, p.batchTransferSyncWrite(d.getLocalSegmentName(),
+                    new long[] {src.address()}, new long[] {dst.address() + 4090}, new long[] {8}));
+            assertNotEquals(0, p.batchTransferSyncWrite("127.0.0.1:1",
+                    new long[] {src.address()}, new long[] {dst.address()}, new long[] {8}));
+
+            long seg = p.openSegment(d.getLocalSegmentName());
+            long batch = p.allocateBatchId(2);
+            assertEquals(StatusCodes.OK, p.submitTransfer(batch,
+                    List.of(TransferRequest.read(src.address(), seg, dst.address() + 128, 8))));
+            assertEquals(StatusCodes.BATCH_BUSY, p.freeBatchId(batch));
+            assertEquals(TransferStatus.State.COMPLETED, p.getTransferStatus(batch, 0).state());
+            assertEquals(StatusCodes.OK, p.freeBatchId(batch));
+            assertEquals(0x1122334455667788L, src.segment().get(ValueLayout.JAVA_LONG, 0));
+        }
+    }
+}
