@@ -82,6 +82,17 @@ public interface TransferEngine extends AutoCloseable {
      */
     long openSegment(String segmentName);
 
+    /**
+     * The address of the first buffer a segment advertises (Mooncake Python
+     * {@code get_first_buffer_address}: {@code buffers[0].addr} of the segment descriptor, in the
+     * owner's registration order), or -1 when the segment cannot be opened, has no buffer, or this
+     * engine cannot report it. Opens the segment if needed. {@code bin/mooncake4j bench} uses it to
+     * find the target's buffer, as Mooncake's {@code transfer_engine_bench} does.
+     */
+    default long getFirstBufferAddress(String segmentName) {
+        return -1;
+    }
+
     /** Allocates a batch that can hold {@code capacity} requests; returns a positive id, or a negative error. */
     long allocateBatchId(int capacity);
 

@@ -364,6 +364,21 @@ public final class ScriptedTransferEngine implements TransferEngine {
         return id;
     }
 
+    /**
+     * In copy mode, the lowest-addressed buffer registered with the named engine of this JVM (the
+     * registry keeps buffers sorted by address); -1 otherwise or when it has none.
+     */
+    @Override
+    public long getFirstBufferAddress(String segmentName) {
+        ScriptedTransferEngine peer = segmentName == null ? null
+                : segmentName.equals(getLocalSegmentName()) ? this : DIRECTORY.get(segmentName);
+        if (!copyData || peer == null || peer.closed) {
+            return -1;
+        }
+        List<BufferRegistry.Buffer> buffers = peer.registry.snapshot();
+        return buffers.isEmpty() ? -1 : buffers.get(0).address();
+    }
+
     @Override
     public long allocateBatchId(int capacity) {
         int code = decide(EngineMethod.ALLOCATE_BATCH_ID, capacity);

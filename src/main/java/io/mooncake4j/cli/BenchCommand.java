@@ -1,0 +1,533 @@
+package io.mooncake4j.cli;
+
+import io.mooncake4j.engine.TransferEngine;
+import io.mooncake4j.engine.TransferEngines;
+import io.mooncake4j.engine.TransferRequest;
+import io.mooncake4j.engine.TransferStatus;
+import io.mooncake4j.internal.sys.Bytes;
+import io.mooncake4j.memory.HostMemoryAllocator;
+import io.mooncake4j.memory.HostMemoryStorage;
+import java.io.PrintStream;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.net.InetAddress;
+import java.net.UnknownHostException;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
+
+/**
+ * {@code bin/mooncake4j bench}: Mooncake's {@code transfer_engine_bench} for mooncake4j engines,
+ * with the same flags, defaults (where they apply), memory layout and summary line, plus latency
+ * percentiles per batch, a progress line per second and {@code --verify}.
+ *
+ * <p><b>Target</b> allocates and registers one buffer, prints its segment name
+ * ({@code host:rpcPort}) and waits until killed (SIGINT/SIGTERM), {@link #requestStop()} or, if given,
+ * {@code --duration}. <b>Initiator</b> opens {@code --segment_id}, takes the target's first buffer
+ * as remote base and runs {@code --threads} workers for {@code --duration} seconds; worker
+ * {@code t} moves blocks {@code i·threads + t} (i = 0..batch_size−1) at the same offsets locally
+ * and remotely, as Mooncake's bench does. With {@code --verify} each batch writes a fresh pattern,
+ * reads it back into the second half of the local buffer and compares every byte.
+ *
+ * <p>Workers reuse their request arrays and latency histograms: nothing is allocated per batch or
+ * per descriptor by the bench itself. One instance runs one command at a time.
+ *
+ * @see <a href="https://github.com/kvcache-ai/Mooncake">Mooncake</a>
+ *      {@code mooncake-transfer-engine/example/transfer_engine_bench.cpp}
+ */
+final class BenchCommand implements CliCommand {
+
+    /** Mooncake's {@code --report_unit} table: bytes per unit. */
+    private static final Map<String, Double> UNITS = new LinkedHashMap<>();
+
+    static {
+        UNITS.put("GB", 1e9);
+        UNITS.put("GiB", (double) (1L << 30));
+        UNITS.put("Gb", 1e9 / 8);
+        UNITS.put("MB", 1e6);
+        UNITS.put("MiB", (double) (1L << 20));
+        UNITS.put("Mb", 1e6 / 8);
+        UNITS.put("KB", 1e3);
+        UNITS.put("KiB", 1024.0);
+        UNITS.put("Kb", 1e3 / 8);
+    }
+
+    private final CountDownLatch stopRequested = new CountDownLatch(1);
+
+    /** The parsed flags. */
+    record Options(String mode, String operation, String protocol, String metadataServer, String localServerName,
+            String segmentId, long bufferSize, int batchSize, long blockSize, double duration, boolean durationGiven,
+            int threads, String reportUnit, int reportPrecision, String deviceName, String engineKind, boolean verify,
+            String api) {
+
+        boolean write() {
+            return operation.equals("write");
+        }
+
+        /** Local bytes the layout needs: {@code block·batch·threads}, twice that with {@code --verify}. */
+        long required() {
+            long one = Math.multiplyExact(Math.multiplyExact(blockSize, (long) batchSize), (long) threads);
+            return verify ? Math.multiplyExact(one, 2L) : one;
+        }
+
+        static Options parse(Flags f) {
+            String mode = f.string("mode", "initiator");
+            if (!mode.equals("initiator") && !mode.equals("target")) {
+                throw new Flags.UsageException("--mode must be initiator or target, got '" + mode + "'");
+            }
+            String op = f.string("operation", "read");
+            if (!op.equals("read") && !op.equals("write")) {
+                throw new Flags.UsageException("Unsupported operation: must be 'read' or 'write', got '" + op + "'");
+            }
+            String protocol = f.string("protocol", "tcp");
+            String metadata = f.string("metadata_server", TransferEngine.P2P_HANDSHAKE);
+            String local = f.string("local_server_name", defaultHostname());
+            String segment = f.string("segment_id", null);
+            long bufferSize = f.longValue("buffer_size", 1L << 30);
+            int batch = f.intValue("batch_size", 128);
+            long block = f.longValue("block_size", 65536);
+            boolean durationGiven = f.has("duration");
+            double duration = f.doubleValue("duration", 10);
+            int threads = f.intValue("threads", 12);
+            String unit = f.string("report_unit", "GB");
+            int precision = f.intValue("report_precision", 2);
+            String device = f.string("device_name", "mlx5_2");
+            String engine = f.string("engine", protocol);
+            boolean verify = f.bool("verify", false);
+            String api = f.string("api", "sync");
+            f.bool("auto_discovery", false); // accepted for compatibility; the protocol picks the transport
+            if (batch <= 0 || block <= 0 || threads <= 0 || bufferSize <= 0 || precision < 0 || precision > 12) {
+                throw new Flags.UsageException("--batch_size, --block_size, --threads and --buffer_size must be "
+                        + "positive and --report_precision 0..12");
+            }
+            if (!(duration > 0) || Double.isInfinite(duration)) {
+                throw new Flags.UsageException("--duration must be a positive number of seconds, got " + duration);
+            }
+            if (!api.equals("sync") && !api.equals("async")) {
+                throw new Flags.UsageException("--api must be sync or async, got '" + api + "'");
+            }
+            if (mode.equals("initiator") && (segment == null || segment.isEmpty())) {
+                throw new Flags.UsageException("initiator mode needs --segment_id=<host:rpcPort> of the target "
+                        + "(the name a target prints on its 'listening on' line)");
+            }
+            return new Options(mode, op, protocol, metadata, local, segment, bufferSize, batch, block, duration,
+                    durationGiven, threads, unit, precision, device, engine, verify, api);
+        }
+
+        private static String defaultHostname() {
+            try {
+                return InetAddress.getLocalHost().getHostName();
+            } catch (UnknownHostException e) {
+                return "localhost";
+            }
+        }
+    }
+
+    @Override
+    public String name() {
+        return "bench";
+    }
+
+    @Override
+    public String summary() {
+        return "transfer benchmark: Mooncake transfer_engine_bench flags (target or initiator), --verify";
+    }
+
+    @Override
+    public String usage() {
+        return """
+                usage: bin/mooncake4j bench --mode=target    [flags]
+                       bin/mooncake4j bench --mode=initiator --segment_id=<host:rpcPort> [flags]
+
+                Mirrors Mooncake's transfer_engine_bench (same flags, same 'Test completed:' line);
+                interoperates with it over --protocol=tcp --metadata_server=P2PHANDSHAKE.
+
+                  --mode=initiator|target     (initiator)
+                  --operation=read|write      (read)
+                  --protocol=tcp              (tcp; Mooncake's default rdma needs an RDMA engine)
+                  --metadata_server=P2PHANDSHAKE   (the only mode supported)
+                  --local_server_name=<host>  (this host's name) host part of our segment name
+                  --segment_id=<host:port>    initiator: the target's segment name (required)
+                  --buffer_size=<bytes>       (1G) raised to block*batch*threads (x2 with --verify)
+                  --batch_size=<n>            (128) requests per batch
+                  --block_size=<bytes>        (65536) bytes per request
+                  --duration=<seconds>        (10) initiator run time; target: exit after it if given
+                  --threads=<n>               (12) submitting threads
+                  --report_unit=GB|GiB|Gb|MB|MiB|Mb|KB|KiB|Kb   (GB)
+                  --report_precision=<n>      (2)
+                  --device_name=<list>        (mlx5_2) RDMA device filter; unused by tcp
+                  --verify                    write a fresh pattern each batch, read it back, check every byte
+                  --api=sync|async            (sync) batchTransferSync* per batch, or Mooncake's
+                                              allocateBatchId/submitTransfer/getTransferStatus loop
+                  --engine=<kind>             (the --protocol value) engine kind for TransferEngines.create
+
+                Output: progress once a second on stderr; on stdout the summary
+                  Test completed: duration <s>, batch count <n>, throughput <rate> <unit>/s
+                and the per-batch latency percentiles (p50/p90/p99/max).""";
+    }
+
+    /** Makes a running target (or initiator) stop early, as SIGINT would. */
+    void requestStop() {
+        stopRequested.countDown();
+    }
+
+    @Override
+    public int run(Flags flags, PrintStream out, PrintStream err) throws Exception {
+        Options o = Options.parse(flags);
+        flags.rejectUnknown();
+        Double unitBytes = UNITS.get(o.reportUnit());
+        String unit = o.reportUnit();
+        if (unitBytes == null) {
+            err.printf(Locale.ROOT, "Invalid flag: report_unit only support GB|GiB|Gb|MB|MiB|Mb|KB|KiB|Kb, not support %s"
+                    + " . Now use GB(default) as report_unit%n", unit);
+            unit = "GB";
+            unitBytes = UNITS.get(unit);
+        }
+        long bufferSize = o.bufferSize();
+        if (bufferSize < o.required()) {
+            err.printf(Locale.ROOT, "Invalid flag: buffer size is smaller than require_size, adjust to %d%n",
+                    o.required());
+            bufferSize = o.required();
+        }
+        try (TransferEngine engine = TransferEngines.create(o.engineKind());
+                HostMemoryAllocator allocator = new HostMemoryAllocator()) {
+            int rc = engine.initialize(o.localServerName(), o.metadataServer(), o.protocol(), o.deviceName());
+            if (rc != 0) {
+                err.printf(Locale.ROOT, "bench: initialize(%s, %s, %s) failed with %d%n", o.localServerName(),
+                        o.metadataServer(), o.protocol(), rc);
+                return 1;
+            }
+            HostMemoryStorage buffer = allocator.allocate(bufferSize);
+            rc = engine.registerMemory(buffer.address(), buffer.byteSize(), buffer.location());
+            if (rc != 0) {
+                err.printf(Locale.ROOT, "bench: registering %s at 0x%x failed with %d%n", Bytes.human(bufferSize),
+                        buffer.address(), rc);
+                return 1;
+            }
+            try {
+                return o.mode().equals("target")
+                        ? runTarget(o, engine, buffer, out, err)
+                        : runInitiator(o, engine, buffer, unit, unitBytes, out, err);
+            } finally {
+                engine.unregisterMemory(buffer.address());
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------ target
+
+    private int runTarget(Options o, TransferEngine engine, HostMemoryStorage buffer, PrintStream out,
+            PrintStream err) throws InterruptedException {
+        CountDownLatch cleanedUp = new CountDownLatch(1);
+        Thread hook = new Thread(() -> {
+            stopRequested.countDown();
+            try {
+                cleanedUp.await(5, TimeUnit.SECONDS); // let the main thread unregister and close first
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }, "mooncake-bench-shutdown-0");
+        Runtime.getRuntime().addShutdownHook(hook);
+        try {
+            out.printf(Locale.ROOT, "Transfer Engine RPC using P2P handshake, listening on %s%n",
+                    engine.getLocalSegmentName());
+            out.printf(Locale.ROOT, "bench target: protocol %s, buffer %s at 0x%x; pass --segment_id=%s to the "
+                    + "initiator; %s%n", engine.protocol(), Bytes.human(buffer.byteSize()), buffer.address(),
+                    engine.getLocalSegmentName(),
+                    o.durationGiven() ? String.format(Locale.ROOT, "running for %.1f s", o.duration())
+                            : "waiting until killed (Ctrl-C)");
+            out.flush();
+            if (o.durationGiven()) {
+                stopRequested.await(Math.round(o.duration() * 1e9), TimeUnit.NANOSECONDS);
+            } else {
+                stopRequested.await();
+            }
+            out.println("bench target: stopping");
+            return 0;
+        } finally {
+            cleanedUp.countDown();
+            try {
+                Runtime.getRuntime().removeShutdownHook(hook);
+            } catch (IllegalStateException shutdownInProgress) {
+                // the hook is running; it returns once cleanedUp is counted down
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------ initiator
+
+    private int runInitiator(Options o, TransferEngine engine, HostMemoryStorage buffer, String unit,
+            double unitBytes, PrintStream out, PrintStream err) throws InterruptedException {
+        long segment = engine.openSegment(o.segmentId());
+        if (segment < 0) {
+            err.printf(Locale.ROOT, "bench: cannot open segment '%s' (is the target running, and is the name the "
+                    + "one it printed?)%n", o.segmentId());
+            return 1;
+        }
+        long remoteBase = engine.getFirstBufferAddress(o.segmentId());
+        if (remoteBase == -1) {
+            err.printf(Locale.ROOT, "bench: segment '%s' advertises no buffer (or engine %s cannot tell)%n",
+                    o.segmentId(), o.engineKind());
+            return 1;
+        }
+        AtomicReference<String> failure = new AtomicReference<>();
+        CountDownLatch failed = new CountDownLatch(1);
+        List<Worker> workers = new ArrayList<>();
+        for (int t = 0; t < o.threads(); t++) {
+            workers.add(new Worker(o, engine, segment, buffer, remoteBase, t, failure, failed));
+        }
+        List<Thread> threads = new ArrayList<>();
+        long start = System.nanoTime();
+        for (Worker w : workers) {
+            Thread th = new Thread(w, "mooncake-bench-initiator-" + w.thread);
+            th.setDaemon(true);
+            threads.add(th);
+            th.start();
+        }
+        long deadline = start + Math.round(o.duration() * 1e9);
+        long bytesPerBatch = o.blockSize() * o.batchSize() * (o.verify() ? 2 : 1);
+        long lastBatches = 0;
+        long lastTick = start;
+        while (true) {
+            long now = System.nanoTime();
+            long wait = Math.min(deadline - now, lastTick + 1_000_000_000L - now);
+            if (wait > 0 && (failed.await(wait, TimeUnit.NANOSECONDS) || stopRequested.getCount() == 0)) {
+                break;
+            }
+            now = System.nanoTime();
+            if (now - lastTick >= 1_000_000_000L) {
+                long batches = 0;
+                for (Worker w : workers) {
+                    batches += w.batches.get();
+                }
+                double rate = (batches - lastBatches) * (double) bytesPerBatch / ((now - lastTick) / 1e9) / unitBytes;
+                err.printf(Locale.ROOT, "[%6.1f s] batches %d, %." + o.reportPrecision() + "f %s/s%n",
+                        (now - start) / 1e9, batches, rate, unit);
+                lastBatches = batches;
+                lastTick = now;
+            }
+            if (now >= deadline) {
+                break;
+            }
+        }
+        for (Worker w : workers) {
+            w.running = false;
+        }
+        for (Thread th : threads) {
+            th.join();
+        }
+        double duration = (System.nanoTime() - start) / 1e9;
+        long batches = 0;
+        LatencyHistogram all = new LatencyHistogram();
+        for (Worker w : workers) {
+            batches += w.batches.get();
+            all.add(w.latencies);
+        }
+        if (failure.get() != null) {
+            err.println("FAILED: " + failure.get());
+            return 1;
+        }
+        double rate = batches * (double) bytesPerBatch / duration / unitBytes;
+        out.printf(Locale.ROOT, "Test completed: duration %.2f, batch count %d, throughput %." + o.reportPrecision()
+                + "f %s/s%n", duration, batches, rate, unit);
+        out.printf(Locale.ROOT, "Batch latency (%d batches of %d x %s, %s %s): p50 %s, p90 %s, p99 %s, max %s%n",
+                all.count(), o.batchSize(), Bytes.human(o.blockSize()), o.verify() ? "write+read-back" : o.operation(),
+                o.api(), micros(all.percentile(0.50)), micros(all.percentile(0.90)), micros(all.percentile(0.99)),
+                micros(all.max()));
+        out.printf(Locale.ROOT, "Descriptors: %.0f /s%n", batches * (double) o.batchSize() * (o.verify() ? 2 : 1)
+                / duration);
+        if (o.verify()) {
+            out.printf(Locale.ROOT, "Verify: %d batches written and read back, %s compared, every byte matched "
+                    + "(throughput counts both directions)%n", batches, Bytes.human(batches * o.blockSize()
+                    * o.batchSize()));
+        }
+        return 0;
+    }
+
+    private static String micros(long nanos) {
+        return nanos >= 10_000_000L ? String.format(Locale.ROOT, "%.1f ms", nanos / 1e6)
+                : String.format(Locale.ROOT, "%.0f us", nanos / 1e3);
+    }
+
+    /** One submitting thread: its requests are built once and reused for every batch. */
+    private static final class Worker implements Runnable {
+        final int thread;
+        final AtomicLong batches = new AtomicLong();
+        final LatencyHistogram latencies = new LatencyHistogram();
+        volatile boolean running = true;
+
+        private final Options o;
+        private final TransferEngine engine;
+        private final long segment;
+        private final String segmentName;
+        private final MemorySegment local;
+        private final long localBase;
+        private final long[] src;       // local addresses (region A)
+        private final long[] readBack;  // local addresses (region B, --verify)
+        private final long[] dst;       // remote addresses
+        private final long[] lengths;
+        private final long[] offsets;   // offset of block i in both regions
+        private final List<TransferRequest> primary;
+        private final List<TransferRequest> verifyWrite;
+        private final List<TransferRequest> verifyRead;
+        private final AtomicReference<String> failure;
+        private final CountDownLatch failed;
+
+        Worker(Options o, TransferEngine engine, long segment, HostMemoryStorage buffer, long remoteBase, int thread,
+                AtomicReference<String> failure, CountDownLatch failed) {
+            this.o = o;
+            this.engine = engine;
+            this.segment = segment;
+            this.segmentName = o.segmentId();
+            this.thread = thread;
+            this.local = buffer.segment();
+            this.localBase = buffer.address();
+            this.failure = failure;
+            this.failed = failed;
+            int n = o.batchSize();
+            long half = o.required() / 2;
+            src = new long[n];
+            readBack = new long[n];
+            dst = new long[n];
+            lengths = new long[n];
+            offsets = new long[n];
+            List<TransferRequest> p = new ArrayList<>(n);
+            List<TransferRequest> vw = new ArrayList<>(n);
+            List<TransferRequest> vr = new ArrayList<>(n);
+            for (int i = 0; i < n; i++) {
+                long off = o.blockSize() * ((long) i * o.threads() + thread);
+                offsets[i] = off;
+                src[i] = localBase + off;
+                readBack[i] = localBase + half + off;
+                dst[i] = remoteBase + off;
+                lengths[i] = o.blockSize();
+                p.add(new TransferRequest(o.write() ? TransferRequest.Opcode.WRITE : TransferRequest.Opcode.READ,
+                        src[i], segment, dst[i], lengths[i]));
+                vw.add(TransferRequest.write(src[i], segment, dst[i], lengths[i]));
+                vr.add(TransferRequest.read(readBack[i], segment, dst[i], lengths[i]));
+            }
+            primary = List.copyOf(p);
+            verifyWrite = List.copyOf(vw);
+            verifyRead = List.copyOf(vr);
+        }
+
+        @Override
+        public void run() {
+            try {
+                long batch = 0;
+                while (running) {
+                    long t0 = System.nanoTime();
+                    String problem = o.verify() ? verifiedBatch(batch) : plainBatch();
+                    long t1 = System.nanoTime();
+                    if (problem != null) {
+                        fail(problem);
+                        return;
+                    }
+                    latencies.record(t1 - t0);
+                    batches.lazySet(++batch);
+                }
+            } catch (RuntimeException | Error e) {
+                fail("worker " + thread + " crashed: " + e);
+                throw e;
+            }
+        }
+
+        private void fail(String problem) {
+            failure.compareAndSet(null, problem);
+            failed.countDown();
+        }
+
+        private String plainBatch() {
+            int rc = transfer(o.write(), src, primary);
+            return rc == 0 ? null : String.format(Locale.ROOT, "worker %d: %s batch returned %d", thread,
+                    o.operation(), rc);
+        }
+
+        private String verifiedBatch(long batch) {
+            long seed = mix(((long) thread << 40) ^ batch);
+            for (int i = 0; i < offsets.length; i++) {
+                fill(local, offsets[i], lengths[i], seed ^ i);
+            }
+            int rc = transfer(true, src, verifyWrite);
+            if (rc != 0) {
+                return String.format(Locale.ROOT, "worker %d batch %d: write returned %d", thread, batch, rc);
+            }
+            rc = transfer(false, readBack, verifyRead);
+            if (rc != 0) {
+                return String.format(Locale.ROOT, "worker %d batch %d: read-back returned %d", thread, batch, rc);
+            }
+            long half = readBack[0] - src[0];
+            for (int i = 0; i < offsets.length; i++) {
+                long a = offsets[i];
+                long b = a + half;
+                long m = MemorySegment.mismatch(local, a, a + lengths[i], local, b, b + lengths[i]);
+                if (m >= 0) {
+                    return String.format(Locale.ROOT, "worker %d batch %d: block %d (remote 0x%x) differs at byte %d:"
+                            + " wrote 0x%02x, read back 0x%02x", thread, batch, i, dst[i], m,
+                            local.get(ValueLayout.JAVA_BYTE, a + m), local.get(ValueLayout.JAVA_BYTE, b + m));
+                }
+            }
+            return null;
+        }
+
+        /** One batch through the chosen API; 0 when every request completed. */
+        private int transfer(boolean write, long[] localAddrs, List<TransferRequest> requests) {
+            if (o.api().equals("sync")) {
+                return write ? engine.batchTransferSyncWrite(segmentName, localAddrs, dst, lengths)
+                        : engine.batchTransferSyncRead(segmentName, localAddrs, dst, lengths);
+            }
+            long id = engine.allocateBatchId(requests.size());
+            if (id < 0) {
+                return (int) id;
+            }
+            int rc = engine.submitTransfer(id, requests);
+            if (rc != 0) {
+                engine.freeBatchId(id);
+                return rc;
+            }
+            int result = 0;
+            for (int task = 0; task < requests.size(); task++) {
+                while (true) {
+                    TransferStatus s = engine.getTransferStatus(id, task);
+                    if (s.code() != 0) {
+                        return s.code();
+                    }
+                    if (s.state() == TransferStatus.State.COMPLETED) {
+                        break;
+                    }
+                    if (s.state().isTerminal()) {
+                        result = -1;
+                        break;
+                    }
+                    Thread.onSpinWait();
+                }
+            }
+            int freed = engine.freeBatchId(id);
+            return result != 0 ? result : freed;
+        }
+
+        private static long mix(long z) {
+            z = (z ^ (z >>> 30)) * 0xBF58476D1CE4E5B9L;
+            z = (z ^ (z >>> 27)) * 0x94D049BB133111EBL;
+            return z ^ (z >>> 31);
+        }
+
+        /** A pattern that depends on the seed and on every 8-byte position, so shifted or stale data shows. */
+        private static void fill(MemorySegment seg, long offset, long length, long seed) {
+            long i = 0;
+            long base = mix(seed);
+            for (; i + 8 <= length; i += 8) {
+                seg.set(ValueLayout.JAVA_LONG_UNALIGNED, offset + i, base + i * 0x9E3779B97F4A7C15L);
+            }
+            for (; i < length; i++) {
+                seg.set(ValueLayout.JAVA_BYTE, offset + i, (byte) (base >>> (8 * (i & 7)) ^ i));
+            }
+        }
+    }
+}
