@@ -443,6 +443,18 @@ public final class TcpTransferEngine implements TransferEngine {
         }
     }
 
+    /** {@code buffers[0].addr} of the (cached) descriptor of {@code name}; -1 if it cannot be opened or has none. */
+    @Override
+    public long getFirstBufferAddress(String name) {
+        long id = openSegment(name);
+        if (id < 0) {
+            return -1;
+        }
+        Segment s = id == 0 ? null : segments.get(id);
+        List<SegmentDescriptor.Buffer> buffers = s == null ? localDescriptor().buffers() : s.descriptor.buffers();
+        return buffers.isEmpty() ? -1 : buffers.get(0).addr();
+    }
+
     // ------------------------------------------------------------------ batches
 
     @Override
