@@ -303,8 +303,8 @@ final class BenchCommand implements CliCommand {
             now = System.nanoTime();
             if (now - lastTick >= 1_000_000_000L) {
                 long batches = 0;
-                for (Worker w : workers) {
-                    batches += w.batches.get();
+                for (int i = 0; i < workers.size(); i++) { // indexed: no iterator garbage in the profile
+                    batches += workers.get(i).batches.get();
                 }
                 double rate = (batches - lastBatches) * (double) bytesPerBatch / ((now - lastTick) / 1e9) / unitBytes;
                 err.printf(Locale.ROOT, "[%6.1f s] batches %d, %." + o.reportPrecision() + "f %s/s%n",
