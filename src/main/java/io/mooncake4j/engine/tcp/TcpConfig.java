@@ -79,9 +79,13 @@ public record TcpConfig(HandshakeConfig handshake, int statusTimeoutMs, int lane
         return new TcpConfig(handshake, statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs, ms);
     }
 
-    /** Whether {@code MC_TCP_PROTO=1} forces v1 framing now (Mooncake re-reads it per request). */
+    // A JVM's environment is fixed at start-up, so reading it once is the same as Mooncake's
+    // per-request re-read; System.getenv(name) allocates on every call (it is on the send path).
+    private static final boolean FORCE_V1 = "1".equals(System.getenv("MC_TCP_PROTO"));
+
+    /** Whether {@code MC_TCP_PROTO=1} forces v1 framing (Mooncake re-reads it per request; a JVM's environment cannot change). */
     static boolean forceV1() {
-        return "1".equals(System.getenv("MC_TCP_PROTO"));
+        return FORCE_V1;
     }
 
     private static int intVar(Map<String, String> env, String name, String alias, int def, int min, int max) {
