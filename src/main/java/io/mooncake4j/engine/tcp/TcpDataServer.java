@@ -119,6 +119,8 @@ final class TcpDataServer implements AutoCloseable {
         }
     }
 
+    private static final int LINGER_MS = 2000;
+
     private final class Session {
         final SocketChannel ch;
         final LocalMemory.Slot slot;
@@ -127,6 +129,10 @@ final class TcpDataServer implements AutoCloseable {
         Session(SocketChannel ch) {
             this.ch = ch;
             this.slot = memory.slot(this::abort);
+        }
+
+        void lingerAndDiscard() {
+            lingerAndDiscardOn(ch);
         }
 
         void abort() {
@@ -191,6 +197,7 @@ final class TcpDataServer implements AutoCloseable {
                             ch.write(status);
                         }
                     }
+                    lingerAndDiscard();
                     return;
                 }
                 try {
@@ -239,6 +246,26 @@ final class TcpDataServer implements AutoCloseable {
                     slot.exit(0);
                 }
             }
+        }
+    }
+
+    /**
+     * After a rejection: half-close and discard what the peer still sends (a WRITE body) until it
+     * closes, for at most {@link #LINGER_MS}, so the kernel does not answer unread data with a
+     * reset that could destroy the rejection status frame before the peer read it.
+     */
+    private void lingerAndDiscardOn(SocketChannel ch) {
+        try {
+            ch.shutdownOutput();
+            ch.socket().setSoTimeout(LINGER_MS);
+            java.io.InputStream in = ch.socket().getInputStream();
+            byte[] sink = new byte[16384];
+            long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(LINGER_MS);
+            while (System.nanoTime() < deadline && in.read(sink) >= 0) {
+                // discard
+            }
+        } catch (IOException e) {
+            LOG.debug("linger after rejection: {}", e.getMessage());
         }
     }
 

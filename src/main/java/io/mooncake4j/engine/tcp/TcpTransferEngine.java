@@ -239,6 +239,12 @@ public final class TcpTransferEngine implements TransferEngine {
         return segmentName;
     }
 
+    /** Data-port requests rejected so far (outside registered memory, bad opcode); for monitoring. */
+    public long rejectedDataRequests() {
+        TcpDataServer d = data;
+        return d == null ? 0 : d.rejectedRequests();
+    }
+
     /** {@code host:rpcPort} without IPv6 brackets (Mooncake {@code getLocalIpAndPort}). */
     public String getLocalIpAndPort() {
         return host == null ? null : host + ":" + getRpcPort();
