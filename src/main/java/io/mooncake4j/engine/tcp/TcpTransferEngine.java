@@ -198,7 +198,7 @@ public final class TcpTransferEngine implements TransferEngine {
             HandshakeServer server = null;
             try {
                 server = HandshakeServer.start(config.handshake(), this::handle);
-                TcpDataServer d = TcpDataServer.start(config.handshake(), memory);
+                TcpDataServer d = TcpDataServer.start(config.dataListen(), memory);
                 this.host = h;
                 this.rpc = server;
                 this.data = d;
