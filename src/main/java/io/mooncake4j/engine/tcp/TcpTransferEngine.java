@@ -245,6 +245,12 @@ public final class TcpTransferEngine implements TransferEngine {
         return d == null ? 0 : d.rejectedRequests();
     }
 
+    /** Open data-port sessions (package-private, for tests). */
+    int openDataSessionsForTest() {
+        TcpDataServer d = data;
+        return d == null ? 0 : d.openSessions();
+    }
+
     /** {@code host:rpcPort} without IPv6 brackets (Mooncake {@code getLocalIpAndPort}). */
     public String getLocalIpAndPort() {
         return host == null ? null : host + ":" + getRpcPort();
