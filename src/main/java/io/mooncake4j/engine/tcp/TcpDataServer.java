@@ -4,6 +4,7 @@ import io.mooncake4j.engine.BufferRegistry.Buffer;
 import io.mooncake4j.engine.handshake.HandshakeConfig;
 import io.mooncake4j.engine.handshake.PortBinder;
 import java.io.IOException;
+import java.lang.foreign.MemorySegment;
 import java.net.StandardSocketOptions;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -166,7 +167,9 @@ final class TcpDataServer implements AutoCloseable {
             LocalMemory.Views views = new LocalMemory.Views(memory);
             ByteBuffer header = ByteBuffer.allocateDirect(TcpWire.HEADER_BYTES).order(ByteOrder.LITTLE_ENDIAN);
             ByteBuffer status = ByteBuffer.allocateDirect(TcpWire.STATUS_BYTES).order(ByteOrder.LITTLE_ENDIAN);
-            ByteBuffer[] gather = new ByteBuffer[2];
+            ByteBuffer stage = ByteBuffer.allocateDirect(TcpWire.STATUS_BYTES + Lane.STAGE_LIMIT)
+                    .order(ByteOrder.LITTLE_ENDIAN);
+            MemorySegment stageSegment = MemorySegment.ofBuffer(stage);
             while (!closed) {
                 header.clear();
                 while (header.hasRemaining()) {
@@ -224,23 +227,28 @@ final class TcpDataServer implements AutoCloseable {
                             }
                         }
                     } else {
-                        status.clear();
-                        status.putLong(0, TcpWire.STATUS_OK);
-                        if (!v2) {
-                            status.position(status.limit());
+                        // status (v2) and up to STAGE_LIMIT body bytes in one write, the rest direct
+                        stage.clear();
+                        int pre = 0;
+                        if (v2) {
+                            stage.putLong(0, TcpWire.STATUS_OK);
+                            pre = TcpWire.STATUS_BYTES;
                         }
-                        long done = 0;
+                        int first = (int) Math.min(size, Lane.STAGE_LIMIT);
+                        MemorySegment.copy(LocalMemory.ALL, addr, stageSegment, pre, first);
+                        stage.limit(pre + first).position(0);
+                        while (stage.hasRemaining()) {
+                            ch.write(stage);
+                        }
+                        long done = first;
                         while (done < size) {
                             ByteBuffer body = views.view(buf, addr + done, size - done);
                             int n = body.remaining();
-                            gather[0] = status;
-                            gather[1] = body;
                             while (body.hasRemaining()) {
-                                ch.write(gather, status.hasRemaining() ? 0 : 1, status.hasRemaining() ? 2 : 1);
+                                ch.write(body);
                             }
                             done += n;
                         }
-                        gather[1] = null;
                     }
                 } finally {
                     slot.exit(0);
