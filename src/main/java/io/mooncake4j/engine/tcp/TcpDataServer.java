@@ -13,6 +13,10 @@ import java.nio.channels.SocketChannel;
 import java.time.Duration;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.SynchronousQueue;
+import java.util.concurrent.ThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import org.slf4j.Logger;
@@ -20,9 +24,10 @@ import org.slf4j.LoggerFactory;
 
 /**
  * The target side of the TCP transport (Mooncake {@code ServerSession}): a listener on the data
- * port and one virtual thread per connection ({@code mooncake-target-tcp-N}), so that both
- * Mooncake's one-shot clients (a connection per request, many at once) and persistent lanes are
- * served. Per request:
+ * port and one thread per connection — pooled platform threads ({@code mooncake-target-tcp-N}),
+ * overflowing to virtual threads beyond 1024 concurrent connections — so that both Mooncake's
+ * one-shot clients (a connection per request, many at once) and persistent lanes are served.
+ * Per request:
  *
  * <ol>
  *   <li>read the 24-byte header; EOF at a header boundary ends the session quietly;</li>
@@ -52,12 +57,21 @@ final class TcpDataServer implements AutoCloseable {
     private final AtomicLong rejected = new AtomicLong();
     private final int serial = SERVERS.getAndIncrement();
     private volatile boolean closed;
+    /**
+     * Sessions run on pooled platform threads (blocking socket I/O without virtual-thread
+     * park/unpark per read is markedly faster); idle threads are kept for reuse by the next
+     * connection, which matters for Mooncake's one-shot clients (one connection per request).
+     */
+    private final ThreadPoolExecutor sessionPool;
 
     private TcpDataServer(LocalMemory memory, ServerSocketChannel listener) {
         this.memory = memory;
         this.listener = listener;
         this.acceptor = Thread.ofPlatform().daemon(true).name("mooncake-target-accept-" + serial)
                 .unstarted(this::acceptLoop);
+        this.sessionPool = new ThreadPoolExecutor(0, MAX_PLATFORM_SESSIONS, 30, TimeUnit.SECONDS,
+                new SynchronousQueue<>(), r -> Thread.ofPlatform().daemon(true)
+                        .name("mooncake-target-tcp-" + serial + "-" + sessionCounter.getAndIncrement()).unstarted(r));
     }
 
     /** Binds the data port (same random range as the RPC port) and starts accepting. */
@@ -114,13 +128,19 @@ final class TcpDataServer implements AutoCloseable {
                 sessions.remove(s);
                 return;
             }
-            s.thread = Thread.ofVirtual().name("mooncake-target-tcp-" + serial + "-" + sessionCounter.getAndIncrement())
-                    .unstarted(s::run);
-            s.thread.start();
+            try {
+                sessionPool.execute(s::run);
+            } catch (RejectedExecutionException e) {
+                // more than MAX_PLATFORM_SESSIONS at once (one-shot C++ initiators): overflow to virtual threads
+                s.thread = Thread.ofVirtual().name("mooncake-target-tcpv-" + serial + "-"
+                        + sessionCounter.getAndIncrement()).unstarted(s::run);
+                s.thread.start();
+            }
         }
     }
 
     private static final int LINGER_MS = 2000;
+    private static final int MAX_PLATFORM_SESSIONS = 1024;
 
     private final class Session {
         final SocketChannel ch;
@@ -268,7 +288,7 @@ final class TcpDataServer implements AutoCloseable {
             ch.socket().setSoTimeout(LINGER_MS);
             java.io.InputStream in = ch.socket().getInputStream();
             byte[] sink = new byte[16384];
-            long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(LINGER_MS);
+            long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(LINGER_MS);
             while (System.nanoTime() < deadline && in.read(sink) >= 0) {
                 // discard
             }
@@ -291,6 +311,14 @@ final class TcpDataServer implements AutoCloseable {
         join(acceptor);
         for (Session s : sessions) {
             s.abort();
+        }
+        sessionPool.shutdown();
+        try {
+            if (!sessionPool.awaitTermination(10, TimeUnit.SECONDS)) {
+                LOG.error("data sessions on port {} did not stop within 10 s", port());
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
         }
         for (Session s : sessions) {
             Thread t = s.thread;
