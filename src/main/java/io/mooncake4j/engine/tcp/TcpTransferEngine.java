@@ -66,7 +66,8 @@ public final class TcpTransferEngine implements TransferEngine {
     private final class Segment {
         final long id;
         volatile SegmentDescriptor descriptor;
-        private Peer peer;
+        /** Written under the segment's monitor, read lock-free by the watchdog and aborts. */
+        private volatile Peer peer;
 
         Segment(long id, SegmentDescriptor descriptor) {
             this.id = id;
@@ -97,7 +98,7 @@ public final class TcpTransferEngine implements TransferEngine {
             return peer;
         }
 
-        synchronized Peer current() {
+        Peer current() {
             return peer;
         }
 
