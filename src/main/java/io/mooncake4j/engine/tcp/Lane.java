@@ -21,10 +21,11 @@ import org.slf4j.LoggerFactory;
  * <ul>
  *   <li>the <b>sender</b> ({@code mooncake-initiator-send-P-L}) claims tasks from the {@link Peer},
  *       writes each 24-byte header and, for a WRITE, the body straight from registered memory
- *       (one gathering write), and appends the request to the in-flight ring;</li>
+ *       (see below), and appends the request to the in-flight ring;</li>
  *   <li>the <b>receiver</b> ({@code mooncake-initiator-recv-P-L}) consumes the ring in order: the
- *       v2 status frame of each request and, for a READ, the body straight into registered
- *       memory, then completes the task.</li>
+ *       v2 status frame of each request and, for a READ, the body into registered memory (small
+ *       bodies through a 64 KiB receive buffer that also picks up the following frames, large
+ *       remainders straight from the socket), then completes the task.</li>
  * </ul>
  *
  * <p>Bodies up to {@value #STAGE_LIMIT} bytes are copied behind their header so that a request is
@@ -47,7 +48,8 @@ final class Lane {
 
     private static final Logger LOG = LoggerFactory.getLogger(Lane.class);
     private static final int CONNECT_TIMEOUT_MS = 5_000;
-    private static final int STATUS_BUFFER = 256;
+    /** Receive buffer: status frames and small read bodies of pipelined requests arrive in one read. */
+    private static final int IN_BUFFER = 64 * 1024;
     /** Bodies up to this size travel in the same write as their header (copied). */
     static final int STAGE_LIMIT = 16 * 1024;
     /** Safety net for park/unpark hand-offs: a parked thread re-checks at least this often. */
@@ -279,7 +281,8 @@ final class Lane {
 
     private void recvLoop() {
         LocalMemory.Views views = new LocalMemory.Views(peer.memory);
-        ByteBuffer status = ByteBuffer.allocateDirect(STATUS_BUFFER).order(ByteOrder.LITTLE_ENDIAN);
+        ByteBuffer status = ByteBuffer.allocateDirect(IN_BUFFER).order(ByteOrder.LITTLE_ENDIAN);
+        MemorySegment inSegment = MemorySegment.ofBuffer(status);
         status.flip();
         try {
             while (true) {
@@ -300,19 +303,11 @@ final class Lane {
                 int i = ringTask[k];
                 int op = ringOp[k];
                 long deadline = ringDeadline[k];
-                int writesAhead = 0;
-                byte v2Write = (byte) (TcpWire.OP_WRITE | TcpWire.V2_FLAG);
-                for (long q = h; q < t && writesAhead < STATUS_BUFFER / TcpWire.STATUS_BYTES; q++) {
-                    if (ringOp[index(q)] != v2Write) {
-                        break;
-                    }
-                    writesAhead++;
-                }
                 SocketChannel ch = channel;
                 recvBatch = b;
                 boolean ok;
                 try {
-                    ok = !b.aborted && ch != null && receiveOne(ch, b, i, op, deadline, writesAhead, status, views);
+                    ok = !b.aborted && ch != null && receiveOne(ch, b, i, op, deadline, status, inSegment, views);
                 } finally {
                     recvBatch = null;
                 }
@@ -336,11 +331,21 @@ final class Lane {
         }
     }
 
-    private boolean receiveOne(SocketChannel ch, Batch b, int i, int op, long deadline, int writesAhead,
-            ByteBuffer status, LocalMemory.Views views) {
+    private boolean receiveOne(SocketChannel ch, Batch b, int i, int op, long deadline, ByteBuffer in,
+            MemorySegment inSegment, LocalMemory.Views views) {
         try {
             if ((op & TcpWire.V2_FLAG) != 0) {
-                long frame = readStatus(ch, status, Math.max(1, writesAhead), deadline);
+                if (in.remaining() < TcpWire.STATUS_BYTES) {
+                    statusDeadline = deadline;
+                    try {
+                        if (!fill(ch, in, TcpWire.STATUS_BYTES)) {
+                            throw new IOException("peer closed the connection before the status frame");
+                        }
+                    } finally {
+                        statusDeadline = 0;
+                    }
+                }
+                long frame = in.getLong();
                 if (!TcpWire.validStatus(frame)) {
                     kill(String.format(Locale.ROOT, "invalid status frame 0x%016x (legacy peer?)", frame));
                     return false;
@@ -364,15 +369,30 @@ final class Lane {
             try {
                 long done = 0;
                 while (done < len) {
-                    ByteBuffer body = views.view(lb, local + done, len - done);
-                    int n = body.remaining();
-                    while (body.hasRemaining()) {
-                        if (ch.read(body) < 0) {
-                            kill("peer closed the connection during a read body");
-                            return false;
-                        }
+                    int avail = in.remaining();
+                    if (avail > 0) { // bytes already buffered with earlier frames
+                        int n = (int) Math.min(avail, len - done);
+                        MemorySegment.copy(inSegment, in.position(), LocalMemory.ALL, local + done, n);
+                        in.position(in.position() + n);
+                        done += n;
+                        continue;
                     }
-                    done += n;
+                    long left = len - done;
+                    int r;
+                    if (left >= TcpDataServer.DIRECT_THRESHOLD) { // large: straight into registered memory
+                        r = ch.read(views.view(lb, local + done, left));
+                        if (r > 0) {
+                            done += r;
+                        }
+                    } else { // small: one read may also bring the next frames
+                        in.clear();
+                        r = ch.read(in);
+                        in.flip();
+                    }
+                    if (r < 0) {
+                        kill("peer closed the connection during a read body");
+                        return false;
+                    }
                 }
             } finally {
                 slot.exit(1);
@@ -386,25 +406,19 @@ final class Lane {
         }
     }
 
-    /** Reads the next status frame, buffering up to {@code frames} frames known to be due before any body. */
-    private long readStatus(SocketChannel ch, ByteBuffer status, int frames, long deadline) throws IOException {
-        if (status.remaining() < TcpWire.STATUS_BYTES) {
-            status.compact();
-            int want = frames * TcpWire.STATUS_BYTES;
-            status.limit(Math.min(status.capacity(), want)); // never past the frames due before a body
-            statusDeadline = deadline;
-            try {
-                while (status.position() < TcpWire.STATUS_BYTES) {
-                    if (ch.read(status) < 0) {
-                        throw new IOException("peer closed the connection before the status frame");
-                    }
+    /** Reads until at least {@code need} bytes are buffered; false on EOF. {@code in} stays in read mode. */
+    private static boolean fill(SocketChannel ch, ByteBuffer in, int need) throws IOException {
+        in.compact();
+        try {
+            while (in.position() < need) {
+                if (ch.read(in) < 0) {
+                    return false;
                 }
-            } finally {
-                statusDeadline = 0;
             }
-            status.flip();
+            return true;
+        } finally {
+            in.flip();
         }
-        return status.getLong();
     }
 
     /** Fails every request in the ring (the connection is gone) and resets the status buffer. */

@@ -141,6 +141,23 @@ final class TcpDataServer implements AutoCloseable {
 
     private static final int LINGER_MS = 2000;
     private static final int MAX_PLATFORM_SESSIONS = 1024;
+    /** Body remainders at least this large are read straight into registered memory. */
+    static final int DIRECT_THRESHOLD = 32 * 1024;
+
+    /**
+     * A session's socket buffers: input is read in large chunks and parsed (headers and small
+     * bodies of pipelined requests come in one {@code read}); status frames and small READ bodies
+     * are gathered and written when the session would otherwise block. One per thread, reused by
+     * the pooled session threads.
+     */
+    private static final class IoBuffers {
+        final ByteBuffer in = ByteBuffer.allocateDirect(64 * 1024).order(ByteOrder.LITTLE_ENDIAN);
+        final ByteBuffer out = ByteBuffer.allocateDirect(64 * 1024).order(ByteOrder.LITTLE_ENDIAN);
+        final MemorySegment inSegment = MemorySegment.ofBuffer(in);
+        final MemorySegment outSegment = MemorySegment.ofBuffer(out);
+    }
+
+    private static final ThreadLocal<IoBuffers> IO = ThreadLocal.withInitial(IoBuffers::new);
 
     private final class Session {
         final SocketChannel ch;
@@ -185,25 +202,27 @@ final class TcpDataServer implements AutoCloseable {
 
         private void serve(String peer) throws IOException {
             LocalMemory.Views views = new LocalMemory.Views(memory);
-            ByteBuffer header = ByteBuffer.allocateDirect(TcpWire.HEADER_BYTES).order(ByteOrder.LITTLE_ENDIAN);
-            ByteBuffer status = ByteBuffer.allocateDirect(TcpWire.STATUS_BYTES).order(ByteOrder.LITTLE_ENDIAN);
-            ByteBuffer stage = ByteBuffer.allocateDirect(TcpWire.STATUS_BYTES + Lane.STAGE_LIMIT)
-                    .order(ByteOrder.LITTLE_ENDIAN);
-            MemorySegment stageSegment = MemorySegment.ofBuffer(stage);
+            IoBuffers io = IO.get();
+            ByteBuffer in = io.in;
+            ByteBuffer out = io.out;
+            in.clear().flip();
+            out.clear();
             while (!closed) {
-                header.clear();
-                while (header.hasRemaining()) {
-                    if (ch.read(header) < 0) {
-                        if (header.position() != 0) {
+                if (in.remaining() < TcpWire.HEADER_BYTES) {
+                    flush(out);
+                    if (!fill(in, TcpWire.HEADER_BYTES)) {
+                        if (in.remaining() != 0) {
                             LOG.warn("data session with {}: connection closed inside a header ({} of 24 bytes)",
-                                    peer, header.position());
+                                    peer, in.remaining());
                         }
                         return;
                     }
                 }
-                long size = header.getLong(0);
-                long addr = header.getLong(8);
-                int opcode = header.get(16) & 0xff;
+                int p = in.position();
+                long size = in.getLong(p);
+                long addr = in.getLong(p + 8);
+                int opcode = in.get(p + 16) & 0xff;
+                in.position(p + TcpWire.HEADER_BYTES);
                 boolean v2 = (opcode & TcpWire.V2_FLAG) != 0;
                 int op = opcode & 0x7f;
                 Buffer buf = (op == TcpWire.OP_READ || op == TcpWire.OP_WRITE) && TcpWire.validRange(addr, size)
@@ -214,53 +233,39 @@ final class TcpDataServer implements AutoCloseable {
                             Integer.toHexString(opcode), Long.toUnsignedString(size), Long.toHexString(addr),
                             op > 1 ? "unknown opcode" : "outside registered memory");
                     if (v2) {
-                        status.clear();
-                        status.putLong(0, TcpWire.STATUS_ADDR_REJECTED);
-                        while (status.hasRemaining()) {
-                            ch.write(status);
-                        }
+                        out.putLong(TcpWire.STATUS_ADDR_REJECTED);
                     }
+                    flush(out);
                     lingerAndDiscard();
                     return;
                 }
                 try {
                     if (op == TcpWire.OP_WRITE) {
-                        long done = 0;
-                        while (done < size) {
-                            ByteBuffer body = views.view(buf, addr + done, size - done);
-                            int n = body.remaining();
-                            while (body.hasRemaining()) {
-                                if (ch.read(body) < 0) {
-                                    LOG.warn("data session with {}: connection closed after {} of {} body "
-                                            + "bytes of a write to 0x{}", peer, done + n - body.remaining(), size,
-                                            Long.toHexString(addr));
-                                    return;
-                                }
-                            }
-                            done += n;
+                        if (!receiveBody(peer, in, io, out, views, buf, addr, size)) {
+                            return;
                         }
                         if (v2) {
-                            status.clear();
-                            status.putLong(0, TcpWire.STATUS_OK);
-                            while (status.hasRemaining()) {
-                                ch.write(status);
+                            if (out.remaining() < TcpWire.STATUS_BYTES) {
+                                flush(out);
                             }
+                            out.putLong(TcpWire.STATUS_OK);
                         }
                     } else {
-                        // status (v2) and up to STAGE_LIMIT body bytes in one write, the rest direct
-                        stage.clear();
-                        int pre = 0;
+                        // status (v2) and the body's first bytes go out with the pending frames, the rest direct
+                        int pre = v2 ? TcpWire.STATUS_BYTES : 0;
+                        int first = (int) Math.min(size, out.capacity() - pre);
+                        if (out.remaining() < pre + first) {
+                            flush(out);
+                        }
                         if (v2) {
-                            stage.putLong(0, TcpWire.STATUS_OK);
-                            pre = TcpWire.STATUS_BYTES;
+                            out.putLong(TcpWire.STATUS_OK);
                         }
-                        int first = (int) Math.min(size, Lane.STAGE_LIMIT);
-                        MemorySegment.copy(LocalMemory.ALL, addr, stageSegment, pre, first);
-                        stage.limit(pre + first).position(0);
-                        while (stage.hasRemaining()) {
-                            ch.write(stage);
-                        }
+                        MemorySegment.copy(LocalMemory.ALL, addr, io.outSegment, out.position(), first);
+                        out.position(out.position() + first);
                         long done = first;
+                        if (done < size) {
+                            flush(out);
+                        }
                         while (done < size) {
                             ByteBuffer body = views.view(buf, addr + done, size - done);
                             int n = body.remaining();
@@ -274,6 +279,67 @@ final class TcpDataServer implements AutoCloseable {
                     slot.exit(0);
                 }
             }
+        }
+
+        /** Moves a WRITE body into memory: buffered bytes first, large remainders straight from the socket. */
+        private boolean receiveBody(String peer, ByteBuffer in, IoBuffers io, ByteBuffer out,
+                LocalMemory.Views views, Buffer buf, long addr, long size) throws IOException {
+            long done = 0;
+            while (done < size) {
+                int avail = in.remaining();
+                if (avail > 0) {
+                    int n = (int) Math.min(avail, size - done);
+                    MemorySegment.copy(io.inSegment, in.position(), LocalMemory.ALL, addr + done, n);
+                    in.position(in.position() + n);
+                    done += n;
+                    continue;
+                }
+                flush(out);
+                long left = size - done;
+                int r;
+                if (left >= DIRECT_THRESHOLD) {
+                    r = ch.read(views.view(buf, addr + done, left));
+                    if (r > 0) {
+                        done += r;
+                    }
+                } else {
+                    in.clear();
+                    r = ch.read(in);
+                    in.flip();
+                }
+                if (r < 0) {
+                    LOG.warn("data session with {}: connection closed after {} of {} body bytes of a write to 0x{}",
+                            peer, done, size, Long.toHexString(addr));
+                    return false;
+                }
+            }
+            return true;
+        }
+
+        /** Reads until at least {@code need} bytes are buffered; false on EOF. {@code in} stays in read mode. */
+        private boolean fill(ByteBuffer in, int need) throws IOException {
+            in.compact();
+            try {
+                while (in.position() < need) {
+                    if (ch.read(in) < 0) {
+                        return false;
+                    }
+                }
+                return true;
+            } finally {
+                in.flip();
+            }
+        }
+
+        private void flush(ByteBuffer out) throws IOException {
+            if (out.position() == 0) {
+                return;
+            }
+            out.flip();
+            while (out.hasRemaining()) {
+                ch.write(out);
+            }
+            out.clear();
         }
     }
 
