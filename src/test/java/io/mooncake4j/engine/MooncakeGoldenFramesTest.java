@@ -20,7 +20,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * Checks the frames captured from Mooncake's C++ engine ({@code src/test/resources/golden/mooncake})
+ * Checks the frames captured from Mooncake's C++ engine ({@code src/test/resources/golden/cpp})
  * against the wire formats of {@code shared/spec/mooncake-transfer-engine.md} §2–§3, with a small
  * self-contained reader. The TCP engine's own codecs get their golden tests in their package; these
  * vectors pin down what a real C++ peer sends, so a misreading of the spec fails here.
@@ -34,7 +34,7 @@ class MooncakeGoldenFramesTest {
     private static final int HEADER_BYTES = 24;
 
     private static byte[] golden(String path) {
-        try (InputStream in = MooncakeGoldenFramesTest.class.getResourceAsStream("/golden/mooncake/" + path)) {
+        try (InputStream in = MooncakeGoldenFramesTest.class.getResourceAsStream("/golden/cpp/" + path)) {
             assertNotNull(in, "missing golden file " + path);
             return in.readAllBytes();
         } catch (IOException e) {
@@ -72,8 +72,8 @@ class MooncakeGoldenFramesTest {
 
     @Test
     void metadataExchangeCarriesBothDescriptorsAsTypeOneFrames() {
-        Frame req = handshakeFrame(golden("handshake/metadata-request.bin"));
-        Frame rep = handshakeFrame(golden("handshake/metadata-reply.bin"));
+        Frame req = handshakeFrame(golden("passive/initiator-metadata.req"));
+        Frame rep = handshakeFrame(golden("passive/target-metadata.rep"));
         assertEquals(1, req.type());
         assertEquals(1, rep.type());
         for (Frame f : List.of(req, rep)) {
@@ -97,9 +97,9 @@ class MooncakeGoldenFramesTest {
 
     @Test
     void probeRequestAndReplyMatchTheWorkedBytes() {
-        byte[] req = golden("handshake/probe-request.bin");
+        byte[] req = golden("active/hs-probe.req");
         assertArrayEquals(new byte[] {4, 0, 0, 0, 0, 0, 0, 0, 3, '{', '}', '\n'}, req);
-        Frame rep = handshakeFrame(golden("handshake/probe-reply.bin"));
+        Frame rep = handshakeFrame(golden("active/hs-probe.rep"));
         assertEquals(3, rep.type());
         assertEquals("{\"status\":\"success\"}\n", rep.json());
     }
@@ -108,20 +108,20 @@ class MooncakeGoldenFramesTest {
     void tcpOnlyNodeAnswersConnectionWithAnEmptyHandshakeDesc() {
         String empty = "{\"local_gid\":\"\",\"local_lid\":0,\"local_nic_path\":\"\",\"payload\":\"\","
                 + "\"peer_nic_path\":\"\",\"qp_num\":[],\"reply_msg\":\"\"}\n";
-        Frame rep = handshakeFrame(golden("handshake/connection-reply.bin"));
+        Frame rep = handshakeFrame(golden("active/hs-connection.rep"));
         assertEquals(0, rep.type());
         assertEquals(empty, rep.json());
         assertJsoncppForm(rep.json());
-        Frame legacy = handshakeFrame(golden("handshake/legacy-connection-reply.bin"));
+        Frame legacy = handshakeFrame(golden("active/hs-legacy-connection.rep"));
         assertEquals(-1, legacy.type(), "a legacy request gets a legacy reply");
         assertEquals(empty, legacy.json());
-        assertEquals(-1, handshakeFrame(golden("handshake/legacy-connection-request.bin")).type());
+        assertEquals(-1, handshakeFrame(golden("active/hs-legacy-connection.req")).type());
     }
 
     @Test
     void notifyIsAcknowledgedWithSuccess() {
-        assertEquals(2, handshakeFrame(golden("handshake/notify-request.bin")).type());
-        Frame rep = handshakeFrame(golden("handshake/notify-reply.bin"));
+        assertEquals(2, handshakeFrame(golden("active/hs-notify.req")).type());
+        Frame rep = handshakeFrame(golden("active/hs-notify.rep"));
         assertEquals(2, rep.type());
         assertEquals("{\"name\":\"\",\"notify_msg\":\"success\"}\n", rep.json());
     }
@@ -148,12 +148,12 @@ class MooncakeGoldenFramesTest {
 
     @Test
     void v2ReadIsHeaderThenStatusOkThenData() {
-        byte[] req = golden("data/v2-read-request.bin");
+        byte[] req = golden("passive/v2-read-oneshot.req");
         assertEquals(HEADER_BYTES, req.length);
         Header h = header(req, 0);
         assertEquals(0x80, h.opcode());
         assertEquals(64, h.size());
-        byte[] rep = golden("data/v2-read-response.bin");
+        byte[] rep = golden("passive/v2-read-oneshot.rep");
         assertEquals(8 + 64, rep.length);
         assertEquals(STATUS_OK, status(rep, 0));
         assertArrayEquals(new byte[] {0, 0, 0, 0, 0x56, 0x54, 0x43, 0x4D}, java.util.Arrays.copyOf(rep, 8));
@@ -161,33 +161,33 @@ class MooncakeGoldenFramesTest {
 
     @Test
     void v2WriteIsHeaderAndBodyAcknowledgedByOneStatusFrame() {
-        byte[] req = golden("data/v2-write-request.bin");
+        byte[] req = golden("passive/v2-write-oneshot.req");
         Header h = header(req, 0);
         assertEquals(0x81, h.opcode());
         assertEquals(HEADER_BYTES + h.size(), req.length);
-        byte[] rep = golden("data/v2-write-response.bin");
+        byte[] rep = golden("passive/v2-write-oneshot.rep");
         assertEquals(8, rep.length);
         assertEquals(STATUS_OK, status(rep, 0));
     }
 
     @Test
     void v1FramesHaveNoStatus() {
-        Header r = header(golden("data/v1-read-request.bin"), 0);
+        Header r = header(golden("passive/v1-read-oneshot.req"), 0);
         assertEquals(0x00, r.opcode());
-        assertEquals(r.size(), golden("data/v1-read-response.bin").length, "v1 read: data only");
-        byte[] w = golden("data/v1-write-request.bin");
+        assertEquals(r.size(), golden("passive/v1-read-oneshot.rep").length, "v1 read: data only");
+        byte[] w = golden("passive/v1-write-oneshot.req");
         Header wh = header(w, 0);
         assertEquals(0x01, wh.opcode());
         assertEquals(HEADER_BYTES + wh.size(), w.length);
-        assertEquals(0, golden("data/v1-write-response.bin").length, "v1 write: no acknowledgement");
+        assertEquals(0, golden("passive/v1-write-oneshot.rep").length, "v1 write: no acknowledgement");
     }
 
     @Test
     void addressOutsideBuffersIsRejectedWithStatusOne() {
-        Header h = header(golden("data/v2-write-rejected-request.bin"), 0);
+        Header h = header(golden("active/data-v2-write-rejected.req"), 0);
         assertEquals(0x10, h.addr());
         assertTrue(h.v2() && h.write());
-        byte[] rep = golden("data/v2-status-addr-rejected.bin");
+        byte[] rep = golden("active/data-v2-write-rejected.rep");
         assertEquals(8, rep.length);
         assertEquals(STATUS_ADDR_REJECTED, status(rep, 0));
         assertEquals(STATUS_MAGIC, status(rep, 0) >>> 32, "a valid frame carries the magic in the high half");
@@ -196,8 +196,8 @@ class MooncakeGoldenFramesTest {
     @Test
     void persistentLaneCarriesSequentialRequests() {
         for (String op : List.of("read", "write")) {
-            byte[] req = golden("data/v2-lane-" + op + "-3-requests.bin");
-            byte[] rep = golden("data/v2-lane-" + op + "-3-responses.bin");
+            byte[] req = golden("passive/v2-" + op + "-lane.req");
+            byte[] rep = golden("passive/v2-" + op + "-lane.rep");
             int ro = 0;
             int so = 0;
             int n = 0;

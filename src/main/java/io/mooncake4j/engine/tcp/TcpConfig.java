@@ -23,19 +23,22 @@ import org.slf4j.LoggerFactory;
  * </table>
  *
  * @param handshake        the control-plane settings (ports, frame limit, timeouts)
+ * @param dataListen       where the data port is bound; Mooncake uses the RPC port's random range
+ *                         ({@code handshake}), tests may bind it elsewhere
  * @param statusTimeoutMs  {@code MC_TCP_STATUS_TIMEOUT_SEC} in ms
  * @param lanesPerPeer     connections per peer
  * @param window           requests in flight per lane (pipelining depth)
  * @param transferTimeoutMs base of the synchronous deadline (already at least 5 s)
  * @param unregisterWaitMs bound of the wait for in-flight transfers when unregistering
  */
-public record TcpConfig(HandshakeConfig handshake, int statusTimeoutMs, int lanesPerPeer, int window,
+public record TcpConfig(HandshakeConfig handshake, HandshakeConfig dataListen, int statusTimeoutMs, int lanesPerPeer, int window,
         long transferTimeoutMs, long unregisterWaitMs) {
 
     private static final Logger LOG = LoggerFactory.getLogger(TcpConfig.class);
 
     public TcpConfig {
         java.util.Objects.requireNonNull(handshake, "handshake");
+        java.util.Objects.requireNonNull(dataListen, "dataListen");
         if (statusTimeoutMs < 1 || lanesPerPeer < 1 || lanesPerPeer > 16 || window < 1 || window > 1024
                 || transferTimeoutMs < 1 || unregisterWaitMs < 0) {
             throw new IllegalArgumentException(String.format(Locale.ROOT,
@@ -61,29 +64,35 @@ public record TcpConfig(HandshakeConfig handshake, int statusTimeoutMs, int lane
         int window = intVar(env, "MOONCAKE4J_TCP_WINDOW", null, 32, 1, 1024);
         int timeout = intVar(env, "MC_TRANSFER_TIMEOUT", null, 30, Integer.MIN_VALUE, Integer.MAX_VALUE);
         int unreg = intVar(env, "MOONCAKE4J_UNREGISTER_WAIT_MS", null, 5000, 0, Integer.MAX_VALUE);
-        return new TcpConfig(handshake, status * 1000, lanes, window, Math.max(5, timeout) * 1000L, unreg);
+        return new TcpConfig(handshake, handshake, status * 1000, lanes, window, Math.max(5, timeout) * 1000L, unreg);
     }
 
     /** A copy with other timeouts (tests). */
     public TcpConfig withTimeouts(int statusTimeoutMs, long transferTimeoutMs) {
-        return new TcpConfig(handshake, statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs, unregisterWaitMs);
+        return new TcpConfig(handshake, dataListen, statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs, unregisterWaitMs);
     }
 
     /** A copy with another lane count and window (tests, benchmarks). */
     public TcpConfig withLanes(int lanesPerPeer, int window) {
-        return new TcpConfig(handshake, statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs, unregisterWaitMs);
+        return new TcpConfig(handshake, dataListen, statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs, unregisterWaitMs);
     }
 
     /** A copy with another unregistration wait (tests). */
     public TcpConfig withUnregisterWait(long ms) {
-        return new TcpConfig(handshake, statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs, ms);
+        return new TcpConfig(handshake, dataListen, statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs, ms);
     }
 
-    // A JVM's environment is fixed at start-up, so reading it once is the same as Mooncake's
-    // per-request re-read; System.getenv(name) allocates on every call (it is on the send path).
+    /** A copy whose data port is bound per {@code listen} instead of the RPC port's range (tests). */
+    public TcpConfig withDataListen(HandshakeConfig listen) {
+        return new TcpConfig(handshake, listen, statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs,
+                unregisterWaitMs);
+    }
+
+    // Mooncake re-reads MC_TCP_PROTO per request; a Java process's environment cannot change
+    // after start, so reading it once is equivalent (and keeps the data path allocation-free).
     private static final boolean FORCE_V1 = "1".equals(System.getenv("MC_TCP_PROTO"));
 
-    /** Whether {@code MC_TCP_PROTO=1} forces v1 framing (Mooncake re-reads it per request; a JVM's environment cannot change). */
+    /** Whether {@code MC_TCP_PROTO=1} forces v1 framing. */
     static boolean forceV1() {
         return FORCE_V1;
     }

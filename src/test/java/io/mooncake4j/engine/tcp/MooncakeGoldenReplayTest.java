@@ -28,10 +28,11 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * Replays frames captured from Mooncake's C++ engine ({@code src/test/resources/golden/mooncake})
- * through the Java codecs and against a live {@link TcpTransferEngine}: the codecs must reproduce
- * the C++ bytes exactly, and our target must answer the C++ initiator's requests with the bytes the
- * C++ target answered.
+ * Replays frames captured from Mooncake's C++ engine ({@code src/test/resources/golden/cpp})
+ * through the Java codecs and against a live {@link TcpTransferEngine}, complementing
+ * {@link CppGoldenFramesTest}: every captured handshake frame re-encodes byte for byte, the wire
+ * codec reproduces the captured headers and status frames, and our target answers the captured
+ * one-shot writes (v1 and v2), lane reads and an out-of-range write with the C++ target's bytes.
  */
 @Timeout(value = 30, unit = TimeUnit.SECONDS)
 class MooncakeGoldenReplayTest {
@@ -58,7 +59,7 @@ class MooncakeGoldenReplayTest {
     }
 
     private static byte[] golden(String path) {
-        try (InputStream in = MooncakeGoldenReplayTest.class.getResourceAsStream("/golden/mooncake/" + path)) {
+        try (InputStream in = MooncakeGoldenReplayTest.class.getResourceAsStream("/golden/cpp/" + path)) {
             assertNotNull(in, "missing golden file " + path);
             return in.readAllBytes();
         } catch (IOException e) {
@@ -93,57 +94,32 @@ class MooncakeGoldenReplayTest {
 
     @Test
     void handshakeCodecReproducesEveryCapturedFrameByteForByte() throws IOException {
-        for (String name : List.of("metadata-request", "metadata-reply", "probe-request", "probe-reply",
-                "connection-request", "connection-reply", "notify-request", "notify-reply",
-                "legacy-connection-request", "legacy-connection-reply")) {
-            byte[] bytes = golden("handshake/" + name + ".bin");
+        for (String name : List.of("passive/initiator-metadata.req", "passive/target-metadata.rep",
+                "active/hs-probe.req", "active/hs-probe.rep", "active/hs-connection.req", "active/hs-connection.rep",
+                "active/hs-notify.req", "active/hs-notify.rep", "active/hs-legacy-connection.req",
+                "active/hs-legacy-connection.rep")) {
+            byte[] bytes = golden(name);
             HandshakeFrame f = decode(bytes);
-            assertEquals(name.startsWith("legacy"), f.legacy(), name);
+            assertEquals(name.contains("legacy"), f.legacy(), name);
             assertArrayEquals(bytes, f.encode(), name + " re-encodes identically");
         }
     }
 
     @Test
-    void descriptorCodecReproducesTheCppDescriptors() throws Exception {
-        for (String name : List.of("metadata-request", "metadata-reply")) {
-            String json = decode(golden("handshake/" + name + ".bin")).json();
-            SegmentDescriptor d = SegmentDescriptor.parse(json);
-            assertEquals("tcp", d.protocol());
-            assertEquals(2, d.tcpProtoVersion());
-            assertEquals(1, d.buffers().size());
-            assertEquals(json, d.toJson(), name);
-        }
-    }
-
-    @Test
     void wireCodecMatchesCapturedHeadersAndStatusFrames() {
-        for (String name : List.of("v2-read-request", "v2-write-request", "v1-read-request", "v1-write-request")) {
-            byte[] req = golden("data/" + name + ".bin");
+        for (String name : List.of("v2-read-oneshot", "v2-write-oneshot", "v1-read-oneshot", "v1-write-oneshot")) {
+            byte[] req = golden("passive/" + name + ".req");
             ByteBuffer b = ByteBuffer.wrap(req).order(ByteOrder.LITTLE_ENDIAN);
             byte[] ours = TcpWire.header(b.getLong(0), b.getLong(8), req[16] & 0xFF);
             assertArrayEquals(Arrays.copyOf(req, TcpWire.HEADER_BYTES), ours, name);
         }
-        assertArrayEquals(golden("data/v2-write-response.bin"), TcpWire.status(TcpWire.STATUS_OK));
-        assertArrayEquals(golden("data/v2-status-addr-rejected.bin"), TcpWire.status(TcpWire.STATUS_ADDR_REJECTED));
-    }
-
-    @Test
-    void ourHandshakeServerAnswersCapturedRequestsLikeTheCppServer() throws Exception {
-        int rpc = engine.getRpcPort();
-        for (String name : List.of("probe", "connection", "notify", "legacy-connection")) {
-            assertArrayEquals(golden("handshake/" + name + "-reply.bin"),
-                    exchange(rpc, golden("handshake/" + name + "-request.bin")), name);
-        }
-        HandshakeFrame reply = decode(exchange(rpc, golden("handshake/metadata-request.bin")));
-        assertEquals(HandshakeFrame.METADATA, reply.type());
-        SegmentDescriptor d = SegmentDescriptor.parse(reply.json());
-        assertEquals(engine.getLocalSegmentName(), d.name());
-        assertEquals(List.of(SegmentDescriptor.Buffer.tcp(d.name(), buffer.address(), BUFFER_BYTES)), d.buffers());
+        assertArrayEquals(golden("passive/v2-write-oneshot.rep"), TcpWire.status(TcpWire.STATUS_OK));
+        assertArrayEquals(golden("active/data-v2-write-rejected.rep"), TcpWire.status(TcpWire.STATUS_ADDR_REJECTED));
     }
 
     /** The captured target's buffer base: request addresses are rebased from it onto ours. */
     private static long capturedTargetBase() throws Exception {
-        return SegmentDescriptor.parse(decode(golden("handshake/metadata-reply.bin")).json()).buffers().get(0).addr();
+        return SegmentDescriptor.parse(decode(golden("passive/target-metadata.rep")).json()).buffers().get(0).addr();
     }
 
     /** Copies a captured request stream with every header address moved from the C++ buffer to ours. */
@@ -165,22 +141,19 @@ class MooncakeGoldenReplayTest {
         return out;
     }
 
+    /** The one-shot reads and the write lane are replayed by {@link CppGoldenFramesTest}; these are the rest. */
     @Test
-    void ourDataServerAnswersCapturedRequestsLikeTheCppServer() throws Exception {
+    void ourDataServerAnswersCapturedWritesAndLaneReadsLikeTheCppServer() throws Exception {
         int port = engine.getDataPort();
-        for (String name : List.of("v2-read", "v2-write", "v1-read", "v1-write")) {
-            byte[] answer = exchange(port, rebased(golden("data/" + name + "-request.bin")));
-            assertArrayEquals(golden("data/" + name + "-response.bin"), answer, name);
-        }
-        for (String op : List.of("read", "write")) {
-            byte[] answer = exchange(port, rebased(golden("data/v2-lane-" + op + "-3-requests.bin")));
-            assertArrayEquals(golden("data/v2-lane-" + op + "-3-responses.bin"), answer, "lane " + op);
+        for (String name : List.of("v2-write-oneshot", "v1-write-oneshot", "v2-read-lane")) {
+            byte[] answer = exchange(port, rebased(golden("passive/" + name + ".req")));
+            assertArrayEquals(golden("passive/" + name + ".rep"), answer, name);
         }
     }
 
     @Test
     void ourDataServerRejectsTheCapturedOutOfRangeWriteWithTheSameStatus() throws Exception {
-        byte[] answer = exchange(engine.getDataPort(), golden("data/v2-write-rejected-request.bin"));
-        assertArrayEquals(golden("data/v2-status-addr-rejected.bin"), answer);
+        byte[] answer = exchange(engine.getDataPort(), golden("active/data-v2-write-rejected.req"));
+        assertArrayEquals(golden("active/data-v2-write-rejected.rep"), answer);
     }
 }
