@@ -15,4 +15,6 @@ module io.mooncake4j {
     exports io.mooncake4j.engine;
     exports io.mooncake4j.engine.testing;
     exports io.mooncake4j.connector;
+    exports io.mooncake4j.connector.wire;
+    exports io.mooncake4j.connector.bootstrap;
 }
