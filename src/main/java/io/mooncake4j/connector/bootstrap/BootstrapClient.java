@@ -132,7 +132,7 @@ public final class BootstrapClient implements AutoCloseable {
 
     private static BootstrapException failed(RegisterWorkerPayload payload, URI uri, String msg, int status,
             String body, Throwable cause) {
-        LOG.error("Error registering {} with bootstrap server {}: {}", payload, uri, body.isEmpty() ? msg : body);
+        // thrown, not logged: the caller decides (style: never log and rethrow the same error)
         return new BootstrapException(msg, status, body, cause);
     }
 
