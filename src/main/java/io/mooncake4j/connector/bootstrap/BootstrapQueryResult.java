@@ -31,4 +31,16 @@ public record BootstrapQueryResult(Map<Integer, EngineEntry> engines) {
         }
         return Optional.ofNullable(found);
     }
+
+    /**
+     * vLLM's D-side {@code _remote_agents} built from this answer: engine id → tp_rank → pp_rank →
+     * address (last DP entry wins for a repeated engine id), in the server's order.
+     */
+    public Map<String, Map<Integer, Map<Integer, String>>> byEngineId() {
+        Map<String, Map<Integer, Map<Integer, String>>> out = new LinkedHashMap<>();
+        for (EngineEntry e : engines.values()) {
+            out.put(e.engineId(), e.workerAddr());
+        }
+        return Collections.unmodifiableMap(out);
+    }
 }

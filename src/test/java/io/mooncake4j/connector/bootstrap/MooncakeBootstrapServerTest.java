@@ -84,6 +84,8 @@ class MooncakeBootstrapServerTest {
         assertEquals(Map.of(0, "tcp://10.0.0.1:5000", 1, "tcp://10.0.0.2:5002"), p.workerAddr().get(0));
         assertEquals("tcp://[::1]:5003", r.engines().get(1).workerAddr().get(0).get(0));
         assertTrue(r.engine("missing").isEmpty());
+        assertEquals(List.of("p-engine", "other"), List.copyOf(r.byEngineId().keySet()));
+        assertEquals(p.workerAddr(), r.byEngineId().get("p-engine"));
     }
 
     @Test
