@@ -16,4 +16,6 @@ module io.mooncake4j {
     exports io.mooncake4j.engine.testing;
     exports io.mooncake4j.connector;
     exports io.mooncake4j.connector.scheduler;
+    exports io.mooncake4j.connector.wire;
+    exports io.mooncake4j.connector.bootstrap;
 }
