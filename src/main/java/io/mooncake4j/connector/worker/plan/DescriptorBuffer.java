@@ -61,6 +61,18 @@ public final class DescriptorBuffer {
         len = Arrays.copyOf(len, cap);
     }
 
+    /**
+     * For the planner's bulk loops: after {@link #ensureAdditional} and writing entries
+     * {@code [size, newSize)} straight into the backing arrays, publishes them.
+     */
+    void commitRaw(int newSize, long addedBytes) {
+        if (newSize < size || newSize > src.length) {
+            throw new IndexOutOfBoundsException("newSize " + newSize + " not in [" + size + ", " + src.length + "]");
+        }
+        size = newSize;
+        totalBytes += addedBytes;
+    }
+
     /** Forgets all descriptors, keeping the capacity. */
     public void clear() {
         size = 0;

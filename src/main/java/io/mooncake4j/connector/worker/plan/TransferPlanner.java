@@ -280,25 +280,55 @@ public final class TransferPlanner {
             int runFrom = groupRunFrom[g];
             int runTo = groupRunFrom[g + 1];
             if (p.coalesce[i]) {
+                // one descriptor per contiguous run (runs are the same on both sides)
                 out.ensureAdditional(runTo - runFrom);
+                long[] sa = out.srcArray();
+                long[] da = out.dstArray();
+                long[] la = out.lenArray();
+                int pos = out.size();
+                long bytes = 0;
                 for (int r = runFrom; r < runTo; r++) {
                     int s = runStart[r];
-                    out.add(srcBase + lg[lStart + s] * f * srcStride, dstBase + rg[s] * f * dstStride,
-                            len * runLength[r] * f);
+                    long runBytes = len * runLength[r] * f;
+                    sa[pos] = srcBase + lg[lStart + s] * f * srcStride;
+                    da[pos] = dstBase + rg[s] * f * dstStride;
+                    la[pos] = runBytes;
+                    bytes += runBytes;
+                    pos++;
                 }
+                out.commitRaw(pos, bytes);
             } else {
-                out.ensureAdditional((int) Math.min(Integer.MAX_VALUE - 8L, count * f));
-                for (int r = runFrom; r < runTo; r++) {
-                    int s = runStart[r];
-                    int m = runLength[r];
-                    for (int j = 0; j < m; j++) {
-                        long lb = lg[lStart + s + j] * f;
-                        long rb = rg[s + j] * f;
+                // one descriptor per (kernel) block, in block order: the runs keep block order,
+                // so walking the blocks directly yields the same list
+                long descriptors = count * f;
+                if (descriptors > Integer.MAX_VALUE - 8L) {
+                    throw new TransferPlanningException("too many transfer descriptors: " + descriptors);
+                }
+                out.ensureAdditional((int) descriptors);
+                long[] sa = out.srcArray();
+                long[] da = out.dstArray();
+                long[] la = out.lenArray();
+                int pos = out.size();
+                if (f == 1) {
+                    for (int j = 0; j < count; j++) {
+                        sa[pos] = srcBase + lg[lStart + j] * srcStride;
+                        da[pos] = dstBase + rg[j] * dstStride;
+                        la[pos] = len;
+                        pos++;
+                    }
+                } else {
+                    for (int j = 0; j < count; j++) {
+                        long lb = lg[lStart + j] * f;
+                        long rb = rg[j] * f;
                         for (long q = 0; q < f; q++) {
-                            out.add(srcBase + (lb + q) * srcStride, dstBase + (rb + q) * dstStride, len);
+                            sa[pos] = srcBase + (lb + q) * srcStride;
+                            da[pos] = dstBase + (rb + q) * dstStride;
+                            la[pos] = len;
+                            pos++;
                         }
                     }
                 }
+                out.commitRaw(pos, len * descriptors);
             }
         }
     }
