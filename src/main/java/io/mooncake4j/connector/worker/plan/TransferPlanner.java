@@ -4,6 +4,7 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
 import java.util.Objects;
+import java.util.function.Function;
 import java.util.function.IntPredicate;
 import java.util.function.ToIntFunction;
 import org.slf4j.Logger;
@@ -102,18 +103,32 @@ public final class TransferPlanner {
      * Aligns the regions (§6.6), validates asymmetric-TP lengths (§6.10) and precomputes each
      * pair's sender plan for D rank {@code remoteTpRank} of size {@code remoteTpSize}. A
      * non-null {@link PreparedRegions#error()} is the message of the {@code ERROR} response.
-     * (vLLM's head re-sharding layout check, which needs the layer specs, is the caller's.)
+     * Without layer facts the head re-sharding layout check passes (see the overload).
      */
     public PreparedRegions prepare(List<TransferRegion> local, List<TransferRegion> remote, int remoteTpRank,
             int remoteTpSize, boolean allowPartialLayers) {
+        return prepare(local, remote, remoteTpRank, remoteTpSize, allowPartialLayers, name -> null);
+    }
+
+    /**
+     * As {@link #prepare(List, List, int, int, boolean)}, with vLLM's head re-sharding layout
+     * check first ({@link TransferRegions#validateHeadReshardingLayout}) using the local layer
+     * facts from {@code layoutOfLayer} (null: not an attention layer).
+     */
+    public PreparedRegions prepare(List<TransferRegion> local, List<TransferRegion> remote, int remoteTpRank,
+            int remoteTpSize, boolean allowPartialLayers, Function<String, LayerLayout> layoutOfLayer) {
         TransferRegions.Alignment alignment = TransferRegions.align(local, remote, allowPartialLayers);
         if (!alignment.ok()) {
             return PreparedRegions.failed(alignment.error());
         }
         boolean producerReplicated = topology.localReplicatesKvCache();
         int heads = topology.headCountForResharding();
-        String err = TransferRegions.validateAsymmetricRegionLengths(alignment.local(), alignment.remote(),
-                topology.tpSize(), remoteTpSize, producerReplicated, heads);
+        String err = TransferRegions.validateHeadReshardingLayout(topology, remoteTpSize, alignment.local(),
+                layoutOfLayer);
+        if (err == null) {
+            err = TransferRegions.validateAsymmetricRegionLengths(alignment.local(), alignment.remote(),
+                    topology.tpSize(), remoteTpSize, producerReplicated, heads);
+        }
         if (err != null) {
             return PreparedRegions.failed(err);
         }
@@ -279,7 +294,24 @@ public final class TransferPlanner {
             long len = p.transferLen[i];
             int runFrom = groupRunFrom[g];
             int runTo = groupRunFrom[g + 1];
-            if (p.coalesce[i]) {
+            if (p.coalesce[i] && runTo - runFrom == count) {
+                // fully fragmented: every run is one logical block; same list, no run indirection
+                out.ensureAdditional(count);
+                long[] sa = out.srcArray();
+                long[] da = out.dstArray();
+                long[] la = out.lenArray();
+                int pos = out.size();
+                long blockBytes = len * f;
+                long srcStep = f * srcStride;
+                long dstStep = f * dstStride;
+                for (int j = 0; j < count; j++) {
+                    sa[pos] = srcBase + lg[lStart + j] * srcStep;
+                    da[pos] = dstBase + rg[j] * dstStep;
+                    la[pos] = blockBytes;
+                    pos++;
+                }
+                out.commitRaw(pos, blockBytes * count);
+            } else if (p.coalesce[i]) {
                 // one descriptor per contiguous run (runs are the same on both sides)
                 out.ensureAdditional(runTo - runFrom);
                 long[] sa = out.srcArray();

@@ -152,6 +152,39 @@ public final class TransferRegions {
     }
 
     /**
+     * vLLM's {@code _validate_head_resharding_layout}: null when no KV-head re-sharding happens
+     * (MLA or Mamba model, or {@code min(tp, H) == min(remoteTp, H)}) or every local attention
+     * region supports it; else the {@code ERROR} message for the first region that does not.
+     *
+     * @param layoutOfLayer the local layer facts by layer name
+     */
+    public static String validateHeadReshardingLayout(TransferTopology topology, int remoteTpSize,
+            List<TransferRegion> local, java.util.function.Function<String, LayerLayout> layoutOfLayer) {
+        if (topology.mla() || topology.mamba()) {
+            return null;
+        }
+        int h = topology.totalNumKvHeads();
+        if (Math.min(topology.tpSize(), h) == Math.min(remoteTpSize, h)) {
+            return null;
+        }
+        for (TransferRegion region : local) {
+            LayerLayout layout = layoutOfLayer.apply(region.layerName());
+            if (layout == null || !layout.attention()) {
+                continue;
+            }
+            if (layout.paddedPage()) {
+                return String.format(Locale.ROOT,
+                        "Mooncake KV-head re-sharding is not supported for padded KV pages (layer %s).",
+                        region.layerName());
+            }
+            if (layout.nvfp4()) {
+                return "Mooncake KV-head re-sharding is not supported for NVFP4 KV cache.";
+            }
+        }
+        return null;
+    }
+
+    /**
      * vLLM's {@code _validate_asymmetric_region_lengths}: null when every aligned pair's
      * {@code kvBlockLen}s fit the TP ratio, else the {@code ERROR} message.
      *

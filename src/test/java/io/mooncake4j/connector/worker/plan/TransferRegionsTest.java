@@ -142,6 +142,32 @@ class TransferRegionsTest {
     }
 
     @Test
+    void headReshardingRejectsPaddedPagesAndNvfp4OnlyWhenHeadsAreResharded() {
+        List<TransferRegion> local = List.of(region("mamba", 0, 0, 64, 64, 1), region("l1", 1, 0, 64, 64, 0));
+        Map<String, LayerLayout> layouts = Map.of("mamba", new LayerLayout(false, true, false),
+                "l1", new LayerLayout(true, true, false));
+        TransferTopology tp2 = new TransferTopology(0, 2, false, false, 8);
+        assertEquals("Mooncake KV-head re-sharding is not supported for padded KV pages (layer l1).",
+                TransferRegions.validateHeadReshardingLayout(tp2, 1, local, layouts::get));
+        assertEquals("Mooncake KV-head re-sharding is not supported for NVFP4 KV cache.",
+                TransferRegions.validateHeadReshardingLayout(tp2, 4, local,
+                        n -> n.equals("l1") ? new LayerLayout(true, false, true) : null));
+        // same effective TP (both clamp to H=2), MLA, or Mamba models: nothing to check
+        assertNull(TransferRegions.validateHeadReshardingLayout(new TransferTopology(0, 4, false, false, 2), 2, local,
+                layouts::get));
+        assertNull(TransferRegions.validateHeadReshardingLayout(new TransferTopology(0, 2, true, false, 1), 1, local,
+                layouts::get));
+        assertNull(TransferRegions.validateHeadReshardingLayout(new TransferTopology(0, 2, false, true, 8), 1, local,
+                layouts::get));
+        assertNull(TransferRegions.validateHeadReshardingLayout(tp2, 1, local, n -> LayerLayout.PLAIN_ATTENTION));
+        // prepare runs it before the length validation
+        TransferPlanner planner = new TransferPlanner(tp2);
+        assertEquals("Mooncake KV-head re-sharding is not supported for padded KV pages (layer l1).",
+                planner.prepare(List.of(region("l1", 1, 0, 64, 64, 0)), List.of(region("l1", 1, 0, 64, 64, 0)), 0, 1,
+                        false, layouts::get).error());
+    }
+
+    @Test
     void prepareReportsAlignmentBeforeValidation() {
         TransferPlanner planner = new TransferPlanner(new TransferTopology(0, 2, false, false, 8));
         PreparedRegions p = planner.prepare(List.of(region("l0", 0, 0, 64, 64, 0)),
