@@ -31,8 +31,10 @@ import org.openjdk.jmh.annotations.Warmup;
  *   <li>{@code planContiguous}: both sides contiguous: one descriptor per layer (32).</li>
  *   <li>{@code planHeteroTp}: P tp=2 -> D tp=1, contiguous ids; half-block slices cannot be
  *       coalesced: 262,144 descriptors.</li>
- *   <li>{@code baselineFill}: the same 262,144 descriptors written by a trivial loop into the
- *       same buffer, as the yardstick for the fragmented case.</li>
+ *   <li>{@code baselineFill}: the same 262,144 descriptors written by a trivial loop through
+ *       {@link DescriptorBuffer#add}, as the yardstick for the fragmented case.</li>
+ *   <li>{@code baselineArrays}: the same descriptors stored straight into three {@code long[]}
+ *       (the memory-bandwidth floor).</li>
  * </ul>
  *
  * <p>Run: see {@code docs/performance.md} (JMH via {@code org.openjdk.jmh.Main} on the test class path).
@@ -58,6 +60,9 @@ public class TransferPlanningBenchmark {
     private int[][] contiguousLocal;
     private int[][] contiguousRemote;
     private final DescriptorBuffer out = new DescriptorBuffer(LAYERS * BLOCKS);
+    private final long[] rawSrc = new long[LAYERS * BLOCKS];
+    private final long[] rawDst = new long[LAYERS * BLOCKS];
+    private final long[] rawLen = new long[LAYERS * BLOCKS];
 
     @Setup(Level.Trial)
     public void setUp() {
@@ -138,5 +143,23 @@ public class TransferPlanningBenchmark {
             }
         }
         return out.size();
+    }
+
+    @Benchmark
+    public long baselineArrays() {
+        int[] l = fragmentedLocal[0];
+        int[] r = fragmentedRemote[0];
+        int pos = 0;
+        for (int layer = 0; layer < LAYERS; layer++) {
+            long src = 0x10_0000_0000L + layer * (BLOCKS + 1L) * BLOCK_BYTES;
+            long dst = 0x20_0000_0000L + layer * (BLOCKS + 1L) * BLOCK_BYTES;
+            for (int i = 0; i < BLOCKS; i++) {
+                rawSrc[pos] = src + l[i] * BLOCK_BYTES;
+                rawDst[pos] = dst + r[i] * BLOCK_BYTES;
+                rawLen[pos] = BLOCK_BYTES;
+                pos++;
+            }
+        }
+        return rawSrc[pos - 1] + rawDst[0] + rawLen[pos / 2];
     }
 }
