@@ -15,4 +15,5 @@ module io.mooncake4j {
     exports io.mooncake4j.engine;
     exports io.mooncake4j.engine.testing;
     exports io.mooncake4j.connector;
+    exports io.mooncake4j.connector.worker;
 }
