@@ -43,7 +43,7 @@ final class SenderListener implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(SenderListener.class);
 
     /** Poll bound, so a lost wake-up can never delay shutdown by more than this. */
-    private static final long POLL_MS = 200;
+    private static final long POLL_MS = 100;
     /** Messages read per loop iteration before replies get a turn. */
     private static final int RECV_BATCH = 256;
     private static final long JOIN_MS = 5_000;
@@ -92,6 +92,7 @@ final class SenderListener implements AutoCloseable {
                     t.setDaemon(true);
                     return t;
                 });
+        ((ThreadPoolExecutor) senderLoop).prestartAllCoreThreads();
         this.thread = new Thread(this::run, "mooncake-p-listener-0");
         thread.setDaemon(true);
         thread.start();
@@ -121,20 +122,21 @@ final class SenderListener implements AutoCloseable {
             String endpoint = "tcp://" + hostname;
             int port = router.bindToRandomPort(endpoint);
             poller = context.poller(2);
-            int routerIdx = poller.register(router, ZMQ.Poller.POLLIN);
+            poller.register(router, ZMQ.Poller.POLLIN);
             int wakeIdx = poller.register(wakePipe.source(), ZMQ.Poller.POLLIN);
             LOG.debug("Mooncake sender starting listening on path: {}:{}", endpoint, port);
             ready.complete(port);
+            boolean moreInput = false;
             while (running) {
                 try {
-                    poller.poll(POLL_MS);
+                    poller.poll(moreInput ? 0 : POLL_MS);
                     if (poller.pollin(wakeIdx)) {
                         drainWakePipe();
                     }
                     sendReplies(router);
-                    if (poller.pollin(routerIdx)) {
-                        receive(router);
-                    }
+                    // read whether or not the poller reported POLLIN: a ZMQ socket's readiness is
+                    // edge-triggered, so a missed edge must not leave messages unread
+                    moreInput = receive(router);
                 } catch (ZMQException e) {
                     if (e.getErrorCode() == ZMQ.Error.ETERM.getCode()) {
                         LOG.debug("ZMQ context terminated, exiting Mooncake sender listener.");
@@ -189,6 +191,9 @@ final class SenderListener implements AutoCloseable {
         Reply r;
         while ((r = replies.poll()) != null) {
             boolean ok = router.sendMore(r.identity) && router.send(r.payload, ZMQ.DONTWAIT);
+            if (LOG.isTraceEnabled()) {
+                LOG.trace("side-channel reply of {} bytes: {}", r.payload.length, ok ? "sent" : "dropped");
+            }
             if (ok) {
                 repliesSent.increment();
             } else {
@@ -197,11 +202,12 @@ final class SenderListener implements AutoCloseable {
         }
     }
 
-    private void receive(ZMQ.Socket router) {
+    /** Reads up to {@link #RECV_BATCH} messages; true when the batch filled up (more may be waiting). */
+    private boolean receive(ZMQ.Socket router) {
         for (int i = 0; i < RECV_BATCH; i++) {
             byte[] identity = router.recv(ZMQ.DONTWAIT);
             if (identity == null) {
-                return;
+                return false;
             }
             List<byte[]> frames = new ArrayList<>(1);
             while (router.hasReceiveMore()) {
@@ -212,6 +218,9 @@ final class SenderListener implements AutoCloseable {
                 frames.add(f);
             }
             received.increment();
+            if (LOG.isTraceEnabled()) {
+                LOG.trace("side-channel message: {} payload frame(s)", frames.size());
+            }
             if (frames.size() != 1) {
                 malformed.increment();
                 if (LOG.isDebugEnabled()) {
@@ -220,6 +229,7 @@ final class SenderListener implements AutoCloseable {
             }
             dispatch(identity, List.copyOf(frames));
         }
+        return true;
     }
 
     private void dispatch(byte[] identity, List<byte[]> frames) {
