@@ -12,7 +12,8 @@ public final class Main {
 
     static List<CliCommand> commands() {
         return List.of(
-                new VersionCommand());
+                new VersionCommand(),
+                new RegisterCommand());
     }
 
     public static void main(String[] args) {
