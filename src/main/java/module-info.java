@@ -12,6 +12,7 @@ module io.mooncake4j {
 
     exports io.mooncake4j;
     exports io.mooncake4j.memory;
+    exports io.mooncake4j.memory.cuda;
     exports io.mooncake4j.engine;
     exports io.mooncake4j.engine.testing;
     exports io.mooncake4j.connector;
