@@ -27,7 +27,7 @@ public final class CudaAvailability {
         JCUDA_MISSING,
         /** JCuda's JNI library is absent for this platform or could not be loaded. */
         NATIVE_LIBRARY_FAILED,
-        /** No NVIDIA driver, or one too old for the CUDA 12.6 runtime ({@code cudaErrorInsufficientDriver}). */
+        /** No NVIDIA driver, or one too old for JCuda's CUDA 12 runtime ({@code cudaErrorInsufficientDriver}). */
         INSUFFICIENT_DRIVER,
         /** A driver but no visible CUDA device ({@code cudaErrorNoDevice}). */
         NO_DEVICE,
@@ -129,11 +129,9 @@ public final class CudaAvailability {
             int runtime = JCudaBinding.runtimeVersion(out) == CudaError.SUCCESS ? out[0] : 0;
             out[0] = 0;
             int rc = JCudaBinding.getDeviceCount(out);
-            if (rc != CudaError.SUCCESS) {
-                return fromDeviceCountError(rc, driver, dir);
-            }
-            if (out[0] <= 0) {
-                return fromDeviceCountError(CudaError.NO_DEVICE, driver, dir);
+            if (rc != CudaError.SUCCESS || out[0] <= 0) {
+                Probe failed = fromDeviceCountError(rc != CudaError.SUCCESS ? rc : CudaError.NO_DEVICE, driver, dir);
+                return new Probe(failed.cause(), 0, driver, runtime, dir);
             }
             return new Probe(null, out[0], driver, runtime, dir);
         } catch (LinkageError | RuntimeException e) {
@@ -146,13 +144,13 @@ public final class CudaAvailability {
     /** Classifies a failed {@code cudaGetDeviceCount}. */
     static Probe fromDeviceCountError(int rc, int driverVersion, Path dir) {
         String call = "cudaGetDeviceCount returned " + CudaError.describe(rc);
-        String driverFix = "install an NVIDIA driver for CUDA 12.6 or newer (R560+, any CUDA 13 driver works) "
+        String driverFix = "install an NVIDIA driver for CUDA 12 or newer (R525+; any CUDA 13 driver works) "
                 + "and check that nvidia-smi lists the GPU; in a container, start it with the NVIDIA container "
                 + "toolkit (docker run --gpus all) so that libcuda.so.1 and /dev/nvidia* are mapped in";
         return switch (rc) {
             case CudaError.INSUFFICIENT_DRIVER -> Probe.unavailable(Reason.INSUFFICIENT_DRIVER,
                     call + (driverVersion == 0 ? ": no NVIDIA driver (libcuda.so.1) could be loaded"
-                            : ": the driver (CUDA " + version(driverVersion) + ") is older than the CUDA 12.6 runtime"),
+                            : ": the driver (CUDA " + version(driverVersion) + ") is older than JCuda's CUDA 12 runtime"),
                     driverFix, rc, null, dir);
             case CudaError.STUB_LIBRARY -> Probe.unavailable(Reason.INSUFFICIENT_DRIVER,
                     call + ": the libcuda.so.1 found is the toolkit's stub, not a driver",
@@ -239,7 +237,10 @@ public final class CudaAvailability {
         return probe().driverVersion();
     }
 
-    /** The CUDA runtime version JCuda was built with ({@code 12060}); 0 when not loaded. */
+    /**
+     * The version of the CUDA runtime linked into JCuda's JNI library ({@code 12000}: JCuda
+     * 12.6.0's library reports CUDA 12.0); 0 when not loaded.
+     */
     public static int runtimeVersion() {
         return probe().runtimeVersion();
     }
