@@ -3,6 +3,11 @@
  *
  * <p>Exported packages form the embedder contract; everything else (native bindings, wire
  * internals, JSON helpers) is private to the module.
+ *
+ * <p>JCuda (optional, for {@code io.mooncake4j.memory.cuda}) is deliberately not required here:
+ * its jars have no {@code Automatic-Module-Name}, so requiring them makes the build warn about
+ * filename-based automodules. The cuda package reaches it on the class path through method
+ * handles; see {@code docs/gpu.md}.
  */
 module io.mooncake4j {
     requires org.slf4j;

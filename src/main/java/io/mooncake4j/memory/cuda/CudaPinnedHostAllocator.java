@@ -65,7 +65,7 @@ public final class CudaPinnedHostAllocator implements AutoCloseable {
             if (rc != CudaError.SUCCESS) {
                 throw CudaException.failed(String.format(Locale.ROOT, "cudaHostRegister(%d bytes)", bytes), rc,
                         rc == CudaError.MEMORY_ALLOCATION
-                                ? "the locked-memory limit (ulimit -l) or physical memory is too small" : "");
+                                ? "the driver could not page-lock that much memory; allocate less" : "");
             }
             storage = new CudaPinnedHostStorage(this, arena, segment, pointer, location);
         } catch (OutOfMemoryError | RuntimeException e) {
