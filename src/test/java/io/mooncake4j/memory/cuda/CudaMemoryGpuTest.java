@@ -52,6 +52,16 @@ class CudaMemoryGpuTest {
     }
 
     @Test
+    void probeReportsDevicesDriverAndRuntime() {
+        assertEquals(null, CudaAvailability.unavailabilityCause());
+        assertEquals(null, CudaAvailability.reason());
+        assertTrue(CudaAvailability.deviceCount() > 0);
+        assertTrue(CudaAvailability.driverVersion() >= CudaAvailability.runtimeVersion(),
+                CudaAvailability.summary());
+        assertTrue(CudaAvailability.summary().startsWith("CUDA available: "), CudaAvailability.summary());
+    }
+
+    @Test
     void deviceStorageReportsItsLocationAndFreesOnClose() {
         CudaDeviceStorage d = CudaDeviceStorage.allocate("cuda:0", 4 * MIB);
         assertEquals("cuda:0", d.location());
