@@ -1,14 +1,17 @@
 package io.mooncake4j.memory.cuda;
 
+import io.mooncake4j.memory.MemoryLocation;
 import io.mooncake4j.memory.MemoryStorage;
 import java.util.Locale;
 
 /**
- * Synchronous copies between any two of host memory and GPU memory ({@code cudaMemcpy} with
- * {@code cudaMemcpyDefault}: unified addressing infers the direction, so one call covers
- * host-to-device, device-to-host, device-to-device and peer copies). Each call returns the
- * {@code cudaError_t} ({@link CudaError#SUCCESS} is 0), as data-path calls do; each allocates
- * two small JCuda pointer objects — use a {@link CudaStream} where that matters.
+ * Synchronous copies between host memory and GPU memory ({@code cudaMemcpy}). The address
+ * variant names its direction ({@link CudaCopyKind}: JCuda does not pass
+ * {@code cudaMemcpyDefault} through) and returns the {@code cudaError_t}
+ * ({@link CudaError#SUCCESS} is 0), as data-path calls do; it allocates two small JCuda pointer
+ * objects per call — use a {@link CudaStream} where that matters. The storage variant works the
+ * direction out from the storages' locations ({@code *} is resolved with
+ * {@link CudaPointers#deviceOf}) and throws.
  *
  * <p>Callers must have checked {@link CudaAvailability#ensureAvailable()} (directly or by
  * holding a {@link CudaDeviceStorage}); without CUDA these methods throw
@@ -18,13 +21,13 @@ public final class CudaCopies {
 
     private CudaCopies() {}
 
-    /** Copies {@code bytes} from {@code src} to {@code dst} and waits; returns the CUDA error code. */
-    public static int copy(long dst, long src, long bytes) {
+    /** Copies {@code bytes} from {@code src} to {@code dst} in direction {@code kind} and waits; returns the CUDA error code. */
+    public static int copy(long dst, long src, long bytes, CudaCopyKind kind) {
         CudaAvailability.ensureAvailable();
         if (bytes == 0) {
             return CudaError.SUCCESS;
         }
-        return JCudaBinding.memcpy(JCudaBinding.pointer(dst), JCudaBinding.pointer(src), bytes);
+        return JCudaBinding.memcpy(JCudaBinding.pointer(dst), JCudaBinding.pointer(src), bytes, kind.code());
     }
 
     /**
@@ -35,11 +38,25 @@ public final class CudaCopies {
     public static void copy(MemoryStorage dst, long dstOffset, MemoryStorage src, long srcOffset, long bytes) {
         checkRange(dst, dstOffset, bytes, "destination");
         checkRange(src, srcOffset, bytes, "source");
-        int rc = copy(dst.address() + dstOffset, src.address() + srcOffset, bytes);
+        CudaCopyKind kind = kindOf(dst, src);
+        int rc = copy(dst.address() + dstOffset, src.address() + srcOffset, bytes, kind);
         if (rc != CudaError.SUCCESS) {
-            throw CudaException.failed(String.format(Locale.ROOT, "cudaMemcpy of %d bytes from %s to %s",
-                    bytes, src, dst), rc, "");
+            throw CudaException.failed(String.format(Locale.ROOT, "cudaMemcpy (%s) of %d bytes from %s to %s",
+                    kind, bytes, src, dst), rc, "");
         }
+    }
+
+    /** The direction of a copy from {@code src} into {@code dst}, by location ({@code *} detected). */
+    public static CudaCopyKind kindOf(MemoryStorage dst, MemoryStorage src) {
+        return CudaCopyKind.of(isDeviceMemory(dst), isDeviceMemory(src));
+    }
+
+    /** Whether a storage is GPU memory: {@code cuda:N}, or {@code *} at a device address. */
+    public static boolean isDeviceMemory(MemoryStorage s) {
+        if (s.isDevice()) {
+            return true;
+        }
+        return MemoryLocation.WILDCARD.equals(s.location()) && CudaPointers.deviceOf(s.address()) >= 0;
     }
 
     static void checkRange(MemoryStorage s, long offset, long bytes, String what) {

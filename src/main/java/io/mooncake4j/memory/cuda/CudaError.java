@@ -15,6 +15,7 @@ public final class CudaError {
     public static final int INVALID_VALUE = 1;
     public static final int MEMORY_ALLOCATION = 2;
     public static final int INITIALIZATION_ERROR = 3;
+    public static final int INVALID_MEMCPY_DIRECTION = 21;
     public static final int STUB_LIBRARY = 34;
     public static final int INSUFFICIENT_DRIVER = 35;
     public static final int CALL_REQUIRES_NEWER_DRIVER = 36;
@@ -39,6 +40,7 @@ public final class CudaError {
             case INVALID_VALUE -> "cudaErrorInvalidValue";
             case MEMORY_ALLOCATION -> "cudaErrorMemoryAllocation";
             case INITIALIZATION_ERROR -> "cudaErrorInitializationError";
+            case INVALID_MEMCPY_DIRECTION -> "cudaErrorInvalidMemcpyDirection";
             case STUB_LIBRARY -> "cudaErrorStubLibrary";
             case INSUFFICIENT_DRIVER -> "cudaErrorInsufficientDriver";
             case CALL_REQUIRES_NEWER_DRIVER -> "cudaErrorCallRequiresNewerDriver";

@@ -49,10 +49,10 @@ public final class CudaStream implements AutoCloseable {
     }
 
     /**
-     * Enqueues a copy of {@code bytes} from {@code src} to {@code dst} (any mix of host and device
-     * addresses); returns the CUDA error code of the enqueue.
+     * Enqueues a copy of {@code bytes} from {@code src} to {@code dst} in direction {@code kind};
+     * returns the CUDA error code of the enqueue.
      */
-    public int copyAsync(long dst, long src, long bytes) {
+    public int copyAsync(long dst, long src, long bytes, CudaCopyKind kind) {
         if (closed) {
             throw new IllegalStateException("stream is closed");
         }
@@ -65,7 +65,22 @@ public final class CudaStream implements AutoCloseable {
         }
         JCudaBinding.setAddress(dstScratch, dst);
         JCudaBinding.setAddress(srcScratch, src);
-        return JCudaBinding.memcpyAsync(dstScratch, srcScratch, bytes, stream);
+        return JCudaBinding.memcpyAsync(dstScratch, srcScratch, bytes, kind.code(), stream);
+    }
+
+    /**
+     * Makes work enqueued after this call wait until {@code event} has completed (which may be
+     * recorded on another stream); returns the CUDA error code.
+     */
+    public int waitFor(CudaEvent event) {
+        if (closed) {
+            throw new IllegalStateException("stream is closed");
+        }
+        return JCudaBinding.streamWaitEvent(stream, event.handle());
+    }
+
+    Object handle() {
+        return stream;
     }
 
     /** {@link CudaError#SUCCESS} when all enqueued work is done, {@link CudaError#NOT_READY} while some is pending, else the error. */

@@ -25,14 +25,14 @@ import java.lang.invoke.VarHandle;
  */
 final class JCudaBinding {
 
-    // cudaMemcpyKind (driver_types.h): cudaMemcpyDefault lets unified addressing infer direction
-    static final int MEMCPY_DEFAULT = 4;
     // cudaMemoryType (driver_types.h)
     static final int MEMORY_TYPE_DEVICE = 2;
     // cudaHostRegisterPortable (cuda_runtime_api.h)
     static final int HOST_REGISTER_PORTABLE = 1;
     // cudaStreamNonBlocking (cuda_runtime_api.h)
     static final int STREAM_NON_BLOCKING = 1;
+    // cudaEventDisableTiming (cuda_runtime_api.h)
+    static final int EVENT_DISABLE_TIMING = 2;
 
     private static final MethodHandle NEW_POINTER;        // () Object
     private static final MethodHandle NEW_STREAM;         // () Object
@@ -57,6 +57,13 @@ final class JCudaBinding {
     private static final MethodHandle STREAM_SYNC;        // (Object stream) int
     private static final MethodHandle STREAM_QUERY;       // (Object stream) int
     private static final MethodHandle STREAM_DESTROY;     // (Object stream) int
+    private static final MethodHandle STREAM_WAIT_EVENT;  // (Object stream, Object event, int flags) int
+    private static final MethodHandle NEW_EVENT;          // () Object
+    private static final MethodHandle EVENT_CREATE;       // (Object event, int flags) int
+    private static final MethodHandle EVENT_RECORD;       // (Object event, Object stream) int
+    private static final MethodHandle EVENT_QUERY;        // (Object event) int
+    private static final MethodHandle EVENT_SYNC;         // (Object event) int
+    private static final MethodHandle EVENT_DESTROY;      // (Object event) int
     private static final MethodHandle POINTER_ATTRIBUTES; // (Object attrs, Object ptr) int
     private static final MethodHandle MEM_GET_INFO;       // (long[] free, long[] total) int
     private static final MethodHandle DEVICE_NAME;        // (int) String, via cudaDeviceProp
@@ -68,6 +75,7 @@ final class JCudaBinding {
             Class<?> pointer = Class.forName("jcuda.Pointer", false, loader);
             Class<?> nativeObject = Class.forName("jcuda.NativePointerObject", false, loader);
             Class<?> stream = Class.forName("jcuda.runtime.cudaStream_t", false, loader);
+            Class<?> event = Class.forName("jcuda.runtime.cudaEvent_t", false, loader);
             Class<?> attrs = Class.forName("jcuda.runtime.cudaPointerAttributes", false, loader);
             Class<?> prop = Class.forName("jcuda.runtime.cudaDeviceProp", false, loader);
 
@@ -103,6 +111,13 @@ final class JCudaBinding {
             STREAM_SYNC = generic(find(pub, jcuda, "cudaStreamSynchronize", stream));
             STREAM_QUERY = generic(find(pub, jcuda, "cudaStreamQuery", stream));
             STREAM_DESTROY = generic(find(pub, jcuda, "cudaStreamDestroy", stream));
+            STREAM_WAIT_EVENT = generic(find(pub, jcuda, "cudaStreamWaitEvent", stream, event, int.class));
+            NEW_EVENT = pub.findConstructor(event, methodType(void.class)).asType(methodType(Object.class));
+            EVENT_CREATE = generic(find(pub, jcuda, "cudaEventCreateWithFlags", event, int.class));
+            EVENT_RECORD = generic(find(pub, jcuda, "cudaEventRecord", event, stream));
+            EVENT_QUERY = generic(find(pub, jcuda, "cudaEventQuery", event));
+            EVENT_SYNC = generic(find(pub, jcuda, "cudaEventSynchronize", event));
+            EVENT_DESTROY = generic(find(pub, jcuda, "cudaEventDestroy", event));
             POINTER_ATTRIBUTES = generic(find(pub, jcuda, "cudaPointerGetAttributes", attrs, pointer));
             MEM_GET_INFO = find(pub, jcuda, "cudaMemGetInfo", long[].class, long[].class);
 
@@ -255,17 +270,17 @@ final class JCudaBinding {
         }
     }
 
-    static int memcpy(Object dst, Object src, long bytes) {
+    static int memcpy(Object dst, Object src, long bytes, int kind) {
         try {
-            return (int) MEMCPY.invokeExact(dst, src, bytes, MEMCPY_DEFAULT);
+            return (int) MEMCPY.invokeExact(dst, src, bytes, kind);
         } catch (Throwable t) {
             throw rethrow(t);
         }
     }
 
-    static int memcpyAsync(Object dst, Object src, long bytes, Object stream) {
+    static int memcpyAsync(Object dst, Object src, long bytes, int kind, Object stream) {
         try {
-            return (int) MEMCPY_ASYNC.invokeExact(dst, src, bytes, MEMCPY_DEFAULT, stream);
+            return (int) MEMCPY_ASYNC.invokeExact(dst, src, bytes, kind, stream);
         } catch (Throwable t) {
             throw rethrow(t);
         }
@@ -306,6 +321,62 @@ final class JCudaBinding {
     static int streamDestroy(Object stream) {
         try {
             return (int) STREAM_DESTROY.invokeExact(stream);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    static int streamWaitEvent(Object stream, Object event) {
+        try {
+            return (int) STREAM_WAIT_EVENT.invokeExact(stream, event, 0);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    static Object newEvent() {
+        try {
+            return (Object) NEW_EVENT.invokeExact();
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    static int eventCreate(Object eventOut, int flags) {
+        try {
+            return (int) EVENT_CREATE.invokeExact(eventOut, flags);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    static int eventRecord(Object event, Object stream) {
+        try {
+            return (int) EVENT_RECORD.invokeExact(event, stream);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    static int eventQuery(Object event) {
+        try {
+            return (int) EVENT_QUERY.invokeExact(event);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    static int eventSynchronize(Object event) {
+        try {
+            return (int) EVENT_SYNC.invokeExact(event);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    static int eventDestroy(Object event) {
+        try {
+            return (int) EVENT_DESTROY.invokeExact(event);
         } catch (Throwable t) {
             throw rethrow(t);
         }

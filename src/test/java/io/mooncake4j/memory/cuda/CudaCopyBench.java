@@ -13,7 +13,8 @@ import java.util.Locale;
 /**
  * A short copy benchmark on one GPU: host-to-device and device-to-host with pageable and with
  * pinned host memory, device-to-device, and a GPU→host→GPU round trip through pinned memory
- * whose bytes are checked. Each figure is the median of {@code iterations} timed synchronous
+ * whose bytes are checked — once as two whole copies, once pipelined through four 4 MiB pinned
+ * bounce buffers on two streams ({@link #stage}). Each figure is the median of {@code iterations} timed synchronous
  * copies of {@code sizeMiB} MiB after one warm-up copy, in GB/s (10^9 bytes per second).
  *
  * <pre>java -cp ... io.mooncake4j.memory.cuda.CudaCopyBench [sizeMiB=256] [iterations=5] [device=0]</pre>
@@ -75,8 +76,126 @@ public final class CudaCopyBench {
             CudaCopies.copy(pageable, 0, b, 0, bytes);
             check(pageable.segment(), 3);
             out.add(result("GPU->pinned->GPU (verified)", bytes, gbps));
+
+            // the same trip pipelined through small pinned bounce buffers on two streams, the
+            // way the TCP transport is meant to stage GPU memory
+            fill(pageable.segment(), 4);
+            CudaCopies.copy(a, 0, pageable, 0, bytes);
+            b.fill((byte) 0);
+            double[] staged = new double[iterations];
+            try (Stager stager = new Stager(device, STAGE_CHUNK, STAGE_BUFFERS)) {
+                for (int i = 0; i <= iterations; i++) {
+                    long t0 = System.nanoTime();
+                    int rc = stager.run(a.address(), b.address(), bytes);
+                    long ns = System.nanoTime() - t0;
+                    if (rc != CudaError.SUCCESS) {
+                        throw CudaException.failed("pipelined staging", rc, "");
+                    }
+                    if (i > 0) {
+                        staged[i - 1] = bytes / (double) ns;
+                    }
+                }
+            }
+            pageable.segment().fill((byte) 0);
+            CudaCopies.copy(pageable, 0, b, 0, bytes);
+            check(pageable.segment(), 4);
+            out.add(result("GPU->pinned->GPU pipelined", bytes, staged));
         }
         return out;
+    }
+
+    static final long STAGE_CHUNK = 4L << 20;
+    static final int STAGE_BUFFERS = 4;
+
+    /**
+     * Copies {@code bytes} from device address {@code src} to device address {@code dst} through
+     * pinned host bounce buffers; see {@link Stager}. Returns the first CUDA error, or 0.
+     */
+    static int stage(long src, long dst, long bytes, long chunk, int buffers, int device) {
+        try (Stager stager = new Stager(device, chunk, buffers)) {
+            return stager.run(src, dst, bytes);
+        }
+    }
+
+    /**
+     * GPU→host→GPU through {@code buffers} pinned bounce buffers of {@code chunk} bytes:
+     * device-to-host on one stream, host-to-device on another; chunk i's upload waits on its
+     * download's event, and the download into a buffer waits on that buffer's previous upload.
+     * One owner thread.
+     */
+    static final class Stager implements AutoCloseable {
+        private final CudaPinnedHostAllocator pinned = new CudaPinnedHostAllocator();
+        private final CudaStream down;
+        private final CudaStream up;
+        private final CudaPinnedHostStorage[] bounce;
+        private final CudaEvent[] downloaded;
+        private final CudaEvent[] uploaded;
+        private final long chunk;
+
+        Stager(int device, long chunk, int buffers) {
+            this.chunk = chunk;
+            this.bounce = new CudaPinnedHostStorage[buffers];
+            this.downloaded = new CudaEvent[buffers];
+            this.uploaded = new CudaEvent[buffers];
+            CudaStream d = null;
+            CudaStream u = null;
+            try {
+                d = CudaStream.create(device);
+                u = CudaStream.create(device);
+                for (int k = 0; k < buffers; k++) {
+                    bounce[k] = pinned.allocate(chunk);
+                    downloaded[k] = CudaEvent.create(device);
+                    uploaded[k] = CudaEvent.create(device);
+                }
+            } catch (RuntimeException e) {
+                this.down = d;
+                this.up = u;
+                close();
+                throw e;
+            }
+            this.down = d;
+            this.up = u;
+        }
+
+        int run(long src, long dst, long bytes) {
+            int buffers = bounce.length;
+            int i = 0;
+            for (long off = 0; off < bytes; off += chunk, i++) {
+                int k = i % buffers;
+                long n = Math.min(chunk, bytes - off);
+                int rc = i >= buffers ? down.waitFor(uploaded[k]) : CudaError.SUCCESS;
+                rc = rc != 0 ? rc : down.copyAsync(bounce[k].address(), src + off, n, CudaCopyKind.DEVICE_TO_HOST);
+                rc = rc != 0 ? rc : downloaded[k].record(down);
+                rc = rc != 0 ? rc : up.waitFor(downloaded[k]);
+                rc = rc != 0 ? rc : up.copyAsync(dst + off, bounce[k].address(), n, CudaCopyKind.HOST_TO_DEVICE);
+                rc = rc != 0 ? rc : uploaded[k].record(up);
+                if (rc != CudaError.SUCCESS) {
+                    return rc;
+                }
+            }
+            int rc = up.synchronize();
+            int rc2 = down.synchronize();
+            return rc != 0 ? rc : rc2;
+        }
+
+        @Override
+        public void close() {
+            for (int k = 0; k < bounce.length; k++) {
+                if (downloaded[k] != null) {
+                    downloaded[k].close();
+                }
+                if (uploaded[k] != null) {
+                    uploaded[k].close();
+                }
+            }
+            if (up != null) {
+                up.close();
+            }
+            if (down != null) {
+                down.close();
+            }
+            pinned.close();
+        }
     }
 
     private static Result measure(String name, MemoryStorage dst, MemoryStorage src, long bytes, int iterations) {

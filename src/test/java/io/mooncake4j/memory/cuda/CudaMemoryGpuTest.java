@@ -130,14 +130,62 @@ class CudaMemoryGpuTest {
             pattern(src.segment(), 11);
             long chunk = MIB;
             for (long off = 0; off < 16 * MIB; off += chunk) {
-                assertEquals(CudaError.SUCCESS, stream.copyAsync(d.address() + off, src.address() + off, chunk));
+                assertEquals(CudaError.SUCCESS,
+                        stream.copyAsync(d.address() + off, src.address() + off, chunk, CudaCopyKind.HOST_TO_DEVICE));
             }
             for (long off = 0; off < 16 * MIB; off += chunk) {
-                assertEquals(CudaError.SUCCESS, stream.copyAsync(dst.address() + off, d.address() + off, chunk));
+                assertEquals(CudaError.SUCCESS,
+                        stream.copyAsync(dst.address() + off, d.address() + off, chunk, CudaCopyKind.DEVICE_TO_HOST));
             }
             assertEquals(CudaError.SUCCESS, stream.synchronize());
             assertEquals(CudaError.SUCCESS, stream.query());
             assertPattern(dst.segment(), 11);
+        }
+    }
+
+    @Test
+    void pipelinedStagingThroughPinnedBounceBuffersWithEventsPreservesBytes() {
+        long total = 32 * MIB;
+        try (HostMemoryAllocator host = new HostMemoryAllocator();
+             CudaDeviceStorage a = CudaDeviceStorage.allocate(0, total);
+             CudaDeviceStorage b = CudaDeviceStorage.allocate(0, total)) {
+            HostMemoryStorage h = host.allocate(total);
+            pattern(h.segment(), 5);
+            CudaCopies.copy(a, 0, h, 0, total);
+            b.fill((byte) 0);
+            assertEquals(CudaError.SUCCESS, CudaCopyBench.stage(a.address(), b.address(), total, MIB, 3, 0));
+            h.segment().fill((byte) 0);
+            CudaCopies.copy(h, 0, b, 0, total);
+            assertPattern(h.segment(), 5);
+        }
+    }
+
+    @Test
+    void eventTellsWhenRecordedWorkIsDone() {
+        try (CudaPinnedHostAllocator pinned = new CudaPinnedHostAllocator();
+             CudaDeviceStorage d = CudaDeviceStorage.allocate(0, 8 * MIB);
+             CudaStream stream = CudaStream.create(0);
+             CudaEvent event = CudaEvent.create(0)) {
+            CudaPinnedHostStorage src = pinned.allocate(8 * MIB);
+            pattern(src.segment(), 9);
+            assertEquals(CudaError.SUCCESS, stream.copyAsync(d.address(), src.address(), 8 * MIB,
+                    CudaCopyKind.HOST_TO_DEVICE));
+            assertEquals(CudaError.SUCCESS, event.record(stream));
+            assertEquals(CudaError.SUCCESS, event.synchronize());
+            assertEquals(CudaError.SUCCESS, event.query());
+        }
+    }
+
+    @Test
+    void explicitDirectionIsWhatJCudaAccepts() {
+        try (HostMemoryAllocator host = new HostMemoryAllocator();
+             CudaDeviceStorage d = CudaDeviceStorage.allocate(0, MIB)) {
+            HostMemoryStorage h = host.allocate(MIB);
+            assertEquals(CudaCopyKind.HOST_TO_DEVICE, CudaCopies.kindOf(d, h));
+            assertEquals(CudaCopyKind.DEVICE_TO_HOST, CudaCopies.kindOf(h, d));
+            assertEquals(CudaCopyKind.DEVICE_TO_DEVICE,
+                    CudaCopies.kindOf(MemoryStorage.of(d.address(), MIB, "*"), d));
+            assertEquals(CudaError.SUCCESS, CudaCopies.copy(d.address(), h.address(), MIB, CudaCopyKind.HOST_TO_DEVICE));
         }
     }
 

@@ -57,7 +57,8 @@ class CudaWithoutGpuTest {
             HostMemoryStorage a = alloc.allocate(4096);
             HostMemoryStorage b = alloc.allocate(4096);
             assertExplains(assertThrows(CudaUnavailableException.class,
-                    () -> CudaCopies.copy(a.address(), b.address(), 16)));
+                    () -> CudaCopies.copy(a.address(), b.address(), 16, CudaCopyKind.HOST_TO_HOST)));
+            assertExplains(assertThrows(CudaUnavailableException.class, () -> CudaEvent.create(0)));
         }
     }
 
