@@ -61,8 +61,8 @@ class JCudaBindingTest {
             assertEquals(-1, typeAndDevice[0]);
             assertEquals(NO_DRIVER, JCudaBinding.memGetInfo(new long[1], new long[1]));
             assertEquals("device 0 (cudaErrorInsufficientDriver)", JCudaBinding.deviceName(0));
-            // a direction JCuda does not know is refused by JCuda itself, before CUDA
-            assertEquals(CudaError.INVALID_MEMCPY_DIRECTION, JCudaBinding.memcpy(pb, pa, 16, 4));
+            // (cudaMemcpyDefault, 4, is refused by JCuda itself with cudaErrorInvalidMemcpyDirection
+            // and a line on the native stdout, which would corrupt surefire's channel: not called here)
         }
     }
 }
