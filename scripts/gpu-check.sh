@@ -4,10 +4,11 @@
 #
 #   scripts/gpu-check.sh prepare                 on a build machine (Maven + its local repository):
 #                                                builds target/gpu-check/ = jar, test classes, every
-#                                                dependency (JCuda and its natives included)
+#                                                dependency (JCuda and its natives included) and a
+#                                                jlink'd Java runtime (~57 MB in all)
 #   scripts/gpu-check.sh [run] [MiB] [iters] [device]
-#                                                on the GPU machine (JDK >= 22 only; offline):
-#                                                default 256 MiB, 5 iterations, cuda:0
+#                                                on the GPU machine (Linux x86_64, offline, no JDK
+#                                                needed): default 256 MiB, 5 iterations, cuda:0
 #
 # Exit status: 0 all passed, 1 a test or the benchmark failed, 2 CUDA unavailable (the cause and
 # its fix are printed), 3 bundle missing, 124 the 280 s time limit hit. Details: docs/gpu.md.
@@ -29,6 +30,11 @@ if [ "$mode" = prepare ]; then
   mvn -B -ntp -q $offline dependency:copy-dependencies -DincludeScope=test -DoutputDirectory="$bundle/lib"
   cp target/mooncake4j.jar "$bundle/"
   cp -r target/test-classes "$bundle/test-classes"
+  # a small Java runtime, so the GPU machine needs no JDK (GPU_CHECK_JRE=0 to skip: ~43 MB)
+  if [ "${GPU_CHECK_JRE:-1}" = 1 ]; then
+    "$JAVA_HOME/bin/jlink" --add-modules java.base,java.logging,jdk.unsupported,jdk.zipfs \
+      --strip-debug --no-header-files --no-man-pages --compress=zip-9 --output "$bundle/jre"
+  fi
   echo "gpu-check bundle ready: $bundle ($(du -sh "$bundle" | cut -f1)); copy the checkout's target/gpu-check,"
   echo "scripts/ and bin/ to the GPU machine and run scripts/gpu-check.sh there"
   exit 0
@@ -38,7 +44,11 @@ if [ ! -f "$bundle/mooncake4j.jar" ] || [ ! -d "$bundle/lib" ] || [ ! -d "$bundl
   echo "gpu-check: no prepared bundle in $bundle; run 'scripts/gpu-check.sh prepare' on a build machine first" >&2
   exit 3
 fi
-. "$here/bin/lib/jdk.sh"
+if [ -x "$bundle/jre/bin/java" ] && "$bundle/jre/bin/java" -version >/dev/null 2>&1; then
+  JAVA_HOME="$bundle/jre"   # the runtime prepared with the bundle
+else
+  . "$here/bin/lib/jdk.sh"  # else a JDK >= 22 installed here
+fi
 
 echo "== host"
 uname -srm
