@@ -96,7 +96,9 @@ public final class CudaAvailability {
         try {
             bytes = JCudaNatives.libraryBytes(loader, fileName);
         } catch (IOException e) {
-            bytes = null;
+            return Probe.unavailable(Reason.NATIVE_LIBRARY_FAILED,
+                    "cannot read JCuda's native library lib/" + fileName + " from the class path: " + e,
+                    "check that the jcuda-natives jar is intact (re-copy it)", -1, e, dir);
         }
         if (bytes == null) {
             return Probe.unavailable(Reason.NATIVE_LIBRARY_FAILED,
