@@ -122,6 +122,14 @@ public final class SendWorkRequests implements AutoCloseable {
         return p == 0 ? -1 : (int) ((p - wrs.address()) / WR);
     }
 
+    /**
+     * Sets {@code *bad_wr} to request {@code i} ({@code -1}: NULL). libibverbs does this itself;
+     * other providers (the test emulation) call it when refusing a post.
+     */
+    public void recordBadRequest(int i) {
+        badWr.set(ADDRESS, 0, i < 0 ? MemorySegment.NULL : slots[i]);
+    }
+
     MemorySegment request(int i) {
         return slots[i];
     }
