@@ -37,7 +37,8 @@ public final class IbvContext implements AutoCloseable {
     private final List<IbvQp> qps = new ArrayList<>();
     private boolean closed;
 
-    private IbvContext(DeviceInfo device, MemorySegment context) {
+    /** Wraps an open {@code struct ibv_context *} (sized); {@link #open} is the normal way in. */
+    IbvContext(DeviceInfo device, MemorySegment context) {
         this.device = device;
         this.context = context;
         this.opsPostSend = context.get(ADDRESS, VerbsLayouts.CONTEXT_OPS_POST_SEND);

@@ -59,6 +59,16 @@ final class NativeLayoutProbe {
         return lines(run(List.of(exe.toString())));
     }
 
+    /** Compiles {@code native/<name>.c} into {@code target/native/lib<name>.so} (warnings are errors). */
+    static Path buildSharedLibrary(String name) throws IOException, InterruptedException {
+        Path outDir = Path.of("target", "native");
+        Files.createDirectories(outDir);
+        Path lib = outDir.resolve("lib" + name + ".so").toAbsolutePath();
+        run(List.of(compiler().orElseThrow(), "-std=c11", "-O0", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC",
+                "-o", lib.toString(), Path.of("native", name + ".c").toString()));
+        return lib;
+    }
+
     /** The committed x86-64 probe output. */
     static List<String> golden() throws IOException {
         try (InputStream in = NativeLayoutProbe.class.getResourceAsStream(GOLDEN_X86_64)) {
