@@ -2,6 +2,7 @@ package io.mooncake4j.engine.rdma;
 
 import io.mooncake4j.engine.rdma.verbs.DeviceAttributes;
 import io.mooncake4j.engine.rdma.verbs.Gid;
+import io.mooncake4j.engine.rdma.verbs.GidEntry;
 import io.mooncake4j.engine.rdma.verbs.PortAttributes;
 import io.mooncake4j.engine.rdma.verbs.QpCapabilities;
 import io.mooncake4j.engine.rdma.verbs.RtrAttributes;
@@ -33,6 +34,9 @@ public interface RdmaProvider {
         PortAttributes port(int port);
 
         Gid gid(int port, int index);
+
+        /** {@code ibv_query_gid_ex}: the GID with its type and netdev index (for automatic selection). */
+        GidEntry gidEntry(int port, int index);
 
         MemoryRegion register(long address, long length, int access);
 

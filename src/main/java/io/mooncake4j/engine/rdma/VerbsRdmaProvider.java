@@ -2,6 +2,7 @@ package io.mooncake4j.engine.rdma;
 
 import io.mooncake4j.engine.rdma.verbs.DeviceAttributes;
 import io.mooncake4j.engine.rdma.verbs.Gid;
+import io.mooncake4j.engine.rdma.verbs.GidEntry;
 import io.mooncake4j.engine.rdma.verbs.IbvContext;
 import io.mooncake4j.engine.rdma.verbs.IbvCq;
 import io.mooncake4j.engine.rdma.verbs.IbvDeviceList;
@@ -60,6 +61,11 @@ public final class VerbsRdmaProvider implements RdmaProvider {
         @Override
         public Gid gid(int port, int index) {
             return ctx.queryGid(port, index);
+        }
+
+        @Override
+        public GidEntry gidEntry(int port, int index) {
+            return ctx.queryGidEntry(port, index);
         }
 
         @Override

@@ -2,6 +2,7 @@ package io.mooncake4j.engine.rdma;
 
 import io.mooncake4j.engine.rdma.verbs.DeviceAttributes;
 import io.mooncake4j.engine.rdma.verbs.Gid;
+import io.mooncake4j.engine.rdma.verbs.GidEntry;
 import io.mooncake4j.engine.rdma.verbs.IbvPd;
 import io.mooncake4j.engine.rdma.verbs.IbvQp;
 import io.mooncake4j.engine.rdma.verbs.PortAttributes;
@@ -273,6 +274,11 @@ final class EmulatedRdmaProvider implements RdmaProvider {
                 }
                 return new Gid(raw);
             }
+        }
+
+        @Override
+        public GidEntry gidEntry(int port, int gidIndex) {
+            return new GidEntry(gid(port, gidIndex), gidIndex, GidEntry.TYPE_ROCE_V2, 0);
         }
 
         @Override

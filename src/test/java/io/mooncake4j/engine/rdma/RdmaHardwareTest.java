@@ -36,7 +36,7 @@ import org.junit.jupiter.api.Timeout;
  *
  * <p>Run: {@code mvn -B test -Dgroups=rdma -DexcludedTestGroups=gpu}. Device from
  * {@code MC_TEST_RDMA_DEVICE} (else the first listed), GID index from {@code MC_GID_INDEX}
- * (else the first non-null GID of port {@code MC_IB_PORT}).
+ * (else {@link GidSelection}'s automatic choice on port {@code MC_IB_PORT}).
  */
 @Tag("rdma")
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
@@ -62,12 +62,11 @@ class RdmaHardwareTest {
             return SETTINGS.gidIndex();
         }
         int len = d.port(SETTINGS.ibPort()).gidTblLen();
-        for (int i = 0; i < len; i++) {
-            if (!d.gid(SETTINGS.ibPort(), i).isNull()) {
-                return i;
-            }
-        }
-        throw new AssertionError("port " + SETTINGS.ibPort() + " of " + d.name() + " has no non-null GID");
+        GidSelection.Choice choice = GidSelection.best(GidSelection.probe(d, SETTINGS.ibPort(), len, NicSelection.SYSFS))
+                .orElseThrow(() -> new AssertionError("port " + SETTINGS.ibPort() + " of " + d.name() + " has no usable GID"));
+        System.out.printf(Locale.ROOT, "%s: automatic GID index %d (%s, %s)%n", d.name(), choice.index(), choice.gid(),
+                choice.gidClass());
+        return choice.index();
     }
 
     private static int pollUntil(CompletionQueue cq, WorkCompletions wc, int wanted, int[] statuses) {
