@@ -12,6 +12,8 @@ import io.mooncake4j.engine.rdma.RdmaProvider.QueuePair;
 import io.mooncake4j.engine.rdma.verbs.IbvPd;
 import io.mooncake4j.engine.rdma.verbs.IbvQp;
 import io.mooncake4j.engine.rdma.verbs.QpCapabilities;
+import io.mooncake4j.engine.rdma.verbs.RtrAttributes;
+import io.mooncake4j.engine.rdma.verbs.RtsAttributes;
 import io.mooncake4j.engine.rdma.verbs.SendWorkRequests;
 import io.mooncake4j.engine.rdma.verbs.VerbsException;
 import io.mooncake4j.engine.rdma.verbs.WorkCompletions;
@@ -145,7 +147,7 @@ class EmulatedVerbsTest {
     @Test
     void transitionsOutOfOrderShouldBeRejectedWithEinval() {
         VerbsException rtr = assertThrows(VerbsException.class, () -> qpA.modifyToRts(
-                io.mooncake4j.engine.rdma.verbs.RtsAttributes.mooncake()));
+                RtsAttributes.mooncake()));
         assertEquals(EmulatedRdmaProvider.EINVAL, rtr.errno());
         assertEquals(IbvQp.STATE_RESET, qpA.state());
         qpA.modifyToInit(1, 0, IbvQp.MOONCAKE_QP_ACCESS);
@@ -175,7 +177,7 @@ class EmulatedVerbsTest {
         provider.activeMtu(3); // 1024
         VerbsException e = assertThrows(VerbsException.class, () -> {
             qpA.modifyToInit(1, 0, IbvQp.MOONCAKE_QP_ACCESS);
-            qpA.modifyToRtr(io.mooncake4j.engine.rdma.verbs.RtrAttributes.mooncake(5, 4096, b.gid(1, 1), 1, 0, 0, 0, 1,
+            qpA.modifyToRtr(RtrAttributes.mooncake(5, 4096, b.gid(1, 1), 1, 0, 0, 0, 1,
                     qpB.qpNum()));
         });
         assertEquals(EmulatedRdmaProvider.EINVAL, e.errno());

@@ -7,6 +7,8 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
 import static java.lang.foreign.ValueLayout.JAVA_SHORT;
 
 import java.lang.foreign.Arena;
+import java.lang.foreign.GroupLayout;
+import java.lang.foreign.MemoryLayout;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.List;
@@ -290,8 +292,8 @@ public final class IbvContext implements AutoCloseable {
         return new VerbsException(op, 0, "downcall failed: " + t);
     }
 
-    private static long off(java.lang.foreign.GroupLayout l, String name) {
-        return l.byteOffset(java.lang.foreign.MemoryLayout.PathElement.groupElement(name));
+    private static long off(GroupLayout l, String name) {
+        return l.byteOffset(MemoryLayout.PathElement.groupElement(name));
     }
 
     @Override

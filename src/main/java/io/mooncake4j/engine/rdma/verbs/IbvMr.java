@@ -1,6 +1,8 @@
 package io.mooncake4j.engine.rdma.verbs;
 
+import static java.lang.foreign.ValueLayout.ADDRESS;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
 import java.lang.foreign.MemorySegment;
 
@@ -18,8 +20,8 @@ public final class IbvMr implements AutoCloseable {
     IbvMr(IbvPd pd, MemorySegment mr) {
         this.pd = pd;
         this.mr = mr;
-        this.address = mr.get(java.lang.foreign.ValueLayout.ADDRESS, VerbsLayouts.MR_ADDR).address();
-        this.length = mr.get(java.lang.foreign.ValueLayout.JAVA_LONG, VerbsLayouts.MR_LENGTH);
+        this.address = mr.get(ADDRESS, VerbsLayouts.MR_ADDR).address();
+        this.length = mr.get(JAVA_LONG, VerbsLayouts.MR_LENGTH);
         this.lkey = mr.get(JAVA_INT, VerbsLayouts.MR_LKEY);
         this.rkey = mr.get(JAVA_INT, VerbsLayouts.MR_RKEY);
     }

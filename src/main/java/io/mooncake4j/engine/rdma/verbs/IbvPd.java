@@ -1,5 +1,8 @@
 package io.mooncake4j.engine.rdma.verbs;
 
+import static java.lang.foreign.ValueLayout.ADDRESS;
+import static java.lang.foreign.ValueLayout.JAVA_INT;
+
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
@@ -126,15 +129,15 @@ public final class IbvPd implements AutoCloseable {
             ensureOpen();
             try (Arena arena = Arena.ofConfined()) {
                 MemorySegment a = arena.allocate(VerbsLayouts.IBV_QP_INIT_ATTR);
-                a.set(java.lang.foreign.ValueLayout.ADDRESS, VerbsLayouts.QP_INIT_SEND_CQ, sendCq.segment());
-                a.set(java.lang.foreign.ValueLayout.ADDRESS, VerbsLayouts.QP_INIT_RECV_CQ, recvCq.segment());
-                a.set(java.lang.foreign.ValueLayout.JAVA_INT, VerbsLayouts.QP_INIT_CAP_MAX_SEND_WR, caps.maxSendWr());
-                a.set(java.lang.foreign.ValueLayout.JAVA_INT, VerbsLayouts.QP_INIT_CAP_MAX_RECV_WR, caps.maxRecvWr());
-                a.set(java.lang.foreign.ValueLayout.JAVA_INT, VerbsLayouts.QP_INIT_CAP_MAX_SEND_SGE, caps.maxSendSge());
-                a.set(java.lang.foreign.ValueLayout.JAVA_INT, VerbsLayouts.QP_INIT_CAP_MAX_RECV_SGE, caps.maxRecvSge());
-                a.set(java.lang.foreign.ValueLayout.JAVA_INT, VerbsLayouts.QP_INIT_CAP_MAX_INLINE_DATA, caps.maxInlineData());
-                a.set(java.lang.foreign.ValueLayout.JAVA_INT, VerbsLayouts.QP_INIT_QP_TYPE, IbvQp.TYPE_RC);
-                a.set(java.lang.foreign.ValueLayout.JAVA_INT, VerbsLayouts.QP_INIT_SQ_SIG_ALL, 0);
+                a.set(ADDRESS, VerbsLayouts.QP_INIT_SEND_CQ, sendCq.segment());
+                a.set(ADDRESS, VerbsLayouts.QP_INIT_RECV_CQ, recvCq.segment());
+                a.set(JAVA_INT, VerbsLayouts.QP_INIT_CAP_MAX_SEND_WR, caps.maxSendWr());
+                a.set(JAVA_INT, VerbsLayouts.QP_INIT_CAP_MAX_RECV_WR, caps.maxRecvWr());
+                a.set(JAVA_INT, VerbsLayouts.QP_INIT_CAP_MAX_SEND_SGE, caps.maxSendSge());
+                a.set(JAVA_INT, VerbsLayouts.QP_INIT_CAP_MAX_RECV_SGE, caps.maxRecvSge());
+                a.set(JAVA_INT, VerbsLayouts.QP_INIT_CAP_MAX_INLINE_DATA, caps.maxInlineData());
+                a.set(JAVA_INT, VerbsLayouts.QP_INIT_QP_TYPE, IbvQp.TYPE_RC);
+                a.set(JAVA_INT, VerbsLayouts.QP_INIT_SQ_SIG_ALL, 0);
                 MemorySegment capture = arena.allocate(Verbs.CAPTURE_LAYOUT);
                 MemorySegment qp = (MemorySegment) Verbs.CREATE_QP.invokeExact(capture, pd, a);
                 if (qp.equals(MemorySegment.NULL)) {

@@ -7,6 +7,7 @@ import static java.lang.foreign.ValueLayout.JAVA_SHORT;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.Locale;
+import java.util.function.Consumer;
 
 /**
  * An RC queue pair ({@code struct ibv_qp}), posted to through {@code ibv_context.ops.post_send}.
@@ -115,7 +116,7 @@ public final class IbvQp implements AutoCloseable {
         modify("ERR", QP_STATE, a -> a.set(JAVA_INT, VerbsLayouts.QP_ATTR_QP_STATE, STATE_ERR));
     }
 
-    private void modify(String target, int mask, java.util.function.Consumer<MemorySegment> fill) {
+    private void modify(String target, int mask, Consumer<MemorySegment> fill) {
         synchronized (context) {
             if (closed) {
                 throw new IllegalStateException("QP " + qpNum + " is closed");

@@ -1,6 +1,7 @@
 package io.mooncake4j.engine.rdma.verbs;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
@@ -61,7 +62,7 @@ class VerbsLayoutTest {
         List<String> expected = new ArrayList<>(VerbsLayouts.facts());
         int i = expected.indexOf(expected.stream().filter(l -> l.startsWith("ibv_wc.qp_num ")).findFirst().orElseThrow());
         expected.set(i, "ibv_wc.qp_num 32 4");
-        AssertionError e = org.junit.jupiter.api.Assertions.assertThrows(AssertionError.class,
+        AssertionError e = assertThrows(AssertionError.class,
                 () -> assertSameFacts(expected, VerbsLayouts.facts()));
         assertTrue(e.getMessage().contains("ibv_wc.qp_num"), e.getMessage());
     }
