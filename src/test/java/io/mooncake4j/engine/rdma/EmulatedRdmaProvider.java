@@ -35,6 +35,7 @@ import java.util.Map;
  * beyond one poster and one poller synchronising on the provider (all methods are synchronized).
  * Never shipped: test sources only.
  */
+@SuppressWarnings("restricted") // deliberate FFM: native pointers are sized with reinterpret, handles linked here
 final class EmulatedRdmaProvider implements RdmaProvider {
 
     static final int EINVAL = 22, ENOMEM = 12, EBUSY = 16;

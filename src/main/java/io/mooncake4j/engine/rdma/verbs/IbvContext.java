@@ -24,6 +24,7 @@ import org.slf4j.LoggerFactory;
  * <p>Control-path methods synchronise on this object. The ops function pointers are read once at
  * open and handed to each CQ and QP.
  */
+@SuppressWarnings("restricted") // deliberate FFM: native pointers are sized with reinterpret, handles linked here
 public final class IbvContext implements AutoCloseable {
 
     private static final Logger LOG = LoggerFactory.getLogger(IbvContext.class);

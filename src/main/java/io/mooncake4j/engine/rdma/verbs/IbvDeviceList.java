@@ -13,6 +13,7 @@ import java.util.Locale;
  * {@code ibv_get_device_list} / {@code ibv_free_device_list}. Open the devices you need before
  * closing the list; open contexts stay valid after it is freed.
  */
+@SuppressWarnings("restricted") // deliberate FFM: native pointers are sized with reinterpret, handles linked here
 public final class IbvDeviceList implements AutoCloseable {
 
     private MemorySegment list; // struct ibv_device ** (NULL-terminated), null once freed

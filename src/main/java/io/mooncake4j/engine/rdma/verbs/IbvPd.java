@@ -13,6 +13,7 @@ import java.util.Locale;
  * A protection domain ({@code struct ibv_pd}). Owns its memory regions; closing it deregisters
  * them first. QPs created here are owned by the {@link IbvContext} (closed before any MR).
  */
+@SuppressWarnings("restricted") // deliberate FFM: native pointers are sized with reinterpret, handles linked here
 public final class IbvPd implements AutoCloseable {
 
     /** {@code IBV_ACCESS_LOCAL_WRITE}. */

@@ -33,6 +33,7 @@ import java.util.Optional;
  * {@code ibv_req_notify_cq} are {@code static inline} in {@code verbs.h}; their handles take the
  * function pointer read from {@code ibv_context.ops} as first argument.
  */
+@SuppressWarnings("restricted") // deliberate FFM: native pointers are sized with reinterpret, handles linked here
 final class Verbs {
 
     private Verbs() {}

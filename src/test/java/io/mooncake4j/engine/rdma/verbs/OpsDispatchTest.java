@@ -27,6 +27,7 @@ import org.junit.jupiter.api.Timeout;
  * passing, chain walking, {@code bad_wr} and completion layout, without an RDMA device.
  */
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
+@SuppressWarnings("restricted") // deliberate FFM: native pointers are sized with reinterpret, handles linked here
 class OpsDispatchTest {
 
     private Arena arena;

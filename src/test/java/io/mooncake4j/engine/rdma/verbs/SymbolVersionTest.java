@@ -24,6 +24,7 @@ import org.junit.jupiter.api.Timeout;
  * name like {@code dlsym}; this checks it lands on the 1.1 version and not on the 1.0 one.
  */
 @Timeout(value = 30, unit = TimeUnit.SECONDS)
+@SuppressWarnings("restricted") // deliberate FFM: native pointers are sized with reinterpret, handles linked here
 class SymbolVersionTest {
 
     private static final List<String> VERSIONED = List.of("ibv_get_device_list", "ibv_free_device_list",

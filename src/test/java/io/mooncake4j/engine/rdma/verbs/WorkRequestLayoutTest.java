@@ -17,6 +17,7 @@ import org.junit.jupiter.api.Timeout;
 
 /** Work-request and completion flyweights, QP attribute writers and GID text form. */
 @Timeout(value = 10, unit = TimeUnit.SECONDS)
+@SuppressWarnings("restricted") // deliberate FFM: native pointers are sized with reinterpret, handles linked here
 class WorkRequestLayoutTest {
 
     @Test
