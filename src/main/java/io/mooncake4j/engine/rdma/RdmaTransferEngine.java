@@ -489,8 +489,9 @@ public final class RdmaTransferEngine implements TransferEngine {
             e.markState(req.readyAck() != null ? RdmaEndpoint.WAIT_ACK : RdmaEndpoint.CONNECTED);
         }
         pump(e);
+        // like C++: the reply always advertises the ready-ACK; it is awaited only if the requester advertised it
         return new HandShakeDesc(ctx.nicPath, req.localNicPath(), ctx.gid.toString(), ctx.lid, e.qpNums(),
-                req.readyAck() != null ? Boolean.FALSE : null, "", "");
+                Boolean.FALSE, "", "");
     }
 
     /** The active side (spec §5.4), on a connector thread; on failure the queued slices are retried elsewhere. */
