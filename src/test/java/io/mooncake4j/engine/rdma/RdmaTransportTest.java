@@ -238,6 +238,65 @@ class RdmaTransportTest {
     }
 
     @Test
+    void aTimedOutTransferLeavesNoWorkThatCouldTouchTheCallersBuffersAfterReturn() {
+        EmulatedRdmaProvider fabric = new EmulatedRdmaProvider("emu0", "emu1");
+        target = EmulatedEngines.started(fabric, "emu0");
+        initiator = EmulatedEngines.started(fabric, "emu1", EmulatedEngines.config().withTransferTimeoutMs(200));
+        HostMemoryStorage local = alloc.allocate(BUF);
+        HostMemoryStorage remote = alloc.allocate(BUF);
+        assertEquals(0, initiator.registerMemory(local.address(), BUF, "cpu:0"));
+        assertEquals(0, target.registerMemory(remote.address(), BUF, "cpu:0"));
+        assertEquals(0, write(local, remote, 4096)); // connected
+        local.segment().fill((byte) 1);
+        remote.segment().fill((byte) 2);
+        fabric.autoProgress(false); // the "NIC" stalls: nothing completes
+        long before = fabric.postedRequests();
+        assertEquals(-1, write(local, remote, 256 * 1024));
+        assertTrue(fabric.postedRequests() > before, "work was posted and then flushed");
+        fabric.progress(); // whatever was still queued would execute now
+        for (long i = 0; i < BUF; i += 4093) {
+            assertEquals((byte) 2, remote.segment().get(ValueLayout.JAVA_BYTE, i), "offset " + i);
+        }
+        assertEquals(0, initiator.liveSlices());
+        fabric.autoProgress(true);
+        assertEquals(0, write(local, remote, 4096), "fresh endpoints after the flush");
+    }
+
+    @Test
+    void concurrentSubmittersShareEndpointsSafely() throws Exception {
+        EmulatedRdmaProvider fabric = new EmulatedRdmaProvider("emu0", "emu1", "emu2", "emu3");
+        HostMemoryStorage[] m = pair(fabric, "emu0,emu1", "emu2,emu3", Map.of("MC_SLICE_SIZE", "8192"));
+        int threads = 8;
+        long part = BUF / threads;
+        java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(threads);
+        try {
+            List<java.util.concurrent.Future<Integer>> results = new java.util.ArrayList<>();
+            for (int t = 0; t < threads; t++) {
+                long off = t * part;
+                results.add(pool.submit(() -> {
+                    int rc = 0;
+                    for (int round = 0; round < 5 && rc == 0; round++) {
+                        rc = initiator.batchTransferSyncWrite(target.getLocalSegmentName(),
+                                new long[] {m[0].address() + off, m[0].address() + off + part / 2},
+                                new long[] {m[1].address() + off, m[1].address() + off + part / 2},
+                                new long[] {part / 2, part / 2});
+                    }
+                    return rc;
+                }));
+            }
+            for (java.util.concurrent.Future<Integer> f : results) {
+                assertEquals(0, f.get(30, TimeUnit.SECONDS));
+            }
+        } finally {
+            pool.shutdownNow();
+            assertTrue(pool.awaitTermination(10, TimeUnit.SECONDS));
+        }
+        assertArrayEquals(bytes(m[0].segment(), 0, BUF), bytes(m[1].segment(), 0, BUF));
+        assertEquals(0, initiator.liveSlices());
+        assertTrue(initiator.endpointCount() <= 4, "endpoints per (local NIC, peer NIC): " + initiator.endpointCount());
+    }
+
+    @Test
     void registrationAboveTheMemlockLimitFailsNamingTheFix() {
         EmulatedRdmaProvider fabric = new EmulatedRdmaProvider("emu0", "emu1");
         RdmaEngineConfig cfg = EmulatedEngines.config().withMemlockLimit(() -> OptionalLong.of(3L << 20));
