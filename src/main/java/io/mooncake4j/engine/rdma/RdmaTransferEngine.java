@@ -1184,21 +1184,26 @@ public final class RdmaTransferEngine implements TransferEngine {
             return;
         }
         RdmaEndpoint e = s.endpoint;
+        RdmaBatch b = s.batch;
         e.completed(s.qp);
-        s.batch.inFlight.decrementAndGet();
-        if (status == WorkCompletions.SUCCESS) {
-            finishSlice(s, true);
-            return;
+        try {
+            if (status == WorkCompletions.SUCCESS) {
+                finishSlice(s, true);
+                return;
+            }
+            failedCompletions.incrementAndGet();
+            if (e.state() != RdmaEndpoint.BROKEN) {
+                LOG.warn("work request to {} completed with {} (vendor error 0x{}); rebuilding the endpoint and"
+                        + " retrying on another path", e, WorkCompletions.statusName(status),
+                        Integer.toHexString(vendorErr));
+                redispatch(e.breakDown());
+            } else {
+                e.destroyIfIdle();
+            }
+            redispatch(List.of(s));
+        } finally {
+            b.inFlight.decrementAndGet(); // last: an aborter waiting for 0 finds the slice already settled
         }
-        failedCompletions.incrementAndGet();
-        if (e.state() != RdmaEndpoint.BROKEN) {
-            LOG.warn("work request to {} completed with {} (vendor error 0x{}); rebuilding the endpoint and"
-                    + " retrying on another path", e, WorkCompletions.statusName(status), Integer.toHexString(vendorErr));
-            redispatch(e.breakDown());
-        } else {
-            e.destroyIfIdle();
-        }
-        redispatch(List.of(s));
     }
 
     /** Poller: the CQ is unusable; every endpoint of the context is rebuilt. */
