@@ -7,6 +7,10 @@ import io.mooncake4j.connector.KvRole;
 import io.mooncake4j.connector.MooncakeConnectorConfig;
 import io.mooncake4j.connector.MooncakeConnectorMetadata;
 import io.mooncake4j.connector.PullReqMeta;
+import io.mooncake4j.connector.wire.MooncakeXferMetadata;
+import io.mooncake4j.connector.wire.MooncakeXferMetadataCodec;
+import io.mooncake4j.connector.wire.MooncakeXferResponse;
+import io.mooncake4j.connector.wire.MooncakeXferResponseCodec;
 import io.mooncake4j.engine.testing.ScriptedTransferEngine;
 import io.mooncake4j.memory.HostMemoryAllocator;
 import io.mooncake4j.memory.KvCacheLayout;
@@ -23,6 +27,9 @@ import java.util.Set;
 import java.util.concurrent.locks.LockSupport;
 import java.util.function.BooleanSupplier;
 import java.util.function.Consumer;
+import org.zeromq.SocketType;
+import org.zeromq.ZContext;
+import org.zeromq.ZMQ;
 
 /**
  * P and D workers over {@link ScriptedTransferEngine}s that really copy bytes, with real ZMQ
@@ -213,6 +220,83 @@ final class PdTestbed implements AutoCloseable {
                             "layer " + l + " D block " + dBlock + " offset " + off);
                 }
             }
+        }
+    }
+
+    /** D's {@code MooncakeXferMetadata} for pulls into consumer {@code d}, as its receiver builds it. */
+    static MooncakeXferMetadata metadataFor(Node d, Map<String, MooncakeXferMetadata.ReqBlocks> reqBlocks) {
+        KvRegistration reg = d.worker.registration();
+        return new MooncakeXferMetadata("127.0.0.1", d.worker.rpcPort(), d.tpSize, d.tpRank, reqBlocks,
+                KvReceiver.longs(reg.kvCachesBaseAddr()), KvReceiver.longs(reg.blockLenPerLayer()),
+                KvReceiver.longs(reg.kvBlockLenPerLayer()), reg.registeredLayerNames(),
+                KvReceiver.ints(reg.registeredLayerIndices()), KvReceiver.ints(reg.registeredGroupIndices()), 1);
+    }
+
+    static MooncakeXferMetadata.ReqBlocks blocks(String transferId, long... ids) {
+        return new MooncakeXferMetadata.ReqBlocks(transferId, new long[][] {ids});
+    }
+
+    /**
+     * A test-side DEALER to a P worker's side channel, whose ZMTP handshake is proven by a socket
+     * monitor before use (JeroMQ 0.6.0 occasionally leaves a new connection stuck before the
+     * handshake; such a socket is replaced, nothing having been sent on it).
+     */
+    static final class RawDealer implements AutoCloseable {
+        private final ZContext ctx = new ZContext();
+        private final ZMQ.Socket socket;
+
+        RawDealer(int port) {
+            ZMQ.Socket ok = null;
+            for (int attempt = 0; attempt < 10 && ok == null; attempt++) {
+                ZMQ.Socket d = ctx.createSocket(SocketType.DEALER);
+                d.setLinger(0);
+                String mon = "inproc://test-dealer-monitor-" + attempt;
+                d.monitor(mon, ZMQ.EVENT_HANDSHAKE_PROTOCOL);
+                ZMQ.Socket m = ctx.createSocket(SocketType.PAIR);
+                m.setReceiveTimeOut(1_000);
+                m.connect(mon);
+                d.connect("tcp://127.0.0.1:" + port);
+                ZMQ.Event ev = ZMQ.Event.recv(m);
+                ctx.destroySocket(m);
+                if (ev != null && ev.getEvent() == ZMQ.EVENT_HANDSHAKE_PROTOCOL) {
+                    ok = d;
+                } else {
+                    ctx.destroySocket(d);
+                }
+            }
+            if (ok == null) {
+                ctx.close();
+                throw new AssertionError("no handshake with port " + port + " in 10 attempts");
+            }
+            socket = ok;
+            socket.setReceiveTimeOut(15_000);
+        }
+
+        void send(byte[] frame) {
+            socket.send(frame);
+        }
+
+        void sendFrames(List<byte[]> frames) {
+            for (int i = 0; i < frames.size(); i++) {
+                socket.send(frames.get(i), i < frames.size() - 1 ? ZMQ.SNDMORE : 0);
+            }
+        }
+
+        void send(MooncakeXferMetadata m) {
+            send(MooncakeXferMetadataCodec.encode(m));
+        }
+
+        MooncakeXferResponse recv() {
+            byte[] b = socket.recv();
+            if (b == null) {
+                throw new AssertionError("no response within the receive timeout");
+            }
+            return MooncakeXferResponseCodec.decode(b);
+        }
+
+        @Override
+        public void close() {
+            ctx.close();
         }
     }
 
