@@ -44,6 +44,13 @@ final class PdTestbed implements AutoCloseable {
     private final HostMemoryAllocator alloc = new HostMemoryAllocator();
     private final List<Node> nodes = new ArrayList<>();
     private Duration abortTimeout = Duration.ofSeconds(2);
+    private java.util.function.UnaryOperator<io.mooncake4j.memory.KvCacheConfig> kvConfig = c -> c;
+
+    /** Changes the KV-cache config given to the workers made from now on (e.g. to a sliding-window group). */
+    PdTestbed kvConfig(java.util.function.UnaryOperator<io.mooncake4j.memory.KvCacheConfig> transform) {
+        this.kvConfig = transform;
+        return this;
+    }
 
     PdTestbed abortTimeout(Duration d) {
         this.abortTimeout = d;
@@ -142,7 +149,7 @@ final class PdTestbed implements AutoCloseable {
         config.accept(cb);
         ScriptedTransferEngine engine = new ScriptedTransferEngine().copyData(true);
         KvCaches kv = KvCaches.allocate(MODEL, tpSize, NUM_BLOCKS, KvCacheLayout.FUSED, alloc::allocate);
-        MooncakeConnectorWorker.Builder wb = MooncakeConnectorWorker.builder(cb.build(), engine, kv.config())
+        MooncakeConnectorWorker.Builder wb = MooncakeConnectorWorker.builder(cb.build(), engine, kvConfig.apply(kv.config()))
                 .memlockLimit(OptionalLong::empty)
                 .bootstrapBindHost("127.0.0.1")
                 .model(false, MODEL.numKvHeads());
