@@ -169,7 +169,7 @@ final class KvReceiver implements AutoCloseable {
                 tpSizes.put(entry.engineId(), entry.workerAddr().size());
             }
         } else {
-            LOG.error("Failed to connect to bootstrap server {}: {}", addr, failure == null ? "?" : failure.getMessage());
+            LOG.error("Failed to connect to bootstrap server {}: {}", addr, failure == null ? "?" : failure.toString());
         }
         List<Runnable> waiting = pendingBootstrapQueries.remove(addr);
         if (waiting != null) {
