@@ -219,6 +219,35 @@ class InitiatorReliabilityTest {
         }
     }
 
+    @Test
+    void unreachablePeerCannotBeOpened() throws IOException {
+        int port;
+        try (java.net.ServerSocket ss = new java.net.ServerSocket(0, 1, TcpEngines.LOOPBACK)) {
+            port = ss.getLocalPort();
+        }
+        assertEquals(-1, initiator.openSegment("127.0.0.1:" + port));
+        assertNotEquals(0, initiator.batchTransferSyncWrite("127.0.0.1:" + port, new long[] {local.address()},
+                new long[] {FAKE_ADDR}, new long[] {8}));
+    }
+
+    @Test
+    void peerSpeakingRdmaIsNotSupportedOverTcp() throws IOException {
+        String rdma = "{\"buffers\":[{\"addr\":140234567892992,\"length\":1073741824,\"lkey\":[2101],"
+                + "\"name\":\"cpu:0\",\"rkey\":[2101]}],\"devices\":[{\"gid\":\"00:00:00:00:00:00:00:00:00:00:ff:ff:0a:00:00:02\","
+                + "\"lid\":0,\"name\":\"mlx5_0\"}],\"name\":\"10.0.0.2:15321\",\"priority_matrix\":{\"cpu:0\":[[\"mlx5_0\"],[]]},"
+                + "\"protocol\":\"rdma\",\"tcp_data_port\":0,\"tcp_proto_version\":1,\"timestamp\":\"t\"}\n";
+        try (io.mooncake4j.engine.handshake.HandshakeServer hs = io.mooncake4j.engine.handshake.HandshakeServer.start(
+                HandshakeConfig.ephemeral(TcpEngines.LOOPBACK), (type, req) -> rdma)) {
+            long seg = initiator.openSegment("127.0.0.1:" + hs.port());
+            assertTrue(seg > 0);
+            long batch = initiator.allocateBatchId(1);
+            assertEquals(io.mooncake4j.engine.StatusCodes.NOT_SUPPORTED_TRANSPORT, initiator.submitTransfer(batch,
+                    java.util.List.of(io.mooncake4j.engine.TransferRequest.write(local.address(), seg,
+                            140234567892992L, 8))));
+            assertEquals(io.mooncake4j.engine.StatusCodes.OK, initiator.freeBatchId(batch));
+        }
+    }
+
     private static Socket accept(FakePeer peer) {
         try {
             peer.data.setSoTimeout(20_000);
