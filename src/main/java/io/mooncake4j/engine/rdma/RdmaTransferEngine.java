@@ -100,7 +100,10 @@ public final class RdmaTransferEngine implements TransferEngine {
     private final HandshakeClient client;
     private final BufferRegistry registry = new BufferRegistry();
     private final Object registrationLock = new Object();
+    /** Sorted by address, for lookups. */
     private volatile Registration[] registrations = new Registration[0];
+    /** In registration order, for the descriptor ({@code buffers[0]} is the first registered, as in Mooncake). */
+    private volatile List<Registration> registrationOrder = List.of();
     private long registeredBytes;
     private final Slice.Pool slices = new Slice.Pool();
     private final AtomicInteger seeds = new AtomicInteger();
@@ -371,6 +374,7 @@ public final class RdmaTransferEngine implements TransferEngine {
                 closeMrs(reg.mrs());
             }
             registrations = new Registration[0];
+            registrationOrder = List.of();
             registry.clear();
         }
         for (RdmaContext c : contexts) {
@@ -555,7 +559,7 @@ public final class RdmaTransferEngine implements TransferEngine {
         }
         Map<String, List<List<String>>> matrix = new LinkedHashMap<>(priorityMatrix);
         List<SegmentDescriptor.Buffer> bufs = new ArrayList<>();
-        for (Registration r : registrations) {
+        for (Registration r : registrationOrder) {
             List<Long> rk = new ArrayList<>(r.mrs().length);
             List<Long> lk = new ArrayList<>(r.mrs().length);
             for (MemoryRegion mr : r.mrs()) {
@@ -635,6 +639,9 @@ public final class RdmaTransferEngine implements TransferEngine {
             }
             Arrays.sort(next, Comparator.comparing(Registration::address, Long::compareUnsigned));
             registrations = next;
+            List<Registration> ordered = new ArrayList<>(registrationOrder);
+            ordered.addAll(added);
+            registrationOrder = List.copyOf(ordered);
             registeredBytes += total;
             self = null;
             return ErrorCodes.OK;
@@ -721,6 +728,9 @@ public final class RdmaTransferEngine implements TransferEngine {
                         System.arraycopy(cur, 0, next, 0, i);
                         System.arraycopy(cur, i + 1, next, i, cur.length - i - 1);
                         registrations = next;
+                        List<Registration> ordered = new ArrayList<>(registrationOrder);
+                        ordered.remove(r);
+                        registrationOrder = List.copyOf(ordered);
                         registeredBytes -= r.length();
                         closeMrs(r.mrs());
                         break;
@@ -788,6 +798,21 @@ public final class RdmaTransferEngine implements TransferEngine {
             segmentIds.put(n, nid);
             return nid;
         }
+    }
+
+    /**
+     * {@code buffers[0].addr} of a segment's descriptor (Mooncake's {@code get_first_buffer_address};
+     * buffers in the owner's registration order), or -1 when it cannot be opened or has none.
+     * Overrides {@code TransferEngine.getFirstBufferAddress} once that default method exists.
+     */
+    public long getFirstBufferAddress(String name) {
+        long id = openSegment(name);
+        if (id < 0) {
+            return -1;
+        }
+        PeerSegment s = segment(id);
+        List<SegmentDescriptor.Buffer> buffers = s == null ? List.of() : s.descriptor.buffers();
+        return buffers.isEmpty() ? -1 : buffers.getFirst().addr();
     }
 
     private PeerSegment segment(long id) {

@@ -105,8 +105,8 @@ class RdmaHandshakeTest {
                 RdmaTransferEngine e = EmulatedEngines.started(fabric, "emu0,emu1")) {
             HostMemoryStorage a = alloc.allocate(8192);
             HostMemoryStorage b = alloc.allocate(4096);
-            assertEquals(0, e.registerMemory(a.address(), 8192, "cpu:0"));
             assertEquals(0, e.registerMemory(b.address(), 4096, "*"));
+            assertEquals(0, e.registerMemory(a.address(), 8192, "cpu:0"));
             SegmentDescriptor d = client().fetchDescriptor(PeerAddress.parse(e.getLocalSegmentName(), 0), "{}\n");
             assertEquals("rdma", d.protocol());
             assertEquals(e.getLocalSegmentName(), d.name());
@@ -117,6 +117,8 @@ class RdmaHandshakeTest {
                 assertTrue(dev.gid().matches("([0-9a-f]{2}:){15}[0-9a-f]{2}"), dev.gid());
             }
             assertEquals(2, d.buffers().size());
+            assertEquals(b.address(), d.buffers().get(0).addr(), "buffers in registration order");
+            assertEquals(b.address(), e.getFirstBufferAddress(e.getLocalSegmentName()));
             for (SegmentDescriptor.Buffer buf : d.buffers()) {
                 assertEquals(2, buf.rkey().size(), "one rkey per device, in devices[] order");
                 assertEquals(2, buf.lkey().size());
