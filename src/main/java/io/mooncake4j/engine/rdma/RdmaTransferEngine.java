@@ -95,7 +95,8 @@ public final class RdmaTransferEngine implements TransferEngine {
 
     private final RdmaProvider provider;
     private final RdmaEngineConfig config;
-    private final RdmaSettings settings;
+    /** The {@code MC_*} settings, clamped to the devices' limits at {@link #initialize}. */
+    private volatile RdmaSettings settings;
     private final Supplier<Optional<RdmaAvailability.Cause>> availability;
     private final HandshakeClient client;
     private final BufferRegistry registry = new BufferRegistry();
@@ -187,8 +188,17 @@ public final class RdmaTransferEngine implements TransferEngine {
                 server = HandshakeServer.start(config.handshake(), this::handle);
                 String name = PeerAddress.format(host, server.port());
                 for (String n : names) {
-                    Device d = provider.open(n);
-                    opened.add(d);
+                    opened.add(provider.open(n));
+                }
+                RdmaSettings clamped = settings;
+                for (Device d : opened) {
+                    clamped = clamp(clamped, d.attributes());
+                }
+                if (!clamped.equals(settings)) {
+                    LOG.info("RDMA settings clamped to the device limits: {}", clamped);
+                }
+                settings = clamped;
+                for (Device d : opened) {
                     ctxs.add(openContext(ctxs.size(), d, name));
                 }
                 List<NicSelection.Nic> nics = NicSelection.discover(names, config.sysfsRoot());
@@ -248,6 +258,23 @@ public final class RdmaTransferEngine implements TransferEngine {
         }
         return new RdmaContext(index, d, port.lid(), gid, gidIndex, port.activeMtu(), settings.maxCqePerCtx(),
                 HandShakeDesc.nicPath(segment, d.name()), this);
+    }
+
+    /** Mooncake's {@code updateGlobalConfig}: QP depth, SGEs, CQ size, endpoints and MR size within the device's limits. */
+    static RdmaSettings clamp(RdmaSettings s, io.mooncake4j.engine.rdma.verbs.DeviceAttributes a) {
+        int maxWr = a.maxQpWr() > 0 ? Math.min(s.maxWr(), a.maxQpWr()) : s.maxWr();
+        int maxSge = a.maxSge() > 0 ? Math.min(s.maxSge(), a.maxSge()) : s.maxSge();
+        int maxCqe = a.maxCqe() > 0 ? Math.min(s.maxCqePerCtx(), a.maxCqe()) : s.maxCqePerCtx();
+        int maxEp = a.maxQp() > 0 ? Math.min(s.maxEpPerCtx(), Math.max(1, a.maxQp() / s.numQpPerEp())) : s.maxEpPerCtx();
+        long maxMr = a.maxMrSize() > 0 ? Math.min(s.maxMrSize(), a.maxMrSize()) : s.maxMrSize();
+        return new RdmaSettings(s.sliceSize(), s.fragmentLimit(), s.retryCnt(), s.numQpPerEp(), maxWr, maxSge,
+                s.maxInline(), maxCqe, maxEp, s.ibPort(), s.gidIndex(), s.autoGidMaxRetries(), s.pkeyIndex(),
+                s.mtuBytes(), s.trafficClass(), s.serviceLevel(), maxMr, s.relaxedOrdering());
+    }
+
+    /** The settings in use (after clamping). */
+    RdmaSettings settings() {
+        return settings;
     }
 
     private int fail(String message) {
@@ -606,6 +633,15 @@ public final class RdmaTransferEngine implements TransferEngine {
             long total = 0;
             for (long l : lengths) {
                 total += l;
+                if (l > settings.maxMrSize()) {
+                    for (long a : addresses) {
+                        registry.unregister(a);
+                    }
+                    fail(String.format(Locale.ROOT, "registerMemory: a buffer of %d bytes exceeds the largest memory"
+                            + " region (MC_MAX_MR_SIZE / the device's max_mr_size = %d); register it in smaller"
+                            + " pieces", l, settings.maxMrSize()));
+                    return ErrorCodes.INVALID_ARGUMENT;
+                }
             }
             OptionalLong limit = config.memlockLimit().get();
             Optional<String> problem = MemlockCheck.check(total, registeredBytes, ctxs.length, limit);
@@ -1110,25 +1146,38 @@ public final class RdmaTransferEngine implements TransferEngine {
             s.lkey = reg.lkeys()[ctx.index];
             s.rkey = peer.rkey[s.peerBuffer][dev];
             String path = peer.nicPath[dev];
-            boolean[] created = new boolean[1];
-            RdmaEndpoint e;
-            try {
-                e = ctx.endpointOrCreate(path, p -> new RdmaEndpoint(ctx, p, settings), created);
-            } catch (RuntimeException ex) {
-                LOG.warn("cannot create an endpoint {} -> {}: {}", ctx.name, path, ex.getMessage());
-                if (!nextAttempt(s)) {
-                    return null;
+            RdmaEndpoint e = ctx.endpoint(path); // the common case: no allocation
+            if (e == null) {
+                try {
+                    e = createEndpoint(ctx, path, peer, dev);
+                } catch (RuntimeException ex) {
+                    LOG.warn("cannot create an endpoint {} -> {}: {}", ctx.name, path, ex.getMessage());
+                    if (!nextAttempt(s)) {
+                        return null;
+                    }
+                    continue;
                 }
-                continue;
-            }
-            if (created[0]) {
-                startConnect(e, peer, dev);
             }
             if (e.enqueue(s)) {
                 return e;
             }
             // the endpoint broke in between: pick it again (a fresh one is created)
         }
+    }
+
+    /** A new endpoint towards {@code path} (or the one another thread just created), its handshake started. */
+    private RdmaEndpoint createEndpoint(RdmaContext ctx, String path, PeerSegment peer, int dev) {
+        if (ctx.endpointCount() >= settings.maxEpPerCtx()) {
+            throw new TransferEngineException(String.format(Locale.ROOT,
+                    "%d endpoints on %s reach MC_MAX_EP_PER_CTX", ctx.endpointCount(), ctx.name));
+        }
+        boolean[] created = new boolean[1];
+        RdmaSettings s = settings;
+        RdmaEndpoint e = ctx.endpointOrCreate(path, p -> new RdmaEndpoint(ctx, p, s), created);
+        if (created[0]) {
+            startConnect(e, peer, dev);
+        }
+        return e;
     }
 
     private void startConnect(RdmaEndpoint e, PeerSegment peer, int dev) {

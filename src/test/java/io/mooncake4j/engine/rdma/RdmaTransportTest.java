@@ -312,6 +312,20 @@ class RdmaTransportTest {
     }
 
     @Test
+    void settingsAreClampedToTheDeviceLimits() {
+        EmulatedRdmaProvider fabric = new EmulatedRdmaProvider("emu0");
+        initiator = EmulatedEngines.started(fabric, "emu0", EmulatedEngines.config(Map.of("MC_MAX_SGE", "1000",
+                "MC_MAX_WR", "100000", "MC_MAX_MR_SIZE", "4096")));
+        RdmaSettings s = initiator.settings();
+        assertEquals(30, s.maxSge(), "emulated device: max_sge 30");
+        assertEquals(1 << 15, s.maxWr(), "emulated device: max_qp_wr 32768");
+        HostMemoryStorage b = alloc.allocate(8192);
+        assertEquals(ErrorCodes.INVALID_ARGUMENT, initiator.registerMemory(b.address(), 8192, "cpu:0"));
+        assertTrue(initiator.lastError().contains("MC_MAX_MR_SIZE"), initiator.lastError());
+        assertEquals(0, initiator.registerMemory(b.address(), 4096, "cpu:0"));
+    }
+
+    @Test
     void registrationBeforeInitializeIsRejected() {
         RdmaTransferEngine e = new RdmaTransferEngine(new EmulatedRdmaProvider("emu0"), EmulatedEngines.config());
         HostMemoryStorage b = alloc.allocate(4096);
