@@ -33,8 +33,11 @@ final class RdmaContext {
     final String name;
     final Device device;
     final int lid;
-    final Gid gid;
-    final int gidIndex;
+    /** The GID in use; replaced by {@link #reprobeGid} after an RTR {@code EINVAL}. */
+    volatile Gid gid;
+    volatile int gidIndex;
+    private final List<GidSelection.Choice> triedGids = new ArrayList<>();
+    private int reprobes;
     final int activeMtu;
     final CompletionQueue cq;
     final String nicPath;
@@ -62,7 +65,14 @@ final class RdmaContext {
         this.cq = device.createCq(cqe);
         this.nicPath = nicPath;
         this.poller = Thread.ofPlatform().daemon(true).name("mooncake-rdma-poller-" + POLLERS.getAndIncrement())
-                .unstarted(() -> pollLoop(engine));
+                .unstarted(() -> {
+                    try {
+                        pollLoop(engine);
+                    } catch (Throwable t) {
+                        LOG.error("completion poller of {} died; transfers on this device will not complete", name, t);
+                        throw t;
+                    }
+                });
     }
 
     void start() {
@@ -71,6 +81,32 @@ final class RdmaContext {
 
     Thread pollerThread() {
         return poller;
+    }
+
+    /**
+     * After an RTR failure with {@code EINVAL} under automatic GID selection: switches to the
+     * next-best untried GID of the port (spec §5.1), at most {@code MC_AUTO_GID_MAX_RETRIES}
+     * times per device. True when the GID changed (new endpoints then use it, and the descriptor
+     * publishes it).
+     */
+    synchronized boolean reprobeGid(RdmaSettings s, java.nio.file.Path sysfs) {
+        if (!s.autoGid() || reprobes >= s.autoGidMaxRetries()) {
+            return false;
+        }
+        int len = device.port(s.ibPort()).gidTblLen();
+        java.util.Optional<GidSelection.Choice> next = GidSelection.reselect(
+                GidSelection.probe(device, s.ibPort(), len, sysfs), gidIndex, gid, triedGids);
+        if (next.isEmpty()) {
+            return false;
+        }
+        triedGids.add(new GidSelection.Choice(gidIndex, gid, next.get().gidClass()));
+        reprobes++;
+        LOG.warn("{}: RTR failed with EINVAL on GID index {} ({}); re-probed to GID index {} ({}, {}), attempt {} of"
+                + " MC_AUTO_GID_MAX_RETRIES={}", name, gidIndex, gid, next.get().index(), next.get().gid(),
+                next.get().gidClass(), reprobes, s.autoGidMaxRetries());
+        gid = next.get().gid();
+        gidIndex = next.get().index();
+        return true;
     }
 
     // ------------------------------------------------------------------ endpoints

@@ -36,6 +36,7 @@ final class RdmaEndpoint {
     static final int CONNECTING = 0, WAIT_ACK = 1, CONNECTED = 2, BROKEN = 3;
     /** ENOMEM: send queue full; retried once completions free room. */
     private static final int ENOMEM = 12;
+    private static final int EINVAL = 22;
 
     final RdmaContext ctx;
     final String peerNicPath;
@@ -50,6 +51,8 @@ final class RdmaEndpoint {
     private volatile int state = CONNECTING;
     private List<Long> peerQpNums;
     private boolean destroyed;
+    /** Set when a bring-up failed at INIT → RTR with EINVAL (a GID/MTU problem, spec §5.1). */
+    private volatile boolean rtrEinval;
     private int nextQp;
 
     /** Creates the QPs (RESET); throws {@link VerbsException} when the device refuses. */
@@ -123,15 +126,26 @@ final class RdmaEndpoint {
                         "QP count mismatch in peer and local endpoints (%d vs %d); MC_NUM_QP_PER_EP must match",
                         peerQps.size(), qps.length));
             }
+            int gidIndex = ctx.gidIndex;
             for (int i = 0; i < qps.length; i++) {
-                QpBringUp.connect(qps[i], new QpBringUp.Peer(peerGid, peerLid, (int) (long) peerQps.get(i)),
-                        ctx.activeMtu, ctx.gidIndex, s);
+                try {
+                    QpBringUp.connect(qps[i], new QpBringUp.Peer(peerGid, peerLid, (int) (long) peerQps.get(i)),
+                            ctx.activeMtu, gidIndex, s);
+                } catch (VerbsException e) {
+                    rtrEinval = e.errno() == EINVAL && qps[i].state() == IbvQp.STATE_INIT;
+                    throw e;
+                }
             }
             peerQpNums = List.copyOf(peerQps);
             return true;
         } finally {
             lock.unlock();
         }
+    }
+
+    /** Whether the last bring-up failed at RTR with EINVAL. */
+    boolean rtrFailedWithEinval() {
+        return rtrEinval;
     }
 
     /** Marks the endpoint usable (unless it broke meanwhile). */

@@ -511,6 +511,9 @@ public final class RdmaTransferEngine implements TransferEngine {
             }
         } catch (RuntimeException ex) {
             if (e != null) {
+                if (e.rtrFailedWithEinval()) {
+                    ctx.reprobeGid(settings, config.sysfsRoot());
+                }
                 redispatch(e.breakDown());
             }
             LOG.warn("Connection from {} rejected: {}", req.localNicPath(), ex.getMessage());
@@ -561,6 +564,9 @@ public final class RdmaTransferEngine implements TransferEngine {
             pump(e);
         } catch (RuntimeException ex) {
             LOG.warn("connecting {} failed: {}", e, ex.getMessage());
+            if (e.rtrFailedWithEinval()) {
+                ctx.reprobeGid(settings, config.sysfsRoot());
+            }
             redispatch(e.breakDown());
         }
     }

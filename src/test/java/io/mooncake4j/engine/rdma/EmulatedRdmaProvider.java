@@ -143,7 +143,9 @@ final class EmulatedRdmaProvider implements RdmaProvider {
         }
         EmuDevice d = new EmuDevice(name, index);
         open.put(name, d);
-        byGid.put(d.gid(1, 1), d);
+        for (int i = 0; i < gidTableLength; i++) {
+            byGid.put(d.gid(1, i), d);
+        }
         return d;
     }
 

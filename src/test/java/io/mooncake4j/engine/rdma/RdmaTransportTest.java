@@ -326,6 +326,29 @@ class RdmaTransportTest {
     }
 
     @Test
+    void anRtrEinvalReprobesTheGidAndTheTransferSucceeds() {
+        EmulatedRdmaProvider fabric = new EmulatedRdmaProvider("emu0", "emu1");
+        HostMemoryStorage[] m = pair(fabric, "emu0", "emu1", Map.of());
+        String before = target.localDescriptor().devices().getFirst().gid();
+        fabric.failTransition(EmulatedRdmaProvider.Transition.RTR, EmulatedRdmaProvider.EINVAL, 1);
+        assertEquals(0, write(m[0], m[1], 4096));
+        assertArrayEquals(bytes(m[0].segment(), 0, 4096), bytes(m[1].segment(), 0, 4096));
+        String after = target.localDescriptor().devices().getFirst().gid();
+        assertNotEquals(before, after, "the passive side (first to reach RTR) moved to the next GID");
+        assertTrue(after.startsWith("fe:80:"), after);
+    }
+
+    @Test
+    void withAFixedGidIndexAnRtrEinvalIsRetriedWithoutReprobing() {
+        EmulatedRdmaProvider fabric = new EmulatedRdmaProvider("emu0", "emu1");
+        HostMemoryStorage[] m = pair(fabric, "emu0", "emu1", Map.of("MC_GID_INDEX", "1"));
+        String before = target.localDescriptor().devices().getFirst().gid();
+        fabric.failTransition(EmulatedRdmaProvider.Transition.RTR, EmulatedRdmaProvider.EINVAL, 1);
+        assertEquals(0, write(m[0], m[1], 4096));
+        assertEquals(before, target.localDescriptor().devices().getFirst().gid());
+    }
+
+    @Test
     void registrationBeforeInitializeIsRejected() {
         RdmaTransferEngine e = new RdmaTransferEngine(new EmulatedRdmaProvider("emu0"), EmulatedEngines.config());
         HostMemoryStorage b = alloc.allocate(4096);
