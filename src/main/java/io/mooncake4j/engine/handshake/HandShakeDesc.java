@@ -20,6 +20,9 @@ import java.util.Objects;
  * presence of {@code ready_ack} (a boolean, else false) means the sender supports the ready-ACK.
  * Immutable.
  *
+ * @see <a href="https://github.com/kvcache-ai/Mooncake">Mooncake</a>
+ *      {@code mooncake-transfer-engine/src/transfer_metadata.cpp} ({@code TransferHandshakeUtil})
+ *
  * @param qpNums   QP numbers, unsigned 32-bit
  * @param readyAck null when the key is absent
  * @param replyMsg {@code ""} = accepted; anything else is a rejection

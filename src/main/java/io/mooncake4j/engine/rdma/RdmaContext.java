@@ -21,6 +21,9 @@ import org.slf4j.LoggerFactory;
  *
  * <p>Thread-safety: the endpoint map is concurrent; the CQ is polled only by the poller; the
  * outstanding count is atomic.
+ *
+ * @see <a href="https://github.com/kvcache-ai/Mooncake">Mooncake</a>
+ *      {@code rdma_transport/rdma_context.cpp} ({@code RdmaContext}), {@code worker_pool.cpp} ({@code WorkerPool})
  */
 final class RdmaContext {
 
@@ -68,9 +71,8 @@ final class RdmaContext {
                 .unstarted(() -> {
                     try {
                         pollLoop(engine);
-                    } catch (Throwable t) {
+                    } catch (Throwable t) { // last resort: logged, the thread ends
                         LOG.error("completion poller of {} died; transfers on this device will not complete", name, t);
-                        throw t;
                     }
                 });
     }

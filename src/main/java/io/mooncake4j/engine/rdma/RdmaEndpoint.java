@@ -28,6 +28,9 @@ import org.slf4j.LoggerFactory;
  *
  * <p>Thread-safety: state, queue, QP transitions and posting are guarded by {@link #lock};
  * outstanding counts are atomic (incremented by the poster, decremented by the poller).
+ *
+ * @see <a href="https://github.com/kvcache-ai/Mooncake">Mooncake</a>
+ *      {@code mooncake-transfer-engine/src/transport/rdma_transport/rdma_endpoint.cpp} ({@code RdmaEndPoint})
  */
 final class RdmaEndpoint {
 

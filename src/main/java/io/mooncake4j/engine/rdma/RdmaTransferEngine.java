@@ -70,6 +70,12 @@ import org.slf4j.LoggerFactory;
  * device) and short-lived virtual {@code mooncake-rdma-connect-N} threads for active handshakes;
  * all stop in {@link #close()}, which first drains outstanding work and then destroys QPs, CQs,
  * MRs, PDs and contexts in that order.
+ *
+ * <p>Posting is not confined to one thread per QP: submitting threads and the poller post under
+ * the endpoint's lock; each CQ is owned by its poller.
+ *
+ * @see <a href="https://github.com/kvcache-ai/Mooncake">Mooncake</a>
+ *      {@code mooncake-transfer-engine/src/transport/rdma_transport/rdma_transport.cpp} ({@code RdmaTransport})
  */
 public final class RdmaTransferEngine implements TransferEngine {
 
