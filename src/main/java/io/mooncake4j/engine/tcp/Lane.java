@@ -52,6 +52,8 @@ final class Lane {
     private static final int IN_BUFFER = 64 * 1024;
     /** Bodies up to this size travel in the same write as their header (copied). */
     static final int STAGE_LIMIT = 16 * 1024;
+    /** Send staging buffer: several small requests queued at once leave in one write. */
+    private static final int STAGE_BYTES = 64 * 1024;
     /** Safety net for park/unpark hand-offs: a parked thread re-checks at least this often. */
     private static final long PARK_NANOS = 10_000_000L;
 
@@ -79,6 +81,10 @@ final class Lane {
     private volatile boolean stopped;
     /** Task index handed over by {@link Peer#claim}; sender thread only. */
     int claimed;
+    /** v1 writes staged but not yet written (complete once written); sender thread only. */
+    private final Batch[] v1Batch;
+    private final int[] v1Task;
+    private int v1Count;
     private volatile Batch sendBatch;
     private volatile Batch recvBatch;
     /** Deadline of the status frame the receiver waits for, 0 when not waiting. */
@@ -92,6 +98,8 @@ final class Lane {
         ringTask = new int[capacity];
         ringOp = new byte[capacity];
         ringDeadline = new long[capacity];
+        v1Batch = new Batch[capacity];
+        v1Task = new int[capacity];
         slot = peer.memory.slot(() -> kill("registered buffer unregistered while in use"));
         sender = Thread.ofPlatform().daemon(true).name("mooncake-initiator-send-" + name).unstarted(this::sendLoop);
         receiver = Thread.ofPlatform().daemon(true).name("mooncake-initiator-recv-" + name).unstarted(this::recvLoop);
@@ -124,7 +132,7 @@ final class Lane {
 
     private void sendLoop() {
         LocalMemory.Views views = new LocalMemory.Views(peer.memory);
-        ByteBuffer stage = ByteBuffer.allocateDirect(TcpWire.HEADER_BYTES + STAGE_LIMIT).order(ByteOrder.LITTLE_ENDIAN);
+        ByteBuffer stage = ByteBuffer.allocateDirect(STAGE_BYTES).order(ByteOrder.LITTLE_ENDIAN);
         MemorySegment stageSegment = MemorySegment.ofBuffer(stage);
         try {
             while (!stopped) {
@@ -137,16 +145,31 @@ final class Lane {
                 if (b == null) {
                     break;
                 }
-                int i = claimed;
-                sendBatch = b;
-                try {
-                    if (b.aborted || b.isTerminal(i)) {
-                        continue;
+                SocketChannel ch = connected();
+                stage.clear();
+                boolean healthy = ch != null;
+                // stage this task and whatever else is queued right now, up to the stage size
+                while (true) {
+                    int i = claimed;
+                    sendBatch = b;
+                    try {
+                        if (!healthy) {
+                            b.finish(i, Batch.FAILED);
+                        } else if (!b.aborted && !b.isTerminal(i)) {
+                            healthy = sendOne(ch, b, i, views, stage, stageSegment);
+                        }
+                    } finally {
+                        sendBatch = null;
                     }
-                    sendOne(b, i, views, stage, stageSegment);
-                } finally {
-                    sendBatch = null;
+                    if (!healthy || stage.position() > STAGE_BYTES - TcpWire.HEADER_BYTES - 1024
+                            || v1Count == capacity || (b = peer.tryClaim(this)) == null) {
+                        break;
+                    }
                 }
+                if (healthy) {
+                    flush(ch, stage);
+                }
+                failUnsentV1();
             }
         } catch (RuntimeException | Error e) {
             LOG.error("lane {} sender died", name, e);
@@ -157,64 +180,111 @@ final class Lane {
         }
     }
 
-    private void sendOne(Batch b, int i, LocalMemory.Views views, ByteBuffer stage, MemorySegment stageSegment) {
-        SocketChannel ch = connected();
-        if (ch == null) {
-            b.finish(i, Batch.FAILED);
-            return;
+    private void failUnsentV1() {
+        for (int k = 0; k < v1Count; k++) {
+            v1Batch[k].finish(v1Task[k], Batch.FAILED);
+            v1Batch[k] = null;
         }
+        v1Count = 0;
+    }
+
+    /**
+     * Writes the staged requests; v1 writes among them are complete once written (no ack in v1).
+     * False when the connection failed (staged v1 writes stay pending, for the caller to fail).
+     */
+    private boolean flush(SocketChannel ch, ByteBuffer stage) {
+        if (stage.position() == 0) {
+            return true;
+        }
+        stage.flip();
+        try {
+            while (stage.hasRemaining()) {
+                ch.write(stage);
+            }
+        } catch (IOException e) {
+            kill("send failed: " + e.getMessage());
+            return false;
+        } finally {
+            stage.clear();
+        }
+        for (int k = 0; k < v1Count; k++) {
+            v1Batch[k].finish(v1Task[k], Batch.COMPLETED);
+            v1Batch[k] = null;
+        }
+        v1Count = 0;
+        return true;
+    }
+
+    /** Stages (or, for large WRITE bodies, sends) one request; false when the connection failed (task failed). */
+    private boolean sendOne(SocketChannel ch, Batch b, int i, LocalMemory.Views views, ByteBuffer stage,
+            MemorySegment stageSegment) {
         boolean v2 = peer.v2();
         int op = b.opcode[i];
         long len = b.length[i];
         long local = b.local[i];
-        if (!awaitSpace(ch)) {
-            b.finish(i, Batch.FAILED);
-            return;
+        int opcode = op | (v2 ? TcpWire.V2_FLAG : 0);
+        boolean write = op == TcpWire.OP_WRITE;
+        int staged = TcpWire.HEADER_BYTES + (write ? (int) Math.min(len, STAGE_LIMIT) : 0);
+        if (stage.remaining() < staged || tail - head >= capacity) {
+            // make room; the target must see the staged requests before the ring can drain
+            if (!flush(ch, stage) || !awaitSpace(ch)) {
+                b.finish(i, Batch.FAILED);
+                return false;
+            }
         }
-        stage.clear();
-        TcpWire.putHeader(stage, len, b.remote[i], op | (v2 ? TcpWire.V2_FLAG : 0));
+        Buffer lb = null;
+        if (write) {
+            lb = peer.memory.registry.find(local, len);
+            if (lb == null || !slot.enter(0, lb)) {
+                b.finish(i, Batch.FAILED);
+                return true;
+            }
+        }
         try {
-            if (op == TcpWire.OP_WRITE) {
-                Buffer lb = peer.memory.registry.find(local, len);
-                if (lb == null || !slot.enter(0, lb)) {
+            int at = stage.position();
+            TcpWire.putHeader(stage, len, b.remote[i], opcode);
+            stage.position(at + TcpWire.HEADER_BYTES);
+            if (!write) {
+                push(b, i, opcode);
+                return true;
+            }
+            int first = (int) Math.min(len, STAGE_LIMIT);
+            MemorySegment.copy(LocalMemory.ALL, local, stageSegment, stage.position(), first);
+            stage.position(stage.position() + first);
+            if (first < len) { // large body: send what is staged, then the rest straight from memory
+                if (!flush(ch, stage)) {
                     b.finish(i, Batch.FAILED);
-                    return;
+                    return false;
                 }
-                try {
-                    int first = (int) Math.min(len, STAGE_LIMIT);
-                    MemorySegment.copy(LocalMemory.ALL, local, stageSegment, TcpWire.HEADER_BYTES, first);
-                    stage.limit(TcpWire.HEADER_BYTES + first).position(0);
-                    while (stage.hasRemaining()) {
-                        ch.write(stage);
+                long done = first;
+                while (done < len) {
+                    ByteBuffer body = views.view(lb, local + done, len - done);
+                    int n = body.remaining();
+                    while (body.hasRemaining()) {
+                        ch.write(body);
                     }
-                    long done = first;
-                    while (done < len) {
-                        ByteBuffer body = views.view(lb, local + done, len - done);
-                        int n = body.remaining();
-                        while (body.hasRemaining()) {
-                            ch.write(body);
-                        }
-                        done += n;
-                    }
-                } finally {
-                    slot.exit(0);
-                }
-                if (v2) {
-                    push(b, i, op | TcpWire.V2_FLAG);
-                } else {
-                    b.finish(i, Batch.COMPLETED);
-                }
-            } else {
-                push(b, i, op | (v2 ? TcpWire.V2_FLAG : 0));
-                stage.limit(TcpWire.HEADER_BYTES).position(0);
-                while (stage.hasRemaining()) {
-                    ch.write(stage);
+                    done += n;
                 }
             }
         } catch (IOException e) {
             b.finish(i, Batch.FAILED);
             kill("send failed: " + e.getMessage());
+            return false;
+        } finally {
+            if (lb != null) {
+                slot.exit(0);
+            }
         }
+        if (v2) {
+            push(b, i, opcode);
+        } else if (stage.position() == 0) {
+            b.finish(i, Batch.COMPLETED); // large v1 write: already on the wire
+        } else {
+            v1Batch[v1Count] = b;
+            v1Task[v1Count] = i;
+            v1Count++;
+        }
+        return true;
     }
 
     /** The open connection, connecting when there is none (after the ring drained); null on failure. */
@@ -338,7 +408,11 @@ final class Lane {
                 if (in.remaining() < TcpWire.STATUS_BYTES) {
                     statusDeadline = deadline;
                     try {
-                        if (!fill(ch, in, TcpWire.STATUS_BYTES)) {
+                        // before a large read body take just the status, so the body goes straight to memory
+                        boolean largeRead = (op & 0x7f) == TcpWire.OP_READ
+                                && b.length[i] >= TcpDataServer.DIRECT_THRESHOLD;
+                        if (!fill(ch, in, TcpWire.STATUS_BYTES,
+                                largeRead ? TcpWire.STATUS_BYTES : in.capacity())) {
                             throw new IOException("peer closed the connection before the status frame");
                         }
                     } finally {
@@ -406,9 +480,10 @@ final class Lane {
         }
     }
 
-    /** Reads until at least {@code need} bytes are buffered; false on EOF. {@code in} stays in read mode. */
-    private static boolean fill(SocketChannel ch, ByteBuffer in, int need) throws IOException {
+    /** Reads until at least {@code need} bytes are buffered, holding at most {@code max}; false on EOF. */
+    private static boolean fill(SocketChannel ch, ByteBuffer in, int need, int max) throws IOException {
         in.compact();
+        in.limit(Math.max(need, Math.min(max, in.capacity())));
         try {
             while (in.position() < need) {
                 if (ch.read(in) < 0) {

@@ -145,6 +145,34 @@ final class Peer {
         }
     }
 
+    /**
+     * Claims the next task without waiting (to stage several small requests into one write):
+     * its batch, or null when nothing is queued right now.
+     */
+    Batch tryClaim(Lane lane) {
+        lock.lock();
+        try {
+            while (!dead) {
+                Work w = queue.peekFirst();
+                if (w == null) {
+                    return null;
+                }
+                if (w.batch.aborted || w.next >= w.end) {
+                    queue.pollFirst();
+                    continue;
+                }
+                lane.claimed = w.task(w.next++);
+                if (w.next == w.end) {
+                    queue.pollFirst();
+                }
+                return w.batch;
+            }
+            return null;
+        } finally {
+            lock.unlock();
+        }
+    }
+
     /** Marks the peer dead: queued tasks fail, lanes close their sockets and stop. */
     void fail(String reason) {
         lock.lock();

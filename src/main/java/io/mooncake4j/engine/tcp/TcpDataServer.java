@@ -207,10 +207,13 @@ final class TcpDataServer implements AutoCloseable {
             ByteBuffer out = io.out;
             in.clear().flip();
             out.clear();
+            boolean lastLarge = false;
             while (!closed) {
                 if (in.remaining() < TcpWire.HEADER_BYTES) {
                     flush(out);
-                    if (!fill(in, TcpWire.HEADER_BYTES)) {
+                    // after a large request expect another: read just the header so its body can go
+                    // straight into memory; after small ones read ahead to pick up several at once
+                    if (!fill(in, TcpWire.HEADER_BYTES, lastLarge ? TcpWire.HEADER_BYTES : in.capacity())) {
                         if (in.remaining() != 0) {
                             LOG.warn("data session with {}: connection closed inside a header ({} of 24 bytes)",
                                     peer, in.remaining());
@@ -225,6 +228,7 @@ final class TcpDataServer implements AutoCloseable {
                 in.position(p + TcpWire.HEADER_BYTES);
                 boolean v2 = (opcode & TcpWire.V2_FLAG) != 0;
                 int op = opcode & 0x7f;
+                lastLarge = Long.compareUnsigned(size, DIRECT_THRESHOLD) >= 0;
                 Buffer buf = (op == TcpWire.OP_READ || op == TcpWire.OP_WRITE) && TcpWire.validRange(addr, size)
                         ? memory.registry.find(addr, size) : null;
                 if (buf == null || !slot.enter(0, buf)) {
@@ -253,7 +257,7 @@ final class TcpDataServer implements AutoCloseable {
                     } else {
                         // status (v2) and the body's first bytes go out with the pending frames, the rest direct
                         int pre = v2 ? TcpWire.STATUS_BYTES : 0;
-                        int first = (int) Math.min(size, out.capacity() - pre);
+                        int first = (int) Math.min(size, Lane.STAGE_LIMIT);
                         if (out.remaining() < pre + first) {
                             flush(out);
                         }
@@ -316,9 +320,13 @@ final class TcpDataServer implements AutoCloseable {
             return true;
         }
 
-        /** Reads until at least {@code need} bytes are buffered; false on EOF. {@code in} stays in read mode. */
-        private boolean fill(ByteBuffer in, int need) throws IOException {
+        /**
+         * Reads until at least {@code need} bytes are buffered, holding at most {@code max}; false on
+         * EOF. {@code in} stays in read mode.
+         */
+        private boolean fill(ByteBuffer in, int need, int max) throws IOException {
             in.compact();
+            in.limit(Math.max(need, Math.min(max, in.capacity())));
             try {
                 while (in.position() < need) {
                     if (ch.read(in) < 0) {

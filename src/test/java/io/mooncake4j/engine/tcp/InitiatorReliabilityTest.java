@@ -152,6 +152,28 @@ class InitiatorReliabilityTest {
                 assertEquals(0, initiator.batchTransferSyncRead(v1.name(), new long[] {local.address()},
                         new long[] {remote.address()}, new long[] {LEN}));
                 assertEquals(-1, remote.segment().mismatch(local.segment()));
+                // many small v1 writes staged into shared writes, then read back
+                int n = 128;
+                long[] src = new long[n];
+                long[] dst = new long[n];
+                long[] len = new long[n];
+                for (int k = 0; k < n; k++) {
+                    src[k] = local.address() + k * 8192L;
+                    dst[k] = remote.address() + (n - 1 - k) * 8192L;
+                    len[k] = 8192;
+                }
+                TransferEngineContractTestSupport.fill(local.segment(), 13);
+                byte[] expected = local.segment().asSlice(0, n * 8192L).toArray(ValueLayout.JAVA_BYTE);
+                assertEquals(0, initiator.batchTransferSyncWrite(v1.name(), src, dst, len));
+                local.segment().fill((byte) 0);
+                long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+                boolean same;
+                do { // v1: the read may overtake unacknowledged writes on another lane; retry until they landed
+                    assertEquals(0, initiator.batchTransferSyncRead(v1.name(), src, dst, len));
+                    same = java.util.Arrays.equals(expected, local.segment().asSlice(0, n * 8192L)
+                            .toArray(ValueLayout.JAVA_BYTE));
+                } while (!same && System.nanoTime() < until);
+                assertTrue(same, "small v1 writes read back");
             }
         }
     }
