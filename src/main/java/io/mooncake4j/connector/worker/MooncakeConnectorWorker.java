@@ -616,6 +616,15 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         }
     }
 
+    /**
+     * The base URL decode workers use as {@code remote_bootstrap_addr} for this engine
+     * ({@code http://<hostname>:<bound port>}), when this worker launched the bootstrap server.
+     */
+    public Optional<String> bootstrapServerUrl() {
+        int port = bootstrapServerPort();
+        return port > 0 ? Optional.of(BootstrapAddresses.httpUrl(config.hostname(), port)) : Optional.empty();
+    }
+
     /** The bootstrap server this worker launched, if any (tests; embedders use its address). */
     public Optional<MooncakeBootstrapServer> bootstrapServer() {
         synchronized (lock) {
