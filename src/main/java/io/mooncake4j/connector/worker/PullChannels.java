@@ -251,14 +251,18 @@ final class PullChannels implements AutoCloseable {
         connectionsOpened.increment();
         pull.attempts++;
         pull.handshaken = false;
-        // attempt n waits n handshake timeouts: a quick retry for the stuck case, and no endless
-        // retrying when a loaded machine makes every handshake slow
-        pull.handshakeDeadline = System.nanoTime() + handshakeTimeoutNanos * pull.attempts;
+        // Attempt n lets JeroMQ's own handshake timer drop a stuck connection after n handshake
+        // timeouts and reconnect (the request stays queued in the socket: nothing is written before
+        // the handshake); this socket is replaced only if that did not help within three times as
+        // long. Growing with n: no endless retrying when a loaded machine makes every handshake slow.
+        long ivlNanos = handshakeTimeoutNanos * pull.attempts;
+        pull.handshakeDeadline = System.nanoTime() + 3 * ivlNanos;
         ZMQ.Socket dealer = context.socket(SocketType.DEALER);
         pull.dealer = dealer;
         dealer.setLinger(0);
+        dealer.setHandshakeIvl((int) Math.min(Integer.MAX_VALUE, Math.max(1, TimeUnit.NANOSECONDS.toMillis(ivlNanos))));
         String monitorAddr = "inproc://mooncake-d-monitor-" + MONITOR_IDS.getAndIncrement();
-        if (!dealer.monitor(monitorAddr, MONITOR_EVENTS)) {
+        if (!dealer.monitor(monitorAddr, MONITOR_EVENTS)) { // before connect: no event is missed
             throw new IllegalStateException("cannot monitor a DEALER socket");
         }
         ZMQ.Socket monitor = context.socket(SocketType.PAIR);
@@ -280,7 +284,10 @@ final class PullChannels implements AutoCloseable {
             int e = ev.getEvent();
             if ((e & (ZMQ.EVENT_HANDSHAKE_PROTOCOL | EVENT_HANDSHAKE_SUCCEEDED)) != 0) {
                 pull.handshaken = true;
-            } else if ((e & ZMQ.EVENT_DISCONNECTED) != 0 && pull.handshaken) {
+            } else if ((e & ZMQ.EVENT_DISCONNECTED) != 0 && !pull.handshaken) {
+                handshakeRetries.increment(); // JeroMQ's handshake timer dropped a stuck connection; it reconnects
+                LOG.debug("DEALER connection to {} dropped before its handshake; JeroMQ reconnects", pull.address);
+            } else if ((e & ZMQ.EVENT_DISCONNECTED) != 0) {
                 // drain what came before the disconnect first
                 if (!readResponses(pull, poller)) {
                     return false;
@@ -296,7 +303,7 @@ final class PullChannels implements AutoCloseable {
         if (!pull.handshaken && now - pull.handshakeDeadline > 0) {
             handshakeRetries.increment();
             LOG.info("DEALER connection to {} made no ZMTP handshake within {} ms (attempt {}); retrying on a fresh "
-                    + "socket", pull.address, TimeUnit.NANOSECONDS.toMillis(handshakeTimeoutNanos * pull.attempts),
+                    + "socket", pull.address, TimeUnit.NANOSECONDS.toMillis(3 * handshakeTimeoutNanos * pull.attempts),
                     pull.attempts);
             closeSockets(pull, poller);
             try {
