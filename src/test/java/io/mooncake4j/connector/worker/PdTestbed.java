@@ -55,6 +55,14 @@ final class PdTestbed implements AutoCloseable {
     }
     private java.util.function.UnaryOperator<io.mooncake4j.memory.KvCacheConfig> kvConfig = c -> c;
 
+    private java.util.function.Predicate<String> registerLayer = name -> true;
+
+    /** Which layers the workers made from now on register (a PP stage registers only its own). */
+    PdTestbed registerLayers(java.util.function.Predicate<String> which) {
+        this.registerLayer = which;
+        return this;
+    }
+
     /** Changes the KV-cache config given to the workers made from now on (e.g. to a sliding-window group). */
     PdTestbed kvConfig(java.util.function.UnaryOperator<io.mooncake4j.memory.KvCacheConfig> transform) {
         this.kvConfig = transform;
@@ -175,7 +183,13 @@ final class PdTestbed implements AutoCloseable {
         }
         Node n = new Node(w, engine, kv, model, tpRank, tpSize);
         nodes.add(n);
-        w.registerKvCaches(kv.tensorsByLayer());
+        Map<String, List<io.mooncake4j.memory.KvCacheTensor>> layers = new java.util.LinkedHashMap<>();
+        kv.tensorsByLayer().forEach((name, t) -> {
+            if (registerLayer.test(name)) {
+                layers.put(name, t);
+            }
+        });
+        w.registerKvCaches(layers);
         return n;
     }
 
