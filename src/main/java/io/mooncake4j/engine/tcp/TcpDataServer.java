@@ -1,0 +1,414 @@
+package io.mooncake4j.engine.tcp;
+
+import io.mooncake4j.engine.BufferRegistry.Buffer;
+import io.mooncake4j.engine.handshake.HandshakeConfig;
+import io.mooncake4j.engine.handshake.PortBinder;
+import java.io.IOException;
+import java.lang.foreign.MemorySegment;
+import java.net.StandardSocketOptions;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.channels.ServerSocketChannel;
+import java.nio.channels.SocketChannel;
+import java.time.Duration;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.SynchronousQueue;
+import java.util.concurrent.ThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The target side of the TCP transport (Mooncake {@code ServerSession}): a listener on the data
+ * port and one thread per connection — pooled platform threads ({@code mooncake-target-tcp-N}),
+ * overflowing to virtual threads beyond 1024 concurrent connections — so that both Mooncake's
+ * one-shot clients (a connection per request, many at once) and persistent lanes are served.
+ * Per request:
+ *
+ * <ol>
+ *   <li>read the 24-byte header; EOF at a header boundary ends the session quietly;</li>
+ *   <li>validate: size &gt; 0, {@code addr + size} does not wrap, the range lies inside one
+ *       registered buffer, opcode (bits 0-6) is READ or WRITE — otherwise v2 sends
+ *       {@code ADDR_REJECTED} and closes, v1 closes; no memory is touched;</li>
+ *   <li>WRITE: read the body straight into registered memory; v2 then sends {@code OK};</li>
+ *   <li>READ: v2 sends {@code OK}, then the body straight from registered memory.</li>
+ * </ol>
+ *
+ * Any I/O error (a peer disconnecting mid-body) ends that session only. There is no read timeout
+ * (as in Mooncake). Thread-safe; {@link #close()} closes the listener and every session.
+ *
+ * <p>Divergence: Mooncake serves any opcode other than WRITE as a READ; this server rejects
+ * opcodes other than 0 and 1 (no C++ client sends them).
+ */
+final class TcpDataServer implements AutoCloseable {
+
+    private static final Logger LOG = LoggerFactory.getLogger(TcpDataServer.class);
+    private static final AtomicInteger SERVERS = new AtomicInteger();
+
+    private final LocalMemory memory;
+    private final ServerSocketChannel listener;
+    private final Thread acceptor;
+    private final Set<Session> sessions = ConcurrentHashMap.newKeySet();
+    private final AtomicLong sessionCounter = new AtomicLong();
+    private final AtomicLong rejected = new AtomicLong();
+    private final int serial = SERVERS.getAndIncrement();
+    private volatile boolean closed;
+    /**
+     * Sessions run on pooled platform threads (blocking socket I/O without virtual-thread
+     * park/unpark per read is markedly faster); idle threads are kept for reuse by the next
+     * connection, which matters for Mooncake's one-shot clients (one connection per request).
+     */
+    private final ThreadPoolExecutor sessionPool;
+
+    private TcpDataServer(LocalMemory memory, ServerSocketChannel listener) {
+        this.memory = memory;
+        this.listener = listener;
+        this.acceptor = Thread.ofPlatform().daemon(true).name("mooncake-target-accept-" + serial)
+                .unstarted(this::acceptLoop);
+        this.sessionPool = new ThreadPoolExecutor(0, MAX_PLATFORM_SESSIONS, 30, TimeUnit.SECONDS,
+                new SynchronousQueue<>(), r -> Thread.ofPlatform().daemon(true)
+                        .name("mooncake-target-tcp-" + serial + "-" + sessionCounter.getAndIncrement()).unstarted(r));
+    }
+
+    /** Binds the data port (same random range as the RPC port) and starts accepting. */
+    static TcpDataServer start(HandshakeConfig cfg, LocalMemory memory) throws IOException {
+        ServerSocketChannel ch = PortBinder.bind(cfg, addr -> {
+            ServerSocketChannel s = ServerSocketChannel.open();
+            try {
+                s.bind(addr, Math.max(cfg.backlog(), 1024));
+                return s;
+            } catch (IOException e) {
+                s.close();
+                throw e;
+            }
+        });
+        TcpDataServer server = new TcpDataServer(memory, ch);
+        server.acceptor.start();
+        return server;
+    }
+
+    int port() {
+        return listener.socket().getLocalPort();
+    }
+
+    /** Requests rejected so far (outside registered memory, bad opcode). */
+    long rejectedRequests() {
+        return rejected.get();
+    }
+
+    /** Sessions currently open. */
+    int openSessions() {
+        return sessions.size();
+    }
+
+    private void acceptLoop() {
+        while (!closed) {
+            SocketChannel c;
+            try {
+                c = listener.accept();
+            } catch (IOException e) {
+                if (!closed) {
+                    LOG.error("data listener on port {} failed; no more connections will be accepted", port(), e);
+                }
+                return;
+            }
+            try {
+                c.setOption(StandardSocketOptions.TCP_NODELAY, true);
+            } catch (IOException e) {
+                LOG.debug("TCP_NODELAY: {}", e.getMessage());
+            }
+            Session s = new Session(c);
+            sessions.add(s);
+            if (closed) {
+                s.abort();
+                sessions.remove(s);
+                return;
+            }
+            try {
+                sessionPool.execute(s::run);
+            } catch (RejectedExecutionException e) {
+                // more than MAX_PLATFORM_SESSIONS at once (one-shot C++ initiators): overflow to virtual threads
+                s.thread = Thread.ofVirtual().name("mooncake-target-tcpv-" + serial + "-"
+                        + sessionCounter.getAndIncrement()).unstarted(s::run);
+                s.thread.start();
+            }
+        }
+    }
+
+    private static final int LINGER_MS = 2000;
+    private static final int MAX_PLATFORM_SESSIONS = 1024;
+    /** Body remainders at least this large are read straight into registered memory. */
+    static final int DIRECT_THRESHOLD = 32 * 1024;
+
+    /**
+     * A session's socket buffers: input is read in large chunks and parsed (headers and small
+     * bodies of pipelined requests come in one {@code read}); status frames and small READ bodies
+     * are gathered and written when the session would otherwise block. One per thread, reused by
+     * the pooled session threads.
+     */
+    private static final class IoBuffers {
+        final ByteBuffer in = ByteBuffer.allocateDirect(64 * 1024).order(ByteOrder.LITTLE_ENDIAN);
+        final ByteBuffer out = ByteBuffer.allocateDirect(64 * 1024).order(ByteOrder.LITTLE_ENDIAN);
+        final MemorySegment inSegment = MemorySegment.ofBuffer(in);
+        final MemorySegment outSegment = MemorySegment.ofBuffer(out);
+    }
+
+    private static final ThreadLocal<IoBuffers> IO = ThreadLocal.withInitial(IoBuffers::new);
+
+    private final class Session {
+        final SocketChannel ch;
+        final LocalMemory.Slot slot;
+        volatile Thread thread;
+
+        Session(SocketChannel ch) {
+            this.ch = ch;
+            this.slot = memory.slot(this::abort);
+        }
+
+        void lingerAndDiscard() {
+            lingerAndDiscardOn(ch);
+        }
+
+        void abort() {
+            try {
+                ch.close();
+            } catch (IOException e) {
+                LOG.debug("close: {}", e.getMessage());
+            }
+        }
+
+        void run() {
+            String peer = "?";
+            try {
+                peer = String.valueOf(ch.getRemoteAddress());
+                serve(peer);
+            } catch (IOException e) {
+                if (!closed) {
+                    LOG.debug("data session with {} ended: {}", peer, e.toString());
+                }
+            } catch (RuntimeException | Error e) {
+                LOG.error("data session with {} failed", peer, e);
+                throw e;
+            } finally {
+                slot.close();
+                abort();
+                sessions.remove(this);
+            }
+        }
+
+        private void serve(String peer) throws IOException {
+            LocalMemory.Views views = new LocalMemory.Views(memory);
+            IoBuffers io = IO.get();
+            ByteBuffer in = io.in;
+            ByteBuffer out = io.out;
+            in.clear().flip();
+            out.clear();
+            boolean lastLarge = false;
+            while (!closed) {
+                if (in.remaining() < TcpWire.HEADER_BYTES) {
+                    flush(out);
+                    // after a large request expect another: read just the header so its body can go
+                    // straight into memory; after small ones read ahead to pick up several at once
+                    if (!fill(in, TcpWire.HEADER_BYTES, lastLarge ? TcpWire.HEADER_BYTES : in.capacity())) {
+                        if (in.remaining() != 0) {
+                            LOG.warn("data session with {}: connection closed inside a header ({} of 24 bytes)",
+                                    peer, in.remaining());
+                        }
+                        return;
+                    }
+                }
+                int p = in.position();
+                long size = in.getLong(p);
+                long addr = in.getLong(p + 8);
+                int opcode = in.get(p + 16) & 0xff;
+                in.position(p + TcpWire.HEADER_BYTES);
+                boolean v2 = (opcode & TcpWire.V2_FLAG) != 0;
+                int op = opcode & 0x7f;
+                lastLarge = Long.compareUnsigned(size, DIRECT_THRESHOLD) >= 0;
+                Buffer buf = (op == TcpWire.OP_READ || op == TcpWire.OP_WRITE) && TcpWire.validRange(addr, size)
+                        ? memory.registry.find(addr, size) : null;
+                if (buf == null || !slot.enter(0, buf)) {
+                    rejected.incrementAndGet();
+                    LOG.warn("data session with {}: rejecting opcode 0x{} of {} bytes at 0x{}: {}; closing", peer,
+                            Integer.toHexString(opcode), Long.toUnsignedString(size), Long.toHexString(addr),
+                            op > 1 ? "unknown opcode" : "outside registered memory");
+                    if (v2) {
+                        out.putLong(TcpWire.STATUS_ADDR_REJECTED);
+                    }
+                    flush(out);
+                    lingerAndDiscard();
+                    return;
+                }
+                try {
+                    if (op == TcpWire.OP_WRITE) {
+                        if (!receiveBody(peer, in, io, out, views, buf, addr, size)) {
+                            return;
+                        }
+                        if (v2) {
+                            if (out.remaining() < TcpWire.STATUS_BYTES) {
+                                flush(out);
+                            }
+                            out.putLong(TcpWire.STATUS_OK);
+                        }
+                    } else {
+                        // status (v2) and the body's first bytes go out with the pending frames, the rest direct
+                        int pre = v2 ? TcpWire.STATUS_BYTES : 0;
+                        int first = (int) Math.min(size, Lane.STAGE_LIMIT);
+                        if (out.remaining() < pre + first) {
+                            flush(out);
+                        }
+                        if (v2) {
+                            out.putLong(TcpWire.STATUS_OK);
+                        }
+                        MemorySegment.copy(LocalMemory.ALL, addr, io.outSegment, out.position(), first);
+                        out.position(out.position() + first);
+                        long done = first;
+                        if (done < size) {
+                            flush(out);
+                        }
+                        while (done < size) {
+                            ByteBuffer body = views.view(buf, addr + done, size - done);
+                            int n = body.remaining();
+                            while (body.hasRemaining()) {
+                                ch.write(body);
+                            }
+                            done += n;
+                        }
+                    }
+                } finally {
+                    slot.exit(0);
+                }
+            }
+        }
+
+        /** Moves a WRITE body into memory: buffered bytes first, large remainders straight from the socket. */
+        private boolean receiveBody(String peer, ByteBuffer in, IoBuffers io, ByteBuffer out,
+                LocalMemory.Views views, Buffer buf, long addr, long size) throws IOException {
+            long done = 0;
+            while (done < size) {
+                int avail = in.remaining();
+                if (avail > 0) {
+                    int n = (int) Math.min(avail, size - done);
+                    MemorySegment.copy(io.inSegment, in.position(), LocalMemory.ALL, addr + done, n);
+                    in.position(in.position() + n);
+                    done += n;
+                    continue;
+                }
+                flush(out);
+                long left = size - done;
+                int r;
+                if (left >= DIRECT_THRESHOLD) {
+                    r = ch.read(views.view(buf, addr + done, left));
+                    if (r > 0) {
+                        done += r;
+                    }
+                } else {
+                    in.clear();
+                    r = ch.read(in);
+                    in.flip();
+                }
+                if (r < 0) {
+                    LOG.warn("data session with {}: connection closed after {} of {} body bytes of a write to 0x{}",
+                            peer, done, size, Long.toHexString(addr));
+                    return false;
+                }
+            }
+            return true;
+        }
+
+        /**
+         * Reads until at least {@code need} bytes are buffered, holding at most {@code max}; false on
+         * EOF. {@code in} stays in read mode.
+         */
+        private boolean fill(ByteBuffer in, int need, int max) throws IOException {
+            in.compact();
+            in.limit(Math.max(need, Math.min(max, in.capacity())));
+            try {
+                while (in.position() < need) {
+                    if (ch.read(in) < 0) {
+                        return false;
+                    }
+                }
+                return true;
+            } finally {
+                in.flip();
+            }
+        }
+
+        private void flush(ByteBuffer out) throws IOException {
+            if (out.position() == 0) {
+                return;
+            }
+            out.flip();
+            while (out.hasRemaining()) {
+                ch.write(out);
+            }
+            out.clear();
+        }
+    }
+
+    /**
+     * After a rejection: half-close and discard what the peer still sends (a WRITE body) until it
+     * closes, for at most {@link #LINGER_MS}, so the kernel does not answer unread data with a
+     * reset that could destroy the rejection status frame before the peer read it.
+     */
+    private void lingerAndDiscardOn(SocketChannel ch) {
+        try {
+            ch.shutdownOutput();
+            ch.socket().setSoTimeout(LINGER_MS);
+            java.io.InputStream in = ch.socket().getInputStream();
+            byte[] sink = new byte[16384];
+            long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(LINGER_MS);
+            while (System.nanoTime() < deadline && in.read(sink) >= 0) {
+                // discard
+            }
+        } catch (IOException e) {
+            LOG.debug("linger after rejection: {}", e.getMessage());
+        }
+    }
+
+    @Override
+    public void close() {
+        if (closed) {
+            return;
+        }
+        closed = true;
+        try {
+            listener.close();
+        } catch (IOException e) {
+            LOG.debug("closing data listener: {}", e.getMessage());
+        }
+        join(acceptor);
+        for (Session s : sessions) {
+            s.abort();
+        }
+        sessionPool.shutdown();
+        try {
+            if (!sessionPool.awaitTermination(10, TimeUnit.SECONDS)) {
+                LOG.error("data sessions on port {} did not stop within 10 s", port());
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        for (Session s : sessions) {
+            Thread t = s.thread;
+            if (t != null) {
+                join(t);
+            }
+        }
+    }
+
+    private static void join(Thread t) {
+        try {
+            if (!t.join(Duration.ofSeconds(10))) {
+                LOG.error("thread {} did not stop within 10 s", t.getName());
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+}
