@@ -11,6 +11,7 @@ import io.mooncake4j.connector.wire.MooncakeXferMetadata;
 import io.mooncake4j.connector.wire.MooncakeXferMetadataCodec;
 import io.mooncake4j.connector.wire.MooncakeXferResponse;
 import io.mooncake4j.connector.wire.MooncakeXferResponseCodec;
+import io.mooncake4j.engine.TransferEngine;
 import io.mooncake4j.engine.testing.ScriptedTransferEngine;
 import io.mooncake4j.memory.HostMemoryAllocator;
 import io.mooncake4j.memory.KvCacheLayout;
@@ -56,6 +57,13 @@ final class PdTestbed implements AutoCloseable {
     private java.util.function.UnaryOperator<io.mooncake4j.memory.KvCacheConfig> kvConfig = c -> c;
 
     private java.util.function.Predicate<String> registerLayer = name -> true;
+    private java.util.function.Supplier<TransferEngine> engines = () -> new ScriptedTransferEngine().copyData(true);
+
+    /** The engines of the workers made from now on (default: byte-copying {@link ScriptedTransferEngine}). */
+    PdTestbed engines(java.util.function.Supplier<TransferEngine> factory) {
+        this.engines = factory;
+        return this;
+    }
 
     /** Which layers the workers made from now on register (a PP stage registers only its own). */
     PdTestbed registerLayers(java.util.function.Predicate<String> which) {
@@ -77,7 +85,9 @@ final class PdTestbed implements AutoCloseable {
     /** One worker with its engine, caches and the union of what its get* calls reported. */
     final class Node {
         final MooncakeConnectorWorker worker;
+        /** The engine when it is a {@link ScriptedTransferEngine}, else null. */
         final ScriptedTransferEngine engine;
+        final TransferEngine transferEngine;
         final KvCaches kv;
         final ModelPreset model;
         final int tpRank;
@@ -87,10 +97,11 @@ final class PdTestbed implements AutoCloseable {
         final Set<String> failedRecving = new LinkedHashSet<>();
         final Set<Integer> blocksWithLoadErrors = new LinkedHashSet<>();
 
-        Node(MooncakeConnectorWorker worker, ScriptedTransferEngine engine, KvCaches kv, ModelPreset model, int tpRank,
+        Node(MooncakeConnectorWorker worker, TransferEngine engine, KvCaches kv, ModelPreset model, int tpRank,
                 int tpSize) {
             this.worker = worker;
-            this.engine = engine;
+            this.transferEngine = engine;
+            this.engine = engine instanceof ScriptedTransferEngine s ? s : null;
             this.kv = kv;
             this.model = model;
             this.tpRank = tpRank;
@@ -167,7 +178,7 @@ final class PdTestbed implements AutoCloseable {
                 .abortRequestTimeout(abortTimeout)
                 .listenerReadyTimeout(Duration.ofSeconds(10));
         config.accept(cb);
-        ScriptedTransferEngine engine = new ScriptedTransferEngine().copyData(true);
+        TransferEngine engine = engines.get();
         KvCaches kv = KvCaches.allocate(model, tpSize, numBlocks, KvCacheLayout.FUSED, alloc::allocate);
         MooncakeConnectorWorker.Builder wb = MooncakeConnectorWorker.builder(cb.build(), engine, kvConfig.apply(kv.config()))
                 .memlockLimit(OptionalLong::empty)
@@ -339,7 +350,11 @@ final class PdTestbed implements AutoCloseable {
             nodes.get(i).worker.close();
         }
         for (Node n : nodes) {
-            n.engine.close();
+            try {
+                n.transferEngine.close();
+            } catch (Exception e) {
+                throw new IllegalStateException("closing an engine", e);
+            }
         }
         alloc.close();
     }
