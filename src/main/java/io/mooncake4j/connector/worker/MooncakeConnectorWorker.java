@@ -657,8 +657,9 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         KvReceiver r = receiver;
         long retries = r == null ? 0 : r.channels().handshakeRetries();
         long connections = r == null ? 0 : r.channels().connectionsOpened();
+        long reconnects = r == null ? 0 : r.channels().handshakeReconnects();
         int dealers = r == null ? 0 : r.channels().activePulls();
-        return new WorkerDiagnostics(pending, activePulls, errorReplies, placeholders, dealers, connections, retries,
+        return new WorkerDiagnostics(pending, activePulls, errorReplies, placeholders, dealers, connections, retries, reconnects,
                 backgroundErrors.count());
     }
 

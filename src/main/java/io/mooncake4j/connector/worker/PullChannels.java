@@ -107,6 +107,7 @@ final class PullChannels implements AutoCloseable {
     static final int MAX_IDLE_PER_PEER = 8;
 
     private final LongAdder handshakeRetries = new LongAdder();
+    private final LongAdder handshakeReconnects = new LongAdder();
     private final LongAdder pullsStarted = new LongAdder();
     private final LongAdder connectionsOpened = new LongAdder();
     // I/O thread writes, any thread reads
@@ -135,8 +136,14 @@ final class PullChannels implements AutoCloseable {
         wake();
     }
 
+    /** DEALERs replaced (closed and opened afresh) after no handshake within three handshake timeouts. */
     long handshakeRetries() {
         return handshakeRetries.sum();
+    }
+
+    /** Connections JeroMQ dropped before their handshake (its handshake timer) and re-made on the same socket. */
+    long handshakeReconnects() {
+        return handshakeReconnects.sum();
     }
 
     long pullsStarted() {
@@ -285,7 +292,7 @@ final class PullChannels implements AutoCloseable {
             if ((e & (ZMQ.EVENT_HANDSHAKE_PROTOCOL | EVENT_HANDSHAKE_SUCCEEDED)) != 0) {
                 pull.handshaken = true;
             } else if ((e & ZMQ.EVENT_DISCONNECTED) != 0 && !pull.handshaken) {
-                handshakeRetries.increment(); // JeroMQ's handshake timer dropped a stuck connection; it reconnects
+                handshakeReconnects.increment(); // JeroMQ's handshake timer dropped a stuck connection; it reconnects
                 LOG.debug("DEALER connection to {} dropped before its handshake; JeroMQ reconnects", pull.address);
             } else if ((e & ZMQ.EVENT_DISCONNECTED) != 0) {
                 // drain what came before the disconnect first

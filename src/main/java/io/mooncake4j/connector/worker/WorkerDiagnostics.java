@@ -9,9 +9,10 @@ package io.mooncake4j.connector.worker;
  * @param placeholdersExpired  placeholders of early D pulls that P dropped (spec §15 #3 fixed)
  * @param activePulls          D's DEALER requests now open
  * @param dealerConnections    DEALER connections D opened (reused ones counted once, retries included)
- * @param handshakeRetries     DEALER connections replaced after a stuck ZMTP handshake
+ * @param handshakeRetries     DEALER sockets replaced after a stuck ZMTP handshake (the backstop)
+ * @param handshakeReconnects  connections JeroMQ dropped before their handshake and re-made on the same socket
  * @param backgroundErrors     exceptions of background work so far (each logged)
  */
 public record WorkerDiagnostics(int pendingTransfers, int activeSends, long errorReplies, long placeholdersExpired,
-        int activePulls, long dealerConnections, long handshakeRetries, long backgroundErrors) {
+        int activePulls, long dealerConnections, long handshakeRetries, long handshakeReconnects, long backgroundErrors) {
 }

@@ -67,7 +67,8 @@ public final class ConnectorThroughputProbe {
             System.out.printf(Locale.ROOT, "raw engine replay   : %.1f MiB/s (%.3f s)%n", mib / rawS, rawS);
             System.out.printf(Locale.ROOT, "ratio               : %.1f %%%n", 100 * rawS / connectorS);
             System.out.println("D connections: " + d.worker.diagnostics().dealerConnections() + ", handshake retries: "
-                    + d.worker.diagnostics().handshakeRetries());
+                    + d.worker.diagnostics().handshakeRetries() + ", reconnects: "
+                    + d.worker.diagnostics().handshakeReconnects());
             System.out.println("stats: " + p.worker.getKvConnectorStats().map(MooncakeKvConnectorStats::reduce));
         }
     }

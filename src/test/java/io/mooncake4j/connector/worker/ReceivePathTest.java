@@ -305,7 +305,8 @@ class ReceivePathTest {
                 bed.awaitAll(() -> d.finishedRecving.contains("d1") && p.finishedSending.contains("p1"),
                         Duration.ofSeconds(20), "transfer through the proxy");
                 PdTestbed.assertSameTpCopy(p, 2, d, 5);
-                assertTrue(d.worker.diagnostics().handshakeRetries() >= 1);
+                WorkerDiagnostics diag = d.worker.diagnostics();
+                assertTrue(diag.handshakeRetries() + diag.handshakeReconnects() >= 1, diag.toString());
                 assertTrue(proxy.accepted.get() >= 2);
                 assertTrue(d.blocksWithLoadErrors.isEmpty());
                 d.worker.close();
