@@ -53,6 +53,10 @@ import org.slf4j.LoggerFactory;
  *   <li>Unlike Mooncake's TCP transport, the local side of every transfer must lie in memory
  *       registered with this engine (the data path reads and writes it directly); other requests
  *       fail.</li>
+ *   <li>GPU memory ({@code cuda:N}, or {@code *} detected by the {@link DeviceMemory}) is moved
+ *       through pinned bounce buffers with pipelined asynchronous copies on both sides, and with
+ *       device copies to the own segment; without CUDA its registration fails with the cause
+ *       ({@link #deviceMemoryAccess} says so beforehand).</li>
  * </ul>
  *
  * <p>Thread-safe. Threads: {@code mooncake-handshake-*}, {@code mooncake-target-*},
