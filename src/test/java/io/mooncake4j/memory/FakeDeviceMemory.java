@@ -152,6 +152,19 @@ public final class FakeDeviceMemory implements DeviceMemory, AutoCloseable {
         return List.copyOf(violations);
     }
 
+    /**
+     * The test's view of fake device memory at {@code deviceAddress}: a zero-length segment at the
+     * backing bytes (reinterpret it to the size needed); for assertions and set-up, never for an engine.
+     */
+    public MemorySegment hostView(long deviceAddress) {
+        DeviceBuffer b = allocationOf(deviceAddress, 0);
+        if (b == null) {
+            throw new IllegalArgumentException(String.format(Locale.ROOT, "0x%x is not fake device memory",
+                    deviceAddress));
+        }
+        return MemorySegment.ofAddress(b.backingAddress(deviceAddress));
+    }
+
     /** Allocates {@code bytes} of fake memory on {@code device}, zeroed. */
     public DeviceBuffer allocate(int device, long bytes) {
         if (unavailable != null) {
