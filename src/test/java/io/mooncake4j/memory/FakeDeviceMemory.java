@@ -238,7 +238,7 @@ public final class FakeDeviceMemory implements DeviceMemory, AutoCloseable {
             return Long.compareUnsigned(addr - base, reserved) < 0;
         }
 
-        boolean contains(long addr, long len, boolean dummy) {
+        boolean spans(long addr, long len) {
             return len >= 0 && Long.compareUnsigned(addr, base) >= 0 && addr - base <= size - len;
         }
 
@@ -273,7 +273,7 @@ public final class FakeDeviceMemory implements DeviceMemory, AutoCloseable {
 
     private DeviceBuffer allocationOf(long addr, long len) {
         for (DeviceBuffer b : allocations) {
-            if (b.contains(addr, len, true)) {
+            if (b.spans(addr, len)) {
                 return b;
             }
         }
@@ -310,7 +310,7 @@ public final class FakeDeviceMemory implements DeviceMemory, AutoCloseable {
     @Override
     public int deviceOf(long address) {
         for (DeviceBuffer b : allocations) {
-            if (b.contains(address, 0, true)) {
+            if (b.spans(address, 0)) {
                 return b.device;
             }
         }
