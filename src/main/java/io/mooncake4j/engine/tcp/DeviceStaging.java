@@ -99,11 +99,10 @@ final class DeviceStaging implements AutoCloseable {
 
     /** Returns a borrowed stager. */
     void release(Stager s) {
-        if (closed) {
+        idle.add(s);
+        if (closed && idle.remove(s)) { // closed meanwhile: free it here (close() may have missed it)
             all.remove(s);
             s.close();
-        } else {
-            idle.add(s);
         }
         permits.release();
     }
@@ -139,14 +138,18 @@ final class DeviceStaging implements AutoCloseable {
         return all.size();
     }
 
-    /** Frees every stager still alive; call after the threads using them stopped. */
+    /**
+     * Frees the idle pooled stagers; a stager still borrowed is freed when it is returned, and a
+     * lane's own stager by its thread when it ends (so no copy can run on freed bounce buffers even
+     * when a transfer races with the engine's close).
+     */
     @Override
     public void close() {
         closed = true;
-        for (Stager s : all) {
+        Stager s;
+        while ((s = idle.poll()) != null) {
+            all.remove(s);
             s.close();
         }
-        all.clear();
-        idle.clear();
     }
 }
