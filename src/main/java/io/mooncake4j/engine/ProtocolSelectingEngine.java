@@ -104,6 +104,13 @@ final class ProtocolSelectingEngine implements TransferEngine {
         return delegate == null ? ErrorCodes.INVALID_ARGUMENT : d().registerMemory(address, length, location);
     }
 
+    /** The installed engine's answer; {@link DeviceMemoryAccess.Kind#UNKNOWN} before initialisation. */
+    @Override
+    public DeviceMemoryAccess deviceMemoryAccess(String location) {
+        TransferEngine e = delegate;
+        return e == null ? DeviceMemoryAccess.unknown() : e.deviceMemoryAccess(location);
+    }
+
     @Override
     public int batchRegisterMemory(long[] addresses, long[] lengths) {
         return delegate == null ? ErrorCodes.INVALID_ARGUMENT : d().batchRegisterMemory(addresses, lengths);

@@ -66,6 +66,19 @@ class ProtocolSelectingEngineTest {
     }
 
     @Test
+    void gpuMemoryAnswerComesFromTheInstalledEngine() {
+        assumeTrue(!RdmaAvailability.isAvailable(), "RDMA is available here: auto would pick it");
+        try (io.mooncake4j.memory.FakeDeviceMemory gpu = new io.mooncake4j.memory.FakeDeviceMemory(1);
+             ProtocolSelectingEngine e = new ProtocolSelectingEngine(() -> new TcpTransferEngine(
+                     TcpConfig.fromEnvironment(Map.of(), HandshakeConfig.ephemeral(InetAddress.getLoopbackAddress())),
+                     gpu), RdmaTransferEngine::new)) {
+            assertEquals(DeviceMemoryAccess.Kind.UNKNOWN, e.deviceMemoryAccess("cuda:0").kind(), "before initialize");
+            assertEquals(0, e.initialize("127.0.0.1", TransferEngine.P2P_HANDSHAKE, "auto", ""));
+            assertEquals(DeviceMemoryAccess.Kind.STAGED, e.deviceMemoryAccess("cuda:0").kind());
+        }
+    }
+
+    @Test
     void factoryKnowsTheNewKinds() {
         assertTrue(TransferEngines.kinds().containsAll(java.util.List.of("mock", "tcp", "rdma", "auto")));
         try (TransferEngine e = TransferEngines.create("rdma")) {

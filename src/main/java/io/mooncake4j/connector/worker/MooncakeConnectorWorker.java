@@ -142,7 +142,9 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     }
 
     /**
-     * Computes what {@link #registerKvCaches} would register, without touching the engine.
+     * Computes what {@link #registerKvCaches} would register, without registering anything: the engine is
+     * only asked whether it can reach each GPU location of the storages ({@link TransferEngine#deviceMemoryAccess}),
+     * so that GPU memory it cannot reach is refused before registration, with the engine's reason and fix.
      *
      * @param kvCaches layer name to the layer's tensors (one fused tensor, or several such as K and V), in layer order
      * @throws ConnectorException when a region's transfer length exceeds its block stride
@@ -150,7 +152,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     public RegistrationPlan planRegistration(Map<String, List<KvCacheTensor>> kvCaches) {
         Objects.requireNonNull(kvCaches, "kvCaches");
         return RegistrationPlan.of(kvCaches, kvCacheConfig, physicalBlocksPerLogicalBlock, config.protocol(),
-                memlockLimit.get());
+                memlockLimit.get(), engine::deviceMemoryAccess);
     }
 
     /**
@@ -162,7 +164,8 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
      * @return the per-region lists and registered storages
      * @throws ConnectorException with {@value #NO_KV_CACHES_MESSAGE} when nothing is to be registered; a
      *         {@link KvCacheRegistrationException} when the engine keeps failing; a plain one for GPU
-     *         memory over tcp, a transfer length above the stride, or a listener that does not start
+     *         memory the engine cannot reach ({@link RegistrationPlan#locationProblem()}), a transfer length
+     *         above the stride, or a listener that does not start
      */
     public KvRegistration registerKvCaches(Map<String, List<KvCacheTensor>> kvCaches) {
         LOG.info("Registering KV_Caches. layers: {}", kvCaches.size());
@@ -191,6 +194,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
             throw new ConnectorException(plan.locationProblem().get());
         }
         plan.memlockWarning().ifPresent(LOG::warn);
+        plan.deviceMemoryText().ifPresent(t -> LOG.info("GPU memory over {}: {}", plan.protocol(), t));
         logInventory(plan);
 
         List<MemoryStorage> storages = plan.storages();

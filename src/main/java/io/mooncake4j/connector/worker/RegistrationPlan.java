@@ -1,13 +1,17 @@
 package io.mooncake4j.connector.worker;
 
 import io.mooncake4j.connector.ConnectorException;
+import io.mooncake4j.engine.DeviceMemoryAccess;
+import io.mooncake4j.engine.TransferEngine;
 import io.mooncake4j.internal.sys.Bytes;
 import io.mooncake4j.internal.sys.ResourceLimits;
 import io.mooncake4j.memory.KvCacheConfig;
 import io.mooncake4j.memory.KvCacheSpec;
 import io.mooncake4j.memory.KvCacheTensor;
+import io.mooncake4j.memory.MemoryLocation;
 import io.mooncake4j.memory.MemoryStorage;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
@@ -16,6 +20,7 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.OptionalLong;
+import java.util.function.Function;
 
 /**
  * What {@link MooncakeConnectorWorker#registerKvCaches} will register, computed without touching
@@ -32,6 +37,9 @@ import java.util.OptionalLong;
  * @param locations     distinct storage locations, first-seen order
  * @param memlockLimit  soft RLIMIT_MEMLOCK (-1 unlimited), empty if unknown
  * @param memlockVerdict host bytes against the limit, for protocols that pin memory
+ * @param deviceAccess  for each GPU location ({@code cuda:N}) among the storages, what the engine said about
+ *                      reaching it ({@link TransferEngine#deviceMemoryAccess}); empty when the plan was not
+ *                      checked against an engine (then the protocol decides, see {@link #locationProblem()})
  */
 public record RegistrationPlan(
         String protocol,
@@ -42,9 +50,11 @@ public record RegistrationPlan(
         long hostBytes,
         List<String> locations,
         OptionalLong memlockLimit,
-        MemlockVerdict memlockVerdict) {
+        MemlockVerdict memlockVerdict,
+        Map<String, DeviceMemoryAccess> deviceAccess) {
 
     public RegistrationPlan {
+        deviceAccess = Collections.unmodifiableMap(new LinkedHashMap<>(deviceAccess));
         Objects.requireNonNull(protocol, "protocol");
         regions = List.copyOf(regions);
         skippedLayers = List.copyOf(skippedLayers);
@@ -52,6 +62,14 @@ public record RegistrationPlan(
         locations = List.copyOf(locations);
         Objects.requireNonNull(memlockLimit, "memlockLimit");
         Objects.requireNonNull(memlockVerdict, "memlockVerdict");
+    }
+
+    /** A plan not checked against an engine's GPU-memory support (no {@code deviceAccess}). */
+    public RegistrationPlan(String protocol, List<RegisteredRegion> regions, List<String> skippedLayers,
+                            List<MemoryStorage> storages, long totalBytes, long hostBytes, List<String> locations,
+                            OptionalLong memlockLimit, MemlockVerdict memlockVerdict) {
+        this(protocol, regions, skippedLayers, storages, totalBytes, hostBytes, locations, memlockLimit,
+                memlockVerdict, Map.of());
     }
 
     /**
@@ -67,6 +85,17 @@ public record RegistrationPlan(
      */
     public static RegistrationPlan of(Map<String, List<KvCacheTensor>> kvCaches, KvCacheConfig kvCacheConfig,
                                       int physicalBlocksPerLogicalBlock, String protocol, OptionalLong memlockLimit) {
+        return of(kvCaches, kvCacheConfig, physicalBlocksPerLogicalBlock, protocol, memlockLimit, null);
+    }
+
+    /**
+     * Like {@link #of(Map, KvCacheConfig, int, String, OptionalLong)}, and asks {@code deviceAccess}
+     * (the engine's {@link TransferEngine#deviceMemoryAccess}) once per GPU location among the
+     * storages; null to skip that check.
+     */
+    public static RegistrationPlan of(Map<String, List<KvCacheTensor>> kvCaches, KvCacheConfig kvCacheConfig,
+                                      int physicalBlocksPerLogicalBlock, String protocol, OptionalLong memlockLimit,
+                                      Function<String, DeviceMemoryAccess> deviceAccess) {
         if (physicalBlocksPerLogicalBlock <= 0) {
             throw new IllegalArgumentException("physicalBlocksPerLogicalBlock must be positive");
         }
@@ -112,8 +141,16 @@ public record RegistrationPlan(
             locations.add(s.location());
         }
         MemlockVerdict verdict = verdict(protocol, host, memlockLimit);
+        Map<String, DeviceMemoryAccess> access = new LinkedHashMap<>();
+        if (deviceAccess != null) {
+            for (String loc : locations) {
+                if (MemoryLocation.isCuda(loc)) {
+                    access.put(loc, Objects.requireNonNull(deviceAccess.apply(loc), "device access"));
+                }
+            }
+        }
         return new RegistrationPlan(protocol, regions, skipped, List.copyOf(storages.values()), total, host,
-                List.copyOf(locations), memlockLimit, verdict);
+                List.copyOf(locations), memlockLimit, verdict, access);
     }
 
     private static long kvBlockLen(String layer, KvCacheSpec spec, boolean dense, long blockLen, int physPerLogical,
@@ -168,24 +205,51 @@ public record RegistrationPlan(
     }
 
     /**
-     * The reason the engine cannot register these storages with this protocol, if any: GPU memory
-     * ({@code cuda:N}) over {@code tcp}.
+     * The reason the engine cannot register these storages, if any: GPU memory ({@code cuda:N}) that
+     * the engine said it cannot reach (its reason and fix are quoted), or, when the engine did not say,
+     * GPU memory over {@code tcp} (an engine without CUDA staging). GPU memory the engine stages or
+     * reaches directly is no problem.
      */
     public Optional<String> locationProblem() {
-        if (!protocol.toLowerCase(Locale.ROOT).equals("tcp")) {
-            return Optional.empty();
-        }
         for (MemoryStorage s : storages) {
-            if (s.isDevice()) {
+            if (!s.isDevice()) {
+                continue;
+            }
+            DeviceMemoryAccess a = deviceAccess.get(s.location());
+            if (a != null && a.allowed()) {
+                continue;
+            }
+            if (a != null && a.kind() == DeviceMemoryAccess.Kind.UNSUPPORTED) {
                 return Optional.of(String.format(Locale.ROOT,
-                        "Cannot register GPU memory with protocol tcp: storage 0x%x (%s) is at %s. GPU memory "
-                                + "over TCP needs the transfer engine's CUDA staging support, which this engine "
-                                + "does not provide. Use protocol \"rdma\" with GPUDirect RDMA (nvidia-peermem "
-                                + "loaded), or allocate the KV caches in host memory (cpu:N).",
+                        "Cannot register GPU memory with protocol %s: storage 0x%x (%s) is at %s, and %s. "
+                                + "Otherwise allocate the KV caches in host memory (cpu:N)%s.",
+                        protocol, s.address(), Bytes.human(s.byteSize()), s.location(), a.description(),
+                        protocol.equalsIgnoreCase("rdma") ? "" : ", or use protocol \"rdma\" with GPUDirect RDMA"));
+            }
+            if (protocol.toLowerCase(Locale.ROOT).equals("tcp")) {
+                return Optional.of(String.format(Locale.ROOT,
+                        "Cannot register GPU memory with protocol tcp: storage 0x%x (%s) is at %s, and this engine "
+                                + "does not report GPU staging support. Use mooncake4j's TCP engine (kind \"tcp\") "
+                                + "where CUDA is available (JCuda on the class path, an NVIDIA driver), protocol "
+                                + "\"rdma\" with GPUDirect RDMA (nvidia-peermem loaded), or allocate the KV caches "
+                                + "in host memory (cpu:N).",
                         s.address(), Bytes.human(s.byteSize()), s.location()));
             }
         }
         return Optional.empty();
+    }
+
+    /** How the engine reaches the GPU memory of this plan, one clause per location; empty without GPU memory. */
+    public Optional<String> deviceMemoryText() {
+        if (deviceAccess.isEmpty()) {
+            return Optional.empty();
+        }
+        List<String> parts = new ArrayList<>();
+        for (Map.Entry<String, DeviceMemoryAccess> e : deviceAccess.entrySet()) {
+            parts.add(e.getKey() + " " + e.getValue().kind().name().toLowerCase(Locale.ROOT)
+                    + (e.getValue().allowed() ? ": " + e.getValue().description() : ""));
+        }
+        return Optional.of(String.join("; ", parts));
     }
 
     /** The memlock warning for {@link MemlockVerdict#EXCEEDS_LIMIT}, naming the fix; empty otherwise. */
@@ -206,7 +270,8 @@ public record RegistrationPlan(
         return String.format(Locale.ROOT,
                 "%d layer(s) (%d skipped), %d region(s), %d unique storage(s), %s total at %s; protocol %s; "
                         + "memlock %s", layerNames().size(), skippedLayers.size(), regions.size(), storages.size(),
-                Bytes.human(totalBytes), locations, protocol, memlockText());
+                Bytes.human(totalBytes), locations, protocol, memlockText())
+                + deviceMemoryText().map(t -> "; GPU memory " + t).orElse("");
     }
 
     /** The memlock limit and verdict for people. */
@@ -269,6 +334,14 @@ public record RegistrationPlan(
         root.put("locations", locations);
         root.put("memlock_limit", memlockLimit.isPresent() ? (Object) memlockLimit.getAsLong() : null);
         root.put("memlock_verdict", memlockVerdict.name().toLowerCase(Locale.ROOT));
+        Map<String, Object> access = new LinkedHashMap<>();
+        for (Map.Entry<String, DeviceMemoryAccess> e : deviceAccess.entrySet()) {
+            Map<String, Object> m = new LinkedHashMap<>();
+            m.put("kind", e.getValue().kind().name().toLowerCase(Locale.ROOT));
+            m.put("description", e.getValue().description());
+            access.put(e.getKey(), m);
+        }
+        root.put("device_access", access);
         return root;
     }
 }

@@ -4,8 +4,10 @@
  * host memory for staging), {@link io.mooncake4j.memory.cuda.CudaPointers} (location detection
  * for {@code *}), {@link io.mooncake4j.memory.cuda.CudaCopies},
  * {@link io.mooncake4j.memory.cuda.CudaStream} and {@link io.mooncake4j.memory.cuda.CudaEvent}
- * (synchronous and asynchronous copies, per-chunk completion), and the
- * availability probe {@link io.mooncake4j.memory.cuda.CudaAvailability}.
+ * (synchronous and asynchronous copies, per-chunk completion), the
+ * availability probe {@link io.mooncake4j.memory.cuda.CudaAvailability}, and
+ * {@link io.mooncake4j.memory.cuda.CudaDeviceMemory}, the {@link io.mooncake4j.memory.DeviceMemory}
+ * that transports (the TCP engine's GPU staging) use.
  *
  * <p>JCuda is optional. It is reached from the class path through method handles (it is not a
  * {@code requires} of this module; {@code docs/gpu.md} says why), and only this package touches

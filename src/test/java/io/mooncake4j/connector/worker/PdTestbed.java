@@ -59,6 +59,21 @@ final class PdTestbed implements AutoCloseable {
     private java.util.function.Predicate<String> registerLayer = name -> true;
     private java.util.function.Supplier<TransferEngine> engines = () -> new ScriptedTransferEngine().copyData(true);
 
+    private java.util.function.LongFunction<? extends io.mooncake4j.memory.MemoryStorage> storages = null;
+    private java.util.function.LongFunction<MemorySegment> hostView = MemorySegment::ofAddress;
+
+    /**
+     * Where the KV caches of the workers made from now on live: {@code allocate} makes a storage of
+     * the given bytes (default: host memory the bed frees), {@code hostView} gives the test's view of
+     * an address in it (for memory the host cannot dereference, such as fake GPU memory).
+     */
+    PdTestbed memory(java.util.function.LongFunction<? extends io.mooncake4j.memory.MemoryStorage> allocate,
+            java.util.function.LongFunction<MemorySegment> hostView) {
+        this.storages = allocate;
+        this.hostView = hostView;
+        return this;
+    }
+
     /** The engines of the workers made from now on (default: byte-copying {@link ScriptedTransferEngine}). */
     PdTestbed engines(java.util.function.Supplier<TransferEngine> factory) {
         this.engines = factory;
@@ -127,7 +142,7 @@ final class PdTestbed implements AutoCloseable {
 
         MemorySegment block(int layer, int block) {
             long addr = kv.tensorsByLayer().get(model.layerName(layer)).getFirst().blockAddress(block);
-            return MemorySegment.ofAddress(addr).reinterpret(page());
+            return hostView.apply(addr).reinterpret(page());
         }
 
         /** Fills {@code blocks} of every layer with {@link #pattern} of this node's rank. */
@@ -179,7 +194,8 @@ final class PdTestbed implements AutoCloseable {
                 .listenerReadyTimeout(Duration.ofSeconds(10));
         config.accept(cb);
         TransferEngine engine = engines.get();
-        KvCaches kv = KvCaches.allocate(model, tpSize, numBlocks, KvCacheLayout.FUSED, alloc::allocate);
+        KvCaches kv = KvCaches.allocate(model, tpSize, numBlocks, KvCacheLayout.FUSED,
+                storages != null ? storages : alloc::allocate);
         MooncakeConnectorWorker.Builder wb = MooncakeConnectorWorker.builder(cb.build(), engine, kvConfig.apply(kv.config()))
                 .memlockLimit(OptionalLong::empty)
                 .bootstrapBindHost("127.0.0.1")
