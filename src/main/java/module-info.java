@@ -18,4 +18,5 @@ module io.mooncake4j {
     exports io.mooncake4j.connector.scheduler;
     exports io.mooncake4j.connector.wire;
     exports io.mooncake4j.connector.bootstrap;
+    exports io.mooncake4j.sim;
 }
