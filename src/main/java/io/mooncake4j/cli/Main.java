@@ -12,6 +12,7 @@ public final class Main {
 
     static List<CliCommand> commands() {
         return List.of(
+                new DemoCommand(),
                 new VersionCommand());
     }
 

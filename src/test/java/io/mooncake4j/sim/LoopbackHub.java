@@ -3,11 +3,14 @@ package io.mooncake4j.sim;
 import io.mooncake4j.connector.MooncakeConnectorConfig;
 import io.mooncake4j.connector.MooncakeConnectorMetadata;
 import io.mooncake4j.connector.PullReqMeta;
+import io.mooncake4j.connector.bootstrap.BootstrapClient;
+import io.mooncake4j.connector.bootstrap.RegisterWorkerPayload;
 import io.mooncake4j.connector.worker.MooncakeKvConnectorStats;
 import io.mooncake4j.memory.KvCacheTensor;
 import io.mooncake4j.memory.KvCaches;
 
 import java.lang.foreign.MemorySegment;
+import java.time.Duration;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
@@ -38,6 +41,14 @@ final class LoopbackHub {
     SimEngine.WorkerFactory factory() {
         return (cfg, caches) -> {
             LoopbackWorker w = new LoopbackWorker(cfg, caches);
+            if (cfg.isProducer() && cfg.bootstrapServerAddress().isPresent()) {
+                // what the real worker does at registration: make the P rank known to D's /query
+                try (BootstrapClient c = new BootstrapClient()) {
+                    c.register("http://" + cfg.bootstrapServerAddress().get(), new RegisterWorkerPayload(
+                            cfg.engineId(), cfg.dpRank(), cfg.tpRank(), cfg.ppRank(), "tcp://127.0.0.1:1"),
+                            Duration.ofSeconds(5));
+                }
+            }
             synchronized (this) {
                 workers.put(cfg.engineId() + "#" + cfg.tpRank(), w);
             }
