@@ -12,8 +12,13 @@ public final class Main {
 
     static List<CliCommand> commands() {
         return List.of(
+<<<<<<< HEAD
                 new DemoCommand(),
                 new VersionCommand());
+=======
+                new VersionCommand(),
+                new RegisterCommand());
+>>>>>>> main
     }
 
     public static void main(String[] args) {

@@ -1,0 +1,183 @@
+package io.mooncake4j.engine.tcp;
+
+import io.mooncake4j.engine.handshake.SegmentDescriptor;
+import java.net.InetSocketAddress;
+import java.util.ArrayDeque;
+import java.util.Locale;
+import java.util.concurrent.locks.Condition;
+import java.util.concurrent.locks.ReentrantLock;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The initiator side towards one peer data port: a queue of submitted work and
+ * {@link TcpConfig#lanesPerPeer()} {@link Lane}s that drain it over persistent connections.
+ * A connect failure or an I/O error that is not a rejection marks the peer dead: queued work
+ * fails, the lanes stop, and the engine fetches a fresh descriptor before the next submission
+ * (the peer may have restarted on other ports). Thread-safe.
+ */
+final class Peer {
+
+    private static final Logger LOG = LoggerFactory.getLogger(Peer.class);
+
+    /** Indices of one submission to this peer, claimed one at a time by the lanes. */
+    private static final class Work {
+        final Batch batch;
+        final int[] tasks;
+        int next;
+
+        Work(Batch batch, int[] tasks) {
+            this.batch = batch;
+            this.tasks = tasks;
+        }
+    }
+
+    final long segmentId;
+    final SegmentDescriptor descriptor;
+    final InetSocketAddress dataAddress;
+    final TcpConfig config;
+    final LocalMemory memory;
+    final Lane[] lanes;
+    private final ReentrantLock lock = new ReentrantLock();
+    private final Condition notEmpty = lock.newCondition();
+    private final ArrayDeque<Work> queue = new ArrayDeque<>();
+    private volatile boolean dead;
+    private volatile String deadReason;
+
+    Peer(long segmentId, SegmentDescriptor descriptor, TcpConfig config, LocalMemory memory, int serial) {
+        this.segmentId = segmentId;
+        this.descriptor = descriptor;
+        this.dataAddress = InetSocketAddress.createUnresolved(descriptor.host(), descriptor.tcpDataPort());
+        this.config = config;
+        this.memory = memory;
+        this.lanes = new Lane[config.lanesPerPeer()];
+        for (int i = 0; i < lanes.length; i++) {
+            lanes[i] = new Lane(this, serial + "-" + i);
+        }
+        for (Lane l : lanes) {
+            l.start();
+        }
+    }
+
+    /** Whether requests to this peer use v2 framing now. */
+    boolean v2() {
+        return descriptor.tcpProtoVersion() >= 2 && !TcpConfig.forceV1();
+    }
+
+    boolean isDead() {
+        return dead;
+    }
+
+    String deadReason() {
+        return deadReason;
+    }
+
+    /** Queues tasks of {@code batch}; they fail at once if this peer is dead. */
+    void enqueue(Batch batch, int[] tasks) {
+        lock.lock();
+        try {
+            if (dead) {
+                for (int t : tasks) {
+                    batch.finish(t, Batch.FAILED);
+                }
+                return;
+            }
+            queue.addLast(new Work(batch, tasks));
+            notEmpty.signalAll();
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * Blocks until a task is available and claims it: returns its batch and stores its index in
+     * {@link Lane#claimed}; null when the peer is dead or closed.
+     */
+    Batch claim(Lane lane) throws InterruptedException {
+        lock.lock();
+        try {
+            while (true) {
+                if (dead) {
+                    return null;
+                }
+                Work w = queue.peekFirst();
+                if (w == null) {
+                    notEmpty.await();
+                    continue;
+                }
+                if (w.batch.aborted || w.next >= w.tasks.length) {
+                    queue.pollFirst();
+                    continue;
+                }
+                lane.claimed = w.tasks[w.next++];
+                if (w.next == w.tasks.length) {
+                    queue.pollFirst();
+                }
+                return w.batch;
+            }
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Marks the peer dead: queued tasks fail, lanes close their sockets and stop. */
+    void fail(String reason) {
+        lock.lock();
+        try {
+            if (dead) {
+                return;
+            }
+            deadReason = reason;
+            dead = true;
+            for (Work w : queue) {
+                for (int i = w.next; i < w.tasks.length; i++) {
+                    w.batch.finish(w.tasks[i], Batch.FAILED);
+                }
+            }
+            queue.clear();
+            notEmpty.signalAll();
+        } finally {
+            lock.unlock();
+        }
+        if (reason != null) {
+            LOG.warn("peer {} (data {}:{}) failed: {}", descriptor.name(), dataAddress.getHostString(),
+                    dataAddress.getPort(), reason);
+        }
+        for (Lane l : lanes) {
+            l.stop();
+        }
+    }
+
+    /** Kills the lanes working on {@code batch} (after it was aborted) and waits until they left it. */
+    void evict(Batch batch, long deadlineNanos) {
+        for (Lane l : lanes) {
+            if (l.touches(batch)) {
+                l.kill("batch " + batch.id + " aborted");
+            }
+        }
+        for (Lane l : lanes) {
+            l.awaitNotUsing(batch, deadlineNanos);
+        }
+    }
+
+    /** Closes: like {@link #fail} without the log line, and joins the lane threads. */
+    void close() {
+        fail(null);
+        for (Lane l : lanes) {
+            l.join();
+        }
+    }
+
+    /** Checks status-frame deadlines (called by the engine's watchdog). */
+    void checkDeadlines(long now) {
+        for (Lane l : lanes) {
+            l.checkDeadline(now);
+        }
+    }
+
+    @Override
+    public String toString() {
+        return String.format(Locale.ROOT, "Peer[%s data=%s:%d]", descriptor.name(), dataAddress.getHostString(),
+                dataAddress.getPort());
+    }
+}

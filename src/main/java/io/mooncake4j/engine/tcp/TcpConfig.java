@@ -1,0 +1,119 @@
+package io.mooncake4j.engine.tcp;
+
+import io.mooncake4j.engine.handshake.HandshakeConfig;
+import java.util.Locale;
+import java.util.Map;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Settings of the TCP transport, read once from Mooncake's environment variables (and two
+ * mooncake4j ones). Out-of-range values fall back to the default with one WARN.
+ *
+ * <table>
+ *   <caption>Variables honoured</caption>
+ *   <tr><th>Variable</th><th>Default</th><th>Effect</th></tr>
+ *   <tr><td>{@code MC_TCP_STATUS_TIMEOUT_SEC}</td><td>30</td><td>deadline for a v2 status frame</td></tr>
+ *   <tr><td>{@code MC_TCP_LANES_PER_PEER} ({@code MC_TCP_MAX_CONNECTIONS_PER_PEER})</td><td>4</td>
+ *       <td>persistent connections per peer, 1–16</td></tr>
+ *   <tr><td>{@code MC_TCP_PROTO}</td><td>—</td><td>{@code 1} forces v1 framing (read per request)</td></tr>
+ *   <tr><td>{@code MC_TRANSFER_TIMEOUT}</td><td>30</td><td>synchronous batch deadline: max(5, value) s + 1 ns/byte</td></tr>
+ *   <tr><td>{@code MOONCAKE4J_TCP_WINDOW}</td><td>32</td><td>requests pipelined per lane, 1–1024</td></tr>
+ *   <tr><td>{@code MOONCAKE4J_UNREGISTER_WAIT_MS}</td><td>5000</td><td>how long unregistration waits for in-flight transfers before aborting them</td></tr>
+ * </table>
+ *
+ * @param handshake        the control-plane settings (ports, frame limit, timeouts)
+ * @param dataListen       where the data port is bound; Mooncake uses the RPC port's random range
+ *                         ({@code handshake}), tests may bind it elsewhere
+ * @param statusTimeoutMs  {@code MC_TCP_STATUS_TIMEOUT_SEC} in ms
+ * @param lanesPerPeer     connections per peer
+ * @param window           requests in flight per lane (pipelining depth)
+ * @param transferTimeoutMs base of the synchronous deadline (already at least 5 s)
+ * @param unregisterWaitMs bound of the wait for in-flight transfers when unregistering
+ */
+public record TcpConfig(HandshakeConfig handshake, HandshakeConfig dataListen, int statusTimeoutMs, int lanesPerPeer, int window,
+        long transferTimeoutMs, long unregisterWaitMs) {
+
+    private static final Logger LOG = LoggerFactory.getLogger(TcpConfig.class);
+
+    public TcpConfig {
+        java.util.Objects.requireNonNull(handshake, "handshake");
+        java.util.Objects.requireNonNull(dataListen, "dataListen");
+        if (statusTimeoutMs < 1 || lanesPerPeer < 1 || lanesPerPeer > 16 || window < 1 || window > 1024
+                || transferTimeoutMs < 1 || unregisterWaitMs < 0) {
+            throw new IllegalArgumentException(String.format(Locale.ROOT,
+                    "bad TCP settings: status timeout %d ms, %d lanes, window %d, transfer timeout %d ms",
+                    statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs));
+        }
+    }
+
+    /** Mooncake's defaults with the process environment applied. */
+    public static TcpConfig fromEnvironment() {
+        return fromEnvironment(System.getenv());
+    }
+
+    /** Mooncake's defaults with {@code env} applied. */
+    public static TcpConfig fromEnvironment(Map<String, String> env) {
+        return fromEnvironment(env, HandshakeConfig.fromEnvironment(env));
+    }
+
+    /** {@code env} applied on top of an explicit control-plane config (tests use ephemeral ports). */
+    public static TcpConfig fromEnvironment(Map<String, String> env, HandshakeConfig handshake) {
+        int status = intVar(env, "MC_TCP_STATUS_TIMEOUT_SEC", null, 30, 1, 3600);
+        int lanes = intVar(env, "MC_TCP_LANES_PER_PEER", "MC_TCP_MAX_CONNECTIONS_PER_PEER", 4, 1, 16);
+        int window = intVar(env, "MOONCAKE4J_TCP_WINDOW", null, 32, 1, 1024);
+        int timeout = intVar(env, "MC_TRANSFER_TIMEOUT", null, 30, Integer.MIN_VALUE, Integer.MAX_VALUE);
+        int unreg = intVar(env, "MOONCAKE4J_UNREGISTER_WAIT_MS", null, 5000, 0, Integer.MAX_VALUE);
+        return new TcpConfig(handshake, handshake, status * 1000, lanes, window, Math.max(5, timeout) * 1000L, unreg);
+    }
+
+    /** A copy with other timeouts (tests). */
+    public TcpConfig withTimeouts(int statusTimeoutMs, long transferTimeoutMs) {
+        return new TcpConfig(handshake, dataListen, statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs, unregisterWaitMs);
+    }
+
+    /** A copy with another lane count and window (tests, benchmarks). */
+    public TcpConfig withLanes(int lanesPerPeer, int window) {
+        return new TcpConfig(handshake, dataListen, statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs, unregisterWaitMs);
+    }
+
+    /** A copy with another unregistration wait (tests). */
+    public TcpConfig withUnregisterWait(long ms) {
+        return new TcpConfig(handshake, dataListen, statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs, ms);
+    }
+
+    /** A copy whose data port is bound per {@code listen} instead of the RPC port's range (tests). */
+    public TcpConfig withDataListen(HandshakeConfig listen) {
+        return new TcpConfig(handshake, listen, statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs,
+                unregisterWaitMs);
+    }
+
+    /** Whether {@code MC_TCP_PROTO=1} forces v1 framing now (Mooncake re-reads it per request). */
+    static boolean forceV1() {
+        return "1".equals(System.getenv("MC_TCP_PROTO"));
+    }
+
+    private static int intVar(Map<String, String> env, String name, String alias, int def, int min, int max) {
+        String v = env.get(name);
+        if (v == null && alias != null) {
+            v = env.get(alias);
+            if (v != null) {
+                LOG.warn("{} is deprecated; use {}", alias, name);
+            }
+        }
+        if (v == null || v.isBlank()) {
+            return def;
+        }
+        try {
+            int i = Integer.parseInt(v.trim());
+            if (i < min || i > max) {
+                LOG.warn("ignoring {}={}: must be {}-{}; using {}", name, v, min, max, def);
+                return def;
+            }
+            return i;
+        } catch (NumberFormatException e) {
+            LOG.warn("ignoring {}='{}': not an integer; using {}", name, v, def);
+            return def;
+        }
+    }
+}

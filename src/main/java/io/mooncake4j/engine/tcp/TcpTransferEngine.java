@@ -1,0 +1,754 @@
+package io.mooncake4j.engine.tcp;
+
+import io.mooncake4j.engine.BufferRegistry.Buffer;
+import io.mooncake4j.engine.ErrorCodes;
+import io.mooncake4j.engine.StatusCodes;
+import io.mooncake4j.engine.TransferEngine;
+import io.mooncake4j.engine.TransferRequest;
+import io.mooncake4j.engine.TransferStatus;
+import io.mooncake4j.engine.handshake.HandshakeClient;
+import io.mooncake4j.engine.handshake.HandshakeException;
+import io.mooncake4j.engine.handshake.HandshakeFrame;
+import io.mooncake4j.engine.handshake.HandshakeServer;
+import io.mooncake4j.engine.handshake.PeerAddress;
+import io.mooncake4j.engine.handshake.SegmentDescriptor;
+import io.mooncake4j.internal.json.Json;
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.locks.LockSupport;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * A {@link TransferEngine} speaking Mooncake's P2P handshake and TCP transport, wire-compatible
+ * with the C++ Mooncake Transfer Engine ({@code protocol = "tcp"}, metadata server
+ * {@code P2PHANDSHAKE}). Obtain one with {@code TransferEngines.create("tcp")}.
+ *
+ * <ul>
+ *   <li>{@link #initialize} binds the RPC port and the data port at random in
+ *       {@code [MC_MIN_RPC_PORT, MC_MAX_RPC_PORT]} and names the segment {@code host:rpcPort}.
+ *       {@code protocol} is honoured explicitly (Mooncake's Python binding ignores it): {@code "tcp"}
+ *       works, anything else returns -1 with a logged reason.</li>
+ *   <li>{@link #openSegment} fetches and caches the peer's descriptor (Metadata request); a peer
+ *       whose connection fails is re-fetched before the next submission, so a restarted peer is
+ *       picked up.</li>
+ *   <li>Transfers to a peer run over {@link TcpConfig#lanesPerPeer()} persistent, pipelined
+ *       connections; transfers to the own segment are a direct memory copy with the same address
+ *       validation as the data server.</li>
+ *   <li>Unlike Mooncake's TCP transport, the local side of every transfer must lie in memory
+ *       registered with this engine (the data path reads and writes it directly); other requests
+ *       fail.</li>
+ * </ul>
+ *
+ * <p>Thread-safe. Threads: {@code mooncake-handshake-*}, {@code mooncake-target-*},
+ * {@code mooncake-initiator-*}; all stop in {@link #close()}.
+ */
+public final class TcpTransferEngine implements TransferEngine {
+
+    private static final Logger LOG = LoggerFactory.getLogger(TcpTransferEngine.class);
+    private static final AtomicInteger ENGINES = new AtomicInteger();
+    private static final String CONNECTION_REPLY = emptyHandshakeDesc();
+
+    /** A notification received through the handshake port (Notify, type 2). */
+    public record Notify(String name, String message) {}
+
+    /** An opened peer segment: its descriptor and the lanes towards it. */
+    private final class Segment {
+        final long id;
+        volatile SegmentDescriptor descriptor;
+        private Peer peer;
+
+        Segment(long id, SegmentDescriptor descriptor) {
+            this.id = id;
+            this.descriptor = descriptor;
+        }
+
+        /** The live peer, refreshing the descriptor first when the previous one died; null on failure. */
+        synchronized Peer peer() {
+            if (peer != null && !peer.isDead()) {
+                return peer;
+            }
+            if (closed) {
+                return null;
+            }
+            if (peer != null) {
+                Peer old = peer;
+                peer = null;
+                old.close();
+                if (!refresh()) {
+                    return null;
+                }
+            }
+            SegmentDescriptor d = descriptor;
+            if (!d.protocol().equals("tcp")) {
+                return null;
+            }
+            peer = new Peer(id, d, config, memory, engineSerial * 1000 + peerSerial.getAndIncrement());
+            return peer;
+        }
+
+        synchronized Peer current() {
+            return peer;
+        }
+
+        /** Re-fetches the descriptor from the name it advertises; false (logged) on failure. */
+        synchronized boolean refresh() {
+            SegmentDescriptor d = descriptor;
+            try {
+                SegmentDescriptor fresh = client.fetchDescriptor(
+                        PeerAddress.parse(d.name(), config.handshake().defaultPort()), "{}\n");
+                if (!fresh.equals(d)) {
+                    LOG.info("segment {} refreshed: data port {} -> {}, {} buffers", d.name(), d.tcpDataPort(),
+                            fresh.tcpDataPort(), fresh.buffers().size());
+                }
+                descriptor = fresh;
+                if (peer != null && (fresh.tcpDataPort() != d.tcpDataPort() || !fresh.name().equals(d.name())
+                        || fresh.tcpProtoVersion() != d.tcpProtoVersion())) {
+                    Peer old = peer;
+                    peer = null;
+                    old.close();
+                }
+                return true;
+            } catch (HandshakeException e) {
+                LOG.warn("cannot refresh segment {}: {}", d.name(), e.getMessage());
+                return false;
+            }
+        }
+
+        synchronized void close() {
+            if (peer != null) {
+                peer.close();
+                peer = null;
+            }
+        }
+    }
+
+    private final TcpConfig config;
+    private final LocalMemory memory;
+    private final HandshakeClient client;
+    private final int engineSerial = ENGINES.getAndIncrement();
+    private final AtomicInteger peerSerial = new AtomicInteger();
+    private final Map<String, Long> segmentIds = new ConcurrentHashMap<>();
+    private final Map<Long, Segment> segments = new ConcurrentHashMap<>();
+    private final AtomicLong nextSegmentId = new AtomicLong(1);
+    private final Map<Long, Batch> batches = new ConcurrentHashMap<>();
+    private final AtomicLong nextBatchId = new AtomicLong(1);
+    private final ConcurrentLinkedQueue<Notify> notifies = new ConcurrentLinkedQueue<>();
+    private final Object lifecycle = new Object();
+
+    private volatile HandshakeServer rpc;
+    private volatile TcpDataServer data;
+    private volatile Thread watchdog;
+    private volatile String host;
+    private volatile String segmentName;
+    private volatile String protocol;
+    private volatile boolean closed;
+
+    /** An engine configured from the environment ({@link TcpConfig#fromEnvironment()}). */
+    public TcpTransferEngine() {
+        this(TcpConfig.fromEnvironment());
+    }
+
+    /** An engine with explicit settings (tests use OS-assigned ports on 127.0.0.1). */
+    public TcpTransferEngine(TcpConfig config) {
+        this.config = config;
+        this.memory = new LocalMemory(TimeUnit.MILLISECONDS.toNanos(config.unregisterWaitMs()));
+        this.client = new HandshakeClient(config.handshake());
+    }
+
+    // ------------------------------------------------------------------ lifecycle
+
+    @Override
+    public int initialize(String localHostname, String metadataServer, String protocol, String deviceName) {
+        synchronized (lifecycle) {
+            if (closed || rpc != null) {
+                LOG.error("initialize: engine already {}", closed ? "closed" : "initialized");
+                return -1;
+            }
+            if (!P2P_HANDSHAKE.equals(metadataServer)) {
+                LOG.error("initialize: metadata server '{}' is not supported; only \"{}\" (direct peer handshakes)",
+                        metadataServer, P2P_HANDSHAKE);
+                return -1;
+            }
+            String proto = protocol == null ? "" : protocol.trim().toLowerCase(Locale.ROOT);
+            if (proto.equals("rdma")) {
+                LOG.error("initialize: protocol \"rdma\" is not served by the TCP engine (no RDMA transport here); "
+                        + "use protocol \"tcp\" (and MC_FORCE_TCP=1 on C++ peers)");
+                return -1;
+            }
+            if (!proto.equals("tcp")) {
+                LOG.error("initialize: unsupported protocol '{}'; use \"tcp\"", protocol);
+                return -1;
+            }
+            if (localHostname == null || localHostname.isBlank()) {
+                LOG.error("initialize: local hostname is empty; pass the IP or host name peers should connect to");
+                return -1;
+            }
+            String h = PeerAddress.parse(localHostname.trim(), config.handshake().defaultPort()).host();
+            HandshakeServer server = null;
+            try {
+                server = HandshakeServer.start(config.handshake(), this::handle);
+                TcpDataServer d = TcpDataServer.start(config.dataListen(), memory);
+                this.host = h;
+                this.rpc = server;
+                this.data = d;
+                this.protocol = "tcp";
+                this.segmentName = PeerAddress.format(h, server.port());
+            } catch (IOException e) {
+                LOG.error("initialize: cannot bind the RPC or data port: {}", e.getMessage());
+                if (server != null) {
+                    server.close();
+                }
+                return -1;
+            }
+            Thread w = Thread.ofPlatform().daemon(true).name("mooncake-initiator-watchdog-" + engineSerial)
+                    .unstarted(this::watchdogLoop);
+            watchdog = w;
+            w.start();
+            LOG.info("Transfer Engine RPC using P2P handshake, listening on {}:{}", h, rpc.port());
+            LOG.info("TCP transport: data port {}, {} lanes per peer, window {}, protocol version 2", data.port(),
+                    config.lanesPerPeer(), config.window());
+            return 0;
+        }
+    }
+
+    @Override
+    public int getRpcPort() {
+        HandshakeServer s = rpc;
+        return s == null ? 0 : s.port();
+    }
+
+    /** The TCP data port advertised in the descriptor; 0 before initialisation. */
+    public int getDataPort() {
+        TcpDataServer d = data;
+        return d == null ? 0 : d.port();
+    }
+
+    @Override
+    public String getLocalSegmentName() {
+        return segmentName;
+    }
+
+    /** Data-port requests rejected so far (outside registered memory, bad opcode); for monitoring. */
+    public long rejectedDataRequests() {
+        TcpDataServer d = data;
+        return d == null ? 0 : d.rejectedRequests();
+    }
+
+    /** Open data-port sessions (package-private, for tests). */
+    int openDataSessionsForTest() {
+        TcpDataServer d = data;
+        return d == null ? 0 : d.openSessions();
+    }
+
+    /** {@code host:rpcPort} without IPv6 brackets (Mooncake {@code getLocalIpAndPort}). */
+    public String getLocalIpAndPort() {
+        return host == null ? null : host + ":" + getRpcPort();
+    }
+
+    @Override
+    public String protocol() {
+        return protocol;
+    }
+
+    /** The descriptor this engine serves to Metadata requests. */
+    public SegmentDescriptor localDescriptor() {
+        List<SegmentDescriptor.Buffer> bufs = new ArrayList<>();
+        for (Buffer b : memory.registry.snapshot()) {
+            bufs.add(SegmentDescriptor.Buffer.tcp(segmentName, b.address(), b.length()));
+        }
+        return SegmentDescriptor.tcp(segmentName, getDataPort(), bufs);
+    }
+
+    /** Drains the notifications received so far (Mooncake {@code getNotifies}). */
+    public List<Notify> getNotifies() {
+        List<Notify> out = new ArrayList<>();
+        Notify n;
+        while ((n = notifies.poll()) != null) {
+            out.add(n);
+        }
+        return out;
+    }
+
+    /** Sends a Notify to a peer; 0 or a negative {@link ErrorCodes} value. */
+    public int sendNotify(String targetSession, String name, String message) {
+        try {
+            client.notify(PeerAddress.parse(targetSession, config.handshake().defaultPort()), name, message);
+            return 0;
+        } catch (HandshakeException e) {
+            LOG.warn("notify to {} failed: {}", targetSession, e.getMessage());
+            return e.errorCode();
+        }
+    }
+
+    /** Probes a peer's handshake port; 0 or a negative {@link ErrorCodes} value. */
+    public int sendProbe(String targetSession) {
+        try {
+            client.probe(PeerAddress.parse(targetSession, config.handshake().defaultPort()));
+            return 0;
+        } catch (HandshakeException e) {
+            LOG.warn("probe of {} failed: {}", targetSession, e.getMessage());
+            return e.errorCode();
+        }
+    }
+
+    private String handle(int type, Object request) {
+        return switch (type) {
+            case HandshakeFrame.METADATA -> localDescriptor().toJson();
+            case HandshakeFrame.CONNECTION -> CONNECTION_REPLY;
+            case HandshakeFrame.PROBE -> "{\"status\":\"success\"}\n";
+            case HandshakeFrame.NOTIFY -> {
+                if (!(request instanceof Map<?, ?> m)) {
+                    throw new IllegalArgumentException("Notify body is not an object");
+                }
+                notifies.add(new Notify(String.valueOf(m.get("name")), String.valueOf(m.get("notify_msg"))));
+                yield "{\"name\":\"\",\"notify_msg\":\"success\"}\n";
+            }
+            default -> throw new IllegalArgumentException("unknown request type " + type);
+        };
+    }
+
+    private static String emptyHandshakeDesc() {
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("local_gid", "");
+        m.put("local_lid", 0L);
+        m.put("local_nic_path", "");
+        m.put("payload", "");
+        m.put("peer_nic_path", "");
+        m.put("qp_num", List.of());
+        m.put("reply_msg", "");
+        return Json.write(m, true) + "\n";
+    }
+
+    private void watchdogLoop() {
+        while (!closed) {
+            long now = System.nanoTime();
+            for (Segment s : segments.values()) {
+                Peer p = s.current();
+                if (p != null) {
+                    p.checkDeadlines(now);
+                }
+            }
+            LockSupport.parkNanos(this, 100_000_000L);
+        }
+    }
+
+    @Override
+    public void close() {
+        synchronized (lifecycle) {
+            if (closed) {
+                return;
+            }
+            closed = true;
+        }
+        for (Batch b : batches.values()) {
+            b.aborted = true;
+            b.failAll(Batch.FAILED);
+        }
+        for (Segment s : segments.values()) {
+            s.close();
+        }
+        Thread w = watchdog;
+        if (w != null) {
+            LockSupport.unpark(w);
+            try {
+                w.join(10_000);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
+        HandshakeServer r = rpc;
+        if (r != null) {
+            r.close();
+        }
+        TcpDataServer d = data;
+        if (d != null) {
+            d.close();
+        }
+        LOG.info("transfer engine {} closed", segmentName);
+    }
+
+    // ------------------------------------------------------------------ memory
+
+    @Override
+    public int registerMemory(long address, long length, String location) {
+        if (closed) {
+            return ErrorCodes.INVALID_ARGUMENT;
+        }
+        return memory.register(new long[] {address}, new long[] {length},
+                new String[] {location == null ? "*" : location});
+    }
+
+    @Override
+    public int batchRegisterMemory(long[] addresses, long[] lengths) {
+        if (closed || addresses == null || lengths == null || addresses.length != lengths.length) {
+            return ErrorCodes.INVALID_ARGUMENT;
+        }
+        String[] locs = new String[addresses.length];
+        Arrays.fill(locs, "*");
+        return memory.register(addresses, lengths, locs);
+    }
+
+    @Override
+    public int unregisterMemory(long address) {
+        return memory.unregister(new long[] {address});
+    }
+
+    @Override
+    public int batchUnregisterMemory(long[] addresses) {
+        if (addresses == null) {
+            return ErrorCodes.INVALID_ARGUMENT;
+        }
+        return memory.unregister(addresses);
+    }
+
+    // ------------------------------------------------------------------ segments
+
+    @Override
+    public long openSegment(String name) {
+        if (closed || segmentName == null || name == null) {
+            return -1;
+        }
+        String n = name;
+        while (n.startsWith("/")) {
+            n = n.substring(1);
+        }
+        if (n.isEmpty()) {
+            return -1;
+        }
+        if (n.equals(segmentName)) {
+            return 0;
+        }
+        Long id = segmentIds.get(n);
+        if (id != null) {
+            return id;
+        }
+        synchronized (segmentIds) {
+            id = segmentIds.get(n);
+            if (id != null) {
+                return id;
+            }
+            SegmentDescriptor d;
+            try {
+                d = client.fetchDescriptor(PeerAddress.parse(n, config.handshake().defaultPort()),
+                        localDescriptor().toJson());
+            } catch (HandshakeException e) {
+                LOG.warn("openSegment({}) failed: {}", n, e.getMessage());
+                return -1;
+            }
+            long nid = nextSegmentId.getAndIncrement();
+            segments.put(nid, new Segment(nid, d));
+            segmentIds.put(n, nid);
+            LOG.debug("opened segment {} as {}: protocol {}, data port {}, {} buffers", n, nid, d.protocol(),
+                    d.tcpDataPort(), d.buffers().size());
+            return nid;
+        }
+    }
+
+    // ------------------------------------------------------------------ batches
+
+    @Override
+    public long allocateBatchId(int capacity) {
+        if (closed || capacity <= 0) {
+            return ErrorCodes.INVALID_ARGUMENT;
+        }
+        long id = nextBatchId.getAndIncrement();
+        batches.put(id, new Batch(id, capacity));
+        return id;
+    }
+
+    @Override
+    public int submitTransfer(long batchId, List<TransferRequest> requests) {
+        Batch b = batches.get(batchId);
+        if (b == null || requests == null) {
+            return StatusCodes.INVALID_ARGUMENT;
+        }
+        int n = requests.size();
+        byte[] ops = new byte[n];
+        long[] targets = new long[n];
+        long[] local = new long[n];
+        long[] remote = new long[n];
+        long[] lens = new long[n];
+        for (int i = 0; i < n; i++) {
+            TransferRequest r = requests.get(i);
+            ops[i] = (byte) r.opcode().wire();
+            targets[i] = r.targetId();
+            local[i] = r.source();
+            remote[i] = r.targetOffset();
+            lens[i] = r.length();
+        }
+        return submit(b, n, ops, 0, targets, 0, local, remote, lens);
+    }
+
+    @Override
+    public TransferStatus getTransferStatus(long batchId, int taskIndex) {
+        Batch b = batches.get(batchId);
+        if (b == null || taskIndex < 0 || taskIndex >= b.size()) {
+            return TransferStatus.invalid(StatusCodes.INVALID_ARGUMENT);
+        }
+        return b.status(taskIndex);
+    }
+
+    @Override
+    public int freeBatchId(long batchId) {
+        Batch b = batches.get(batchId);
+        if (b == null) {
+            return StatusCodes.INVALID_ARGUMENT;
+        }
+        if (!b.allObserved()) {
+            return StatusCodes.BATCH_BUSY;
+        }
+        batches.remove(batchId);
+        return StatusCodes.OK;
+    }
+
+    @Override
+    public int batchTransferSyncWrite(String targetSession, long[] src, long[] dst, long[] lengths) {
+        return syncTransfer(targetSession, TcpWire.OP_WRITE, src, dst, lengths);
+    }
+
+    @Override
+    public int batchTransferSyncRead(String targetSession, long[] local, long[] remote, long[] lengths) {
+        return syncTransfer(targetSession, TcpWire.OP_READ, local, remote, lengths);
+    }
+
+    private int syncTransfer(String target, int op, long[] local, long[] remote, long[] lengths) {
+        if (closed || target == null || local == null || remote == null || lengths == null
+                || local.length != remote.length || local.length != lengths.length) {
+            return -1;
+        }
+        long total = 0;
+        for (long l : lengths) {
+            if (l < 0) {
+                return -1;
+            }
+            total += l;
+        }
+        long id = openSegment(target);
+        if (id < 0) {
+            return -1;
+        }
+        int n = local.length;
+        if (n == 0) {
+            return 0;
+        }
+        Batch b = new Batch(-1, n);
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(config.transferTimeoutMs()) + total;
+        int rc = submit(b, n, null, op, null, id, local, remote, lengths);
+        if (rc != StatusCodes.OK) {
+            abort(b);
+            return -1;
+        }
+        if (!b.await(deadline)) {
+            LOG.warn("{} of {} descriptors to {} timed out (MC_TRANSFER_TIMEOUT)", op == TcpWire.OP_WRITE
+                    ? "write" : "read", n, target);
+            abort(b);
+            return -1;
+        }
+        return b.allCompleted() ? 0 : -1;
+    }
+
+    /** Fails what is left of {@code b} and waits until no lane touches its memory any more. */
+    private void abort(Batch b) {
+        b.aborted = true;
+        b.failAll(Batch.TIMEOUT);
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        for (Segment s : segments.values()) {
+            Peer p = s.current();
+            if (p != null) {
+                p.evict(b, deadline);
+            }
+        }
+    }
+
+    /**
+     * Appends and starts tasks. {@code ops}/{@code targets} may be null, then {@code opAll}/
+     * {@code targetAll} apply to every task.
+     */
+    private int submit(Batch b, int n, byte[] ops, int opAll, long[] targets, long targetAll, long[] local,
+            long[] remote, long[] lens) {
+        if (closed) {
+            return StatusCodes.INVALID_ARGUMENT;
+        }
+        int first;
+        synchronized (b) {
+            if (b.size() + n > b.capacity) {
+                return StatusCodes.TOO_MANY_REQUESTS;
+            }
+            for (int i = 0; i < n; i++) {
+                long t = targets == null ? targetAll : targets[i];
+                int op = ops == null ? opAll : ops[i];
+                if (op != TcpWire.OP_READ && op != TcpWire.OP_WRITE || lens[i] < 0) {
+                    return StatusCodes.INVALID_ARGUMENT;
+                }
+                if (t != 0) {
+                    Segment s = segments.get(t);
+                    if (s == null) {
+                        return StatusCodes.INVALID_ARGUMENT;
+                    }
+                    if (!s.descriptor.protocol().equals("tcp")) {
+                        return StatusCodes.NOT_SUPPORTED_TRANSPORT;
+                    }
+                }
+            }
+            first = b.size();
+            for (int i = 0; i < n; i++) {
+                b.append(ops == null ? opAll : ops[i], local[i], targets == null ? targetAll : targets[i], remote[i],
+                        lens[i]);
+            }
+        }
+        // local copies and trivial tasks first; remote tasks grouped per target
+        long singleTarget = -1;
+        int remoteCount = 0;
+        LocalMemory.Slot slot = null;
+        try {
+            for (int k = 0; k < n; k++) {
+                int i = first + k;
+                long t = b.target[i];
+                if (b.length[i] == 0) {
+                    b.finish(i, Batch.COMPLETED);
+                } else if (t == 0) {
+                    if (slot == null) {
+                        slot = memory.slot(() -> { });
+                    }
+                    b.finish(i, localCopy(b, i, slot) ? Batch.COMPLETED : Batch.FAILED);
+                } else {
+                    remoteCount++;
+                    if (singleTarget == -1) {
+                        singleTarget = t;
+                    } else if (singleTarget != t) {
+                        singleTarget = -2;
+                    }
+                }
+            }
+        } finally {
+            if (slot != null) {
+                slot.close();
+            }
+        }
+        if (remoteCount == 0) {
+            return StatusCodes.OK;
+        }
+        if (singleTarget >= 0) {
+            dispatch(b, singleTarget, remoteTasks(b, first, n, singleTarget, remoteCount));
+        } else {
+            Map<Long, Integer> perTarget = new LinkedHashMap<>();
+            for (int k = 0; k < n; k++) {
+                int i = first + k;
+                if (b.target[i] != 0 && b.length[i] != 0) {
+                    perTarget.merge(b.target[i], 1, Integer::sum);
+                }
+            }
+            for (Map.Entry<Long, Integer> e : perTarget.entrySet()) {
+                dispatch(b, e.getKey(), remoteTasks(b, first, n, e.getKey(), e.getValue()));
+            }
+        }
+        return StatusCodes.OK;
+    }
+
+    private static int[] remoteTasks(Batch b, int first, int n, long target, int count) {
+        int[] idx = new int[count];
+        int j = 0;
+        for (int k = 0; k < n; k++) {
+            int i = first + k;
+            if (b.target[i] == target && b.length[i] != 0) {
+                idx[j++] = i;
+            }
+        }
+        return idx;
+    }
+
+    /** Pre-checks remote ranges against the cached descriptor (refreshing it once on a miss) and queues the rest. */
+    private void dispatch(Batch b, long target, int[] idx) {
+        Segment s = segments.get(target);
+        boolean refreshed = false;
+        int kept = 0;
+        for (int i : idx) {
+            long local = b.local[i];
+            long len = b.length[i];
+            if (memory.registry.find(local, len) == null) {
+                LOG.warn("transfer of {} bytes from local 0x{}: not inside registered memory", len,
+                        Long.toHexString(local));
+                b.finish(i, Batch.FAILED);
+                continue;
+            }
+            if (!inDescriptor(s.descriptor, b.remote[i], len)) {
+                if (!refreshed) {
+                    refreshed = true;
+                    s.refresh();
+                }
+                if (!inDescriptor(s.descriptor, b.remote[i], len)) {
+                    LOG.warn("transfer of {} bytes at 0x{} of {}: not inside the peer's registered buffers", len,
+                            Long.toHexString(b.remote[i]), s.descriptor.name());
+                    b.finish(i, Batch.FAILED);
+                    continue;
+                }
+            }
+            idx[kept++] = i;
+        }
+        if (kept == 0) {
+            return;
+        }
+        Peer p = s.peer();
+        int[] todo = kept == idx.length ? idx : Arrays.copyOf(idx, kept);
+        if (p == null) {
+            for (int i : todo) {
+                b.finish(i, Batch.FAILED);
+            }
+            return;
+        }
+        p.enqueue(b, todo);
+    }
+
+    private static boolean inDescriptor(SegmentDescriptor d, long addr, long len) {
+        for (SegmentDescriptor.Buffer buf : d.buffers()) {
+            if (buf.contains(addr, len)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** A transfer to the own segment: both ranges validated like the data server does, then one copy. */
+    private boolean localCopy(Batch b, int i, LocalMemory.Slot slot) {
+        long len = b.length[i];
+        long src = b.opcode[i] == TcpWire.OP_WRITE ? b.local[i] : b.remote[i];
+        long dst = b.opcode[i] == TcpWire.OP_WRITE ? b.remote[i] : b.local[i];
+        if (!TcpWire.validRange(src, len) || !TcpWire.validRange(dst, len)) {
+            return false;
+        }
+        Buffer sb = memory.registry.find(src, len);
+        Buffer db = memory.registry.find(dst, len);
+        if (sb == null || db == null) {
+            LOG.warn("local transfer of {} bytes 0x{} -> 0x{}: outside registered memory", len,
+                    Long.toHexString(src), Long.toHexString(dst));
+            return false;
+        }
+        if (!slot.enter(0, sb)) {
+            return false;
+        }
+        try {
+            if (!slot.enter(1, db)) {
+                return false;
+            }
+            try {
+                java.lang.foreign.MemorySegment.copy(LocalMemory.ALL, src, LocalMemory.ALL, dst, len);
+            } finally {
+                slot.exit(1);
+            }
+        } finally {
+            slot.exit(0);
+        }
+        return true;
+    }
+}

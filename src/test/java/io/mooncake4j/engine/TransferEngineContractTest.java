@@ -1,0 +1,239 @@
+package io.mooncake4j.engine;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.mooncake4j.memory.HostMemoryAllocator;
+import io.mooncake4j.memory.HostMemoryStorage;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Random;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * The behaviour every {@link TransferEngine} transport must show, run against each transport by a
+ * subclass: the local short-circuit, TCP between two engines on 127.0.0.1, the scripted in-JVM
+ * engine in copy mode.
+ */
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
+public abstract class TransferEngineContractTest {
+
+    protected static final long BUF = 4L << 20;
+
+    /** Two engines (possibly the same) and the name under which the initiator reaches the target. */
+    public record Pair(TransferEngine initiator, TransferEngine target, String targetName) {}
+
+    /** Creates and initialises the engines. */
+    protected abstract Pair createPair();
+
+    /** Releases what {@link #createPair} created. */
+    protected abstract void closePair(Pair pair);
+
+    protected HostMemoryAllocator alloc;
+    protected HostMemoryStorage local;
+    protected HostMemoryStorage remote;
+    protected Pair pair;
+
+    @BeforeEach
+    void setUpEngines() {
+        alloc = new HostMemoryAllocator();
+        local = alloc.allocate(BUF);
+        remote = alloc.allocate(BUF);
+        pair = createPair();
+        assertEquals(0, pair.initiator().registerMemory(local.address(), BUF, "cpu:0"));
+        assertEquals(0, pair.target().registerMemory(remote.address(), BUF, "cpu:0"));
+    }
+
+    @AfterEach
+    void tearDownEngines() {
+        closePair(pair);
+        alloc.close();
+    }
+
+    protected static void fill(MemorySegment s, long seed) {
+        Random r = new Random(seed);
+        for (long i = 0; i < s.byteSize(); i += 8) {
+            s.set(ValueLayout.JAVA_LONG_UNALIGNED, i, r.nextLong());
+        }
+    }
+
+    protected static byte[] bytes(MemorySegment s, long off, long len) {
+        return s.asSlice(off, len).toArray(ValueLayout.JAVA_BYTE);
+    }
+
+    @Test
+    void writeThenReadRoundTripsEveryByte() {
+        fill(local.segment(), 1);
+        long[] off = {0, 8192, 1 << 20, (2 << 20) + 3};
+        long[] len = {1, 8192, 1 << 20, (1 << 20) + 5};
+        long[] src = new long[off.length];
+        long[] dst = new long[off.length];
+        for (int i = 0; i < off.length; i++) {
+            src[i] = local.address() + off[i];
+            dst[i] = remote.address() + off[i];
+        }
+        assertEquals(0, pair.initiator().batchTransferSyncWrite(pair.targetName(), src, dst, len));
+        for (int i = 0; i < off.length; i++) {
+            assertArrayEquals(bytes(local.segment(), off[i], len[i]), bytes(remote.segment(), off[i], len[i]),
+                    "descriptor " + i);
+        }
+        byte[] expected = bytes(remote.segment(), 0, BUF);
+        local.segment().fill((byte) 0);
+        assertEquals(0, pair.initiator().batchTransferSyncRead(pair.targetName(), src, dst, len));
+        for (int i = 0; i < off.length; i++) {
+            assertArrayEquals(java.util.Arrays.copyOfRange(expected, (int) off[i], (int) (off[i] + len[i])),
+                    bytes(local.segment(), off[i], len[i]), "descriptor " + i);
+        }
+    }
+
+    @Test
+    void manySmallDescriptorsInOneBatchAllArrive() {
+        fill(local.segment(), 2);
+        int n = 512;
+        long[] src = new long[n];
+        long[] dst = new long[n];
+        long[] len = new long[n];
+        for (int i = 0; i < n; i++) {
+            src[i] = local.address() + i * 8192L;
+            dst[i] = remote.address() + (n - 1 - i) * 8192L;
+            len[i] = 8192;
+        }
+        assertEquals(0, pair.initiator().batchTransferSyncWrite(pair.targetName(), src, dst, len));
+        for (int i = 0; i < n; i += 37) {
+            assertArrayEquals(bytes(local.segment(), i * 8192L, 8192),
+                    bytes(remote.segment(), (n - 1 - i) * 8192L, 8192), "descriptor " + i);
+        }
+    }
+
+    @Test
+    void writeOutsideTargetBuffersFailsAndWritesNothing() {
+        fill(local.segment(), 3);
+        remote.segment().fill((byte) 0x5A);
+        long[] src = {local.address()};
+        long[] dst = {remote.address() + BUF - 10};
+        long[] len = {100};
+        assertNotEquals(0, pair.initiator().batchTransferSyncWrite(pair.targetName(), src, dst, len));
+        assertAllBytes(remote.segment(), (byte) 0x5A);
+    }
+
+    @Test
+    void readOutsideTargetBuffersFailsAndWritesNothingLocally() {
+        local.segment().fill((byte) 0x33);
+        long[] dst = {remote.address() - 4096};
+        assertNotEquals(0, pair.initiator().batchTransferSyncRead(pair.targetName(), new long[] {local.address()},
+                dst, new long[] {4096}));
+        assertAllBytes(local.segment(), (byte) 0x33);
+    }
+
+    @Test
+    void oneBadDescriptorFailsTheBatchButGoodOnesAreApplied() {
+        fill(local.segment(), 4);
+        long[] src = {local.address(), local.address() + 4096};
+        long[] dst = {remote.address(), remote.address() + BUF};
+        long[] len = {4096, 4096};
+        assertNotEquals(0, pair.initiator().batchTransferSyncWrite(pair.targetName(), src, dst, len));
+    }
+
+    @Test
+    void transferFromUnregisteredLocalMemoryFails() {
+        try (HostMemoryAllocator other = new HostMemoryAllocator()) {
+            HostMemoryStorage unreg = other.allocate(4096);
+            remote.segment().fill((byte) 7);
+            assertNotEquals(0, pair.initiator().batchTransferSyncWrite(pair.targetName(),
+                    new long[] {unreg.address()}, new long[] {remote.address()}, new long[] {4096}));
+            assertAllBytes(remote.segment(), (byte) 7);
+        }
+    }
+
+    @Test
+    void zeroLengthDescriptorsComplete() {
+        assertEquals(0, pair.initiator().batchTransferSyncWrite(pair.targetName(), new long[] {local.address()},
+                new long[] {remote.address()}, new long[] {0}));
+    }
+
+    @Test
+    void mismatchedArraysAreRejected() {
+        assertNotEquals(0, pair.initiator().batchTransferSyncWrite(pair.targetName(), new long[] {local.address()},
+                new long[] {remote.address(), remote.address()}, new long[] {8}));
+    }
+
+    @Test
+    void registrationFollowsMooncakeRules() {
+        TransferEngine e = pair.initiator();
+        assertEquals(ErrorCodes.ADDRESS_OVERLAPPED, e.registerMemory(local.address(), BUF, "cpu:0"));
+        assertEquals(ErrorCodes.ADDRESS_OVERLAPPED, e.registerMemory(local.address() + 4096, 4096, "cpu:0"));
+        assertEquals(ErrorCodes.INVALID_ARGUMENT, e.registerMemory(local.address() + BUF * 4, 0, "cpu:0"));
+        assertEquals(ErrorCodes.ADDRESS_NOT_REGISTERED, e.unregisterMemory(local.address() + 8));
+        assertEquals(0, e.unregisterMemory(local.address()));
+        assertEquals(0, e.registerMemory(local.address(), BUF, "cpu:0"));
+    }
+
+    @Test
+    void openSegmentOfOwnNameIsZeroAndPeerIsPositive() {
+        assertEquals(0, pair.initiator().openSegment(pair.initiator().getLocalSegmentName()));
+        long id = pair.initiator().openSegment(pair.targetName());
+        assertTrue(id >= 0);
+        assertEquals(id, pair.initiator().openSegment(pair.targetName()), "cached");
+        assertEquals(-1, pair.initiator().openSegment(""));
+    }
+
+    @Test
+    void asyncBatchReportsEveryTaskAndFreesOnlyWhenObserved() {
+        fill(local.segment(), 5);
+        long seg = pair.initiator().openSegment(pair.targetName());
+        long batch = pair.initiator().allocateBatchId(4);
+        assertTrue(batch > 0);
+        List<TransferRequest> reqs = new ArrayList<>();
+        for (int i = 0; i < 3; i++) {
+            reqs.add(TransferRequest.write(local.address() + i * 65536L, seg, remote.address() + i * 65536L, 65536));
+        }
+        assertEquals(StatusCodes.OK, pair.initiator().submitTransfer(batch, reqs));
+        assertEquals(StatusCodes.TOO_MANY_REQUESTS, pair.initiator().submitTransfer(batch, reqs));
+        assertEquals(StatusCodes.BATCH_BUSY, pair.initiator().freeBatchId(batch));
+        for (int i = 0; i < 3; i++) {
+            TransferStatus st = awaitTerminal(pair.initiator(), batch, i);
+            assertEquals(TransferStatus.State.COMPLETED, st.state(), "task " + i);
+            assertEquals(65536, st.transferredBytes());
+        }
+        assertEquals(StatusCodes.INVALID_ARGUMENT, pair.initiator().getTransferStatus(batch, 3).code());
+        assertEquals(StatusCodes.OK, pair.initiator().freeBatchId(batch));
+        assertArrayEquals(bytes(local.segment(), 0, 3 * 65536), bytes(remote.segment(), 0, 3 * 65536));
+    }
+
+    @Test
+    void asyncTaskOutsideTargetBuffersEndsFailed() {
+        long seg = pair.initiator().openSegment(pair.targetName());
+        long batch = pair.initiator().allocateBatchId(1);
+        assertEquals(StatusCodes.OK, pair.initiator().submitTransfer(batch,
+                List.of(TransferRequest.read(local.address(), seg, remote.address() + BUF - 1, 2))));
+        assertEquals(TransferStatus.State.FAILED, awaitTerminal(pair.initiator(), batch, 0).state());
+        assertEquals(StatusCodes.OK, pair.initiator().freeBatchId(batch));
+    }
+
+    protected static TransferStatus awaitTerminal(TransferEngine e, long batch, int task) {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        while (true) {
+            TransferStatus st = e.getTransferStatus(batch, task);
+            if (st.code() != 0 || st.state().isTerminal()) {
+                return st;
+            }
+            if (System.nanoTime() > deadline) {
+                throw new AssertionError("task " + task + " not terminal within 30 s: " + st);
+            }
+            Thread.onSpinWait();
+        }
+    }
+
+    protected static void assertAllBytes(MemorySegment s, byte b) {
+        long mismatch = s.mismatch(MemorySegment.ofArray(new byte[(int) s.byteSize()]).fill(b));
+        assertEquals(-1, mismatch, "first changed byte");
+    }
+}

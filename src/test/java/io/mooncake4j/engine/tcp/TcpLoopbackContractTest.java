@@ -1,0 +1,20 @@
+package io.mooncake4j.engine.tcp;
+
+import io.mooncake4j.engine.TransferEngineContractTest;
+
+/** The contract between two TCP engines in one JVM over 127.0.0.1. */
+class TcpLoopbackContractTest extends TransferEngineContractTest {
+
+    @Override
+    protected Pair createPair() {
+        TcpTransferEngine target = TcpEngines.started();
+        TcpTransferEngine initiator = TcpEngines.started();
+        return new Pair(initiator, target, target.getLocalSegmentName());
+    }
+
+    @Override
+    protected void closePair(Pair pair) {
+        pair.initiator().close();
+        pair.target().close();
+    }
+}
