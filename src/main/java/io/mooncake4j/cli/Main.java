@@ -12,13 +12,9 @@ public final class Main {
 
     static List<CliCommand> commands() {
         return List.of(
-<<<<<<< HEAD
                 new DemoCommand(),
+                new RegisterCommand(),
                 new VersionCommand());
-=======
-                new VersionCommand(),
-                new RegisterCommand());
->>>>>>> main
     }
 
     public static void main(String[] args) {
