@@ -23,9 +23,9 @@ import java.util.function.Predicate;
  * A test stand-in for the connector's worker side and data plane: P and D workers of the same TP
  * rank meet here by transfer id, and the D worker's blocks receive P's tail blocks by a direct
  * memory copy. Equal TP sizes only. A transfer whose id matches {@link #failWhen} is reported as a
- * failed load (per block ids) and P is told it finished (as after expiry).
+ * failed load (per block ids) and P is told it finished (as after expiry). Public for the CLI tests.
  */
-final class LoopbackHub {
+public final class LoopbackHub {
 
     private record Side(String reqId, KvCaches caches, int[][] blocks) {}
 
@@ -34,11 +34,11 @@ final class LoopbackHub {
     private final Map<String, LoopbackWorker> workers = new HashMap<>(); // engineId#rank
     private volatile Predicate<String> failWhen = t -> false;
 
-    void failWhen(Predicate<String> p) {
+    public void failWhen(Predicate<String> p) {
         failWhen = p;
     }
 
-    SimEngine.WorkerFactory factory() {
+    public SimEngine.WorkerFactory factory() {
         return (cfg, caches) -> {
             LoopbackWorker w = new LoopbackWorker(cfg, caches);
             if (cfg.isProducer() && cfg.bootstrapServerAddress().isPresent()) {
