@@ -334,8 +334,8 @@ public final class DemoRunner {
         double t = (System.nanoTime() - start) / 1e9;
         SimEngine.Snapshot ps = p.snapshot();
         SimEngine.Snapshot ds = d.snapshot();
-        out.printf(Locale.ROOT, "[%6.1fs] %d/%d done, %d failed | P: %d prefilling, %d waiting to send, %d/%d "
-                + "blocks free | D: %d loading KV, %d decoding, %d/%d blocks free | %s moved, %s/s%n",
+        out.printf(Locale.ROOT, "[%6.1fs] %d/%d done, %d failed | P: prefill %d, to send %d, free %d/%d "
+                + "| D: loading %d, decoding %d, free %d/%d | %s moved, %s/s%n",
                 t, done, o.requests(), failed, ps.running() + ps.waiting(), ps.delayedFree(), ps.freeBlocks(),
                 p.numBlocks(), ds.loadingRemoteKv(), ds.running(), ds.freeBlocks(), d.numBlocks(),
                 Bytes.human(moved), Bytes.human((long) (moved / Math.max(t, 1e-9))));
