@@ -1,7 +1,9 @@
 package io.mooncake4j.sim;
 
 import io.mooncake4j.connector.MooncakeConnectorConfig;
+import io.mooncake4j.connector.KvTransferParams;
 import io.mooncake4j.connector.MooncakeConnectorMetadata;
+import io.mooncake4j.connector.PullReqMeta;
 import io.mooncake4j.connector.scheduler.KvCacheBlocks;
 import io.mooncake4j.connector.scheduler.MatchedTokens;
 import io.mooncake4j.connector.scheduler.MooncakeConnectorScheduler;
@@ -352,7 +354,9 @@ public final class SimEngine implements AutoCloseable {
         List<SimWorker.TransferResults> results = new ArrayList<>(workers.size());
         for (int rank = 0; rank < workers.size(); rank++) {
             SimWorker w = workers.get(rank);
-            w.startLoadKv(meta);
+            // each rank gets its own copy, as each vLLM worker process unpickles its own: the worker
+            // keeps per-pull bookkeeping (pull_tasks_count, failed) in the PullReqMeta objects
+            w.startLoadKv(rank == 0 ? meta : copyOf(meta));
             SyntheticModel m = models.get(rank);
             for (SimRequest r : scheduled) {
                 m.forward(r.hashes, r.blocks, r.numComputedTokens, r.numTokens);
@@ -399,6 +403,25 @@ public final class SimEngine implements AutoCloseable {
         snapshot = new Snapshot(waiting.size(), running.size(), loading.size(), delayedFree.size(),
                 pools[0].numFreeBlocks(), finished, failed, steps);
         return changed;
+    }
+
+    /** A deep copy of {@code meta} (fresh {@link PullReqMeta} objects with untouched bookkeeping). */
+    static MooncakeConnectorMetadata copyOf(MooncakeConnectorMetadata meta) {
+        MooncakeConnectorMetadata c = new MooncakeConnectorMetadata();
+        for (Map<String, PullReqMeta> byReq : meta.reqsToRecv().values()) {
+            for (Map.Entry<String, PullReqMeta> e : byReq.entrySet()) {
+                PullReqMeta pm = e.getValue();
+                Map<String, Object> params = new HashMap<>();
+                params.put(KvTransferParams.TRANSFER_ID, pm.transferId());
+                params.put(KvTransferParams.REMOTE_ENGINE_ID, pm.remoteEngineId());
+                params.put(KvTransferParams.REMOTE_BOOTSTRAP_ADDR, pm.remoteBootstrapAddr());
+                c.addNewReq(e.getKey(), pm.localBlockIds(), params, true);
+            }
+        }
+        meta.reqsToSend().forEach((id, send) -> c.addNewReq(id, send.localBlockIds(),
+                Map.of(KvTransferParams.TRANSFER_ID, send.transferId()), false));
+        c.setReqsNotProcessed(meta.reqsNotProcessed());
+        return c;
     }
 
     /** Tries to admit the head of the waiting queue; false when it does not fit this step. */
