@@ -63,7 +63,8 @@ final class DemoCommand implements CliCommand {
                 "  --p-tp N              tensor-parallel size of P, default " + d.pTp(),
                 "  --d-tp N              tensor-parallel size of D, default " + d.dTp(),
                 "  --protocol P          tcp, or mock for the in-JVM engine, default " + d.protocol(),
-                "  --num-blocks N        blocks per rank of each engine; default: what fits 2 GiB of KV per engine",
+                "  --num-blocks N        blocks per rank of each engine; default: what fits 2 GiB of KV per engine,",
+                "                        at most 4 x what the requests in flight need",
                 "  --concurrency N       requests in flight, default " + d.concurrency(),
                 "  --seed N              workload seed, default " + d.seed(),
                 "  --timeout SECONDS     bound on the whole run, default " + d.timeout().toSeconds());

@@ -54,7 +54,7 @@ public final class DemoRunner {
      * @param pTp                P engine TP size
      * @param dTp                D engine TP size
      * @param protocol           {@code tcp}, or {@code mock} for the in-JVM engine
-     * @param numBlocks          blocks per rank of each engine; 0 = what fits {@link #DEFAULT_KV_BUDGET_BYTES}
+     * @param numBlocks          blocks per rank of each engine; 0 = auto ({@link #blocksFor})
      * @param concurrency        requests in flight at once
      * @param seed               workload seed
      * @param timeout            bound on the whole run
@@ -83,13 +83,21 @@ public final class DemoRunner {
                     Duration.ofMinutes(10));
         }
 
-        /** Blocks per rank: the given count, or what fits the default budget on an engine of {@code tp} ranks. */
+        /**
+         * Blocks per rank: the given count, or (auto) what fits {@link #DEFAULT_KV_BUDGET_BYTES} on an
+         * engine of {@code tp} ranks, but no more than four times what the requests in flight need,
+         * so that requests cycle through the pool whatever the model size.
+         */
         public int blocksFor(int tp) {
             if (numBlocks > 0) {
                 return numBlocks;
             }
             long perBlock = (long) model.numLayers() * model.pageBytes(tp) * tp;
-            return (int) Math.min(Integer.MAX_VALUE, DEFAULT_KV_BUDGET_BYTES / perBlock);
+            long budget = DEFAULT_KV_BUDGET_BYTES / perBlock;
+            int bs = model.blockSize();
+            long perRequest = (promptTokens + decodeTokens - 1 + bs - 1) / bs;
+            long enough = 4L * concurrency * perRequest;
+            return (int) Math.min(Integer.MAX_VALUE, Math.max(Math.min(budget, enough), Math.min(budget, perRequest)));
         }
     }
 

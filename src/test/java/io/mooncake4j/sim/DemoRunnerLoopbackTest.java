@@ -67,6 +67,9 @@ class DemoRunnerLoopbackTest {
         DemoRunner.Options d = DemoRunner.Options.defaults();
         assertEquals(1024, d.blocksFor(1), "Llama-3-8B: 2 MiB per block over 32 layers");
         assertEquals(1024, d.blocksFor(2), "the same per-engine budget at TP 2");
+        DemoRunner.Options tiny = new DemoRunner.Options(ModelPreset.TINY, 64, 512, 0, 4, 1, 1, "tcp", 0, 4, 1,
+                Duration.ofSeconds(5));
+        assertEquals(4 * 4 * 33, tiny.blocksFor(1), "small models: four times what the requests in flight need");
         assertEquals(0.0, DemoRunner.percentile(new double[0], 50));
         assertEquals(3.0, DemoRunner.percentile(new double[] {1, 2, 3, 4}, 75));
     }
