@@ -11,10 +11,9 @@ import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedQueue;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.RejectedExecutionException;
-import java.util.concurrent.ThreadPoolExecutor;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.LongAdder;
@@ -56,7 +55,7 @@ final class SenderListener implements AutoCloseable {
     private final ZMQ.Context context;
     private final Pipe wakePipe;
     private final Thread thread;
-    private final ExecutorService senderLoop;
+    private final ScheduledExecutorService senderLoop;
     private final CompletableFuture<Integer> ready = new CompletableFuture<>();
     private final ConcurrentLinkedQueue<Reply> replies = new ConcurrentLinkedQueue<>();
     // set by the first waker, cleared by the listener before it drains the queue
@@ -86,13 +85,16 @@ final class SenderListener implements AutoCloseable {
             throw e;
         }
         this.context = ZMQ.context(1);
-        this.senderLoop = new ThreadPoolExecutor(1, 1, 0, TimeUnit.MILLISECONDS, new LinkedBlockingQueue<>(),
-                r -> {
-                    Thread t = new Thread(r, "mooncake-p-sender-0");
-                    t.setDaemon(true);
-                    return t;
-                });
-        ((ThreadPoolExecutor) senderLoop).prestartAllCoreThreads();
+        ScheduledThreadPoolExecutor loop = new ScheduledThreadPoolExecutor(1, r -> {
+            Thread t = new Thread(r, "mooncake-p-sender-0");
+            t.setDaemon(true);
+            return t;
+        });
+        loop.setRemoveOnCancelPolicy(true);
+        loop.setExecuteExistingDelayedTasksAfterShutdownPolicy(false);
+        loop.setContinueExistingPeriodicTasksAfterShutdownPolicy(false);
+        loop.prestartAllCoreThreads();
+        this.senderLoop = loop;
         this.thread = new Thread(this::run, "mooncake-p-listener-0");
         thread.setDaemon(true);
         thread.start();
@@ -103,8 +105,8 @@ final class SenderListener implements AutoCloseable {
         return ready;
     }
 
-    /** The single sender-loop thread, where the handler runs. */
-    ExecutorService senderLoop() {
+    /** The single sender-loop thread, where the handler runs (also runs the send path's timeouts). */
+    ScheduledExecutorService senderLoop() {
         return senderLoop;
     }
 

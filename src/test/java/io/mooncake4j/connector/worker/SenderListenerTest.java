@@ -115,13 +115,16 @@ class SenderListenerTest {
     }
 
     @Test
-    void consumerBindsNothingAndStartsNoThread() {
+    void consumerBindsNothingAndStartsOnlyReceiverThreads() {
         try (MooncakeConnectorWorker w = worker(KvRole.KV_CONSUMER, echo(""))) {
             w.registerKvCaches(CACHES);
             assertEquals(0, w.sideChannelPort());
-            assertEquals(List.of(), liveMooncakeThreads());
+            List<String> threads = liveMooncakeThreads();
+            assertTrue(threads.contains("mooncake-d-io-0"), threads.toString());
+            assertTrue(threads.stream().allMatch(n -> n.startsWith("mooncake-d-")), threads.toString());
             assertThrows(IllegalStateException.class, w::senderLoop);
         }
+        assertEquals(List.of(), liveMooncakeThreads());
     }
 
     @Test

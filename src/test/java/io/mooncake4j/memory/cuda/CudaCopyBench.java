@@ -50,7 +50,7 @@ public final class CudaCopyBench {
              CudaDeviceStorage a = CudaDeviceStorage.allocate(device, bytes);
              CudaDeviceStorage b = CudaDeviceStorage.allocate(device, bytes)) {
             HostMemoryStorage pageable = host.allocate(bytes);
-            CudaPinnedHostStorage locked = pinned.allocate(bytes);
+            HostMemoryStorage locked = pinned.allocate(bytes);
             fill(pageable.segment(), 1);
             fill(locked.segment(), 2);
             out.add(measure("H2D pageable", a, pageable, bytes, iterations));
@@ -127,14 +127,14 @@ public final class CudaCopyBench {
         private final CudaPinnedHostAllocator pinned = new CudaPinnedHostAllocator();
         private final CudaStream down;
         private final CudaStream up;
-        private final CudaPinnedHostStorage[] bounce;
+        private final HostMemoryStorage[] bounce;
         private final CudaEvent[] downloaded;
         private final CudaEvent[] uploaded;
         private final long chunk;
 
         Stager(int device, long chunk, int buffers) {
             this.chunk = chunk;
-            this.bounce = new CudaPinnedHostStorage[buffers];
+            this.bounce = new HostMemoryStorage[buffers];
             this.downloaded = new CudaEvent[buffers];
             this.uploaded = new CudaEvent[buffers];
             CudaStream d = null;

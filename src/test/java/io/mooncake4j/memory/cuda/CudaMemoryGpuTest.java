@@ -125,8 +125,8 @@ class CudaMemoryGpuTest {
         try (CudaPinnedHostAllocator pinned = new CudaPinnedHostAllocator();
              CudaDeviceStorage d = CudaDeviceStorage.allocate(0, 16 * MIB);
              CudaStream stream = CudaStream.create(0)) {
-            CudaPinnedHostStorage src = pinned.allocate(16 * MIB);
-            CudaPinnedHostStorage dst = pinned.allocate(16 * MIB);
+            HostMemoryStorage src = pinned.allocate(16 * MIB);
+            HostMemoryStorage dst = pinned.allocate(16 * MIB);
             pattern(src.segment(), 11);
             long chunk = MIB;
             for (long off = 0; off < 16 * MIB; off += chunk) {
@@ -166,7 +166,7 @@ class CudaMemoryGpuTest {
              CudaDeviceStorage d = CudaDeviceStorage.allocate(0, 8 * MIB);
              CudaStream stream = CudaStream.create(0);
              CudaEvent event = CudaEvent.create(0)) {
-            CudaPinnedHostStorage src = pinned.allocate(8 * MIB);
+            HostMemoryStorage src = pinned.allocate(8 * MIB);
             pattern(src.segment(), 9);
             assertEquals(CudaError.SUCCESS, stream.copyAsync(d.address(), src.address(), 8 * MIB,
                     CudaCopyKind.HOST_TO_DEVICE));
@@ -195,7 +195,7 @@ class CudaMemoryGpuTest {
              CudaPinnedHostAllocator pinned = new CudaPinnedHostAllocator("*");
              CudaDeviceStorage d = CudaDeviceStorage.allocate(0, MIB)) {
             HostMemoryStorage pageable = host.allocate(MIB);
-            CudaPinnedHostStorage locked = pinned.allocate(MIB);
+            HostMemoryStorage locked = pinned.allocate(MIB);
             assertEquals(0, CudaPointers.deviceOf(d.address()));
             assertEquals(0, CudaPointers.deviceOf(d.address() + 12345), "interior pointers are device memory too");
             assertEquals(-1, CudaPointers.deviceOf(pageable.address()));
@@ -210,8 +210,8 @@ class CudaMemoryGpuTest {
 
     @Test
     void pinnedAllocationsAreAlignedZeroedAndFreedByTheAllocator() {
-        CudaPinnedHostStorage a;
-        CudaPinnedHostStorage b;
+        HostMemoryStorage a;
+        HostMemoryStorage b;
         try (CudaPinnedHostAllocator pinned = new CudaPinnedHostAllocator("cpu:0")) {
             a = pinned.allocate(3 * MIB + 5);
             b = pinned.allocate(MIB);

@@ -1,0 +1,16 @@
+package io.mooncake4j.connector.worker;
+
+/**
+ * A snapshot of the worker's side-channel state, for tests and diagnostics. Immutable.
+ *
+ * @param pendingTransfers     entries of P's {@code reqs_need_send} (placeholders included); -1 without a sender
+ * @param activeSends          D pulls P is serving now; -1 without a sender
+ * @param errorReplies         {@code ERROR} responses P sent (malformed or rejected pulls)
+ * @param placeholdersExpired  placeholders of early D pulls that P dropped (spec §15 #3 fixed)
+ * @param activePulls          D's DEALER requests now open
+ * @param handshakeRetries     DEALER connections replaced after a stuck ZMTP handshake
+ * @param backgroundErrors     exceptions of background work so far (each logged)
+ */
+public record WorkerDiagnostics(int pendingTransfers, int activeSends, long errorReplies, long placeholdersExpired,
+        int activePulls, long handshakeRetries, long backgroundErrors) {
+}
