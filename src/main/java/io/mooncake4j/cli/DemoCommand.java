@@ -1,6 +1,7 @@
 package io.mooncake4j.cli;
 
 import io.mooncake4j.memory.ModelPreset;
+import io.mooncake4j.sim.ConnectorSimWorker;
 import io.mooncake4j.sim.DemoRunner;
 
 import java.io.PrintStream;
@@ -18,16 +19,12 @@ final class DemoCommand implements CliCommand {
     private final DemoRunner.Workers workers;
 
     DemoCommand() {
-        this(DemoCommand::connectorWorkers);
+        this(ConnectorSimWorker::factory);
     }
 
     /** A command whose engines get their workers from {@code workers} (tests). */
     DemoCommand(DemoRunner.Workers workers) {
         this.workers = Objects.requireNonNull(workers, "workers");
-    }
-
-    static io.mooncake4j.sim.SimEngine.WorkerFactory connectorWorkers(String protocol) {
-        throw new UnsupportedOperationException("the connector worker side is not available in this build");
     }
 
     @Override
