@@ -11,6 +11,7 @@ import io.mooncake4j.memory.KvCaches;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.Set;
+import java.util.function.Function;
 
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -45,8 +46,18 @@ public final class ConnectorSimWorker implements SimWorker {
      */
     public static SimEngine.WorkerFactory factory(String engineKind) {
         Objects.requireNonNull(engineKind, "engineKind");
+        return factory(cfg -> TransferEngines.create(engineKind));
+    }
+
+    /**
+     * A factory that gives each rank the transfer engine {@code engines} makes for its configuration
+     * (for instance a scripted engine with injected faults), a {@link MooncakeConnectorWorker} over
+     * it, and registers the rank's KV caches.
+     */
+    public static SimEngine.WorkerFactory factory(Function<MooncakeConnectorConfig, TransferEngine> engines) {
+        Objects.requireNonNull(engines, "engines");
         return (MooncakeConnectorConfig cfg, KvCaches caches) -> {
-            TransferEngine engine = TransferEngines.create(engineKind);
+            TransferEngine engine = Objects.requireNonNull(engines.apply(cfg), "engine");
             MooncakeConnectorWorker worker = null;
             try {
                 worker = new MooncakeConnectorWorker(cfg, engine, caches.config());
