@@ -62,12 +62,12 @@ class SimConnectorEndToEndTest {
     @Test
     @Timeout(value = 60, unit = TimeUnit.SECONDS)
     void shouldFailOnlyTheRequestsWhosePushFailed() {
-        // P's second batch write fails: the connector answers D with err_reqs, D reports the load as
+        // P's first batch write fails: the connector answers D with err_reqs, D reports the load as
         // failed, the engine fails those requests; everything else verifies
         SimEngine.WorkerFactory workers = ConnectorSimWorker.factory(cfg -> {
             ScriptedTransferEngine e = new ScriptedTransferEngine().copyData(true);
             if (cfg.isProducer()) {
-                e.script(EngineMethod.BATCH_TRANSFER_SYNC_WRITE).failNthCall(2, -1);
+                e.script(EngineMethod.BATCH_TRANSFER_SYNC_WRITE).failNthCall(1, -1);
             }
             return e;
         });
@@ -96,7 +96,8 @@ class SimConnectorEndToEndTest {
             bs.start();
             String hostPort = "127.0.0.1:" + bs.port();
             var base = io.mooncake4j.connector.MooncakeConnectorConfig.builder().protocol("tcp")
-                    .hostname("127.0.0.1").numWorkers(2).bootstrapServerAddress(hostPort);
+                    .hostname("127.0.0.1").numWorkers(2).bootstrapServerAddress(hostPort)
+                    .abortRequestTimeout(Duration.ofSeconds(20));
             var pCfg = base.kvRole(io.mooncake4j.connector.KvRole.KV_PRODUCER).engineId("p-e2e").tp(0, 1).build();
             var dCfg = base.kvRole(io.mooncake4j.connector.KvRole.KV_CONSUMER).engineId("d-e2e").tp(0, 1).build();
             try (SimEngine p = SimEngine.start(pCfg, ModelPreset.TINY, 16, SimEngine.Limits.defaults(),
@@ -106,7 +107,8 @@ class SimConnectorEndToEndTest {
                 String url = "http://" + hostPort;
                 SimProxy proxy = new SimProxy(p, d, url, SimProxy.resolveEngineId(url, 0));
                 assertEquals("p-e2e", proxy.remoteEngineId());
-                SimProxy.Exchange x = proxy.submit("one", new Workload(70, 0, o.seed()).prompt(0), 3).join();
+                SimProxy.Exchange x = proxy.submit("one", new Workload(70, 0, o.seed()).prompt(0), 3)
+                        .get(40, TimeUnit.SECONDS);
                 assertTrue(x.ok(), x.toString());
                 assertEquals(RequestStatus.FINISHED_LENGTH_CAPPED, x.prefill().status());
                 assertEquals(70, x.decode().externalTokens());

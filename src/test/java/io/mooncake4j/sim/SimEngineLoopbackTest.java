@@ -44,7 +44,16 @@ class SimEngineLoopbackTest {
         for (int i = 0; i < n; i++) {
             fs.add(proxy.submit("req-" + i, w.prompt(i), decodeTokens));
         }
-        return fs.stream().map(CompletableFuture::join).toList();
+        return fs.stream().map(SimEngineLoopbackTest::get).toList();
+    }
+
+    /** Bounded wait (join() would ignore the @Timeout interrupt). */
+    static <T> T get(CompletableFuture<T> f) {
+        try {
+            return f.get(30, TimeUnit.SECONDS);
+        } catch (Exception e) {
+            throw new AssertionError("no result within 30 s", e);
+        }
     }
 
     @Test
@@ -93,16 +102,16 @@ class SimEngineLoopbackTest {
                 hub.factory())) {
             SimProxy proxy = new SimProxy(p, d, "http://127.0.0.1:1", "p1");
             Workload w = new Workload(100, 0, 9);
-            SimProxy.Exchange good = proxy.submit("a", w.prompt(0), 3).join();
+            SimProxy.Exchange good = get(proxy.submit("a", w.prompt(0), 3));
             assertTrue(good.ok());
             hub.failWhen(t -> true);
-            SimProxy.Exchange bad = proxy.submit("b", w.prompt(1), 3).join();
+            SimProxy.Exchange bad = get(proxy.submit("b", w.prompt(1), 3));
             assertEquals(RequestStatus.FINISHED_ERROR, bad.decode().status());
             assertNotNull(bad.decode().error());
             assertTrue(bad.decode().error().contains("invalid block ids"), bad.decode().error());
             assertEquals(0, bad.decode().outputTokens().length);
             hub.failWhen(t -> false);
-            SimProxy.Exchange again = proxy.submit("c", w.prompt(1), 3).join();
+            SimProxy.Exchange again = get(proxy.submit("c", w.prompt(1), 3));
             assertTrue(again.ok(), "blocks of a failed load are never served from the prefix cache");
             assertEquals(0, again.decode().localHitTokens());
             await(() -> d.snapshot().freeBlocks() == 64 && p.snapshot().freeBlocks() == 64, "all blocks free");
@@ -127,7 +136,7 @@ class SimEngineLoopbackTest {
         LoopbackHub hub = new LoopbackHub();
         try (SimEngine both = SimEngine.start(cfg(KvRole.KV_BOTH, "b0", 1), TINY, 32, SimEngine.Limits.defaults(),
                 hub.factory())) {
-            SimResult r = both.submit("plain", new Workload(50, 0, 1).prompt(0), 5, null).join();
+            SimResult r = get(both.submit("plain", new Workload(50, 0, 1).prompt(0), 5, null));
             assertTrue(r.ok());
             assertEquals(5, r.outputTokens().length);
             assertEquals(0, r.externalTokens());
