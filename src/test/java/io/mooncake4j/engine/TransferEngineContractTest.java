@@ -23,7 +23,6 @@ import org.junit.jupiter.api.Timeout;
  * subclass: the local short-circuit, TCP between two engines on 127.0.0.1, the scripted in-JVM
  * engine in copy mode.
  */
-@Timeout(value = 60, unit = TimeUnit.SECONDS)
 public abstract class TransferEngineContractTest {
 
     protected static final long BUF = 4L << 20;
@@ -70,6 +69,7 @@ public abstract class TransferEngineContractTest {
     }
 
     @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
     void writeThenReadRoundTripsEveryByte() {
         fill(local.segment(), 1);
         long[] off = {0, 8192, 1 << 20, (2 << 20) + 3};
@@ -95,6 +95,7 @@ public abstract class TransferEngineContractTest {
     }
 
     @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
     void manySmallDescriptorsInOneBatchAllArrive() {
         fill(local.segment(), 2);
         int n = 512;
@@ -114,6 +115,7 @@ public abstract class TransferEngineContractTest {
     }
 
     @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
     void writeOutsideTargetBuffersFailsAndWritesNothing() {
         fill(local.segment(), 3);
         remote.segment().fill((byte) 0x5A);
@@ -125,6 +127,7 @@ public abstract class TransferEngineContractTest {
     }
 
     @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
     void readOutsideTargetBuffersFailsAndWritesNothingLocally() {
         local.segment().fill((byte) 0x33);
         long[] dst = {remote.address() - 4096};
@@ -134,6 +137,7 @@ public abstract class TransferEngineContractTest {
     }
 
     @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
     void oneBadDescriptorFailsTheBatchButGoodOnesAreApplied() {
         fill(local.segment(), 4);
         long[] src = {local.address(), local.address() + 4096};
@@ -143,6 +147,7 @@ public abstract class TransferEngineContractTest {
     }
 
     @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
     void transferFromUnregisteredLocalMemoryFails() {
         try (HostMemoryAllocator other = new HostMemoryAllocator()) {
             HostMemoryStorage unreg = other.allocate(4096);
@@ -154,18 +159,21 @@ public abstract class TransferEngineContractTest {
     }
 
     @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
     void zeroLengthDescriptorsComplete() {
         assertEquals(0, pair.initiator().batchTransferSyncWrite(pair.targetName(), new long[] {local.address()},
                 new long[] {remote.address()}, new long[] {0}));
     }
 
     @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
     void mismatchedArraysAreRejected() {
         assertNotEquals(0, pair.initiator().batchTransferSyncWrite(pair.targetName(), new long[] {local.address()},
                 new long[] {remote.address(), remote.address()}, new long[] {8}));
     }
 
     @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
     void registrationFollowsMooncakeRules() {
         TransferEngine e = pair.initiator();
         assertEquals(ErrorCodes.ADDRESS_OVERLAPPED, e.registerMemory(local.address(), BUF, "cpu:0"));
@@ -177,6 +185,7 @@ public abstract class TransferEngineContractTest {
     }
 
     @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
     void openSegmentOfOwnNameIsZeroAndPeerIsPositive() {
         assertEquals(0, pair.initiator().openSegment(pair.initiator().getLocalSegmentName()));
         long id = pair.initiator().openSegment(pair.targetName());
@@ -186,6 +195,7 @@ public abstract class TransferEngineContractTest {
     }
 
     @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
     void asyncBatchReportsEveryTaskAndFreesOnlyWhenObserved() {
         fill(local.segment(), 5);
         long seg = pair.initiator().openSegment(pair.targetName());
@@ -209,6 +219,7 @@ public abstract class TransferEngineContractTest {
     }
 
     @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
     void asyncTaskOutsideTargetBuffersEndsFailed() {
         long seg = pair.initiator().openSegment(pair.targetName());
         long batch = pair.initiator().allocateBatchId(1);

@@ -85,6 +85,8 @@ final class KvSender implements SideChannelHandler, AutoCloseable {
     private final PlanErrors planErrors = new PlanErrors();
     private final Set<Pull> activePulls = new HashSet<>();
 
+    private static final int MAX_DISTINCT_REJECTIONS = 256;
+    private final Set<String> rejectedLogged = new HashSet<>(); // sender loop only
     private final LongAdder errorReplies = new LongAdder();
     private final LongAdder placeholdersExpired = new LongAdder();
 
@@ -158,11 +160,20 @@ final class KvSender implements SideChannelHandler, AutoCloseable {
             MooncakeXferMetadata meta = MooncakeXferMetadataCodec.decode(frames.getFirst());
             sendKvToDecode(identity, reply, meta);
         } catch (ProtocolException | TransferPlanningException | ArithmeticException e) {
-            LOG.error("Error processing Mooncake xfer request: {}", e.getMessage());
+            logRejected(e.getMessage());
             replyError(reply, e.getMessage());
         } catch (RuntimeException e) {
             errors.report("sender loop", e);
             replyError(reply, "Error processing Mooncake xfer request: " + e);
+        }
+    }
+
+    /** Logs a rejected message at ERROR once per distinct text (a hostile peer cannot flood the log), then at DEBUG. */
+    private void logRejected(String msg) {
+        if (rejectedLogged.size() < MAX_DISTINCT_REJECTIONS && rejectedLogged.add(String.valueOf(msg))) {
+            LOG.error("Error processing Mooncake xfer request: {} (repeats are logged at DEBUG)", msg);
+        } else {
+            LOG.debug("Error processing Mooncake xfer request: {}", msg);
         }
     }
 
@@ -178,7 +189,7 @@ final class KvSender implements SideChannelHandler, AutoCloseable {
     private void sendKvToDecode(byte[] identity, ReplySink reply, MooncakeXferMetadata meta) {
         String pairing = topology.pairingError(meta.remoteTpRank(), meta.remoteTpSize());
         if (pairing != null) {
-            LOG.error("{}", pairing);
+            logRejected(pairing);
             replyError(reply, pairing);
             return;
         }
@@ -188,7 +199,7 @@ final class KvSender implements SideChannelHandler, AutoCloseable {
         PreparedRegions prepared = planner.prepare(localRegions, remote, meta.remoteTpRank(), meta.remoteTpSize(),
                 TransferPlanner.allowPartialLayers(meta.remotePpSize(), localPpSize), layoutOfLayer);
         if (!prepared.ok()) {
-            LOG.error("{}", prepared.error());
+            logRejected(prepared.error());
             replyError(reply, prepared.error());
             return;
         }

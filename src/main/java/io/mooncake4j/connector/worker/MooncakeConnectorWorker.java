@@ -616,6 +616,15 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         }
     }
 
+    /**
+     * The base URL decode workers use as {@code remote_bootstrap_addr} for this engine
+     * ({@code http://<hostname>:<bound port>}), when this worker launched the bootstrap server.
+     */
+    public Optional<String> bootstrapServerUrl() {
+        int port = bootstrapServerPort();
+        return port > 0 ? Optional.of(BootstrapAddresses.httpUrl(config.hostname(), port)) : Optional.empty();
+    }
+
     /** The bootstrap server this worker launched, if any (tests; embedders use its address). */
     public Optional<MooncakeBootstrapServer> bootstrapServer() {
         synchronized (lock) {
@@ -647,8 +656,10 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         }
         KvReceiver r = receiver;
         long retries = r == null ? 0 : r.channels().handshakeRetries();
+        long connections = r == null ? 0 : r.channels().connectionsOpened();
+        long reconnects = r == null ? 0 : r.channels().handshakeReconnects();
         int dealers = r == null ? 0 : r.channels().activePulls();
-        return new WorkerDiagnostics(pending, activePulls, errorReplies, placeholders, dealers, retries,
+        return new WorkerDiagnostics(pending, activePulls, errorReplies, placeholders, dealers, connections, retries, reconnects,
                 backgroundErrors.count());
     }
 
@@ -700,7 +711,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         private int totalNumKvHeads = Integer.MAX_VALUE;
         private String bootstrapBindHost = MooncakeBootstrapServer.DEFAULT_HOST;
         private Duration receiveTimeoutMargin = Duration.ofSeconds(60);
-        private Duration handshakeTimeout = Duration.ofSeconds(3);
+        private Duration handshakeTimeout = Duration.ofSeconds(1);
         private Duration loopCallTimeout = Duration.ofSeconds(30);
 
         private Builder(MooncakeConnectorConfig config, TransferEngine engine, KvCacheConfig kvCacheConfig) {
@@ -765,7 +776,10 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
             return this;
         }
 
-        /** How long a new DEALER connection may take to complete its ZMTP handshake before it is replaced (default 3 s). */
+        /**
+         * How long a new DEALER connection may take to complete its ZMTP handshake before it is
+         * replaced (default 1 s; the n-th attempt waits n times this).
+         */
         public Builder handshakeTimeout(Duration timeout) {
             if (timeout.isNegative() || timeout.isZero()) {
                 throw new IllegalArgumentException("handshakeTimeout must be positive, got " + timeout);

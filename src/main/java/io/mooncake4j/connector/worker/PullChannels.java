@@ -6,8 +6,12 @@ import io.mooncake4j.connector.wire.MooncakeXferResponseStatus;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.channels.Pipe;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.Iterator;
 import java.util.List;
+import java.util.Map;
 import java.util.Locale;
 import java.util.Objects;
 import java.util.concurrent.ConcurrentLinkedQueue;
@@ -26,8 +30,8 @@ import org.zeromq.ZMQException;
  * spec §2.5, §6.13): one thread, {@code mooncake-d-io-0}, creates, polls and closes every DEALER,
  * so the thread count does not grow with the number of concurrent pulls.
  *
- * <p>Per pull: a fresh DEALER ({@code linger=0}) connects to the P worker and sends the single
- * metadata frame; responses are decoded here and handed to the pull's {@link Listener} (which
+ * <p>Per pull: a DEALER ({@code linger=0}) connected to the P worker sends the single metadata
+ * frame (a fresh one, or one whose previous pull ended with FINISH/ERROR, see {@link #release}); responses are decoded here and handed to the pull's {@link Listener} (which
  * posts them to the receiver loop) until a {@code FINISH} or {@code ERROR}, a decode error, the
  * receive timeout (vLLM's {@code RCVTIMEO}: abort timeout + 60 s, re-armed by each response), or
  * a disconnect after the handshake ends it.
@@ -35,7 +39,7 @@ import org.zeromq.ZMQException;
  * <p><b>JeroMQ stuck handshakes.</b> JeroMQ 0.6.0 sometimes leaves a new connection stuck before
  * the ZMTP handshake forever. Each DEALER is watched with a socket monitor; when no
  * {@code HANDSHAKE_PROTOCOL}/{@code HANDSHAKE_SUCCEEDED} event arrives within the handshake
- * timeout, the DEALER is closed and the request sent again on a fresh one. The request cannot
+ * timeout (times the attempt number), the DEALER is closed and the request sent again on a fresh one. The request cannot
  * have reached P before the handshake, so resending is safe. Retries are counted.
  *
  * <p>A disconnect after the handshake fails the pull at once (vLLM waits for the receive
@@ -93,9 +97,19 @@ final class PullChannels implements AutoCloseable {
     // written by close(), read by the I/O loop
     private volatile boolean running = true;
     private final List<Pull> active = new ArrayList<>(); // I/O thread only
+    /** Handshaken DEALERs whose last pull ended with FINISH/ERROR, per P address (I/O thread only). */
+    private final Map<String, ArrayDeque<Idle>> idle = new HashMap<>();
+
+    private record Idle(ZMQ.Socket dealer, ZMQ.Socket monitor) {
+    }
+
+    /** Idle connections kept per P worker. */
+    static final int MAX_IDLE_PER_PEER = 8;
 
     private final LongAdder handshakeRetries = new LongAdder();
+    private final LongAdder handshakeReconnects = new LongAdder();
     private final LongAdder pullsStarted = new LongAdder();
+    private final LongAdder connectionsOpened = new LongAdder();
     // I/O thread writes, any thread reads
     private volatile int activeCount;
 
@@ -122,12 +136,23 @@ final class PullChannels implements AutoCloseable {
         wake();
     }
 
+    /** DEALERs replaced (closed and opened afresh) after no handshake within three handshake timeouts. */
     long handshakeRetries() {
         return handshakeRetries.sum();
     }
 
+    /** Connections JeroMQ dropped before their handshake (its handshake timer) and re-made on the same socket. */
+    long handshakeReconnects() {
+        return handshakeReconnects.sum();
+    }
+
     long pullsStarted() {
         return pullsStarted.sum();
+    }
+
+    /** New DEALER connections made (retries included); below {@link #pullsStarted()} when connections are reused. */
+    long connectionsOpened() {
+        return connectionsOpened.sum();
     }
 
     int activePulls() {
@@ -170,6 +195,7 @@ final class PullChannels implements AutoCloseable {
                         }
                     }
                     activeCount = active.size();
+                    serviceIdle(poller);
                 } catch (ZMQException e) {
                     if (e.getErrorCode() == ZMQ.Error.ETERM.getCode()) {
                         break;
@@ -187,6 +213,12 @@ final class PullChannels implements AutoCloseable {
                 pull.listener.onFailure("the Mooncake receiver is closed");
             }
             active.clear();
+            for (ArrayDeque<Idle> q : idle.values()) {
+                for (Idle i : q) {
+                    closeIdle(i, poller);
+                }
+            }
+            idle.clear();
             Pull p;
             while ((p = submitted.poll()) != null) {
                 p.listener.onFailure("the Mooncake receiver is closed");
@@ -199,6 +231,20 @@ final class PullChannels implements AutoCloseable {
     private void start(Pull pull, ZMQ.Poller poller) {
         pullsStarted.increment();
         pull.receiveDeadline = System.nanoTime() + receiveTimeoutNanos;
+        ArrayDeque<Idle> pool = idle.get(pull.address);
+        Idle reuse = pool == null ? null : pool.pollLast();
+        if (reuse != null) {
+            pull.dealer = reuse.dealer();
+            pull.monitor = reuse.monitor();
+            pull.handshaken = true;
+            pull.attempts = 1;
+            if (pull.dealer.send(pull.payload, ZMQ.DONTWAIT)) {
+                active.add(pull);
+                return;
+            }
+            closeSockets(pull, poller); // full or broken: fall back to a fresh connection
+            pull.attempts = 0;
+        }
         try {
             open(pull, poller);
             active.add(pull);
@@ -209,14 +255,21 @@ final class PullChannels implements AutoCloseable {
     }
 
     private void open(Pull pull, ZMQ.Poller poller) {
+        connectionsOpened.increment();
         pull.attempts++;
         pull.handshaken = false;
-        pull.handshakeDeadline = System.nanoTime() + handshakeTimeoutNanos;
+        // Attempt n lets JeroMQ's own handshake timer drop a stuck connection after n handshake
+        // timeouts and reconnect (the request stays queued in the socket: nothing is written before
+        // the handshake); this socket is replaced only if that did not help within three times as
+        // long. Growing with n: no endless retrying when a loaded machine makes every handshake slow.
+        long ivlNanos = handshakeTimeoutNanos * pull.attempts;
+        pull.handshakeDeadline = System.nanoTime() + 3 * ivlNanos;
         ZMQ.Socket dealer = context.socket(SocketType.DEALER);
         pull.dealer = dealer;
         dealer.setLinger(0);
+        dealer.setHandshakeIvl((int) Math.min(Integer.MAX_VALUE, Math.max(1, TimeUnit.NANOSECONDS.toMillis(ivlNanos))));
         String monitorAddr = "inproc://mooncake-d-monitor-" + MONITOR_IDS.getAndIncrement();
-        if (!dealer.monitor(monitorAddr, MONITOR_EVENTS)) {
+        if (!dealer.monitor(monitorAddr, MONITOR_EVENTS)) { // before connect: no event is missed
             throw new IllegalStateException("cannot monitor a DEALER socket");
         }
         ZMQ.Socket monitor = context.socket(SocketType.PAIR);
@@ -238,7 +291,10 @@ final class PullChannels implements AutoCloseable {
             int e = ev.getEvent();
             if ((e & (ZMQ.EVENT_HANDSHAKE_PROTOCOL | EVENT_HANDSHAKE_SUCCEEDED)) != 0) {
                 pull.handshaken = true;
-            } else if ((e & ZMQ.EVENT_DISCONNECTED) != 0 && pull.handshaken) {
+            } else if ((e & ZMQ.EVENT_DISCONNECTED) != 0 && !pull.handshaken) {
+                handshakeReconnects.increment(); // JeroMQ's handshake timer dropped a stuck connection; it reconnects
+                LOG.debug("DEALER connection to {} dropped before its handshake; JeroMQ reconnects", pull.address);
+            } else if ((e & ZMQ.EVENT_DISCONNECTED) != 0) {
                 // drain what came before the disconnect first
                 if (!readResponses(pull, poller)) {
                     return false;
@@ -254,7 +310,8 @@ final class PullChannels implements AutoCloseable {
         if (!pull.handshaken && now - pull.handshakeDeadline > 0) {
             handshakeRetries.increment();
             LOG.info("DEALER connection to {} made no ZMTP handshake within {} ms (attempt {}); retrying on a fresh "
-                    + "socket", pull.address, TimeUnit.NANOSECONDS.toMillis(handshakeTimeoutNanos), pull.attempts);
+                    + "socket", pull.address, TimeUnit.NANOSECONDS.toMillis(3 * handshakeTimeoutNanos * pull.attempts),
+                    pull.attempts);
             closeSockets(pull, poller);
             try {
                 open(pull, poller);
@@ -289,7 +346,7 @@ final class PullChannels implements AutoCloseable {
             }
             boolean last = resp.status() != MooncakeXferResponseStatus.CONTINUE;
             if (last) {
-                closeSockets(pull, poller);
+                release(pull, poller);
             }
             pull.listener.onResponse(resp);
             if (last) {
@@ -297,6 +354,55 @@ final class PullChannels implements AutoCloseable {
             }
         }
         return true;
+    }
+
+    /**
+     * After a FINISH/ERROR nothing more comes for that request, so the connection is kept for the
+     * next pull to the same P worker (fewer new connections, hence fewer stuck handshakes); vLLM
+     * opens a fresh DEALER per pull, which the P side cannot tell apart.
+     */
+    private void release(Pull pull, ZMQ.Poller poller) {
+        ArrayDeque<Idle> pool = idle.computeIfAbsent(pull.address, a -> new ArrayDeque<>());
+        if (running && pool.size() < MAX_IDLE_PER_PEER) {
+            pool.addLast(new Idle(pull.dealer, pull.monitor));
+            pull.dealer = null;
+            pull.monitor = null;
+        } else {
+            closeSockets(pull, poller);
+        }
+    }
+
+    /** Drops idle connections that disconnected or received something unexpected. */
+    private void serviceIdle(ZMQ.Poller poller) {
+        for (Iterator<ArrayDeque<Idle>> qi = idle.values().iterator(); qi.hasNext(); ) {
+            ArrayDeque<Idle> q = qi.next();
+            for (Iterator<Idle> it = q.iterator(); it.hasNext(); ) {
+                Idle i = it.next();
+                boolean drop = false;
+                ZMQ.Event ev;
+                while ((ev = ZMQ.Event.recv(i.monitor(), ZMQ.DONTWAIT)) != null) {
+                    drop |= (ev.getEvent() & ZMQ.EVENT_DISCONNECTED) != 0;
+                }
+                if (i.dealer().recv(ZMQ.DONTWAIT) != null) {
+                    LOG.warn("unexpected message on an idle side-channel connection; closing it");
+                    drop = true;
+                }
+                if (drop) {
+                    closeIdle(i, poller);
+                    it.remove();
+                }
+            }
+            if (q.isEmpty()) {
+                qi.remove();
+            }
+        }
+    }
+
+    private static void closeIdle(Idle i, ZMQ.Poller poller) {
+        poller.unregister(i.dealer());
+        i.dealer().close();
+        poller.unregister(i.monitor());
+        i.monitor().close();
     }
 
     private static void closeSockets(Pull pull, ZMQ.Poller poller) {

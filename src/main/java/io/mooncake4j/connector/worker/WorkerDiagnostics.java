@@ -8,9 +8,11 @@ package io.mooncake4j.connector.worker;
  * @param errorReplies         {@code ERROR} responses P sent (malformed or rejected pulls)
  * @param placeholdersExpired  placeholders of early D pulls that P dropped (spec §15 #3 fixed)
  * @param activePulls          D's DEALER requests now open
- * @param handshakeRetries     DEALER connections replaced after a stuck ZMTP handshake
+ * @param dealerConnections    DEALER connections D opened (reused ones counted once, retries included)
+ * @param handshakeRetries     DEALER sockets replaced after a stuck ZMTP handshake (the backstop)
+ * @param handshakeReconnects  connections JeroMQ dropped before their handshake and re-made on the same socket
  * @param backgroundErrors     exceptions of background work so far (each logged)
  */
 public record WorkerDiagnostics(int pendingTransfers, int activeSends, long errorReplies, long placeholdersExpired,
-        int activePulls, long handshakeRetries, long backgroundErrors) {
+        int activePulls, long dealerConnections, long handshakeRetries, long handshakeReconnects, long backgroundErrors) {
 }

@@ -54,6 +54,21 @@ final class Batch {
         return size;
     }
 
+    /**
+     * Makes a batch whose tasks all completed reusable for the next synchronous call of the same
+     * thread: every task was then claimed and completed by a lane, so no queued work or ring entry
+     * refers to it any more. Returns false (do not reuse) otherwise.
+     */
+    boolean reset() {
+        if (aborted || pending.get() != 0 || !allCompleted()) {
+            return false;
+        }
+        int n = size;
+        java.util.Arrays.fill(observed, 0, n, false);
+        size = 0;
+        return true;
+    }
+
     /** Appends a task in state WAITING; caller holds the monitor and checked capacity. */
     int append(int op, long localAddr, long targetId, long remoteAddr, long len) {
         int i = size;

@@ -2,6 +2,7 @@ package io.mooncake4j.engine.tcp;
 
 import io.mooncake4j.engine.BufferRegistry.Buffer;
 import java.io.IOException;
+import java.lang.foreign.MemorySegment;
 import java.net.InetSocketAddress;
 import java.net.StandardSocketOptions;
 import java.nio.ByteBuffer;
@@ -10,9 +11,7 @@ import java.nio.channels.SocketChannel;
 import java.time.Duration;
 import java.util.Locale;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.LockSupport;
-import java.util.concurrent.locks.ReentrantLock;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -22,11 +21,18 @@ import org.slf4j.LoggerFactory;
  * <ul>
  *   <li>the <b>sender</b> ({@code mooncake-initiator-send-P-L}) claims tasks from the {@link Peer},
  *       writes each 24-byte header and, for a WRITE, the body straight from registered memory
- *       (one gathering write), and appends the request to the in-flight ring;</li>
+ *       (see below), and appends the request to the in-flight ring;</li>
  *   <li>the <b>receiver</b> ({@code mooncake-initiator-recv-P-L}) consumes the ring in order: the
- *       v2 status frame of each request and, for a READ, the body straight into registered
- *       memory, then completes the task.</li>
+ *       v2 status frame of each request and, for a READ, the body into registered memory (small
+ *       bodies through a 64 KiB receive buffer that also picks up the following frames, large
+ *       remainders straight from the socket), then completes the task.</li>
  * </ul>
+ *
+ * <p>Bodies up to {@value #STAGE_LIMIT} bytes are copied behind their header so that a request is
+ * one {@code write}; larger ones send the header with the first {@value #STAGE_LIMIT} bytes and
+ * then the rest straight from registered memory. The ring is single-producer (sender) /
+ * single-consumer (receiver) with park/unpark hand-off, so steady-state transfers allocate
+ * nothing per descriptor.
  *
  * <p>Requests are pipelined up to {@link TcpConfig#window()} per lane; the target handles them in
  * order, so the ring order is the reply order. Any failure (I/O error, rejection, bad status
@@ -42,7 +48,14 @@ final class Lane {
 
     private static final Logger LOG = LoggerFactory.getLogger(Lane.class);
     private static final int CONNECT_TIMEOUT_MS = 5_000;
-    private static final int STATUS_BUFFER = 256;
+    /** Receive buffer: status frames and small read bodies of pipelined requests arrive in one read. */
+    private static final int IN_BUFFER = 64 * 1024;
+    /** Bodies up to this size travel in the same write as their header (copied). */
+    static final int STAGE_LIMIT = 16 * 1024;
+    /** Send staging buffer: several small requests queued at once leave in one write. */
+    private static final int STAGE_BYTES = 64 * 1024;
+    /** Safety net for park/unpark hand-offs: a parked thread re-checks at least this often. */
+    private static final long PARK_NANOS = 10_000_000L;
 
     private final Peer peer;
     private final String name;
@@ -50,21 +63,28 @@ final class Lane {
     private final Thread sender;
     private final Thread receiver;
 
-    // ring of in-flight requests, guarded by lock
-    private final ReentrantLock lock = new ReentrantLock();
-    private final Condition notFull = lock.newCondition();
-    private final Condition notEmpty = lock.newCondition();
+    // single-producer (sender) / single-consumer (receiver) ring of in-flight requests
+    private final int capacity;
     private final Batch[] ringBatch;
     private final int[] ringTask;
     private final byte[] ringOp;
     private final long[] ringDeadline;
-    private int head;
-    private int count;
+    /** Next sequence the receiver consumes; written by the receiver only. */
+    private volatile long head;
+    /** Next sequence the sender fills; written by the sender only. */
+    private volatile long tail;
+    private volatile Thread senderParked;
+    private volatile Thread receiverParked;
 
+    private final Object channelLock = new Object();
     private volatile SocketChannel channel;
     private volatile boolean stopped;
     /** Task index handed over by {@link Peer#claim}; sender thread only. */
     int claimed;
+    /** v1 writes staged but not yet written (complete once written); sender thread only. */
+    private final Batch[] v1Batch;
+    private final int[] v1Task;
+    private int v1Count;
     private volatile Batch sendBatch;
     private volatile Batch recvBatch;
     /** Deadline of the status frame the receiver waits for, 0 when not waiting. */
@@ -73,11 +93,13 @@ final class Lane {
     Lane(Peer peer, String name) {
         this.peer = peer;
         this.name = name;
-        int w = peer.config.window();
-        ringBatch = new Batch[w];
-        ringTask = new int[w];
-        ringOp = new byte[w];
-        ringDeadline = new long[w];
+        capacity = peer.config.window();
+        ringBatch = new Batch[capacity];
+        ringTask = new int[capacity];
+        ringOp = new byte[capacity];
+        ringDeadline = new long[capacity];
+        v1Batch = new Batch[capacity];
+        v1Task = new int[capacity];
         slot = peer.memory.slot(() -> kill("registered buffer unregistered while in use"));
         sender = Thread.ofPlatform().daemon(true).name("mooncake-initiator-send-" + name).unstarted(this::sendLoop);
         receiver = Thread.ofPlatform().daemon(true).name("mooncake-initiator-recv-" + name).unstarted(this::recvLoop);
@@ -88,13 +110,30 @@ final class Lane {
         receiver.start();
     }
 
+    private int index(long seq) {
+        return (int) (seq % capacity);
+    }
+
+    private void wakeSender() {
+        Thread t = senderParked;
+        if (t != null) {
+            LockSupport.unpark(t);
+        }
+    }
+
+    private void wakeReceiver() {
+        Thread t = receiverParked;
+        if (t != null) {
+            LockSupport.unpark(t);
+        }
+    }
+
     // ------------------------------------------------------------------ sender
 
     private void sendLoop() {
         LocalMemory.Views views = new LocalMemory.Views(peer.memory);
-        ByteBuffer header = ByteBuffer.allocateDirect(TcpWire.HEADER_BYTES).order(ByteOrder.LITTLE_ENDIAN);
-        ByteBuffer[] gather = new ByteBuffer[2];
-        gather[0] = header;
+        ByteBuffer stage = ByteBuffer.allocateDirect(STAGE_BYTES).order(ByteOrder.LITTLE_ENDIAN);
+        MemorySegment stageSegment = MemorySegment.ofBuffer(stage);
         try {
             while (!stopped) {
                 Batch b;
@@ -106,16 +145,31 @@ final class Lane {
                 if (b == null) {
                     break;
                 }
-                int i = claimed;
-                sendBatch = b;
-                try {
-                    if (b.aborted || b.isTerminal(i)) {
-                        continue;
+                SocketChannel ch = connected();
+                stage.clear();
+                boolean healthy = ch != null;
+                // stage this task and whatever else is queued right now, up to the stage size
+                while (true) {
+                    int i = claimed;
+                    sendBatch = b;
+                    try {
+                        if (!healthy) {
+                            b.finish(i, Batch.FAILED);
+                        } else if (!b.aborted && !b.isTerminal(i)) {
+                            healthy = sendOne(ch, b, i, views, stage, stageSegment);
+                        }
+                    } finally {
+                        sendBatch = null;
                     }
-                    sendOne(b, i, views, header, gather);
-                } finally {
-                    sendBatch = null;
+                    if (!healthy || stage.position() > STAGE_BYTES - TcpWire.HEADER_BYTES - 1024
+                            || v1Count == capacity || (b = peer.tryClaim(this)) == null) {
+                        break;
+                    }
                 }
+                if (healthy) {
+                    flush(ch, stage);
+                }
+                failUnsentV1();
             }
         } catch (RuntimeException | Error e) {
             LOG.error("lane {} sender died", name, e);
@@ -126,60 +180,111 @@ final class Lane {
         }
     }
 
-    private void sendOne(Batch b, int i, LocalMemory.Views views, ByteBuffer header, ByteBuffer[] gather) {
-        SocketChannel ch = connected();
-        if (ch == null) {
-            b.finish(i, Batch.FAILED);
-            return;
+    private void failUnsentV1() {
+        for (int k = 0; k < v1Count; k++) {
+            v1Batch[k].finish(v1Task[k], Batch.FAILED);
+            v1Batch[k] = null;
         }
+        v1Count = 0;
+    }
+
+    /**
+     * Writes the staged requests; v1 writes among them are complete once written (no ack in v1).
+     * False when the connection failed (staged v1 writes stay pending, for the caller to fail).
+     */
+    private boolean flush(SocketChannel ch, ByteBuffer stage) {
+        if (stage.position() == 0) {
+            return true;
+        }
+        stage.flip();
+        try {
+            while (stage.hasRemaining()) {
+                ch.write(stage);
+            }
+        } catch (IOException e) {
+            kill("send failed: " + e.getMessage());
+            return false;
+        } finally {
+            stage.clear();
+        }
+        for (int k = 0; k < v1Count; k++) {
+            v1Batch[k].finish(v1Task[k], Batch.COMPLETED);
+            v1Batch[k] = null;
+        }
+        v1Count = 0;
+        return true;
+    }
+
+    /** Stages (or, for large WRITE bodies, sends) one request; false when the connection failed (task failed). */
+    private boolean sendOne(SocketChannel ch, Batch b, int i, LocalMemory.Views views, ByteBuffer stage,
+            MemorySegment stageSegment) {
         boolean v2 = peer.v2();
         int op = b.opcode[i];
         long len = b.length[i];
-        long remote = b.remote[i];
         long local = b.local[i];
-        if (!awaitSpace(ch)) {
-            b.finish(i, Batch.FAILED);
-            return;
+        int opcode = op | (v2 ? TcpWire.V2_FLAG : 0);
+        boolean write = op == TcpWire.OP_WRITE;
+        int staged = TcpWire.HEADER_BYTES + (write ? (int) Math.min(len, STAGE_LIMIT) : 0);
+        if (stage.remaining() < staged || tail - head >= capacity) {
+            // make room; the target must see the staged requests before the ring can drain
+            if (!flush(ch, stage) || !awaitSpace(ch)) {
+                b.finish(i, Batch.FAILED);
+                return false;
+            }
         }
-        header.clear();
-        TcpWire.putHeader(header, len, remote, op | (v2 ? TcpWire.V2_FLAG : 0));
+        Buffer lb = null;
+        if (write) {
+            lb = peer.memory.registry.find(local, len);
+            if (lb == null || !slot.enter(0, lb)) {
+                b.finish(i, Batch.FAILED);
+                return true;
+            }
+        }
         try {
-            if (op == TcpWire.OP_WRITE) {
-                Buffer lb = peer.memory.registry.find(local, len);
-                if (lb == null || !slot.enter(0, lb)) {
+            int at = stage.position();
+            TcpWire.putHeader(stage, len, b.remote[i], opcode);
+            stage.position(at + TcpWire.HEADER_BYTES);
+            if (!write) {
+                push(b, i, opcode);
+                return true;
+            }
+            int first = (int) Math.min(len, STAGE_LIMIT);
+            MemorySegment.copy(LocalMemory.ALL, local, stageSegment, stage.position(), first);
+            stage.position(stage.position() + first);
+            if (first < len) { // large body: send what is staged, then the rest straight from memory
+                if (!flush(ch, stage)) {
                     b.finish(i, Batch.FAILED);
-                    return;
+                    return false;
                 }
-                try {
-                    long done = 0;
-                    while (done < len) {
-                        ByteBuffer body = views.view(lb, local + done, len - done);
-                        int n = body.remaining();
-                        gather[1] = body;
-                        while (body.hasRemaining()) {
-                            ch.write(gather, header.hasRemaining() ? 0 : 1, header.hasRemaining() ? 2 : 1);
-                        }
-                        done += n;
+                long done = first;
+                while (done < len) {
+                    ByteBuffer body = views.view(lb, local + done, len - done);
+                    int n = body.remaining();
+                    while (body.hasRemaining()) {
+                        ch.write(body);
                     }
-                } finally {
-                    gather[1] = null;
-                    slot.exit(0);
-                }
-                if (v2) {
-                    push(b, i, op | TcpWire.V2_FLAG);
-                } else {
-                    b.finish(i, Batch.COMPLETED);
-                }
-            } else {
-                push(b, i, op | (v2 ? TcpWire.V2_FLAG : 0));
-                while (header.hasRemaining()) {
-                    ch.write(header);
+                    done += n;
                 }
             }
         } catch (IOException e) {
             b.finish(i, Batch.FAILED);
             kill("send failed: " + e.getMessage());
+            return false;
+        } finally {
+            if (lb != null) {
+                slot.exit(0);
+            }
         }
+        if (v2) {
+            push(b, i, opcode);
+        } else if (stage.position() == 0) {
+            b.finish(i, Batch.COMPLETED); // large v1 write: already on the wire
+        } else {
+            v1Batch[v1Count] = b;
+            v1Task[v1Count] = i;
+            v1Count++;
+        }
+        return true;
     }
 
     /** The open connection, connecting when there is none (after the ring drained); null on failure. */
@@ -188,13 +293,12 @@ final class Lane {
         if (ch != null) {
             return ch;
         }
-        lock.lock();
-        try {
-            while (count > 0 && !stopped) {
-                notFull.awaitUninterruptibly();
+        while (head != tail && !stopped) {
+            senderParked = Thread.currentThread();
+            if (head != tail && !stopped) {
+                LockSupport.parkNanos(this, PARK_NANOS);
             }
-        } finally {
-            lock.unlock();
+            senderParked = null;
         }
         if (stopped) {
             return null;
@@ -210,105 +314,81 @@ final class Lane {
             peer.fail(String.format(Locale.ROOT, "cannot connect to data port %s: %s", target, e));
             return null;
         }
-        lock.lock();
-        try {
+        synchronized (channelLock) {
             if (stopped) {
                 closeQuietly(c);
                 return null;
             }
             channel = c;
-        } finally {
-            lock.unlock();
         }
         LOG.debug("lane {} connected to {}", name, target);
         return c;
     }
 
     private boolean awaitSpace(SocketChannel ch) {
-        lock.lock();
-        try {
-            while (count == ringBatch.length && channel == ch && !stopped) {
-                notFull.awaitUninterruptibly();
+        while (tail - head >= capacity && channel == ch && !stopped) {
+            senderParked = Thread.currentThread();
+            if (tail - head >= capacity && channel == ch && !stopped) {
+                LockSupport.parkNanos(this, PARK_NANOS);
             }
-            return channel == ch && !stopped;
-        } finally {
-            lock.unlock();
+            senderParked = null;
         }
+        return channel == ch && !stopped;
     }
 
     private void push(Batch b, int i, int op) {
-        lock.lock();
-        try {
-            int t = (head + count) % ringBatch.length;
-            ringBatch[t] = b;
-            ringTask[t] = i;
-            ringOp[t] = (byte) op;
-            ringDeadline[t] = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(peer.config.statusTimeoutMs());
-            count++;
-            notEmpty.signal();
-        } finally {
-            lock.unlock();
-        }
+        long t = tail;
+        int k = index(t);
+        ringBatch[k] = b;
+        ringTask[k] = i;
+        ringOp[k] = (byte) op;
+        ringDeadline[k] = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(peer.config.statusTimeoutMs());
+        tail = t + 1; // publishes the slot
+        wakeReceiver();
     }
 
     // ------------------------------------------------------------------ receiver
 
     private void recvLoop() {
         LocalMemory.Views views = new LocalMemory.Views(peer.memory);
-        ByteBuffer status = ByteBuffer.allocateDirect(STATUS_BUFFER).order(ByteOrder.LITTLE_ENDIAN);
+        ByteBuffer status = ByteBuffer.allocateDirect(IN_BUFFER).order(ByteOrder.LITTLE_ENDIAN);
+        MemorySegment inSegment = MemorySegment.ofBuffer(status);
         status.flip();
         try {
             while (true) {
-                Batch b;
-                int i;
-                int op;
-                long deadline;
-                int writesAhead;
-                SocketChannel ch;
-                lock.lock();
-                try {
-                    while (count == 0 && !stopped) {
-                        notEmpty.awaitUninterruptibly();
+                long h = head;
+                while (tail == h && !stopped) {
+                    receiverParked = Thread.currentThread();
+                    if (tail == h && !stopped) {
+                        LockSupport.parkNanos(this, PARK_NANOS);
                     }
-                    if (count == 0) {
-                        return;
-                    }
-                    b = ringBatch[head];
-                    i = ringTask[head];
-                    op = ringOp[head];
-                    deadline = ringDeadline[head];
-                    writesAhead = 0;
-                    for (int k = 0; k < count && writesAhead < STATUS_BUFFER / TcpWire.STATUS_BYTES; k++) {
-                        if (ringOp[(head + k) % ringOp.length] != (byte) (TcpWire.OP_WRITE | TcpWire.V2_FLAG)) {
-                            break;
-                        }
-                        writesAhead++;
-                    }
-                    ch = channel;
-                } finally {
-                    lock.unlock();
+                    receiverParked = null;
                 }
+                long t = tail;
+                if (t == h) {
+                    return; // stopped and nothing in flight
+                }
+                int k = index(h);
+                Batch b = ringBatch[k];
+                int i = ringTask[k];
+                int op = ringOp[k];
+                long deadline = ringDeadline[k];
+                SocketChannel ch = channel;
                 recvBatch = b;
                 boolean ok;
                 try {
-                    ok = !b.aborted && ch != null && receiveOne(ch, b, i, op, deadline, writesAhead, status, views);
+                    ok = !b.aborted && ch != null && receiveOne(ch, b, i, op, deadline, status, inSegment, views);
                 } finally {
                     recvBatch = null;
                 }
                 b.finish(i, ok ? Batch.COMPLETED : Batch.FAILED);
-                if (!ok) {
+                if (ok) {
+                    ringBatch[k] = null;
+                    head = h + 1;
+                    wakeSender();
+                } else {
                     kill(null);
                     drain(status);
-                } else {
-                    lock.lock();
-                    try {
-                        ringBatch[head] = null;
-                        head = (head + 1) % ringBatch.length;
-                        count--;
-                        notFull.signalAll();
-                    } finally {
-                        lock.unlock();
-                    }
                 }
             }
         } catch (RuntimeException | Error e) {
@@ -321,11 +401,25 @@ final class Lane {
         }
     }
 
-    private boolean receiveOne(SocketChannel ch, Batch b, int i, int op, long deadline, int writesAhead,
-            ByteBuffer status, LocalMemory.Views views) {
+    private boolean receiveOne(SocketChannel ch, Batch b, int i, int op, long deadline, ByteBuffer in,
+            MemorySegment inSegment, LocalMemory.Views views) {
         try {
             if ((op & TcpWire.V2_FLAG) != 0) {
-                long frame = readStatus(ch, status, Math.max(1, writesAhead), deadline);
+                if (in.remaining() < TcpWire.STATUS_BYTES) {
+                    statusDeadline = deadline;
+                    try {
+                        // before a large read body take just the status, so the body goes straight to memory
+                        boolean largeRead = (op & 0x7f) == TcpWire.OP_READ
+                                && b.length[i] >= TcpDataServer.DIRECT_THRESHOLD;
+                        if (!fill(ch, in, TcpWire.STATUS_BYTES,
+                                largeRead ? TcpWire.STATUS_BYTES : in.capacity())) {
+                            throw new IOException("peer closed the connection before the status frame");
+                        }
+                    } finally {
+                        statusDeadline = 0;
+                    }
+                }
+                long frame = in.getLong();
                 if (!TcpWire.validStatus(frame)) {
                     kill(String.format(Locale.ROOT, "invalid status frame 0x%016x (legacy peer?)", frame));
                     return false;
@@ -349,15 +443,30 @@ final class Lane {
             try {
                 long done = 0;
                 while (done < len) {
-                    ByteBuffer body = views.view(lb, local + done, len - done);
-                    int n = body.remaining();
-                    while (body.hasRemaining()) {
-                        if (ch.read(body) < 0) {
-                            kill("peer closed the connection during a read body");
-                            return false;
-                        }
+                    int avail = in.remaining();
+                    if (avail > 0) { // bytes already buffered with earlier frames
+                        int n = (int) Math.min(avail, len - done);
+                        MemorySegment.copy(inSegment, in.position(), LocalMemory.ALL, local + done, n);
+                        in.position(in.position() + n);
+                        done += n;
+                        continue;
                     }
-                    done += n;
+                    long left = len - done;
+                    int r;
+                    if (left >= TcpDataServer.DIRECT_THRESHOLD) { // large: straight into registered memory
+                        r = ch.read(views.view(lb, local + done, left));
+                        if (r > 0) {
+                            done += r;
+                        }
+                    } else { // small: one read may also bring the next frames
+                        in.clear();
+                        r = ch.read(in);
+                        in.flip();
+                    }
+                    if (r < 0) {
+                        kill("peer closed the connection during a read body");
+                        return false;
+                    }
                 }
             } finally {
                 slot.exit(1);
@@ -371,43 +480,33 @@ final class Lane {
         }
     }
 
-    /** Reads the next status frame, buffering up to {@code frames} frames known to be due before any body. */
-    private long readStatus(SocketChannel ch, ByteBuffer status, int frames, long deadline) throws IOException {
-        if (status.remaining() < TcpWire.STATUS_BYTES) {
-            status.compact();
-            int want = frames * TcpWire.STATUS_BYTES;
-            status.limit(Math.min(status.capacity(), want));
-            statusDeadline = deadline;
-            try {
-                while (status.position() < TcpWire.STATUS_BYTES) {
-                    if (ch.read(status) < 0) {
-                        throw new IOException("peer closed the connection before the status frame");
-                    }
+    /** Reads until at least {@code need} bytes are buffered, holding at most {@code max}; false on EOF. */
+    private static boolean fill(SocketChannel ch, ByteBuffer in, int need, int max) throws IOException {
+        in.compact();
+        in.limit(Math.max(need, Math.min(max, in.capacity())));
+        try {
+            while (in.position() < need) {
+                if (ch.read(in) < 0) {
+                    return false;
                 }
-            } finally {
-                statusDeadline = 0;
             }
-            status.flip();
+            return true;
+        } finally {
+            in.flip();
         }
-        return status.getLong();
     }
 
     /** Fails every request in the ring (the connection is gone) and resets the status buffer. */
     private void drain(ByteBuffer status) {
-        lock.lock();
-        try {
-            while (count > 0) {
-                Batch b = ringBatch[head];
-                b.finish(ringTask[head], Batch.FAILED);
-                ringBatch[head] = null;
-                head = (head + 1) % ringBatch.length;
-                count--;
-            }
-            notFull.signalAll();
-        } finally {
-            lock.unlock();
+        long t = tail;
+        for (long q = head; q < t; q++) {
+            int k = index(q);
+            ringBatch[k].finish(ringTask[k], Batch.FAILED);
+            ringBatch[k] = null;
         }
+        head = t;
         status.clear().flip();
+        wakeSender();
     }
 
     // ------------------------------------------------------------------ control
@@ -415,13 +514,9 @@ final class Lane {
     /** Closes the connection; both threads' blocked I/O fails and the ring drains. */
     void kill(String reason) {
         SocketChannel c;
-        lock.lock();
-        try {
+        synchronized (channelLock) {
             c = channel;
             channel = null;
-            notFull.signalAll();
-        } finally {
-            lock.unlock();
         }
         if (c != null) {
             if (reason != null) {
@@ -429,6 +524,8 @@ final class Lane {
             }
             closeQuietly(c);
         }
+        wakeSender();
+        wakeReceiver();
     }
 
     /** Whether this lane is sending, receiving or holding in flight a task of {@code b}. */
@@ -436,17 +533,13 @@ final class Lane {
         if (sendBatch == b || recvBatch == b) {
             return true;
         }
-        lock.lock();
-        try {
-            for (int k = 0; k < count; k++) {
-                if (ringBatch[(head + k) % ringBatch.length] == b) {
-                    return true;
-                }
+        long t = tail;
+        for (long q = head; q < t; q++) {
+            if (ringBatch[index(q)] == b) {
+                return true;
             }
-            return false;
-        } finally {
-            lock.unlock();
         }
+        return false;
     }
 
     /** Waits until neither thread works on {@code b}. */
@@ -471,13 +564,6 @@ final class Lane {
     void stop() {
         stopped = true;
         kill(null);
-        lock.lock();
-        try {
-            notEmpty.signalAll();
-            notFull.signalAll();
-        } finally {
-            lock.unlock();
-        }
     }
 
     void join() {

@@ -30,6 +30,7 @@ import org.slf4j.LoggerFactory;
  *
  * <p>Thread-safe.
  */
+@SuppressWarnings("restricted") // reinterpret: views of registered native memory (native access is enabled)
 final class LocalMemory {
 
     private static final Logger LOG = LoggerFactory.getLogger(LocalMemory.class);

@@ -20,15 +20,31 @@ final class Peer {
 
     private static final Logger LOG = LoggerFactory.getLogger(Peer.class);
 
-    /** Indices of one submission to this peer, claimed one at a time by the lanes. */
+    /**
+     * Tasks of one submission to this peer, claimed one at a time by the lanes: the indices in
+     * {@code tasks}, or the range {@code [next, end)} when {@code tasks} is null.
+     */
     private static final class Work {
         final Batch batch;
         final int[] tasks;
+        final int end;
         int next;
 
         Work(Batch batch, int[] tasks) {
             this.batch = batch;
             this.tasks = tasks;
+            this.end = tasks.length;
+        }
+
+        Work(Batch batch, int from, int to) {
+            this.batch = batch;
+            this.tasks = null;
+            this.next = from;
+            this.end = to;
+        }
+
+        int task(int k) {
+            return tasks == null ? k : tasks[k];
         }
     }
 
@@ -74,15 +90,24 @@ final class Peer {
 
     /** Queues tasks of {@code batch}; they fail at once if this peer is dead. */
     void enqueue(Batch batch, int[] tasks) {
+        enqueue(new Work(batch, tasks));
+    }
+
+    /** Queues the tasks {@code [from, to)} of {@code batch} (tasks already terminal are skipped by the lanes). */
+    void enqueue(Batch batch, int from, int to) {
+        enqueue(new Work(batch, from, to));
+    }
+
+    private void enqueue(Work w) {
         lock.lock();
         try {
             if (dead) {
-                for (int t : tasks) {
-                    batch.finish(t, Batch.FAILED);
+                for (int k = w.next; k < w.end; k++) {
+                    w.batch.finish(w.task(k), Batch.FAILED);
                 }
                 return;
             }
-            queue.addLast(new Work(batch, tasks));
+            queue.addLast(w);
             notEmpty.signalAll();
         } finally {
             lock.unlock();
@@ -105,16 +130,44 @@ final class Peer {
                     notEmpty.await();
                     continue;
                 }
-                if (w.batch.aborted || w.next >= w.tasks.length) {
+                if (w.batch.aborted || w.next >= w.end) {
                     queue.pollFirst();
                     continue;
                 }
-                lane.claimed = w.tasks[w.next++];
-                if (w.next == w.tasks.length) {
+                lane.claimed = w.task(w.next++);
+                if (w.next == w.end) {
                     queue.pollFirst();
                 }
                 return w.batch;
             }
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * Claims the next task without waiting (to stage several small requests into one write):
+     * its batch, or null when nothing is queued right now.
+     */
+    Batch tryClaim(Lane lane) {
+        lock.lock();
+        try {
+            while (!dead) {
+                Work w = queue.peekFirst();
+                if (w == null) {
+                    return null;
+                }
+                if (w.batch.aborted || w.next >= w.end) {
+                    queue.pollFirst();
+                    continue;
+                }
+                lane.claimed = w.task(w.next++);
+                if (w.next == w.end) {
+                    queue.pollFirst();
+                }
+                return w.batch;
+            }
+            return null;
         } finally {
             lock.unlock();
         }
@@ -130,8 +183,8 @@ final class Peer {
             deadReason = reason;
             dead = true;
             for (Work w : queue) {
-                for (int i = w.next; i < w.tasks.length; i++) {
-                    w.batch.finish(w.tasks[i], Batch.FAILED);
+                for (int k = w.next; k < w.end; k++) {
+                    w.batch.finish(w.task(k), Batch.FAILED);
                 }
             }
             queue.clear();

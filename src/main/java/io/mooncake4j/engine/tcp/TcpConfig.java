@@ -88,9 +88,13 @@ public record TcpConfig(HandshakeConfig handshake, HandshakeConfig dataListen, i
                 unregisterWaitMs);
     }
 
-    /** Whether {@code MC_TCP_PROTO=1} forces v1 framing now (Mooncake re-reads it per request). */
+    // Mooncake re-reads MC_TCP_PROTO per request; a Java process's environment cannot change
+    // after start, so reading it once is equivalent (and keeps the data path allocation-free).
+    private static final boolean FORCE_V1 = "1".equals(System.getenv("MC_TCP_PROTO"));
+
+    /** Whether {@code MC_TCP_PROTO=1} forces v1 framing. */
     static boolean forceV1() {
-        return "1".equals(System.getenv("MC_TCP_PROTO"));
+        return FORCE_V1;
     }
 
     private static int intVar(Map<String, String> env, String name, String alias, int def, int min, int max) {

@@ -4,6 +4,7 @@ import io.mooncake4j.engine.BufferRegistry.Buffer;
 import io.mooncake4j.engine.handshake.HandshakeConfig;
 import io.mooncake4j.engine.handshake.PortBinder;
 import java.io.IOException;
+import java.lang.foreign.MemorySegment;
 import java.net.StandardSocketOptions;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -12,6 +13,10 @@ import java.nio.channels.SocketChannel;
 import java.time.Duration;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.SynchronousQueue;
+import java.util.concurrent.ThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import org.slf4j.Logger;
@@ -19,9 +24,10 @@ import org.slf4j.LoggerFactory;
 
 /**
  * The target side of the TCP transport (Mooncake {@code ServerSession}): a listener on the data
- * port and one virtual thread per connection ({@code mooncake-target-tcp-N}), so that both
- * Mooncake's one-shot clients (a connection per request, many at once) and persistent lanes are
- * served. Per request:
+ * port and one thread per connection — pooled platform threads ({@code mooncake-target-tcp-N}),
+ * overflowing to virtual threads beyond 1024 concurrent connections — so that both Mooncake's
+ * one-shot clients (a connection per request, many at once) and persistent lanes are served.
+ * Per request:
  *
  * <ol>
  *   <li>read the 24-byte header; EOF at a header boundary ends the session quietly;</li>
@@ -51,12 +57,21 @@ final class TcpDataServer implements AutoCloseable {
     private final AtomicLong rejected = new AtomicLong();
     private final int serial = SERVERS.getAndIncrement();
     private volatile boolean closed;
+    /**
+     * Sessions run on pooled platform threads (blocking socket I/O without virtual-thread
+     * park/unpark per read is markedly faster); idle threads are kept for reuse by the next
+     * connection, which matters for Mooncake's one-shot clients (one connection per request).
+     */
+    private final ThreadPoolExecutor sessionPool;
 
     private TcpDataServer(LocalMemory memory, ServerSocketChannel listener) {
         this.memory = memory;
         this.listener = listener;
         this.acceptor = Thread.ofPlatform().daemon(true).name("mooncake-target-accept-" + serial)
                 .unstarted(this::acceptLoop);
+        this.sessionPool = new ThreadPoolExecutor(0, MAX_PLATFORM_SESSIONS, 30, TimeUnit.SECONDS,
+                new SynchronousQueue<>(), r -> Thread.ofPlatform().daemon(true)
+                        .name("mooncake-target-tcp-" + serial + "-" + sessionCounter.getAndIncrement()).unstarted(r));
     }
 
     /** Binds the data port (same random range as the RPC port) and starts accepting. */
@@ -113,13 +128,36 @@ final class TcpDataServer implements AutoCloseable {
                 sessions.remove(s);
                 return;
             }
-            s.thread = Thread.ofVirtual().name("mooncake-target-tcp-" + serial + "-" + sessionCounter.getAndIncrement())
-                    .unstarted(s::run);
-            s.thread.start();
+            try {
+                sessionPool.execute(s::run);
+            } catch (RejectedExecutionException e) {
+                // more than MAX_PLATFORM_SESSIONS at once (one-shot C++ initiators): overflow to virtual threads
+                s.thread = Thread.ofVirtual().name("mooncake-target-tcpv-" + serial + "-"
+                        + sessionCounter.getAndIncrement()).unstarted(s::run);
+                s.thread.start();
+            }
         }
     }
 
     private static final int LINGER_MS = 2000;
+    private static final int MAX_PLATFORM_SESSIONS = 1024;
+    /** Body remainders at least this large are read straight into registered memory. */
+    static final int DIRECT_THRESHOLD = 32 * 1024;
+
+    /**
+     * A session's socket buffers: input is read in large chunks and parsed (headers and small
+     * bodies of pipelined requests come in one {@code read}); status frames and small READ bodies
+     * are gathered and written when the session would otherwise block. One per thread, reused by
+     * the pooled session threads.
+     */
+    private static final class IoBuffers {
+        final ByteBuffer in = ByteBuffer.allocateDirect(64 * 1024).order(ByteOrder.LITTLE_ENDIAN);
+        final ByteBuffer out = ByteBuffer.allocateDirect(64 * 1024).order(ByteOrder.LITTLE_ENDIAN);
+        final MemorySegment inSegment = MemorySegment.ofBuffer(in);
+        final MemorySegment outSegment = MemorySegment.ofBuffer(out);
+    }
+
+    private static final ThreadLocal<IoBuffers> IO = ThreadLocal.withInitial(IoBuffers::new);
 
     private final class Session {
         final SocketChannel ch;
@@ -164,25 +202,33 @@ final class TcpDataServer implements AutoCloseable {
 
         private void serve(String peer) throws IOException {
             LocalMemory.Views views = new LocalMemory.Views(memory);
-            ByteBuffer header = ByteBuffer.allocateDirect(TcpWire.HEADER_BYTES).order(ByteOrder.LITTLE_ENDIAN);
-            ByteBuffer status = ByteBuffer.allocateDirect(TcpWire.STATUS_BYTES).order(ByteOrder.LITTLE_ENDIAN);
-            ByteBuffer[] gather = new ByteBuffer[2];
+            IoBuffers io = IO.get();
+            ByteBuffer in = io.in;
+            ByteBuffer out = io.out;
+            in.clear().flip();
+            out.clear();
+            boolean lastLarge = false;
             while (!closed) {
-                header.clear();
-                while (header.hasRemaining()) {
-                    if (ch.read(header) < 0) {
-                        if (header.position() != 0) {
+                if (in.remaining() < TcpWire.HEADER_BYTES) {
+                    flush(out);
+                    // after a large request expect another: read just the header so its body can go
+                    // straight into memory; after small ones read ahead to pick up several at once
+                    if (!fill(in, TcpWire.HEADER_BYTES, lastLarge ? TcpWire.HEADER_BYTES : in.capacity())) {
+                        if (in.remaining() != 0) {
                             LOG.warn("data session with {}: connection closed inside a header ({} of 24 bytes)",
-                                    peer, header.position());
+                                    peer, in.remaining());
                         }
                         return;
                     }
                 }
-                long size = header.getLong(0);
-                long addr = header.getLong(8);
-                int opcode = header.get(16) & 0xff;
+                int p = in.position();
+                long size = in.getLong(p);
+                long addr = in.getLong(p + 8);
+                int opcode = in.get(p + 16) & 0xff;
+                in.position(p + TcpWire.HEADER_BYTES);
                 boolean v2 = (opcode & TcpWire.V2_FLAG) != 0;
                 int op = opcode & 0x7f;
+                lastLarge = Long.compareUnsigned(size, DIRECT_THRESHOLD) >= 0;
                 Buffer buf = (op == TcpWire.OP_READ || op == TcpWire.OP_WRITE) && TcpWire.validRange(addr, size)
                         ? memory.registry.find(addr, size) : null;
                 if (buf == null || !slot.enter(0, buf)) {
@@ -191,61 +237,117 @@ final class TcpDataServer implements AutoCloseable {
                             Integer.toHexString(opcode), Long.toUnsignedString(size), Long.toHexString(addr),
                             op > 1 ? "unknown opcode" : "outside registered memory");
                     if (v2) {
-                        status.clear();
-                        status.putLong(0, TcpWire.STATUS_ADDR_REJECTED);
-                        while (status.hasRemaining()) {
-                            ch.write(status);
-                        }
+                        out.putLong(TcpWire.STATUS_ADDR_REJECTED);
                     }
+                    flush(out);
                     lingerAndDiscard();
                     return;
                 }
                 try {
                     if (op == TcpWire.OP_WRITE) {
-                        long done = 0;
-                        while (done < size) {
-                            ByteBuffer body = views.view(buf, addr + done, size - done);
-                            int n = body.remaining();
-                            while (body.hasRemaining()) {
-                                if (ch.read(body) < 0) {
-                                    LOG.warn("data session with {}: connection closed after {} of {} body "
-                                            + "bytes of a write to 0x{}", peer, done + n - body.remaining(), size,
-                                            Long.toHexString(addr));
-                                    return;
-                                }
-                            }
-                            done += n;
+                        if (!receiveBody(peer, in, io, out, views, buf, addr, size)) {
+                            return;
                         }
                         if (v2) {
-                            status.clear();
-                            status.putLong(0, TcpWire.STATUS_OK);
-                            while (status.hasRemaining()) {
-                                ch.write(status);
+                            if (out.remaining() < TcpWire.STATUS_BYTES) {
+                                flush(out);
                             }
+                            out.putLong(TcpWire.STATUS_OK);
                         }
                     } else {
-                        status.clear();
-                        status.putLong(0, TcpWire.STATUS_OK);
-                        if (!v2) {
-                            status.position(status.limit());
+                        // status (v2) and the body's first bytes go out with the pending frames, the rest direct
+                        int pre = v2 ? TcpWire.STATUS_BYTES : 0;
+                        int first = (int) Math.min(size, Lane.STAGE_LIMIT);
+                        if (out.remaining() < pre + first) {
+                            flush(out);
                         }
-                        long done = 0;
+                        if (v2) {
+                            out.putLong(TcpWire.STATUS_OK);
+                        }
+                        MemorySegment.copy(LocalMemory.ALL, addr, io.outSegment, out.position(), first);
+                        out.position(out.position() + first);
+                        long done = first;
+                        if (done < size) {
+                            flush(out);
+                        }
                         while (done < size) {
                             ByteBuffer body = views.view(buf, addr + done, size - done);
                             int n = body.remaining();
-                            gather[0] = status;
-                            gather[1] = body;
                             while (body.hasRemaining()) {
-                                ch.write(gather, status.hasRemaining() ? 0 : 1, status.hasRemaining() ? 2 : 1);
+                                ch.write(body);
                             }
                             done += n;
                         }
-                        gather[1] = null;
                     }
                 } finally {
                     slot.exit(0);
                 }
             }
+        }
+
+        /** Moves a WRITE body into memory: buffered bytes first, large remainders straight from the socket. */
+        private boolean receiveBody(String peer, ByteBuffer in, IoBuffers io, ByteBuffer out,
+                LocalMemory.Views views, Buffer buf, long addr, long size) throws IOException {
+            long done = 0;
+            while (done < size) {
+                int avail = in.remaining();
+                if (avail > 0) {
+                    int n = (int) Math.min(avail, size - done);
+                    MemorySegment.copy(io.inSegment, in.position(), LocalMemory.ALL, addr + done, n);
+                    in.position(in.position() + n);
+                    done += n;
+                    continue;
+                }
+                flush(out);
+                long left = size - done;
+                int r;
+                if (left >= DIRECT_THRESHOLD) {
+                    r = ch.read(views.view(buf, addr + done, left));
+                    if (r > 0) {
+                        done += r;
+                    }
+                } else {
+                    in.clear();
+                    r = ch.read(in);
+                    in.flip();
+                }
+                if (r < 0) {
+                    LOG.warn("data session with {}: connection closed after {} of {} body bytes of a write to 0x{}",
+                            peer, done, size, Long.toHexString(addr));
+                    return false;
+                }
+            }
+            return true;
+        }
+
+        /**
+         * Reads until at least {@code need} bytes are buffered, holding at most {@code max}; false on
+         * EOF. {@code in} stays in read mode.
+         */
+        private boolean fill(ByteBuffer in, int need, int max) throws IOException {
+            in.compact();
+            in.limit(Math.max(need, Math.min(max, in.capacity())));
+            try {
+                while (in.position() < need) {
+                    if (ch.read(in) < 0) {
+                        return false;
+                    }
+                }
+                return true;
+            } finally {
+                in.flip();
+            }
+        }
+
+        private void flush(ByteBuffer out) throws IOException {
+            if (out.position() == 0) {
+                return;
+            }
+            out.flip();
+            while (out.hasRemaining()) {
+                ch.write(out);
+            }
+            out.clear();
         }
     }
 
@@ -260,7 +362,7 @@ final class TcpDataServer implements AutoCloseable {
             ch.socket().setSoTimeout(LINGER_MS);
             java.io.InputStream in = ch.socket().getInputStream();
             byte[] sink = new byte[16384];
-            long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(LINGER_MS);
+            long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(LINGER_MS);
             while (System.nanoTime() < deadline && in.read(sink) >= 0) {
                 // discard
             }
@@ -283,6 +385,14 @@ final class TcpDataServer implements AutoCloseable {
         join(acceptor);
         for (Session s : sessions) {
             s.abort();
+        }
+        sessionPool.shutdown();
+        try {
+            if (!sessionPool.awaitTermination(10, TimeUnit.SECONDS)) {
+                LOG.error("data sessions on port {} did not stop within 10 s", port());
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
         }
         for (Session s : sessions) {
             Thread t = s.thread;

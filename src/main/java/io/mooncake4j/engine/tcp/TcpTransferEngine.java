@@ -66,7 +66,8 @@ public final class TcpTransferEngine implements TransferEngine {
     private final class Segment {
         final long id;
         volatile SegmentDescriptor descriptor;
-        private Peer peer;
+        /** Written under the segment's monitor, read lock-free by the watchdog and aborts. */
+        private volatile Peer peer;
 
         Segment(long id, SegmentDescriptor descriptor) {
             this.id = id;
@@ -97,7 +98,7 @@ public final class TcpTransferEngine implements TransferEngine {
             return peer;
         }
 
-        synchronized Peer current() {
+        Peer current() {
             return peer;
         }
 
@@ -144,6 +145,8 @@ public final class TcpTransferEngine implements TransferEngine {
     private final Map<Long, Batch> batches = new ConcurrentHashMap<>();
     private final AtomicLong nextBatchId = new AtomicLong(1);
     private final ConcurrentLinkedQueue<Notify> notifies = new ConcurrentLinkedQueue<>();
+    /** Per calling thread, the batch of its last synchronous call, reused when it finished cleanly. */
+    private final ThreadLocal<Batch> syncBatch = new ThreadLocal<>();
     private final Object lifecycle = new Object();
 
     private volatile HandshakeServer rpc;
@@ -542,7 +545,7 @@ public final class TcpTransferEngine implements TransferEngine {
         if (n == 0) {
             return 0;
         }
-        Batch b = new Batch(-1, n);
+        Batch b = reusableBatch(n);
         long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(config.transferTimeoutMs()) + total;
         int rc = submit(b, n, null, op, null, id, local, remote, lengths);
         if (rc != StatusCodes.OK) {
@@ -556,6 +559,17 @@ public final class TcpTransferEngine implements TransferEngine {
             return -1;
         }
         return b.allCompleted() ? 0 : -1;
+    }
+
+    /** A batch for a synchronous call: this thread's previous one when it fits and finished cleanly. */
+    private Batch reusableBatch(int n) {
+        Batch b = syncBatch.get();
+        if (b != null && b.capacity >= n && b.reset()) {
+            return b;
+        }
+        b = new Batch(-1, Math.max(n, 16));
+        syncBatch.set(b);
+        return b;
     }
 
     /** Fails what is left of {@code b} and waits until no lane touches its memory any more. */
@@ -639,7 +653,9 @@ public final class TcpTransferEngine implements TransferEngine {
         if (remoteCount == 0) {
             return StatusCodes.OK;
         }
-        if (singleTarget >= 0) {
+        if (singleTarget >= 0 && remoteCount == n) {
+            dispatchRange(b, singleTarget, first, first + n);
+        } else if (singleTarget >= 0) {
             dispatch(b, singleTarget, remoteTasks(b, first, n, singleTarget, remoteCount));
         } else {
             Map<Long, Integer> perTarget = new LinkedHashMap<>();
@@ -666,6 +682,62 @@ public final class TcpTransferEngine implements TransferEngine {
             }
         }
         return idx;
+    }
+
+    /** Like {@link #dispatch} for a contiguous range of tasks, without an index array. */
+    private void dispatchRange(Batch b, long target, int from, int to) {
+        Segment s = segments.get(target);
+        boolean refreshed = false;
+        int kept = 0;
+        for (int i = from; i < to; i++) {
+            if (precheck(b, i, s, refreshed)) {
+                kept++;
+            } else if (!b.isTerminal(i)) {
+                refreshed = true;
+                i--; // refreshed the descriptor: check this task again
+            }
+        }
+        if (kept == 0) {
+            return;
+        }
+        Peer p = s.peer();
+        if (p == null) {
+            for (int i = from; i < to; i++) {
+                b.finish(i, Batch.FAILED);
+            }
+            return;
+        }
+        p.enqueue(b, from, to);
+    }
+
+    /**
+     * Checks one task before it is queued: true to send it; false when it was failed, or (only
+     * when {@code refreshed} is false) when the remote range is not in the cached descriptor and the
+     * descriptor was refreshed, so that the caller checks again.
+     */
+    private boolean precheck(Batch b, int i, Segment s, boolean refreshed) {
+        long local = b.local[i];
+        long len = b.length[i];
+        if (b.isTerminal(i)) {
+            return false;
+        }
+        if (memory.registry.find(local, len) == null) {
+            LOG.warn("transfer of {} bytes from local 0x{}: not inside registered memory", len,
+                    Long.toHexString(local));
+            b.finish(i, Batch.FAILED);
+            return false;
+        }
+        if (!inDescriptor(s.descriptor, b.remote[i], len)) {
+            if (!refreshed) {
+                s.refresh();
+                return false;
+            }
+            LOG.warn("transfer of {} bytes at 0x{} of {}: not inside the peer's registered buffers", len,
+                    Long.toHexString(b.remote[i]), s.descriptor.name());
+            b.finish(i, Batch.FAILED);
+            return false;
+        }
+        return true;
     }
 
     /** Pre-checks remote ranges against the cached descriptor (refreshing it once on a miss) and queues the rest. */
@@ -711,8 +783,9 @@ public final class TcpTransferEngine implements TransferEngine {
     }
 
     private static boolean inDescriptor(SegmentDescriptor d, long addr, long len) {
-        for (SegmentDescriptor.Buffer buf : d.buffers()) {
-            if (buf.contains(addr, len)) {
+        List<SegmentDescriptor.Buffer> bufs = d.buffers();
+        for (int i = 0, n = bufs.size(); i < n; i++) { // indexed: no iterator per descriptor
+            if (bufs.get(i).contains(addr, len)) {
                 return true;
             }
         }

@@ -33,13 +33,32 @@
  *   <tr><td>rejected</td><td>header (, body)</td><td>v2: ADDR_REJECTED then close; v1: close</td></tr>
  * </table>
  * Several requests may follow each other on one connection; the target serves them in order,
- * so the initiator pipelines up to a window of requests per connection.
+ * so the initiator pipelines up to a window of requests per connection ({@code MOONCAKE4J_TCP_WINDOW},
+ * 32) and stages requests queued together into one write. The target reads ahead (64 KiB) to
+ * parse pipelined headers and small bodies from one read, and sends the status frames it owes
+ * in one write before it would block. A C++ peer, which sends one request at a time, sees
+ * exactly Mooncake's byte sequence.
  *
  * <h2>Ownership and threads</h2>
  * The engine owns a handshake server, a {@code TcpDataServer} (acceptor thread + one virtual
  * thread per connection) and, per opened peer, a {@code Peer} with lanes (a sender and a
- * receiver platform thread per connection). Data moves between sockets and registered memory
- * through cached direct {@link java.nio.ByteBuffer} views, without copies or per-descriptor
- * allocation. All public methods of the engine are thread-safe.
+ * receiver platform thread per connection). Bodies of 16 KiB and more move between sockets
+ * and registered memory through cached direct {@link java.nio.ByteBuffer} views of that memory
+ * (no copy beyond the first 16 KiB); smaller ones are copied through per-thread 64 KiB buffers so
+ * that many fit one system call. The steady state allocates nothing per descriptor. Unregistering
+ * memory waits (bounded, {@code MOONCAKE4J_UNREGISTER_WAIT_MS}) for transfers using it and then
+ * aborts them by closing their connections, so memory is never touched after
+ * {@code unregisterMemory} returned. All public methods of the engine are thread-safe.
+ *
+ * <h2>Differences from Mooncake's TCP transport</h2>
+ * <ul>
+ *   <li>The local side of a transfer must lie in memory registered with this engine.</li>
+ *   <li>The data server rejects opcodes other than READ and WRITE (Mooncake serves them as READ).</li>
+ *   <li>Transfers to the own segment are a memory copy, not a loopback connection.</li>
+ *   <li>The initiator checks remote ranges against the cached descriptor (refreshing it once on a
+ *       miss) before sending; the target still validates every request.</li>
+ *   <li>Persistent pipelined lanes are always used (Mooncake: one connection per request unless
+ *       {@code MC_TCP_ENABLE_CONNECTION_POOL}); {@code MC_TCP_PROTO} is read once at start.</li>
+ * </ul>
  */
 package io.mooncake4j.engine.tcp;

@@ -107,6 +107,27 @@ class EndToEndTransferTest {
     }
 
     @Test
+    void aConnectionWhosePullFinishedIsReusedForTheNextPull() {
+        try (PdTestbed bed = new PdTestbed()) {
+            PdTestbed.Node p = bed.producer("P", 0, 1, null);
+            PdTestbed.Node d = bed.consumer("D", 0, 1);
+            p.fill(1, 2);
+            p.step(announce("p1", "X"));
+            p.step(finished("p1", "X", 1));
+            d.step(pull("d1", "X", "P", p.bootstrapUrl(), 3));
+            bed.awaitAll(() -> d.finishedRecving.contains("d1"), Duration.ofSeconds(20), "d1");
+            p.step(announce("p2", "Y"));
+            p.step(finished("p2", "Y", 2));
+            d.step(pull("d2", "Y", "P", p.bootstrapUrl(), 4));
+            bed.awaitAll(() -> d.finishedRecving.contains("d2"), Duration.ofSeconds(20), "d2");
+            PdTestbed.assertSameTpCopy(p, 1, d, 3);
+            PdTestbed.assertSameTpCopy(p, 2, d, 4);
+            WorkerDiagnostics diag = d.worker.diagnostics();
+            assertEquals(1, diag.dealerConnections() - diag.handshakeRetries(), "one connection for both pulls");
+        }
+    }
+
+    @Test
     void closeLeavesNoMooncakeThread() {
         try (PdTestbed bed = new PdTestbed()) {
             PdTestbed.Node p = bed.producer("P", 0, 1, null);

@@ -11,6 +11,7 @@ import io.mooncake4j.connector.wire.MooncakeXferMetadata;
 import io.mooncake4j.connector.wire.MooncakeXferMetadataCodec;
 import io.mooncake4j.connector.wire.MooncakeXferResponse;
 import io.mooncake4j.connector.wire.MooncakeXferResponseCodec;
+import io.mooncake4j.engine.TransferEngine;
 import io.mooncake4j.engine.testing.ScriptedTransferEngine;
 import io.mooncake4j.memory.HostMemoryAllocator;
 import io.mooncake4j.memory.KvCacheLayout;
@@ -44,7 +45,31 @@ final class PdTestbed implements AutoCloseable {
     private final HostMemoryAllocator alloc = new HostMemoryAllocator();
     private final List<Node> nodes = new ArrayList<>();
     private Duration abortTimeout = Duration.ofSeconds(2);
+    private ModelPreset model = MODEL;
+    private int numBlocks = NUM_BLOCKS;
+
+    /** Model and block count of the workers made from now on (default {@link #MODEL}, {@link #NUM_BLOCKS}). */
+    PdTestbed model(ModelPreset preset, int blocks) {
+        this.model = preset;
+        this.numBlocks = blocks;
+        return this;
+    }
     private java.util.function.UnaryOperator<io.mooncake4j.memory.KvCacheConfig> kvConfig = c -> c;
+
+    private java.util.function.Predicate<String> registerLayer = name -> true;
+    private java.util.function.Supplier<TransferEngine> engines = () -> new ScriptedTransferEngine().copyData(true);
+
+    /** The engines of the workers made from now on (default: byte-copying {@link ScriptedTransferEngine}). */
+    PdTestbed engines(java.util.function.Supplier<TransferEngine> factory) {
+        this.engines = factory;
+        return this;
+    }
+
+    /** Which layers the workers made from now on register (a PP stage registers only its own). */
+    PdTestbed registerLayers(java.util.function.Predicate<String> which) {
+        this.registerLayer = which;
+        return this;
+    }
 
     /** Changes the KV-cache config given to the workers made from now on (e.g. to a sliding-window group). */
     PdTestbed kvConfig(java.util.function.UnaryOperator<io.mooncake4j.memory.KvCacheConfig> transform) {
@@ -60,8 +85,11 @@ final class PdTestbed implements AutoCloseable {
     /** One worker with its engine, caches and the union of what its get* calls reported. */
     final class Node {
         final MooncakeConnectorWorker worker;
+        /** The engine when it is a {@link ScriptedTransferEngine}, else null. */
         final ScriptedTransferEngine engine;
+        final TransferEngine transferEngine;
         final KvCaches kv;
+        final ModelPreset model;
         final int tpRank;
         final int tpSize;
         final Set<String> finishedSending = new LinkedHashSet<>();
@@ -69,10 +97,13 @@ final class PdTestbed implements AutoCloseable {
         final Set<String> failedRecving = new LinkedHashSet<>();
         final Set<Integer> blocksWithLoadErrors = new LinkedHashSet<>();
 
-        Node(MooncakeConnectorWorker worker, ScriptedTransferEngine engine, KvCaches kv, int tpRank, int tpSize) {
+        Node(MooncakeConnectorWorker worker, TransferEngine engine, KvCaches kv, ModelPreset model, int tpRank,
+                int tpSize) {
             this.worker = worker;
-            this.engine = engine;
+            this.transferEngine = engine;
+            this.engine = engine instanceof ScriptedTransferEngine s ? s : null;
             this.kv = kv;
+            this.model = model;
             this.tpRank = tpRank;
             this.tpSize = tpSize;
         }
@@ -91,17 +122,17 @@ final class PdTestbed implements AutoCloseable {
         }
 
         long page() {
-            return MODEL.pageBytes(tpSize);
+            return model.pageBytes(tpSize);
         }
 
         MemorySegment block(int layer, int block) {
-            long addr = kv.tensorsByLayer().get(MODEL.layerName(layer)).getFirst().blockAddress(block);
+            long addr = kv.tensorsByLayer().get(model.layerName(layer)).getFirst().blockAddress(block);
             return MemorySegment.ofAddress(addr).reinterpret(page());
         }
 
         /** Fills {@code blocks} of every layer with {@link #pattern} of this node's rank. */
         void fill(int... blocks) {
-            for (int l = 0; l < MODEL.numLayers(); l++) {
+            for (int l = 0; l < model.numLayers(); l++) {
                 for (int b : blocks) {
                     MemorySegment s = block(l, b);
                     for (long off = 0; off < page(); off++) {
@@ -147,12 +178,12 @@ final class PdTestbed implements AutoCloseable {
                 .abortRequestTimeout(abortTimeout)
                 .listenerReadyTimeout(Duration.ofSeconds(10));
         config.accept(cb);
-        ScriptedTransferEngine engine = new ScriptedTransferEngine().copyData(true);
-        KvCaches kv = KvCaches.allocate(MODEL, tpSize, NUM_BLOCKS, KvCacheLayout.FUSED, alloc::allocate);
+        TransferEngine engine = engines.get();
+        KvCaches kv = KvCaches.allocate(model, tpSize, numBlocks, KvCacheLayout.FUSED, alloc::allocate);
         MooncakeConnectorWorker.Builder wb = MooncakeConnectorWorker.builder(cb.build(), engine, kvConfig.apply(kv.config()))
                 .memlockLimit(OptionalLong::empty)
                 .bootstrapBindHost("127.0.0.1")
-                .model(false, MODEL.numKvHeads());
+                .model(false, model.numKvHeads());
         customize.accept(wb);
         MooncakeConnectorWorker w;
         try {
@@ -161,9 +192,15 @@ final class PdTestbed implements AutoCloseable {
             engine.close();
             throw e;
         }
-        Node n = new Node(w, engine, kv, tpRank, tpSize);
+        Node n = new Node(w, engine, kv, model, tpRank, tpSize);
         nodes.add(n);
-        w.registerKvCaches(kv.tensorsByLayer());
+        Map<String, List<io.mooncake4j.memory.KvCacheTensor>> layers = new java.util.LinkedHashMap<>();
+        kv.tensorsByLayer().forEach((name, t) -> {
+            if (registerLayer.test(name)) {
+                layers.put(name, t);
+            }
+        });
+        w.registerKvCaches(layers);
         return n;
     }
 
@@ -218,7 +255,7 @@ final class PdTestbed implements AutoCloseable {
 
     /** D's block {@code dBlock} of every layer holds P's (one P rank, same TP) block {@code pBlock}. */
     static void assertSameTpCopy(Node p, int pBlock, Node d, int dBlock) {
-        for (int l = 0; l < MODEL.numLayers(); l++) {
+        for (int l = 0; l < d.model.numLayers(); l++) {
             MemorySegment got = d.block(l, dBlock);
             for (long off = 0; off < d.page(); off++) {
                 byte want = pattern(p.tpRank, l, pBlock, off);
@@ -313,7 +350,11 @@ final class PdTestbed implements AutoCloseable {
             nodes.get(i).worker.close();
         }
         for (Node n : nodes) {
-            n.engine.close();
+            try {
+                n.transferEngine.close();
+            } catch (Exception e) {
+                throw new IllegalStateException("closing an engine", e);
+            }
         }
         alloc.close();
     }

@@ -169,6 +169,50 @@ class ReceivePathTest {
         }
     }
 
+    @Test
+    void concurrentPullsToOneBootstrapServerShareOneQuery() throws IOException {
+        AtomicInteger queries = new AtomicInteger();
+        try (PdTestbed bed = new PdTestbed()) {
+            PdTestbed.Node p = bed.producer("P", 0, 1, null);
+            String body = "{\"0\": {\"engine_id\": \"P\", \"worker_addr\": {\"0\": {\"0\": \"tcp://127.0.0.1:"
+                    + p.worker.sideChannelPort() + "\"}}}}";
+            com.sun.net.httpserver.HttpServer http = com.sun.net.httpserver.HttpServer.create(
+                    new java.net.InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 8);
+            java.util.concurrent.ExecutorService ex = java.util.concurrent.Executors.newSingleThreadExecutor();
+            http.setExecutor(ex);
+            http.createContext("/query", x -> {
+                queries.incrementAndGet();
+                byte[] b = body.getBytes(java.nio.charset.StandardCharsets.UTF_8);
+                x.sendResponseHeaders(200, b.length);
+                try (OutputStream os = x.getResponseBody()) {
+                    os.write(b);
+                }
+            });
+            http.start();
+            try {
+                String u = "http://127.0.0.1:" + http.getAddress().getPort();
+                PdTestbed.Node d = bed.consumer("D", 0, 1);
+                p.step(announce("p1", "X"));
+                p.step(finished("p1", "X", 1));
+                io.mooncake4j.connector.MooncakeConnectorMetadata m = pull("d1", "X", "P", u, 2);
+                PdTestbed.addPull(m, "d2", "Y", "Q", u, 3); // engine Q is not in the answer
+                d.step(m);
+                bed.awaitAll(() -> d.finishedRecving.containsAll(Set.of("d1", "d2")), Duration.ofSeconds(20),
+                        "both requests");
+                assertEquals(1, queries.get(), "one /query for both engines");
+                assertEquals(Set.of(3), d.blocksWithLoadErrors);
+                p.step(announce("p2", "Z"));
+                p.step(finished("p2", "Z", 4));
+                d.step(pull("d3", "Z", "P", u, 5));
+                bed.awaitAll(() -> d.finishedRecving.contains("d3"), Duration.ofSeconds(20), "d3");
+                assertEquals(1, queries.get(), "a known engine is not queried again");
+            } finally {
+                http.stop(0);
+                ex.shutdownNow();
+            }
+        }
+    }
+
     /**
      * A TCP proxy whose first connection is accepted and then ignored (no byte forwarded either
      * way), reproducing a connection stuck before the ZMTP handshake; later ones are forwarded.
@@ -261,7 +305,8 @@ class ReceivePathTest {
                 bed.awaitAll(() -> d.finishedRecving.contains("d1") && p.finishedSending.contains("p1"),
                         Duration.ofSeconds(20), "transfer through the proxy");
                 PdTestbed.assertSameTpCopy(p, 2, d, 5);
-                assertTrue(d.worker.diagnostics().handshakeRetries() >= 1);
+                WorkerDiagnostics diag = d.worker.diagnostics();
+                assertTrue(diag.handshakeRetries() + diag.handshakeReconnects() >= 1, diag.toString());
                 assertTrue(proxy.accepted.get() >= 2);
                 assertTrue(d.blocksWithLoadErrors.isEmpty());
                 d.worker.close();

@@ -58,6 +58,9 @@ final class EmulatedRdmaProvider implements RdmaProvider {
     private int activeMtu = 5; // IBV_MTU_4096
     private int gidTableLength = 2;
     private long executedBytes;
+    private long postCalls;
+    private long postedRequests;
+    private final List<String> pathLog = new ArrayList<>();
 
     EmulatedRdmaProvider(String... deviceNames) {
         this.names = List.of(deviceNames);
@@ -98,6 +101,21 @@ final class EmulatedRdmaProvider implements RdmaProvider {
         return executedBytes;
     }
 
+    /** {@code ibv_post_send} calls that posted at least one request. */
+    synchronized long postCalls() {
+        return postCalls;
+    }
+
+    /** Work requests accepted by {@code ibv_post_send}. */
+    synchronized long postedRequests() {
+        return postedRequests;
+    }
+
+    /** One entry per executed work request: {@code "ok emu2->emu0"} or {@code "fail emu2->emu0"} (local device, peer device). */
+    synchronized List<String> pathLog() {
+        return List.copyOf(pathLog);
+    }
+
     /** Executes every queued work request on every QP, in posting order per QP. */
     synchronized void progress() {
         for (EmuQp qp : List.copyOf(qps)) {
@@ -125,7 +143,9 @@ final class EmulatedRdmaProvider implements RdmaProvider {
         }
         EmuDevice d = new EmuDevice(name, index);
         open.put(name, d);
-        byGid.put(d.gid(1, 1), d);
+        for (int i = 0; i < gidTableLength; i++) {
+            byGid.put(d.gid(1, i), d);
+        }
         return d;
     }
 
@@ -134,11 +154,15 @@ final class EmulatedRdmaProvider implements RdmaProvider {
             complete(qp, wr, WorkCompletions.WR_FLUSH_ERR, 0);
             return;
         }
+        EmuQp target = peerOf(qp);
+        String path = qp.device.name + "->" + (target == null ? "?" : target.device.name);
         if (failCount > 0 && failSkip-- <= 0) {
             failCount--;
+            pathLog.add("fail " + path);
             fail(qp, wr, failStatus);
             return;
         }
+        pathLog.add("ok " + path);
         EmuMr local = qp.device.findMr(wr.lkey, wr.local, wr.length, true);
         boolean read = wr.opcode == SendWorkRequests.OPCODE_RDMA_READ;
         if (local == null || (read && (local.access & IbvPd.ACCESS_LOCAL_WRITE) == 0)) {
@@ -561,7 +585,9 @@ final class EmulatedRdmaProvider implements RdmaProvider {
                     }
                     pending.add(new Wr(wrs.wrId(i), wrs.opcode(i), wrs.sendFlags(i), wrs.localAddr(i),
                             wrs.length(i), wrs.lkey(i), wrs.remoteAddr(i), wrs.rkey(i)));
+                    postedRequests++;
                 }
+                postCalls++;
                 if (autoProgress) {
                     progress();
                 }

@@ -152,6 +152,28 @@ class InitiatorReliabilityTest {
                 assertEquals(0, initiator.batchTransferSyncRead(v1.name(), new long[] {local.address()},
                         new long[] {remote.address()}, new long[] {LEN}));
                 assertEquals(-1, remote.segment().mismatch(local.segment()));
+                // many small v1 writes staged into shared writes, then read back
+                int n = 128;
+                long[] src = new long[n];
+                long[] dst = new long[n];
+                long[] len = new long[n];
+                for (int k = 0; k < n; k++) {
+                    src[k] = local.address() + k * 8192L;
+                    dst[k] = remote.address() + (n - 1 - k) * 8192L;
+                    len[k] = 8192;
+                }
+                TransferEngineContractTestSupport.fill(local.segment(), 13);
+                byte[] expected = local.segment().asSlice(0, n * 8192L).toArray(ValueLayout.JAVA_BYTE);
+                assertEquals(0, initiator.batchTransferSyncWrite(v1.name(), src, dst, len));
+                local.segment().fill((byte) 0);
+                long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+                boolean same;
+                do { // v1: the read may overtake unacknowledged writes on another lane; retry until they landed
+                    assertEquals(0, initiator.batchTransferSyncRead(v1.name(), src, dst, len));
+                    same = java.util.Arrays.equals(expected, local.segment().asSlice(0, n * 8192L)
+                            .toArray(ValueLayout.JAVA_BYTE));
+                } while (!same && System.nanoTime() < until);
+                assertTrue(same, "small v1 writes read back");
             }
         }
     }
@@ -216,6 +238,35 @@ class InitiatorReliabilityTest {
                 assertNotEquals(0, call.get(30, TimeUnit.SECONDS));
                 assertArrayEquals(after, local.segment().toArray(ValueLayout.JAVA_BYTE));
             }
+        }
+    }
+
+    @Test
+    void unreachablePeerCannotBeOpened() throws IOException {
+        int port;
+        try (java.net.ServerSocket ss = new java.net.ServerSocket(0, 1, TcpEngines.LOOPBACK)) {
+            port = ss.getLocalPort();
+        }
+        assertEquals(-1, initiator.openSegment("127.0.0.1:" + port));
+        assertNotEquals(0, initiator.batchTransferSyncWrite("127.0.0.1:" + port, new long[] {local.address()},
+                new long[] {FAKE_ADDR}, new long[] {8}));
+    }
+
+    @Test
+    void peerSpeakingRdmaIsNotSupportedOverTcp() throws IOException {
+        String rdma = "{\"buffers\":[{\"addr\":140234567892992,\"length\":1073741824,\"lkey\":[2101],"
+                + "\"name\":\"cpu:0\",\"rkey\":[2101]}],\"devices\":[{\"gid\":\"00:00:00:00:00:00:00:00:00:00:ff:ff:0a:00:00:02\","
+                + "\"lid\":0,\"name\":\"mlx5_0\"}],\"name\":\"10.0.0.2:15321\",\"priority_matrix\":{\"cpu:0\":[[\"mlx5_0\"],[]]},"
+                + "\"protocol\":\"rdma\",\"tcp_data_port\":0,\"tcp_proto_version\":1,\"timestamp\":\"t\"}\n";
+        try (io.mooncake4j.engine.handshake.HandshakeServer hs = io.mooncake4j.engine.handshake.HandshakeServer.start(
+                HandshakeConfig.ephemeral(TcpEngines.LOOPBACK), (type, req) -> rdma)) {
+            long seg = initiator.openSegment("127.0.0.1:" + hs.port());
+            assertTrue(seg > 0);
+            long batch = initiator.allocateBatchId(1);
+            assertEquals(io.mooncake4j.engine.StatusCodes.NOT_SUPPORTED_TRANSPORT, initiator.submitTransfer(batch,
+                    java.util.List.of(io.mooncake4j.engine.TransferRequest.write(local.address(), seg,
+                            140234567892992L, 8))));
+            assertEquals(io.mooncake4j.engine.StatusCodes.OK, initiator.freeBatchId(batch));
         }
     }
 
