@@ -12,8 +12,9 @@ public final class Main {
 
     static List<CliCommand> commands() {
         return List.of(
-                new VersionCommand(),
-                new RegisterCommand());
+                new DemoCommand(),
+                new RegisterCommand(),
+                new VersionCommand());
     }
 
     public static void main(String[] args) {
