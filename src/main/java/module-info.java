@@ -20,7 +20,6 @@ module io.mooncake4j {
     exports io.mooncake4j.memory.cuda;
     exports io.mooncake4j.engine;
     exports io.mooncake4j.engine.testing;
-    exports io.mooncake4j.engine.rdma;
     exports io.mooncake4j.connector;
     exports io.mooncake4j.connector.scheduler;
     exports io.mooncake4j.connector.wire;
