@@ -13,6 +13,8 @@ public final class Main {
     static List<CliCommand> commands() {
         return List.of(
                 new BenchCommand(),
+                new DemoCommand(),
+                new RegisterCommand(),
                 new VersionCommand());
     }
 

@@ -20,7 +20,8 @@ import java.util.Optional;
  * @param numWorkers             {@code kv_connector_extra_config.num_workers}: P transfer threads, default 10
  * @param deviceName             {@code kv_connector_extra_config.device_name}: RDMA device filter, default ""
  * @param bootstrapServerAddress {@code kv_connector_extra_config.bootstrap_server_address} ("host:port"), if any
- * @param bootstrapPort          {@code VLLM_MOONCAKE_BOOTSTRAP_PORT}, default 8998
+ * @param bootstrapPort          {@code VLLM_MOONCAKE_BOOTSTRAP_PORT}, default 8998; 0 lets the launched bootstrap
+ *                               server bind any free port (tests; see {@code MooncakeConnectorWorker#bootstrapServerPort})
  * @param abortRequestTimeout    {@code VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT}, default 480 s
  * @param hostname               the address this worker advertises (vLLM's {@code get_ip()})
  * @param tpRank                 tensor-parallel rank
@@ -70,9 +71,9 @@ public record MooncakeConnectorConfig(
         Objects.requireNonNull(deviceName, "deviceName");
         Objects.requireNonNull(bootstrapServerAddress, "bootstrapServerAddress");
         bootstrapServerAddress.ifPresent(MooncakeConnectorConfig::checkHostPort);
-        if (bootstrapPort <= 0 || bootstrapPort > 65535) {
+        if (bootstrapPort < 0 || bootstrapPort > 65535) {
             throw new MooncakeConfigException(ENV_BOOTSTRAP_PORT,
-                    ENV_BOOTSTRAP_PORT + " must be a port in 1..65535, got " + bootstrapPort);
+                    ENV_BOOTSTRAP_PORT + " must be a port in 1..65535 (or 0 for any free port), got " + bootstrapPort);
         }
         if (abortRequestTimeout == null || abortRequestTimeout.isNegative() || abortRequestTimeout.isZero()) {
             throw new MooncakeConfigException(ENV_ABORT_REQUEST_TIMEOUT,

@@ -53,6 +53,15 @@ public interface TransferEngine extends AutoCloseable {
     }
 
     /**
+     * Whether and how this engine moves GPU memory at {@code location} ({@code cuda:N}) once it is
+     * registered; asked before registration so that a caller can refuse early with the fix. The
+     * default answers {@link DeviceMemoryAccess.Kind#UNKNOWN}.
+     */
+    default DeviceMemoryAccess deviceMemoryAccess(String location) {
+        return DeviceMemoryAccess.unknown();
+    }
+
+    /**
      * Registers several buffers at once (all or nothing). The arrays must have equal length.
      * Location is {@code "*"} as in Mooncake's Python binding.
      */

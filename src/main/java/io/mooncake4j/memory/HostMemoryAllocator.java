@@ -6,6 +6,7 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.LinkedHashSet;
 import java.util.List;
+import java.util.Objects;
 import java.util.Set;
 
 /**
@@ -14,6 +15,7 @@ import java.util.Set;
  * <p>Each allocation has its own shared {@link Arena} (never {@code Arena.ofAuto()}: a NIC or
  * another process may still be using memory the garbage collector cannot see). Allocations can
  * be closed one by one; closing the allocator frees every allocation still alive, newest first.
+ * With a {@link HostMemoryPinner} the allocations are also page-locked for a device.
  * Thread-safe.
  */
 public final class HostMemoryAllocator implements AutoCloseable {
@@ -22,6 +24,7 @@ public final class HostMemoryAllocator implements AutoCloseable {
     public static final long PAGE_SIZE = 4096;
 
     private final String location;
+    private final HostMemoryPinner pinner;
     // insertion-ordered; HostMemoryStorage uses identity equality
     private final Set<HostMemoryStorage> live = new LinkedHashSet<>();
     private boolean closed;
@@ -33,6 +36,15 @@ public final class HostMemoryAllocator implements AutoCloseable {
 
     /** An allocator whose storages report the given location ({@code cpu:N} or {@code *}). */
     public HostMemoryAllocator(String location) {
+        this(location, HostMemoryPinner.NONE);
+    }
+
+    /**
+     * An allocator whose allocations are pinned by {@code pinner} when allocated and unpinned
+     * before they are freed (page-locked memory for device staging).
+     */
+    public HostMemoryAllocator(String location, HostMemoryPinner pinner) {
+        this.pinner = Objects.requireNonNull(pinner, "pinner");
         MemoryLocation.validate(location);
         if (MemoryLocation.isCuda(location)) {
             throw new IllegalArgumentException("host allocator cannot report a device location: " + location);
@@ -54,11 +66,12 @@ public final class HostMemoryAllocator implements AutoCloseable {
         MemorySegment segment;
         try {
             segment = arena.allocate(bytes, PAGE_SIZE);
+            pinner.pin(segment);
         } catch (OutOfMemoryError | RuntimeException e) {
             arena.close();
             throw e;
         }
-        HostMemoryStorage storage = new HostMemoryStorage(this, arena, segment, location);
+        HostMemoryStorage storage = new HostMemoryStorage(this, arena, segment, location, pinner);
         synchronized (live) {
             if (closed) {
                 arena.close();
@@ -93,8 +106,20 @@ public final class HostMemoryAllocator implements AutoCloseable {
             toFree = new ArrayList<>(live);
         }
         Collections.reverse(toFree);
+        RuntimeException first = null;
         for (HostMemoryStorage s : toFree) {
-            s.close();
+            try {
+                s.close();
+            } catch (RuntimeException e) { // an unpin failure; the memory is freed anyway
+                if (first == null) {
+                    first = e;
+                } else {
+                    first.addSuppressed(e);
+                }
+            }
+        }
+        if (first != null) {
+            throw first;
         }
     }
 }

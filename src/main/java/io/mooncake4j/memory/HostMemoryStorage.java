@@ -17,9 +17,12 @@ public final class HostMemoryStorage implements MemoryStorage, AutoCloseable {
     private final long address;
     private final long byteSize;
     private final HostMemoryAllocator owner;
+    private final HostMemoryPinner pinner;
 
-    HostMemoryStorage(HostMemoryAllocator owner, Arena arena, MemorySegment segment, String location) {
+    HostMemoryStorage(HostMemoryAllocator owner, Arena arena, MemorySegment segment, String location,
+                      HostMemoryPinner pinner) {
         this.owner = owner;
+        this.pinner = pinner;
         this.arena = arena;
         this.segment = segment;
         this.location = location;
@@ -59,16 +62,21 @@ public final class HostMemoryStorage implements MemoryStorage, AutoCloseable {
         return arena.scope().isAlive();
     }
 
+    /** Frees the memory (unpinning it first when pinned); a second call does nothing. */
     @Override
     public void close() {
         synchronized (this) {
             if (!arena.scope().isAlive()) {
                 return;
             }
-            arena.close();
-        }
-        if (owner != null) {
-            owner.forget(this);
+            try {
+                pinner.unpin(segment);
+            } finally {
+                arena.close();
+                if (owner != null) {
+                    owner.forget(this);
+                }
+            }
         }
     }
 

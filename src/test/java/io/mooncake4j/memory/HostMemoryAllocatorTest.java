@@ -5,7 +5,10 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -48,5 +51,40 @@ class HostMemoryAllocatorTest {
         assertTrue(MemoryLocation.isCuda("cuda:3"));
         assertEquals(3, MemoryLocation.index("cuda:3"));
         assertEquals(-1, MemoryLocation.index("*"));
+    }
+
+    @Test
+    void pinnerPinsEachAllocationAndUnpinsBeforeFreeing() {
+        List<String> events = new ArrayList<>();
+        HostMemoryPinner recording = new HostMemoryPinner() {
+            @Override
+            public void pin(MemorySegment segment) {
+                if (segment.byteSize() == 3 * 4096) {
+                    throw new IllegalStateException("cannot pin");
+                }
+                events.add("pin " + segment.byteSize());
+            }
+
+            @Override
+            public void unpin(MemorySegment segment) {
+                events.add("unpin " + segment.byteSize());
+                if (segment.byteSize() == 2 * 4096) {
+                    throw new IllegalStateException("cannot unpin");
+                }
+            }
+        };
+        HostMemoryStorage b;
+        try (HostMemoryAllocator alloc = new HostMemoryAllocator("cpu:0", recording)) {
+            HostMemoryStorage a = alloc.allocate(4096);
+            b = alloc.allocate(2 * 4096);
+            assertThrows(IllegalStateException.class, () -> alloc.allocate(3 * 4096));
+            assertEquals(3 * 4096, alloc.allocatedBytes(), "a refused allocation is not kept");
+            a.close();
+            IllegalStateException e = assertThrows(IllegalStateException.class, b::close);
+            assertEquals("cannot unpin", e.getMessage());
+            assertFalse(b.isAlive(), "freed even though unpinning failed");
+            assertEquals(0, alloc.allocatedBytes());
+        }
+        assertEquals(List.of("pin 4096", "pin 8192", "unpin 4096", "unpin 8192"), events);
     }
 }

@@ -1,7 +1,8 @@
 /**
  * Mooncake's P2P handshake (the RPC port, {@code SocketHandShakePlugin}): frame codec
  * ({@link io.mooncake4j.engine.handshake.HandshakeFrame}), segment descriptor codec
- * ({@link io.mooncake4j.engine.handshake.SegmentDescriptor}), server, client, port binding and
+ * ({@link io.mooncake4j.engine.handshake.SegmentDescriptor}), Connection body codec
+ * ({@link io.mooncake4j.engine.handshake.HandShakeDesc}, used by the RDMA transport), server, client, port binding and
  * the {@code MC_*} control-plane settings ({@link io.mooncake4j.engine.handshake.HandshakeConfig}).
  * Internal to the module; embedders reach it through the engine.
  *

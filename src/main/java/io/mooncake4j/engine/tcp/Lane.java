@@ -87,6 +87,9 @@ final class Lane {
     private int v1Count;
     private volatile Batch sendBatch;
     private volatile Batch recvBatch;
+    /** Bounce buffers for GPU memory, created on first use; owned by the sender / receiver thread. */
+    private Stager sendStager;
+    private Stager recvStager;
     /** Deadline of the status frame the receiver waits for, 0 when not waiting. */
     private volatile long statusDeadline;
 
@@ -177,6 +180,8 @@ final class Lane {
             throw e;
         } finally {
             slot.exit(0);
+            peer.memory.staging.disown(sendStager);
+            sendStager = null;
         }
     }
 
@@ -233,9 +238,16 @@ final class Lane {
             }
         }
         Buffer lb = null;
+        int dev = -1;
         if (write) {
             lb = peer.memory.registry.find(local, len);
             if (lb == null || !slot.enter(0, lb)) {
+                b.finish(i, Batch.FAILED);
+                return true;
+            }
+            dev = DeviceStaging.deviceOf(lb);
+            if (dev >= 0 && sendStager() == null) {
+                slot.exit(0);
                 b.finish(i, Batch.FAILED);
                 return true;
             }
@@ -247,6 +259,20 @@ final class Lane {
             if (!write) {
                 push(b, i, opcode);
                 return true;
+            }
+            if (dev >= 0) { // GPU memory: the header goes now, the body through the bounce buffers
+                if (!flush(ch, stage)) {
+                    b.finish(i, Batch.FAILED);
+                    return false;
+                }
+                int rc = sendStager.send(ch, dev, local, len);
+                if (rc != Stager.OK) {
+                    b.finish(i, Batch.FAILED);
+                    kill(String.format(Locale.ROOT, "GPU copy for a write of %d bytes from 0x%x failed (%d)", len,
+                            local, rc));
+                    return false;
+                }
+                return afterBody(b, i, opcode, v2, stage);
             }
             int first = (int) Math.min(len, STAGE_LIMIT);
             MemorySegment.copy(LocalMemory.ALL, local, stageSegment, stage.position(), first);
@@ -275,6 +301,11 @@ final class Lane {
                 slot.exit(0);
             }
         }
+        return afterBody(b, i, opcode, v2, stage);
+    }
+
+    /** After a WRITE body was staged or sent: v2 waits for the status, v1 completes once written. */
+    private boolean afterBody(Batch b, int i, int opcode, boolean v2, ByteBuffer stage) {
         if (v2) {
             push(b, i, opcode);
         } else if (stage.position() == 0) {
@@ -285,6 +316,30 @@ final class Lane {
             v1Count++;
         }
         return true;
+    }
+
+    /** The sender's stager, created on its first GPU request; null (logged) when bounce buffers cannot be had. */
+    private Stager sendStager() {
+        if (sendStager == null) {
+            try {
+                sendStager = peer.memory.staging.own();
+            } catch (RuntimeException e) {
+                peer.memory.staging.copyFailed("allocating bounce buffers for lane " + name + ": " + e.getMessage());
+            }
+        }
+        return sendStager;
+    }
+
+    /** The receiver's stager, created on its first GPU request; null (logged) when bounce buffers cannot be had. */
+    private Stager recvStager() {
+        if (recvStager == null) {
+            try {
+                recvStager = peer.memory.staging.own();
+            } catch (RuntimeException e) {
+                peer.memory.staging.copyFailed("allocating bounce buffers for lane " + name + ": " + e.getMessage());
+            }
+        }
+        return recvStager;
     }
 
     /** The open connection, connecting when there is none (after the ring drained); null on failure. */
@@ -398,6 +453,8 @@ final class Lane {
             throw e;
         } finally {
             slot.exit(1);
+            peer.memory.staging.disown(recvStager);
+            recvStager = null;
         }
     }
 
@@ -441,6 +498,17 @@ final class Lane {
                 return false;
             }
             try {
+                int dev = DeviceStaging.deviceOf(lb);
+                if (dev >= 0) { // GPU memory: through the bounce buffers
+                    Stager st = recvStager();
+                    int rc = st == null ? Stager.NO_QUEUE : st.receive(ch, in, inSegment, dev, local, len);
+                    if (rc != Stager.OK) {
+                        kill(rc == Stager.EOF ? "peer closed the connection during a read body" : String.format(
+                                Locale.ROOT, "GPU copy for a read of %d bytes into 0x%x failed (%d)", len, local, rc));
+                        return false;
+                    }
+                    return true;
+                }
                 long done = 0;
                 while (done < len) {
                     int avail = in.remaining();

@@ -43,9 +43,12 @@ final class LocalMemory {
     private final AtomicLong generation = new AtomicLong();
     private final Set<Slot> slots = ConcurrentHashMap.newKeySet();
     private final long unregisterWaitNanos;
+    /** GPU memory access and bounce buffers for buffers at {@code cuda:N}. */
+    final DeviceStaging staging;
 
-    LocalMemory(long unregisterWaitNanos) {
+    LocalMemory(long unregisterWaitNanos, DeviceStaging staging) {
         this.unregisterWaitNanos = unregisterWaitNanos;
+        this.staging = staging;
     }
 
     /** One thread's claim on up to two buffers. */

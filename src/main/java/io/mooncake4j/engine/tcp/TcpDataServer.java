@@ -244,7 +244,12 @@ final class TcpDataServer implements AutoCloseable {
                     return;
                 }
                 try {
-                    if (op == TcpWire.OP_WRITE) {
+                    int dev = DeviceStaging.deviceOf(buf);
+                    if (dev >= 0) {
+                        if (!serveDevice(peer, in, io, out, dev, op, v2, addr, size)) {
+                            return;
+                        }
+                    } else if (op == TcpWire.OP_WRITE) {
                         if (!receiveBody(peer, in, io, out, views, buf, addr, size)) {
                             return;
                         }
@@ -282,6 +287,48 @@ final class TcpDataServer implements AutoCloseable {
                 } finally {
                     slot.exit(0);
                 }
+            }
+        }
+
+        /**
+         * Serves a request on GPU memory through a pooled stager (waiting for one when all are busy):
+         * a WRITE body goes socket → bounce buffer → device, then the v2 status is queued; a READ
+         * sends the v2 status, then the body device → bounce buffer → socket. False when the session
+         * must end (peer gone, copy failed: the initiator sees the connection close and fails the
+         * request).
+         */
+        private boolean serveDevice(String peer, ByteBuffer in, IoBuffers io, ByteBuffer out, int dev, int op,
+                boolean v2, long addr, long size) throws IOException {
+            flush(out);
+            Stager st = memory.staging.borrow();
+            if (st == null) {
+                return false;
+            }
+            try {
+                int rc;
+                if (op == TcpWire.OP_WRITE) {
+                    rc = st.receive(ch, in, io.inSegment, dev, addr, size);
+                    if (rc == Stager.OK && v2) {
+                        out.putLong(TcpWire.STATUS_OK);
+                    }
+                } else {
+                    if (v2) {
+                        out.putLong(TcpWire.STATUS_OK);
+                        flush(out);
+                    }
+                    rc = st.send(ch, dev, addr, size);
+                }
+                if (rc == Stager.EOF) {
+                    LOG.warn("data session with {}: connection closed inside the body of a {}-byte write to cuda:{} "
+                            + "at 0x{}", peer, size, dev, Long.toHexString(addr));
+                } else if (rc != Stager.OK) {
+                    LOG.warn("data session with {}: GPU copy for a {} of {} bytes at 0x{} (cuda:{}) failed ({}); "
+                            + "closing", peer, op == TcpWire.OP_WRITE ? "write" : "read", size,
+                            Long.toHexString(addr), dev, rc);
+                }
+                return rc == Stager.OK;
+            } finally {
+                memory.staging.release(st);
             }
         }
 

@@ -1,6 +1,7 @@
 package io.mooncake4j.engine.tcp;
 
 import io.mooncake4j.engine.BufferRegistry.Buffer;
+import io.mooncake4j.engine.DeviceMemoryAccess;
 import io.mooncake4j.engine.ErrorCodes;
 import io.mooncake4j.engine.StatusCodes;
 import io.mooncake4j.engine.TransferEngine;
@@ -13,6 +14,9 @@ import io.mooncake4j.engine.handshake.HandshakeServer;
 import io.mooncake4j.engine.handshake.PeerAddress;
 import io.mooncake4j.engine.handshake.SegmentDescriptor;
 import io.mooncake4j.internal.json.Json;
+import io.mooncake4j.memory.DeviceMemory;
+import io.mooncake4j.memory.MemoryLocation;
+import io.mooncake4j.memory.cuda.CudaDeviceMemory;
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -20,6 +24,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Objects;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
@@ -48,6 +53,10 @@ import org.slf4j.LoggerFactory;
  *   <li>Unlike Mooncake's TCP transport, the local side of every transfer must lie in memory
  *       registered with this engine (the data path reads and writes it directly); other requests
  *       fail.</li>
+ *   <li>GPU memory ({@code cuda:N}, or {@code *} detected by the {@link DeviceMemory}) is moved
+ *       through pinned bounce buffers with pipelined asynchronous copies on both sides, and with
+ *       device copies to the own segment; without CUDA its registration fails with the cause
+ *       ({@link #deviceMemoryAccess} says so beforehand).</li>
  * </ul>
  *
  * <p>Thread-safe. Threads: {@code mooncake-handshake-*}, {@code mooncake-target-*},
@@ -136,6 +145,7 @@ public final class TcpTransferEngine implements TransferEngine {
 
     private final TcpConfig config;
     private final LocalMemory memory;
+    private final DeviceStaging staging;
     private final HandshakeClient client;
     private final int engineSerial = ENGINES.getAndIncrement();
     private final AtomicInteger peerSerial = new AtomicInteger();
@@ -162,10 +172,25 @@ public final class TcpTransferEngine implements TransferEngine {
         this(TcpConfig.fromEnvironment());
     }
 
-    /** An engine with explicit settings (tests use OS-assigned ports on 127.0.0.1). */
+    /** An engine with explicit settings (tests use OS-assigned ports on 127.0.0.1); GPU memory through CUDA. */
     public TcpTransferEngine(TcpConfig config) {
+        this(config, CudaDeviceMemory.INSTANCE);
+    }
+
+    /**
+     * An engine with explicit settings whose GPU memory ({@code cuda:N} buffers) is reached through
+     * {@code deviceMemory}: staged through its pinned bounce buffers over the network, copied with its
+     * queues for transfers to the own segment. Staging settings come from the environment
+     * ({@code MOONCAKE4J_TCP_STAGING_*}).
+     */
+    public TcpTransferEngine(TcpConfig config, DeviceMemory deviceMemory) {
+        this(config, deviceMemory, StagingConfig.fromEnvironment());
+    }
+
+    TcpTransferEngine(TcpConfig config, DeviceMemory deviceMemory, StagingConfig staging) {
         this.config = config;
-        this.memory = new LocalMemory(TimeUnit.MILLISECONDS.toNanos(config.unregisterWaitMs()));
+        this.staging = new DeviceStaging(Objects.requireNonNull(deviceMemory, "deviceMemory"), staging);
+        this.memory = new LocalMemory(TimeUnit.MILLISECONDS.toNanos(config.unregisterWaitMs()), this.staging);
         this.client = new HandshakeClient(config.handshake());
     }
 
@@ -378,28 +403,103 @@ public final class TcpTransferEngine implements TransferEngine {
         if (d != null) {
             d.close();
         }
+        staging.close();
         LOG.info("transfer engine {} closed", segmentName);
     }
 
     // ------------------------------------------------------------------ memory
 
+    /**
+     * {@inheritDoc}
+     *
+     * <p>{@code cuda:N} memory is checked first: without CUDA (or without device N) the cause and
+     * its fix are logged and {@link ErrorCodes#DEVICE_NOT_FOUND} is returned. {@code "*"} is
+     * resolved as Mooncake does: device memory is registered as {@code cuda:N}, anything else stays
+     * {@code "*"} (host memory).
+     */
     @Override
     public int registerMemory(long address, long length, String location) {
         if (closed) {
             return ErrorCodes.INVALID_ARGUMENT;
         }
-        return memory.register(new long[] {address}, new long[] {length},
-                new String[] {location == null ? "*" : location});
+        String[] locs = {location == null ? MemoryLocation.WILDCARD : location};
+        int rc = resolveLocations(new long[] {address}, locs);
+        return rc != 0 ? rc : memory.register(new long[] {address}, new long[] {length}, locs);
     }
 
+    /** Registers with location {@code "*"}, resolved per buffer (see {@link #registerMemory}). */
     @Override
     public int batchRegisterMemory(long[] addresses, long[] lengths) {
         if (closed || addresses == null || lengths == null || addresses.length != lengths.length) {
             return ErrorCodes.INVALID_ARGUMENT;
         }
         String[] locs = new String[addresses.length];
-        Arrays.fill(locs, "*");
-        return memory.register(addresses, lengths, locs);
+        Arrays.fill(locs, MemoryLocation.WILDCARD);
+        int rc = resolveLocations(addresses, locs);
+        return rc != 0 ? rc : memory.register(addresses, lengths, locs);
+    }
+
+    /** Checks {@code cuda:N} locations and resolves {@code "*"} ones in place; 0 or an error code (logged). */
+    private int resolveLocations(long[] addresses, String[] locs) {
+        for (int i = 0; i < locs.length; i++) {
+            String loc = locs[i];
+            if (MemoryLocation.WILDCARD.equals(loc)) {
+                int dev = staging.device.deviceOf(addresses[i]);
+                if (dev >= 0) {
+                    locs[i] = MemoryLocation.cuda(dev);
+                }
+            } else if (MemoryLocation.isCuda(loc)) {
+                try {
+                    staging.device.checkLocation(loc);
+                } catch (RuntimeException e) {
+                    LOG.error("registerMemory(0x{}, {}): {}", Long.toHexString(addresses[i]), loc, e.getMessage());
+                    return ErrorCodes.DEVICE_NOT_FOUND;
+                }
+            }
+        }
+        return 0;
+    }
+
+    /**
+     * {@link DeviceMemoryAccess.Kind#STAGED} for {@code cuda:N} when device memory is usable here
+     * (bounce-buffer staging over the network, device copies to the own segment);
+     * {@link DeviceMemoryAccess.Kind#UNSUPPORTED} with the cause and the fix otherwise.
+     */
+    @Override
+    public DeviceMemoryAccess deviceMemoryAccess(String location) {
+        if (!MemoryLocation.isCuda(location)) {
+            return DeviceMemoryAccess.unknown();
+        }
+        try {
+            staging.device.checkLocation(location);
+        } catch (RuntimeException e) {
+            return DeviceMemoryAccess.unsupported(String.format(Locale.ROOT,
+                    "the TCP transport reaches GPU memory at %s by staging it through pinned host memory with %s, "
+                            + "but: %s", location, staging.device.name(), e.getMessage()));
+        }
+        return DeviceMemoryAccess.staged(String.format(Locale.ROOT,
+                "staged through pinned host bounce buffers (%s; %s copies pipelined with the socket); "
+                        + "transfers to the own segment copy device to device", staging.config, staging.device.name()));
+    }
+
+    /** Bytes moved between GPU memory and sockets through bounce buffers so far. */
+    public long stagedDeviceBytes() {
+        return staging.stagedBytes();
+    }
+
+    /** Failed GPU copies so far (each failed its transfer). */
+    public long deviceCopyFailures() {
+        return staging.copyFailures();
+    }
+
+    /** Stagers (bounce-buffer sets) alive now (package-private, for tests). */
+    int stagersForTest() {
+        return staging.stagers();
+    }
+
+    /** Times a data-port session or local copy waited for a pooled stager (package-private, for tests). */
+    long stagerWaitsForTest() {
+        return staging.borrowWaits();
     }
 
     @Override
@@ -804,6 +904,24 @@ public final class TcpTransferEngine implements TransferEngine {
         return false;
     }
 
+    /**
+     * A transfer to the own segment touching GPU memory: device to device, host to device or device
+     * to host on a pooled stager's copy queue (of the source device, or of the destination device for
+     * host to device), waited for.
+     */
+    private boolean deviceCopy(int srcDevice, int dstDevice, long src, long dst, long len) {
+        Stager st = staging.borrow();
+        if (st == null) {
+            return false;
+        }
+        try {
+            DeviceMemory.Direction dir = DeviceMemory.Direction.of(dstDevice >= 0, srcDevice >= 0);
+            return st.copy(srcDevice >= 0 ? srcDevice : dstDevice, dst, src, len, dir) == Stager.OK;
+        } finally {
+            staging.release(st);
+        }
+    }
+
     /** A transfer to the own segment: both ranges validated like the data server does, then one copy. */
     private boolean localCopy(Batch b, int i, LocalMemory.Slot slot) {
         long len = b.length[i];
@@ -827,7 +945,13 @@ public final class TcpTransferEngine implements TransferEngine {
                 return false;
             }
             try {
-                java.lang.foreign.MemorySegment.copy(LocalMemory.ALL, src, LocalMemory.ALL, dst, len);
+                int sd = DeviceStaging.deviceOf(sb);
+                int dd = DeviceStaging.deviceOf(db);
+                if (sd < 0 && dd < 0) {
+                    java.lang.foreign.MemorySegment.copy(LocalMemory.ALL, src, LocalMemory.ALL, dst, len);
+                } else {
+                    return deviceCopy(sd, dd, src, dst, len);
+                }
             } finally {
                 slot.exit(1);
             }

@@ -50,6 +50,18 @@
  * aborts them by closing their connections, so memory is never touched after
  * {@code unregisterMemory} returned. All public methods of the engine are thread-safe.
  *
+ * <h2>GPU memory</h2>
+ * Buffers registered at {@code cuda:N} (declared, or {@code *} resolved through the engine's
+ * {@link io.mooncake4j.memory.DeviceMemory}) are never touched by the engine directly. Their bodies
+ * cross the socket through pinned bounce buffers with pipelined asynchronous copies
+ * ({@code Stager}: device-to-host of the next chunks overlaps the send of the current one,
+ * host-to-device of a received chunk overlaps the receive of the next); transfers to the own
+ * segment are one device copy. Lane threads own a stager each; data-port sessions and local copies
+ * borrow from a bounded per-engine pool ({@code DeviceStaging}) and wait when it is exhausted. Every
+ * staging call waits for its copies before it returns, so the unregistration guarantee holds for GPU
+ * memory too. Settings: {@code MOONCAKE4J_TCP_STAGING_*} ({@code StagingConfig}); details in
+ * {@code docs/gpu.md}.
+ *
  * <h2>Differences from Mooncake's TCP transport</h2>
  * <ul>
  *   <li>The local side of a transfer must lie in memory registered with this engine.</li>
@@ -57,6 +69,8 @@
  *   <li>Transfers to the own segment are a memory copy, not a loopback connection.</li>
  *   <li>The initiator checks remote ranges against the cached descriptor (refreshing it once on a
  *       miss) before sending; the target still validates every request.</li>
+ *   <li>GPU memory is staged through pinned bounce buffers with pipelined asynchronous copies
+ *       (Mooncake copies each 64 KiB piece synchronously through pageable memory).</li>
  *   <li>Persistent pipelined lanes are always used (Mooncake: one connection per request unless
  *       {@code MC_TCP_ENABLE_CONNECTION_POOL}); {@code MC_TCP_PROTO} is read once at start.</li>
  * </ul>

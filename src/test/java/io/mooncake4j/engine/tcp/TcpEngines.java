@@ -16,7 +16,11 @@ final class TcpEngines {
     }
 
     static TcpTransferEngine started(TcpConfig cfg) {
-        TcpTransferEngine e = new TcpTransferEngine(cfg);
+        return started(new TcpTransferEngine(cfg));
+    }
+
+    /** Initialises {@code e} on 127.0.0.1 (closing it when that fails). */
+    static TcpTransferEngine started(TcpTransferEngine e) {
         if (e.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", "") != 0) {
             e.close();
             throw new AssertionError("initialize failed");

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# GPU check for mooncake4j: runs the tests tagged `gpu` and a short GPU->host->GPU copy benchmark,
+# then prints a summary. Two steps, so that the GPU machine needs no network and no Maven:
+#
+#   scripts/gpu-check.sh prepare                 on a build machine (Maven + its local repository):
+#                                                builds target/gpu-check/ = jar, test classes, every
+#                                                dependency (JCuda and its natives included) and a
+#                                                jlink'd Java runtime (~57 MB in all)
+#   scripts/gpu-check.sh [run] [MiB] [iters] [device]
+#                                                on the GPU machine (Linux x86_64, offline, no JDK
+#                                                needed): default 256 MiB, 5 iterations, cuda:0
+#
+# Exit status: 0 all passed, 1 a test or the benchmark failed, 2 CUDA unavailable (the cause and
+# its fix are printed), 3 bundle missing, 124 the 280 s time limit hit. Details: docs/gpu.md.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+bundle="$here/target/gpu-check"
+mode=run
+if [ "${1:-}" = prepare ] || [ "${1:-}" = run ]; then mode=$1; shift; fi
+
+if [ "$mode" = prepare ]; then
+  . "$here/bin/lib/jdk.sh"
+  command -v mvn >/dev/null 2>&1 || { echo "gpu-check prepare: Maven (mvn) is needed here: apt-get install maven" >&2; exit 2; }
+  offline=${MVN_OFFLINE--o}   # MVN_OFFLINE= (empty) to let Maven download what the local repository lacks
+  cd "$here"
+  mvn -B -ntp -q $offline -DskipTests package
+  mvn -B -ntp -q $offline test-compile
+  rm -rf "$bundle"
+  mvn -B -ntp -q $offline dependency:copy-dependencies -DincludeScope=test -DoutputDirectory="$bundle/lib"
+  cp target/mooncake4j.jar "$bundle/"
+  cp -r target/test-classes "$bundle/test-classes"
+  # a small Java runtime, so the GPU machine needs no JDK (GPU_CHECK_JRE=0 to skip: ~43 MB)
+  if [ "${GPU_CHECK_JRE:-1}" = 1 ]; then
+    "$JAVA_HOME/bin/jlink" --add-modules java.base,java.logging,jdk.unsupported,jdk.zipfs \
+      --strip-debug --no-header-files --no-man-pages --compress=zip-9 --output "$bundle/jre"
+  fi
+  echo "gpu-check bundle ready: $bundle ($(du -sh "$bundle" | cut -f1)); copy the checkout's target/gpu-check,"
+  echo "scripts/ and bin/ to the GPU machine and run scripts/gpu-check.sh there"
+  exit 0
+fi
+
+if [ ! -f "$bundle/mooncake4j.jar" ] || [ ! -d "$bundle/lib" ] || [ ! -d "$bundle/test-classes" ]; then
+  echo "gpu-check: no prepared bundle in $bundle; run 'scripts/gpu-check.sh prepare' on a build machine first" >&2
+  exit 3
+fi
+if [ -x "$bundle/jre/bin/java" ] && "$bundle/jre/bin/java" -version >/dev/null 2>&1; then
+  JAVA_HOME="$bundle/jre"   # the runtime prepared with the bundle
+else
+  . "$here/bin/lib/jdk.sh"  # else a JDK >= 22 installed here
+fi
+
+echo "== host"
+uname -srm
+if command -v nvidia-smi >/dev/null 2>&1; then
+  timeout 30 nvidia-smi --query-gpu=index,name,driver_version,memory.total,pci.bus_id --format=csv,noheader || true
+  timeout 30 nvidia-smi | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/driver CUDA version \1/p' | head -n1 || true
+else
+  echo "nvidia-smi not found"
+fi
+
+status=0
+timeout 280 "$JAVA_HOME/bin/java" --enable-native-access=ALL-UNNAMED -Xss1m \
+  -Dmooncake4j.cuda.nativeDir="$bundle/natives" \
+  -Dorg.slf4j.simpleLogger.defaultLogLevel=info \
+  -cp "$bundle/mooncake4j.jar:$bundle/test-classes:$bundle/lib/*" \
+  io.mooncake4j.memory.cuda.GpuCheck "$@" || status=$?
+if [ "$status" = 124 ]; then echo "RESULT: TIMEOUT (280 s)"; fi
+exit "$status"

@@ -1,0 +1,130 @@
+package io.mooncake4j.cli;
+
+import io.mooncake4j.memory.ModelPreset;
+import io.mooncake4j.sim.ConnectorSimWorker;
+import io.mooncake4j.sim.DemoRunner;
+
+import java.io.PrintStream;
+import java.time.Duration;
+import java.util.Locale;
+import java.util.Objects;
+
+/**
+ * {@code bin/mooncake4j demo}: a bootstrap server, a P engine and a D engine on loopback in this
+ * JVM, a synthetic workload through the real connector, every byte verified at D (see
+ * {@link DemoRunner}).
+ */
+final class DemoCommand implements CliCommand {
+
+    private final DemoRunner.Workers workers;
+
+    DemoCommand() {
+        this(ConnectorSimWorker::factory);
+    }
+
+    /** A command whose engines get their workers from {@code workers} (tests). */
+    DemoCommand(DemoRunner.Workers workers) {
+        this.workers = Objects.requireNonNull(workers, "workers");
+    }
+
+    @Override
+    public String name() {
+        return "demo";
+    }
+
+    @Override
+    public String summary() {
+        return "run P and D engines on loopback, move a workload's KV and verify every byte";
+    }
+
+    @Override
+    public String usage() {
+        DemoRunner.Options d = DemoRunner.Options.defaults();
+        return String.join("\n",
+                "usage: bin/mooncake4j demo [flags]",
+                "",
+                "Starts a bootstrap server, a prefill (P) engine and a decode (D) engine in this JVM on 127.0.0.1,",
+                "sends requests through a proxy like vLLM's (P: do_remote_decode, max_tokens=1; D: do_remote_prefill),",
+                "lets the Mooncake connector push each request's KV from P to D, and verifies every byte at D.",
+                "Prints a progress line per second and a summary table. Exit code 0 only if every request verified.",
+                "",
+                "flags:",
+                String.format(Locale.ROOT, "  --model NAME          model preset (%s), default %s",
+                        String.join(", ", ModelPreset.all().stream().filter(p -> !p.mla()).map(ModelPreset::name)
+                                .toList()), d.model().name()),
+                "  --requests N          requests to send, default " + d.requests(),
+                "  --prompt-tokens N     tokens per prompt, default " + d.promptTokens(),
+                "  --shared-prefix N     leading tokens shared by all prompts (prefix-cache hits), default "
+                        + d.sharedPrefixTokens(),
+                "  --decode-tokens N     tokens each D request generates, default " + d.decodeTokens(),
+                "  --p-tp N              tensor-parallel size of P, default " + d.pTp(),
+                "  --d-tp N              tensor-parallel size of D, default " + d.dTp(),
+                "  --protocol P          tcp, or mock for the in-JVM engine, default " + d.protocol(),
+                "  --num-blocks N        blocks per rank of each engine; default: what fits 2 GiB of KV per engine,",
+                "                        at most 4 x what the requests in flight need",
+                "  --concurrency N       requests in flight, default " + d.concurrency(),
+                "  --seed N              workload seed, default " + d.seed(),
+                "  --timeout SECONDS     bound on the whole run, default " + d.timeout().toSeconds());
+    }
+
+    @Override
+    public int run(Flags flags, PrintStream out, PrintStream err) {
+        DemoRunner.Options o = parse(flags);
+        DemoRunner.Report r = DemoRunner.run(o, workers, out);
+        r.print(out);
+        return r.exitCode();
+    }
+
+    /** The options the flags ask for (rejects unknown flags). */
+    static DemoRunner.Options parse(Flags flags) {
+        DemoRunner.Options d = DemoRunner.Options.defaults();
+        ModelPreset model;
+        try {
+            model = ModelPreset.byName(flags.string("model", d.model().name()));
+        } catch (IllegalArgumentException e) {
+            throw new Flags.UsageException(e.getMessage());
+        }
+        if (model.mla()) {
+            throw new Flags.UsageException("--model " + model.name() + " is an MLA model; the demo's synthetic "
+                    + "model needs K/V heads (use llama-3-8b, llama-3-70b or tiny)");
+        }
+        String protocol = flags.string("protocol", d.protocol()).toLowerCase(Locale.ROOT);
+        if (!protocol.equals("tcp") && !protocol.equals("mock")) {
+            throw new Flags.UsageException("--protocol must be tcp or mock, got '" + protocol + "'");
+        }
+        int requests = positive(flags, "requests", d.requests());
+        int promptTokens = positive(flags, "prompt-tokens", d.promptTokens());
+        int shared = flags.intValue("shared-prefix", Math.min(d.sharedPrefixTokens(), promptTokens / 8));
+        if (shared < 0 || shared > promptTokens) {
+            throw new Flags.UsageException("--shared-prefix must be within 0..--prompt-tokens, got " + shared);
+        }
+        int decode = positive(flags, "decode-tokens", d.decodeTokens());
+        int pTp = positive(flags, "p-tp", d.pTp());
+        int dTp = positive(flags, "d-tp", d.dTp());
+        for (int tp : new int[] {pTp, dTp}) {
+            try {
+                model.kvHeadsPerRank(tp);
+            } catch (IllegalArgumentException e) {
+                throw new Flags.UsageException(e.getMessage());
+            }
+        }
+        int numBlocks = flags.intValue("num-blocks", 0);
+        if (numBlocks < 0) {
+            throw new Flags.UsageException("--num-blocks must be >= 0 (0 = auto), got " + numBlocks);
+        }
+        int concurrency = positive(flags, "concurrency", d.concurrency());
+        long seed = flags.longValue("seed", d.seed());
+        int timeout = positive(flags, "timeout", (int) d.timeout().toSeconds());
+        flags.rejectUnknown();
+        return new DemoRunner.Options(model, requests, promptTokens, shared, decode, pTp, dTp, protocol, numBlocks,
+                concurrency, seed, Duration.ofSeconds(timeout));
+    }
+
+    private static int positive(Flags flags, String name, int def) {
+        int v = flags.intValue(name, def);
+        if (v <= 0) {
+            throw new Flags.UsageException("--" + name + " must be positive, got " + v);
+        }
+        return v;
+    }
+}

@@ -1,0 +1,148 @@
+package io.mooncake4j.connector;
+
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Set;
+
+/**
+ * What the scheduler tells its workers in one step (vLLM's {@code MooncakeConnectorMetadata},
+ * spec §3.4):
+ * <ul>
+ *   <li>{@link #reqsToRecv()}: D pulls, grouped by remote (P) engine id, then by D request id;</li>
+ *   <li>{@link #reqsToSend()}: P sends by P request id: the transfer id and the source block ids
+ *       per group ({@code []} when first announced at allocation, the real blocks when the request
+ *       finished);</li>
+ *   <li>{@link #reqsNotProcessed()}: transfer ids of P requests that ended without a transfer
+ *       (aborted, stopped), which the worker must forget.</li>
+ * </ul>
+ * Iteration orders are insertion orders, as for Python dicts and vLLM's step.
+ *
+ * <p>Built by the scheduler thread with {@link #addNewReq}, then handed to the worker (the hand-off
+ * must be a happens-before edge, e.g. a method call or a queue); the worker only reads it, apart
+ * from the mutable bookkeeping of {@link PullReqMeta}. Not thread-safe. The accessors return
+ * unmodifiable views.
+ *
+ * <p>In vLLM this object crosses the executor IPC (pickled); in mooncake4j it is an in-process DTO.
+ */
+public final class MooncakeConnectorMetadata {
+
+    /**
+     * One P send entry: vLLM's {@code (transfer_id, local_block_ids)} tuple. The block ids are
+     * copied at construction and returned without copying (read-only). Equality is by value.
+     *
+     * @param transferId    the rendezvous key
+     * @param localBlockIds P's source block ids per transfer group; {@code []} to announce the
+     *                      transfer before the blocks are known
+     */
+    public record ReqToSend(String transferId, int[][] localBlockIds) {
+
+        public ReqToSend {
+            Objects.requireNonNull(transferId, "transferId");
+            localBlockIds = BlockIds.copyOf(localBlockIds);
+        }
+
+        @Override
+        public boolean equals(Object o) {
+            return o instanceof ReqToSend r && transferId.equals(r.transferId)
+                    && Arrays.deepEquals(localBlockIds, r.localBlockIds);
+        }
+
+        @Override
+        public int hashCode() {
+            return 31 * transferId.hashCode() + Arrays.deepHashCode(localBlockIds);
+        }
+
+        @Override
+        public String toString() {
+            return "(" + transferId + ", " + BlockIds.toString(localBlockIds) + ")";
+        }
+    }
+
+    private final Map<String, Map<String, PullReqMeta>> reqsToRecv = new LinkedHashMap<>();
+    private final Map<String, ReqToSend> reqsToSend = new LinkedHashMap<>();
+    private Set<String> reqsNotProcessed = new LinkedHashSet<>();
+
+    /** An empty metadata object. */
+    public MooncakeConnectorMetadata() {}
+
+    /**
+     * vLLM's {@code add_new_req}. Reads {@code transfer_id} from {@code kvTransferParams}; when
+     * {@code loadRemoteCache} also {@code remote_engine_id} and {@code remote_bootstrap_addr},
+     * and files a {@link PullReqMeta} under {@code reqsToRecv[remote_engine_id][requestId]};
+     * otherwise files {@code reqsToSend[requestId] = (transfer_id, localBlockIds)}. A later entry
+     * for the same request id replaces the earlier one.
+     *
+     * @param localBlockIds block ids per transfer group (copied)
+     * @throws ConnectorException when a required key is absent or null (vLLM: {@code KeyError})
+     */
+    public void addNewReq(String requestId, int[][] localBlockIds, Map<String, Object> kvTransferParams,
+            boolean loadRemoteCache) {
+        Objects.requireNonNull(requestId, "requestId");
+        Objects.requireNonNull(kvTransferParams, "kvTransferParams");
+        String transferId = required(requestId, kvTransferParams, KvTransferParams.TRANSFER_ID);
+        if (loadRemoteCache) {
+            String remoteEngineId = required(requestId, kvTransferParams, KvTransferParams.REMOTE_ENGINE_ID);
+            String bootstrapAddr = required(requestId, kvTransferParams, KvTransferParams.REMOTE_BOOTSTRAP_ADDR);
+            reqsToRecv.computeIfAbsent(remoteEngineId, k -> new LinkedHashMap<>())
+                    .put(requestId, new PullReqMeta(requestId, transferId, localBlockIds, remoteEngineId,
+                            bootstrapAddr));
+        } else {
+            reqsToSend.put(requestId, new ReqToSend(transferId, localBlockIds));
+        }
+    }
+
+    private static String required(String requestId, Map<String, Object> params, String key) {
+        String v = KvTransferParams.stringValue(params.get(key));
+        if (v == null) {
+            throw new ConnectorException("kv_transfer_params of request " + requestId + " lack '" + key
+                    + "': " + params);
+        }
+        return v;
+    }
+
+    /** D pulls: remote engine id → (D request id → pull). */
+    public Map<String, Map<String, PullReqMeta>> reqsToRecv() {
+        return Collections.unmodifiableMap(reqsToRecv);
+    }
+
+    /** P sends: P request id → (transfer id, block ids per group). */
+    public Map<String, ReqToSend> reqsToSend() {
+        return Collections.unmodifiableMap(reqsToSend);
+    }
+
+    /** Transfer ids of P requests that finished without a transfer. */
+    public Set<String> reqsNotProcessed() {
+        return Collections.unmodifiableSet(reqsNotProcessed);
+    }
+
+    /** Replaces {@link #reqsNotProcessed()} with a copy of {@code transferIds}. */
+    public void setReqsNotProcessed(Set<String> transferIds) {
+        reqsNotProcessed = new LinkedHashSet<>(transferIds);
+    }
+
+    /** Whether nothing is to be received, sent or forgotten. */
+    public boolean isEmpty() {
+        return reqsToRecv.isEmpty() && reqsToSend.isEmpty() && reqsNotProcessed.isEmpty();
+    }
+
+    @Override
+    public boolean equals(Object o) {
+        return o instanceof MooncakeConnectorMetadata m && reqsToRecv.equals(m.reqsToRecv)
+                && reqsToSend.equals(m.reqsToSend) && reqsNotProcessed.equals(m.reqsNotProcessed);
+    }
+
+    @Override
+    public int hashCode() {
+        return Objects.hash(reqsToRecv, reqsToSend, reqsNotProcessed);
+    }
+
+    @Override
+    public String toString() {
+        return "MooncakeConnectorMetadata[reqsToRecv=" + reqsToRecv + ", reqsToSend=" + reqsToSend
+                + ", reqsNotProcessed=" + reqsNotProcessed + "]";
+    }
+}

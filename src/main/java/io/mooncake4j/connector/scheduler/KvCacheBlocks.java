@@ -1,0 +1,30 @@
+package io.mooncake4j.connector.scheduler;
+
+import io.mooncake4j.connector.BlockIds;
+
+/**
+ * The blocks the embedder's KV-cache manager allocated for a request in this step, as passed to
+ * {@link MooncakeConnectorScheduler#updateStateAfterAlloc} (the part of vLLM's
+ * {@code KVCacheBlocks} the connector reads).
+ */
+@FunctionalInterface
+public interface KvCacheBlocks {
+
+    /**
+     * vLLM's {@code get_unhashed_block_ids_all_groups()}: for every KV-cache group of the
+     * configuration, in group order, the ids of this request's blocks that are not prefix-cache
+     * hits (they have no block hash yet) — the blocks that will receive the external tokens. The
+     * connector copies what it keeps; it never modifies the arrays.
+     */
+    int[][] unhashedBlockIdsAllGroups();
+
+    /** Blocks whose unhashed ids per group are {@code perGroup} (used as given, not copied). */
+    static KvCacheBlocks ofUnhashed(int[]... perGroup) {
+        return () -> perGroup;
+    }
+
+    /** No blocks (zero groups). */
+    static KvCacheBlocks empty() {
+        return () -> BlockIds.NONE;
+    }
+}

@@ -1,0 +1,63 @@
+package io.mooncake4j.connector.worker;
+
+import io.mooncake4j.connector.ConnectorException;
+import java.util.List;
+import java.util.OptionalLong;
+
+/**
+ * {@code batchRegisterMemory} kept failing. The message starts with exactly vLLM's
+ * {@value #MESSAGE} followed by the details, which are also available as fields.
+ */
+public final class KvCacheRegistrationException extends ConnectorException {
+
+    private static final long serialVersionUID = 1L;
+
+    /** vLLM's first sentence, kept verbatim. */
+    public static final String MESSAGE = "Mooncake batch memory registration failed.";
+
+    private final int returnCode;
+    private final int attempts;
+    private final long totalBytes;
+    private final boolean memlockKnown;
+    private final long memlockLimit;
+    private final String[] locations;
+
+    KvCacheRegistrationException(String details, int returnCode, int attempts, long totalBytes,
+                                 OptionalLong memlockLimit, List<String> locations) {
+        super(MESSAGE + " " + details);
+        this.returnCode = returnCode;
+        this.attempts = attempts;
+        this.totalBytes = totalBytes;
+        this.memlockKnown = memlockLimit.isPresent();
+        this.memlockLimit = memlockLimit.orElse(0);
+        this.locations = locations.toArray(String[]::new);
+    }
+
+    /** The engine's return code of the last attempt. */
+    public int returnCode() {
+        return returnCode;
+    }
+
+    /** How many times {@code batchRegisterMemory} was called. */
+    public int attempts() {
+        return attempts;
+    }
+
+    /** Bytes of all storages that were to be registered. */
+    public long totalBytes() {
+        return totalBytes;
+    }
+
+    /**
+     * The soft {@code RLIMIT_MEMLOCK} in bytes ({@link io.mooncake4j.internal.sys.ResourceLimits#UNLIMITED}
+     * = -1 for none), empty when it could not be read.
+     */
+    public OptionalLong memlockLimit() {
+        return memlockKnown ? OptionalLong.of(memlockLimit) : OptionalLong.empty();
+    }
+
+    /** The distinct locations of the storages ({@code cpu:0}, {@code cuda:1}, ...), in first-seen order. */
+    public List<String> locations() {
+        return List.of(locations);
+    }
+}

@@ -1,0 +1,358 @@
+package io.mooncake4j.connector.worker;
+
+import io.mooncake4j.connector.PullReqMeta;
+import io.mooncake4j.connector.bootstrap.BootstrapClient;
+import io.mooncake4j.connector.bootstrap.BootstrapQueryResult;
+import io.mooncake4j.connector.bootstrap.EngineEntry;
+import io.mooncake4j.connector.wire.MooncakeXferMetadata;
+import io.mooncake4j.connector.wire.MooncakeXferMetadataCodec;
+import io.mooncake4j.connector.wire.MooncakeXferResponse;
+import io.mooncake4j.connector.wire.MooncakeXferResponseStatus;
+import io.mooncake4j.connector.worker.plan.TransferPlanningException;
+import io.mooncake4j.connector.worker.plan.TransferTopology;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The decode side's receive path (vLLM's {@code _start_load_kv}, {@code handle_new_engine_id},
+ * {@code _connect_to_prefiller_bootstrap}, {@code receive_kv}, {@code process_pulling_result},
+ * {@code _handle_failed_recv}; spec §6.13).
+ *
+ * <p>Threads: all D state lives on the receiver loop {@code mooncake-d-receiver-0}. Bootstrap
+ * {@code /query} calls (blocking HTTP) run on {@code mooncake-d-bootstrap-0}, DEALER sockets on
+ * {@code mooncake-d-io-0} ({@link PullChannels}); both post their results back to the loop. The
+ * failure queues are thread-safe and read by the embedder's thread.
+ */
+final class KvReceiver implements AutoCloseable {
+
+    private static final Logger LOG = LoggerFactory.getLogger(KvReceiver.class);
+
+    private final MooncakeConnectorWorkerView self;
+    private final TransferTopology topology;
+    private final boolean hmaRequired;
+    private final MooncakeKvConnectorStats stats;
+    private final BackgroundErrors errors;
+    private final ScheduledThreadPoolExecutor loop;
+    private final ExecutorService bootstrapPool;
+    private final BootstrapClient bootstrap;
+    private final PullChannels channels;
+
+    // receiver-loop state
+    private final Map<String, Map<Integer, Map<Integer, String>>> remoteAgents = new HashMap<>();
+    private final Map<String, Integer> tpSizes = new HashMap<>();
+    private final Map<String, List<Runnable>> pendingBootstrapQueries = new HashMap<>();
+    private Set<String> finishedRecvingReqs = new LinkedHashSet<>();
+
+    // read by the embedder's thread
+    final ConcurrentLinkedQueue<Set<Integer>> invalidBlockIds = new ConcurrentLinkedQueue<>();
+    final ConcurrentLinkedQueue<String> failedRecvReqs = new ConcurrentLinkedQueue<>();
+
+    /** What the receiver needs to know about its own worker to fill {@code MooncakeXferMetadata}. */
+    record MooncakeConnectorWorkerView(String hostname, int rpcPort, int tpRank, int tpSize, int ppRank, int ppSize,
+            KvRegistration registration) {
+    }
+
+    KvReceiver(MooncakeConnectorWorkerView self, TransferTopology topology, boolean hmaRequired,
+            MooncakeKvConnectorStats stats, BackgroundErrors errors, long receiveTimeoutNanos,
+            long handshakeTimeoutNanos, BootstrapClient bootstrap) throws java.io.IOException {
+        this.self = self;
+        this.topology = topology;
+        this.hmaRequired = hmaRequired;
+        this.stats = stats;
+        this.errors = errors;
+        this.bootstrap = bootstrap;
+        this.loop = new ScheduledThreadPoolExecutor(1, r -> {
+            Thread t = new Thread(r, "mooncake-d-receiver-0");
+            t.setDaemon(true);
+            return t;
+        });
+        loop.setRemoveOnCancelPolicy(true);
+        loop.setExecuteExistingDelayedTasksAfterShutdownPolicy(false);
+        this.bootstrapPool = Executors.newSingleThreadExecutor(r -> {
+            Thread t = new Thread(r, "mooncake-d-bootstrap-0");
+            t.setDaemon(true);
+            return t;
+        });
+        this.channels = new PullChannels(receiveTimeoutNanos, handshakeTimeoutNanos, errors);
+    }
+
+    ScheduledThreadPoolExecutor loop() {
+        return loop;
+    }
+
+    PullChannels channels() {
+        return channels;
+    }
+
+    /** Runs {@code task} on the loop, reporting what it throws. */
+    void post(String where, Runnable task) {
+        try {
+            loop.execute(errors.guarded(where, task));
+        } catch (RejectedExecutionException e) {
+            LOG.debug("receiver loop stopped; dropping {}", where);
+        }
+    }
+
+    /** vLLM's {@code _start_load_kv} (loop thread). */
+    void startLoadKv(Map<String, Map<String, PullReqMeta>> reqsToRecv) {
+        for (Map.Entry<String, Map<String, PullReqMeta>> e : reqsToRecv.entrySet()) {
+            String engineId = e.getKey();
+            Map<String, PullReqMeta> pullMetas = new LinkedHashMap<>(e.getValue());
+            if (pullMetas.isEmpty()) {
+                continue;
+            }
+            if (!remoteAgents.containsKey(engineId)) {
+                handleNewEngineId(engineId, pullMetas);
+            } else {
+                receiveKv(engineId, pullMetas);
+            }
+        }
+    }
+
+    private void handleNewEngineId(String engineId, Map<String, PullReqMeta> pullMetas) {
+        String addr = pullMetas.values().iterator().next().remoteBootstrapAddr();
+        Runnable then = () -> {
+            if (!remoteAgents.containsKey(engineId)) {
+                handleFailedRecv(pullMetas, new ArrayList<>(pullMetas.keySet()),
+                        "remote engine_id " + engineId + " not found from bootstrap server " + addr);
+                return;
+            }
+            receiveKv(engineId, pullMetas);
+        };
+        List<Runnable> waiting = pendingBootstrapQueries.get(addr);
+        if (waiting != null) {
+            waiting.add(then); // de-duplicates concurrent queries to one server
+            return;
+        }
+        waiting = new ArrayList<>();
+        waiting.add(then);
+        pendingBootstrapQueries.put(addr, waiting);
+        try {
+            bootstrapPool.execute(() -> {
+                BootstrapQueryResult result = null;
+                RuntimeException failure = null;
+                try {
+                    result = bootstrap.query(addr);
+                } catch (RuntimeException ex) {
+                    failure = ex;
+                }
+                BootstrapQueryResult r = result;
+                RuntimeException f = failure;
+                post("receiver loop", () -> onBootstrapAnswer(addr, r, f));
+            });
+        } catch (RejectedExecutionException ex) {
+            onBootstrapAnswer(addr, null, ex);
+        }
+    }
+
+    private void onBootstrapAnswer(String addr, BootstrapQueryResult result, RuntimeException failure) {
+        if (result != null) {
+            for (EngineEntry entry : result.engines().values()) {
+                Map<Integer, Map<Integer, String>> copy = new HashMap<>();
+                entry.workerAddr().forEach((tp, pps) -> copy.put(tp, new HashMap<>(pps)));
+                remoteAgents.put(entry.engineId(), copy);
+                tpSizes.put(entry.engineId(), entry.workerAddr().size());
+            }
+        } else {
+            LOG.error("Failed to connect to bootstrap server {}: {}", addr, failure == null ? "?" : failure.toString());
+        }
+        List<Runnable> waiting = pendingBootstrapQueries.remove(addr);
+        if (waiting != null) {
+            for (Runnable r : waiting) {
+                errors.guarded("receiver loop", r).run();
+            }
+        }
+    }
+
+    /** vLLM's {@code receive_kv}: one pull per paired P worker (TP × PP fan-out); §15 #5 fixed. */
+    private void receiveKv(String engineId, Map<String, PullReqMeta> pullMetas) {
+        List<String> reqIds = new ArrayList<>(pullMetas.keySet());
+        int[] remoteTpRanks;
+        try {
+            remoteTpRanks = topology.handshakeTargetRanks(tpSizes.get(engineId));
+        } catch (TransferPlanningException e) {
+            handleFailedRecv(pullMetas, reqIds, e.getMessage());
+            return;
+        }
+        Map<Integer, Map<Integer, String>> agents = remoteAgents.get(engineId);
+        List<String> workerAddrs = new ArrayList<>();
+        for (int tp : remoteTpRanks) {
+            Map<Integer, String> ppToAddr = agents.get(tp);
+            if (ppToAddr == null || ppToAddr.isEmpty()) {
+                // forget the engine so that the next request queries the bootstrap server again
+                remoteAgents.remove(engineId);
+                tpSizes.remove(engineId);
+                handleFailedRecv(pullMetas, reqIds, String.format(Locale.ROOT,
+                        "P tp_rank %d of remote engine_id %s is not registered with its bootstrap server", tp,
+                        engineId));
+                return;
+            }
+            if (self.ppSize() == ppToAddr.size() && ppToAddr.containsKey(self.ppRank())) {
+                workerAddrs.add(ppToAddr.get(self.ppRank()));
+            } else {
+                workerAddrs.addAll(new TreeMap<>(ppToAddr).values());
+            }
+        }
+        int count = workerAddrs.size();
+        for (PullReqMeta pm : pullMetas.values()) {
+            pm.setPullTasksCount(count);
+            pm.setPullTasksTotal(count);
+        }
+        byte[] payload = MooncakeXferMetadataCodec.encode(metadataFor(pullMetas));
+        for (String addr : workerAddrs) {
+            channels.submit(addr, payload, new PullChannels.Listener() {
+                @Override
+                public void onResponse(MooncakeXferResponse response) {
+                    post("receiver loop", () -> onPullResponse(pullMetas, reqIds, response));
+                }
+
+                @Override
+                public void onFailure(String reason) {
+                    post("receiver loop", () -> handleFailedRecv(pullMetas, reqIds, "transfer failed: " + reason));
+                }
+            });
+        }
+    }
+
+    private MooncakeXferMetadata metadataFor(Map<String, PullReqMeta> pullMetas) {
+        Map<String, MooncakeXferMetadata.ReqBlocks> reqBlocks = new LinkedHashMap<>();
+        for (Map.Entry<String, PullReqMeta> e : pullMetas.entrySet()) {
+            int[][] ids = e.getValue().localBlockIds();
+            long[][] longs = new long[ids.length][];
+            for (int g = 0; g < ids.length; g++) {
+                longs[g] = new long[ids[g].length];
+                for (int i = 0; i < ids[g].length; i++) {
+                    longs[g][i] = ids[g][i];
+                }
+            }
+            reqBlocks.put(e.getKey(), new MooncakeXferMetadata.ReqBlocks(e.getValue().transferId(), longs));
+        }
+        KvRegistration reg = self.registration();
+        return new MooncakeXferMetadata(self.hostname(), self.rpcPort(), self.tpSize(), self.tpRank(), reqBlocks,
+                longs(reg.kvCachesBaseAddr()), longs(reg.blockLenPerLayer()), longs(reg.kvBlockLenPerLayer()),
+                reg.registeredLayerNames(), ints(reg.registeredLayerIndices()), ints(reg.registeredGroupIndices()),
+                self.ppSize());
+    }
+
+    static long[] longs(List<Long> l) {
+        long[] out = new long[l.size()];
+        for (int i = 0; i < out.length; i++) {
+            out[i] = l.get(i);
+        }
+        return out;
+    }
+
+    static int[] ints(List<Integer> l) {
+        int[] out = new int[l.size()];
+        for (int i = 0; i < out.length; i++) {
+            out[i] = l.get(i);
+        }
+        return out;
+    }
+
+    private void onPullResponse(Map<String, PullReqMeta> pullMetas, List<String> reqIds, MooncakeXferResponse resp) {
+        if (resp.status() == MooncakeXferResponseStatus.ERROR) {
+            handleFailedRecv(pullMetas, reqIds, resp.errMsg() != null ? resp.errMsg() : "transfer error");
+            return;
+        }
+        processPullingResult(resp, pullMetas);
+    }
+
+    /** vLLM's {@code process_pulling_result}; an id D did not ask for is ignored. */
+    private void processPullingResult(MooncakeXferResponse resp, Map<String, PullReqMeta> pullMetas) {
+        for (String reqId : resp.okReqsOrEmpty()) {
+            PullReqMeta pm = pullMetas.get(reqId);
+            if (pm == null) {
+                LOG.warn("P reported request {} that this pull did not ask for; ignored", reqId);
+                continue;
+            }
+            if (pm.failed()) {
+                continue;
+            }
+            if (pm.decrementPullTasksCount() == 0) {
+                finishedRecvingReqs.add(pm.dReqId());
+            }
+        }
+        if (LOG.isDebugEnabled() && !resp.okReqsOrEmpty().isEmpty()) {
+            LOG.debug("pulling kv_caches for {} finished", resp.okReqsOrEmpty());
+        }
+        if (!resp.errReqsOrEmpty().isEmpty()) {
+            handleFailedRecv(pullMetas, resp.errReqsOrEmpty(), resp.errMsg() != null ? resp.errMsg() : "unknown error");
+        }
+    }
+
+    /** vLLM's {@code _handle_failed_recv}: each request reported at most once; release-only pulls not at all. */
+    private void handleFailedRecv(Map<String, PullReqMeta> pullMetas, List<String> reqIds, String reason) {
+        List<String> failed = new ArrayList<>();
+        for (String reqId : reqIds) {
+            PullReqMeta pm = pullMetas.get(reqId);
+            if (pm == null || pm.failed()) {
+                continue;
+            }
+            pm.setFailed(true);
+            failed.add(reqId);
+            stats.recordFailedRecv();
+            Set<Integer> invalid = new LinkedHashSet<>();
+            for (int[] group : pm.localBlockIds()) {
+                for (int b : group) {
+                    invalid.add(b);
+                }
+            }
+            if (invalid.isEmpty()) {
+                continue; // release-only pull: the scheduler does not know this request
+            }
+            if (hmaRequired) {
+                failedRecvReqs.add(pm.dReqId());
+            } else {
+                invalidBlockIds.add(invalid);
+            }
+            finishedRecvingReqs.add(pm.dReqId());
+        }
+        if (!failed.isEmpty()) {
+            LOG.error("pulling kv_caches for {} failed: {}", failed, reason);
+        }
+    }
+
+    /** vLLM's {@code fetch_finished_recving_reqs} (loop thread). */
+    Set<String> fetchFinishedRecving() {
+        Set<String> out = finishedRecvingReqs;
+        finishedRecvingReqs = new LinkedHashSet<>();
+        return out;
+    }
+
+    /** Stops the pulls, the loop and the bootstrap thread; idempotent. */
+    @Override
+    public void close() {
+        channels.close();
+        bootstrapPool.shutdownNow();
+        loop.shutdown();
+        try {
+            if (!loop.awaitTermination(5, TimeUnit.SECONDS)) {
+                loop.shutdownNow();
+                LOG.error("mooncake-d-receiver-0 did not stop within 5 s");
+            }
+            if (!bootstrapPool.awaitTermination(5, TimeUnit.SECONDS)) {
+                LOG.error("mooncake-d-bootstrap-0 did not stop within 5 s");
+            }
+        } catch (InterruptedException e) {
+            loop.shutdownNow();
+            Thread.currentThread().interrupt();
+        }
+        bootstrap.close();
+    }
+}

@@ -1,0 +1,538 @@
+package io.mooncake4j.connector.worker;
+
+import io.mooncake4j.connector.MooncakeConnectorMetadata;
+import io.mooncake4j.connector.wire.MooncakeXferMetadata;
+import io.mooncake4j.connector.wire.MooncakeXferMetadataCodec;
+import io.mooncake4j.connector.wire.MooncakeXferResponse;
+import io.mooncake4j.connector.wire.MooncakeXferResponseCodec;
+import io.mooncake4j.connector.wire.MooncakeXferResponseStatus;
+import io.mooncake4j.connector.wire.ProtocolException;
+import io.mooncake4j.connector.worker.plan.DescriptorBuffer;
+import io.mooncake4j.connector.worker.plan.LayerLayout;
+import io.mooncake4j.connector.worker.plan.PlanErrors;
+import io.mooncake4j.connector.worker.plan.PreparedRegions;
+import io.mooncake4j.connector.worker.plan.ReadyRequest;
+import io.mooncake4j.connector.worker.plan.TransferPlanner;
+import io.mooncake4j.connector.worker.plan.TransferPlanningException;
+import io.mooncake4j.connector.worker.plan.TransferRegion;
+import io.mooncake4j.connector.worker.plan.TransferTopology;
+import io.mooncake4j.engine.TransferEngine;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.ThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.LongAdder;
+import java.util.function.Function;
+import java.util.function.LongSupplier;
+import java.util.function.ToIntFunction;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The producer's send path (vLLM's {@code send_kv_to_decode}, {@code record_send_reqs},
+ * {@code fetch_finished_sending_reqs} and {@code _send_blocks}, spec §6.7–§6.12), as a
+ * {@link SideChannelHandler}.
+ *
+ * <p>Threads: every method except {@link #sendBlocks} runs on the sender loop
+ * ({@code mooncake-p-sender-0}), which owns {@code reqs_need_send}, the finished set, the planner
+ * and its buffers. Waiting for readiness never blocks that thread: each pulled transfer has a
+ * {@code ready} future whose completion posts back to the loop, and each wave arms one scheduled
+ * timeout of the abort timeout. A ready wave's descriptors go to the transfer pool
+ * ({@code mooncake-p-xfer-<n>}, {@code num_workers} threads), which runs the blocking
+ * {@code batchTransferSyncWrite} and posts the result back to the loop.
+ */
+final class KvSender implements SideChannelHandler, AutoCloseable {
+
+    private static final Logger LOG = LoggerFactory.getLogger(KvSender.class);
+
+    /** vLLM's timeout message, kept verbatim. */
+    static final String READY_TIMEOUT_MESSAGE = "Timeout waiting for P side ready.";
+    /** The error of a request that expired (or was removed) between readiness and sending (§15 #1 fixed). */
+    static final String EXPIRED_BEFORE_SENDING = "Request expired before sending on P side.";
+
+    private final String engineLabel;
+    private final TransferEngine engine;
+    private final MooncakeKvConnectorStats stats;
+    private final BackgroundErrors errors;
+    private final ScheduledExecutorService loop;
+    private final ExecutorService xferPool;
+    private final LongSupplier clock;
+    private final long abortNanos;
+    private final int localPpSize;
+    private final TransferPlanner planner;
+    private final TransferTopology topology;
+    private final List<TransferRegion> localRegions;
+    private final ToIntFunction<String> groupOfLayer;
+    private final Function<String, LayerLayout> layoutOfLayer;
+
+    // sender-loop state
+    private final Map<String, SendBlockMeta> reqsNeedSend = new LinkedHashMap<>();
+    private Set<String> finishedSendingReqs = new LinkedHashSet<>();
+    private final DescriptorBuffer buf = new DescriptorBuffer(1024);
+    private final PlanErrors planErrors = new PlanErrors();
+    private final Set<Pull> activePulls = new HashSet<>();
+
+    private static final int MAX_DISTINCT_REJECTIONS = 256;
+    private final Set<String> rejectedLogged = new HashSet<>(); // sender loop only
+    private final LongAdder errorReplies = new LongAdder();
+    private final LongAdder placeholdersExpired = new LongAdder();
+
+    KvSender(String engineLabel, TransferEngine engine, MooncakeKvConnectorStats stats, BackgroundErrors errors,
+            ScheduledExecutorService loop, int numWorkers, LongSupplier clock, long abortNanos, int localPpSize,
+            TransferPlanner planner, List<TransferRegion> localRegions, ToIntFunction<String> groupOfLayer,
+            Function<String, LayerLayout> layoutOfLayer) {
+        this.engineLabel = engineLabel;
+        this.engine = engine;
+        this.stats = stats;
+        this.errors = errors;
+        this.loop = loop;
+        this.clock = clock;
+        this.abortNanos = abortNanos;
+        this.localPpSize = localPpSize;
+        this.planner = planner;
+        this.topology = planner.topology();
+        this.localRegions = List.copyOf(localRegions);
+        this.groupOfLayer = groupOfLayer;
+        this.layoutOfLayer = layoutOfLayer;
+        AtomicInteger n = new AtomicInteger();
+        this.xferPool = new ThreadPoolExecutor(numWorkers, numWorkers, 0, TimeUnit.MILLISECONDS,
+                new LinkedBlockingQueue<>(), r -> {
+                    Thread t = new Thread(r, "mooncake-p-xfer-" + n.getAndIncrement());
+                    t.setDaemon(true);
+                    return t;
+                });
+    }
+
+    /** One D pull (one side-channel message) being served: vLLM's locals of {@code send_kv_to_decode}. */
+    private final class Pull {
+        final byte[] identity;
+        final ReplySink reply;
+        final MooncakeXferMetadata meta;
+        final PreparedRegions regions;
+        final int pairedRemoteRanks;
+        final Map<String, SendBlockMeta> pending = new LinkedHashMap<>();
+        final Map<String, int[][]> remoteBlocks = new LinkedHashMap<>();
+        final Set<String> readyNow = new LinkedHashSet<>();
+        ScheduledFuture<?> timeout;
+        boolean busy;
+        boolean waveScheduled;
+        boolean done;
+
+        Pull(byte[] identity, ReplySink reply, MooncakeXferMetadata meta, PreparedRegions regions, int paired) {
+            this.identity = identity;
+            this.reply = reply;
+            this.meta = meta;
+            this.regions = regions;
+            this.pairedRemoteRanks = paired;
+        }
+    }
+
+    /** A ready request of a wave, as the planner sees it. */
+    private record Ready(String dReqId, SendBlockMeta sendMeta, int[][] remoteBlockIds) implements ReadyRequest {
+        @Override
+        public int[][] localBlockIds() {
+            return sendMeta.localBlockIds;
+        }
+    }
+
+    // ------------------------------------------------------------------------------ side channel
+
+    @Override
+    public void onMessage(byte[] identity, List<byte[]> frames, ReplySink reply) {
+        try {
+            if (frames.size() != 1) {
+                throw new ProtocolException(String.format(Locale.ROOT,
+                        "Malformed Mooncake side-channel message: %d payload frame(s), expected 1", frames.size()));
+            }
+            MooncakeXferMetadata meta = MooncakeXferMetadataCodec.decode(frames.getFirst());
+            sendKvToDecode(identity, reply, meta);
+        } catch (ProtocolException | TransferPlanningException | ArithmeticException e) {
+            logRejected(e.getMessage());
+            replyError(reply, e.getMessage());
+        } catch (RuntimeException e) {
+            errors.report("sender loop", e);
+            replyError(reply, "Error processing Mooncake xfer request: " + e);
+        }
+    }
+
+    /** Logs a rejected message at ERROR once per distinct text (a hostile peer cannot flood the log), then at DEBUG. */
+    private void logRejected(String msg) {
+        if (rejectedLogged.size() < MAX_DISTINCT_REJECTIONS && rejectedLogged.add(String.valueOf(msg))) {
+            LOG.error("Error processing Mooncake xfer request: {} (repeats are logged at DEBUG)", msg);
+        } else {
+            LOG.debug("Error processing Mooncake xfer request: {}", msg);
+        }
+    }
+
+    private void replyError(ReplySink reply, String msg) {
+        errorReplies.increment();
+        send(reply, MooncakeXferResponse.error(msg));
+    }
+
+    private static void send(ReplySink reply, MooncakeXferResponse resp) {
+        reply.send(MooncakeXferResponseCodec.encode(resp));
+    }
+
+    private void sendKvToDecode(byte[] identity, ReplySink reply, MooncakeXferMetadata meta) {
+        String pairing = topology.pairingError(meta.remoteTpRank(), meta.remoteTpSize());
+        if (pairing != null) {
+            logRejected(pairing);
+            replyError(reply, pairing);
+            return;
+        }
+        List<TransferRegion> remote = planner.regions(meta.kvCachesBaseAddr(), meta.blockLens(), meta.kvBlockLens(),
+                meta.registeredLayerNames(), meta.registeredLayerIndices(), meta.registeredGroupIndices(),
+                groupOfLayer);
+        PreparedRegions prepared = planner.prepare(localRegions, remote, meta.remoteTpRank(), meta.remoteTpSize(),
+                TransferPlanner.allowPartialLayers(meta.remotePpSize(), localPpSize), layoutOfLayer);
+        if (!prepared.ok()) {
+            logRejected(prepared.error());
+            replyError(reply, prepared.error());
+            return;
+        }
+        int paired = topology.handshakeTargetRanks(meta.remoteTpSize()).length;
+        Pull pull = new Pull(identity, reply, meta, prepared, paired);
+        long now = clock.getAsLong();
+        for (Map.Entry<String, MooncakeXferMetadata.ReqBlocks> e : meta.reqBlocks().entrySet()) {
+            pull.remoteBlocks.put(e.getKey(), toInts(e.getValue().blockIds()));
+        }
+        for (Map.Entry<String, MooncakeXferMetadata.ReqBlocks> e : meta.reqBlocks().entrySet()) {
+            String transferId = e.getValue().transferId();
+            SendBlockMeta sm = reqsNeedSend.computeIfAbsent(transferId,
+                    t -> new SendBlockMeta("", t, new int[0][], now)); // D arrived before P's scheduler
+            pull.pending.put(e.getKey(), sm);
+            sm.waiters++;
+        }
+        if (pull.pending.isEmpty()) {
+            send(reply, MooncakeXferResponse.of(MooncakeXferResponseStatus.FINISH, null, null, null));
+            return;
+        }
+        activePulls.add(pull);
+        for (Map.Entry<String, SendBlockMeta> e : pull.pending.entrySet()) {
+            String dReqId = e.getKey();
+            e.getValue().ready.thenRunAsync(() -> onReady(pull, dReqId), loop)
+                    .exceptionally(t -> {
+                        if (!(t.getCause() instanceof RejectedExecutionException)) {
+                            errors.report("sender loop", t);
+                        }
+                        return null;
+                    });
+        }
+        armTimeout(pull);
+    }
+
+    private static int[][] toInts(long[][] ids) {
+        int[][] out = new int[ids.length][];
+        for (int g = 0; g < ids.length; g++) {
+            long[] src = ids[g];
+            int[] dst = new int[src.length];
+            for (int i = 0; i < src.length; i++) {
+                dst[i] = Math.toIntExact(src[i]);
+            }
+            out[g] = dst;
+        }
+        return out;
+    }
+
+    private void armTimeout(Pull pull) {
+        pull.timeout = loop.schedule(errors.guarded("sender loop", () -> onTimeout(pull)), abortNanos,
+                TimeUnit.NANOSECONDS);
+    }
+
+    private void onReady(Pull pull, String dReqId) {
+        if (pull.done || !pull.pending.containsKey(dReqId)) {
+            return;
+        }
+        pull.readyNow.add(dReqId);
+        scheduleWave(pull);
+    }
+
+    private void scheduleWave(Pull pull) {
+        if (!pull.waveScheduled && !pull.busy) {
+            pull.waveScheduled = true;
+            loop.execute(errors.guarded("sender loop", () -> {
+                pull.waveScheduled = false;
+                processWave(pull);
+            }));
+        }
+    }
+
+    private void onTimeout(Pull pull) {
+        if (pull.done || pull.busy || !pull.readyNow.isEmpty()) {
+            return; // a wave is due; it re-arms the timeout
+        }
+        List<String> ids = new ArrayList<>(pull.pending.keySet());
+        LOG.warn("Timeout waiting for P side ready: {}", ids);
+        send(pull.reply, MooncakeXferResponse.of(MooncakeXferResponseStatus.FINISH, null, ids, READY_TIMEOUT_MESSAGE));
+        end(pull);
+    }
+
+    private void end(Pull pull) {
+        pull.done = true;
+        if (pull.timeout != null) {
+            pull.timeout.cancel(false);
+        }
+        for (SendBlockMeta sm : pull.pending.values()) {
+            sm.waiters--;
+        }
+        pull.pending.clear();
+        pull.readyNow.clear();
+        activePulls.remove(pull);
+    }
+
+    private void processWave(Pull pull) {
+        if (pull.done || pull.busy || pull.readyNow.isEmpty()) {
+            return;
+        }
+        if (pull.timeout != null) {
+            pull.timeout.cancel(false);
+            pull.timeout = null;
+        }
+        List<Ready> ready = new ArrayList<>(pull.readyNow.size());
+        List<String> errReqs = new ArrayList<>();
+        String errMsg = null;
+        for (String dReqId : pull.readyNow) {
+            SendBlockMeta sm = pull.pending.remove(dReqId);
+            sm.waiters--;
+            if (reqsNeedSend.get(sm.transferId) == sm) {
+                sm.sending++; // blocks expiry
+                if (sm.needSend == 0) {
+                    sm.needSend = TransferTopology.resolveNeedSend(pull.pairedRemoteRanks, pull.meta.remotePpSize(),
+                            localPpSize);
+                    LOG.debug("need_send of {} resolved to {}", sm.transferId, sm.needSend);
+                }
+                ready.add(new Ready(dReqId, sm, pull.remoteBlocks.get(dReqId)));
+            } else {
+                LOG.warn("Request {} expired before sending on P side.", dReqId);
+                errReqs.add(dReqId);
+                errMsg = errMsg == null ? EXPIRED_BEFORE_SENDING : errMsg;
+            }
+        }
+        pull.readyNow.clear();
+        MooncakeXferResponseStatus status = pull.pending.isEmpty()
+                ? MooncakeXferResponseStatus.FINISH : MooncakeXferResponseStatus.CONTINUE;
+        buf.clear();
+        planErrors.clear();
+        try {
+            planner.plan(ready, pull.regions, buf, planErrors);
+        } catch (TransferPlanningException | IllegalArgumentException | IllegalStateException e) {
+            buf.clear();
+            for (Ready r : ready) {
+                r.sendMeta.sending--;
+            }
+            LOG.error("Error processing Mooncake xfer request: {}", e.getMessage());
+            replyError(pull.reply, e.getMessage());
+            end(pull);
+            return;
+        }
+        errReqs.addAll(planErrors.errReqs());
+        if (errMsg == null) {
+            errMsg = planErrors.errMsg();
+        }
+        if (buf.isEmpty()) {
+            finishWave(pull, ready, errReqs, errMsg, status, 0);
+            return;
+        }
+        String session = pull.meta.remoteHostname() + ":" + pull.meta.remotePort();
+        long[] src = buf.copySrc();
+        long[] dst = buf.copyDst();
+        long[] len = buf.copyLen();
+        long bytes = buf.totalBytes();
+        buf.clear();
+        pull.busy = true;
+        String wErrMsg = errMsg;
+        if (LOG.isDebugEnabled()) {
+            LOG.debug("Sending kv_caches for {} request(s) ({} descriptors, {} bytes) to {}", ready.size(), src.length,
+                    bytes, session);
+        }
+        try {
+            xferPool.execute(() -> {
+                int ret = sendBlocks(session, src, dst, len, bytes);
+                try {
+                    loop.execute(errors.guarded("sender loop",
+                            () -> finishWave(pull, ready, errReqs, wErrMsg, status, ret)));
+                } catch (RejectedExecutionException e) {
+                    LOG.debug("sender loop stopped; dropping the result of a transfer to {}", session);
+                }
+            });
+        } catch (RejectedExecutionException e) {
+            finishWave(pull, ready, errReqs, wErrMsg, status, -1);
+        }
+    }
+
+    /** vLLM's {@code _send_blocks}, on a transfer-pool thread. No retry. */
+    private int sendBlocks(String session, long[] src, long[] dst, long[] len, long bytes) {
+        long t0 = System.nanoTime();
+        int ret;
+        try {
+            ret = engine.batchTransferSyncWrite(session, src, dst, len);
+        } catch (RuntimeException | Error e) {
+            errors.report("transfer pool", e);
+            ret = -1;
+        }
+        double dt = (System.nanoTime() - t0) / 1e9;
+        if (ret == 0) {
+            stats.recordTransfer(dt, bytes, src.length);
+            LOG.debug("Sending to {} done, took {}", session, dt);
+        } else {
+            stats.recordFailedTransfer();
+            LOG.warn("Sending to {} failed (ret={}) after {} ({} descriptors, {} bytes)", session, ret, dt, src.length,
+                    bytes);
+        }
+        return ret;
+    }
+
+    private void finishWave(Pull pull, List<Ready> ready, List<String> errReqs, String errMsg,
+            MooncakeXferResponseStatus status, int ret) {
+        pull.busy = false;
+        Set<String> errSet = new HashSet<>(errReqs);
+        List<String> ok = new ArrayList<>(ready.size());
+        for (Ready r : ready) {
+            if (!errSet.contains(r.dReqId)) {
+                ok.add(r.dReqId);
+            }
+        }
+        if (ret != 0) {
+            String t = "Mooncake transfer engine returned " + ret;
+            errMsg = errMsg == null ? t : errMsg + "; " + t;
+            errReqs.addAll(ok);
+            errSet.addAll(ok);
+            ok.clear();
+        }
+        for (Ready r : ready) {
+            SendBlockMeta sm = r.sendMeta;
+            sm.sending--;
+            if (errSet.contains(r.dReqId)) {
+                continue; // failed pulls do not count; P keeps the blocks until expiry
+            }
+            sm.sent++;
+            if (sm.sent == sm.needSend && reqsNeedSend.remove(sm.transferId, sm)) {
+                finishedSendingReqs.add(sm.pReqId);
+            }
+        }
+        send(pull.reply, MooncakeXferResponse.of(status, ok, errReqs, errMsg));
+        if (status == MooncakeXferResponseStatus.FINISH || pull.done) {
+            end(pull);
+        } else if (!pull.readyNow.isEmpty()) {
+            scheduleWave(pull);
+        } else {
+            armTimeout(pull);
+        }
+    }
+
+    // ------------------------------------------------------------------------------ bookkeeping
+
+    /** vLLM's {@code record_send_reqs}, with §15 #2 fixed: unknown transfer ids never throw. */
+    void recordSendReqs(MooncakeConnectorMetadata metadata) {
+        long now = clock.getAsLong();
+        for (Map.Entry<String, MooncakeConnectorMetadata.ReqToSend> e : metadata.reqsToSend().entrySet()) {
+            String pReqId = e.getKey();
+            String transferId = e.getValue().transferId();
+            int[][] blockIds = e.getValue().localBlockIds();
+            if (blockIds.length > 0) { // from request_finished
+                SendBlockMeta sm = reqsNeedSend.get(transferId);
+                if (sm == null) {
+                    LOG.warn("Request {} (transfer {}) finished on P but is not pending a send (never announced, "
+                            + "or expired); freeing its blocks at once.", pReqId, transferId);
+                    finishedSendingReqs.add(pReqId);
+                    continue;
+                }
+                sm.pReqId = pReqId;
+                sm.localBlockIds = blockIds;
+                sm.expireNanos = now + abortNanos;
+                sm.ready.complete(null);
+            } else { // from update_state_after_alloc
+                SendBlockMeta sm = reqsNeedSend.get(transferId);
+                if (sm == null) {
+                    reqsNeedSend.put(transferId, new SendBlockMeta(pReqId, transferId, new int[0][], now));
+                } else if (sm.isPlaceholder()) {
+                    sm.pReqId = pReqId; // P now owns it: no placeholder expiry any more
+                }
+            }
+        }
+        for (String transferId : metadata.reqsNotProcessed()) {
+            SendBlockMeta sm = reqsNeedSend.remove(transferId);
+            if (sm == null) {
+                LOG.debug("reqs_not_processed names transfer {} that is not pending; ignored", transferId);
+            } else if (sm.ready.isDone()) {
+                LOG.warn("Transfer {} was aborted after its blocks were recorded", transferId);
+            }
+        }
+    }
+
+    /** vLLM's {@code fetch_finished_sending_reqs} with expiry (§6.12); placeholders expire too (§15 #3 fixed). */
+    Set<String> fetchFinishedSending() {
+        Set<String> out = finishedSendingReqs;
+        finishedSendingReqs = new LinkedHashSet<>();
+        long now = clock.getAsLong();
+        for (Iterator<SendBlockMeta> it = reqsNeedSend.values().iterator(); it.hasNext(); ) {
+            SendBlockMeta sm = it.next();
+            if (sm.sending > 0) {
+                continue;
+            }
+            if (!sm.isPlaceholder()) {
+                if (sm.expireNanos != Long.MAX_VALUE && sm.expireNanos - now < 0) {
+                    LOG.warn("Request {} timed out after {} seconds without being sent. Freeing its blocks on the "
+                            + "producer side.", sm.pReqId, TimeUnit.NANOSECONDS.toSeconds(abortNanos));
+                    stats.recordKvExpiredReq();
+                    out.add(sm.pReqId);
+                    it.remove();
+                }
+            } else if (sm.waiters == 0 && now - sm.createdNanos - abortNanos > 0) {
+                LOG.warn("Transfer {} was pulled by D but never scheduled on P {}; dropping its placeholder after "
+                        + "{} seconds.", sm.transferId, engineLabel, TimeUnit.NANOSECONDS.toSeconds(abortNanos));
+                placeholdersExpired.increment();
+                it.remove();
+            }
+        }
+        return out;
+    }
+
+    /** Entries of {@code reqs_need_send} (loop thread). */
+    int pendingTransfers() {
+        return reqsNeedSend.size();
+    }
+
+    /** Pulls being served (loop thread). */
+    int activePulls() {
+        return activePulls.size();
+    }
+
+    long errorReplies() {
+        return errorReplies.sum();
+    }
+
+    long placeholdersExpired() {
+        return placeholdersExpired.sum();
+    }
+
+    /** Stops the transfer pool; in-flight transfers are not cancelled (spec §15 #15), waited for briefly. */
+    @Override
+    public void close() {
+        xferPool.shutdown();
+        try {
+            if (!xferPool.awaitTermination(5, TimeUnit.SECONDS)) {
+                xferPool.shutdownNow();
+                if (!xferPool.awaitTermination(5, TimeUnit.SECONDS)) {
+                    LOG.error("mooncake-p-xfer threads did not stop within 10 s (a transfer is blocked)");
+                }
+            }
+        } catch (InterruptedException e) {
+            xferPool.shutdownNow();
+            Thread.currentThread().interrupt();
+        }
+    }
+}

@@ -1,0 +1,15 @@
+package io.mooncake4j.connector.worker;
+
+/**
+ * Counters of the producer's side-channel listener, a snapshot.
+ *
+ * @param messagesReceived  messages read from the ROUTER socket
+ * @param malformedMessages messages whose frame count was not identity + 1 payload
+ * @param handlerErrors     exceptions thrown by the {@link SideChannelHandler}
+ * @param repliesSent       replies written to the socket
+ * @param repliesDropped    replies that could not be written (listener stopped, socket full)
+ * @param listenerErrors    unexpected errors inside the listener loop (it keeps running)
+ */
+public record ListenerStats(long messagesReceived, long malformedMessages, long handlerErrors, long repliesSent,
+                            long repliesDropped, long listenerErrors) {
+}

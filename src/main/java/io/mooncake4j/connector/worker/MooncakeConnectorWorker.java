@@ -1,0 +1,800 @@
+package io.mooncake4j.connector.worker;
+
+import io.mooncake4j.connector.ConnectorException;
+import io.mooncake4j.connector.MooncakeConnectorConfig;
+import io.mooncake4j.connector.MooncakeConnectorMetadata;
+import io.mooncake4j.connector.bootstrap.BootstrapAddresses;
+import io.mooncake4j.connector.bootstrap.BootstrapClient;
+import io.mooncake4j.connector.bootstrap.MooncakeBootstrapServer;
+import io.mooncake4j.connector.bootstrap.RegisterWorkerPayload;
+import io.mooncake4j.connector.worker.plan.LayerLayout;
+import io.mooncake4j.connector.worker.plan.TransferPlanner;
+import io.mooncake4j.connector.worker.plan.TransferRegion;
+import io.mooncake4j.connector.worker.plan.TransferTopology;
+import io.mooncake4j.engine.ErrorCodes;
+import io.mooncake4j.engine.TransferEngine;
+import io.mooncake4j.internal.sys.Bytes;
+import io.mooncake4j.internal.sys.ResourceLimits;
+import io.mooncake4j.memory.KvCacheConfig;
+import io.mooncake4j.memory.KvCacheSpec;
+import io.mooncake4j.memory.KvCacheTensor;
+import io.mooncake4j.memory.MemoryStorage;
+import java.io.IOException;
+import java.time.Duration;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Optional;
+import java.util.OptionalLong;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Executor;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.function.Function;
+import java.util.function.IntPredicate;
+import java.util.function.LongSupplier;
+import java.util.function.Supplier;
+import java.util.function.ToIntFunction;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The worker half of the connector (vLLM's {@code MooncakeConnectorWorker}): engine set-up, KV-cache
+ * registration and, on producers, the side-channel listener that decode workers pull from.
+ *
+ * <p>Lifecycle: the constructor initialises the engine ({@code initialize(hostname, "P2PHANDSHAKE",
+ * protocol, deviceName)}); {@link #registerKvCaches} registers the caches once and, unless the role
+ * is {@code kv_consumer}, starts the listener and returns when it is bound; {@link #close()} stops
+ * the listener threads and the ZMQ context.
+ *
+ * <p>Ownership: the worker does not own the engine nor the KV-cache memory. {@link #close()} does
+ * <b>not</b> unregister the memory, as in vLLM (spec §6.14): the caller closes the engine, which
+ * drops its registrations, and only then frees the memory.
+ *
+ * <p>Threads: see the package comment. {@link #registerKvCaches} is called by one thread;
+ * accessors and {@link #close()} are safe from any thread.
+ *
+ * @see <a href="https://github.com/vllm-project/vllm">vllm/distributed/kv_transfer/kv_connector/v1/mooncake/mooncake_connector.py MooncakeConnectorWorker</a>
+ */
+public final class MooncakeConnectorWorker implements AutoCloseable {
+
+    private static final Logger LOG = LoggerFactory.getLogger(MooncakeConnectorWorker.class);
+
+    /** vLLM's message when nothing is registered, kept verbatim. */
+    public static final String NO_KV_CACHES_MESSAGE = "No KV cache tensors were registered with Mooncake.";
+
+    private final MooncakeConnectorConfig config;
+    private final TransferEngine engine;
+    private final KvCacheConfig kvCacheConfig;
+    private final int physicalBlocksPerLogicalBlock;
+    private final Supplier<OptionalLong> memlockLimit;
+    private final boolean isKvProducer;
+    private final boolean isKvConsumer;
+    private final int rpcPort;
+    private final LongSupplier nanoClock;
+    private final boolean mla;
+    private final int totalNumKvHeads;
+    private final String bootstrapBindHost;
+    private final Duration receiveTimeoutMargin;
+    private final Duration handshakeTimeout;
+    private final Duration loopCallTimeout;
+    private final TransferTopology topology;
+    private final MooncakeKvConnectorStats xferStats = new MooncakeKvConnectorStats();
+    private final BackgroundErrors backgroundErrors = new BackgroundErrors(LOG);
+    // written by setSideChannelHandler, read on the sender-loop thread; null = the send path
+    private volatile SideChannelHandler sideChannelHandler;
+    // set once under lock before the loops accept work; read by the embedder's thread
+    private volatile KvSender sender;
+    private volatile KvReceiver receiver;
+
+    private final Object lock = new Object();
+    // guarded by lock
+    private KvRegistration registration;
+    private RegistrationPlan registeredPlan;
+    private SenderListener listener;
+    private MooncakeBootstrapServer bootstrapServer;
+    private int sideChannelPort;
+    private boolean closed;
+
+    /** A worker with the default options; see {@link #builder}. */
+    public MooncakeConnectorWorker(MooncakeConnectorConfig config, TransferEngine engine, KvCacheConfig kvCacheConfig) {
+        this(builder(config, engine, kvCacheConfig));
+    }
+
+    private MooncakeConnectorWorker(Builder b) {
+        this.config = b.config;
+        this.engine = b.engine;
+        this.kvCacheConfig = b.kvCacheConfig;
+        this.physicalBlocksPerLogicalBlock = b.physicalBlocksPerLogicalBlock;
+        this.memlockLimit = b.memlockLimit;
+        this.sideChannelHandler = b.sideChannelHandler;
+        this.nanoClock = b.nanoClock;
+        this.mla = b.mla;
+        this.totalNumKvHeads = b.totalNumKvHeads;
+        this.bootstrapBindHost = b.bootstrapBindHost;
+        this.receiveTimeoutMargin = b.receiveTimeoutMargin;
+        this.handshakeTimeout = b.handshakeTimeout;
+        this.loopCallTimeout = b.loopCallTimeout;
+        boolean mamba = kvCacheConfig.groups().stream().anyMatch(g -> g.spec().kind() == KvCacheSpec.Kind.MAMBA);
+        this.topology = new TransferTopology(config.tpRank(), config.tpSize(), mla, mamba, totalNumKvHeads);
+        this.isKvProducer = config.isProducer();
+        this.isKvConsumer = config.isConsumer();
+        LOG.info("Initializing Mooncake Transfer Engine worker {}", config.engineId());
+        LOG.info("The Mooncake Transfer Engine is using {} as its protocol.", config.protocol());
+        int ret = engine.initialize(config.hostname(), TransferEngine.P2P_HANDSHAKE, config.protocol(),
+                config.deviceName());
+        if (ret != 0) {
+            LOG.debug("initialize({}, {}, {}, '{}') returned {} ({})", config.hostname(), TransferEngine.P2P_HANDSHAKE,
+                    config.protocol(), config.deviceName(), ret, ErrorCodes.name(ret));
+            throw new EngineInitializationException(ret, config.hostname(), config.protocol(), config.deviceName());
+        }
+        this.rpcPort = engine.getRpcPort();
+        LOG.debug("Mooncake Transfer Engine initialized at {}:{}", config.hostname(), rpcPort);
+    }
+
+    /** A builder for a worker with test or embedding hooks. */
+    public static Builder builder(MooncakeConnectorConfig config, TransferEngine engine, KvCacheConfig kvCacheConfig) {
+        return new Builder(config, engine, kvCacheConfig);
+    }
+
+    /**
+     * Computes what {@link #registerKvCaches} would register, without registering anything: the engine is
+     * only asked whether it can reach each GPU location of the storages ({@link TransferEngine#deviceMemoryAccess}),
+     * so that GPU memory it cannot reach is refused before registration, with the engine's reason and fix.
+     *
+     * @param kvCaches layer name to the layer's tensors (one fused tensor, or several such as K and V), in layer order
+     * @throws ConnectorException when a region's transfer length exceeds its block stride
+     */
+    public RegistrationPlan planRegistration(Map<String, List<KvCacheTensor>> kvCaches) {
+        Objects.requireNonNull(kvCaches, "kvCaches");
+        return RegistrationPlan.of(kvCaches, kvCacheConfig, physicalBlocksPerLogicalBlock, config.protocol(),
+                memlockLimit.get(), engine::deviceMemoryAccess);
+    }
+
+    /**
+     * vLLM's {@code register_kv_caches}: plans (see {@link #planRegistration}), registers every unique
+     * storage in one {@code batchRegisterMemory} call (retried {@code registrationRetries} times), and
+     * on producers starts the side-channel listener and waits until it is bound.
+     *
+     * @param kvCaches layer name to the layer's tensors, in layer order (use a {@link java.util.LinkedHashMap})
+     * @return the per-region lists and registered storages
+     * @throws ConnectorException with {@value #NO_KV_CACHES_MESSAGE} when nothing is to be registered; a
+     *         {@link KvCacheRegistrationException} when the engine keeps failing; a plain one for GPU
+     *         memory the engine cannot reach ({@link RegistrationPlan#locationProblem()}), a transfer length
+     *         above the stride, or a listener that does not start
+     */
+    public KvRegistration registerKvCaches(Map<String, List<KvCacheTensor>> kvCaches) {
+        LOG.info("Registering KV_Caches. layers: {}", kvCaches.size());
+        return registerKvCaches(planRegistration(kvCaches));
+    }
+
+    /** Registers a plan made by {@link #planRegistration} of this worker; see {@link #registerKvCaches(Map)}. */
+    public KvRegistration registerKvCaches(RegistrationPlan plan) {
+        Objects.requireNonNull(plan, "plan");
+        synchronized (lock) {
+            if (closed) {
+                throw new IllegalStateException("worker is closed");
+            }
+            if (registration != null) {
+                throw new ConnectorException("KV caches are already registered with this worker; "
+                        + "create a new worker to register a different set");
+            }
+        }
+        for (String layer : plan.skippedLayers()) {
+            LOG.debug("Skipping layer {} because no KV cache spec is present.", layer);
+        }
+        if (plan.isEmpty()) {
+            throw new ConnectorException(NO_KV_CACHES_MESSAGE);
+        }
+        if (plan.locationProblem().isPresent()) {
+            throw new ConnectorException(plan.locationProblem().get());
+        }
+        plan.memlockWarning().ifPresent(LOG::warn);
+        plan.deviceMemoryText().ifPresent(t -> LOG.info("GPU memory over {}: {}", plan.protocol(), t));
+        logInventory(plan);
+
+        List<MemoryStorage> storages = plan.storages();
+        long[] addrs = new long[storages.size()];
+        long[] lens = new long[storages.size()];
+        for (int i = 0; i < addrs.length; i++) {
+            addrs[i] = storages.get(i).address();
+            lens[i] = storages.get(i).byteSize();
+        }
+        int attempts = 1 + config.registrationRetries();
+        int ret = 0;
+        int made = 0;
+        for (int attempt = 1; attempt <= attempts; attempt++) {
+            made = attempt;
+            ret = engine.batchRegisterMemory(addrs, lens);
+            if (ret == 0) {
+                break;
+            }
+            if (attempt < attempts) {
+                LOG.warn("batchRegisterMemory of {} storage(s), {} returned {} ({}); retrying ({} of {})",
+                        addrs.length, Bytes.human(plan.totalBytes()), ret, ErrorCodes.name(ret), attempt + 1, attempts);
+            }
+        }
+        if (ret != 0) {
+            throw registrationFailure(plan, ret, made);
+        }
+        KvRegistration reg = plan.kvRegistration();
+        LOG.debug("registered block_lens={} kv_block_lens={}", reg.blockLenPerLayer(), reg.kvBlockLenPerLayer());
+        synchronized (lock) {
+            registration = reg;
+            registeredPlan = plan;
+        }
+        if (!isKvProducer) {
+            startReceiver(reg);
+        }
+        if (isKvConsumer) {
+            return reg;
+        }
+        launchBootstrapServerIfSelected();
+        startListener(reg);
+        registerWithBootstrap();
+        return reg;
+    }
+
+    // ------------------------------------------------------------------ start-up of the loops
+
+    private IntPredicate mambaGroups() {
+        List<io.mooncake4j.memory.KvCacheGroup> groups = kvCacheConfig.groups();
+        return g -> g >= 0 && g < groups.size() && groups.get(g).spec().kind() == KvCacheSpec.Kind.MAMBA;
+    }
+
+    private ToIntFunction<String> groupOfLayer() {
+        Map<String, Integer> byLayer = kvCacheConfig.transferGroupIndexByLayer();
+        return name -> byLayer.getOrDefault(name, 0);
+    }
+
+    private Function<String, LayerLayout> layoutOfLayer() {
+        return name -> kvCacheConfig.specOf(name)
+                .map(sp -> new LayerLayout(sp.kind().isAttention(), sp.pageSizeBytes() > sp.unpaddedPageSizeBytes(),
+                        false))
+                .orElse(null);
+    }
+
+    private void startReceiver(KvRegistration reg) {
+        long receiveTimeout = config.abortRequestTimeout().plus(receiveTimeoutMargin).toNanos();
+        KvReceiver r;
+        try {
+            r = new KvReceiver(new KvReceiver.MooncakeConnectorWorkerView(config.hostname(), rpcPort, config.tpRank(),
+                    config.tpSize(), config.ppRank(), config.ppSize(), reg), topology,
+                    kvCacheConfig.hasNonFullAttentionGroup(), xferStats, backgroundErrors, receiveTimeout,
+                    handshakeTimeout.toNanos(), new BootstrapClient());
+        } catch (IOException e) {
+            throw new ConnectorException("Mooncake receiver could not be created: " + e, e);
+        }
+        synchronized (lock) {
+            if (closed) {
+                r.close();
+                throw new IllegalStateException("worker is closed");
+            }
+            receiver = r;
+        }
+        LOG.debug("Mooncake Decoder: start receiver thread");
+    }
+
+    private void launchBootstrapServerIfSelected() {
+        if (!BootstrapAddresses.shouldLaunchBootstrapServer(config.bootstrapServerAddress(), config.tpRank(),
+                config.ppRank(), false, config.dpRank(), config.dpRank())) {
+            return;
+        }
+        MooncakeBootstrapServer server = new MooncakeBootstrapServer(bootstrapBindHost, config.bootstrapPort());
+        synchronized (lock) {
+            if (closed) {
+                throw new IllegalStateException("worker is closed");
+            }
+            bootstrapServer = server;
+        }
+        server.start();
+    }
+
+    /** Where this P worker registers: the configured external server, else this engine's own. */
+    private String bootstrapBaseUrl() {
+        if (config.bootstrapServerAddress().isPresent()) {
+            BootstrapAddresses.HostPort hp = BootstrapAddresses.splitHostPort(config.bootstrapServerAddress().get());
+            return BootstrapAddresses.httpUrl(hp.host(), hp.port());
+        }
+        int port = bootstrapServerPort();
+        String host = config.hostname();
+        return BootstrapAddresses.httpUrl(host, port > 0 ? port : config.bootstrapPort());
+    }
+
+    /** vLLM's {@code register_worker_with_bootstrap}, bounded by {@code listenerReadyTimeout}. */
+    private void registerWithBootstrap() {
+        String url = bootstrapBaseUrl();
+        RegisterWorkerPayload payload = new RegisterWorkerPayload(config.engineId(), config.dpRank(), config.tpRank(),
+                config.ppRank(), BootstrapAddresses.tcpAddress(config.hostname(), sideChannelPort()));
+        try (BootstrapClient client = new BootstrapClient()) {
+            client.register(url, payload, config.listenerReadyTimeout());
+        }
+        LOG.info("Registered {} with the Mooncake bootstrap server {}", payload, url);
+    }
+
+    private static void logInventory(RegistrationPlan plan) {
+        if (!LOG.isDebugEnabled()) {
+            return;
+        }
+        LOG.debug("KV-cache registration inventory: {}", plan.summary());
+        for (MemoryStorage s : plan.storages()) {
+            LOG.debug("  storage 0x{} {} at {} with {} region(s)", Long.toHexString(s.address()),
+                    Bytes.human(s.byteSize()), s.location(), plan.regionCount(s));
+        }
+    }
+
+    private KvCacheRegistrationException registrationFailure(RegistrationPlan plan, int ret, int attempts) {
+        String advice;
+        if (plan.memlockVerdict() == MemlockVerdict.EXCEEDS_LIMIT) {
+            advice = plan.memlockWarning().orElseThrow();
+        } else if (RegistrationPlan.pinsHostMemory(plan.protocol())) {
+            advice = "Check that the RDMA device can register this memory (ulimit -l, nvidia-peermem for GPU "
+                    + "memory); see docs/registration.md.";
+        } else {
+            advice = "See docs/registration.md.";
+        }
+        String details = String.format(Locale.ROOT,
+                "The engine returned %d (%s) after %d attempt(s) for %d storage(s), %s in total at %s; protocol %s; "
+                        + "RLIMIT_MEMLOCK soft limit %s. %s",
+                ret, ErrorCodes.name(ret), attempts, plan.storages().size(), Bytes.human(plan.totalBytes()),
+                plan.locations(), plan.protocol(),
+                plan.memlockLimit().isPresent() ? ResourceLimits.describe(plan.memlockLimit().getAsLong()) : "unknown",
+                advice);
+        return new KvCacheRegistrationException(details, ret, attempts, plan.totalBytes(), plan.memlockLimit(),
+                plan.locations());
+    }
+
+    private void startListener(KvRegistration reg) {
+        SenderListener l;
+        synchronized (lock) {
+            if (closed) {
+                throw new IllegalStateException("worker is closed");
+            }
+            try {
+                l = new SenderListener(config.hostname(), () -> {
+                    SideChannelHandler h = sideChannelHandler;
+                    return h != null ? h : sender;
+                });
+            } catch (IOException e) {
+                throw new ConnectorException("Mooncake sender listener could not be created: " + e, e);
+            }
+            listener = l;
+            TransferPlanner planner = new TransferPlanner(topology, physicalBlocksPerLogicalBlock, mambaGroups());
+            List<TransferRegion> local = planner.regions(KvReceiver.longs(reg.kvCachesBaseAddr()),
+                    KvReceiver.longs(reg.blockLenPerLayer()), KvReceiver.longs(reg.kvBlockLenPerLayer()),
+                    reg.registeredLayerNames(), KvReceiver.ints(reg.registeredLayerIndices()),
+                    KvReceiver.ints(reg.registeredGroupIndices()), groupOfLayer());
+            sender = new KvSender(config.engineId(), engine, xferStats, backgroundErrors, l.senderLoop(),
+                    config.numWorkers(), nanoClock, config.abortRequestTimeout().toNanos(), config.ppSize(), planner,
+                    local, groupOfLayer(), layoutOfLayer());
+        }
+        long timeoutMs = config.listenerReadyTimeout().toMillis();
+        int port;
+        try {
+            port = l.ready().get(timeoutMs, TimeUnit.MILLISECONDS);
+        } catch (TimeoutException e) {
+            throw new ConnectorException(String.format(Locale.ROOT,
+                    "Mooncake sender listener did not become ready within %d ms on tcp://%s.", timeoutMs,
+                    config.hostname()), e);
+        } catch (ExecutionException e) {
+            Throwable c = e.getCause();
+            throw new ConnectorException(String.format(Locale.ROOT,
+                    "Mooncake sender listener could not bind a random port on tcp://%s: %s. Check that the "
+                            + "hostname is an address of this machine.", config.hostname(), c), c);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new ConnectorException("interrupted while waiting for the Mooncake sender listener", e);
+        }
+        synchronized (lock) {
+            sideChannelPort = port;
+        }
+        LOG.info("Mooncake sender listening on tcp://{}:{}", config.hostname(), port);
+    }
+
+    /**
+     * Replaces the handler of side-channel messages (by default the send path,
+     * {@code send_kv_to_decode}); tests use it to observe raw messages. May be called before or
+     * after {@link #registerKvCaches}; messages already queued use the handler current when they run.
+     */
+    public void setSideChannelHandler(SideChannelHandler handler) {
+        this.sideChannelHandler = Objects.requireNonNull(handler, "handler");
+    }
+
+    /** The handler now installed: a replacement, or the send path (null before registration). */
+    public SideChannelHandler sideChannelHandler() {
+        SideChannelHandler h = sideChannelHandler;
+        return h != null ? h : sender;
+    }
+
+    /**
+     * The producer's sender loop ({@code mooncake-p-sender-0}): the one thread on which handlers run
+     * and all producer state is confined. Submit tasks that touch that state here.
+     *
+     * @throws IllegalStateException before the listener started, after close, or on a consumer
+     */
+    public Executor senderLoop() {
+        synchronized (lock) {
+            if (listener == null || closed) {
+                throw new IllegalStateException("no sender loop: " + (closed ? "worker is closed"
+                        : isKvConsumer ? "kv_consumer workers have none" : "KV caches are not registered yet"));
+            }
+            return listener.senderLoop();
+        }
+    }
+
+    /** The ROUTER port decode workers connect to; 0 before registration and on consumers. */
+    public int sideChannelPort() {
+        synchronized (lock) {
+            return sideChannelPort;
+        }
+    }
+
+    /** Counters of the side-channel listener; all zero when there is none. */
+    public ListenerStats listenerStats() {
+        synchronized (lock) {
+            return listener == null ? new ListenerStats(0, 0, 0, 0, 0, 0) : listener.stats();
+        }
+    }
+
+    /** The registration, or null before {@link #registerKvCaches} succeeded. */
+    public KvRegistration registration() {
+        synchronized (lock) {
+            return registration;
+        }
+    }
+
+    /** The plan that was registered, or null before {@link #registerKvCaches} succeeded. */
+    public RegistrationPlan registeredPlan() {
+        synchronized (lock) {
+            return registeredPlan;
+        }
+    }
+
+    /** The engine's RPC port (vLLM's {@code rpc_port}). */
+    public int rpcPort() {
+        return rpcPort;
+    }
+
+    /** The engine; owned by the caller. */
+    public TransferEngine engine() {
+        return engine;
+    }
+
+    public MooncakeConnectorConfig config() {
+        return config;
+    }
+
+    public KvCacheConfig kvCacheConfig() {
+        return kvCacheConfig;
+    }
+
+    /** vLLM's {@code is_kv_producer}. */
+    public boolean isKvProducer() {
+        return isKvProducer;
+    }
+
+    /** vLLM's {@code is_kv_consumer}. */
+    public boolean isKvConsumer() {
+        return isKvConsumer;
+    }
+
+    // ------------------------------------------------------------------ per-step API
+
+    /**
+     * vLLM's {@code start_load_kv}: hands this step's pulls to the receiver loop and this step's
+     * sends ({@code reqs_to_send}, {@code reqs_not_processed}) to the sender loop, and returns at
+     * once. Errors inside (and calls before {@link #registerKvCaches}) are logged and counted
+     * ({@link #backgroundErrorCount()}), never dropped.
+     */
+    public void startLoadKv(MooncakeConnectorMetadata metadata) {
+        Objects.requireNonNull(metadata, "metadata");
+        if (!isKvProducer && !metadata.reqsToRecv().isEmpty()) {
+            KvReceiver r = receiver;
+            if (r == null) {
+                backgroundErrors.report("startLoadKv", new IllegalStateException(
+                        "startLoadKv with pulls before registerKvCaches (or after close); pulls dropped: "
+                                + metadata.reqsToRecv().keySet()));
+            } else {
+                r.post("receiver loop", () -> r.startLoadKv(metadata.reqsToRecv()));
+            }
+        }
+        if (!isKvConsumer && (!metadata.reqsToSend().isEmpty() || !metadata.reqsNotProcessed().isEmpty())) {
+            KvSender s = sender;
+            Executor loop = senderLoopOrNull();
+            if (s == null || loop == null) {
+                backgroundErrors.report("startLoadKv", new IllegalStateException(
+                        "startLoadKv with sends before registerKvCaches (or after close); sends dropped: "
+                                + metadata.reqsToSend().keySet()));
+            } else {
+                try {
+                    loop.execute(backgroundErrors.guarded("sender loop", () -> s.recordSendReqs(metadata)));
+                } catch (RejectedExecutionException e) {
+                    backgroundErrors.report("startLoadKv", e);
+                }
+            }
+        }
+    }
+
+    private Executor senderLoopOrNull() {
+        synchronized (lock) {
+            return listener == null || closed ? null : listener.senderLoop();
+        }
+    }
+
+    /**
+     * vLLM's {@code get_finished}: the P requests whose blocks may be freed (sent, or expired after
+     * the abort timeout) and the D requests whose load ended (received or failed) since the last
+     * call. Waits briefly for both loops; never null.
+     */
+    public FinishedRequests getFinished() {
+        Set<String> sending = Set.of();
+        Set<String> recving = Set.of();
+        KvSender s = sender;
+        Executor sl = senderLoopOrNull();
+        if (!isKvConsumer && s != null && sl != null) {
+            sending = onLoop(sl, s::fetchFinishedSending, "fetch_finished_sending_reqs");
+        }
+        KvReceiver r = receiver;
+        if (!isKvProducer && r != null) {
+            recving = onLoop(r.loop(), r::fetchFinishedRecving, "fetch_finished_recving_reqs");
+        }
+        if (LOG.isDebugEnabled() && (!sending.isEmpty() || !recving.isEmpty())) {
+            LOG.debug("Rank {}, get_finished: {} requests done sending and {} requests done recving", config.tpRank(),
+                    sending.size(), recving.size());
+        }
+        return new FinishedRequests(sending, recving);
+    }
+
+    private Set<String> onLoop(Executor loop, Supplier<Set<String>> task, String what) {
+        try {
+            return CompletableFuture.supplyAsync(task, loop).get(loopCallTimeout.toMillis(), TimeUnit.MILLISECONDS);
+        } catch (RejectedExecutionException e) {
+            return Set.of(); // closing
+        } catch (ExecutionException e) {
+            backgroundErrors.report(what, e.getCause());
+            return Set.of();
+        } catch (TimeoutException e) {
+            backgroundErrors.report(what, new IllegalStateException(what + " did not run within "
+                    + loopCallTimeout.toMillis() + " ms; is the loop blocked?", e));
+            return Set.of();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return Set.of();
+        }
+    }
+
+    /**
+     * vLLM's {@code get_transfer_results}: {@link #getFinished()} plus the D requests whose load
+     * failed and that are reported per request (see {@link KvConnectorTransferResults}).
+     */
+    public KvConnectorTransferResults getTransferResults() {
+        FinishedRequests f = getFinished();
+        Set<String> failed = new java.util.LinkedHashSet<>();
+        KvReceiver r = receiver;
+        if (r != null) {
+            String id;
+            while ((id = r.failedRecvReqs.poll()) != null) {
+                failed.add(id);
+            }
+        }
+        return new KvConnectorTransferResults(f.finishedSending(), f.finishedRecving(), failed);
+    }
+
+    /**
+     * vLLM's {@code get_block_ids_with_load_errors}: the local block ids of failed loads since the
+     * last call (models whose KV groups are all full attention; see {@link KvConnectorTransferResults}).
+     */
+    public Set<Integer> getBlockIdsWithLoadErrors() {
+        Set<Integer> out = new java.util.LinkedHashSet<>();
+        KvReceiver r = receiver;
+        if (r != null) {
+            Set<Integer> ids;
+            while ((ids = r.invalidBlockIds.poll()) != null) {
+                out.addAll(ids);
+            }
+        }
+        return out;
+    }
+
+    /** vLLM's {@code get_kv_connector_stats}: empty when nothing was recorded, else the stats since the last call. */
+    public Optional<MooncakeKvConnectorStats> getKvConnectorStats() {
+        if (xferStats.isEmpty()) {
+            return Optional.empty();
+        }
+        return Optional.of(xferStats.cloneAndReset());
+    }
+
+    /** Exceptions of background work (loops, transfer pool, pull I/O) so far; each was logged. */
+    public long backgroundErrorCount() {
+        return backgroundErrors.count();
+    }
+
+    /** The port of the bootstrap server this worker launched, or -1 when it launched none. */
+    public int bootstrapServerPort() {
+        synchronized (lock) {
+            return bootstrapServer == null ? -1 : bootstrapServer.port();
+        }
+    }
+
+    /**
+     * The base URL decode workers use as {@code remote_bootstrap_addr} for this engine
+     * ({@code http://<hostname>:<bound port>}), when this worker launched the bootstrap server.
+     */
+    public Optional<String> bootstrapServerUrl() {
+        int port = bootstrapServerPort();
+        return port > 0 ? Optional.of(BootstrapAddresses.httpUrl(config.hostname(), port)) : Optional.empty();
+    }
+
+    /** The bootstrap server this worker launched, if any (tests; embedders use its address). */
+    public Optional<MooncakeBootstrapServer> bootstrapServer() {
+        synchronized (lock) {
+            return Optional.ofNullable(bootstrapServer);
+        }
+    }
+
+    /** Side-channel facts of the send and receive paths, for tests and diagnostics; waits on the loops. */
+    public WorkerDiagnostics diagnostics() {
+        int pending = -1;
+        int activePulls = -1;
+        long errorReplies = 0;
+        long placeholders = 0;
+        KvSender s = sender;
+        Executor sl = senderLoopOrNull();
+        if (s != null && sl != null) {
+            try {
+                int[] v = CompletableFuture.supplyAsync(() -> new int[] {s.pendingTransfers(), s.activePulls()}, sl)
+                        .get(loopCallTimeout.toMillis(), TimeUnit.MILLISECONDS);
+                pending = v[0];
+                activePulls = v[1];
+            } catch (ExecutionException | TimeoutException | RejectedExecutionException e) {
+                LOG.debug("diagnostics: sender loop did not answer", e);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            errorReplies = s.errorReplies();
+            placeholders = s.placeholdersExpired();
+        }
+        KvReceiver r = receiver;
+        long retries = r == null ? 0 : r.channels().handshakeRetries();
+        long connections = r == null ? 0 : r.channels().connectionsOpened();
+        long reconnects = r == null ? 0 : r.channels().handshakeReconnects();
+        int dealers = r == null ? 0 : r.channels().activePulls();
+        return new WorkerDiagnostics(pending, activePulls, errorReplies, placeholders, dealers, connections, retries, reconnects,
+                backgroundErrors.count());
+    }
+
+    /**
+     * vLLM's {@code shutdown()}: stops the listener, sender loop and transfer pool, the receiver
+     * loop and its DEALER sockets, and the bootstrap server this worker launched. Idempotent;
+     * leaves no thread; registered memory stays registered (close the engine for that).
+     */
+    @Override
+    public void close() {
+        SenderListener l;
+        KvSender s;
+        KvReceiver r;
+        MooncakeBootstrapServer b;
+        synchronized (lock) {
+            if (closed) {
+                return;
+            }
+            closed = true;
+            l = listener;
+            s = sender;
+            r = receiver;
+            b = bootstrapServer;
+        }
+        if (r != null) {
+            r.close();
+        }
+        if (l != null) {
+            l.close();
+        }
+        if (s != null) {
+            s.close();
+        }
+        if (b != null) {
+            b.close();
+        }
+    }
+
+    /** Options of a {@link MooncakeConnectorWorker}. */
+    public static final class Builder {
+        private final MooncakeConnectorConfig config;
+        private final TransferEngine engine;
+        private final KvCacheConfig kvCacheConfig;
+        private int physicalBlocksPerLogicalBlock = 1;
+        private Supplier<OptionalLong> memlockLimit = ResourceLimits::memlockSoftLimit;
+        private SideChannelHandler sideChannelHandler;
+        private LongSupplier nanoClock = System::nanoTime;
+        private boolean mla;
+        private int totalNumKvHeads = Integer.MAX_VALUE;
+        private String bootstrapBindHost = MooncakeBootstrapServer.DEFAULT_HOST;
+        private Duration receiveTimeoutMargin = Duration.ofSeconds(60);
+        private Duration handshakeTimeout = Duration.ofSeconds(1);
+        private Duration loopCallTimeout = Duration.ofSeconds(30);
+
+        private Builder(MooncakeConnectorConfig config, TransferEngine engine, KvCacheConfig kvCacheConfig) {
+            this.config = Objects.requireNonNull(config, "config");
+            this.engine = Objects.requireNonNull(engine, "engine");
+            this.kvCacheConfig = Objects.requireNonNull(kvCacheConfig, "kvCacheConfig");
+        }
+
+        /** vLLM's {@code _physical_blocks_per_logical_kv_block} (kernel blocks per logical block); default 1. */
+        public Builder physicalBlocksPerLogicalBlock(int n) {
+            if (n <= 0) {
+                throw new IllegalArgumentException("physicalBlocksPerLogicalBlock must be positive, got " + n);
+            }
+            this.physicalBlocksPerLogicalBlock = n;
+            return this;
+        }
+
+        /** Where the soft RLIMIT_MEMLOCK comes from (tests pin it); default getrlimit(2). */
+        public Builder memlockLimit(Supplier<OptionalLong> source) {
+            this.memlockLimit = Objects.requireNonNull(source, "source");
+            return this;
+        }
+
+        /** Replaces the side-channel handler (tests); default: the send path ({@code send_kv_to_decode}). */
+        public Builder sideChannelHandler(SideChannelHandler handler) {
+            this.sideChannelHandler = Objects.requireNonNull(handler, "handler");
+            return this;
+        }
+
+        /** The monotonic clock of P's expiry (vLLM's {@code perf_counter}), in nanoseconds; default {@link System#nanoTime}. */
+        public Builder nanoClock(LongSupplier clock) {
+            this.nanoClock = Objects.requireNonNull(clock, "clock");
+            return this;
+        }
+
+        /**
+         * Model facts of the heterogeneous-TP math (spec §6.10): whether the model uses MLA, and its
+         * total number of KV heads. Default: not MLA, and as many heads as any TP size (no head
+         * replication).
+         */
+        public Builder model(boolean useMla, int totalNumKvHeads) {
+            if (totalNumKvHeads < 1) {
+                throw new IllegalArgumentException("totalNumKvHeads must be >= 1, got " + totalNumKvHeads);
+            }
+            this.mla = useMla;
+            this.totalNumKvHeads = totalNumKvHeads;
+            return this;
+        }
+
+        /** The address a launched bootstrap server binds; default {@value MooncakeBootstrapServer#DEFAULT_HOST} as vLLM. */
+        public Builder bootstrapBindHost(String host) {
+            this.bootstrapBindHost = Objects.requireNonNull(host, "host");
+            return this;
+        }
+
+        /** D's receive timeout is the abort timeout plus this margin (vLLM: 60 s, "let P time out first"). */
+        public Builder receiveTimeoutMargin(Duration margin) {
+            if (margin.isNegative()) {
+                throw new IllegalArgumentException("receiveTimeoutMargin must be >= 0, got " + margin);
+            }
+            this.receiveTimeoutMargin = margin;
+            return this;
+        }
+
+        /**
+         * How long a new DEALER connection may take to complete its ZMTP handshake before it is
+         * replaced (default 1 s; the n-th attempt waits n times this).
+         */
+        public Builder handshakeTimeout(Duration timeout) {
+            if (timeout.isNegative() || timeout.isZero()) {
+                throw new IllegalArgumentException("handshakeTimeout must be positive, got " + timeout);
+            }
+            this.handshakeTimeout = timeout;
+            return this;
+        }
+
+        /** Initialises the engine and returns the worker. */
+        public MooncakeConnectorWorker build() {
+            return new MooncakeConnectorWorker(this);
+        }
+    }
+}

@@ -1,0 +1,446 @@
+package io.mooncake4j.connector.worker;
+
+import io.mooncake4j.connector.wire.MooncakeXferResponse;
+import io.mooncake4j.connector.wire.MooncakeXferResponseCodec;
+import io.mooncake4j.connector.wire.MooncakeXferResponseStatus;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.channels.Pipe;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import java.util.Locale;
+import java.util.Objects;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.LongAdder;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.zeromq.SocketType;
+import org.zeromq.ZMQ;
+import org.zeromq.ZMQException;
+
+/**
+ * The decode side's DEALER sockets (vLLM's {@code receive_kv_from_single_worker} socket work,
+ * spec §2.5, §6.13): one thread, {@code mooncake-d-io-0}, creates, polls and closes every DEALER,
+ * so the thread count does not grow with the number of concurrent pulls.
+ *
+ * <p>Per pull: a DEALER ({@code linger=0}) connected to the P worker sends the single metadata
+ * frame (a fresh one, or one whose previous pull ended with FINISH/ERROR, see {@link #release}); responses are decoded here and handed to the pull's {@link Listener} (which
+ * posts them to the receiver loop) until a {@code FINISH} or {@code ERROR}, a decode error, the
+ * receive timeout (vLLM's {@code RCVTIMEO}: abort timeout + 60 s, re-armed by each response), or
+ * a disconnect after the handshake ends it.
+ *
+ * <p><b>JeroMQ stuck handshakes.</b> JeroMQ 0.6.0 sometimes leaves a new connection stuck before
+ * the ZMTP handshake forever. Each DEALER is watched with a socket monitor; when no
+ * {@code HANDSHAKE_PROTOCOL}/{@code HANDSHAKE_SUCCEEDED} event arrives within the handshake
+ * timeout (times the attempt number), the DEALER is closed and the request sent again on a fresh one. The request cannot
+ * have reached P before the handshake, so resending is safe. Retries are counted.
+ *
+ * <p>A disconnect after the handshake fails the pull at once (vLLM waits for the receive
+ * timeout): the ROUTER gives a reconnecting peer a new identity, so the answer is lost anyway.
+ */
+final class PullChannels implements AutoCloseable {
+
+    private static final Logger LOG = LoggerFactory.getLogger(PullChannels.class);
+
+    /** zmq.ZMQ.ZMQ_EVENT_HANDSHAKE_SUCCEEDED (not re-exported by org.zeromq.ZMQ). */
+    static final int EVENT_HANDSHAKE_SUCCEEDED = 4096;
+    private static final int MONITOR_EVENTS = ZMQ.EVENT_HANDSHAKE_PROTOCOL | EVENT_HANDSHAKE_SUCCEEDED
+            | ZMQ.EVENT_DISCONNECTED;
+    private static final long MAX_POLL_MS = 50;
+    private static final long JOIN_MS = 5_000;
+    private static final AtomicLong MONITOR_IDS = new AtomicLong();
+
+    /** What a pull's owner hears; called on the I/O thread, must not block. */
+    interface Listener {
+        /** A decoded response; the last one is FINISH or ERROR. */
+        void onResponse(MooncakeXferResponse response);
+
+        /** The pull ended without a FINISH/ERROR: timeout, disconnect, undecodable answer, shutdown. */
+        void onFailure(String reason);
+    }
+
+    /** One pull request to one P worker. */
+    private final class Pull {
+        final String address;
+        final byte[] payload;
+        final Listener listener;
+        ZMQ.Socket dealer;
+        ZMQ.Socket monitor;
+        boolean handshaken;
+        long handshakeDeadline;
+        long receiveDeadline;
+        int attempts;
+
+        Pull(String address, byte[] payload, Listener listener) {
+            this.address = address;
+            this.payload = payload;
+            this.listener = listener;
+        }
+    }
+
+    private final ZMQ.Context context;
+    private final Pipe wakePipe;
+    private final Thread thread;
+    private final long receiveTimeoutNanos;
+    private final long handshakeTimeoutNanos;
+    private final BackgroundErrors errors;
+    private final ConcurrentLinkedQueue<Pull> submitted = new ConcurrentLinkedQueue<>();
+    private final AtomicBoolean wakePending = new AtomicBoolean();
+    private final AtomicBoolean closed = new AtomicBoolean();
+    // written by close(), read by the I/O loop
+    private volatile boolean running = true;
+    private final List<Pull> active = new ArrayList<>(); // I/O thread only
+    /** Handshaken DEALERs whose last pull ended with FINISH/ERROR, per P address (I/O thread only). */
+    private final Map<String, ArrayDeque<Idle>> idle = new HashMap<>();
+
+    private record Idle(ZMQ.Socket dealer, ZMQ.Socket monitor) {
+    }
+
+    /** Idle connections kept per P worker. */
+    static final int MAX_IDLE_PER_PEER = 8;
+
+    private final LongAdder handshakeRetries = new LongAdder();
+    private final LongAdder handshakeReconnects = new LongAdder();
+    private final LongAdder pullsStarted = new LongAdder();
+    private final LongAdder connectionsOpened = new LongAdder();
+    // I/O thread writes, any thread reads
+    private volatile int activeCount;
+
+    PullChannels(long receiveTimeoutNanos, long handshakeTimeoutNanos, BackgroundErrors errors) throws IOException {
+        this.receiveTimeoutNanos = receiveTimeoutNanos;
+        this.handshakeTimeoutNanos = handshakeTimeoutNanos;
+        this.errors = Objects.requireNonNull(errors, "errors");
+        this.wakePipe = Pipe.open();
+        wakePipe.sink().configureBlocking(false);
+        wakePipe.source().configureBlocking(false);
+        this.context = ZMQ.context(1);
+        this.thread = new Thread(this::run, "mooncake-d-io-0");
+        thread.setDaemon(true);
+        thread.start();
+    }
+
+    /** Starts a pull; thread-safe. After {@link #close()} the listener hears a failure at once. */
+    void submit(String address, byte[] payload, Listener listener) {
+        if (!running) {
+            listener.onFailure("the Mooncake receiver is closed");
+            return;
+        }
+        submitted.add(new Pull(address, payload, listener));
+        wake();
+    }
+
+    /** DEALERs replaced (closed and opened afresh) after no handshake within three handshake timeouts. */
+    long handshakeRetries() {
+        return handshakeRetries.sum();
+    }
+
+    /** Connections JeroMQ dropped before their handshake (its handshake timer) and re-made on the same socket. */
+    long handshakeReconnects() {
+        return handshakeReconnects.sum();
+    }
+
+    long pullsStarted() {
+        return pullsStarted.sum();
+    }
+
+    /** New DEALER connections made (retries included); below {@link #pullsStarted()} when connections are reused. */
+    long connectionsOpened() {
+        return connectionsOpened.sum();
+    }
+
+    int activePulls() {
+        return activeCount;
+    }
+
+    private void wake() {
+        if (wakePending.compareAndSet(false, true)) {
+            try {
+                wakePipe.sink().write(ByteBuffer.wrap(new byte[] {1}));
+            } catch (IOException e) {
+                LOG.debug("wake-up pipe closed", e);
+            }
+        }
+    }
+
+    private void run() {
+        ZMQ.Poller poller = context.poller(16);
+        try {
+            poller.register(wakePipe.source(), ZMQ.Poller.POLLIN);
+            ByteBuffer drain = ByteBuffer.allocate(64);
+            while (running) {
+                try {
+                    long waitMs = MAX_POLL_MS;
+                    poller.poll(waitMs);
+                    wakePending.set(false);
+                    drain.clear();
+                    while (wakePipe.source().read(drain) > 0) {
+                        drain.clear();
+                    }
+                    Pull p;
+                    while ((p = submitted.poll()) != null) {
+                        start(p, poller);
+                    }
+                    long now = System.nanoTime();
+                    for (int i = active.size() - 1; i >= 0; i--) {
+                        Pull pull = active.get(i);
+                        if (!service(pull, now, poller)) {
+                            active.remove(i);
+                        }
+                    }
+                    activeCount = active.size();
+                    serviceIdle(poller);
+                } catch (ZMQException e) {
+                    if (e.getErrorCode() == ZMQ.Error.ETERM.getCode()) {
+                        break;
+                    }
+                    errors.report("pull I/O", e);
+                } catch (IOException | RuntimeException e) {
+                    errors.report("pull I/O", e);
+                }
+            }
+        } catch (RuntimeException | Error e) {
+            errors.report("pull I/O (exiting)", e);
+        } finally {
+            for (Pull pull : active) {
+                closeSockets(pull, poller);
+                pull.listener.onFailure("the Mooncake receiver is closed");
+            }
+            active.clear();
+            for (ArrayDeque<Idle> q : idle.values()) {
+                for (Idle i : q) {
+                    closeIdle(i, poller);
+                }
+            }
+            idle.clear();
+            Pull p;
+            while ((p = submitted.poll()) != null) {
+                p.listener.onFailure("the Mooncake receiver is closed");
+            }
+            activeCount = 0;
+            poller.close();
+        }
+    }
+
+    private void start(Pull pull, ZMQ.Poller poller) {
+        pullsStarted.increment();
+        pull.receiveDeadline = System.nanoTime() + receiveTimeoutNanos;
+        ArrayDeque<Idle> pool = idle.get(pull.address);
+        Idle reuse = pool == null ? null : pool.pollLast();
+        if (reuse != null) {
+            pull.dealer = reuse.dealer();
+            pull.monitor = reuse.monitor();
+            pull.handshaken = true;
+            pull.attempts = 1;
+            if (pull.dealer.send(pull.payload, ZMQ.DONTWAIT)) {
+                active.add(pull);
+                return;
+            }
+            closeSockets(pull, poller); // full or broken: fall back to a fresh connection
+            pull.attempts = 0;
+        }
+        try {
+            open(pull, poller);
+            active.add(pull);
+        } catch (RuntimeException e) {
+            closeSockets(pull, poller);
+            pull.listener.onFailure("cannot connect to " + pull.address + ": " + e);
+        }
+    }
+
+    private void open(Pull pull, ZMQ.Poller poller) {
+        connectionsOpened.increment();
+        pull.attempts++;
+        pull.handshaken = false;
+        // Attempt n lets JeroMQ's own handshake timer drop a stuck connection after n handshake
+        // timeouts and reconnect (the request stays queued in the socket: nothing is written before
+        // the handshake); this socket is replaced only if that did not help within three times as
+        // long. Growing with n: no endless retrying when a loaded machine makes every handshake slow.
+        long ivlNanos = handshakeTimeoutNanos * pull.attempts;
+        pull.handshakeDeadline = System.nanoTime() + 3 * ivlNanos;
+        ZMQ.Socket dealer = context.socket(SocketType.DEALER);
+        pull.dealer = dealer;
+        dealer.setLinger(0);
+        dealer.setHandshakeIvl((int) Math.min(Integer.MAX_VALUE, Math.max(1, TimeUnit.NANOSECONDS.toMillis(ivlNanos))));
+        String monitorAddr = "inproc://mooncake-d-monitor-" + MONITOR_IDS.getAndIncrement();
+        if (!dealer.monitor(monitorAddr, MONITOR_EVENTS)) { // before connect: no event is missed
+            throw new IllegalStateException("cannot monitor a DEALER socket");
+        }
+        ZMQ.Socket monitor = context.socket(SocketType.PAIR);
+        pull.monitor = monitor;
+        monitor.setLinger(0);
+        monitor.connect(monitorAddr);
+        poller.register(dealer, ZMQ.Poller.POLLIN);
+        poller.register(monitor, ZMQ.Poller.POLLIN);
+        dealer.connect(pull.address);
+        if (!dealer.send(pull.payload, ZMQ.DONTWAIT)) {
+            throw new IllegalStateException("the DEALER refused the request (errno " + dealer.errno() + ")");
+        }
+    }
+
+    /** Reads what arrived and checks deadlines; false when the pull is over (sockets closed). */
+    private boolean service(Pull pull, long now, ZMQ.Poller poller) {
+        ZMQ.Event ev;
+        while ((ev = ZMQ.Event.recv(pull.monitor, ZMQ.DONTWAIT)) != null) {
+            int e = ev.getEvent();
+            if ((e & (ZMQ.EVENT_HANDSHAKE_PROTOCOL | EVENT_HANDSHAKE_SUCCEEDED)) != 0) {
+                pull.handshaken = true;
+            } else if ((e & ZMQ.EVENT_DISCONNECTED) != 0 && !pull.handshaken) {
+                handshakeReconnects.increment(); // JeroMQ's handshake timer dropped a stuck connection; it reconnects
+                LOG.debug("DEALER connection to {} dropped before its handshake; JeroMQ reconnects", pull.address);
+            } else if ((e & ZMQ.EVENT_DISCONNECTED) != 0) {
+                // drain what came before the disconnect first
+                if (!readResponses(pull, poller)) {
+                    return false;
+                }
+                closeSockets(pull, poller);
+                pull.listener.onFailure("P worker " + pull.address + " disconnected before answering");
+                return false;
+            }
+        }
+        if (!readResponses(pull, poller)) {
+            return false;
+        }
+        if (!pull.handshaken && now - pull.handshakeDeadline > 0) {
+            handshakeRetries.increment();
+            LOG.info("DEALER connection to {} made no ZMTP handshake within {} ms (attempt {}); retrying on a fresh "
+                    + "socket", pull.address, TimeUnit.NANOSECONDS.toMillis(3 * handshakeTimeoutNanos * pull.attempts),
+                    pull.attempts);
+            closeSockets(pull, poller);
+            try {
+                open(pull, poller);
+            } catch (RuntimeException e) {
+                closeSockets(pull, poller);
+                pull.listener.onFailure("cannot connect to " + pull.address + ": " + e);
+                return false;
+            }
+        }
+        if (now - pull.receiveDeadline > 0) {
+            closeSockets(pull, poller);
+            pull.listener.onFailure(String.format(Locale.ROOT, "no answer from %s within %d ms (receive timeout)",
+                    pull.address, TimeUnit.NANOSECONDS.toMillis(receiveTimeoutNanos)));
+            return false;
+        }
+        return true;
+    }
+
+    /** Reads every waiting response; false when the pull ended (FINISH/ERROR/undecodable). */
+    private boolean readResponses(Pull pull, ZMQ.Poller poller) {
+        byte[] msg;
+        while ((msg = pull.dealer.recv(ZMQ.DONTWAIT)) != null) {
+            pull.handshaken = true;
+            pull.receiveDeadline = System.nanoTime() + receiveTimeoutNanos;
+            MooncakeXferResponse resp;
+            try {
+                resp = MooncakeXferResponseCodec.decode(msg);
+            } catch (RuntimeException e) {
+                closeSockets(pull, poller);
+                pull.listener.onFailure(e.toString());
+                return false;
+            }
+            boolean last = resp.status() != MooncakeXferResponseStatus.CONTINUE;
+            if (last) {
+                release(pull, poller);
+            }
+            pull.listener.onResponse(resp);
+            if (last) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /**
+     * After a FINISH/ERROR nothing more comes for that request, so the connection is kept for the
+     * next pull to the same P worker (fewer new connections, hence fewer stuck handshakes); vLLM
+     * opens a fresh DEALER per pull, which the P side cannot tell apart.
+     */
+    private void release(Pull pull, ZMQ.Poller poller) {
+        ArrayDeque<Idle> pool = idle.computeIfAbsent(pull.address, a -> new ArrayDeque<>());
+        if (running && pool.size() < MAX_IDLE_PER_PEER) {
+            pool.addLast(new Idle(pull.dealer, pull.monitor));
+            pull.dealer = null;
+            pull.monitor = null;
+        } else {
+            closeSockets(pull, poller);
+        }
+    }
+
+    /** Drops idle connections that disconnected or received something unexpected. */
+    private void serviceIdle(ZMQ.Poller poller) {
+        for (Iterator<ArrayDeque<Idle>> qi = idle.values().iterator(); qi.hasNext(); ) {
+            ArrayDeque<Idle> q = qi.next();
+            for (Iterator<Idle> it = q.iterator(); it.hasNext(); ) {
+                Idle i = it.next();
+                boolean drop = false;
+                ZMQ.Event ev;
+                while ((ev = ZMQ.Event.recv(i.monitor(), ZMQ.DONTWAIT)) != null) {
+                    drop |= (ev.getEvent() & ZMQ.EVENT_DISCONNECTED) != 0;
+                }
+                if (i.dealer().recv(ZMQ.DONTWAIT) != null) {
+                    LOG.warn("unexpected message on an idle side-channel connection; closing it");
+                    drop = true;
+                }
+                if (drop) {
+                    closeIdle(i, poller);
+                    it.remove();
+                }
+            }
+            if (q.isEmpty()) {
+                qi.remove();
+            }
+        }
+    }
+
+    private static void closeIdle(Idle i, ZMQ.Poller poller) {
+        poller.unregister(i.dealer());
+        i.dealer().close();
+        poller.unregister(i.monitor());
+        i.monitor().close();
+    }
+
+    private static void closeSockets(Pull pull, ZMQ.Poller poller) {
+        if (pull.dealer != null) {
+            poller.unregister(pull.dealer);
+            pull.dealer.close();
+            pull.dealer = null;
+        }
+        if (pull.monitor != null) {
+            poller.unregister(pull.monitor);
+            pull.monitor.close();
+            pull.monitor = null;
+        }
+    }
+
+    /** Stops the I/O thread (failing pulls still open), then closes the pipe and the context. Idempotent. */
+    @Override
+    public void close() {
+        if (!closed.compareAndSet(false, true)) {
+            return;
+        }
+        running = false;
+        wake();
+        try {
+            thread.join(JOIN_MS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        try {
+            wakePipe.sink().close();
+            wakePipe.source().close();
+        } catch (IOException e) {
+            LOG.debug("closing the wake-up pipe", e);
+        }
+        if (thread.isAlive()) {
+            LOG.error("{} did not stop within {} ms; its ZMQ context is left open", thread.getName(), JOIN_MS);
+        } else {
+            context.close();
+        }
+    }
+}

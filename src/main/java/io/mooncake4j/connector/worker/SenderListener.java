@@ -1,0 +1,336 @@
+package io.mooncake4j.connector.worker;
+
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.channels.Pipe;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Objects;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.LongAdder;
+import java.util.function.Supplier;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.zeromq.SocketType;
+import org.zeromq.ZMQ;
+import org.zeromq.ZMQException;
+
+/**
+ * The producer's side channel (vLLM's {@code _mooncake_sender_listener} plus the sender loop).
+ *
+ * <p>Threads: {@code mooncake-p-listener-0} creates, binds, polls and closes the ROUTER socket and
+ * is the only thread that touches it. Received messages are handed to {@code mooncake-p-sender-0},
+ * a single-thread executor that runs the {@link SideChannelHandler}. Replies from any thread go
+ * into a {@link ConcurrentLinkedQueue}; the sender of a reply wakes the listener through a
+ * {@link Pipe} registered with the ZMQ poller (a pipe write is thread-safe, a ZMQ socket is not).
+ *
+ * <p>Unlike vLLM (spec §15 #6) nothing a peer sends ends the listener: a message with the wrong
+ * frame count is counted and delivered, an exception in the handler or the loop is logged once
+ * per distinct error and counted.
+ */
+final class SenderListener implements AutoCloseable {
+
+    private static final Logger LOG = LoggerFactory.getLogger(SenderListener.class);
+
+    /** Poll bound, so a lost wake-up can never delay shutdown by more than this. */
+    private static final long POLL_MS = 100;
+    /** Messages read per loop iteration before replies get a turn. */
+    private static final int RECV_BATCH = 256;
+    private static final long JOIN_MS = 5_000;
+    private static final int MAX_DISTINCT_ERRORS = 1024;
+
+    private record Reply(byte[] identity, byte[] payload) {}
+
+    private final String hostname;
+    private final Supplier<SideChannelHandler> handler;
+    private final ZMQ.Context context;
+    private final Pipe wakePipe;
+    private final Thread thread;
+    private final ScheduledExecutorService senderLoop;
+    private final CompletableFuture<Integer> ready = new CompletableFuture<>();
+    private final ConcurrentLinkedQueue<Reply> replies = new ConcurrentLinkedQueue<>();
+    // set by the first waker, cleared by the listener before it drains the queue
+    private final AtomicBoolean wakePending = new AtomicBoolean();
+    // written by close(), read by the listener loop
+    private volatile boolean running = true;
+    private final AtomicBoolean closed = new AtomicBoolean();
+    private final Map<String, Boolean> reportedErrors = new ConcurrentHashMap<>();
+
+    private final LongAdder received = new LongAdder();
+    private final LongAdder malformed = new LongAdder();
+    private final LongAdder handlerErrors = new LongAdder();
+    private final LongAdder repliesSent = new LongAdder();
+    private final LongAdder repliesDropped = new LongAdder();
+    private final LongAdder listenerErrors = new LongAdder();
+
+    /** Creates the context, pipe and threads and starts listening; {@link #ready()} completes with the port. */
+    SenderListener(String hostname, Supplier<SideChannelHandler> handler) throws IOException {
+        this.hostname = Objects.requireNonNull(hostname, "hostname");
+        this.handler = Objects.requireNonNull(handler, "handler");
+        this.wakePipe = Pipe.open();
+        try {
+            wakePipe.sink().configureBlocking(false);
+            wakePipe.source().configureBlocking(false);
+        } catch (IOException e) {
+            closePipe();
+            throw e;
+        }
+        this.context = ZMQ.context(1);
+        ScheduledThreadPoolExecutor loop = new ScheduledThreadPoolExecutor(1, r -> {
+            Thread t = new Thread(r, "mooncake-p-sender-0");
+            t.setDaemon(true);
+            return t;
+        });
+        loop.setRemoveOnCancelPolicy(true);
+        loop.setExecuteExistingDelayedTasksAfterShutdownPolicy(false);
+        loop.setContinueExistingPeriodicTasksAfterShutdownPolicy(false);
+        loop.prestartAllCoreThreads();
+        this.senderLoop = loop;
+        this.thread = new Thread(this::run, "mooncake-p-listener-0");
+        thread.setDaemon(true);
+        thread.start();
+    }
+
+    /** Completes with the bound port, or exceptionally when binding failed or the listener exited first. */
+    CompletableFuture<Integer> ready() {
+        return ready;
+    }
+
+    /** The single sender-loop thread, where the handler runs (also runs the send path's timeouts). */
+    ScheduledExecutorService senderLoop() {
+        return senderLoop;
+    }
+
+    ListenerStats stats() {
+        return new ListenerStats(received.sum(), malformed.sum(), handlerErrors.sum(), repliesSent.sum(),
+                repliesDropped.sum(), listenerErrors.sum());
+    }
+
+    private void run() {
+        ZMQ.Socket router = null;
+        ZMQ.Poller poller = null;
+        try {
+            router = context.socket(SocketType.ROUTER);
+            router.setLinger(0);
+            String endpoint = "tcp://" + hostname;
+            int port = router.bindToRandomPort(endpoint);
+            poller = context.poller(2);
+            poller.register(router, ZMQ.Poller.POLLIN);
+            int wakeIdx = poller.register(wakePipe.source(), ZMQ.Poller.POLLIN);
+            LOG.debug("Mooncake sender starting listening on path: {}:{}", endpoint, port);
+            ready.complete(port);
+            boolean moreInput = false;
+            while (running) {
+                try {
+                    poller.poll(moreInput ? 0 : POLL_MS);
+                    if (poller.pollin(wakeIdx)) {
+                        drainWakePipe();
+                    }
+                    sendReplies(router);
+                    // read whether or not the poller reported POLLIN: a ZMQ socket's readiness is
+                    // edge-triggered, so a missed edge must not leave messages unread
+                    moreInput = receive(router);
+                } catch (ZMQException e) {
+                    if (e.getErrorCode() == ZMQ.Error.ETERM.getCode()) {
+                        LOG.debug("ZMQ context terminated, exiting Mooncake sender listener.");
+                        break;
+                    }
+                    loopError(e);
+                } catch (RuntimeException e) {
+                    loopError(e);
+                }
+            }
+        } catch (RuntimeException | Error e) {
+            if (!ready.isDone()) {
+                LOG.debug("Mooncake sender listener failed to start on {}", hostname, e);
+            } else {
+                LOG.error("Mooncake sender listener on {} exits after an unexpected error", hostname, e);
+            }
+            ready.completeExceptionally(e);
+        } finally {
+            ready.completeExceptionally(new IllegalStateException("Mooncake sender listener exited before becoming ready."));
+            if (poller != null) {
+                poller.close();
+            }
+            if (router != null) {
+                router.close();
+            }
+            Reply r;
+            while ((r = replies.poll()) != null) {
+                repliesDropped.increment();
+                LOG.trace("dropping reply of {} bytes: listener stopped", r.payload.length);
+            }
+        }
+    }
+
+    private void loopError(RuntimeException e) {
+        listenerErrors.increment();
+        reportOnce("listener", e);
+    }
+
+    private void drainWakePipe() {
+        wakePending.set(false); // before draining replies: a later waker writes again
+        ByteBuffer buf = ByteBuffer.allocate(64);
+        try {
+            while (wakePipe.source().read(buf) > 0) {
+                buf.clear();
+            }
+        } catch (IOException e) {
+            loopError(new IllegalStateException("reading the wake-up pipe failed", e));
+        }
+    }
+
+    private void sendReplies(ZMQ.Socket router) {
+        Reply r;
+        while ((r = replies.poll()) != null) {
+            boolean ok = router.sendMore(r.identity) && router.send(r.payload, ZMQ.DONTWAIT);
+            if (LOG.isTraceEnabled()) {
+                LOG.trace("side-channel reply of {} bytes: {}", r.payload.length, ok ? "sent" : "dropped");
+            }
+            if (ok) {
+                repliesSent.increment();
+            } else {
+                repliesDropped.increment();
+            }
+        }
+    }
+
+    /** Reads up to {@link #RECV_BATCH} messages; true when the batch filled up (more may be waiting). */
+    private boolean receive(ZMQ.Socket router) {
+        for (int i = 0; i < RECV_BATCH; i++) {
+            byte[] identity = router.recv(ZMQ.DONTWAIT);
+            if (identity == null) {
+                return false;
+            }
+            List<byte[]> frames = new ArrayList<>(1);
+            while (router.hasReceiveMore()) {
+                byte[] f = router.recv(0);
+                if (f == null) {
+                    break;
+                }
+                frames.add(f);
+            }
+            received.increment();
+            if (LOG.isTraceEnabled()) {
+                LOG.trace("side-channel message: {} payload frame(s)", frames.size());
+            }
+            if (frames.size() != 1) {
+                malformed.increment();
+                if (LOG.isDebugEnabled()) {
+                    LOG.debug("Malformed side-channel message: {} frame(s) after the identity, expected 1", frames.size());
+                }
+            }
+            dispatch(identity, List.copyOf(frames));
+        }
+        return true;
+    }
+
+    private void dispatch(byte[] identity, List<byte[]> frames) {
+        ReplySink sink = payload -> reply(identity, payload);
+        try {
+            senderLoop.execute(() -> {
+                try {
+                    handler.get().onMessage(identity, frames, sink);
+                } catch (Exception | Error e) {
+                    handlerErrors.increment();
+                    reportOnce("handler", e);
+                }
+            });
+        } catch (RejectedExecutionException e) {
+            LOG.debug("sender loop stopped; dropping a side-channel message");
+        }
+    }
+
+    private boolean reply(byte[] identity, byte[] payload) {
+        Objects.requireNonNull(payload, "payload");
+        if (!running) {
+            repliesDropped.increment();
+            return false;
+        }
+        replies.add(new Reply(identity, payload));
+        wake();
+        return true;
+    }
+
+    private void wake() {
+        if (wakePending.compareAndSet(false, true)) {
+            try {
+                wakePipe.sink().write(ByteBuffer.wrap(new byte[] {1}));
+            } catch (IOException e) {
+                // closed during shutdown, or broken: the bounded poll still picks the work up
+                reportOnce("wake-up", e);
+            }
+        }
+    }
+
+    private void reportOnce(String where, Throwable e) {
+        String key = where + ':' + e.getClass().getName() + ':' + e.getMessage();
+        if (reportedErrors.size() < MAX_DISTINCT_ERRORS && reportedErrors.putIfAbsent(key, Boolean.TRUE) == null) {
+            LOG.error("Error in Mooncake sender {} (further occurrences are counted, not logged): {}", where,
+                    e.toString(), e);
+        } else {
+            LOG.debug("Error in Mooncake sender {} (repeated): {}", where, e.toString());
+        }
+    }
+
+    /** Stops both threads, closes the socket (on its thread), the pipe and the context. Idempotent. */
+    @Override
+    public void close() {
+        if (!closed.compareAndSet(false, true)) {
+            return;
+        }
+        running = false;
+        wake();
+        boolean listenerStopped = join(thread);
+        senderLoop.shutdown();
+        try {
+            if (!senderLoop.awaitTermination(JOIN_MS, TimeUnit.MILLISECONDS)) {
+                senderLoop.shutdownNow();
+                if (!senderLoop.awaitTermination(JOIN_MS, TimeUnit.MILLISECONDS)) {
+                    LOG.error("mooncake-p-sender-0 did not stop within {} ms (a handler is blocked)", 2 * JOIN_MS);
+                }
+            }
+        } catch (InterruptedException e) {
+            senderLoop.shutdownNow();
+            Thread.currentThread().interrupt();
+        }
+        closePipe();
+        if (listenerStopped) {
+            context.close();
+        } else {
+            LOG.error(String.format(Locale.ROOT, "%s did not stop within %d ms; its ZMQ context is left open",
+                    thread.getName(), JOIN_MS));
+        }
+    }
+
+    private static boolean join(Thread t) {
+        try {
+            t.join(JOIN_MS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        return !t.isAlive();
+    }
+
+    private void closePipe() {
+        try {
+            wakePipe.sink().close();
+        } catch (IOException e) {
+            LOG.debug("closing the wake-up pipe sink", e);
+        }
+        try {
+            wakePipe.source().close();
+        } catch (IOException e) {
+            LOG.debug("closing the wake-up pipe source", e);
+        }
+    }
+}

@@ -1,0 +1,18 @@
+package io.mooncake4j.connector.worker;
+
+/**
+ * A snapshot of the worker's side-channel state, for tests and diagnostics. Immutable.
+ *
+ * @param pendingTransfers     entries of P's {@code reqs_need_send} (placeholders included); -1 without a sender
+ * @param activeSends          D pulls P is serving now; -1 without a sender
+ * @param errorReplies         {@code ERROR} responses P sent (malformed or rejected pulls)
+ * @param placeholdersExpired  placeholders of early D pulls that P dropped (spec §15 #3 fixed)
+ * @param activePulls          D's DEALER requests now open
+ * @param dealerConnections    DEALER connections D opened (reused ones counted once, retries included)
+ * @param handshakeRetries     DEALER sockets replaced after a stuck ZMTP handshake (the backstop)
+ * @param handshakeReconnects  connections JeroMQ dropped before their handshake and re-made on the same socket
+ * @param backgroundErrors     exceptions of background work so far (each logged)
+ */
+public record WorkerDiagnostics(int pendingTransfers, int activeSends, long errorReplies, long placeholdersExpired,
+        int activePulls, long dealerConnections, long handshakeRetries, long handshakeReconnects, long backgroundErrors) {
+}

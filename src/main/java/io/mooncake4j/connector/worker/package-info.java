@@ -1,0 +1,34 @@
+/**
+ * The worker side of the connector: {@link io.mooncake4j.connector.worker.MooncakeConnectorWorker}
+ * (vLLM's {@code MooncakeConnectorWorker}), its KV-cache registration
+ * ({@link io.mooncake4j.connector.worker.RegistrationPlan},
+ * {@link io.mooncake4j.connector.worker.KvRegistration}), the producer's send path (side-channel
+ * listener and {@code send_kv_to_decode}), the consumer's receive path, the per-step results
+ * ({@link io.mooncake4j.connector.worker.FinishedRequests},
+ * {@link io.mooncake4j.connector.worker.KvConnectorTransferResults}) and the transfer statistics
+ * ({@link io.mooncake4j.connector.worker.MooncakeKvConnectorStats}). Transfer planning (pure
+ * functions, no I/O) lives in the subpackage {@code plan}.
+ *
+ * <p><b>Threads and ownership.</b> The worker owns all of them; {@code close()} stops them all.
+ * <ul>
+ *   <li>P: {@code mooncake-p-listener-0} is the only thread that touches the ROUTER socket;
+ *       {@code mooncake-p-sender-0} (the sender loop) owns every piece of producer state
+ *       ({@code reqs_need_send}, finished set, planner, descriptor buffer) and runs the send path
+ *       as an asynchronous state machine (readiness futures, scheduled timeouts; it never blocks);
+ *       {@code mooncake-p-xfer-<n>} ({@code num_workers} threads) run the blocking
+ *       {@code batchTransferSyncWrite} and post results back to the sender loop;
+ *       {@code mooncake-bootstrap-http-<n>} serve the bootstrap server launched by TP rank 0.</li>
+ *   <li>D: {@code mooncake-d-receiver-0} (the receiver loop) owns every piece of consumer state
+ *       (remote agents, pull bookkeeping, finished set); {@code mooncake-d-bootstrap-0} runs the
+ *       blocking {@code /query} calls; {@code mooncake-d-io-0} owns every DEALER socket. Both post
+ *       results back to the receiver loop. The load-error queues are thread-safe.</li>
+ * </ul>
+ * The worker does not own the {@link io.mooncake4j.engine.TransferEngine} nor the KV-cache
+ * memory: the caller closes those after the worker.
+ *
+ * <p><b>Thread-safety.</b> Value types here are immutable. {@code MooncakeConnectorWorker} is
+ * driven by one caller thread (vLLM's worker main thread: {@code registerKvCaches},
+ * {@code startLoadKv}, {@code getFinished}, …); {@code close()} and the accessors may be called
+ * from any thread. {@link io.mooncake4j.connector.worker.ReplySink} is safe from any thread.
+ */
+package io.mooncake4j.connector.worker;

@@ -1,0 +1,286 @@
+package io.mooncake4j.engine.rdma;
+
+import io.mooncake4j.engine.rdma.RdmaProvider.CompletionQueue;
+import io.mooncake4j.engine.rdma.RdmaProvider.Device;
+import io.mooncake4j.engine.rdma.verbs.Gid;
+import io.mooncake4j.engine.rdma.verbs.WorkCompletions;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.locks.LockSupport;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * One open RDMA device (Mooncake {@code RdmaContext}): its protection domain, one completion
+ * queue of {@code MC_MAX_CQE_PER_CTX} entries, the endpoints keyed by peer NIC path, and one
+ * poller thread ({@code mooncake-rdma-poller-N}) that polls the CQ 64 completions at a time as a
+ * duty cycle: busy while work is outstanding (spinning briefly, then parking for microseconds),
+ * parked until woken when nothing is.
+ *
+ * <p>Thread-safety: the endpoint map is concurrent; the CQ is polled only by the poller; the
+ * outstanding count is atomic.
+ *
+ * @see <a href="https://github.com/kvcache-ai/Mooncake">Mooncake</a>
+ *      {@code rdma_transport/rdma_context.cpp} ({@code RdmaContext}), {@code worker_pool.cpp} ({@code WorkerPool})
+ */
+final class RdmaContext {
+
+    private static final Logger LOG = LoggerFactory.getLogger(RdmaContext.class);
+    private static final AtomicInteger POLLERS = new AtomicInteger();
+    private static final int POLL_BATCH = 64;
+    private static final int SPINS_BEFORE_PARK = 256;
+
+    final int index;
+    final String name;
+    final Device device;
+    final int lid;
+    /** The GID in use; replaced by {@link #reprobeGid} after an RTR {@code EINVAL}. */
+    volatile Gid gid;
+    volatile int gidIndex;
+    private final List<GidSelection.Choice> triedGids = new ArrayList<>();
+    private int reprobes;
+    final int activeMtu;
+    final CompletionQueue cq;
+    final String nicPath;
+    private final int cqCapacity;
+    private final AtomicInteger cqOutstanding = new AtomicInteger();
+    private final ConcurrentHashMap<String, RdmaEndpoint> endpoints = new ConcurrentHashMap<>();
+    /** Broken endpoints whose QPs still have outstanding work; destroyed once they are idle or at close. */
+    private final ConcurrentHashMap<RdmaEndpoint, Boolean> retired = new ConcurrentHashMap<>();
+    private final WorkCompletions wc = new WorkCompletions(POLL_BATCH);
+    private final Thread poller;
+    private volatile boolean running = true;
+    private volatile boolean sleeping;
+    private volatile RdmaEndpoint[] snapshot = new RdmaEndpoint[0];
+
+    RdmaContext(int index, Device device, int lid, Gid gid, int gidIndex, int activeMtu, int cqe, String nicPath,
+            RdmaTransferEngine engine) {
+        this.index = index;
+        this.name = device.name();
+        this.device = device;
+        this.lid = lid;
+        this.gid = gid;
+        this.gidIndex = gidIndex;
+        this.activeMtu = activeMtu;
+        this.cqCapacity = cqe;
+        this.cq = device.createCq(cqe);
+        this.nicPath = nicPath;
+        this.poller = Thread.ofPlatform().daemon(true).name("mooncake-rdma-poller-" + POLLERS.getAndIncrement())
+                .unstarted(() -> {
+                    try {
+                        pollLoop(engine);
+                    } catch (Throwable t) { // last resort: logged, the thread ends
+                        LOG.error("completion poller of {} died; transfers on this device will not complete", name, t);
+                    }
+                });
+    }
+
+    void start() {
+        poller.start();
+    }
+
+    Thread pollerThread() {
+        return poller;
+    }
+
+    /**
+     * After an RTR failure with {@code EINVAL} under automatic GID selection: switches to the
+     * next-best untried GID of the port (spec §5.1), at most {@code MC_AUTO_GID_MAX_RETRIES}
+     * times per device. True when the GID changed (new endpoints then use it, and the descriptor
+     * publishes it).
+     */
+    synchronized boolean reprobeGid(RdmaSettings s, java.nio.file.Path sysfs) {
+        if (!s.autoGid() || reprobes >= s.autoGidMaxRetries()) {
+            return false;
+        }
+        int len = device.port(s.ibPort()).gidTblLen();
+        java.util.Optional<GidSelection.Choice> next = GidSelection.reselect(
+                GidSelection.probe(device, s.ibPort(), len, sysfs), gidIndex, gid, triedGids);
+        if (next.isEmpty()) {
+            return false;
+        }
+        triedGids.add(new GidSelection.Choice(gidIndex, gid, next.get().gidClass()));
+        reprobes++;
+        LOG.warn("{}: RTR failed with EINVAL on GID index {} ({}); re-probed to GID index {} ({}, {}), attempt {} of"
+                + " MC_AUTO_GID_MAX_RETRIES={}", name, gidIndex, gid, next.get().index(), next.get().gid(),
+                next.get().gidClass(), reprobes, s.autoGidMaxRetries());
+        gid = next.get().gid();
+        gidIndex = next.get().index();
+        return true;
+    }
+
+    // ------------------------------------------------------------------ endpoints
+
+    RdmaEndpoint endpoint(String peerNicPath) {
+        return endpoints.get(peerNicPath);
+    }
+
+    /** The endpoint for {@code peerNicPath}, created with {@code factory} when absent; [endpoint, created?]. */
+    RdmaEndpoint endpointOrCreate(String peerNicPath, java.util.function.Function<String, RdmaEndpoint> factory,
+            boolean[] created) {
+        RdmaEndpoint e = endpoints.get(peerNicPath);
+        if (e != null) {
+            return e;
+        }
+        created[0] = false;
+        RdmaEndpoint r = endpoints.computeIfAbsent(peerNicPath, p -> {
+            created[0] = true;
+            return factory.apply(p);
+        });
+        if (created[0]) {
+            resnapshot();
+        }
+        return r;
+    }
+
+    /** The live endpoints as an array, rebuilt on change, so the poller iterates without allocating. */
+    RdmaEndpoint[] snapshot() {
+        return snapshot;
+    }
+
+    private synchronized void resnapshot() {
+        snapshot = endpoints.values().toArray(new RdmaEndpoint[0]);
+    }
+
+    /** Replaces whatever endpoint is mapped for the path (passive rebuild). */
+    void put(RdmaEndpoint e) {
+        endpoints.put(e.peerNicPath, e);
+        resnapshot();
+    }
+
+    void forget(RdmaEndpoint e) {
+        endpoints.remove(e.peerNicPath, e);
+        retired.put(e, Boolean.TRUE);
+        resnapshot();
+    }
+
+    List<RdmaEndpoint> endpoints() {
+        return new ArrayList<>(endpoints.values());
+    }
+
+    List<RdmaEndpoint> retiredEndpoints() {
+        return new ArrayList<>(retired.keySet());
+    }
+
+    int endpointCount() {
+        return endpoints.size();
+    }
+
+    // ------------------------------------------------------------------ CQ accounting
+
+    int cqRoom() {
+        return cqCapacity - cqOutstanding.get();
+    }
+
+    void cqReserve() {
+        cqOutstanding.incrementAndGet();
+    }
+
+    void cqRelease() {
+        cqOutstanding.decrementAndGet();
+    }
+
+    int cqOutstanding() {
+        return cqOutstanding.get();
+    }
+
+    void wakePoller() {
+        if (sleeping) {
+            LockSupport.unpark(poller);
+        }
+    }
+
+    // ------------------------------------------------------------------ poller
+
+    private void pollLoop(RdmaTransferEngine engine) {
+        int idle = 0;
+        while (running) {
+            int n;
+            try {
+                n = cq.poll(wc);
+            } catch (RuntimeException e) {
+                LOG.error("polling the CQ of {} failed; failing its outstanding work", name, e);
+                n = -1;
+            }
+            if (n < 0) {
+                LOG.error("ibv_poll_cq on {} returned {}; the CQ is unusable (overrun?), endpoints rebuilt", name, n);
+                engine.contextFailed(this);
+                LockSupport.parkNanos(this, 1_000_000L);
+                continue;
+            }
+            if (n > 0) {
+                idle = 0;
+                for (int i = 0; i < n; i++) {
+                    try {
+                        engine.onCompletion(this, wc.wrId(i), wc.status(i), wc.vendorErr(i));
+                    } catch (RuntimeException e) {
+                        LOG.error("handling a completion on {} failed", name, e);
+                    }
+                }
+                try {
+                    engine.pumpAll(this); // completions made room
+                } catch (RuntimeException e) {
+                    LOG.error("posting on {} failed", name, e);
+                }
+                continue;
+            }
+            if (!retired.isEmpty()) {
+                for (RdmaEndpoint r : retired.keySet()) {
+                    r.destroyIfIdle();
+                    if (r.outstandingTotal() == 0) {
+                        retired.remove(r);
+                    }
+                }
+            }
+            if (cqOutstanding.get() > 0) {
+                if (++idle < SPINS_BEFORE_PARK) {
+                    Thread.onSpinWait();
+                } else {
+                    LockSupport.parkNanos(this, 20_000L);
+                }
+            } else {
+                sleeping = true;
+                if (cqOutstanding.get() == 0 && running) {
+                    LockSupport.parkNanos(this, 50_000_000L);
+                }
+                sleeping = false;
+                idle = 0;
+            }
+        }
+    }
+
+    /** Stops the poller and waits for it. */
+    void stopPoller() {
+        running = false;
+        LockSupport.unpark(poller);
+        if (poller.isAlive() && Thread.currentThread() != poller) {
+            try {
+                if (!poller.join(java.time.Duration.ofSeconds(10))) {
+                    LOG.warn("poller {} did not stop within 10 s", poller.getName());
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
+    }
+
+    /** Teardown after the poller stopped: QPs, then the CQ, then the caller closes MRs and the device. */
+    void closeQueues() {
+        for (RdmaEndpoint e : endpoints()) {
+            e.destroyNow();
+        }
+        for (RdmaEndpoint e : retiredEndpoints()) {
+            e.destroyNow();
+        }
+        endpoints.clear();
+        retired.clear();
+        try {
+            cq.close();
+        } catch (RuntimeException e) {
+            LOG.warn("destroying the CQ of {} failed: {}", name, e.getMessage());
+        }
+        wc.close();
+    }
+}

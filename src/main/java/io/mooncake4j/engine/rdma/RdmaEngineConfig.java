@@ -1,0 +1,72 @@
+package io.mooncake4j.engine.rdma;
+
+import io.mooncake4j.engine.handshake.HandshakeConfig;
+import io.mooncake4j.internal.sys.ResourceLimits;
+import java.nio.file.Path;
+import java.util.Map;
+import java.util.Objects;
+import java.util.OptionalLong;
+import java.util.function.Supplier;
+
+/**
+ * Settings of an {@link RdmaTransferEngine}: the {@code MC_*} RDMA tunables, the handshake
+ * (RPC port) settings, the synchronous-transfer deadline and where locality and limits come from.
+ *
+ * @param transferTimeoutMs {@code MC_TRANSFER_TIMEOUT} (s, minimum 5, default 30) in ms; the sync
+ *                          helpers add 1 ns per byte, as Mooncake's Python binding does
+ * @param memlockLimit      the {@code RLIMIT_MEMLOCK} soft limit (empty = unknown); tests inject one
+ * @param sysfsRoot         sysfs mount for NUMA/PCI locality and GID netdevs
+ */
+public record RdmaEngineConfig(RdmaSettings settings, HandshakeConfig handshake, long transferTimeoutMs,
+        Supplier<OptionalLong> memlockLimit, Path sysfsRoot) {
+
+    public RdmaEngineConfig {
+        Objects.requireNonNull(settings, "settings");
+        Objects.requireNonNull(handshake, "handshake");
+        Objects.requireNonNull(memlockLimit, "memlockLimit");
+        Objects.requireNonNull(sysfsRoot, "sysfsRoot");
+        if (transferTimeoutMs <= 0) {
+            throw new IllegalArgumentException("transferTimeoutMs must be positive");
+        }
+    }
+
+    /** From this process's environment. */
+    public static RdmaEngineConfig fromEnvironment() {
+        return fromEnvironment(System.getenv(), HandshakeConfig.fromEnvironment());
+    }
+
+    /** From {@code env} with an explicit handshake configuration (tests: OS-assigned ports). */
+    public static RdmaEngineConfig fromEnvironment(Map<String, String> env, HandshakeConfig handshake) {
+        long timeoutS = 30;
+        String t = env.get("MC_TRANSFER_TIMEOUT");
+        if (t != null && !t.isBlank()) {
+            try {
+                timeoutS = Math.max(5, Long.parseLong(t.strip()));
+            } catch (NumberFormatException e) {
+                timeoutS = 30;
+            }
+        }
+        return new RdmaEngineConfig(RdmaSettings.from(env), handshake, timeoutS * 1000,
+                ResourceLimits::memlockSoftLimit, NicSelection.SYSFS);
+    }
+
+    /** A copy with other RDMA settings. */
+    public RdmaEngineConfig withSettings(RdmaSettings s) {
+        return new RdmaEngineConfig(s, handshake, transferTimeoutMs, memlockLimit, sysfsRoot);
+    }
+
+    /** A copy with another memlock limit source. */
+    public RdmaEngineConfig withMemlockLimit(Supplier<OptionalLong> limit) {
+        return new RdmaEngineConfig(settings, handshake, transferTimeoutMs, limit, sysfsRoot);
+    }
+
+    /** A copy with another sysfs root. */
+    public RdmaEngineConfig withSysfsRoot(Path root) {
+        return new RdmaEngineConfig(settings, handshake, transferTimeoutMs, memlockLimit, root);
+    }
+
+    /** A copy with another synchronous-transfer deadline. */
+    public RdmaEngineConfig withTransferTimeoutMs(long ms) {
+        return new RdmaEngineConfig(settings, handshake, ms, memlockLimit, sysfsRoot);
+    }
+}

@@ -1,0 +1,1301 @@
+package io.mooncake4j.engine.rdma;
+
+import io.mooncake4j.engine.BufferRegistry;
+import io.mooncake4j.engine.ErrorCodes;
+import io.mooncake4j.engine.StatusCodes;
+import io.mooncake4j.engine.TransferEngine;
+import io.mooncake4j.engine.TransferEngineException;
+import io.mooncake4j.engine.TransferRequest;
+import io.mooncake4j.engine.TransferStatus;
+import io.mooncake4j.engine.handshake.HandShakeDesc;
+import io.mooncake4j.engine.handshake.HandshakeClient;
+import io.mooncake4j.engine.handshake.HandshakeException;
+import io.mooncake4j.engine.handshake.HandshakeFrame;
+import io.mooncake4j.engine.handshake.HandshakeServer;
+import io.mooncake4j.engine.handshake.PeerAddress;
+import io.mooncake4j.engine.handshake.SegmentDescriptor;
+import io.mooncake4j.engine.rdma.RdmaProvider.Device;
+import io.mooncake4j.engine.rdma.RdmaProvider.MemoryRegion;
+import io.mooncake4j.engine.rdma.verbs.Gid;
+import io.mooncake4j.engine.rdma.verbs.IbvPd;
+import io.mooncake4j.engine.rdma.verbs.PortAttributes;
+import io.mooncake4j.engine.rdma.verbs.SendWorkRequests;
+import io.mooncake4j.engine.rdma.verbs.WorkCompletions;
+import io.mooncake4j.memory.MemoryLocation;
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Comparator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Optional;
+import java.util.OptionalLong;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Supplier;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * A {@link TransferEngine} over RDMA ({@code protocol = "rdma"}), speaking Mooncake's P2P
+ * handshake so that it can pair with a C++ Mooncake RDMA engine: Metadata replies carry an RDMA
+ * segment descriptor ({@code devices}, per-device {@code rkey}/{@code lkey},
+ * {@code priority_matrix}); Connection messages carry {@code HandShakeDesc} (NIC paths, LID/GID,
+ * QP numbers, {@code ready_ack}) and wire endpoints of {@code MC_NUM_QP_PER_EP} RC QPs.
+ *
+ * <ul>
+ *   <li>{@link #initialize}: {@code "rdma"} (or {@code "auto"}/{@code ""}, which this engine
+ *       treats as rdma) opens every device the {@code device_name} filter keeps, checks the port
+ *       is ACTIVE, picks the GID ({@code MC_GID_INDEX} or the automatic ranking), creates one CQ
+ *       and one poller thread per device and binds the RPC port. Without RDMA (no devices,
+ *       ENOSYS, no libibverbs) it returns -1 and {@link #lastError()} holds the diagnosis, which
+ *       also goes to the log at ERROR.</li>
+ *   <li>Registration pins each buffer on every device, after comparing bytes × devices with
+ *       {@code RLIMIT_MEMLOCK} ({@link MemlockCheck}).</li>
+ *   <li>Transfers are cut into {@code MC_SLICE_SIZE} slices (a tail up to the fragment limit
+ *       stays whole), spread over the preferred local and peer NICs, posted in chains per QP from
+ *       reusable work-request arrays, every work request signalled. A failed slice is retried on
+ *       another path (next local NIC, next peer NIC, fresh endpoint) until {@code MC_RETRY_CNT}
+ *       attempts, then its task is FAILED.</li>
+ *   <li>Transfers to the own segment go through loopback endpoints (QPs wired to themselves when
+ *       the NIC is the same, as Mooncake does), so address checks are the NIC's.</li>
+ * </ul>
+ *
+ * <p>Thread-safe. Threads: {@code mooncake-handshake-*}, {@code mooncake-rdma-poller-N} (one per
+ * device) and short-lived virtual {@code mooncake-rdma-connect-N} threads for active handshakes;
+ * all stop in {@link #close()}, which first drains outstanding work and then destroys QPs, CQs,
+ * MRs, PDs and contexts in that order.
+ *
+ * <p>Posting is not confined to one thread per QP: submitting threads and the poller post under
+ * the endpoint's lock; each CQ is owned by its poller.
+ *
+ * @see <a href="https://github.com/kvcache-ai/Mooncake">Mooncake</a>
+ *      {@code mooncake-transfer-engine/src/transport/rdma_transport/rdma_transport.cpp} ({@code RdmaTransport})
+ */
+public final class RdmaTransferEngine implements TransferEngine {
+
+    private static final Logger LOG = LoggerFactory.getLogger(RdmaTransferEngine.class);
+    private static final AtomicInteger CONNECTORS = new AtomicInteger();
+
+    /** A notification received through the handshake port (Notify, type 2). */
+    public record Notify(String name, String message) {}
+
+    /** A registered buffer and its MRs, one per context (index = context index). */
+    private record Registration(long address, long length, String location, MemoryRegion[] mrs, int[] lkeys,
+            int[] order, int preferred) {
+        boolean contains(long a, long len) {
+            return len >= 0 && Long.compareUnsigned(a, address) >= 0 && Long.compareUnsigned(len, length) <= 0
+                    && Long.compareUnsigned(a - address, length - len) <= 0;
+        }
+
+        int context(int seed, int attempt) {
+            return attempt == 0 ? order[Math.floorMod(seed, preferred)]
+                    : order[Math.floorMod(seed + attempt, order.length)];
+        }
+    }
+
+    private final RdmaProvider provider;
+    private final RdmaEngineConfig config;
+    /** The {@code MC_*} settings, clamped to the devices' limits at {@link #initialize}. */
+    private volatile RdmaSettings settings;
+    private final Supplier<Optional<RdmaAvailability.Cause>> availability;
+    private final HandshakeClient client;
+    private final BufferRegistry registry = new BufferRegistry();
+    private final Object registrationLock = new Object();
+    /** Sorted by address, for lookups. */
+    private volatile Registration[] registrations = new Registration[0];
+    /** In registration order, for the descriptor ({@code buffers[0]} is the first registered, as in Mooncake). */
+    private volatile List<Registration> registrationOrder = List.of();
+    private long registeredBytes;
+    private final Slice.Pool slices = new Slice.Pool();
+    private final AtomicInteger seeds = new AtomicInteger();
+    private final Map<String, Long> segmentIds = new ConcurrentHashMap<>();
+    private final Map<Long, PeerSegment> segments = new ConcurrentHashMap<>();
+    private final AtomicLong nextSegmentId = new AtomicLong(1);
+    private final Map<Long, RdmaBatch> batches = new ConcurrentHashMap<>();
+    private final AtomicLong nextBatchId = new AtomicLong(1);
+    private final ConcurrentLinkedQueue<Notify> notifies = new ConcurrentLinkedQueue<>();
+    private final java.util.Set<RdmaBatch> active = ConcurrentHashMap.newKeySet();
+    private final java.util.Set<Thread> connectors = ConcurrentHashMap.newKeySet();
+    private final Object lifecycle = new Object();
+    private final AtomicLong failedCompletions = new AtomicLong();
+    private final AtomicLong retriedSlices = new AtomicLong();
+
+    private volatile RdmaContext[] contexts = new RdmaContext[0];
+    private volatile Map<String, List<List<String>>> priorityMatrix = Map.of();
+    private volatile PeerSegment self;
+    private volatile HandshakeServer rpc;
+    private volatile String segmentName;
+    private volatile String protocol;
+    private volatile String lastError;
+    private volatile boolean closed;
+
+    /** An engine over libibverbs configured from the environment. */
+    public RdmaTransferEngine() {
+        this(new VerbsRdmaProvider(), RdmaEngineConfig.fromEnvironment(), RdmaAvailability::unavailabilityCause);
+    }
+
+    /** An engine over {@code provider} (tests: the emulated provider), always considered available. */
+    public RdmaTransferEngine(RdmaProvider provider, RdmaEngineConfig config) {
+        this(provider, config, Optional::empty);
+    }
+
+    /**
+     * @param availability why RDMA cannot run here (empty when it can); checked by {@link #initialize}
+     */
+    public RdmaTransferEngine(RdmaProvider provider, RdmaEngineConfig config,
+            Supplier<Optional<RdmaAvailability.Cause>> availability) {
+        this.provider = provider;
+        this.config = config;
+        this.settings = config.settings();
+        this.availability = availability;
+        this.client = new HandshakeClient(config.handshake());
+    }
+
+    // ------------------------------------------------------------------ lifecycle
+
+    @Override
+    public int initialize(String localHostname, String metadataServer, String protocol, String deviceName) {
+        synchronized (lifecycle) {
+            if (closed || rpc != null) {
+                return fail("initialize: engine already " + (closed ? "closed" : "initialized"));
+            }
+            if (!P2P_HANDSHAKE.equals(metadataServer)) {
+                return fail(String.format(Locale.ROOT, "initialize: metadata server '%s' is not supported; only"
+                        + " \"%s\" (direct peer handshakes)", metadataServer, P2P_HANDSHAKE));
+            }
+            String p = protocol == null ? "" : protocol.strip().toLowerCase(Locale.ROOT);
+            if (p.equals(ProtocolSelection.TCP)) {
+                return fail("initialize: this is the RDMA engine; for protocol \"tcp\" create the TCP engine"
+                        + " (TransferEngines.create(\"tcp\"))");
+            }
+            if (!p.equals(ProtocolSelection.RDMA) && !p.equals("auto") && !p.isEmpty()) {
+                return fail(String.format(Locale.ROOT, "initialize: unsupported protocol '%s'; use \"rdma\" (or"
+                        + " \"tcp\" with the TCP engine)", protocol));
+            }
+            Optional<RdmaAvailability.Cause> cause = availability.get();
+            if (cause.isPresent()) {
+                return fail("initialize(protocol \"rdma\"): " + cause.get().message());
+            }
+            if (localHostname == null || localHostname.isBlank()) {
+                return fail("initialize: local hostname is empty; pass the IP or host name peers should connect to");
+            }
+            String host = PeerAddress.parse(localHostname.strip(), config.handshake().defaultPort()).host();
+            List<Device> opened = new ArrayList<>();
+            List<RdmaContext> ctxs = new ArrayList<>();
+            HandshakeServer server = null;
+            try {
+                List<String> names = NicSelection.filter(provider.deviceNames(), deviceName);
+                server = HandshakeServer.start(config.handshake(), this::handle);
+                String name = PeerAddress.format(host, server.port());
+                for (String n : names) {
+                    opened.add(provider.open(n));
+                }
+                RdmaSettings clamped = settings;
+                for (Device d : opened) {
+                    clamped = clamp(clamped, d.attributes());
+                }
+                if (!clamped.equals(settings)) {
+                    LOG.info("RDMA settings clamped to the device limits: {}", clamped);
+                }
+                settings = clamped;
+                for (Device d : opened) {
+                    ctxs.add(openContext(ctxs.size(), d, name));
+                }
+                List<NicSelection.Nic> nics = NicSelection.discover(names, config.sysfsRoot());
+                Map<String, List<List<String>>> matrix = new LinkedHashMap<>();
+                for (Map.Entry<String, NicSelection.Preference> e : NicSelection.cpuPriorityMatrix(nics,
+                        NicSelection.numaNodes(config.sysfsRoot())).entrySet()) {
+                    matrix.put(e.getKey(), List.of(e.getValue().preferred(), e.getValue().available()));
+                }
+                this.priorityMatrix = Map.copyOf(matrix);
+                this.contexts = ctxs.toArray(new RdmaContext[0]);
+                this.segmentName = name;
+                this.protocol = ProtocolSelection.RDMA;
+                this.rpc = server;
+            } catch (RuntimeException | IOException e) {
+                for (RdmaContext c : ctxs) {
+                    c.closeQueues();
+                }
+                for (Device d : opened) {
+                    d.close();
+                }
+                if (server != null) {
+                    server.close();
+                }
+                return fail("initialize(protocol \"rdma\"): " + e.getMessage());
+            }
+            for (RdmaContext c : contexts) {
+                c.start();
+            }
+            LOG.info("Transfer Engine RPC using P2P handshake, listening on {}", segmentName);
+            LOG.info("RDMA transport: {} device(s) {}, {} QPs per endpoint, slice {} B, retry count {}",
+                    contexts.length, Arrays.stream(contexts).map(c -> c.name + " (GID index " + c.gidIndex + ")")
+                            .toList(), settings.numQpPerEp(), settings.sliceSize(), settings.retryCnt());
+            lastError = null;
+            return 0;
+        }
+    }
+
+    private RdmaContext openContext(int index, Device d, String segment) {
+        PortAttributes port = d.port(settings.ibPort());
+        if (!port.isActive()) {
+            throw new TransferEngineException(String.format(Locale.ROOT,
+                    "port %d of %s is not ACTIVE (state %d); check the link (ibv_devinfo -d %s) or set MC_IB_PORT",
+                    settings.ibPort(), d.name(), port.state(), d.name()));
+        }
+        int gidIndex = settings.gidIndex();
+        if (settings.autoGid()) {
+            gidIndex = GidSelection.best(GidSelection.probe(d, settings.ibPort(), port.gidTblLen(),
+                    config.sysfsRoot())).map(GidSelection.Choice::index).orElseThrow(() -> new TransferEngineException(
+                    "no usable GID on " + d.name() + " port " + settings.ibPort()
+                            + "; set MC_GID_INDEX (show_gids lists the table)"));
+        }
+        Gid gid = d.gid(settings.ibPort(), gidIndex);
+        if (gid.isNull()) {
+            throw new TransferEngineException(String.format(Locale.ROOT,
+                    "GID index %d of %s port %d is empty; set MC_GID_INDEX to a populated entry (show_gids)",
+                    gidIndex, d.name(), settings.ibPort()));
+        }
+        return new RdmaContext(index, d, port.lid(), gid, gidIndex, port.activeMtu(), settings.maxCqePerCtx(),
+                HandShakeDesc.nicPath(segment, d.name()), this);
+    }
+
+    /** Mooncake's {@code updateGlobalConfig}: QP depth, SGEs, CQ size, endpoints and MR size within the device's limits. */
+    static RdmaSettings clamp(RdmaSettings s, io.mooncake4j.engine.rdma.verbs.DeviceAttributes a) {
+        int maxWr = a.maxQpWr() > 0 ? Math.min(s.maxWr(), a.maxQpWr()) : s.maxWr();
+        int maxSge = a.maxSge() > 0 ? Math.min(s.maxSge(), a.maxSge()) : s.maxSge();
+        int maxCqe = a.maxCqe() > 0 ? Math.min(s.maxCqePerCtx(), a.maxCqe()) : s.maxCqePerCtx();
+        int maxEp = a.maxQp() > 0 ? Math.min(s.maxEpPerCtx(), Math.max(1, a.maxQp() / s.numQpPerEp())) : s.maxEpPerCtx();
+        long maxMr = a.maxMrSize() > 0 ? Math.min(s.maxMrSize(), a.maxMrSize()) : s.maxMrSize();
+        return new RdmaSettings(s.sliceSize(), s.fragmentLimit(), s.retryCnt(), s.numQpPerEp(), maxWr, maxSge,
+                s.maxInline(), maxCqe, maxEp, s.ibPort(), s.gidIndex(), s.autoGidMaxRetries(), s.pkeyIndex(),
+                s.mtuBytes(), s.trafficClass(), s.serviceLevel(), maxMr, s.relaxedOrdering());
+    }
+
+    /** The settings in use (after clamping). */
+    RdmaSettings settings() {
+        return settings;
+    }
+
+    private int fail(String message) {
+        lastError = message;
+        LOG.error(message);
+        return -1;
+    }
+
+    /**
+     * The last control-path error ({@link #initialize}, registration) in words that name the cause
+     * and the fix, or null. {@code bench --protocol rdma} prints it.
+     */
+    public String lastError() {
+        return lastError;
+    }
+
+    @Override
+    public int getRpcPort() {
+        HandshakeServer s = rpc;
+        return s == null ? 0 : s.port();
+    }
+
+    @Override
+    public String getLocalSegmentName() {
+        return segmentName;
+    }
+
+    @Override
+    public String protocol() {
+        return protocol;
+    }
+
+    /** Names of the open devices, in descriptor order. */
+    public List<String> devices() {
+        return Arrays.stream(contexts).map(c -> c.name).toList();
+    }
+
+    /** Completions that reported an error so far (monitoring and tests). */
+    public long failedCompletions() {
+        return failedCompletions.get();
+    }
+
+    /** Slices re-dispatched after a failure so far (monitoring and tests). */
+    public long retriedSlices() {
+        return retriedSlices.get();
+    }
+
+    /** Endpoints currently mapped, over all devices (tests). */
+    int endpointCount() {
+        int n = 0;
+        for (RdmaContext c : contexts) {
+            n += c.endpointCount();
+        }
+        return n;
+    }
+
+    /** The poller threads (tests). */
+    List<Thread> pollerThreads() {
+        return Arrays.stream(contexts).map(RdmaContext::pollerThread).toList();
+    }
+
+    /** Slices held (queued or in flight) (tests). */
+    int liveSlices() {
+        return slices.live();
+    }
+
+    @Override
+    public void close() {
+        synchronized (lifecycle) {
+            if (closed) {
+                return;
+            }
+            closed = true;
+        }
+        // 1. nothing new is posted; let what is in flight finish, then flush what does not
+        for (RdmaBatch b : batches.values()) {
+            b.aborted = true;
+        }
+        for (RdmaBatch b : active) {
+            b.aborted = true;
+        }
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(1); // on a NIC: microseconds
+        if (!quiet(deadline)) {
+            for (RdmaContext c : contexts) {
+                for (RdmaEndpoint e : c.endpoints()) {
+                    redispatch(e.breakDown());
+                }
+            }
+            if (!quiet(System.nanoTime() + TimeUnit.SECONDS.toNanos(30))) {
+                LOG.error("close: work requests still outstanding after 30 s; tearing down anyway");
+            }
+        }
+        for (RdmaBatch b : batches.values()) {
+            b.failAll(RdmaBatch.FAILED);
+        }
+        for (RdmaBatch b : active) {
+            b.failAll(RdmaBatch.FAILED);
+        }
+        HandshakeServer r = rpc;
+        if (r != null) {
+            r.close();
+        }
+        for (Thread t : connectors) {
+            try {
+                t.join(java.time.Duration.ofSeconds(10));
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
+        // 2. pollers stop, then QPs -> CQs -> MRs -> PD -> context per device
+        for (RdmaContext c : contexts) {
+            c.stopPoller();
+        }
+        for (RdmaContext c : contexts) {
+            for (RdmaEndpoint e : c.endpoints()) {
+                for (Slice s : e.drainQueue()) {
+                    abandon(s);
+                }
+            }
+            c.closeQueues();
+        }
+        synchronized (registrationLock) {
+            for (Registration reg : registrations) {
+                closeMrs(reg.mrs());
+            }
+            registrations = new Registration[0];
+            registrationOrder = List.of();
+            registry.clear();
+        }
+        for (RdmaContext c : contexts) {
+            try {
+                c.device.close();
+            } catch (RuntimeException e) {
+                LOG.warn("closing {} failed: {}", c.name, e.getMessage());
+            }
+        }
+        LOG.info("transfer engine {} closed", segmentName);
+    }
+
+    private boolean quiet(long deadline) {
+        while (true) {
+            int out = 0;
+            for (RdmaContext c : contexts) {
+                out += c.cqOutstanding();
+            }
+            if (out == 0) {
+                return true;
+            }
+            if (System.nanoTime() - deadline > 0) {
+                return false;
+            }
+            java.util.concurrent.locks.LockSupport.parkNanos(this, 200_000L);
+        }
+    }
+
+    // ------------------------------------------------------------------ handshake server
+
+    private String handle(int type, Object request) {
+        return switch (type) {
+            case HandshakeFrame.METADATA -> localDescriptor().toJson();
+            case HandshakeFrame.CONNECTION -> onConnection(HandShakeDesc.fromJson(request)).toJson();
+            case HandshakeFrame.PROBE -> "{\"status\":\"success\"}\n";
+            case HandshakeFrame.NOTIFY -> {
+                if (!(request instanceof Map<?, ?> m)) {
+                    throw new IllegalArgumentException("Notify body is not an object");
+                }
+                notifies.add(new Notify(String.valueOf(m.get("name")), String.valueOf(m.get("notify_msg"))));
+                yield "{\"name\":\"\",\"notify_msg\":\"success\"}\n";
+            }
+            default -> throw new IllegalArgumentException("unknown request type " + type);
+        };
+    }
+
+    /** Drains the notifications received so far (Mooncake {@code getNotifies}). */
+    public List<Notify> getNotifies() {
+        List<Notify> out = new ArrayList<>();
+        Notify n;
+        while ((n = notifies.poll()) != null) {
+            out.add(n);
+        }
+        return out;
+    }
+
+    /** The passive side of a Connection (spec §5.4). */
+    HandShakeDesc onConnection(HandShakeDesc req) {
+        if (closed) {
+            return HandShakeDesc.rejection("engine is closing");
+        }
+        RdmaContext ctx = null;
+        String dev = HandShakeDesc.deviceOf(req.peerNicPath());
+        for (RdmaContext c : contexts) {
+            if (c.name.equals(dev)) {
+                ctx = c;
+            }
+        }
+        if (ctx == null) {
+            return HandShakeDesc.rejection("Local RDMA context not found for " + req.peerNicPath());
+        }
+        if (Boolean.TRUE.equals(req.readyAck())) {
+            RdmaEndpoint e = ctx.endpoint(req.localNicPath());
+            if (e == null || !req.qpNums().equals(e.peerQpNums())) {
+                return HandShakeDesc.rejection("ready-ACK for an unknown connection from " + req.localNicPath());
+            }
+            e.markState(RdmaEndpoint.CONNECTED);
+            pump(e);
+            return HandShakeDesc.empty();
+        }
+        if (!req.peerNicPath().equals(ctx.nicPath)) {
+            return HandShakeDesc.rejection(String.format(Locale.ROOT,
+                    "peer nic path inconsistency: request names %s, this NIC is %s", req.peerNicPath(), ctx.nicPath));
+        }
+        Gid peerGid;
+        try {
+            peerGid = Gid.parse(req.localGid());
+        } catch (RuntimeException e) {
+            return HandShakeDesc.rejection("bad local_gid '" + req.localGid() + "'");
+        }
+        RdmaEndpoint e = ctx.endpoint(req.localNicPath());
+        try {
+            if (e != null) {
+                List<Long> cur = e.peerQpNums();
+                if (cur != null && !cur.equals(req.qpNums())) { // the peer restarted: fresh QPs
+                    redispatch(e.breakDown());
+                    e = null;
+                }
+            }
+            if (e == null) {
+                final RdmaContext c = ctx;
+                boolean[] created = new boolean[1];
+                e = ctx.endpointOrCreate(req.localNicPath(), p -> new RdmaEndpoint(c, p, settings), created);
+            }
+            if (!e.bringUp(peerGid, req.localLid(), req.qpNums(), settings)) {
+                return HandShakeDesc.rejection("endpoint " + e + " is connected to other QPs");
+            }
+        } catch (RuntimeException ex) {
+            if (e != null) {
+                if (e.rtrFailedWithEinval()) {
+                    ctx.reprobeGid(settings, config.sysfsRoot());
+                }
+                redispatch(e.breakDown());
+            }
+            LOG.warn("Connection from {} rejected: {}", req.localNicPath(), ex.getMessage());
+            return HandShakeDesc.rejection(ex.getMessage() == null ? ex.toString() : ex.getMessage());
+        }
+        if (e.state() == RdmaEndpoint.CONNECTING) {
+            e.markState(req.readyAck() != null ? RdmaEndpoint.WAIT_ACK : RdmaEndpoint.CONNECTED);
+        }
+        pump(e);
+        // like C++: the reply always advertises the ready-ACK; it is awaited only if the requester advertised it
+        return new HandShakeDesc(ctx.nicPath, req.localNicPath(), ctx.gid.toString(), ctx.lid, e.qpNums(),
+                Boolean.FALSE, "", "");
+    }
+
+    /** The active side (spec §5.4), on a connector thread; on failure the queued slices are retried elsewhere. */
+    private void connect(RdmaEndpoint e, PeerSegment peer, int peerDevice) {
+        RdmaContext ctx = e.ctx;
+        try {
+            if (e.peerNicPath.equals(ctx.nicPath)) { // loopback: QPs wired to themselves, no RPC
+                e.bringUp(ctx.gid, ctx.lid, e.qpNums(), settings);
+            } else {
+                HandShakeDesc req = new HandShakeDesc(ctx.nicPath, e.peerNicPath, ctx.gid.toString(), ctx.lid,
+                        e.qpNums(), Boolean.FALSE, "", "");
+                PeerAddress to = PeerAddress.parse(HandShakeDesc.serverOf(e.peerNicPath),
+                        config.handshake().defaultPort());
+                HandShakeDesc reply = exchange(to, req);
+                if (!reply.replyMsg().isEmpty()) {
+                    throw new TransferEngineException("peer rejected the connection: " + reply.replyMsg());
+                }
+                if (!reply.localNicPath().equals(e.peerNicPath) || !reply.peerNicPath().equals(ctx.nicPath)) {
+                    throw new TransferEngineException(String.format(Locale.ROOT,
+                            "reply names %s -> %s, expected %s -> %s", reply.localNicPath(), reply.peerNicPath(),
+                            e.peerNicPath, ctx.nicPath));
+                }
+                String gidText = reply.localGid().isEmpty() ? peer.gid[peerDevice] : reply.localGid();
+                if (!e.bringUp(Gid.parse(gidText), reply.localLid(), reply.qpNums(), settings)) {
+                    throw new TransferEngineException("endpoint " + e + " is connected to other QPs");
+                }
+                if (reply.readyAck() != null) {
+                    HandShakeDesc ack = exchange(to, req.withReadyAck(Boolean.TRUE));
+                    if (!ack.replyMsg().isEmpty()) {
+                        throw new TransferEngineException("peer rejected the ready-ACK: " + ack.replyMsg());
+                    }
+                }
+            }
+            e.markState(RdmaEndpoint.CONNECTED);
+            LOG.debug("endpoint {} connected ({} QPs)", e, e.qpCount());
+            pump(e);
+        } catch (RuntimeException ex) {
+            LOG.warn("connecting {} failed: {}", e, ex.getMessage());
+            if (e.rtrFailedWithEinval()) {
+                ctx.reprobeGid(settings, config.sysfsRoot());
+            }
+            redispatch(e.breakDown());
+        }
+    }
+
+    private HandShakeDesc exchange(PeerAddress to, HandShakeDesc req) {
+        HandshakeFrame reply = client.send(to, new HandshakeFrame(HandshakeFrame.CONNECTION, req.toJson()));
+        try {
+            return HandShakeDesc.parse(reply.json());
+        } catch (IllegalArgumentException e) {
+            throw new HandshakeException(ErrorCodes.MALFORMED_JSON, "bad Connection reply from " + to + ": "
+                    + e.getMessage(), e);
+        }
+    }
+
+    // ------------------------------------------------------------------ descriptor
+
+    /** The descriptor this engine serves to Metadata requests. */
+    public SegmentDescriptor localDescriptor() {
+        RdmaContext[] ctxs = contexts;
+        List<SegmentDescriptor.Device> devs = new ArrayList<>(ctxs.length);
+        for (RdmaContext c : ctxs) {
+            devs.add(new SegmentDescriptor.Device(c.name, c.lid, c.gid.toString()));
+        }
+        Map<String, List<List<String>>> matrix = new LinkedHashMap<>(priorityMatrix);
+        List<SegmentDescriptor.Buffer> bufs = new ArrayList<>();
+        for (Registration r : registrationOrder) {
+            List<Long> rk = new ArrayList<>(r.mrs().length);
+            List<Long> lk = new ArrayList<>(r.mrs().length);
+            for (MemoryRegion mr : r.mrs()) {
+                rk.add(Integer.toUnsignedLong(mr.rkey()));
+                lk.add(Integer.toUnsignedLong(mr.lkey()));
+            }
+            bufs.add(new SegmentDescriptor.Buffer(r.location(), r.address(), r.length(), rk, lk));
+            if (!matrix.containsKey(r.location())) {
+                matrix.put(r.location(), List.of(devices(), List.of()));
+            }
+        }
+        return new SegmentDescriptor(segmentName == null ? "" : segmentName, "rdma", 0, 1, SegmentDescriptor.now(),
+                null, bufs, devs, matrix);
+    }
+
+    // ------------------------------------------------------------------ memory
+
+    @Override
+    public int registerMemory(long address, long length, String location) {
+        return registerAll(new long[] {address}, new long[] {length}, new String[] {location == null ? "*" : location});
+    }
+
+    @Override
+    public int batchRegisterMemory(long[] addresses, long[] lengths) {
+        if (addresses == null || lengths == null || addresses.length != lengths.length) {
+            return ErrorCodes.INVALID_ARGUMENT;
+        }
+        String[] locs = new String[addresses.length];
+        Arrays.fill(locs, MemoryLocation.WILDCARD);
+        return registerAll(addresses, lengths, locs);
+    }
+
+    private int registerAll(long[] addresses, long[] lengths, String[] locations) {
+        synchronized (registrationLock) {
+            RdmaContext[] ctxs = contexts;
+            if (closed || ctxs.length == 0) {
+                fail("registerMemory: the RDMA engine is " + (closed ? "closed" : "not initialized"));
+                return ErrorCodes.INVALID_ARGUMENT;
+            }
+            int rc = registry.registerBatch(addresses, lengths, locations);
+            if (rc != 0) {
+                return rc;
+            }
+            long total = 0;
+            for (long l : lengths) {
+                total += l;
+                if (l > settings.maxMrSize()) {
+                    for (long a : addresses) {
+                        registry.unregister(a);
+                    }
+                    fail(String.format(Locale.ROOT, "registerMemory: a buffer of %d bytes exceeds the largest memory"
+                            + " region (MC_MAX_MR_SIZE / the device's max_mr_size = %d); register it in smaller"
+                            + " pieces", l, settings.maxMrSize()));
+                    return ErrorCodes.INVALID_ARGUMENT;
+                }
+            }
+            OptionalLong limit = config.memlockLimit().get();
+            Optional<String> problem = MemlockCheck.check(total, registeredBytes, ctxs.length, limit);
+            if (problem.isPresent()) {
+                for (long a : addresses) {
+                    registry.unregister(a);
+                }
+                fail("registerMemory: " + problem.get());
+                return ErrorCodes.MEMORY;
+            }
+            int access = IbvPd.ACCESS_LOCAL_WRITE | IbvPd.ACCESS_REMOTE_WRITE | IbvPd.ACCESS_REMOTE_READ
+                    | (settings.relaxedOrdering() ? IbvPd.ACCESS_RELAXED_ORDERING : 0);
+            List<Registration> added = new ArrayList<>();
+            try {
+                for (int i = 0; i < addresses.length; i++) {
+                    added.add(registerOne(ctxs, addresses[i], lengths[i], locations[i], access));
+                }
+            } catch (RuntimeException e) {
+                for (Registration r : added) {
+                    closeMrs(r.mrs());
+                }
+                for (long a : addresses) {
+                    registry.unregister(a);
+                }
+                fail("registerMemory: " + e.getMessage());
+                return ErrorCodes.CONTEXT;
+            }
+            Registration[] next = Arrays.copyOf(registrations, registrations.length + added.size());
+            for (int i = 0; i < added.size(); i++) {
+                next[registrations.length + i] = added.get(i);
+            }
+            Arrays.sort(next, Comparator.comparing(Registration::address, Long::compareUnsigned));
+            registrations = next;
+            List<Registration> ordered = new ArrayList<>(registrationOrder);
+            ordered.addAll(added);
+            registrationOrder = List.copyOf(ordered);
+            registeredBytes += total;
+            self = null;
+            return ErrorCodes.OK;
+        }
+    }
+
+    private Registration registerOne(RdmaContext[] ctxs, long address, long length, String location, int access) {
+        MemoryRegion[] mrs = new MemoryRegion[ctxs.length];
+        int[] lkeys = new int[ctxs.length];
+        try {
+            for (int i = 0; i < ctxs.length; i++) {
+                mrs[i] = ctxs[i].device.register(address, length, access);
+                lkeys[i] = mrs[i].lkey();
+            }
+        } catch (RuntimeException e) {
+            closeMrs(mrs);
+            throw e;
+        }
+        List<List<String>> row = priorityMatrix.get(location);
+        if (row == null) {
+            row = priorityMatrix.get(MemoryLocation.WILDCARD);
+        }
+        List<Integer> order = new ArrayList<>();
+        if (row != null) {
+            for (String n : row.get(0)) {
+                indexOf(ctxs, n, order);
+            }
+        }
+        int preferred = order.size();
+        for (int i = 0; i < ctxs.length; i++) {
+            if (!order.contains(i)) {
+                order.add(i);
+            }
+        }
+        if (preferred == 0) {
+            preferred = order.size();
+        }
+        return new Registration(address, length, location, mrs, lkeys,
+                order.stream().mapToInt(Integer::intValue).toArray(), preferred);
+    }
+
+    private static void indexOf(RdmaContext[] ctxs, String name, List<Integer> out) {
+        for (int i = 0; i < ctxs.length; i++) {
+            if (ctxs[i].name.equals(name) && !out.contains(i)) {
+                out.add(i);
+            }
+        }
+    }
+
+    private static void closeMrs(MemoryRegion[] mrs) {
+        for (MemoryRegion mr : mrs) {
+            if (mr != null) {
+                try {
+                    mr.close();
+                } catch (RuntimeException e) {
+                    LOG.warn("deregistering memory at 0x{} failed: {}", Long.toHexString(mr.address()), e.getMessage());
+                }
+            }
+        }
+    }
+
+    @Override
+    public int unregisterMemory(long address) {
+        return batchUnregisterMemory(new long[] {address});
+    }
+
+    @Override
+    public int batchUnregisterMemory(long[] addresses) {
+        if (addresses == null) {
+            return ErrorCodes.INVALID_ARGUMENT;
+        }
+        synchronized (registrationLock) {
+            int rc = ErrorCodes.OK;
+            for (long a : addresses) {
+                if (registry.unregister(a) != 0) {
+                    rc = ErrorCodes.ADDRESS_NOT_REGISTERED;
+                    continue;
+                }
+                Registration[] cur = registrations;
+                for (int i = 0; i < cur.length; i++) {
+                    if (cur[i].address() == a) {
+                        Registration r = cur[i];
+                        Registration[] next = new Registration[cur.length - 1];
+                        System.arraycopy(cur, 0, next, 0, i);
+                        System.arraycopy(cur, i + 1, next, i, cur.length - i - 1);
+                        registrations = next;
+                        List<Registration> ordered = new ArrayList<>(registrationOrder);
+                        ordered.remove(r);
+                        registrationOrder = List.copyOf(ordered);
+                        registeredBytes -= r.length();
+                        closeMrs(r.mrs());
+                        break;
+                    }
+                }
+            }
+            self = null;
+            return rc;
+        }
+    }
+
+    /** The registration wholly containing {@code [a, a+len)}, or null. Lock-free, allocation-free. */
+    private Registration findLocal(long a, long len) {
+        Registration[] cur = registrations;
+        int lo = 0;
+        int hi = cur.length - 1;
+        int cand = -1;
+        while (lo <= hi) {
+            int mid = (lo + hi) >>> 1;
+            if (Long.compareUnsigned(cur[mid].address(), a) <= 0) {
+                cand = mid;
+                lo = mid + 1;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        return cand >= 0 && cur[cand].contains(a, len) ? cur[cand] : null;
+    }
+
+    // ------------------------------------------------------------------ segments
+
+    @Override
+    public long openSegment(String name) {
+        if (closed || segmentName == null || name == null) {
+            return -1;
+        }
+        String n = name;
+        while (n.startsWith("/")) {
+            n = n.substring(1);
+        }
+        if (n.isEmpty()) {
+            return -1;
+        }
+        if (n.equals(segmentName)) {
+            return 0;
+        }
+        Long id = segmentIds.get(n);
+        if (id != null) {
+            return id;
+        }
+        synchronized (segmentIds) {
+            id = segmentIds.get(n);
+            if (id != null) {
+                return id;
+            }
+            SegmentDescriptor d;
+            try {
+                d = client.fetchDescriptor(PeerAddress.parse(n, config.handshake().defaultPort()), "{}\n");
+            } catch (HandshakeException e) {
+                LOG.warn("openSegment({}) failed: {}", n, e.getMessage());
+                return -1;
+            }
+            long nid = nextSegmentId.getAndIncrement();
+            segments.put(nid, new PeerSegment(nid, d));
+            segmentIds.put(n, nid);
+            return nid;
+        }
+    }
+
+    /**
+     * {@code buffers[0].addr} of a segment's descriptor (Mooncake's {@code get_first_buffer_address};
+     * buffers in the owner's registration order), or -1 when it cannot be opened or has none.
+     * Overrides {@code TransferEngine.getFirstBufferAddress} once that default method exists.
+     */
+    public long getFirstBufferAddress(String name) {
+        long id = openSegment(name);
+        if (id < 0) {
+            return -1;
+        }
+        PeerSegment s = segment(id);
+        List<SegmentDescriptor.Buffer> buffers = s == null ? List.of() : s.descriptor.buffers();
+        return buffers.isEmpty() ? -1 : buffers.getFirst().addr();
+    }
+
+    private PeerSegment segment(long id) {
+        if (id == 0) {
+            PeerSegment s = self;
+            if (s == null) {
+                s = new PeerSegment(0, localDescriptor());
+                self = s;
+            }
+            return s;
+        }
+        return segments.get(id);
+    }
+
+    /** Re-fetches a peer's descriptor (after a miss); the fresh one, or the old one on failure. */
+    private PeerSegment refresh(PeerSegment old) {
+        if (old.id == 0) {
+            self = null;
+            return segment(0);
+        }
+        try {
+            SegmentDescriptor d = client.fetchDescriptor(PeerAddress.parse(old.descriptor.name(),
+                    config.handshake().defaultPort()), "{}\n");
+            PeerSegment fresh = new PeerSegment(old.id, d);
+            segments.put(old.id, fresh);
+            return fresh;
+        } catch (HandshakeException e) {
+            LOG.warn("cannot refresh segment {}: {}", old.descriptor.name(), e.getMessage());
+            return old;
+        }
+    }
+
+    // ------------------------------------------------------------------ batches
+
+    @Override
+    public long allocateBatchId(int capacity) {
+        if (closed || capacity <= 0) {
+            return ErrorCodes.INVALID_ARGUMENT;
+        }
+        long id = nextBatchId.getAndIncrement();
+        batches.put(id, new RdmaBatch(id, capacity));
+        return id;
+    }
+
+    @Override
+    public int submitTransfer(long batchId, List<TransferRequest> requests) {
+        RdmaBatch b = batches.get(batchId);
+        if (b == null || requests == null) {
+            return StatusCodes.INVALID_ARGUMENT;
+        }
+        int n = requests.size();
+        int[] ops = new int[n];
+        long[] targets = new long[n];
+        long[] local = new long[n];
+        long[] remote = new long[n];
+        long[] lens = new long[n];
+        for (int i = 0; i < n; i++) {
+            TransferRequest r = requests.get(i);
+            ops[i] = r.opcode() == TransferRequest.Opcode.WRITE ? SendWorkRequests.OPCODE_RDMA_WRITE
+                    : SendWorkRequests.OPCODE_RDMA_READ;
+            targets[i] = r.targetId();
+            local[i] = r.source();
+            remote[i] = r.targetOffset();
+            lens[i] = r.length();
+        }
+        return submit(b, n, ops, 0, targets, 0, local, remote, lens);
+    }
+
+    @Override
+    public TransferStatus getTransferStatus(long batchId, int taskIndex) {
+        RdmaBatch b = batches.get(batchId);
+        if (b == null || taskIndex < 0 || taskIndex >= b.size()) {
+            return TransferStatus.invalid(StatusCodes.INVALID_ARGUMENT);
+        }
+        return b.status(taskIndex);
+    }
+
+    @Override
+    public int freeBatchId(long batchId) {
+        RdmaBatch b = batches.get(batchId);
+        if (b == null) {
+            return StatusCodes.INVALID_ARGUMENT;
+        }
+        if (!b.allObserved()) {
+            return StatusCodes.BATCH_BUSY;
+        }
+        batches.remove(batchId);
+        return StatusCodes.OK;
+    }
+
+    @Override
+    public int batchTransferSyncWrite(String targetSession, long[] src, long[] dst, long[] lengths) {
+        return syncTransfer(targetSession, SendWorkRequests.OPCODE_RDMA_WRITE, src, dst, lengths);
+    }
+
+    @Override
+    public int batchTransferSyncRead(String targetSession, long[] local, long[] remote, long[] lengths) {
+        return syncTransfer(targetSession, SendWorkRequests.OPCODE_RDMA_READ, local, remote, lengths);
+    }
+
+    private int syncTransfer(String target, int op, long[] local, long[] remote, long[] lengths) {
+        if (closed || target == null || local == null || remote == null || lengths == null
+                || local.length != remote.length || local.length != lengths.length) {
+            return -1;
+        }
+        long total = 0;
+        for (long l : lengths) {
+            if (l < 0) {
+                return -1;
+            }
+            total += l;
+        }
+        long id = openSegment(target);
+        if (id < 0) {
+            return -1;
+        }
+        int n = local.length;
+        if (n == 0) {
+            return 0;
+        }
+        RdmaBatch b = new RdmaBatch(-1, n);
+        active.add(b);
+        try {
+            long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(config.transferTimeoutMs()) + total;
+            int rc = submit(b, n, null, op, null, id, local, remote, lengths);
+            if (rc != StatusCodes.OK) {
+                abort(b);
+                return -1;
+            }
+            if (!b.await(deadline)) {
+                LOG.warn("{} of {} descriptors to {} timed out (MC_TRANSFER_TIMEOUT)",
+                        op == SendWorkRequests.OPCODE_RDMA_WRITE ? "write" : "read", n, target);
+                abort(b);
+                return -1;
+            }
+            return b.allCompleted() ? 0 : -1;
+        } finally {
+            active.remove(b);
+        }
+    }
+
+    /**
+     * Gives up on {@code b} and returns only when no NIC touches its memory any more: nothing
+     * further is posted, posted work gets 2 s to complete, then the endpoints holding it are
+     * broken (QPs to ERR flush it) and their completions awaited.
+     */
+    private void abort(RdmaBatch b) {
+        b.aborted = true;
+        b.failAll(RdmaBatch.TIMEOUT);
+        if (b.awaitQuiet(System.nanoTime() + TimeUnit.SECONDS.toNanos(2))) {
+            return;
+        }
+        for (RdmaContext c : contexts) {
+            for (RdmaEndpoint e : c.endpoints()) {
+                if (e.outstandingTotal() > 0) {
+                    redispatch(e.breakDown());
+                }
+            }
+        }
+        if (!b.awaitQuiet(System.nanoTime() + TimeUnit.SECONDS.toNanos(30))) {
+            LOG.error("work requests of an abandoned batch still outstanding after 30 s; its buffers may still"
+                    + " be accessed by the NIC");
+        }
+    }
+
+    private int submit(RdmaBatch b, int n, int[] ops, int opAll, long[] targets, long targetAll, long[] local,
+            long[] remote, long[] lens) {
+        if (closed) {
+            return StatusCodes.INVALID_ARGUMENT;
+        }
+        int first;
+        synchronized (b) {
+            if (b.size() + n > b.capacity) {
+                return StatusCodes.TOO_MANY_REQUESTS;
+            }
+            for (int i = 0; i < n; i++) {
+                long t = targets == null ? targetAll : targets[i];
+                if (lens[i] < 0) {
+                    return StatusCodes.INVALID_ARGUMENT;
+                }
+                PeerSegment s = segment(t);
+                if (s == null) {
+                    return StatusCodes.INVALID_ARGUMENT;
+                }
+                if (!s.isRdma()) {
+                    return StatusCodes.NOT_SUPPORTED_TRANSPORT;
+                }
+            }
+            first = b.size();
+            for (int i = 0; i < n; i++) {
+                b.append(ops == null ? opAll : ops[i], local[i], targets == null ? targetAll : targets[i], remote[i],
+                        lens[i]);
+            }
+        }
+        List<RdmaEndpoint> touched = new ArrayList<>(4);
+        int sinceFlush = 0;
+        int flushEvery = settings.maxWr() * settings.numQpPerEp();
+        for (int k = 0; k < n; k++) {
+            int i = first + k;
+            long len = b.length[i];
+            if (len == 0) {
+                b.finish(i, RdmaBatch.COMPLETED);
+                continue;
+            }
+            Registration reg = findLocal(b.local[i], len);
+            if (reg == null) {
+                LOG.warn("transfer of {} bytes from local 0x{}: not inside memory registered with this engine", len,
+                        Long.toHexString(b.local[i]));
+                b.finish(i, RdmaBatch.FAILED);
+                continue;
+            }
+            PeerSegment peer = segment(b.target[i]);
+            int buf = peer.find(b.remote[i], len);
+            if (buf < 0) {
+                peer = refresh(peer);
+                buf = peer.find(b.remote[i], len);
+            }
+            if (buf < 0) {
+                LOG.warn("transfer of {} bytes at 0x{} of {}: not inside the peer's registered buffers", len,
+                        Long.toHexString(b.remote[i]), peer.descriptor.name());
+                b.finish(i, RdmaBatch.FAILED);
+                continue;
+            }
+            int slicesInTask = sliceCount(len);
+            b.expectSlices(i, slicesInTask);
+            long off = 0;
+            for (int j = 0; j < slicesInTask; j++) {
+                long sliceLen = j == slicesInTask - 1 ? len - off : settings.sliceSize();
+                Slice s = slices.acquire();
+                s.batch = b;
+                s.task = i;
+                s.opcode = b.opcode[i];
+                s.local = b.local[i] + off;
+                s.remote = b.remote[i] + off;
+                s.length = (int) sliceLen;
+                s.attempt = 0;
+                s.seed = seeds.getAndIncrement();
+                s.peer = peer;
+                s.peerBuffer = buf;
+                off += sliceLen;
+                RdmaEndpoint e = dispatch(s, reg);
+                if (e != null && !touched.contains(e)) {
+                    touched.add(e);
+                }
+                if (++sinceFlush >= flushEvery) {
+                    sinceFlush = 0;
+                    pumpAndClear(touched);
+                }
+            }
+        }
+        pumpAndClear(touched);
+        return StatusCodes.OK;
+    }
+
+    private void pumpAndClear(List<RdmaEndpoint> touched) {
+        for (RdmaEndpoint e : touched) {
+            pump(e);
+        }
+        touched.clear();
+    }
+
+    /** Slices of a task: {@code MC_SLICE_SIZE} each, the last one up to slice + fragment limit. */
+    int sliceCount(long len) {
+        long slice = settings.sliceSize();
+        long limit = slice + settings.fragmentLimit();
+        if (len <= limit) {
+            return 1;
+        }
+        long full = (len - limit + slice - 1) / slice; // full slices before a tail <= limit
+        return (int) (full + 1);
+    }
+
+    /**
+     * Chooses the path of {@code s}'s current attempt and queues it on that endpoint (created and
+     * connected in the background when new). Returns the endpoint, or null when the slice ended.
+     */
+    private RdmaEndpoint dispatch(Slice s, Registration reg) {
+        while (true) {
+            if (closed || s.batch.aborted) {
+                abandon(s);
+                return null;
+            }
+            RdmaContext[] ctxs = contexts;
+            if (reg == null) {
+                reg = findLocal(s.local, s.length);
+                if (reg == null) {
+                    LOG.warn("local memory at 0x{} was unregistered during a transfer", Long.toHexString(s.local));
+                    finishSlice(s, false);
+                    return null;
+                }
+            }
+            RdmaContext ctx = ctxs[reg.context(s.seed, s.attempt)];
+            PeerSegment peer = s.peer;
+            int dev = peer.device(s.peerBuffer, s.seed, s.attempt);
+            s.lkey = reg.lkeys()[ctx.index];
+            s.rkey = peer.rkey[s.peerBuffer][dev];
+            String path = peer.nicPath[dev];
+            RdmaEndpoint e = ctx.endpoint(path); // the common case: no allocation
+            if (e == null) {
+                try {
+                    e = createEndpoint(ctx, path, peer, dev);
+                } catch (RuntimeException ex) {
+                    LOG.warn("cannot create an endpoint {} -> {}: {}", ctx.name, path, ex.getMessage());
+                    if (!nextAttempt(s)) {
+                        return null;
+                    }
+                    continue;
+                }
+            }
+            if (e.enqueue(s)) {
+                return e;
+            }
+            // the endpoint broke in between: pick it again (a fresh one is created)
+        }
+    }
+
+    /** A new endpoint towards {@code path} (or the one another thread just created), its handshake started. */
+    private RdmaEndpoint createEndpoint(RdmaContext ctx, String path, PeerSegment peer, int dev) {
+        if (ctx.endpointCount() >= settings.maxEpPerCtx()) {
+            throw new TransferEngineException(String.format(Locale.ROOT,
+                    "%d endpoints on %s reach MC_MAX_EP_PER_CTX", ctx.endpointCount(), ctx.name));
+        }
+        boolean[] created = new boolean[1];
+        RdmaSettings s = settings;
+        RdmaEndpoint e = ctx.endpointOrCreate(path, p -> new RdmaEndpoint(ctx, p, s), created);
+        if (created[0]) {
+            startConnect(e, peer, dev);
+        }
+        return e;
+    }
+
+    private void startConnect(RdmaEndpoint e, PeerSegment peer, int dev) {
+        Thread t = Thread.ofVirtual().name("mooncake-rdma-connect-" + CONNECTORS.getAndIncrement()).unstarted(() -> {
+            try {
+                connect(e, peer, dev);
+            } finally {
+                connectors.remove(Thread.currentThread());
+            }
+        });
+        connectors.add(t);
+        t.start();
+    }
+
+    private void pump(RdmaEndpoint e) {
+        if (e.pump(this)) {
+            redispatch(e.breakDown());
+        }
+    }
+
+    /** Poller: posts what completions made room for. */
+    void pumpAll(RdmaContext ctx) {
+        for (RdmaEndpoint e : ctx.snapshot()) {
+            if (e.state() == RdmaEndpoint.CONNECTED) {
+                pump(e);
+            }
+        }
+    }
+
+    /** Slices taken back from a broken endpoint: each counts a failed attempt. */
+    private void redispatch(List<Slice> back) {
+        for (Slice s : back) {
+            if (nextAttempt(s)) {
+                RdmaEndpoint e = dispatch(s, null);
+                if (e != null) {
+                    pump(e);
+                }
+            }
+        }
+    }
+
+    /** Counts a failed attempt; false (and the slice ended FAILED) when the retry count is used up. */
+    private boolean nextAttempt(Slice s) {
+        if (closed || s.batch.aborted) {
+            abandon(s);
+            return false;
+        }
+        s.attempt++;
+        if (s.attempt >= settings.retryCnt()) {
+            LOG.warn("slice of {} bytes at 0x{} failed {} time(s) (MC_RETRY_CNT = {}); its task fails", s.length,
+                    Long.toHexString(s.remote), s.attempt, settings.retryCnt());
+            finishSlice(s, false);
+            return false;
+        }
+        retriedSlices.incrementAndGet();
+        return true;
+    }
+
+    /** A slice that will not be posted (aborted batch, closing engine). */
+    void abandon(Slice s) {
+        finishSlice(s, false);
+    }
+
+    private void finishSlice(Slice s, boolean ok) {
+        RdmaBatch b = s.batch;
+        int task = s.task;
+        int len = s.length;
+        slices.release(s);
+        b.sliceDone(task, ok, len);
+    }
+
+    /** Poller: one completion. */
+    void onCompletion(RdmaContext ctx, long wrId, int status, int vendorErr) {
+        Slice s = slices.get(wrId);
+        if (s == null || s.endpoint == null) {
+            LOG.error("completion on {} for unknown work request {} (status {})", ctx.name, wrId,
+                    WorkCompletions.statusName(status));
+            return;
+        }
+        RdmaEndpoint e = s.endpoint;
+        RdmaBatch b = s.batch;
+        e.completed(s.qp);
+        try {
+            if (status == WorkCompletions.SUCCESS) {
+                finishSlice(s, true);
+                return;
+            }
+            failedCompletions.incrementAndGet();
+            if (e.state() != RdmaEndpoint.BROKEN) {
+                LOG.warn("work request to {} completed with {} (vendor error 0x{}); rebuilding the endpoint and"
+                        + " retrying on another path", e, WorkCompletions.statusName(status),
+                        Integer.toHexString(vendorErr));
+                redispatch(e.breakDown());
+            } else {
+                e.destroyIfIdle();
+            }
+            redispatch(List.of(s));
+        } finally {
+            b.inFlight.decrementAndGet(); // last: an aborter waiting for 0 finds the slice already settled
+        }
+    }
+
+    /** Poller: the CQ is unusable; every endpoint of the context is rebuilt. */
+    void contextFailed(RdmaContext ctx) {
+        for (RdmaEndpoint e : ctx.endpoints()) {
+            redispatch(e.breakDown());
+        }
+    }
+}

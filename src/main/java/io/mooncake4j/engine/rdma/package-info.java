@@ -1,0 +1,23 @@
+/**
+ * The RDMA transport ({@code protocol = "rdma"}) and what it needs before the first verb:
+ * {@link io.mooncake4j.engine.rdma.RdmaAvailability} (can RDMA run here, and if not why, with the
+ * fix), {@link io.mooncake4j.engine.rdma.MemlockCheck} (bytes × devices against
+ * {@code RLIMIT_MEMLOCK}) and {@link io.mooncake4j.engine.rdma.NicSelection} ({@code device_name}
+ * filter, NUMA/PCI preferences from sysfs, the descriptor's {@code priority_matrix}).
+ *
+ * <p>The transport: {@link io.mooncake4j.engine.rdma.RdmaTransferEngine} (engine kind
+ * {@code "rdma"}) over an {@link io.mooncake4j.engine.rdma.RdmaProvider} —
+ * {@link io.mooncake4j.engine.rdma.VerbsRdmaProvider} in production, an emulated fabric in the
+ * tests. Per device an {@code RdmaContext} (CQ, poller thread, endpoints by peer NIC path); per
+ * peer NIC path an {@code RdmaEndpoint} ({@code MC_NUM_QP_PER_EP} RC QPs, queue of slices,
+ * reusable work-request array); {@code Slice}/{@code RdmaBatch}/{@code PeerSegment} hold the data
+ * path's state in pooled objects and primitive arrays. Native calls go through the
+ * module-private bindings in {@code io.mooncake4j.engine.rdma.verbs}. See {@code docs/rdma.md}.
+ *
+ * <p>Ownership and thread-safety: the engine owns its contexts, endpoints, registrations and
+ * threads and releases them in {@code close()} (QPs, CQs, MRs, PDs, contexts in that order); it
+ * is thread-safe. The helpers ({@code MemlockCheck}, {@code NicSelection}, {@code GidSelection},
+ * {@code QpBringUp}, {@code ProtocolSelection}, settings records) are stateless or immutable
+ * except the cached availability probe, computed once under class-initialisation locking.
+ */
+package io.mooncake4j.engine.rdma;

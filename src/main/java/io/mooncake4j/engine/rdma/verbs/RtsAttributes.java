@@ -1,0 +1,10 @@
+package io.mooncake4j.engine.rdma.verbs;
+
+/** RTR→RTS attributes of an RC QP. */
+public record RtsAttributes(int timeout, int retryCnt, int rnrRetry, int sqPsn, int maxRdAtomic) {
+
+    /** Mooncake's values: {@code timeout 14, retry_cnt 7, rnr_retry 7, sq_psn 0, max_rd_atomic 16}. */
+    public static RtsAttributes mooncake() {
+        return new RtsAttributes(14, 7, 7, 0, 16);
+    }
+}

@@ -1,0 +1,104 @@
+package io.mooncake4j.memory;
+
+/**
+ * How a transport reaches GPU memory it cannot dereference: which addresses are device memory,
+ * asynchronous copies between host and device memory on an ordered queue with per-point
+ * completion, and page-locked host memory for bounce buffers.
+ *
+ * <p>The real implementation is {@code io.mooncake4j.memory.cuda.CudaDeviceMemory} (a CUDA stream
+ * per queue, a CUDA event per completion point, {@code cudaHostRegister}'d bounce buffers). Tests
+ * substitute an emulation whose "device memory" the host cannot touch, so that a transport's
+ * staging logic is verified without a GPU.
+ *
+ * <p>Control-path methods ({@link #checkLocation}, {@link #openQueue}, {@link #allocatePinned})
+ * throw; queue methods return status codes ({@link #OK}, {@link #NOT_READY}, anything else is the
+ * implementation's error code, {@code cudaError_t} for CUDA) and allocate nothing. Implementations
+ * are thread-safe; a {@link CopyQueue} has one owner thread.
+ */
+public interface DeviceMemory {
+
+    /** Status: the work is done. */
+    int OK = 0;
+    /** Status: the work is still pending ({@code cudaErrorNotReady}). */
+    int NOT_READY = 600;
+
+    /** The direction of a copy. */
+    enum Direction {
+        HOST_TO_DEVICE,
+        DEVICE_TO_HOST,
+        DEVICE_TO_DEVICE;
+
+        /** The direction of a copy into device memory or not, from device memory or not; null for host to host. */
+        public static Direction of(boolean dstIsDevice, boolean srcIsDevice) {
+            if (dstIsDevice) {
+                return srcIsDevice ? DEVICE_TO_DEVICE : HOST_TO_DEVICE;
+            }
+            return srcIsDevice ? DEVICE_TO_HOST : null;
+        }
+    }
+
+    /**
+     * An ordered queue of asynchronous copies on one device (a CUDA stream) with a fixed number of
+     * completion points (CUDA events) that the owner records after a copy and then polls or awaits.
+     * Copies run in the order enqueued. Not thread-safe: one owner thread. {@link #close()} waits for
+     * outstanding copies.
+     */
+    interface CopyQueue extends AutoCloseable {
+
+        /** The device this queue runs on. */
+        int device();
+
+        /** The number of completion points, indices {@code 0..events()-1}. */
+        int events();
+
+        /** Enqueues a copy of {@code bytes} from {@code src} to {@code dst}; returns the status of the enqueue. */
+        int copyAsync(long dst, long src, long bytes, Direction direction);
+
+        /** Marks completion point {@code event} at the current end of the queue; returns the status. */
+        int record(int event);
+
+        /** {@link #OK} when the work before completion point {@code event} is done, {@link #NOT_READY} before, else the error of a failed copy. */
+        int poll(int event);
+
+        /** Waits until the work before completion point {@code event} is done; {@link #OK} or the error of a failed copy. */
+        int await(int event);
+
+        /** Waits for every enqueued copy; {@link #OK} or the error of a failed copy. */
+        int synchronize();
+
+        /** Waits for outstanding copies and releases the queue; idempotent. */
+        @Override
+        void close();
+    }
+
+    /** A short name for logs ({@code "cuda"}). */
+    String name();
+
+    /** Whether device memory can be used in this process. */
+    boolean isAvailable();
+
+    /** Why device memory cannot be used, with the fix; null when {@link #isAvailable()}. */
+    RuntimeException unavailabilityCause();
+
+    /** The device whose memory {@code address} is, or -1 for host memory (always -1 when unavailable). */
+    int deviceOf(long address);
+
+    /**
+     * Throws unless memory at {@code location} can be used: for {@code cuda:N}, device memory must be
+     * available and device {@code N} must exist (the exception says why and how to fix it);
+     * {@code cpu:N} and {@code *} always pass.
+     */
+    void checkLocation(String location);
+
+    /** Opens a copy queue on {@code device} with {@code events} completion points. */
+    CopyQueue openQueue(int device, int events);
+
+    /**
+     * Allocates {@code bytes} of page-locked host memory for bounce buffers; the caller closes the
+     * storage after every copy using it has completed.
+     */
+    HostMemoryStorage allocatePinned(long bytes);
+
+    /** A description for people: implementation, devices, versions. */
+    String summary();
+}

@@ -1,0 +1,66 @@
+package io.mooncake4j.memory.cuda;
+
+import java.util.Locale;
+
+/**
+ * The {@code cudaError_t} values this project tells apart, with their CUDA names.
+ *
+ * <p>The numbers are CUDA's frozen ABI ({@code driver_types.h}, {@code enum cudaError}); they are
+ * written here so that errors can be named without JCuda being loaded. Data-path methods in this
+ * package return these codes; control-path methods throw {@link CudaException}.
+ */
+public final class CudaError {
+
+    public static final int SUCCESS = 0;
+    public static final int INVALID_VALUE = 1;
+    public static final int MEMORY_ALLOCATION = 2;
+    public static final int INITIALIZATION_ERROR = 3;
+    public static final int INVALID_MEMCPY_DIRECTION = 21;
+    public static final int STUB_LIBRARY = 34;
+    public static final int INSUFFICIENT_DRIVER = 35;
+    public static final int CALL_REQUIRES_NEWER_DRIVER = 36;
+    public static final int DEVICES_UNAVAILABLE = 46;
+    public static final int NO_DEVICE = 100;
+    public static final int INVALID_DEVICE = 101;
+    public static final int INVALID_RESOURCE_HANDLE = 400;
+    public static final int NOT_READY = 600;
+    public static final int ILLEGAL_ADDRESS = 700;
+    public static final int HOST_MEMORY_ALREADY_REGISTERED = 712;
+    public static final int HOST_MEMORY_NOT_REGISTERED = 713;
+    public static final int SYSTEM_DRIVER_MISMATCH = 803;
+    public static final int COMPAT_NOT_SUPPORTED_ON_DEVICE = 804;
+    public static final int UNKNOWN = 999;
+
+    private CudaError() {}
+
+    /** CUDA's name for {@code code} ({@code cudaErrorInsufficientDriver}), or {@code cudaError <code>}. */
+    public static String name(int code) {
+        return switch (code) {
+            case SUCCESS -> "cudaSuccess";
+            case INVALID_VALUE -> "cudaErrorInvalidValue";
+            case MEMORY_ALLOCATION -> "cudaErrorMemoryAllocation";
+            case INITIALIZATION_ERROR -> "cudaErrorInitializationError";
+            case INVALID_MEMCPY_DIRECTION -> "cudaErrorInvalidMemcpyDirection";
+            case STUB_LIBRARY -> "cudaErrorStubLibrary";
+            case INSUFFICIENT_DRIVER -> "cudaErrorInsufficientDriver";
+            case CALL_REQUIRES_NEWER_DRIVER -> "cudaErrorCallRequiresNewerDriver";
+            case DEVICES_UNAVAILABLE -> "cudaErrorDevicesUnavailable";
+            case NO_DEVICE -> "cudaErrorNoDevice";
+            case INVALID_DEVICE -> "cudaErrorInvalidDevice";
+            case INVALID_RESOURCE_HANDLE -> "cudaErrorInvalidResourceHandle";
+            case NOT_READY -> "cudaErrorNotReady";
+            case ILLEGAL_ADDRESS -> "cudaErrorIllegalAddress";
+            case HOST_MEMORY_ALREADY_REGISTERED -> "cudaErrorHostMemoryAlreadyRegistered";
+            case HOST_MEMORY_NOT_REGISTERED -> "cudaErrorHostMemoryNotRegistered";
+            case SYSTEM_DRIVER_MISMATCH -> "cudaErrorSystemDriverMismatch";
+            case COMPAT_NOT_SUPPORTED_ON_DEVICE -> "cudaErrorCompatNotSupportedOnDevice";
+            case UNKNOWN -> "cudaErrorUnknown";
+            default -> "cudaError " + code;
+        };
+    }
+
+    /** {@code "cudaErrorInsufficientDriver (35)"}. */
+    public static String describe(int code) {
+        return String.format(Locale.ROOT, "%s (%d)", name(code), code);
+    }
+}

@@ -1,0 +1,35 @@
+package io.mooncake4j.memory.cuda;
+
+import io.mooncake4j.engine.TransferEngineException;
+import java.util.Locale;
+
+/**
+ * A CUDA call on the control path failed (allocation, registration, stream creation). Carries
+ * the {@code cudaError_t} value, or {@code -1} when the failure did not come from CUDA.
+ */
+public class CudaException extends TransferEngineException {
+
+    private static final long serialVersionUID = 1L;
+
+    private final int errorCode;
+
+    public CudaException(String message, int errorCode) {
+        super(message);
+        this.errorCode = errorCode;
+    }
+
+    public CudaException(String message, int errorCode, Throwable cause) {
+        super(message, cause);
+        this.errorCode = errorCode;
+    }
+
+    /** The {@code cudaError_t} value; -1 when not from CUDA. */
+    public int errorCode() {
+        return errorCode;
+    }
+
+    static CudaException failed(String operation, int code, String detail) {
+        return new CudaException(String.format(Locale.ROOT, "%s failed: %s%s", operation,
+                CudaError.describe(code), detail.isEmpty() ? "" : " (" + detail + ")"), code);
+    }
+}

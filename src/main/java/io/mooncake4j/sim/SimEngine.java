@@ -1,0 +1,631 @@
+package io.mooncake4j.sim;
+
+import io.mooncake4j.connector.MooncakeConnectorConfig;
+import io.mooncake4j.connector.KvTransferParams;
+import io.mooncake4j.connector.MooncakeConnectorMetadata;
+import io.mooncake4j.connector.PullReqMeta;
+import io.mooncake4j.connector.scheduler.KvCacheBlocks;
+import io.mooncake4j.connector.scheduler.MatchedTokens;
+import io.mooncake4j.connector.scheduler.MooncakeConnectorScheduler;
+import io.mooncake4j.connector.scheduler.RequestFinishedResult;
+import io.mooncake4j.connector.scheduler.RequestStatus;
+import io.mooncake4j.connector.worker.MooncakeKvConnectorStats;
+import io.mooncake4j.memory.HostMemoryAllocator;
+import io.mooncake4j.memory.KvCacheLayout;
+import io.mooncake4j.memory.KvCaches;
+import io.mooncake4j.memory.ModelPreset;
+
+import java.time.Duration;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * A small serving engine that drives the Mooncake connector exactly the way vLLM's scheduler and
+ * model runner do (spec §4, §5, §6.12): the reference embedding of mooncake4j.
+ *
+ * <p>One engine has a {@link MooncakeConnectorScheduler}, a {@link BlockPool} per KV-cache group
+ * with prefix caching, and one {@link SimWorker} plus {@link SyntheticModel} per tensor-parallel
+ * rank, each rank with its own host KV caches ({@link KvCaches#allocate}, fused layout). A single
+ * step-loop thread ({@code mooncake-<role>-engine-0}) repeats:
+ * <ol>
+ *   <li><b>schedule</b>: running decodes first, then waiting requests in arrival order: prefix-cache
+ *       lookup → {@code getNumNewMatchedTokens} → block allocation → {@code updateStateAfterAlloc};
+ *       a request whose KV is loaded asynchronously waits in
+ *       {@link RequestStatus#WAITING_FOR_REMOTE_KVS} until its id is finished receiving;</li>
+ *   <li>{@code buildConnectorMeta}, handed to every TP worker's {@code startLoadKv};</li>
+ *   <li><b>forward</b> on every rank (the synthetic model writes the KV of the scheduled tokens);</li>
+ *   <li>{@code getTransferResults} and {@code getBlockIdsWithLoadErrors} on every rank, merged as vLLM
+ *       does ({@link TpOutputAggregator}: finished when every rank reported it);</li>
+ *   <li><b>update</b>: sampled tokens appended; finished requests go through {@code requestFinished} —
+ *       a P request (length-capped after its prefill, {@code max_tokens=1}) keeps its blocks
+ *       ({@code delay_free}) until it is finished sending; D requests whose load finished are
+ *       checked for load errors (a failed load fails the request, vLLM's "fail" policy), their
+ *       received KV is verified byte for byte, and they start decoding.</li>
+ * </ol>
+ * Blocks for decode tokens are reserved at admission (this engine never preempts).
+ *
+ * <p><b>Threading:</b> {@link #submit} may be called from any thread; everything else happens on
+ * the step-loop thread. Results complete on that thread: keep continuations short. An error in
+ * the loop is logged, fails every pending request and stops the engine ({@link #failure()}).
+ */
+public final class SimEngine implements AutoCloseable {
+
+    private static final Logger LOG = LoggerFactory.getLogger(SimEngine.class);
+    private static final AtomicInteger ENGINES = new AtomicInteger();
+
+    /**
+     * Scheduler limits.
+     *
+     * @param maxNumSeqs          requests admitted at once (running, loading or prefilling)
+     * @param maxNumBatchedTokens prompt tokens computed per step (at least one request per step)
+     */
+    public record Limits(int maxNumSeqs, int maxNumBatchedTokens) {
+        public Limits {
+            if (maxNumSeqs <= 0 || maxNumBatchedTokens <= 0) {
+                throw new IllegalArgumentException("limits must be positive: " + maxNumSeqs + ", " + maxNumBatchedTokens);
+            }
+        }
+
+        /** 64 sequences, 8192 batched tokens. */
+        public static Limits defaults() {
+            return new Limits(64, 8192);
+        }
+    }
+
+    /** Creates the worker of one TP rank over that rank's KV caches (and registers them). */
+    @FunctionalInterface
+    public interface WorkerFactory {
+        /**
+         * @param rankConfig the engine's connector configuration with this rank's {@code tp_rank}
+         * @param caches     this rank's KV caches, to register
+         */
+        SimWorker create(MooncakeConnectorConfig rankConfig, KvCaches caches);
+    }
+
+    /**
+     * What the engine is doing, refreshed after every step.
+     *
+     * @param waiting         requests not yet admitted
+     * @param running         requests prefilling or decoding
+     * @param loadingRemoteKv requests in {@code WAITING_FOR_REMOTE_KVS}
+     * @param delayedFree     finished P requests whose blocks wait for {@code finished_sending}
+     * @param freeBlocks      free blocks of group 0 (cached-but-unused blocks included)
+     * @param finished        requests finished so far
+     * @param failed          of those, failed
+     * @param steps           steps run
+     */
+    public record Snapshot(int waiting, int running, int loadingRemoteKv, int delayedFree, int freeBlocks,
+                           long finished, long failed, long steps) {}
+
+    private final MooncakeConnectorConfig config;
+    private final ModelPreset preset;
+    private final int numBlocks;
+    private final Limits limits;
+    private final int blockSize;
+    private final String role;
+    private final HostMemoryAllocator allocator = new HostMemoryAllocator();
+    private final List<SimWorker> workers = new ArrayList<>();
+    private final List<SyntheticModel> models = new ArrayList<>();
+    private final MooncakeConnectorScheduler scheduler;
+    private final BlockPool[] pools;
+    private final TpOutputAggregator aggregator;
+    private final long bytesPerBlockAllRanks;
+    private final MooncakeKvConnectorStats stats = new MooncakeKvConnectorStats();
+    private final LinkedBlockingQueue<SimRequest> incoming = new LinkedBlockingQueue<>();
+    private final Set<String> knownIds = ConcurrentHashMap.newKeySet();
+    private final Thread loop;
+    private volatile boolean stopping;
+    private volatile Throwable failure;
+    private volatile Snapshot snapshot = new Snapshot(0, 0, 0, 0, 0, 0, 0, 0);
+
+    // step-loop state
+    private final ArrayDeque<SimRequest> waiting = new ArrayDeque<>();
+    private final List<SimRequest> running = new ArrayList<>();
+    private final Map<String, SimRequest> loading = new LinkedHashMap<>();
+    private final Map<String, SimRequest> delayedFree = new HashMap<>();
+    private final Set<Integer> invalidBlocks = new HashSet<>();
+    private int reservedBlocks;
+    private long finished;
+    private long failed;
+    private long steps;
+
+    private SimEngine(MooncakeConnectorConfig config, ModelPreset preset, int numBlocks, Limits limits,
+            WorkerFactory factory) {
+        this.config = Objects.requireNonNull(config, "config");
+        this.preset = Objects.requireNonNull(preset, "preset");
+        this.limits = Objects.requireNonNull(limits, "limits");
+        Objects.requireNonNull(factory, "factory");
+        if (numBlocks <= 0) {
+            throw new IllegalArgumentException("numBlocks must be positive, got " + numBlocks);
+        }
+        this.numBlocks = numBlocks;
+        this.blockSize = preset.blockSize();
+        this.role = switch (config.kvRole()) {
+            case KV_PRODUCER -> "p";
+            case KV_CONSUMER -> "d";
+            case KV_BOTH -> "both";
+        };
+        int tp = config.tpSize();
+        KvCaches first = null;
+        long perBlock = 0;
+        try {
+            for (int r = 0; r < tp; r++) {
+                KvCaches caches = KvCaches.allocate(preset, tp, numBlocks, KvCacheLayout.FUSED, allocator::allocate);
+                if (first == null) {
+                    first = caches;
+                }
+                SyntheticModel model = new SyntheticModel(preset, tp, r, caches);
+                models.add(model);
+                perBlock += model.bytesPerBlock();
+                workers.add(factory.create(config.toBuilder().tp(r, tp).build(), caches));
+            }
+        } catch (RuntimeException | Error e) {
+            closeWorkers();
+            allocator.close();
+            throw e;
+        }
+        this.bytesPerBlockAllRanks = perBlock;
+        this.scheduler = new MooncakeConnectorScheduler(config, first.config(), blockSize);
+        this.pools = new BlockPool[first.config().groups().size()];
+        Arrays.setAll(pools, g -> new BlockPool(numBlocks));
+        this.aggregator = new TpOutputAggregator(tp);
+        this.loop = new Thread(this::runLoop, "mooncake-" + role + "-engine-" + (ENGINES.getAndIncrement()));
+        this.loop.setDaemon(true);
+    }
+
+    /**
+     * Allocates the KV caches of every TP rank ({@code config.tpSize()} ranks, {@code numBlocks}
+     * blocks each), creates their workers in rank order and starts the step loop.
+     *
+     * @param config  this engine's connector configuration (role, engine id, TP size; the rank is set per worker)
+     * @param preset  the model shape
+     * @param factory creates each rank's worker
+     */
+    public static SimEngine start(MooncakeConnectorConfig config, ModelPreset preset, int numBlocks, Limits limits,
+            WorkerFactory factory) {
+        SimEngine e = new SimEngine(config, preset, numBlocks, limits, factory);
+        e.loop.start();
+        LOG.info("engine {} ({}) up: model {}, tp {}, {} blocks per rank ({} tokens), {} of KV",
+                config.engineId(), config.kvRole().wireName(), preset.name(), config.tpSize(), numBlocks,
+                (long) numBlocks * e.blockSize, io.mooncake4j.internal.sys.Bytes.human(e.kvBytes()));
+        return e;
+    }
+
+    /** This engine's id. */
+    public String engineId() {
+        return config.engineId();
+    }
+
+    /** The connector configuration the engine was started with. */
+    public MooncakeConnectorConfig config() {
+        return config;
+    }
+
+    /** The model shape. */
+    public ModelPreset preset() {
+        return preset;
+    }
+
+    /** Blocks per rank. */
+    public int numBlocks() {
+        return numBlocks;
+    }
+
+    /** Host bytes of KV caches over all ranks. */
+    public long kvBytes() {
+        return bytesPerBlockAllRanks * numBlocks;
+    }
+
+    /** KV bytes of one block over all ranks and layers. */
+    public long bytesPerBlockAllRanks() {
+        return bytesPerBlockAllRanks;
+    }
+
+    /** The latest step's view. */
+    public Snapshot snapshot() {
+        return snapshot;
+    }
+
+    /** The error that stopped the step loop, or {@code null}. */
+    public Throwable failure() {
+        return failure;
+    }
+
+    /** A copy of the connector stats gathered from every rank so far. */
+    public MooncakeKvConnectorStats kvConnectorStats() {
+        return stats.copy();
+    }
+
+    /**
+     * Accepts a request (any thread). The future completes when it finished; it completes
+     * exceptionally only when the engine stops first or the request can never fit.
+     *
+     * @param kvTransferParams the request's {@code kv_transfer_params} (copied), or {@code null}
+     */
+    public CompletableFuture<SimResult> submit(String requestId, int[] promptTokens, int maxTokens,
+            Map<String, Object> kvTransferParams) {
+        Objects.requireNonNull(requestId, "requestId");
+        if (promptTokens.length == 0 || maxTokens <= 0) {
+            throw new IllegalArgumentException("need a non-empty prompt and max_tokens >= 1");
+        }
+        int need = ceilDiv(promptTokens.length + maxTokens - 1, blockSize);
+        if (need > numBlocks) {
+            throw new IllegalArgumentException(String.format(Locale.ROOT,
+                    "request %s needs %d blocks (%d prompt + %d output tokens) but engine %s has %d",
+                    requestId, need, promptTokens.length, maxTokens, engineId(), numBlocks));
+        }
+        if (!knownIds.add(requestId)) {
+            throw new IllegalArgumentException("duplicate request id " + requestId);
+        }
+        SimRequest r = new SimRequest(requestId, promptTokens, maxTokens, kvTransferParams, pools.length);
+        if (stopping || failure != null) {
+            r.future.completeExceptionally(new IllegalStateException("engine " + engineId() + " is stopped"));
+            return r.future;
+        }
+        incoming.add(r);
+        return r.future;
+    }
+
+    private static int ceilDiv(int a, int b) {
+        return (a + b - 1) / b;
+    }
+
+    // ------------------------------------------------------------------ step loop
+
+    private void runLoop() {
+        try {
+            while (!stopping) {
+                if (!step()) {
+                    SimRequest r = incoming.poll(1, TimeUnit.MILLISECONDS);
+                    if (r != null) {
+                        waiting.add(r);
+                    }
+                }
+            }
+        } catch (InterruptedException e) {
+            if (!stopping) {
+                failure = e;
+                LOG.error("engine {}: step loop interrupted", engineId());
+            }
+        } catch (Throwable t) {
+            failure = t;
+            LOG.error("engine {}: step loop failed; failing every pending request", engineId(), t);
+        } finally {
+            failPending(failure != null ? failure : new IllegalStateException("engine " + engineId() + " closed"));
+        }
+    }
+
+    private void failPending(Throwable cause) {
+        List<SimRequest> all = new ArrayList<>(waiting);
+        incoming.drainTo(all);
+        all.addAll(running);
+        all.addAll(loading.values());
+        for (SimRequest r : all) {
+            knownIds.remove(r.id);
+            r.future.completeExceptionally(cause);
+        }
+        waiting.clear();
+        running.clear();
+        loading.clear();
+    }
+
+    /** One engine step; true when a forward pass ran or a request changed state. */
+    private boolean step() {
+        incoming.drainTo(waiting);
+        // ---- schedule
+        List<SimRequest> scheduled = new ArrayList<>();
+        for (SimRequest r : running) {
+            if (ensureBlocks(r, r.numTokens)) {
+                scheduled.add(r);
+            }
+        }
+        int budget = limits.maxNumBatchedTokens();
+        boolean admitted = false;
+        while (!waiting.isEmpty() && running.size() + loading.size() < limits.maxNumSeqs()) {
+            SimRequest r = waiting.peek();
+            if (!admit(r, budget, scheduled)) {
+                break;
+            }
+            waiting.poll();
+            admitted = true;
+            if (r.status == RequestStatus.RUNNING) {
+                budget -= r.numTokens - r.numComputedTokens;
+            }
+        }
+        MooncakeConnectorMetadata meta = scheduler.buildConnectorMeta();
+        // ---- worker side: start_load_kv, forward, get_finished (per rank, as each rank's model runner does)
+        List<SimWorker.TransferResults> results = new ArrayList<>(workers.size());
+        for (int rank = 0; rank < workers.size(); rank++) {
+            SimWorker w = workers.get(rank);
+            // each rank gets its own copy, as each vLLM worker process unpickles its own: the worker
+            // keeps per-pull bookkeeping (pull_tasks_count, failed) in the PullReqMeta objects
+            w.startLoadKv(rank == 0 ? meta : copyOf(meta));
+            SyntheticModel m = models.get(rank);
+            for (SimRequest r : scheduled) {
+                m.forward(r.hashes, r.blocks, r.numComputedTokens, r.numTokens);
+            }
+            results.add(w.getTransferResults());
+            invalidBlocks.addAll(w.getBlockIdsWithLoadErrors());
+            w.getKvConnectorStats().ifPresent(stats::aggregate);
+        }
+        SimWorker.TransferResults merged = aggregator.aggregate(results);
+        // ---- update from output
+        boolean changed = admitted || !scheduled.isEmpty();
+        for (SimRequest r : scheduled) {
+            r.numComputedTokens = r.numTokens;
+            cacheFullBlocks(r, r.numComputedTokens);
+            if (r.kvReadyNanos == 0) {
+                r.kvReadyNanos = System.nanoTime();
+            }
+            r.appendToken(SyntheticModel.sample(r.hashes[r.numTokens - 1]));
+            if (r.numOutput >= r.maxTokens) {
+                r.status = RequestStatus.FINISHED_LENGTH_CAPPED;
+                running.remove(r);
+                finish(r);
+            }
+        }
+        for (String id : merged.finishedSending()) {
+            changed = true;
+            SimRequest r = delayedFree.remove(id);
+            if (r == null) {
+                LOG.warn("engine {}: finished_sending for unknown request {}", engineId(), id);
+            } else {
+                freeBlocks(r);
+            }
+        }
+        for (String id : merged.finishedRecving()) {
+            changed = true;
+            SimRequest r = loading.remove(id);
+            if (r == null) {
+                LOG.warn("engine {}: finished_recving for unknown request {}", engineId(), id);
+                continue;
+            }
+            onRemoteKvLoaded(r, merged.failedRecving().contains(id));
+        }
+        steps++;
+        snapshot = new Snapshot(waiting.size(), running.size(), loading.size(), delayedFree.size(),
+                pools[0].numFreeBlocks(), finished, failed, steps);
+        return changed;
+    }
+
+    /** A deep copy of {@code meta} (fresh {@link PullReqMeta} objects with untouched bookkeeping). */
+    static MooncakeConnectorMetadata copyOf(MooncakeConnectorMetadata meta) {
+        MooncakeConnectorMetadata c = new MooncakeConnectorMetadata();
+        for (Map<String, PullReqMeta> byReq : meta.reqsToRecv().values()) {
+            for (Map.Entry<String, PullReqMeta> e : byReq.entrySet()) {
+                PullReqMeta pm = e.getValue();
+                Map<String, Object> params = new HashMap<>();
+                params.put(KvTransferParams.TRANSFER_ID, pm.transferId());
+                params.put(KvTransferParams.REMOTE_ENGINE_ID, pm.remoteEngineId());
+                params.put(KvTransferParams.REMOTE_BOOTSTRAP_ADDR, pm.remoteBootstrapAddr());
+                c.addNewReq(e.getKey(), pm.localBlockIds(), params, true);
+            }
+        }
+        meta.reqsToSend().forEach((id, send) -> c.addNewReq(id, send.localBlockIds(),
+                Map.of(KvTransferParams.TRANSFER_ID, send.transferId()), false));
+        c.setReqsNotProcessed(meta.reqsNotProcessed());
+        return c;
+    }
+
+    /** Tries to admit the head of the waiting queue; false when it does not fit this step. */
+    private boolean admit(SimRequest r, int budget, List<SimRequest> scheduled) {
+        int n = r.prompt.length;
+        long[] blockHashes = SyntheticModel.blockHashes(r.hashes, n, blockSize);
+        int maxHit = (n - 1) / blockSize; // at least one token is always computed (or loaded)
+        int[][] hits = new int[pools.length][];
+        int hit = Integer.MAX_VALUE;
+        for (int g = 0; g < pools.length; g++) {
+            hits[g] = pools[g].findCachedPrefix(blockHashes, maxHit);
+            hit = Math.min(hit, hits[g].length);
+        }
+        int numComputed = hit * blockSize;
+        MatchedTokens matched = scheduler.getNumNewMatchedTokens(r, numComputed);
+        int promptBlocks = ceilDiv(n, blockSize);
+        int newBlocks = promptBlocks - hit;
+        int reserve = ceilDiv(n + r.maxTokens - 1, blockSize) - promptBlocks;
+        if (!matched.loadKvAsync() && !scheduled.isEmpty() && n - numComputed - matched.numExternalTokens() > budget) {
+            return false;
+        }
+        for (int g = 0; g < pools.length; g++) {
+            int revived = 0;
+            for (int k = 0; k < hit; k++) {
+                if (pools[g].refCount(hits[g][k]) == 0) {
+                    revived++;
+                }
+            }
+            if (pools[g].numFreeBlocks() - reservedBlocks < newBlocks + reserve + revived) {
+                return false;
+            }
+        }
+        int[][] fresh = new int[pools.length][];
+        for (int g = 0; g < pools.length; g++) {
+            int[] h = Arrays.copyOf(hits[g], hit);
+            pools[g].touch(h);
+            fresh[g] = pools[g].allocate(newBlocks);
+            int[] all = Arrays.copyOf(h, hit + newBlocks);
+            System.arraycopy(fresh[g], 0, all, hit, newBlocks);
+            r.blocks[g] = all;
+        }
+        r.numBlocks = promptBlocks;
+        r.reservedBlocks = reserve;
+        reservedBlocks += reserve;
+        r.localHitTokens = numComputed;
+        r.numComputedTokens = numComputed;
+        scheduler.updateStateAfterAlloc(r, KvCacheBlocks.ofUnhashed(fresh), matched.numExternalTokens());
+        if (matched.loadKvAsync()) {
+            r.externalTokens = matched.numExternalTokens();
+            r.pulledBlocks = newBlocks;
+            r.status = RequestStatus.WAITING_FOR_REMOTE_KVS;
+            loading.put(r.id, r);
+        } else {
+            r.status = RequestStatus.RUNNING;
+            running.add(r);
+            scheduled.add(r);
+        }
+        return true;
+    }
+
+    /** Makes sure the request has blocks for positions below {@code numTokens}, taking from its reservation. */
+    private boolean ensureBlocks(SimRequest r, int numTokens) {
+        int need = ceilDiv(numTokens, blockSize) - r.numBlocks;
+        if (need <= 0) {
+            return true;
+        }
+        for (BlockPool p : pools) {
+            if (p.numFreeBlocks() < need) {
+                LOG.warn("engine {}: no free block for request {} (reservation accounting broken?)", engineId(), r.id);
+                return false;
+            }
+        }
+        int[][] add = new int[pools.length][];
+        for (int g = 0; g < pools.length; g++) {
+            add[g] = pools[g].allocate(need);
+        }
+        r.addBlocks(add);
+        int fromReserve = Math.min(need, r.reservedBlocks);
+        r.reservedBlocks -= fromReserve;
+        reservedBlocks -= fromReserve;
+        return true;
+    }
+
+    private void cacheFullBlocks(SimRequest r, int computedTokens) {
+        int full = Math.min(computedTokens / blockSize, r.numBlocks);
+        for (int k = 0; k < full; k++) {
+            long h = r.hashes[(k + 1) * blockSize - 1];
+            for (int g = 0; g < pools.length; g++) {
+                pools[g].cacheBlock(r.blocks[g][k], h);
+            }
+        }
+    }
+
+    /** D: the load of {@code r} ended (all ranks reported it). */
+    private void onRemoteKvLoaded(SimRequest r, boolean failedPerRequest) {
+        r.kvReadyNanos = System.nanoTime();
+        boolean badBlocks = false;
+        for (int[] group : r.blocks) {
+            for (int b : group) {
+                badBlocks |= invalidBlocks.remove(b);
+            }
+        }
+        if (failedPerRequest || badBlocks) {
+            r.error = failedPerRequest ? "KV load failed (failed_recving)" : "KV load failed (invalid block ids)";
+            r.status = RequestStatus.FINISHED_ERROR;
+            finish(r);
+            return;
+        }
+        int n = r.prompt.length;
+        for (SyntheticModel m : models) {
+            SyntheticModel.Verification v = m.verify(r.hashes, r.blocks, 0, n);
+            r.bytesVerified += v.bytesChecked();
+            r.mismatchedWords += v.badWords();
+            if (!v.ok() && r.error == null) {
+                r.error = "received KV does not match: " + v.badWords() + " wrong 8-byte words; first at "
+                        + v.firstMismatch();
+            }
+        }
+        if (r.error != null) {
+            LOG.error("engine {}: request {}: {}", engineId(), r.id, r.error);
+            r.status = RequestStatus.FINISHED_ERROR;
+            finish(r);
+            return;
+        }
+        cacheFullBlocks(r, n);
+        // like vLLM, the last prompt token is computed again to sample the first output token
+        r.numComputedTokens = n - 1;
+        r.status = RequestStatus.RUNNING;
+        running.add(r);
+    }
+
+    /** A request reached a finished status: tell the connector, then free or keep its blocks. */
+    private void finish(SimRequest r) {
+        RequestFinishedResult res = scheduler.requestFinished(r, r.blocks);
+        reservedBlocks -= r.reservedBlocks;
+        r.reservedBlocks = 0;
+        finished++;
+        if (r.status != RequestStatus.FINISHED_LENGTH_CAPPED || r.error != null) {
+            failed++;
+        }
+        if (res.delayFreeBlocks()) {
+            delayedFree.put(r.id, r);
+        } else {
+            freeBlocks(r);
+        }
+        knownIds.remove(r.id);
+        r.future.complete(r.result(engineId(), bytesPerBlockAllRanks));
+    }
+
+    private void freeBlocks(SimRequest r) {
+        for (int g = 0; g < pools.length; g++) {
+            int[] ids = Arrays.copyOf(r.blocks[g], r.numBlocks);
+            // tail blocks first, so that they are evicted before the shared prefix (as vLLM does)
+            for (int i = 0, j = ids.length - 1; i < j; i++, j--) {
+                int t = ids[i];
+                ids[i] = ids[j];
+                ids[j] = t;
+            }
+            pools[g].free(ids);
+        }
+        r.numBlocks = 0;
+        Arrays.setAll(r.blocks, g -> new int[0]);
+    }
+
+    /** Stops the step loop (pending requests fail), closes the workers in reverse rank order, frees the KV caches. */
+    @Override
+    public void close() {
+        if (stopping) {
+            return;
+        }
+        stopping = true;
+        boolean joined = false;
+        try {
+            loop.join(Duration.ofSeconds(30));
+            joined = !loop.isAlive();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        closeWorkers();
+        if (joined) {
+            allocator.close();
+        } else {
+            LOG.error("engine {}: step loop did not stop within 30 s; its KV memory is not freed", engineId());
+        }
+    }
+
+    private void closeWorkers() {
+        for (int i = workers.size() - 1; i >= 0; i--) {
+            try {
+                workers.get(i).close();
+            } catch (RuntimeException e) {
+                LOG.warn("engine {}: closing worker of rank {} failed", config.engineId(), i, e);
+            }
+        }
+    }
+
+    @Override
+    public String toString() {
+        return "SimEngine[" + engineId() + ", " + config.kvRole().wireName() + ", tp " + config.tpSize() + "]";
+    }
+
+    /** For tests: the pool of group {@code g} (only safe to inspect once the engine is idle or closed). */
+    BlockPool pool(int g) {
+        return pools[g];
+    }
+
+}

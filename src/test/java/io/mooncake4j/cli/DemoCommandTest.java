@@ -1,0 +1,93 @@
+package io.mooncake4j.cli;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.mooncake4j.memory.ModelPreset;
+import io.mooncake4j.sim.DemoRunner;
+import io.mooncake4j.sim.LoopbackHub;
+
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
+class DemoCommandTest {
+
+    private static DemoRunner.Options parse(String... args) {
+        return DemoCommand.parse(Flags.parse(List.of(args)));
+    }
+
+    @Test
+    void shouldDefaultTo64LlamaRequestsOf2kTokensOverTcp() {
+        DemoRunner.Options o = parse();
+        assertEquals(ModelPreset.LLAMA_3_8B, o.model());
+        assertEquals(64, o.requests());
+        assertEquals(2048, o.promptTokens());
+        assertEquals("tcp", o.protocol());
+        assertEquals(1, o.pTp());
+        assertEquals(1, o.dTp());
+        assertEquals(0, o.numBlocks(), "auto: 2 GiB of KV per engine");
+    }
+
+    @Test
+    void shouldReadEveryFlag() {
+        DemoRunner.Options o = parse("--model", "tiny", "--requests", "5", "--prompt-tokens", "300", "--shared-prefix",
+                "20", "--decode-tokens", "2", "--p-tp", "2", "--d-tp", "4", "--protocol", "mock", "--num-blocks", "99",
+                "--concurrency", "3", "--seed", "7", "--timeout", "30");
+        assertEquals(new DemoRunner.Options(ModelPreset.TINY, 5, 300, 20, 2, 2, 4, "mock", 99, 3, 7,
+                java.time.Duration.ofSeconds(30)), o);
+        assertEquals(300 / 8, parse("--prompt-tokens", "300").sharedPrefixTokens(),
+                "the default shared prefix shrinks with short prompts");
+    }
+
+    @Test
+    void shouldRejectBadFlagsWithUsageErrors() {
+        assertTrue(assertThrows(Flags.UsageException.class, () -> parse("--protocol", "rdma")).getMessage()
+                .contains("tcp or mock"));
+        assertTrue(assertThrows(Flags.UsageException.class, () -> parse("--model", "deepseek-v2-lite")).getMessage()
+                .contains("MLA"));
+        assertTrue(assertThrows(Flags.UsageException.class, () -> parse("--model", "nope")).getMessage()
+                .contains("unknown model preset"));
+        assertTrue(assertThrows(Flags.UsageException.class, () -> parse("--p-tp", "3")).getMessage()
+                .contains("cannot be split across TP 3"));
+        assertTrue(assertThrows(Flags.UsageException.class, () -> parse("--requests", "0")).getMessage()
+                .contains("--requests must be positive"));
+        assertTrue(assertThrows(Flags.UsageException.class, () -> parse("--bogus", "1")).getMessage()
+                .contains("unknown flag --bogus"));
+    }
+
+    @Test
+    void shouldPrintTheTableAndExitZeroWhenEverythingVerified() throws Exception {
+        LoopbackHub hub = new LoopbackHub();
+        ByteArrayOutputStream buf = new ByteArrayOutputStream();
+        int code;
+        try (PrintStream out = new PrintStream(buf, true, StandardCharsets.UTF_8)) {
+            code = new DemoCommand(protocol -> hub.factory()).run(Flags.parse(List.of("--model", "tiny",
+                    "--requests", "6", "--prompt-tokens", "100", "--protocol", "mock", "--num-blocks", "32")), out, out);
+        }
+        String text = buf.toString(StandardCharsets.UTF_8);
+        assertEquals(0, code, text);
+        assertTrue(text.contains("6 ok, 0 failed"), text);
+        assertTrue(text.contains("transfer latency"), text);
+        assertTrue(text.contains("OK: every byte verified"), text);
+    }
+
+    @Test
+    void shouldBeListedByHelp() {
+        ByteArrayOutputStream buf = new ByteArrayOutputStream();
+        try (PrintStream out = new PrintStream(buf, true, StandardCharsets.UTF_8)) {
+            assertEquals(0, Main.run(new String[] {"help"}, out, out));
+            assertEquals(0, Main.run(new String[] {"demo", "--help"}, out, out));
+        }
+        String text = buf.toString(StandardCharsets.UTF_8);
+        assertTrue(text.contains("demo "), text);
+        assertTrue(text.contains("--d-tp"), text);
+    }
+}

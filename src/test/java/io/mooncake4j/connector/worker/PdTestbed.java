@@ -1,0 +1,377 @@
+package io.mooncake4j.connector.worker;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.fail;
+
+import io.mooncake4j.connector.KvRole;
+import io.mooncake4j.connector.MooncakeConnectorConfig;
+import io.mooncake4j.connector.MooncakeConnectorMetadata;
+import io.mooncake4j.connector.PullReqMeta;
+import io.mooncake4j.connector.wire.MooncakeXferMetadata;
+import io.mooncake4j.connector.wire.MooncakeXferMetadataCodec;
+import io.mooncake4j.connector.wire.MooncakeXferResponse;
+import io.mooncake4j.connector.wire.MooncakeXferResponseCodec;
+import io.mooncake4j.engine.TransferEngine;
+import io.mooncake4j.engine.testing.ScriptedTransferEngine;
+import io.mooncake4j.memory.HostMemoryAllocator;
+import io.mooncake4j.memory.KvCacheLayout;
+import io.mooncake4j.memory.KvCaches;
+import io.mooncake4j.memory.ModelPreset;
+import java.lang.foreign.MemorySegment;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.OptionalLong;
+import java.util.Set;
+import java.util.concurrent.locks.LockSupport;
+import java.util.function.BooleanSupplier;
+import java.util.function.Consumer;
+import org.zeromq.SocketType;
+import org.zeromq.ZContext;
+import org.zeromq.ZMQ;
+
+/**
+ * P and D workers over {@link ScriptedTransferEngine}s that really copy bytes, with real ZMQ
+ * sockets and a bootstrap server on 127.0.0.1 (port 0), KV caches of {@link ModelPreset#TINY}.
+ * Closes everything it made, workers first.
+ */
+final class PdTestbed implements AutoCloseable {
+
+    static final ModelPreset MODEL = ModelPreset.TINY;
+    static final int NUM_BLOCKS = 64;
+
+    private final HostMemoryAllocator alloc = new HostMemoryAllocator();
+    private final List<Node> nodes = new ArrayList<>();
+    private Duration abortTimeout = Duration.ofSeconds(2);
+    private ModelPreset model = MODEL;
+    private int numBlocks = NUM_BLOCKS;
+
+    /** Model and block count of the workers made from now on (default {@link #MODEL}, {@link #NUM_BLOCKS}). */
+    PdTestbed model(ModelPreset preset, int blocks) {
+        this.model = preset;
+        this.numBlocks = blocks;
+        return this;
+    }
+    private java.util.function.UnaryOperator<io.mooncake4j.memory.KvCacheConfig> kvConfig = c -> c;
+
+    private java.util.function.Predicate<String> registerLayer = name -> true;
+    private java.util.function.Supplier<TransferEngine> engines = () -> new ScriptedTransferEngine().copyData(true);
+
+    private java.util.function.LongFunction<? extends io.mooncake4j.memory.MemoryStorage> storages = null;
+    private java.util.function.LongFunction<MemorySegment> hostView = MemorySegment::ofAddress;
+
+    /**
+     * Where the KV caches of the workers made from now on live: {@code allocate} makes a storage of
+     * the given bytes (default: host memory the bed frees), {@code hostView} gives the test's view of
+     * an address in it (for memory the host cannot dereference, such as fake GPU memory).
+     */
+    PdTestbed memory(java.util.function.LongFunction<? extends io.mooncake4j.memory.MemoryStorage> allocate,
+            java.util.function.LongFunction<MemorySegment> hostView) {
+        this.storages = allocate;
+        this.hostView = hostView;
+        return this;
+    }
+
+    /** The engines of the workers made from now on (default: byte-copying {@link ScriptedTransferEngine}). */
+    PdTestbed engines(java.util.function.Supplier<TransferEngine> factory) {
+        this.engines = factory;
+        return this;
+    }
+
+    /** Which layers the workers made from now on register (a PP stage registers only its own). */
+    PdTestbed registerLayers(java.util.function.Predicate<String> which) {
+        this.registerLayer = which;
+        return this;
+    }
+
+    /** Changes the KV-cache config given to the workers made from now on (e.g. to a sliding-window group). */
+    PdTestbed kvConfig(java.util.function.UnaryOperator<io.mooncake4j.memory.KvCacheConfig> transform) {
+        this.kvConfig = transform;
+        return this;
+    }
+
+    PdTestbed abortTimeout(Duration d) {
+        this.abortTimeout = d;
+        return this;
+    }
+
+    /** One worker with its engine, caches and the union of what its get* calls reported. */
+    final class Node {
+        final MooncakeConnectorWorker worker;
+        /** The engine when it is a {@link ScriptedTransferEngine}, else null. */
+        final ScriptedTransferEngine engine;
+        final TransferEngine transferEngine;
+        final KvCaches kv;
+        final ModelPreset model;
+        final int tpRank;
+        final int tpSize;
+        final Set<String> finishedSending = new LinkedHashSet<>();
+        final Set<String> finishedRecving = new LinkedHashSet<>();
+        final Set<String> failedRecving = new LinkedHashSet<>();
+        final Set<Integer> blocksWithLoadErrors = new LinkedHashSet<>();
+
+        Node(MooncakeConnectorWorker worker, TransferEngine engine, KvCaches kv, ModelPreset model, int tpRank,
+                int tpSize) {
+            this.worker = worker;
+            this.transferEngine = engine;
+            this.engine = engine instanceof ScriptedTransferEngine s ? s : null;
+            this.kv = kv;
+            this.model = model;
+            this.tpRank = tpRank;
+            this.tpSize = tpSize;
+        }
+
+        /** Calls getTransferResults and getBlockIdsWithLoadErrors once and accumulates. */
+        void poll() {
+            KvConnectorTransferResults r = worker.getTransferResults();
+            finishedSending.addAll(r.finishedSending());
+            finishedRecving.addAll(r.finishedRecving());
+            failedRecving.addAll(r.failedRecving());
+            blocksWithLoadErrors.addAll(worker.getBlockIdsWithLoadErrors());
+        }
+
+        String bootstrapUrl() {
+            return "http://127.0.0.1:" + worker.bootstrapServerPort();
+        }
+
+        long page() {
+            return model.pageBytes(tpSize);
+        }
+
+        MemorySegment block(int layer, int block) {
+            long addr = kv.tensorsByLayer().get(model.layerName(layer)).getFirst().blockAddress(block);
+            return hostView.apply(addr).reinterpret(page());
+        }
+
+        /** Fills {@code blocks} of every layer with {@link #pattern} of this node's rank. */
+        void fill(int... blocks) {
+            for (int l = 0; l < model.numLayers(); l++) {
+                for (int b : blocks) {
+                    MemorySegment s = block(l, b);
+                    for (long off = 0; off < page(); off++) {
+                        s.set(java.lang.foreign.ValueLayout.JAVA_BYTE, off, pattern(tpRank, l, b, off));
+                    }
+                }
+            }
+        }
+
+        void step(MooncakeConnectorMetadata m) {
+            worker.startLoadKv(m);
+        }
+    }
+
+    static byte pattern(int rank, int layer, int block, long off) {
+        return (byte) (rank * 61 + layer * 131 + block * 7 + off * 13 + (off >> 8) + 1);
+    }
+
+    Node producer(String engineId, int tpRank, int tpSize, String bootstrapAddress) {
+        return node(KvRole.KV_PRODUCER, engineId, tpRank, tpSize, bootstrapAddress, b -> { });
+    }
+
+    Node consumer(String engineId, int tpRank, int tpSize) {
+        return node(KvRole.KV_CONSUMER, engineId, tpRank, tpSize, null, b -> { });
+    }
+
+    Node node(KvRole role, String engineId, int tpRank, int tpSize, String bootstrapAddress,
+            Consumer<MooncakeConnectorWorker.Builder> customize) {
+        return node(role, engineId, tpRank, tpSize, bootstrapAddress, c -> { }, customize);
+    }
+
+    Node node(KvRole role, String engineId, int tpRank, int tpSize, String bootstrapAddress,
+            Consumer<MooncakeConnectorConfig.Builder> config, Consumer<MooncakeConnectorWorker.Builder> customize) {
+        MooncakeConnectorConfig.Builder cb = MooncakeConnectorConfig.builder()
+                .kvRole(role)
+                .engineId(engineId)
+                .protocol("tcp")
+                .hostname("127.0.0.1")
+                .tp(tpRank, tpSize)
+                .numWorkers(2)
+                .bootstrapPort(0)
+                .bootstrapServerAddress(bootstrapAddress)
+                .abortRequestTimeout(abortTimeout)
+                .listenerReadyTimeout(Duration.ofSeconds(10));
+        config.accept(cb);
+        TransferEngine engine = engines.get();
+        KvCaches kv = KvCaches.allocate(model, tpSize, numBlocks, KvCacheLayout.FUSED,
+                storages != null ? storages : alloc::allocate);
+        MooncakeConnectorWorker.Builder wb = MooncakeConnectorWorker.builder(cb.build(), engine, kvConfig.apply(kv.config()))
+                .memlockLimit(OptionalLong::empty)
+                .bootstrapBindHost("127.0.0.1")
+                .model(false, model.numKvHeads());
+        customize.accept(wb);
+        MooncakeConnectorWorker w;
+        try {
+            w = wb.build();
+        } catch (RuntimeException e) {
+            engine.close();
+            throw e;
+        }
+        Node n = new Node(w, engine, kv, model, tpRank, tpSize);
+        nodes.add(n);
+        Map<String, List<io.mooncake4j.memory.KvCacheTensor>> layers = new java.util.LinkedHashMap<>();
+        kv.tensorsByLayer().forEach((name, t) -> {
+            if (registerLayer.test(name)) {
+                layers.put(name, t);
+            }
+        });
+        w.registerKvCaches(layers);
+        return n;
+    }
+
+    /** P's announcement at allocation: {@code reqs_to_send[pReq] = (transferId, [])}. */
+    static MooncakeConnectorMetadata announce(String pReqId, String transferId) {
+        MooncakeConnectorMetadata m = new MooncakeConnectorMetadata();
+        m.addNewReq(pReqId, new int[0][], Map.of("transfer_id", transferId), false);
+        return m;
+    }
+
+    /** P's request_finished entry: {@code reqs_to_send[pReq] = (transferId, [blocks])}. */
+    static MooncakeConnectorMetadata finished(String pReqId, String transferId, int... blocks) {
+        MooncakeConnectorMetadata m = new MooncakeConnectorMetadata();
+        m.addNewReq(pReqId, new int[][] {blocks}, Map.of("transfer_id", transferId), false);
+        return m;
+    }
+
+    /** D's pull: {@code reqs_to_recv[engine][dReq]}. */
+    static MooncakeConnectorMetadata pull(String dReqId, String transferId, String remoteEngineId, String bootstrapUrl,
+            int... blocks) {
+        MooncakeConnectorMetadata m = new MooncakeConnectorMetadata();
+        addPull(m, dReqId, transferId, remoteEngineId, bootstrapUrl, blocks);
+        return m;
+    }
+
+    static void addPull(MooncakeConnectorMetadata m, String dReqId, String transferId, String remoteEngineId,
+            String bootstrapUrl, int... blocks) {
+        m.addNewReq(dReqId, new int[][] {blocks}, Map.of("transfer_id", transferId, "remote_engine_id",
+                remoteEngineId, "remote_bootstrap_addr", bootstrapUrl), true);
+    }
+
+    static PullReqMeta onlyPull(MooncakeConnectorMetadata m) {
+        return m.reqsToRecv().values().iterator().next().values().iterator().next();
+    }
+
+    /** Polls every node until {@code done} holds, or fails after {@code timeout}. */
+    void awaitAll(BooleanSupplier done, Duration timeout, String what) {
+        long deadline = System.nanoTime() + timeout.toNanos();
+        while (true) {
+            for (Node n : nodes) {
+                n.poll();
+            }
+            if (done.getAsBoolean()) {
+                return;
+            }
+            if (System.nanoTime() - deadline > 0) {
+                fail("timed out after " + timeout + " waiting for " + what);
+            }
+            LockSupport.parkNanos(2_000_000); // polling interval of the condition, not synchronisation
+        }
+    }
+
+    /** D's block {@code dBlock} of every layer holds P's (one P rank, same TP) block {@code pBlock}. */
+    static void assertSameTpCopy(Node p, int pBlock, Node d, int dBlock) {
+        for (int l = 0; l < d.model.numLayers(); l++) {
+            MemorySegment got = d.block(l, dBlock);
+            for (long off = 0; off < d.page(); off++) {
+                byte want = pattern(p.tpRank, l, pBlock, off);
+                if (got.get(java.lang.foreign.ValueLayout.JAVA_BYTE, off) != want) {
+                    assertEquals(want, got.get(java.lang.foreign.ValueLayout.JAVA_BYTE, off),
+                            "layer " + l + " D block " + dBlock + " offset " + off);
+                }
+            }
+        }
+    }
+
+    /** D's {@code MooncakeXferMetadata} for pulls into consumer {@code d}, as its receiver builds it. */
+    static MooncakeXferMetadata metadataFor(Node d, Map<String, MooncakeXferMetadata.ReqBlocks> reqBlocks) {
+        KvRegistration reg = d.worker.registration();
+        return new MooncakeXferMetadata("127.0.0.1", d.worker.rpcPort(), d.tpSize, d.tpRank, reqBlocks,
+                KvReceiver.longs(reg.kvCachesBaseAddr()), KvReceiver.longs(reg.blockLenPerLayer()),
+                KvReceiver.longs(reg.kvBlockLenPerLayer()), reg.registeredLayerNames(),
+                KvReceiver.ints(reg.registeredLayerIndices()), KvReceiver.ints(reg.registeredGroupIndices()), 1);
+    }
+
+    static MooncakeXferMetadata.ReqBlocks blocks(String transferId, long... ids) {
+        return new MooncakeXferMetadata.ReqBlocks(transferId, new long[][] {ids});
+    }
+
+    /**
+     * A test-side DEALER to a P worker's side channel, whose ZMTP handshake is proven by a socket
+     * monitor before use (JeroMQ 0.6.0 occasionally leaves a new connection stuck before the
+     * handshake; such a socket is replaced, nothing having been sent on it).
+     */
+    static final class RawDealer implements AutoCloseable {
+        private final ZContext ctx = new ZContext();
+        private final ZMQ.Socket socket;
+
+        RawDealer(int port) {
+            ZMQ.Socket ok = null;
+            for (int attempt = 0; attempt < 10 && ok == null; attempt++) {
+                ZMQ.Socket d = ctx.createSocket(SocketType.DEALER);
+                d.setLinger(0);
+                String mon = "inproc://test-dealer-monitor-" + attempt;
+                d.monitor(mon, ZMQ.EVENT_HANDSHAKE_PROTOCOL);
+                ZMQ.Socket m = ctx.createSocket(SocketType.PAIR);
+                m.setReceiveTimeOut(1_000);
+                m.connect(mon);
+                d.connect("tcp://127.0.0.1:" + port);
+                ZMQ.Event ev = ZMQ.Event.recv(m);
+                ctx.destroySocket(m);
+                if (ev != null && ev.getEvent() == ZMQ.EVENT_HANDSHAKE_PROTOCOL) {
+                    ok = d;
+                } else {
+                    ctx.destroySocket(d);
+                }
+            }
+            if (ok == null) {
+                ctx.close();
+                throw new AssertionError("no handshake with port " + port + " in 10 attempts");
+            }
+            socket = ok;
+            socket.setReceiveTimeOut(15_000);
+        }
+
+        void send(byte[] frame) {
+            socket.send(frame);
+        }
+
+        void sendFrames(List<byte[]> frames) {
+            for (int i = 0; i < frames.size(); i++) {
+                socket.send(frames.get(i), i < frames.size() - 1 ? ZMQ.SNDMORE : 0);
+            }
+        }
+
+        void send(MooncakeXferMetadata m) {
+            send(MooncakeXferMetadataCodec.encode(m));
+        }
+
+        MooncakeXferResponse recv() {
+            byte[] b = socket.recv();
+            if (b == null) {
+                throw new AssertionError("no response within the receive timeout");
+            }
+            return MooncakeXferResponseCodec.decode(b);
+        }
+
+        @Override
+        public void close() {
+            ctx.close();
+        }
+    }
+
+    @Override
+    public void close() {
+        for (int i = nodes.size() - 1; i >= 0; i--) {
+            nodes.get(i).worker.close();
+        }
+        for (Node n : nodes) {
+            try {
+                n.transferEngine.close();
+            } catch (Exception e) {
+                throw new IllegalStateException("closing an engine", e);
+            }
+        }
+        alloc.close();
+    }
+}

@@ -1,0 +1,41 @@
+package io.mooncake4j.engine.rdma;
+
+import io.mooncake4j.engine.handshake.HandshakeConfig;
+import java.net.InetAddress;
+import java.nio.file.Path;
+import java.util.Map;
+import java.util.OptionalLong;
+
+/** Test helpers: RDMA engines over the emulated provider, RPC ports OS-assigned on 127.0.0.1. */
+final class EmulatedEngines {
+
+    /** A sysfs root that does not exist: no NUMA/PCI locality, no GID netdevs. */
+    static final Path NO_SYSFS = Path.of("/nonexistent-mooncake4j-sysfs");
+
+    private EmulatedEngines() {}
+
+    static RdmaEngineConfig config(Map<String, String> env) {
+        return RdmaEngineConfig.fromEnvironment(env, HandshakeConfig.ephemeral(InetAddress.getLoopbackAddress()))
+                .withMemlockLimit(OptionalLong::empty)
+                .withSysfsRoot(NO_SYSFS);
+    }
+
+    static RdmaEngineConfig config() {
+        return config(Map.of());
+    }
+
+    /** An initialised engine on the devices named by {@code deviceName} (comma-separated). */
+    static RdmaTransferEngine started(EmulatedRdmaProvider fabric, String deviceName, RdmaEngineConfig cfg) {
+        RdmaTransferEngine e = new RdmaTransferEngine(fabric, cfg);
+        if (e.initialize("127.0.0.1", "P2PHANDSHAKE", "rdma", deviceName) != 0) {
+            String why = e.lastError();
+            e.close();
+            throw new AssertionError("initialize failed: " + why);
+        }
+        return e;
+    }
+
+    static RdmaTransferEngine started(EmulatedRdmaProvider fabric, String deviceName) {
+        return started(fabric, deviceName, config());
+    }
+}
