@@ -201,6 +201,10 @@ final class BenchCommand implements CliCommand {
             if (rc != 0) {
                 err.printf(Locale.ROOT, "bench: initialize(%s, %s, %s) failed with %d%n", o.localServerName(),
                         o.metadataServer(), o.protocol(), rc);
+                String why = TransferEngines.lastError(engine);
+                if (why != null && !why.isEmpty()) {
+                    err.println("bench: " + why);
+                }
                 return 1;
             }
             HostMemoryStorage buffer = allocator.allocate(bufferSize);

@@ -112,6 +112,12 @@ final class ProtocolSelectingEngine implements TransferEngine {
     }
 
     @Override
+    public long getFirstBufferAddress(String segmentName) {
+        TransferEngine e = delegate;
+        return e == null ? -1 : e.getFirstBufferAddress(segmentName);
+    }
+
+    @Override
     public int batchRegisterMemory(long[] addresses, long[] lengths) {
         return delegate == null ? ErrorCodes.INVALID_ARGUMENT : d().batchRegisterMemory(addresses, lengths);
     }

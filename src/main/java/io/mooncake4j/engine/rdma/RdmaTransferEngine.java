@@ -851,8 +851,8 @@ public final class RdmaTransferEngine implements TransferEngine {
     /**
      * {@code buffers[0].addr} of a segment's descriptor (Mooncake's {@code get_first_buffer_address};
      * buffers in the owner's registration order), or -1 when it cannot be opened or has none.
-     * Overrides {@code TransferEngine.getFirstBufferAddress} once that default method exists.
      */
+    @Override
     public long getFirstBufferAddress(String name) {
         long id = openSegment(name);
         if (id < 0) {

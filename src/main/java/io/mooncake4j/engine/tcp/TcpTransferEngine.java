@@ -210,8 +210,12 @@ public final class TcpTransferEngine implements TransferEngine {
             }
             String proto = protocol == null ? "" : protocol.trim().toLowerCase(Locale.ROOT);
             if (proto.equals("rdma")) {
-                LOG.error("initialize: protocol \"rdma\" is not served by the TCP engine (no RDMA transport here); "
-                        + "use protocol \"tcp\" (and MC_FORCE_TCP=1 on C++ peers)");
+                LOG.error("initialize: protocol \"rdma\" is not served by the TCP engine; create the engine with "
+                        + "TransferEngines.create(\"rdma\") or \"auto\" ({}), or use protocol \"tcp\" "
+                        + "(and MC_FORCE_TCP=1 on C++ peers)",
+                        io.mooncake4j.engine.rdma.RdmaAvailability.unavailabilityCause()
+                                .map(io.mooncake4j.engine.rdma.RdmaAvailability.Cause::message)
+                                .orElse("RDMA devices are present here"));
                 return -1;
             }
             if (!proto.equals("tcp")) {
