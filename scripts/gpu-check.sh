@@ -10,8 +10,11 @@
 #                                                on the GPU machine (Linux x86_64, offline, no JDK
 #                                                needed): default 256 MiB, 5 iterations, cuda:0
 #
-# Exit status: 0 all passed, 1 a test or the benchmark failed, 2 CUDA unavailable (the cause and
-# its fix are printed), 3 bundle missing, 124 the 280 s time limit hit. Details: docs/gpu.md.
+# Then it runs the CLI on the GPU: bench --use_vram (plain and --verify) and demo --device cuda
+# --requests 8 (GPU_CHECK_CLI=0 skips this; about 30 s more).
+#
+# Exit status: 0 all passed, 1 a test, the benchmark or a CLI run failed, 2 CUDA unavailable (the
+# cause and its fix are printed), 3 bundle missing, 124 the 280 s time limit hit. Details: docs/gpu.md.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -66,4 +69,57 @@ timeout 280 "$JAVA_HOME/bin/java" --enable-native-access=ALL-UNNAMED -Xss1m \
   -cp "$bundle/mooncake4j.jar:$bundle/test-classes:$bundle/lib/*" \
   io.mooncake4j.memory.cuda.GpuCheck "$@" || status=$?
 if [ "$status" = 124 ]; then echo "RESULT: TIMEOUT (280 s)"; fi
+
+# The CLI on the GPU: bench --use_vram (GPU buffers on both sides, TCP staging, --verify) and
+# demo --device cuda (KV caches of P and D on the GPU). Skipped when CUDA is unavailable (status 2),
+# the bundle is missing or the time limit was hit. GPU_CHECK_CLI=0 skips it.
+if { [ "$status" = 0 ] || [ "$status" = 1 ]; } && [ "${GPU_CHECK_CLI:-1}" = 1 ]; then
+  gpu=${3:-0}
+  clidir="$bundle/cli-run"
+  rm -rf "$clidir"; mkdir -p "$clidir"
+  cli=("$JAVA_HOME/bin/java" --enable-native-access=ALL-UNNAMED -Dmooncake4j.cuda.nativeDir="$bundle/natives"
+       -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -cp "$bundle/mooncake4j.jar:$bundle/lib/*" io.mooncake4j.cli.Main)
+  cli_status=0
+  echo "== CLI on cuda:$gpu"
+  # bench: a target with a GPU buffer in the background, then two 4 s initiator runs (plain write, --verify)
+  timeout 90 "${cli[@]}" bench --mode=target --protocol=tcp --local_server_name=127.0.0.1 --use_vram \
+      --gpu_id="$gpu" --buffer_size=256M --duration=60 >"$clidir/target.out" 2>&1 &
+  tpid=$!
+  segment=
+  for _ in $(seq 1 300); do
+    segment=$(sed -n 's/.*listening on \([^ ]*\).*/\1/p' "$clidir/target.out" | head -n1)
+    [ -n "$segment" ] && break
+    kill -0 "$tpid" 2>/dev/null || break
+    sleep 0.2
+  done
+  if [ -z "$segment" ]; then
+    echo "cli bench --use_vram: FAIL (the target printed no 'listening on' line):"; tail -n 5 "$clidir/target.out"
+    cli_status=1
+  else
+    for extra in "--operation=write" "--verify"; do
+      if timeout 60 "${cli[@]}" bench --mode=initiator --protocol=tcp --local_server_name=127.0.0.1 \
+          --segment_id="$segment" --use_vram --gpu_id="$gpu" --threads=4 --batch_size=16 --block_size=1M \
+          --duration=4 "$extra" >"$clidir/initiator.out" 2>&1; then
+        echo "cli bench --use_vram $extra: PASS: $(grep -m1 'Test completed' "$clidir/initiator.out")"
+        grep -m1 '^Verify:' "$clidir/initiator.out" || true
+      else
+        echo "cli bench --use_vram $extra: FAIL:"; tail -n 5 "$clidir/initiator.out"
+        cli_status=1
+      fi
+    done
+  fi
+  kill "$tpid" 2>/dev/null || true
+  wait "$tpid" 2>/dev/null || true
+  # demo: 8 Llama-3-8B requests of 2k tokens, P and D KV caches on the GPU
+  if timeout 120 "${cli[@]}" demo --device cuda --gpu-id "$gpu" --requests 8 --timeout 100 \
+      >"$clidir/demo.out" 2>&1; then
+    echo "cli demo --device cuda --requests 8: PASS"
+  else
+    echo "cli demo --device cuda --requests 8: FAIL"
+    cli_status=1
+  fi
+  grep -E '^  (requests|KV caches|KV bytes verified|throughput) ' "$clidir/demo.out" || tail -n 5 "$clidir/demo.out"
+  echo "CLI RESULT: $([ "$cli_status" = 0 ] && echo PASS || echo FAIL) (outputs in $clidir)"
+  if [ "$cli_status" != 0 ] && [ "$status" = 0 ]; then status=1; fi
+fi
 exit "$status"

@@ -1,12 +1,18 @@
 package io.mooncake4j.cli;
 
+import io.mooncake4j.engine.DeviceMemoryAccess;
 import io.mooncake4j.engine.TransferEngine;
 import io.mooncake4j.engine.TransferEngines;
 import io.mooncake4j.engine.TransferRequest;
 import io.mooncake4j.engine.TransferStatus;
 import io.mooncake4j.internal.sys.Bytes;
+import io.mooncake4j.memory.DeviceCopier;
+import io.mooncake4j.memory.DeviceMemory;
 import io.mooncake4j.memory.HostMemoryAllocator;
 import io.mooncake4j.memory.HostMemoryStorage;
+import io.mooncake4j.memory.MemoryLocation;
+import io.mooncake4j.memory.MemoryStorage;
+import io.mooncake4j.memory.cuda.CudaDeviceMemory;
 import java.io.PrintStream;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -17,10 +23,12 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Objects;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.Function;
 
 /**
  * {@code bin/mooncake4j bench}: Mooncake's {@code transfer_engine_bench} for mooncake4j engines,
@@ -34,6 +42,15 @@ import java.util.concurrent.atomic.AtomicReference;
  * {@code t} moves blocks {@code i·threads + t} (i = 0..batch_size−1) at the same offsets locally
  * and remotely, as Mooncake's bench does. With {@code --verify} each batch writes a fresh pattern,
  * reads it back into the second half of the local buffer and compares every byte.
+ *
+ * <p><b>{@code --use_vram}</b> (Mooncake's flag, here off by default) puts the buffer in GPU memory
+ * {@code cuda:<gpu_id>} (allocated and reached through a {@link DeviceMemory}: CUDA, or an injected
+ * emulation in tests) and registers it with that location; the engine must say it can move GPU
+ * memory ({@link TransferEngine#deviceMemoryAccess}), so the mock engine, which copies with the CPU, is
+ * refused. {@code --init_mem} (default true, as in Mooncake) fills it with {@code 0xCC}. With
+ * {@code --verify} each worker writes its pattern into page-locked host scratch, copies it to the GPU,
+ * and copies the read-back blocks from the GPU into scratch to compare them. Where CUDA is unusable the
+ * bench prints the cause and the fix and exits 1 before creating an engine.
  *
  * <p>Workers reuse their request arrays and latency histograms: nothing is allocated per batch or
  * per descriptor by the bench itself. One instance runs one command at a time.
@@ -59,12 +76,33 @@ final class BenchCommand implements CliCommand {
     }
 
     private final CountDownLatch stopRequested = new CountDownLatch(1);
+    private final DeviceMemory deviceMemory;
+    private final Function<String, TransferEngine> engines;
+
+    BenchCommand() {
+        this(CudaDeviceMemory.INSTANCE, TransferEngines::create);
+    }
+
+    /**
+     * A bench whose {@code --use_vram} memory comes from {@code deviceMemory} and whose engines
+     * {@code engines} creates from the {@code --engine} kind (tests inject an emulated GPU and
+     * engines that reach it).
+     */
+    BenchCommand(DeviceMemory deviceMemory, Function<String, TransferEngine> engines) {
+        this.deviceMemory = Objects.requireNonNull(deviceMemory, "deviceMemory");
+        this.engines = Objects.requireNonNull(engines, "engines");
+    }
 
     /** The parsed flags. */
     record Options(String mode, String operation, String protocol, String metadataServer, String localServerName,
             String segmentId, long bufferSize, int batchSize, long blockSize, double duration, boolean durationGiven,
             int threads, String reportUnit, int reportPrecision, String deviceName, String engineKind, boolean verify,
-            String api) {
+            String api, boolean useVram, int gpuId, boolean initMem) {
+
+        /** {@code cuda:<gpu_id>} with {@code --use_vram}, else the host location. */
+        String location() {
+            return useVram ? MemoryLocation.cuda(gpuId) : MemoryLocation.cpu(0);
+        }
 
         boolean write() {
             return operation.equals("write");
@@ -102,6 +140,18 @@ final class BenchCommand implements CliCommand {
             boolean verify = f.bool("verify", false);
             String api = f.string("api", "sync");
             f.bool("auto_discovery", false); // accepted for compatibility; the protocol picks the transport
+            boolean useVram = f.bool("use_vram", false);
+            int gpuId = f.intValue("gpu_id", 0);
+            boolean initMem = f.bool("init_mem", true);
+            if (useVram && gpuId < 0) {
+                throw new Flags.UsageException("--gpu_id must be a GPU index >= 0; Mooncake's --gpu_id=-1 (one buffer "
+                        + "per GPU) is not supported: run one bench per GPU");
+            }
+            if (useVram && engine.equalsIgnoreCase("mock")) {
+                throw new Flags.UsageException("--use_vram cannot run on --engine=mock: the in-JVM engine copies with "
+                        + "the CPU and would touch GPU memory directly; use --engine=tcp (GPU memory is staged "
+                        + "through pinned host buffers)");
+            }
             if (batch <= 0 || block <= 0 || threads <= 0 || bufferSize <= 0 || precision < 0 || precision > 12) {
                 throw new Flags.UsageException("--batch_size, --block_size, --threads and --buffer_size must be "
                         + "positive and --report_precision 0..12");
@@ -117,7 +167,7 @@ final class BenchCommand implements CliCommand {
                         + "(the name a target prints on its 'listening on' line)");
             }
             return new Options(mode, op, protocol, metadata, local, segment, bufferSize, batch, block, duration,
-                    durationGiven, threads, unit, precision, device, engine, verify, api);
+                    durationGiven, threads, unit, precision, device, engine, verify, api, useVram, gpuId, initMem);
         }
 
         private static String defaultHostname() {
@@ -166,6 +216,10 @@ final class BenchCommand implements CliCommand {
                   --api=sync|async            (sync) batchTransferSync* per batch, or Mooncake's
                                               allocateBatchId/submitTransfer/getTransferStatus loop
                   --engine=<kind>             (the --protocol value) engine kind for TransferEngines.create
+                  --use_vram                  (false) the buffer is GPU memory cuda:<gpu_id> (needs CUDA and an
+                                              engine that moves GPU memory: tcp stages it through pinned buffers)
+                  --gpu_id=<n>                (0) the GPU of --use_vram (Mooncake's -1, all GPUs, is not supported)
+                  --init_mem                  (true) with --use_vram: fill the GPU buffer with 0xCC first
 
                 Output: progress once a second on stderr; on stdout the summary
                   Test completed: duration <s>, batch count <n>, throughput <rate> <unit>/s
@@ -195,38 +249,93 @@ final class BenchCommand implements CliCommand {
                     o.required());
             bufferSize = o.required();
         }
-        try (TransferEngine engine = TransferEngines.create(o.engineKind());
-                HostMemoryAllocator allocator = new HostMemoryAllocator()) {
-            int rc = engine.initialize(o.localServerName(), o.metadataServer(), o.protocol(), o.deviceName());
-            if (rc != 0) {
-                err.printf(Locale.ROOT, "bench: initialize(%s, %s, %s) failed with %d%n", o.localServerName(),
-                        o.metadataServer(), o.protocol(), rc);
-                String why = TransferEngines.lastError(engine);
-                if (why != null && !why.isEmpty()) {
-                    err.println("bench: " + why);
-                }
-                return 1;
-            }
-            HostMemoryStorage buffer = allocator.allocate(bufferSize);
-            rc = engine.registerMemory(buffer.address(), buffer.byteSize(), buffer.location());
-            if (rc != 0) {
-                err.printf(Locale.ROOT, "bench: registering %s at 0x%x failed with %d%n", Bytes.human(bufferSize),
-                        buffer.address(), rc);
-                return 1;
-            }
+        if (o.useVram()) {
             try {
-                return o.mode().equals("target")
-                        ? runTarget(o, engine, buffer, out, err)
-                        : runInitiator(o, engine, buffer, unit, unitBytes, out, err);
-            } finally {
-                engine.unregisterMemory(buffer.address());
+                deviceMemory.checkLocation(o.location());
+            } catch (RuntimeException e) {
+                err.println("bench: --use_vram: the buffer cannot go to " + o.location() + ": " + e.getMessage());
+                err.println("bench: nothing was started; run without --use_vram to benchmark host memory");
+                return 1;
+            }
+        }
+        DeviceMemory.Allocation vram = null;
+        try {
+            try (TransferEngine engine = engines.apply(o.engineKind());
+                    HostMemoryAllocator allocator = new HostMemoryAllocator()) {
+                int rc = engine.initialize(o.localServerName(), o.metadataServer(), o.protocol(), o.deviceName());
+                if (rc != 0) {
+                    err.printf(Locale.ROOT, "bench: initialize(%s, %s, %s) failed with %d%n", o.localServerName(),
+                            o.metadataServer(), o.protocol(), rc);
+                    String why = TransferEngines.lastError(engine);
+                    if (why != null && !why.isEmpty()) {
+                        err.println("bench: " + why);
+                    }
+                    return 1;
+                }
+                MemoryStorage buffer;
+                Vram staging = null;
+                if (o.useVram()) {
+                    DeviceMemoryAccess access = engine.deviceMemoryAccess(o.location());
+                    if (!access.allowed()) {
+                        err.printf(Locale.ROOT, "bench: --use_vram: engine %s (protocol %s) cannot move GPU memory at "
+                                + "%s: %s%n", o.engineKind(), engine.protocol(), o.location(),
+                                access.description() == null || access.description().isEmpty()
+                                        ? "it does not say it can (" + access.kind() + "); use --engine=tcp"
+                                        : access.description());
+                        return 1;
+                    }
+                    vram = deviceMemory.allocate(o.gpuId(), bufferSize);
+                    staging = new Vram(deviceMemory, o.gpuId());
+                    if (o.initMem()) {
+                        staging.fill(vram, (byte) 0xCC);
+                    }
+                    buffer = vram;
+                    out.printf(Locale.ROOT, "bench: buffer in GPU memory %s (%s): %s%n", o.location(),
+                            deviceMemory.name(), access.description());
+                } else {
+                    buffer = allocator.allocate(bufferSize);
+                }
+                rc = engine.registerMemory(buffer.address(), buffer.byteSize(), buffer.location());
+                if (rc != 0) {
+                    err.printf(Locale.ROOT, "bench: registering %s at 0x%x (%s) failed with %d%n",
+                            Bytes.human(bufferSize), buffer.address(), buffer.location(), rc);
+                    return 1;
+                }
+                try {
+                    return o.mode().equals("target")
+                            ? runTarget(o, engine, buffer, out, err)
+                            : runInitiator(o, engine, buffer, staging, unit, unitBytes, out, err);
+                } finally {
+                    engine.unregisterMemory(buffer.address());
+                }
+            }
+        } finally {
+            if (vram != null) {
+                vram.close(); // after the engine closed: nothing copies from it any more
+            }
+        }
+    }
+
+    /** How workers reach a GPU buffer: bulk copies through page-locked host scratch. */
+    private record Vram(DeviceMemory memory, int device) {
+
+        /** Sets every byte of {@code buffer} to {@code value} through host-to-device copies of a 4 MiB chunk. */
+        void fill(MemoryStorage buffer, byte value) {
+            long chunk = Math.min(buffer.byteSize(), 4L << 20);
+            try (HostMemoryStorage scratch = memory.allocatePinned(chunk);
+                    DeviceCopier copier = new DeviceCopier(memory, device, 1)) {
+                scratch.segment().fill(value);
+                for (long off = 0; off < buffer.byteSize(); off += chunk) {
+                    copier.toDevice(buffer.address() + off, scratch.address(), Math.min(chunk, buffer.byteSize() - off));
+                }
+                copier.synchronize();
             }
         }
     }
 
     // ------------------------------------------------------------------ target
 
-    private int runTarget(Options o, TransferEngine engine, HostMemoryStorage buffer, PrintStream out,
+    private int runTarget(Options o, TransferEngine engine, MemoryStorage buffer, PrintStream out,
             PrintStream err) throws InterruptedException {
         CountDownLatch cleanedUp = new CountDownLatch(1);
         Thread hook = new Thread(() -> {
@@ -241,8 +350,9 @@ final class BenchCommand implements CliCommand {
         try {
             out.printf(Locale.ROOT, "Transfer Engine RPC using P2P handshake, listening on %s%n",
                     engine.getLocalSegmentName());
-            out.printf(Locale.ROOT, "bench target: protocol %s, buffer %s at 0x%x; pass --segment_id=%s to the "
+            out.printf(Locale.ROOT, "bench target: protocol %s, buffer %s at 0x%x (%s); pass --segment_id=%s to the "
                     + "initiator; %s%n", engine.protocol(), Bytes.human(buffer.byteSize()), buffer.address(),
+                    buffer.location(),
                     engine.getLocalSegmentName(),
                     o.durationGiven() ? String.format(Locale.ROOT, "running for %.1f s", o.duration())
                             : "waiting until killed (Ctrl-C)");
@@ -266,7 +376,7 @@ final class BenchCommand implements CliCommand {
 
     // ------------------------------------------------------------------ initiator
 
-    private int runInitiator(Options o, TransferEngine engine, HostMemoryStorage buffer, String unit,
+    private int runInitiator(Options o, TransferEngine engine, MemoryStorage buffer, Vram vram, String unit,
             double unitBytes, PrintStream out, PrintStream err) throws InterruptedException {
         long segment = engine.openSegment(o.segmentId());
         if (segment < 0) {
@@ -284,7 +394,7 @@ final class BenchCommand implements CliCommand {
         CountDownLatch failed = new CountDownLatch(1);
         List<Worker> workers = new ArrayList<>();
         for (int t = 0; t < o.threads(); t++) {
-            workers.add(new Worker(o, engine, segment, buffer, remoteBase, t, failure, failed));
+            workers.add(new Worker(o, engine, segment, buffer, vram, remoteBase, t, failure, failed));
         }
         List<Thread> threads = new ArrayList<>();
         long start = System.nanoTime();
@@ -340,16 +450,17 @@ final class BenchCommand implements CliCommand {
         double rate = batches * (double) bytesPerBatch / duration / unitBytes;
         out.printf(Locale.ROOT, "Test completed: duration %.2f, batch count %d, throughput %." + o.reportPrecision()
                 + "f %s/s%n", duration, batches, rate, unit);
-        out.printf(Locale.ROOT, "Batch latency (%d batches of %d x %s, %s %s): p50 %s, p90 %s, p99 %s, max %s%n",
+        out.printf(Locale.ROOT, "Batch latency (%d batches of %d x %s, %s %s, %s): p50 %s, p90 %s, p99 %s, max %s%n",
                 all.count(), o.batchSize(), Bytes.human(o.blockSize()), o.verify() ? "write+read-back" : o.operation(),
-                o.api(), micros(all.percentile(0.50)), micros(all.percentile(0.90)), micros(all.percentile(0.99)),
+                o.api(), buffer.location(), micros(all.percentile(0.50)), micros(all.percentile(0.90)), micros(all.percentile(0.99)),
                 micros(all.max()));
         out.printf(Locale.ROOT, "Descriptors: %.0f /s%n", batches * (double) o.batchSize() * (o.verify() ? 2 : 1)
                 / duration);
         if (o.verify()) {
             out.printf(Locale.ROOT, "Verify: %d batches written and read back, %s compared, every byte matched "
-                    + "(throughput counts both directions)%n", batches, Bytes.human(batches * o.blockSize()
-                    * o.batchSize()));
+                    + "(throughput counts both directions%s)%n", batches, Bytes.human(batches * o.blockSize()
+                    * o.batchSize()), vram != null ? "; patterns staged to and from " + buffer.location()
+                    + " with host copies inside the timed batches" : "");
         }
         return 0;
     }
@@ -370,8 +481,11 @@ final class BenchCommand implements CliCommand {
         private final TransferEngine engine;
         private final long segment;
         private final String segmentName;
-        private final MemorySegment local;
+        private final MemorySegment local;  // the host buffer, null with --use_vram
+        private final Vram vram;            // null for a host buffer
         private final long localBase;
+        private HostMemoryStorage scratch;  // --use_vram --verify: pattern | read-back, owned by the worker thread
+        private DeviceCopier copier;        // --use_vram --verify, owned by the worker thread
         private final long[] src;       // local addresses (region A)
         private final long[] readBack;  // local addresses (region B, --verify)
         private final long[] dst;       // remote addresses
@@ -383,14 +497,15 @@ final class BenchCommand implements CliCommand {
         private final AtomicReference<String> failure;
         private final CountDownLatch failed;
 
-        Worker(Options o, TransferEngine engine, long segment, HostMemoryStorage buffer, long remoteBase, int thread,
-                AtomicReference<String> failure, CountDownLatch failed) {
+        Worker(Options o, TransferEngine engine, long segment, MemoryStorage buffer, Vram vram, long remoteBase,
+                int thread, AtomicReference<String> failure, CountDownLatch failed) {
             this.o = o;
             this.engine = engine;
             this.segment = segment;
             this.segmentName = o.segmentId();
             this.thread = thread;
-            this.local = buffer.segment();
+            this.vram = vram;
+            this.local = vram == null ? buffer.hostSegment().orElseThrow() : null;
             this.localBase = buffer.address();
             this.failure = failure;
             this.failed = failed;
@@ -424,6 +539,10 @@ final class BenchCommand implements CliCommand {
         @Override
         public void run() {
             try {
+                if (vram != null && o.verify()) {
+                    scratch = vram.memory().allocatePinned(2L * o.batchSize() * o.blockSize());
+                    copier = new DeviceCopier(vram.memory(), vram.device(), 1);
+                }
                 long batch = 0;
                 while (running) {
                     long t0 = System.nanoTime();
@@ -439,6 +558,13 @@ final class BenchCommand implements CliCommand {
             } catch (RuntimeException | Error e) {
                 fail("worker " + thread + " crashed: " + e);
                 throw e;
+            } finally {
+                if (copier != null) {
+                    copier.close();
+                }
+                if (scratch != null) {
+                    scratch.close();
+                }
             }
         }
 
@@ -455,8 +581,15 @@ final class BenchCommand implements CliCommand {
 
         private String verifiedBatch(long batch) {
             long seed = mix(((long) thread << 40) ^ batch);
+            MemorySegment pattern = local != null ? local : scratch.segment();
             for (int i = 0; i < offsets.length; i++) {
-                fill(local, offsets[i], lengths[i], seed ^ i);
+                fill(pattern, patternOffset(i), lengths[i], seed ^ i);
+            }
+            if (copier != null) {
+                String problem = stage(true);
+                if (problem != null) {
+                    return String.format(Locale.ROOT, "worker %d batch %d: %s", thread, batch, problem);
+                }
             }
             int rc = transfer(true, src, verifyWrite);
             if (rc != 0) {
@@ -466,18 +599,52 @@ final class BenchCommand implements CliCommand {
             if (rc != 0) {
                 return String.format(Locale.ROOT, "worker %d batch %d: read-back returned %d", thread, batch, rc);
             }
-            long half = readBack[0] - src[0];
+            if (copier != null) {
+                String problem = stage(false);
+                if (problem != null) {
+                    return String.format(Locale.ROOT, "worker %d batch %d: %s", thread, batch, problem);
+                }
+            }
+            long half = local != null ? readBack[0] - src[0] : (long) o.batchSize() * o.blockSize();
             for (int i = 0; i < offsets.length; i++) {
-                long a = offsets[i];
+                long a = patternOffset(i);
                 long b = a + half;
-                long m = MemorySegment.mismatch(local, a, a + lengths[i], local, b, b + lengths[i]);
+                long m = MemorySegment.mismatch(pattern, a, a + lengths[i], pattern, b, b + lengths[i]);
                 if (m >= 0) {
                     return String.format(Locale.ROOT, "worker %d batch %d: block %d (remote 0x%x) differs at byte %d:"
                             + " wrote 0x%02x, read back 0x%02x", thread, batch, i, dst[i], m,
-                            local.get(ValueLayout.JAVA_BYTE, a + m), local.get(ValueLayout.JAVA_BYTE, b + m));
+                            pattern.get(ValueLayout.JAVA_BYTE, a + m), pattern.get(ValueLayout.JAVA_BYTE, b + m));
                 }
             }
             return null;
+        }
+
+        /** Where block {@code i}'s pattern is: in the host buffer, or (GPU buffer) in the first half of the scratch. */
+        private long patternOffset(int i) {
+            return local != null ? offsets[i] : (long) i * o.blockSize();
+        }
+
+        /**
+         * GPU buffer: copies the batch's patterns from the scratch into the GPU blocks ({@code toDevice}), or
+         * the read-back GPU blocks into the second half of the scratch; null when done, else the problem.
+         */
+        private String stage(boolean toDevice) {
+            long base = scratch.address();
+            long half = (long) o.batchSize() * o.blockSize();
+            try {
+                for (int i = 0; i < offsets.length; i++) {
+                    if (toDevice) {
+                        copier.toDevice(src[i], base + patternOffset(i), lengths[i]);
+                    } else {
+                        copier.toHost(base + half + patternOffset(i), readBack[i], lengths[i]);
+                    }
+                }
+                copier.synchronize();
+                return null;
+            } catch (IllegalStateException e) {
+                return (toDevice ? "staging the pattern to the GPU: " : "staging the read-back from the GPU: ")
+                        + e.getMessage();
+            }
         }
 
         /** One batch through the chosen API; 0 when every request completed. */

@@ -1,6 +1,8 @@
 package io.mooncake4j.cli;
 
+import io.mooncake4j.memory.DeviceMemory;
 import io.mooncake4j.memory.ModelPreset;
+import io.mooncake4j.memory.cuda.CudaDeviceMemory;
 import io.mooncake4j.sim.ConnectorSimWorker;
 import io.mooncake4j.sim.DemoRunner;
 
@@ -17,14 +19,24 @@ import java.util.Objects;
 final class DemoCommand implements CliCommand {
 
     private final DemoRunner.Workers workers;
+    private final DeviceMemory deviceMemory;
 
     DemoCommand() {
-        this(ConnectorSimWorker::factory);
+        this(ConnectorSimWorker::factory, CudaDeviceMemory.INSTANCE);
     }
 
-    /** A command whose engines get their workers from {@code workers} (tests). */
+    /** A command whose engines get their workers from {@code workers} (tests); GPU memory through CUDA. */
     DemoCommand(DemoRunner.Workers workers) {
+        this(workers, CudaDeviceMemory.INSTANCE);
+    }
+
+    /**
+     * A command whose engines get their workers from {@code workers} and, with {@code --device cuda},
+     * their KV caches from {@code deviceMemory} (the workers' engines must reach the same memory).
+     */
+    DemoCommand(DemoRunner.Workers workers, DeviceMemory deviceMemory) {
         this.workers = Objects.requireNonNull(workers, "workers");
+        this.deviceMemory = Objects.requireNonNull(deviceMemory, "deviceMemory");
     }
 
     @Override
@@ -64,13 +76,30 @@ final class DemoCommand implements CliCommand {
                 "                        at most 4 x what the requests in flight need",
                 "  --concurrency N       requests in flight, default " + d.concurrency(),
                 "  --seed N              workload seed, default " + d.seed(),
+                "  --device cpu|cuda     where the KV caches of both engines live, default cpu; cuda needs a GPU",
+                "                        and --protocol tcp (GPU memory is staged through pinned host buffers)",
+                "  --gpu-id N            with --device cuda: the GPU of every P and D rank, default 0",
+                "  --p-gpu N, --d-gpu N  with --device cuda: the GPU of P's / D's ranks, default --gpu-id",
                 "  --timeout SECONDS     bound on the whole run, default " + d.timeout().toSeconds());
     }
 
     @Override
     public int run(Flags flags, PrintStream out, PrintStream err) {
         DemoRunner.Options o = parse(flags);
-        DemoRunner.Report r = DemoRunner.run(o, workers, out);
+        if (o.onGpu()) {
+            for (int gpu : new int[] {o.pGpu(), o.dGpu()}) {
+                try {
+                    deviceMemory.checkLocation("cuda:" + gpu);
+                } catch (RuntimeException e) {
+                    err.println("mooncake4j demo: --device cuda: KV caches cannot go to cuda:" + gpu + ": "
+                            + e.getMessage());
+                    err.println("mooncake4j demo: nothing was started; run without --device cuda (or with "
+                            + "--device cpu) to keep the KV caches in host memory");
+                    return 1;
+                }
+            }
+        }
+        DemoRunner.Report r = DemoRunner.run(o, workers, out, deviceMemory);
         r.print(out);
         return r.exitCode();
     }
@@ -115,9 +144,28 @@ final class DemoCommand implements CliCommand {
         int concurrency = positive(flags, "concurrency", d.concurrency());
         long seed = flags.longValue("seed", d.seed());
         int timeout = positive(flags, "timeout", (int) d.timeout().toSeconds());
+        String device = flags.string("device", "cpu").toLowerCase(Locale.ROOT);
+        if (!device.equals("cpu") && !device.equals("cuda")) {
+            throw new Flags.UsageException("--device must be cpu or cuda, got '" + device + "'");
+        }
+        int gpu = nonNegative(flags, "gpu-id", 0);
+        int pGpu = nonNegative(flags, "p-gpu", gpu);
+        int dGpu = nonNegative(flags, "d-gpu", gpu);
+        if (device.equals("cuda") && protocol.equals("mock")) {
+            throw new Flags.UsageException("--device cuda needs --protocol tcp: the mock engine copies KV with the "
+                    + "CPU and would touch GPU memory directly");
+        }
         flags.rejectUnknown();
         return new DemoRunner.Options(model, requests, promptTokens, shared, decode, pTp, dTp, protocol, numBlocks,
-                concurrency, seed, Duration.ofSeconds(timeout));
+                concurrency, seed, Duration.ofSeconds(timeout), device, pGpu, dGpu);
+    }
+
+    private static int nonNegative(Flags flags, String name, int def) {
+        int v = flags.intValue(name, def);
+        if (v < 0) {
+            throw new Flags.UsageException("--" + name + " must be a GPU index >= 0, got " + v);
+        }
+        return v;
     }
 
     private static int positive(Flags flags, String name, int def) {

@@ -71,6 +71,20 @@ public interface DeviceMemory {
         void close();
     }
 
+    /**
+     * Device memory from {@link #allocate}: a {@code cuda:N} storage the host cannot dereference, freed
+     * by {@link #close()} (explicitly, after every registration and copy using it has finished).
+     */
+    interface Allocation extends MemoryStorage, AutoCloseable {
+
+        /** The device the memory is on. */
+        int device();
+
+        /** Frees the memory; idempotent. */
+        @Override
+        void close();
+    }
+
     /** A short name for logs ({@code "cuda"}). */
     String name();
 
@@ -98,6 +112,15 @@ public interface DeviceMemory {
      * storage after every copy using it has completed.
      */
     HostMemoryStorage allocatePinned(long bytes);
+
+    /**
+     * Allocates {@code bytes} of device memory on {@code device} (control path: throws when device
+     * memory is unavailable, with the cause and the fix, or when the device does not exist). The caller
+     * closes it. Implementations that cannot allocate throw {@link UnsupportedOperationException}.
+     */
+    default Allocation allocate(int device, long bytes) {
+        throw new UnsupportedOperationException(name() + " device memory cannot allocate; allocate with its own API");
+    }
 
     /** A description for people: implementation, devices, versions. */
     String summary();

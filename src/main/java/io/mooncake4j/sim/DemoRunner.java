@@ -6,6 +6,7 @@ import io.mooncake4j.connector.bootstrap.BootstrapAddresses;
 import io.mooncake4j.connector.bootstrap.MooncakeBootstrapServer;
 import io.mooncake4j.connector.worker.MooncakeKvConnectorStats;
 import io.mooncake4j.internal.sys.Bytes;
+import io.mooncake4j.memory.DeviceMemory;
 import io.mooncake4j.memory.ModelPreset;
 
 import java.io.PrintStream;
@@ -35,6 +36,11 @@ import org.slf4j.LoggerFactory;
  * <p>Memory is bounded by the two engines' block pools (by default at most
  * {@link #DEFAULT_KV_BUDGET_BYTES} of KV per engine) and by the concurrency: requests cycle
  * through the pools.
+ *
+ * <p>With {@code device} {@code cuda} the KV caches of P's ranks are on GPU {@code pGpu} and D's on
+ * {@code dGpu}, allocated and reached through a {@link DeviceMemory}; the synthetic model writes and
+ * verifies them through host scratch and bulk copies, and the workers' transfer engines must reach
+ * GPU memory (the TCP engine stages it through pinned host buffers). Everything else is unchanged.
  */
 public final class DemoRunner {
 
@@ -58,15 +64,29 @@ public final class DemoRunner {
      * @param concurrency        requests in flight at once
      * @param seed               workload seed
      * @param timeout            bound on the whole run
+     * @param device             where the KV caches live: {@code cpu} (host memory) or {@code cuda}
+     * @param pGpu               with {@code cuda}: the GPU of every P rank
+     * @param dGpu               with {@code cuda}: the GPU of every D rank
      */
     public record Options(ModelPreset model, int requests, int promptTokens, int sharedPrefixTokens,
                           int decodeTokens, int pTp, int dTp, String protocol, int numBlocks, int concurrency,
-                          long seed, Duration timeout) {
+                          long seed, Duration timeout, String device, int pGpu, int dGpu) {
 
         public Options {
             Objects.requireNonNull(model, "model");
             Objects.requireNonNull(protocol, "protocol");
             Objects.requireNonNull(timeout, "timeout");
+            Objects.requireNonNull(device, "device");
+            if (!device.equals("cpu") && !device.equals("cuda")) {
+                throw new IllegalArgumentException("device must be cpu or cuda, got '" + device + "'");
+            }
+            if (pGpu < 0 || dGpu < 0) {
+                throw new IllegalArgumentException("GPU indices must be >= 0, got " + pGpu + ", " + dGpu);
+            }
+            if (device.equals("cuda") && protocol.equals("mock")) {
+                throw new IllegalArgumentException("KV caches on the GPU need the tcp protocol: the mock engine "
+                        + "copies KV with the CPU and would touch GPU memory directly");
+            }
             if (requests <= 0 || promptTokens <= 0 || decodeTokens <= 0 || pTp <= 0 || dTp <= 0 || numBlocks < 0
                     || concurrency <= 0) {
                 throw new IllegalArgumentException("requests, prompt tokens, decode tokens, TP sizes and concurrency "
@@ -75,6 +95,18 @@ public final class DemoRunner {
             if (sharedPrefixTokens < 0 || sharedPrefixTokens > promptTokens) {
                 throw new IllegalArgumentException("shared prefix must be within 0.." + promptTokens);
             }
+        }
+
+        /** Options with KV caches in host memory ({@code device} {@code cpu}). */
+        public Options(ModelPreset model, int requests, int promptTokens, int sharedPrefixTokens, int decodeTokens,
+                int pTp, int dTp, String protocol, int numBlocks, int concurrency, long seed, Duration timeout) {
+            this(model, requests, promptTokens, sharedPrefixTokens, decodeTokens, pTp, dTp, protocol, numBlocks,
+                    concurrency, seed, timeout, "cpu", 0, 0);
+        }
+
+        /** Whether the KV caches are on GPUs. */
+        public boolean onGpu() {
+            return device.equals("cuda");
         }
 
         /** The defaults of {@code bin/mooncake4j demo}: 64 Llama-3-8B requests of 2k tokens over TCP. */
@@ -148,6 +180,8 @@ public final class DemoRunner {
             out.printf(Locale.ROOT, "%nmooncake4j demo: %s, P tp %d -> D tp %d, protocol %s, %d requests x %d tokens "
                     + "(%d shared), %d decode tokens%n", o.model().name(), o.pTp(), o.dTp(), o.protocol(),
                     o.requests(), o.promptTokens(), o.sharedPrefixTokens(), o.decodeTokens());
+            row(out, "KV caches", o.onGpu() ? String.format(Locale.ROOT, "GPU: P on cuda:%d, D on cuda:%d", o.pGpu(),
+                    o.dGpu()) : "host memory");
             row(out, "requests", String.format(Locale.ROOT, "%d ok, %d failed", ok, failed));
             row(out, "prompt tokens", String.format(Locale.ROOT, "%d (%d served from D's prefix cache)",
                     promptTokens, dHitTokens));
@@ -184,12 +218,36 @@ public final class DemoRunner {
     private DemoRunner() {}
 
     /**
-     * Runs the demo.
+     * Runs the demo with KV caches in host memory.
      *
      * @param workers  creates each engine's workers for the protocol
      * @param progress where the one-line-per-second progress goes
+     * @throws IllegalArgumentException when {@code o} asks for GPU memory (use the other overload)
      */
     public static Report run(Options o, Workers workers, PrintStream progress) {
+        return run(o, workers, progress, null);
+    }
+
+    /**
+     * Runs the demo; with {@code o.device()} {@code cuda} the KV caches are allocated and reached
+     * through {@code deviceMemory} (whose locations are checked first: a GPU that cannot be used
+     * throws, with the cause and the fix, before anything is started), and {@code workers} must
+     * create transfer engines that reach that memory.
+     *
+     * @param deviceMemory GPU memory for {@code cuda}; ignored (may be null) for {@code cpu}
+     */
+    public static Report run(Options o, Workers workers, PrintStream progress, DeviceMemory deviceMemory) {
+        SimEngine.KvPlacement pPlace = SimEngine.KvPlacement.host();
+        SimEngine.KvPlacement dPlace = SimEngine.KvPlacement.host();
+        if (o.onGpu()) {
+            if (deviceMemory == null) {
+                throw new IllegalArgumentException("KV caches on the GPU need a DeviceMemory");
+            }
+            deviceMemory.checkLocation("cuda:" + o.pGpu());
+            deviceMemory.checkLocation("cuda:" + o.dGpu());
+            pPlace = SimEngine.KvPlacement.gpu(deviceMemory, o.pGpu());
+            dPlace = SimEngine.KvPlacement.gpu(deviceMemory, o.dGpu());
+        }
         int pBlocks = o.blocksFor(o.pTp());
         int dBlocks = o.blocksFor(o.dTp());
         int bs = o.model().blockSize();
@@ -215,12 +273,14 @@ public final class DemoRunner {
                     .tp(0, o.pTp()).build();
             MooncakeConnectorConfig dCfg = base.kvRole(KvRole.KV_CONSUMER).engineId("demo-decode")
                     .tp(0, o.dTp()).build();
-            try (SimEngine p = SimEngine.start(pCfg, o.model(), pBlocks, limits, workers.factory(o.protocol()));
-                 SimEngine d = SimEngine.start(dCfg, o.model(), dBlocks, limits, workers.factory(o.protocol()))) {
+            try (SimEngine p = SimEngine.start(pCfg, o.model(), pBlocks, limits, workers.factory(o.protocol()), pPlace);
+                 SimEngine d = SimEngine.start(dCfg, o.model(), dBlocks, limits, workers.factory(o.protocol()),
+                         dPlace)) {
                 String engineId = SimProxy.resolveEngineId(url, 0);
-                progress.printf(Locale.ROOT, "bootstrap server %s; P %s: tp %d, %d blocks/rank, %s KV; "
-                        + "D %s: tp %d, %d blocks/rank, %s KV%n", url, engineId, o.pTp(), pBlocks,
-                        Bytes.human(p.kvBytes()), d.engineId(), o.dTp(), dBlocks, Bytes.human(d.kvBytes()));
+                progress.printf(Locale.ROOT, "bootstrap server %s; P %s: tp %d, %d blocks/rank, %s KV in %s; "
+                        + "D %s: tp %d, %d blocks/rank, %s KV in %s%n", url, engineId, o.pTp(), pBlocks,
+                        Bytes.human(p.kvBytes()), pPlace, d.engineId(), o.dTp(), dBlocks, Bytes.human(d.kvBytes()),
+                        dPlace);
                 return drive(o, new SimProxy(p, d, url, engineId), workload, p, d, progress);
             }
         }

@@ -10,6 +10,7 @@ import io.mooncake4j.connector.scheduler.MooncakeConnectorScheduler;
 import io.mooncake4j.connector.scheduler.RequestFinishedResult;
 import io.mooncake4j.connector.scheduler.RequestStatus;
 import io.mooncake4j.connector.worker.MooncakeKvConnectorStats;
+import io.mooncake4j.memory.DeviceMemory;
 import io.mooncake4j.memory.HostMemoryAllocator;
 import io.mooncake4j.memory.KvCacheLayout;
 import io.mooncake4j.memory.KvCaches;
@@ -42,7 +43,9 @@ import org.slf4j.LoggerFactory;
  *
  * <p>One engine has a {@link MooncakeConnectorScheduler}, a {@link BlockPool} per KV-cache group
  * with prefix caching, and one {@link SimWorker} plus {@link SyntheticModel} per tensor-parallel
- * rank, each rank with its own host KV caches ({@link KvCaches#allocate}, fused layout). A single
+ * rank, each rank with its own KV caches ({@link KvCaches#allocate}, fused layout) in host memory or,
+ * with a {@link KvPlacement#gpu GPU placement}, in device memory that the synthetic model reaches
+ * through copies. A single
  * step-loop thread ({@code mooncake-<role>-engine-0}) repeats:
  * <ol>
  *   <li><b>schedule</b>: running decodes first, then waiting requests in arrival order: prefix-cache
@@ -89,6 +92,45 @@ public final class SimEngine implements AutoCloseable {
         }
     }
 
+    /**
+     * Where the engine's KV caches live: host memory, or device {@code device} of {@code deviceMemory}
+     * (every rank on that device; the storages are {@code cuda:<device>} allocations freed when the
+     * engine closes).
+     *
+     * @param deviceMemory null for host memory
+     * @param device       the GPU index, -1 for host memory
+     */
+    public record KvPlacement(DeviceMemory deviceMemory, int device) {
+
+        public KvPlacement {
+            if ((deviceMemory == null) != (device < 0)) {
+                throw new IllegalArgumentException("a GPU placement needs a DeviceMemory and a device >= 0, host "
+                        + "memory neither; got " + deviceMemory + ", " + device);
+            }
+        }
+
+        /** Host memory. */
+        public static KvPlacement host() {
+            return new KvPlacement(null, -1);
+        }
+
+        /** Memory of GPU {@code device}, allocated and reached through {@code deviceMemory}. */
+        public static KvPlacement gpu(DeviceMemory deviceMemory, int device) {
+            return new KvPlacement(Objects.requireNonNull(deviceMemory, "deviceMemory"), device);
+        }
+
+        /** Whether this is GPU memory. */
+        public boolean onGpu() {
+            return deviceMemory != null;
+        }
+
+        /** {@code cpu} or {@code cuda:N}. */
+        @Override
+        public String toString() {
+            return onGpu() ? "cuda:" + device : "cpu";
+        }
+    }
+
     /** Creates the worker of one TP rank over that rank's KV caches (and registers them). */
     @FunctionalInterface
     public interface WorkerFactory {
@@ -121,6 +163,8 @@ public final class SimEngine implements AutoCloseable {
     private final int blockSize;
     private final String role;
     private final HostMemoryAllocator allocator = new HostMemoryAllocator();
+    private final KvPlacement placement;
+    private final List<DeviceMemory.Allocation> deviceAllocations = new ArrayList<>();
     private final List<SimWorker> workers = new ArrayList<>();
     private final List<SyntheticModel> models = new ArrayList<>();
     private final MooncakeConnectorScheduler scheduler;
@@ -147,8 +191,9 @@ public final class SimEngine implements AutoCloseable {
     private long steps;
 
     private SimEngine(MooncakeConnectorConfig config, ModelPreset preset, int numBlocks, Limits limits,
-            WorkerFactory factory) {
+            WorkerFactory factory, KvPlacement placement) {
         this.config = Objects.requireNonNull(config, "config");
+        this.placement = Objects.requireNonNull(placement, "placement");
         this.preset = Objects.requireNonNull(preset, "preset");
         this.limits = Objects.requireNonNull(limits, "limits");
         Objects.requireNonNull(factory, "factory");
@@ -167,18 +212,19 @@ public final class SimEngine implements AutoCloseable {
         long perBlock = 0;
         try {
             for (int r = 0; r < tp; r++) {
-                KvCaches caches = KvCaches.allocate(preset, tp, numBlocks, KvCacheLayout.FUSED, allocator::allocate);
+                KvCaches caches = KvCaches.allocate(preset, tp, numBlocks, KvCacheLayout.FUSED,
+                        placement.onGpu() ? this::allocateOnDevice : allocator::allocate);
                 if (first == null) {
                     first = caches;
                 }
-                SyntheticModel model = new SyntheticModel(preset, tp, r, caches);
+                SyntheticModel model = new SyntheticModel(preset, tp, r, caches, placement.deviceMemory());
                 models.add(model);
                 perBlock += model.bytesPerBlock();
                 workers.add(factory.create(config.toBuilder().tp(r, tp).build(), caches));
             }
         } catch (RuntimeException | Error e) {
             closeWorkers();
-            allocator.close();
+            freeMemory();
             throw e;
         }
         this.bytesPerBlockAllRanks = perBlock;
@@ -190,9 +236,15 @@ public final class SimEngine implements AutoCloseable {
         this.loop.setDaemon(true);
     }
 
+    private DeviceMemory.Allocation allocateOnDevice(long bytes) {
+        DeviceMemory.Allocation a = placement.deviceMemory().allocate(placement.device(), bytes);
+        deviceAllocations.add(a);
+        return a;
+    }
+
     /**
      * Allocates the KV caches of every TP rank ({@code config.tpSize()} ranks, {@code numBlocks}
-     * blocks each), creates their workers in rank order and starts the step loop.
+     * blocks each) in host memory, creates their workers in rank order and starts the step loop.
      *
      * @param config  this engine's connector configuration (role, engine id, TP size; the rank is set per worker)
      * @param preset  the model shape
@@ -200,12 +252,27 @@ public final class SimEngine implements AutoCloseable {
      */
     public static SimEngine start(MooncakeConnectorConfig config, ModelPreset preset, int numBlocks, Limits limits,
             WorkerFactory factory) {
-        SimEngine e = new SimEngine(config, preset, numBlocks, limits, factory);
+        return start(config, preset, numBlocks, limits, factory, KvPlacement.host());
+    }
+
+    /**
+     * As {@link #start(MooncakeConnectorConfig, ModelPreset, int, Limits, WorkerFactory)}, with the KV
+     * caches at {@code placement} (GPU memory: the workers' transfer engines must reach it, and the
+     * synthetic model writes and reads it through copies).
+     */
+    public static SimEngine start(MooncakeConnectorConfig config, ModelPreset preset, int numBlocks, Limits limits,
+            WorkerFactory factory, KvPlacement placement) {
+        SimEngine e = new SimEngine(config, preset, numBlocks, limits, factory, placement);
         e.loop.start();
-        LOG.info("engine {} ({}) up: model {}, tp {}, {} blocks per rank ({} tokens), {} of KV",
+        LOG.info("engine {} ({}) up: model {}, tp {}, {} blocks per rank ({} tokens), {} of KV in {}",
                 config.engineId(), config.kvRole().wireName(), preset.name(), config.tpSize(), numBlocks,
-                (long) numBlocks * e.blockSize, io.mooncake4j.internal.sys.Bytes.human(e.kvBytes()));
+                (long) numBlocks * e.blockSize, io.mooncake4j.internal.sys.Bytes.human(e.kvBytes()), placement);
         return e;
+    }
+
+    /** Where the KV caches live. */
+    public KvPlacement placement() {
+        return placement;
     }
 
     /** This engine's id. */
@@ -228,7 +295,7 @@ public final class SimEngine implements AutoCloseable {
         return numBlocks;
     }
 
-    /** Host bytes of KV caches over all ranks. */
+    /** Bytes of KV caches over all ranks (host or GPU memory, see {@link #placement()}). */
     public long kvBytes() {
         return bytesPerBlockAllRanks * numBlocks;
     }
@@ -602,10 +669,30 @@ public final class SimEngine implements AutoCloseable {
         }
         closeWorkers();
         if (joined) {
-            allocator.close();
+            freeMemory();
         } else {
             LOG.error("engine {}: step loop did not stop within 30 s; its KV memory is not freed", engineId());
         }
+    }
+
+    /** Closes the models (their copy queues and scratch), then frees the KV memory (after the workers closed). */
+    private void freeMemory() {
+        for (SyntheticModel m : models) {
+            try {
+                m.close();
+            } catch (RuntimeException e) {
+                LOG.warn("engine {}: closing the synthetic model of rank {} failed", config.engineId(), m.tpRank(), e);
+            }
+        }
+        for (DeviceMemory.Allocation a : deviceAllocations) {
+            try {
+                a.close();
+            } catch (RuntimeException e) {
+                LOG.warn("engine {}: freeing {} failed", config.engineId(), a, e);
+            }
+        }
+        deviceAllocations.clear();
+        allocator.close();
     }
 
     private void closeWorkers() {

@@ -1,7 +1,11 @@
 package io.mooncake4j.sim;
 
+import io.mooncake4j.memory.DeviceCopier;
+import io.mooncake4j.memory.DeviceMemory;
+import io.mooncake4j.memory.HostMemoryStorage;
 import io.mooncake4j.memory.KvCacheTensor;
 import io.mooncake4j.memory.KvCaches;
+import io.mooncake4j.memory.MemoryLocation;
 import io.mooncake4j.memory.ModelPreset;
 
 import java.lang.foreign.MemorySegment;
@@ -37,16 +41,30 @@ import java.util.Objects;
  * <p>Writes and checks go word by word through a {@link MemorySegment} of the layer's storage: one
  * contiguous run of {@code 2 * head_size * dtype} bytes per (token, layer, head), no per-byte work.
  *
- * <p>Thread-safety: immutable configuration; concurrent calls must touch different blocks.
+ * <p><b>GPU-resident caches</b> ({@code cuda:N} storages, constructed with a {@link DeviceMemory}):
+ * the host cannot touch the blocks, so {@link #forward} writes a layer's runs into page-locked host
+ * scratch laid out like the request's blocks and copies them host-to-device in bulk — one copy per
+ * run of consecutive whole blocks, one per head for a partly written block — while the next layer is
+ * computed into the other half of the scratch (two completion points); {@link #verify} copies each
+ * layer's touched blocks device-to-host into scratch and checks them there. Nothing is copied per token.
+ *
+ * <p>Thread-safety: immutable configuration; concurrent calls must touch different blocks. A model
+ * over GPU memory owns a copy queue and scratch: one thread at a time, and {@link #close()} it.
  */
-public final class SyntheticModel {
+public final class SyntheticModel implements AutoCloseable {
 
     private static final long GOLDEN = 0x9E3779B97F4A7C15L;
     private static final long LAYER_SALT = 0xC2B2AE3D27D4EB4FL;
     private static final long HEAD_SALT = 0x165667B19E3779F9L;
 
-    /** Where one layer's blocks live. */
+    /**
+     * Where one layer's blocks live: in host memory ({@code segment}, offsets from its start), or in
+     * device memory ({@code segment} null, {@code block0Offset} the absolute device address of block 0).
+     */
     private record LayerView(String name, int group, MemorySegment segment, long block0Offset, long blockStride) {}
+
+    /** Minimum scratch allocation for GPU-resident caches. */
+    private static final long MIN_SCRATCH = 1L << 20;
 
     private final ModelPreset preset;
     private final int tpSize;
@@ -58,13 +76,28 @@ public final class SyntheticModel {
     private final long pageBytes;
     private final int numBlocks;
     private final List<LayerView> layers;
+    private final DeviceMemory deviceMemory; // null for host caches
+    private final DeviceCopier copier;       // null for host caches
+    private HostMemoryStorage scratch;       // GPU path: page-locked staging, grown on demand
 
     /**
-     * A model rank over {@code caches}.
+     * A model rank over host {@code caches}.
      *
      * @throws IllegalArgumentException when the caches are not dense host tensors of this preset's page size
      */
     public SyntheticModel(ModelPreset preset, int tpSize, int tpRank, KvCaches caches) {
+        this(preset, tpSize, tpRank, caches, null);
+    }
+
+    /**
+     * A model rank over {@code caches} that are either all in host memory or all in the memory of
+     * one GPU ({@code cuda:N}), reached through {@code deviceMemory} (may be null for host caches).
+     *
+     * @throws IllegalArgumentException when the caches are not dense tensors of this preset's page size,
+     *                                  mix host and device memory or devices, or are on a device without
+     *                                  {@code deviceMemory}
+     */
+    public SyntheticModel(ModelPreset preset, int tpSize, int tpRank, KvCaches caches, DeviceMemory deviceMemory) {
         this.preset = Objects.requireNonNull(preset, "preset");
         if (tpRank < 0 || tpRank >= tpSize) {
             throw new IllegalArgumentException("need 0 <= tpRank < tpSize, got " + tpRank + " of " + tpSize);
@@ -87,6 +120,7 @@ public final class SyntheticModel {
         this.numBlocks = caches.numBlocks();
         Map<String, Integer> groupOf = caches.config().transferGroupIndexByLayer();
         List<LayerView> views = new ArrayList<>();
+        int device = -2; // -2 unknown yet, -1 host
         for (Map.Entry<String, List<KvCacheTensor>> e : caches.tensorsByLayer().entrySet()) {
             if (e.getValue().size() != 1) {
                 throw new IllegalArgumentException("layer " + e.getKey() + " has " + e.getValue().size()
@@ -98,16 +132,55 @@ public final class SyntheticModel {
                         "layer %s: blocks must be dense pages of %d bytes (model %s, tp %d), got dense=%s bytes=%d",
                         e.getKey(), pageBytes, preset.name(), tpSize, t.blockDense(), t.blockBytes()));
             }
-            MemorySegment seg = t.storage().hostSegment().orElseThrow(() -> new IllegalArgumentException(
-                    "layer " + e.getKey() + " is not in host memory; the synthetic model writes host memory only"));
-            views.add(new LayerView(e.getKey(), groupOf.getOrDefault(e.getKey(), 0), seg,
-                    t.dataAddress() - t.storage().address(), t.blockStrideBytes()));
+            int layerDevice = t.storage().isDevice()
+                    ? MemoryLocation.index(t.storage().location()) : -1;
+            if (device != -2 && layerDevice != device) {
+                throw new IllegalArgumentException(String.format(Locale.ROOT, "layer %s is at %s but earlier layers "
+                        + "are %s; the synthetic model needs every layer of a rank in one place", e.getKey(),
+                        t.storage().location(), device < 0 ? "in host memory" : "on cuda:" + device));
+            }
+            device = layerDevice;
+            int group = groupOf.getOrDefault(e.getKey(), 0);
+            if (layerDevice >= 0) {
+                if (deviceMemory == null) {
+                    throw new IllegalArgumentException("layer " + e.getKey() + " is GPU memory at "
+                            + t.storage().location() + "; the synthetic model needs a DeviceMemory to reach it");
+                }
+                views.add(new LayerView(e.getKey(), group, null, t.dataAddress(), t.blockStrideBytes()));
+            } else {
+                MemorySegment seg = t.storage().hostSegment().orElseThrow(() -> new IllegalArgumentException(
+                        "layer " + e.getKey() + " is neither host memory this process can read nor cuda:N memory"));
+                views.add(new LayerView(e.getKey(), group, seg, t.dataAddress() - t.storage().address(),
+                        t.blockStrideBytes()));
+            }
         }
         if (views.size() != preset.numLayers()) {
             throw new IllegalArgumentException(String.format(Locale.ROOT,
                     "caches have %d layers, model %s has %d", views.size(), preset.name(), preset.numLayers()));
         }
         this.layers = List.copyOf(views);
+        this.deviceMemory = device >= 0 ? deviceMemory : null;
+        this.copier = device >= 0 ? new DeviceCopier(deviceMemory, device, 2) : null;
+    }
+
+    /** Whether the caches are GPU memory (written and read through copies). */
+    public boolean onDevice() {
+        return copier != null;
+    }
+
+    /** Releases the copy queue and the scratch of a model over GPU memory (waits for its copies); idempotent. */
+    @Override
+    public void close() {
+        if (copier != null) {
+            try {
+                copier.close();
+            } finally {
+                if (scratch != null) {
+                    scratch.close();
+                    scratch = null;
+                }
+            }
+        }
     }
 
     /** The model shape. */
@@ -181,10 +254,6 @@ public final class SyntheticModel {
         return mix(prefixHash + (layer + 1) * LAYER_SALT + (head + 1) * HEAD_SALT);
     }
 
-    private long runOffset(LayerView v, int block, int localHead, int slot) {
-        return v.block0Offset + block * v.blockStride + ((long) localHead * preset.blockSize() + slot) * runBytes;
-    }
-
     private int blockFor(int[][] blockIds, LayerView v, int pos) {
         int[] ids = blockIds[v.group];
         int idx = pos / preset.blockSize();
@@ -202,44 +271,136 @@ public final class SyntheticModel {
 
     /**
      * The forward pass of positions {@code [fromPos, toPos)}: writes their KV, for every layer and
-     * this rank's heads, into the blocks {@code blockIds[group][pos / block_size]}.
+     * this rank's heads, into the blocks {@code blockIds[group][pos / block_size]} (for GPU memory:
+     * through host scratch and bulk host-to-device copies, waited for before returning).
      */
     public void forward(long[] prefixHashes, int[][] blockIds, int fromPos, int toPos) {
         checkRange(prefixHashes, fromPos, toPos);
+        if (copier != null) {
+            forwardDevice(prefixHashes, blockIds, fromPos, toPos);
+            return;
+        }
         for (int l = 0; l < layers.size(); l++) {
             LayerView v = layers.get(l);
-            MemorySegment seg = v.segment;
             for (int pos = fromPos; pos < toPos; pos++) {
                 int block = blockFor(blockIds, v, pos);
-                int slot = pos % preset.blockSize();
-                for (int h = 0; h < headsPerRank; h++) {
-                    long seed = runSeed(prefixHashes[pos], l, firstHead + h);
-                    long off = runOffset(v, block, h, slot);
-                    for (int w = 0; w < wordsPerRun; w++) {
-                        seg.set(ValueLayout.JAVA_LONG, off + (long) w * Long.BYTES, seed + w * GOLDEN);
-                    }
-                }
+                writeRuns(v.segment, v.block0Offset + block * v.blockStride, prefixHashes[pos], l, pos);
             }
         }
     }
 
+    /** Writes position {@code pos}'s runs of layer {@code l} into a block whose page starts at {@code blockBase} of {@code seg}. */
+    private void writeRuns(MemorySegment seg, long blockBase, long prefixHash, int l, int pos) {
+        int slot = pos % preset.blockSize();
+        for (int h = 0; h < headsPerRank; h++) {
+            long seed = runSeed(prefixHash, l, firstHead + h);
+            long off = blockBase + ((long) h * preset.blockSize() + slot) * runBytes;
+            for (int w = 0; w < wordsPerRun; w++) {
+                seg.set(ValueLayout.JAVA_LONG, off + (long) w * Long.BYTES, seed + w * GOLDEN);
+            }
+        }
+    }
+
+    private void forwardDevice(long[] prefixHashes, int[][] blockIds, int fromPos, int toPos) {
+        if (fromPos == toPos) {
+            return;
+        }
+        int bs = preset.blockSize();
+        int kFrom = fromPos / bs;
+        int kTo = (toPos - 1) / bs;
+        long half = (long) (kTo - kFrom + 1) * pageBytes; // one layer's pages, in request block order
+        MemorySegment seg = scratch(2 * half);
+        long scratchAddr = scratch.address();
+        for (int l = 0; l < layers.size(); l++) {
+            LayerView v = layers.get(l);
+            int slot = l & 1;
+            if (l >= 2) {
+                copier.await(slot); // the copies of layer l-2 out of this half are done
+            }
+            long base = slot * half;
+            for (int pos = fromPos; pos < toPos; pos++) {
+                blockFor(blockIds, v, pos); // range checks
+                writeRuns(seg, base + (long) (pos / bs - kFrom) * pageBytes, prefixHashes[pos], l, pos);
+            }
+            int runK = -1;   // first request block index of a run of whole, consecutive blocks
+            int runB = -1;   // its block id
+            int runLen = 0;
+            for (int k = kFrom; k <= kTo; k++) {
+                int b = blockFor(blockIds, v, k * bs);
+                int sFrom = k == kFrom ? fromPos % bs : 0;
+                int sTo = k == kTo ? (toPos - 1) % bs + 1 : bs;
+                if (sFrom == 0 && sTo == bs) {
+                    if (runLen > 0 && b == runB + runLen) {
+                        runLen++;
+                        continue;
+                    }
+                    flushPages(v, scratchAddr + base, kFrom, runK, runB, runLen);
+                    runK = k;
+                    runB = b;
+                    runLen = 1;
+                    continue;
+                }
+                long pageInScratch = scratchAddr + base + (long) (k - kFrom) * pageBytes;
+                long pageOnDevice = v.block0Offset + b * v.blockStride;
+                for (int h = 0; h < headsPerRank; h++) {
+                    long off = ((long) h * bs + sFrom) * runBytes;
+                    copier.toDevice(pageOnDevice + off, pageInScratch + off, (long) (sTo - sFrom) * runBytes);
+                }
+            }
+            flushPages(v, scratchAddr + base, kFrom, runK, runB, runLen);
+            copier.record(slot);
+        }
+        copier.synchronize();
+    }
+
+    private void flushPages(LayerView v, long scratchLayer, int kFrom, int runK, int runB, int runLen) {
+        if (runLen > 0) {
+            copier.toDevice(v.block0Offset + runB * v.blockStride, scratchLayer + (long) (runK - kFrom) * pageBytes,
+                    (long) runLen * pageBytes);
+        }
+    }
+
+    /** The scratch, at least {@code bytes} long (GPU path; the queue is idle when this is called). */
+    private MemorySegment scratch(long bytes) {
+        if (scratch == null || scratch.byteSize() < bytes) {
+            if (scratch != null) {
+                scratch.close();
+                scratch = null;
+            }
+            long size = Math.max(MIN_SCRATCH, Long.highestOneBit(Math.max(1, bytes - 1)) << 1);
+            scratch = deviceMemory.allocatePinned(size);
+        }
+        return scratch.segment();
+    }
+
     /**
      * Checks positions {@code [fromPos, toPos)} of every layer against what {@link #forward}
-     * writes; counts every wrong 8-byte word and describes the first.
+     * writes; counts every wrong 8-byte word and describes the first (for GPU memory: after copying
+     * each layer's blocks device-to-host into scratch).
      */
     public Verification verify(long[] prefixHashes, int[][] blockIds, int fromPos, int toPos) {
         checkRange(prefixHashes, fromPos, toPos);
         long badWords = 0;
         String first = null;
+        int bs = preset.blockSize();
+        int kFrom = fromPos / bs;
+        int kTo = toPos > fromPos ? (toPos - 1) / bs : kFrom - 1;
+        MemorySegment staged = copier != null && toPos > fromPos ? scratch((long) (kTo - kFrom + 1) * pageBytes) : null;
         for (int l = 0; l < layers.size(); l++) {
             LayerView v = layers.get(l);
             MemorySegment seg = v.segment;
+            if (staged != null) {
+                seg = staged;
+                stageToHost(v, blockIds, kFrom, kTo);
+            }
             for (int pos = fromPos; pos < toPos; pos++) {
                 int block = blockFor(blockIds, v, pos);
-                int slot = pos % preset.blockSize();
+                int slot = pos % bs;
+                long blockBase = staged != null ? (long) (pos / bs - kFrom) * pageBytes
+                        : v.block0Offset + block * v.blockStride;
                 for (int h = 0; h < headsPerRank; h++) {
                     long seed = runSeed(prefixHashes[pos], l, firstHead + h);
-                    long off = runOffset(v, block, h, slot);
+                    long off = blockBase + ((long) h * bs + slot) * runBytes;
                     for (int w = 0; w < wordsPerRun; w++) {
                         long want = seed + w * GOLDEN;
                         long got = seg.get(ValueLayout.JAVA_LONG, off + (long) w * Long.BYTES);
@@ -259,6 +420,34 @@ public final class SyntheticModel {
         }
         long checked = (long) Math.max(0, toPos - fromPos) * runBytes * headsPerRank * layers.size();
         return new Verification(checked, badWords, first);
+    }
+
+    /** Copies the pages of request blocks {@code kFrom..kTo} of one layer into the scratch, in request order, and waits. */
+    private void stageToHost(LayerView v, int[][] blockIds, int kFrom, int kTo) {
+        int bs = preset.blockSize();
+        long scratchAddr = scratch.address();
+        int runK = -1;
+        int runB = -1;
+        int runLen = 0;
+        for (int k = kFrom; k <= kTo; k++) {
+            int b = blockFor(blockIds, v, k * bs);
+            if (runLen > 0 && b == runB + runLen) {
+                runLen++;
+                continue;
+            }
+            if (runLen > 0) {
+                copier.toHost(scratchAddr + (long) (runK - kFrom) * pageBytes, v.block0Offset + runB * v.blockStride,
+                        (long) runLen * pageBytes);
+            }
+            runK = k;
+            runB = b;
+            runLen = 1;
+        }
+        if (runLen > 0) {
+            copier.toHost(scratchAddr + (long) (runK - kFrom) * pageBytes, v.block0Offset + runB * v.blockStride,
+                    (long) runLen * pageBytes);
+        }
+        copier.synchronize();
     }
 
     private static void checkRange(long[] prefixHashes, int fromPos, int toPos) {

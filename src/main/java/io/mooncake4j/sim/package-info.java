@@ -20,6 +20,10 @@
  * <p>Exported so that embedders can read it as a worked example of the connector contract and
  * reuse it to test their own deployment; it is not a production inference server.
  *
+ * <p>KV caches live in host memory or, with {@link io.mooncake4j.sim.SimEngine.KvPlacement#gpu}, in
+ * GPU memory that the synthetic model writes and verifies through bulk copies
+ * ({@code bin/mooncake4j demo --device cuda}).
+ *
  * <p><b>Threading and ownership:</b> each engine owns its KV memory, workers and one step-loop
  * thread; requests may be submitted from any thread, everything else runs on the step loop.
  * {@code BlockPool}, {@code TpOutputAggregator} and the scheduler are confined to that thread.

@@ -166,6 +166,7 @@ public final class FakeDeviceMemory implements DeviceMemory, AutoCloseable {
     }
 
     /** Allocates {@code bytes} of fake memory on {@code device}, zeroed. */
+    @Override
     public DeviceBuffer allocate(int device, long bytes) {
         if (unavailable != null) {
             throw new IllegalStateException(unavailable);
@@ -192,7 +193,7 @@ public final class FakeDeviceMemory implements DeviceMemory, AutoCloseable {
     }
 
     /** Fake GPU memory: a {@code cuda:N} storage whose address the host cannot touch. */
-    public final class DeviceBuffer implements MemoryStorage, AutoCloseable {
+    public final class DeviceBuffer implements Allocation {
         private final long base;
         private final long size;
         private final long reserved;
@@ -225,6 +226,7 @@ public final class FakeDeviceMemory implements DeviceMemory, AutoCloseable {
             return MemoryLocation.cuda(device);
         }
 
+        @Override
         public int device() {
             return device;
         }

@@ -70,6 +70,12 @@ public final class CudaDeviceMemory implements DeviceMemory {
         return new Queue(stream, ev);
     }
 
+    /** {@link CudaDeviceStorage#allocate(int, long)}: {@code cudaMalloc} on {@code device}. */
+    @Override
+    public CudaDeviceStorage allocate(int device, long bytes) {
+        return CudaDeviceStorage.allocate(device, bytes);
+    }
+
     @Override
     public HostMemoryStorage allocatePinned(long bytes) {
         CudaPinnedHostAllocator a;

@@ -1,7 +1,7 @@
 package io.mooncake4j.memory.cuda;
 
+import io.mooncake4j.memory.DeviceMemory;
 import io.mooncake4j.memory.MemoryLocation;
-import io.mooncake4j.memory.MemoryStorage;
 import java.util.Locale;
 
 /**
@@ -13,7 +13,7 @@ import java.util.Locale;
  * <p>{@link #hostSegment()} is empty: the host cannot dereference the address. Move bytes with
  * {@link CudaCopies} or a {@link CudaStream}. Thread-safe.
  */
-public final class CudaDeviceStorage implements MemoryStorage, AutoCloseable {
+public final class CudaDeviceStorage implements DeviceMemory.Allocation {
 
     private final int device;
     private final long address;
@@ -63,6 +63,7 @@ public final class CudaDeviceStorage implements MemoryStorage, AutoCloseable {
     }
 
     /** The GPU index. */
+    @Override
     public int device() {
         return device;
     }
