@@ -35,7 +35,7 @@ if [ "$mode" = prepare ]; then
   cp -r target/test-classes "$bundle/test-classes"
   # a small Java runtime, so the GPU machine needs no JDK (GPU_CHECK_JRE=0 to skip: ~43 MB)
   if [ "${GPU_CHECK_JRE:-1}" = 1 ]; then
-    "$JAVA_HOME/bin/jlink" --add-modules java.base,java.logging,jdk.unsupported,jdk.zipfs \
+    "$JAVA_HOME/bin/jlink" --add-modules java.base,java.logging,java.net.http,jdk.httpserver,jdk.unsupported,jdk.zipfs \
       --strip-debug --no-header-files --no-man-pages --compress=zip-9 --output "$bundle/jre"
   fi
   echo "gpu-check bundle ready: $bundle ($(du -sh "$bundle" | cut -f1)); copy the checkout's target/gpu-check,"
