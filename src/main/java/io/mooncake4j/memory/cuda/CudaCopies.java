@@ -27,7 +27,13 @@ public final class CudaCopies {
         if (bytes == 0) {
             return CudaError.SUCCESS;
         }
-        return JCudaBinding.memcpy(JCudaBinding.pointer(dst), JCudaBinding.pointer(src), bytes, kind.code());
+        int rc = JCudaBinding.memcpy(JCudaBinding.pointer(dst), JCudaBinding.pointer(src), bytes, kind.code());
+        if (rc == CudaError.SUCCESS && kind == CudaCopyKind.DEVICE_TO_DEVICE) {
+            // cudaMemcpy does no host-side synchronisation for device-to-device copies: wait here,
+            // so "copy and wait" holds in every direction
+            rc = JCudaBinding.deviceSynchronize();
+        }
+        return rc;
     }
 
     /**

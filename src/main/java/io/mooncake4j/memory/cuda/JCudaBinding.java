@@ -46,6 +46,7 @@ final class JCudaBinding {
     private static final MethodHandle RUNTIME_VERSION;    // (int[]) int
     private static final MethodHandle SET_DEVICE;         // (int) int
     private static final MethodHandle GET_LAST_ERROR;     // () int
+    private static final MethodHandle DEVICE_SYNC;        // () int
     private static final MethodHandle MALLOC;             // (Object ptr, long) int
     private static final MethodHandle FREE;               // (Object ptr) int
     private static final MethodHandle MEMSET;             // (Object ptr, int, long) int
@@ -100,6 +101,7 @@ final class JCudaBinding {
             RUNTIME_VERSION = find(pub, jcuda, "cudaRuntimeGetVersion", int[].class);
             SET_DEVICE = find(pub, jcuda, "cudaSetDevice", int.class);
             GET_LAST_ERROR = find(pub, jcuda, "cudaGetLastError");
+            DEVICE_SYNC = find(pub, jcuda, "cudaDeviceSynchronize");
             MALLOC = generic(find(pub, jcuda, "cudaMalloc", pointer, long.class));
             FREE = generic(find(pub, jcuda, "cudaFree", pointer));
             MEMSET = generic(find(pub, jcuda, "cudaMemset", pointer, int.class, long.class));
@@ -225,6 +227,15 @@ final class JCudaBinding {
     static int getLastError() {
         try {
             return (int) GET_LAST_ERROR.invokeExact();
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    /** {@code cudaDeviceSynchronize()}: waits for all work of the current device. */
+    static int deviceSynchronize() {
+        try {
+            return (int) DEVICE_SYNC.invokeExact();
         } catch (Throwable t) {
             throw rethrow(t);
         }
