@@ -63,8 +63,10 @@ final class PullChannels implements AutoCloseable {
 
     private static final int MONITOR_EVENTS = ZMQ.EVENT_HANDSHAKE_PROTOCOL | ZMQ.HANDSHAKE_SUCCEEDED
             | ZMQ.EVENT_DISCONNECTED;
-    /** A DEALER without a handshake after this long makes the loop nudge JeroMQ's I/O thread (repeated at this interval). */
+    /** A DEALER without a handshake after this long makes the loop nudge JeroMQ's I/O thread. */
     static final long NUDGE_AFTER_MS = 100;
+    /** Nudges for one DEALER back off (doubling) up to this interval: an unreachable P costs little. */
+    static final long NUDGE_MAX_INTERVAL_MS = 1_600;
     private static final long MAX_POLL_MS = 50;
     private static final long JOIN_MS = 5_000;
     private static final AtomicLong MONITOR_IDS = new AtomicLong();
@@ -88,6 +90,7 @@ final class PullChannels implements AutoCloseable {
         boolean handshaken;
         long handshakeDeadline;
         long nudgeAt;
+        long nudgeDelayMs;
         long receiveDeadline;
         int attempts;
 
@@ -285,6 +288,7 @@ final class PullChannels implements AutoCloseable {
         long ivlNanos = handshakeTimeoutNanos * pull.attempts;
         long now = System.nanoTime();
         pull.handshakeDeadline = now + 3 * ivlNanos;
+        pull.nudgeDelayMs = NUDGE_AFTER_MS;
         pull.nudgeAt = now + TimeUnit.MILLISECONDS.toNanos(NUDGE_AFTER_MS);
         ZMQ.Socket dealer = context.socket(SocketType.DEALER);
         pull.dealer = dealer;
@@ -330,7 +334,8 @@ final class PullChannels implements AutoCloseable {
             return false;
         }
         if (!pull.handshaken && now - pull.nudgeAt > 0) {
-            pull.nudgeAt = now + TimeUnit.MILLISECONDS.toNanos(NUDGE_AFTER_MS);
+            pull.nudgeDelayMs = Math.min(NUDGE_MAX_INTERVAL_MS, 2 * pull.nudgeDelayMs);
+            pull.nudgeAt = now + TimeUnit.MILLISECONDS.toNanos(pull.nudgeDelayMs);
             nudge(now);
         }
         if (!pull.handshaken && now - pull.handshakeDeadline > 0) {
