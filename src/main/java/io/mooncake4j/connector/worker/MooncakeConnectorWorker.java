@@ -653,6 +653,11 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         }
     }
 
+    /** The receive path once registered, else null (tests). */
+    KvReceiver receiverOrNull() {
+        return receiver;
+    }
+
     /** Side-channel facts of the send and receive paths, for tests and diagnostics; waits on the loops. */
     public WorkerDiagnostics diagnostics() {
         int pending = -1;
