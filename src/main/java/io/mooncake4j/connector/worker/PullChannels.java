@@ -125,6 +125,7 @@ final class PullChannels implements AutoCloseable {
     private final LongAdder handshakeRetries = new LongAdder();
     private final LongAdder pollerNudges = new LongAdder();
     private long lastNudge = System.nanoTime(); // I/O thread only
+    private boolean nudgeFailed; // I/O thread only
     private final LongAdder handshakeReconnects = new LongAdder();
     private final LongAdder pullsStarted = new LongAdder();
     private final LongAdder connectionsOpened = new LongAdder();
@@ -444,6 +445,12 @@ final class PullChannels implements AutoCloseable {
         try (ZMQ.Socket s = context.socket(SocketType.PAIR)) {
             s.setLinger(0);
             s.bindToRandomPort("tcp://127.0.0.1");
+        } catch (ZMQException e) {
+            // no IPv4 loopback? the handshake timer and the socket replacement still recover
+            if (!nudgeFailed) {
+                nudgeFailed = true;
+                errors.report("nudging JeroMQ's I/O thread (bind on 127.0.0.1)", e);
+            }
         }
     }
 
