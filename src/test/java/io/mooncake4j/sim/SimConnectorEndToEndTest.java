@@ -79,7 +79,10 @@ class SimConnectorEndToEndTest {
         r.print(out);
         String text = buf.toString(StandardCharsets.UTF_8);
         assertEquals(1, r.exitCode(), text);
-        assertTrue(r.failed() >= 1 && r.failed() < 6, "the requests of the failed batch, and only those: " + text);
+        // how many requests the failed batch holds depends on timing (on a loaded machine all six
+        // may go in the first pull); one failed P write, and D failing exactly that many, proves
+        // that only the failed batch's requests failed
+        assertTrue(r.failed() >= 1, "the requests of the failed batch: " + text);
         assertEquals(6, r.ok() + r.failed(), text);
         assertEquals(1L, r.pStats().get("Num failed transfers").longValue(), text);
         assertEquals((long) r.failed(), r.dStats().get("Num failed recvs").longValue(), text);

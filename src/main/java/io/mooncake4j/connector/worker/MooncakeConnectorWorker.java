@@ -99,6 +99,8 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     private MooncakeBootstrapServer bootstrapServer;
     private int sideChannelPort;
     private boolean closed;
+    /** Completed when close() starts: a call waiting on a loop returns instead of waiting for a task close may drop. */
+    private final CompletableFuture<Void> closing = new CompletableFuture<>();
 
     /** A worker with the default options; see {@link #builder}. */
     public MooncakeConnectorWorker(MooncakeConnectorConfig config, TransferEngine engine, KvCacheConfig kvCacheConfig) {
@@ -549,9 +551,24 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         return new FinishedRequests(sending, recving);
     }
 
+    /**
+     * Waits for a task posted to a loop, at most the loop-call timeout and never past the start of
+     * {@link #close()} (which may stop the loop with the task still queued).
+     *
+     * @throws RejectedExecutionException when closing began first
+     */
+    private <T> T awaitLoop(CompletableFuture<T> f) throws ExecutionException, TimeoutException,
+            InterruptedException {
+        CompletableFuture.anyOf(f, closing).get(loopCallTimeout.toMillis(), TimeUnit.MILLISECONDS);
+        if (!f.isDone()) {
+            throw new RejectedExecutionException("the Mooncake connector worker is closing");
+        }
+        return f.get();
+    }
+
     private Set<String> onLoop(Executor loop, Supplier<Set<String>> task, String what) {
         try {
-            return CompletableFuture.supplyAsync(task, loop).get(loopCallTimeout.toMillis(), TimeUnit.MILLISECONDS);
+            return awaitLoop(CompletableFuture.supplyAsync(task, loop));
         } catch (RejectedExecutionException e) {
             return Set.of(); // closing
         } catch (ExecutionException e) {
@@ -636,6 +653,11 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         }
     }
 
+    /** The receive path once registered, else null (tests). */
+    KvReceiver receiverOrNull() {
+        return receiver;
+    }
+
     /** Side-channel facts of the send and receive paths, for tests and diagnostics; waits on the loops. */
     public WorkerDiagnostics diagnostics() {
         int pending = -1;
@@ -646,8 +668,8 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         Executor sl = senderLoopOrNull();
         if (s != null && sl != null) {
             try {
-                int[] v = CompletableFuture.supplyAsync(() -> new int[] {s.pendingTransfers(), s.activePulls()}, sl)
-                        .get(loopCallTimeout.toMillis(), TimeUnit.MILLISECONDS);
+                int[] v = awaitLoop(CompletableFuture.supplyAsync(
+                        () -> new int[] {s.pendingTransfers(), s.activePulls()}, sl));
                 pending = v[0];
                 activePulls = v[1];
             } catch (ExecutionException | TimeoutException | RejectedExecutionException e) {
@@ -683,6 +705,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
                 return;
             }
             closed = true;
+            closing.complete(null);
             l = listener;
             s = sender;
             r = receiver;

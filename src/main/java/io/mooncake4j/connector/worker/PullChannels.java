@@ -22,8 +22,10 @@ import java.util.concurrent.atomic.LongAdder;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.zeromq.SocketType;
+import org.zeromq.ZEvent;
 import org.zeromq.ZMQ;
 import org.zeromq.ZMQException;
+import org.zeromq.ZMonitor;
 
 /**
  * The decode side's DEALER sockets (vLLM's {@code receive_kv_from_single_worker} socket work,
@@ -36,11 +38,21 @@ import org.zeromq.ZMQException;
  * receive timeout (vLLM's {@code RCVTIMEO}: abort timeout + 60 s, re-armed by each response), or
  * a disconnect after the handshake ends it.
  *
- * <p><b>JeroMQ stuck handshakes.</b> JeroMQ 0.6.0 sometimes leaves a new connection stuck before
- * the ZMTP handshake forever. Each DEALER is watched with a socket monitor; when no
- * {@code HANDSHAKE_PROTOCOL}/{@code HANDSHAKE_SUCCEEDED} event arrives within the handshake
- * timeout (times the attempt number), the DEALER is closed and the request sent again on a fresh one. The request cannot
- * have reached P before the handshake, so resending is safe. Retries are counted.
+ * <p><b>JeroMQ lost poller registrations.</b> JeroMQ 0.6.0's I/O-thread poller
+ * ({@code zmq.poll.Poller}) loses the selector registration of a new connection when the
+ * connecter's handle for the channel is removed and the stream engine's handle for the same
+ * channel is added in one loop iteration (the connect completes while the I/O thread's mailbox
+ * has commands, as when sockets are created or closed at the same moment): its re-registration
+ * pass either sets the interest ops on the old key, still attached to the cancelled handle, and
+ * then cancels it, or finds the cancelled key and skips the new handle. The engine then never
+ * hears about readable or writable data (the peer's greeting stays in the kernel's receive queue)
+ * until some other handle on that I/O thread changes, which makes the poller register the handle
+ * afresh. So when a DEALER has not completed its handshake after {@link #NUDGE_AFTER_MS}, this
+ * class "nudges" the context's I/O thread by binding and closing a throwaway socket on
+ * {@code 127.0.0.1}, which heals every lost registration on it without touching the pull's
+ * connection ({@link #pollerNudges()}). As a last resort, when no handshake is seen within three
+ * handshake timeouts (times the attempt number), the DEALER is closed and the request sent again
+ * on a fresh one; the request cannot have reached P before the handshake, so resending is safe.
  *
  * <p>A disconnect after the handshake fails the pull at once (vLLM waits for the receive
  * timeout): the ROUTER gives a reconnecting peer a new identity, so the answer is lost anyway.
@@ -49,10 +61,12 @@ final class PullChannels implements AutoCloseable {
 
     private static final Logger LOG = LoggerFactory.getLogger(PullChannels.class);
 
-    /** zmq.ZMQ.ZMQ_EVENT_HANDSHAKE_SUCCEEDED (not re-exported by org.zeromq.ZMQ). */
-    static final int EVENT_HANDSHAKE_SUCCEEDED = 4096;
-    private static final int MONITOR_EVENTS = ZMQ.EVENT_HANDSHAKE_PROTOCOL | EVENT_HANDSHAKE_SUCCEEDED
+    private static final int MONITOR_EVENTS = ZMQ.EVENT_HANDSHAKE_PROTOCOL | ZMQ.HANDSHAKE_SUCCEEDED
             | ZMQ.EVENT_DISCONNECTED;
+    /** A DEALER without a handshake after this long makes the loop nudge JeroMQ's I/O thread. */
+    static final long NUDGE_AFTER_MS = 100;
+    /** Nudges for one DEALER back off (doubling) up to this interval: an unreachable P costs little. */
+    static final long NUDGE_MAX_INTERVAL_MS = 1_600;
     private static final long MAX_POLL_MS = 50;
     private static final long JOIN_MS = 5_000;
     private static final AtomicLong MONITOR_IDS = new AtomicLong();
@@ -75,6 +89,8 @@ final class PullChannels implements AutoCloseable {
         ZMQ.Socket monitor;
         boolean handshaken;
         long handshakeDeadline;
+        long nudgeAt;
+        long nudgeDelayMs;
         long receiveDeadline;
         int attempts;
 
@@ -107,6 +123,9 @@ final class PullChannels implements AutoCloseable {
     static final int MAX_IDLE_PER_PEER = 8;
 
     private final LongAdder handshakeRetries = new LongAdder();
+    private final LongAdder pollerNudges = new LongAdder();
+    private long lastNudge = System.nanoTime(); // I/O thread only
+    private boolean nudgeFailed; // I/O thread only
     private final LongAdder handshakeReconnects = new LongAdder();
     private final LongAdder pullsStarted = new LongAdder();
     private final LongAdder connectionsOpened = new LongAdder();
@@ -139,6 +158,11 @@ final class PullChannels implements AutoCloseable {
     /** DEALERs replaced (closed and opened afresh) after no handshake within three handshake timeouts. */
     long handshakeRetries() {
         return handshakeRetries.sum();
+    }
+
+    /** Times the I/O thread nudged JeroMQ's poller because a DEALER waited for its handshake. */
+    long pollerNudges() {
+        return pollerNudges.sum();
     }
 
     /** Connections JeroMQ dropped before their handshake (its handshake timer) and re-made on the same socket. */
@@ -263,7 +287,10 @@ final class PullChannels implements AutoCloseable {
         // the handshake); this socket is replaced only if that did not help within three times as
         // long. Growing with n: no endless retrying when a loaded machine makes every handshake slow.
         long ivlNanos = handshakeTimeoutNanos * pull.attempts;
-        pull.handshakeDeadline = System.nanoTime() + 3 * ivlNanos;
+        long now = System.nanoTime();
+        pull.handshakeDeadline = now + 3 * ivlNanos;
+        pull.nudgeDelayMs = NUDGE_AFTER_MS;
+        pull.nudgeAt = now + TimeUnit.MILLISECONDS.toNanos(NUDGE_AFTER_MS);
         ZMQ.Socket dealer = context.socket(SocketType.DEALER);
         pull.dealer = dealer;
         dealer.setLinger(0);
@@ -286,15 +313,15 @@ final class PullChannels implements AutoCloseable {
 
     /** Reads what arrived and checks deadlines; false when the pull is over (sockets closed). */
     private boolean service(Pull pull, long now, ZMQ.Poller poller) {
-        ZMQ.Event ev;
-        while ((ev = ZMQ.Event.recv(pull.monitor, ZMQ.DONTWAIT)) != null) {
-            int e = ev.getEvent();
-            if ((e & (ZMQ.EVENT_HANDSHAKE_PROTOCOL | EVENT_HANDSHAKE_SUCCEEDED)) != 0) {
+        ZEvent ev;
+        while ((ev = ZEvent.recv(pull.monitor, ZMQ.DONTWAIT)) != null) {
+            ZMonitor.Event e = ev.getEvent();
+            if (e == ZMonitor.Event.HANDSHAKE_PROTOCOL || e == ZMonitor.Event.HANDSHAKE_SUCCEEDED) {
                 pull.handshaken = true;
-            } else if ((e & ZMQ.EVENT_DISCONNECTED) != 0 && !pull.handshaken) {
+            } else if (e == ZMonitor.Event.DISCONNECTED && !pull.handshaken) {
                 handshakeReconnects.increment(); // JeroMQ's handshake timer dropped a stuck connection; it reconnects
                 LOG.debug("DEALER connection to {} dropped before its handshake; JeroMQ reconnects", pull.address);
-            } else if ((e & ZMQ.EVENT_DISCONNECTED) != 0) {
+            } else if (e == ZMonitor.Event.DISCONNECTED) {
                 // drain what came before the disconnect first
                 if (!readResponses(pull, poller)) {
                     return false;
@@ -306,6 +333,11 @@ final class PullChannels implements AutoCloseable {
         }
         if (!readResponses(pull, poller)) {
             return false;
+        }
+        if (!pull.handshaken && now - pull.nudgeAt > 0) {
+            pull.nudgeDelayMs = Math.min(NUDGE_MAX_INTERVAL_MS, 2 * pull.nudgeDelayMs);
+            pull.nudgeAt = now + TimeUnit.MILLISECONDS.toNanos(pull.nudgeDelayMs);
+            nudge(now);
         }
         if (!pull.handshaken && now - pull.handshakeDeadline > 0) {
             handshakeRetries.increment();
@@ -379,9 +411,9 @@ final class PullChannels implements AutoCloseable {
             for (Iterator<Idle> it = q.iterator(); it.hasNext(); ) {
                 Idle i = it.next();
                 boolean drop = false;
-                ZMQ.Event ev;
-                while ((ev = ZMQ.Event.recv(i.monitor(), ZMQ.DONTWAIT)) != null) {
-                    drop |= (ev.getEvent() & ZMQ.EVENT_DISCONNECTED) != 0;
+                ZEvent ev;
+                while ((ev = ZEvent.recv(i.monitor(), ZMQ.DONTWAIT)) != null) {
+                    drop |= ev.getEvent() == ZMonitor.Event.DISCONNECTED;
                 }
                 if (i.dealer().recv(ZMQ.DONTWAIT) != null) {
                     LOG.warn("unexpected message on an idle side-channel connection; closing it");
@@ -394,6 +426,30 @@ final class PullChannels implements AutoCloseable {
             }
             if (q.isEmpty()) {
                 qi.remove();
+            }
+        }
+    }
+
+    /**
+     * Makes JeroMQ's I/O thread re-register its handles (see the class comment): a socket bound to
+     * an OS-assigned loopback port and closed adds and removes a poller handle there. At most once
+     * per {@link #NUDGE_AFTER_MS} however many pulls wait: one nudge heals every lost registration.
+     */
+    private void nudge(long now) {
+        if (now - lastNudge < TimeUnit.MILLISECONDS.toNanos(NUDGE_AFTER_MS)) {
+            return;
+        }
+        lastNudge = now;
+        pollerNudges.increment();
+        LOG.debug("a DEALER waits for its ZMTP handshake; nudging JeroMQ's I/O thread");
+        try (ZMQ.Socket s = context.socket(SocketType.PAIR)) {
+            s.setLinger(0);
+            s.bindToRandomPort("tcp://127.0.0.1");
+        } catch (ZMQException e) {
+            // no IPv4 loopback? the handshake timer and the socket replacement still recover
+            if (!nudgeFailed) {
+                nudgeFailed = true;
+                errors.report("nudging JeroMQ's I/O thread (bind on 127.0.0.1)", e);
             }
         }
     }

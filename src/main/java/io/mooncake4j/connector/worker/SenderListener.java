@@ -16,6 +16,7 @@ import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.function.Supplier;
 import org.slf4j.Logger;
@@ -56,6 +57,8 @@ final class SenderListener implements AutoCloseable {
     private final Pipe wakePipe;
     private final Thread thread;
     private final ScheduledExecutorService senderLoop;
+    // the sender loop's current thread (the pool replaces one that a task killed)
+    private final AtomicReference<Thread> senderThread = new AtomicReference<>();
     private final CompletableFuture<Integer> ready = new CompletableFuture<>();
     private final ConcurrentLinkedQueue<Reply> replies = new ConcurrentLinkedQueue<>();
     // set by the first waker, cleared by the listener before it drains the queue
@@ -88,6 +91,7 @@ final class SenderListener implements AutoCloseable {
         ScheduledThreadPoolExecutor loop = new ScheduledThreadPoolExecutor(1, r -> {
             Thread t = new Thread(r, "mooncake-p-sender-0");
             t.setDaemon(true);
+            senderThread.set(t);
             return t;
         });
         loop.setRemoveOnCancelPolicy(true);
@@ -298,6 +302,10 @@ final class SenderListener implements AutoCloseable {
                 if (!senderLoop.awaitTermination(JOIN_MS, TimeUnit.MILLISECONDS)) {
                     LOG.error("mooncake-p-sender-0 did not stop within {} ms (a handler is blocked)", 2 * JOIN_MS);
                 }
+            }
+            // a terminated executor's thread may still be exiting: close() returns after it is gone
+            if (senderLoop.isTerminated() && !join(senderThread.get())) {
+                LOG.error("mooncake-p-sender-0 did not exit within {} ms", JOIN_MS);
             }
         } catch (InterruptedException e) {
             senderLoop.shutdownNow();

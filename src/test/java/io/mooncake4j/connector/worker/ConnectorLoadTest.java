@@ -93,7 +93,7 @@ class ConnectorLoadTest {
                 assertEquals(0, d.worker.diagnostics().activePulls());
             }
         }
-        assertEquals(List.of(), WorkerTestSupport.liveMooncakeThreads());
+        assertEquals(List.of(), WorkerTestSupport.mooncakeThreadsAliveAfter(java.time.Duration.ofSeconds(10)));
         Set<String> extra = new HashSet<>(threadNames());
         extra.removeAll(namesBefore);
         assertTrue(Thread.activeCount() <= threadsBefore + 2, "threads left after close: " + extra);

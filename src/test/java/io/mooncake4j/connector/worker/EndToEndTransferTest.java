@@ -141,6 +141,6 @@ class EndToEndTransferTest {
             d.worker.close();
             p.worker.close(); // idempotent
         }
-        assertEquals(List.of(), WorkerTestSupport.liveMooncakeThreads());
+        assertEquals(List.of(), WorkerTestSupport.mooncakeThreadsAliveAfter(java.time.Duration.ofSeconds(10)));
     }
 }

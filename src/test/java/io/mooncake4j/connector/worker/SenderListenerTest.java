@@ -2,6 +2,7 @@ package io.mooncake4j.connector.worker;
 
 import static io.mooncake4j.connector.worker.WorkerTestSupport.config;
 import static io.mooncake4j.connector.worker.WorkerTestSupport.liveMooncakeThreads;
+import static io.mooncake4j.connector.worker.WorkerTestSupport.mooncakeThreadsAliveAfter;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertDoesNotThrow;
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -21,6 +22,7 @@ import io.mooncake4j.memory.KvCacheSpec;
 import io.mooncake4j.memory.KvCacheTensor;
 import io.mooncake4j.memory.MemoryStorage;
 import java.nio.charset.StandardCharsets;
+import java.time.Duration;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
@@ -82,27 +84,27 @@ class SenderListenerTest {
     /**
      * A DEALER whose connection to the listener is proven by one ping/pong round trip.
      *
-     * <p>JeroMQ 0.6.0 occasionally leaves a new client connection stuck before the ZMTP handshake
-     * (the client never reads the server's greeting; reproduced on this host with plain JeroMQ
-     * sockets and no mooncake4j code, a few connections in a hundred). A stuck connection never
-     * recovers, so each attempt uses a fresh DEALER; the listener receives exactly one ping.
+     * <p>JeroMQ 0.6.0 loses the poller registration of a few new connections in a hundred (see
+     * {@link PullChannels}); while the pong is missing the test nudges the context's I/O thread,
+     * which heals that. The listener receives exactly one ping.
      */
     private static ZMQ.Socket dealer(ZContext ctx, int port) {
-        for (int attempt = 1; attempt <= 5; attempt++) {
-            ZMQ.Socket d = ctx.createSocket(SocketType.DEALER);
-            d.setLinger(0);
-            d.setReceiveTimeOut(2_000);
-            d.connect("tcp://127.0.0.1:" + port);
-            d.send(PING);
-            byte[] answer = d.recv();
-            if (answer != null) {
-                assertArrayEquals(PONG, answer);
-                d.setReceiveTimeOut(10_000);
-                return d;
+        ZMQ.Socket d = ctx.createSocket(SocketType.DEALER);
+        d.setLinger(0);
+        d.setReceiveTimeOut(100);
+        d.connect("tcp://127.0.0.1:" + port);
+        assertTrue(d.send(PING));
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+        byte[] answer;
+        while ((answer = d.recv()) == null) {
+            if (System.nanoTime() - deadline > 0) {
+                return fail("no answer to the ping from port " + port + " within 20 s");
             }
-            ctx.destroySocket(d);
+            WorkerTestSupport.nudgeIoThread(ctx);
         }
-        return fail("no DEALER connection to port " + port + " completed in 5 attempts");
+        assertArrayEquals(PONG, answer);
+        d.setReceiveTimeOut(10_000);
+        return d;
     }
 
     private static byte[] bytes(String s) {
@@ -124,7 +126,7 @@ class SenderListenerTest {
             assertTrue(threads.stream().allMatch(n -> n.startsWith("mooncake-d-")), threads.toString());
             assertThrows(IllegalStateException.class, w::senderLoop);
         }
-        assertEquals(List.of(), liveMooncakeThreads());
+        assertEquals(List.of(), mooncakeThreadsAliveAfter(Duration.ofSeconds(10)));
     }
 
     @Test
@@ -134,8 +136,8 @@ class SenderListenerTest {
             handlerThread.complete(Thread.currentThread().getName());
             echo("ok").onMessage(identity, frames, reply);
         };
-        try (MooncakeConnectorWorker w = worker(KvRole.KV_PRODUCER, handler);
-             ZContext ctx = new ZContext()) {
+        MooncakeConnectorWorker w = worker(KvRole.KV_PRODUCER, handler);
+        try (w; ZContext ctx = new ZContext()) {
             w.registerKvCaches(CACHES);
             int port = w.sideChannelPort();
             assertNotEquals(0, port);
@@ -147,12 +149,11 @@ class SenderListenerTest {
             assertNotNull(answer, "no reply within the receive timeout");
             assertArrayEquals(bytes("ok1:pull-request"), answer);
             assertEquals("mooncake-p-sender-0", handlerThread.join());
-            w.close(); // joins the listener thread: the counters are final
-            ListenerStats stats = w.listenerStats();
-            assertEquals(2, stats.messagesReceived(), "the ping and the request");
-            assertEquals(2, stats.repliesSent());
-            assertEquals(0, stats.malformedMessages());
         }
+        ListenerStats stats = w.listenerStats(); // close() joined the listener thread: the counters are final
+        assertEquals(2, stats.messagesReceived(), "the ping and the request");
+        assertEquals(2, stats.repliesSent());
+        assertEquals(0, stats.malformedMessages());
     }
 
     @Test
@@ -186,8 +187,8 @@ class SenderListenerTest {
                 reply.send(frames.getFirst());
             }
         };
-        try (MooncakeConnectorWorker w = worker(KvRole.KV_PRODUCER, handler);
-             ZContext ctx = new ZContext()) {
+        MooncakeConnectorWorker w = worker(KvRole.KV_PRODUCER, handler);
+        try (w; ZContext ctx = new ZContext()) {
             w.registerKvCaches(CACHES);
             ZMQ.Socket d = dealer(ctx, w.sideChannelPort());
             d.sendMore(bytes("a"));
@@ -198,13 +199,12 @@ class SenderListenerTest {
             assertArrayEquals(bytes("still-alive"), d.recv());
             // the sender loop runs messages in order, so the counters are final once the answer arrived
             assertEquals(List.of(3, 1, 1), frameCounts);
-            w.close(); // joins the listener thread: the counters are final
-            ListenerStats stats = w.listenerStats();
-            assertEquals(4, stats.messagesReceived(), "the ping and three messages");
-            assertEquals(1, stats.malformedMessages());
-            assertEquals(1, stats.handlerErrors());
-            assertEquals(0, stats.listenerErrors());
         }
+        ListenerStats stats = w.listenerStats(); // close() joined the listener thread: the counters are final
+        assertEquals(4, stats.messagesReceived(), "the ping and three messages");
+        assertEquals(1, stats.malformedMessages());
+        assertEquals(1, stats.handlerErrors());
+        assertEquals(0, stats.listenerErrors());
     }
 
     @Test
@@ -228,7 +228,7 @@ class SenderListenerTest {
             assertTrue(e.getMessage().contains("could not bind"), e.getMessage());
             assertEquals(0, w.sideChannelPort());
         }
-        assertEquals(List.of(), liveMooncakeThreads());
+        assertEquals(List.of(), mooncakeThreadsAliveAfter(Duration.ofSeconds(10)));
     }
 
     @Test
@@ -238,7 +238,7 @@ class SenderListenerTest {
         assertNotEquals(List.of(), liveMooncakeThreads());
         w.close();
         assertDoesNotThrow(w::close);
-        assertEquals(List.of(), liveMooncakeThreads());
+        assertEquals(List.of(), mooncakeThreadsAliveAfter(Duration.ofSeconds(10)));
         assertThrows(IllegalStateException.class, () -> w.registerKvCaches(CACHES));
     }
 
@@ -247,6 +247,6 @@ class SenderListenerTest {
         MooncakeConnectorWorker w = worker(KvRole.KV_PRODUCER, echo(""));
         w.close();
         w.close();
-        assertEquals(List.of(), liveMooncakeThreads());
+        assertEquals(List.of(), mooncakeThreadsAliveAfter(Duration.ofSeconds(10)));
     }
 }

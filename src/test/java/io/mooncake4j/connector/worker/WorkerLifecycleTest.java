@@ -22,6 +22,8 @@ import java.util.List;
 import java.util.Map;
 import java.util.OptionalLong;
 import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -133,6 +135,40 @@ class WorkerLifecycleTest {
                     Duration.ofSeconds(20), "self transfer");
             PdTestbed.assertSameTpCopy(both, 3, both, 40);
             assertEquals(List.of(), List.copyOf(both.blocksWithLoadErrors));
+        }
+    }
+
+    @Test
+    void aCallWaitingOnTheReceiverLoopReturnsAsSoonAsCloseStarts() throws Exception {
+        try (PdTestbed bed = new PdTestbed()) {
+            PdTestbed.Node d = bed.consumer("D", 0, 1);
+            KvReceiver r = d.worker.receiverOrNull();
+            CountDownLatch blocked = new CountDownLatch(1);
+            CountDownLatch release = new CountDownLatch(1);
+            r.loop().execute(() -> { // a receiver loop that is busy for longer than close() waits for it
+                blocked.countDown();
+                try {
+                    release.await(20, TimeUnit.SECONDS);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            });
+            assertTrue(blocked.await(10, TimeUnit.SECONDS));
+            CompletableFuture<FinishedRequests> call = new CompletableFuture<>();
+            Thread caller = new Thread(() -> call.complete(d.worker.getFinished()), "test-step-loop");
+            caller.start();
+            Thread closer = new Thread(d.worker::close, "test-closer");
+            long start = System.nanoTime();
+            closer.start();
+            // before the fix the call waited for the loop-call timeout (30 s): close() stopped the
+            // loop with its task still queued
+            FinishedRequests f = call.get(5, TimeUnit.SECONDS);
+            assertTrue(System.nanoTime() - start < TimeUnit.SECONDS.toNanos(5));
+            assertEquals(Set.of(), f.finishedRecving());
+            release.countDown();
+            caller.join(10_000);
+            closer.join(20_000);
+            assertFalse(closer.isAlive());
         }
     }
 }

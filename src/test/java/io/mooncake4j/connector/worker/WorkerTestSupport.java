@@ -2,7 +2,11 @@ package io.mooncake4j.connector.worker;
 
 import io.mooncake4j.connector.KvRole;
 import io.mooncake4j.connector.MooncakeConnectorConfig;
+import java.time.Duration;
 import java.util.List;
+import org.zeromq.SocketType;
+import org.zeromq.ZContext;
+import org.zeromq.ZMQ;
 
 /** Shared inputs of the worker tests. */
 final class WorkerTestSupport {
@@ -26,5 +30,36 @@ final class WorkerTestSupport {
                 .filter(n -> n.startsWith("mooncake-"))
                 .sorted()
                 .toList();
+    }
+
+    /**
+     * Names of mooncake4j threads still alive after waiting up to {@code within} for each to exit
+     * (a terminated executor's thread may still be on its way out when {@code close()} returns).
+     */
+    static List<String> mooncakeThreadsAliveAfter(Duration within) {
+        long deadline = System.nanoTime() + within.toNanos();
+        for (Thread t : Thread.getAllStackTraces().keySet()) {
+            if (t.getName().startsWith("mooncake-")) {
+                try {
+                    t.join(Math.max(1, (deadline - System.nanoTime()) / 1_000_000));
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    break;
+                }
+            }
+        }
+        return liveMooncakeThreads();
+    }
+
+    /**
+     * Heals JeroMQ 0.6.0's lost poller registration of a new connection (see {@link PullChannels}):
+     * a socket bound to an OS-assigned loopback port and closed makes {@code ctx}'s I/O thread
+     * register its handles afresh. Harmless when nothing is lost.
+     */
+    static void nudgeIoThread(ZContext ctx) {
+        try (ZMQ.Socket s = ctx.createSocket(SocketType.PAIR)) {
+            s.setLinger(0);
+            s.bindToRandomPort("tcp://127.0.0.1");
+        }
     }
 }
