@@ -33,6 +33,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Objects;
 import java.util.Optional;
 import java.util.OptionalLong;
 import java.util.concurrent.ConcurrentHashMap;
@@ -176,7 +177,7 @@ public final class RdmaTransferEngine implements TransferEngine {
      */
     public RdmaTransferEngine(RdmaProvider provider, RdmaEngineConfig config,
             Supplier<Optional<RdmaAvailability.Cause>> availability, GpuDirectSupport gpu) {
-        this.gpu = java.util.Objects.requireNonNull(gpu, "gpu");
+        this.gpu = Objects.requireNonNull(gpu, "gpu");
         this.provider = provider;
         this.config = config;
         this.settings = config.settings();
