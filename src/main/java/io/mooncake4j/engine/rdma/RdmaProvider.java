@@ -8,6 +8,7 @@ import io.mooncake4j.engine.rdma.verbs.QpCapabilities;
 import io.mooncake4j.engine.rdma.verbs.RtrAttributes;
 import io.mooncake4j.engine.rdma.verbs.RtsAttributes;
 import io.mooncake4j.engine.rdma.verbs.SendWorkRequests;
+import io.mooncake4j.engine.rdma.verbs.VerbsException;
 import io.mooncake4j.engine.rdma.verbs.WorkCompletions;
 import java.util.List;
 
@@ -25,6 +26,15 @@ public interface RdmaProvider {
     /** Opens a device: {@code ibv_open_device} plus one protection domain. */
     Device open(String name);
 
+    /**
+     * Whether {@link Device#registerDmabuf} may be tried: the library has
+     * {@code ibv_reg_dmabuf_mr} (rdma-core 34+). A device's driver may still refuse it
+     * ({@code EOPNOTSUPP}). False unless the provider says otherwise.
+     */
+    default boolean supportsDmabuf() {
+        return false;
+    }
+
     /** An open device with its protection domain; closing it tears down QPs, CQs, MRs, PD, context in that order. */
     interface Device extends AutoCloseable {
         String name();
@@ -39,6 +49,18 @@ public interface RdmaProvider {
         GidEntry gidEntry(int port, int index);
 
         MemoryRegion register(long address, long length, int access);
+
+        /**
+         * {@code ibv_reg_dmabuf_mr}: registers {@code length} bytes at {@code offset} within the
+         * dma-buf {@code fd}, addressed as {@code iova} in work requests (GPUDirect RDMA without
+         * peer-memory modules). The region's {@link MemoryRegion#address()} is {@code iova}. The
+         * caller may close {@code fd} afterwards. Throws {@code VerbsException} ({@code EOPNOTSUPP}
+         * where the provider cannot).
+         */
+        default MemoryRegion registerDmabuf(long offset, long length, long iova, int fd, int access) {
+            throw new VerbsException("ibv_reg_dmabuf_mr", 95,
+                    "not supported by this provider");
+        }
 
         CompletionQueue createCq(int cqe);
 

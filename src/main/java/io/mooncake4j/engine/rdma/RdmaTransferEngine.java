@@ -1,6 +1,7 @@
 package io.mooncake4j.engine.rdma;
 
 import io.mooncake4j.engine.BufferRegistry;
+import io.mooncake4j.engine.DeviceMemoryAccess;
 import io.mooncake4j.engine.ErrorCodes;
 import io.mooncake4j.engine.StatusCodes;
 import io.mooncake4j.engine.TransferEngine;
@@ -23,6 +24,8 @@ import io.mooncake4j.engine.rdma.verbs.SendWorkRequests;
 import io.mooncake4j.engine.rdma.verbs.WorkCompletions;
 import io.mooncake4j.memory.MemoryLocation;
 import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Comparator;
@@ -30,6 +33,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Objects;
 import java.util.Optional;
 import java.util.OptionalLong;
 import java.util.concurrent.ConcurrentHashMap;
@@ -85,9 +89,20 @@ public final class RdmaTransferEngine implements TransferEngine {
     /** A notification received through the handshake port (Notify, type 2). */
     public record Notify(String name, String message) {}
 
-    /** A registered buffer and its MRs, one per context (index = context index). */
+    /** GPU memory registered as a dma-buf ({@code ibv_reg_dmabuf_mr}). */
+    static final String PATH_DMA_BUF = "dma-buf";
+    /** GPU memory registered by its device pointer ({@code ibv_reg_mr}, needs nvidia_peermem). */
+    static final String PATH_PEER_MEMORY = "peer-memory";
+    /** Host memory ({@code ibv_reg_mr}). */
+    static final String PATH_HOST = "host";
+
+    /**
+     * A registered buffer and its MRs, one per context (index = context index); {@code paths[i]}
+     * says how context i registered it ({@link #PATH_HOST}, {@link #PATH_DMA_BUF},
+     * {@link #PATH_PEER_MEMORY}).
+     */
     private record Registration(long address, long length, String location, MemoryRegion[] mrs, int[] lkeys,
-            int[] order, int preferred) {
+            int[] order, int preferred, String[] paths) {
         boolean contains(long a, long len) {
             return len >= 0 && Long.compareUnsigned(a, address) >= 0 && Long.compareUnsigned(len, length) <= 0
                     && Long.compareUnsigned(a - address, length - len) <= 0;
@@ -100,6 +115,7 @@ public final class RdmaTransferEngine implements TransferEngine {
     }
 
     private final RdmaProvider provider;
+    private final GpuDirectSupport gpu;
     private final RdmaEngineConfig config;
     /** The {@code MC_*} settings, clamped to the devices' limits at {@link #initialize}. */
     private volatile RdmaSettings settings;
@@ -137,12 +153,13 @@ public final class RdmaTransferEngine implements TransferEngine {
 
     /** An engine over libibverbs configured from the environment. */
     public RdmaTransferEngine() {
-        this(new VerbsRdmaProvider(), RdmaEngineConfig.fromEnvironment(), RdmaAvailability::unavailabilityCause);
+        this(new VerbsRdmaProvider(), RdmaEngineConfig.fromEnvironment(), RdmaAvailability::unavailabilityCause,
+                GpuDirectSupport.cuda());
     }
 
     /** An engine over {@code provider} (tests: the emulated provider), always considered available. */
     public RdmaTransferEngine(RdmaProvider provider, RdmaEngineConfig config) {
-        this(provider, config, Optional::empty);
+        this(provider, config, Optional::empty, GpuDirectSupport.cuda());
     }
 
     /**
@@ -150,6 +167,17 @@ public final class RdmaTransferEngine implements TransferEngine {
      */
     public RdmaTransferEngine(RdmaProvider provider, RdmaEngineConfig config,
             Supplier<Optional<RdmaAvailability.Cause>> availability) {
+        this(provider, config, availability, GpuDirectSupport.cuda());
+    }
+
+    /**
+     * @param availability why RDMA cannot run here (empty when it can); checked by {@link #initialize}
+     * @param gpu          how GPU memory ({@code cuda:N}) is found and exported for GPUDirect
+     *                     registration ({@link GpuDirectSupport#cuda()} in production)
+     */
+    public RdmaTransferEngine(RdmaProvider provider, RdmaEngineConfig config,
+            Supplier<Optional<RdmaAvailability.Cause>> availability, GpuDirectSupport gpu) {
+        this.gpu = Objects.requireNonNull(gpu, "gpu");
         this.provider = provider;
         this.config = config;
         this.settings = config.settings();
@@ -631,20 +659,51 @@ public final class RdmaTransferEngine implements TransferEngine {
         return registerAll(addresses, lengths, locs);
     }
 
-    private int registerAll(long[] addresses, long[] lengths, String[] locations) {
+    /**
+     * Registers on every device. {@code cuda:N} memory (or {@code "*"} memory that
+     * {@link GpuDirectSupport#deviceOf} places on GPU N, registered as {@code cuda:N}) goes through
+     * GPUDirect RDMA: as a dma-buf ({@code cuMemGetHandleForAddressRange} +
+     * {@code ibv_reg_dmabuf_mr}) where both exist, otherwise by its device pointer
+     * ({@code ibv_reg_mr}, which works when {@code nvidia_peermem} is loaded); when neither works
+     * the error names the fixes. Without CUDA, {@code cuda:N} fails with
+     * {@link ErrorCodes#DEVICE_NOT_FOUND} and the probe's cause. GPU memory is not counted against
+     * {@code RLIMIT_MEMLOCK}.
+     */
+    private int registerAll(long[] addresses, long[] lengths, String[] declared) {
         synchronized (registrationLock) {
             RdmaContext[] ctxs = contexts;
             if (closed || ctxs.length == 0) {
                 fail("registerMemory: the RDMA engine is " + (closed ? "closed" : "not initialized"));
                 return ErrorCodes.INVALID_ARGUMENT;
             }
+            String[] locations = declared.clone();
+            for (int i = 0; i < locations.length; i++) {
+                String loc = locations[i];
+                if (MemoryLocation.WILDCARD.equals(loc)) {
+                    int dev = gpu.deviceOf(addresses[i]);
+                    if (dev >= 0) {
+                        locations[i] = MemoryLocation.cuda(dev);
+                    }
+                } else if (MemoryLocation.isCuda(loc)) {
+                    try {
+                        gpu.checkLocation(loc);
+                    } catch (RuntimeException e) {
+                        fail(String.format(Locale.ROOT, "registerMemory(0x%x, %s): %s", addresses[i], loc,
+                                e.getMessage()));
+                        return ErrorCodes.DEVICE_NOT_FOUND;
+                    }
+                }
+            }
             int rc = registry.registerBatch(addresses, lengths, locations);
             if (rc != 0) {
                 return rc;
             }
             long total = 0;
-            for (long l : lengths) {
-                total += l;
+            for (int i = 0; i < lengths.length; i++) {
+                long l = lengths[i];
+                if (!MemoryLocation.isCuda(locations[i])) {
+                    total += l;
+                }
                 if (l > settings.maxMrSize()) {
                     for (long a : addresses) {
                         registry.unregister(a);
@@ -699,14 +758,23 @@ public final class RdmaTransferEngine implements TransferEngine {
     private Registration registerOne(RdmaContext[] ctxs, long address, long length, String location, int access) {
         MemoryRegion[] mrs = new MemoryRegion[ctxs.length];
         int[] lkeys = new int[ctxs.length];
-        try {
+        String[] paths = new String[ctxs.length];
+        if (MemoryLocation.isCuda(location)) {
+            registerGpu(ctxs, address, length, MemoryLocation.index(location), access, mrs, paths);
             for (int i = 0; i < ctxs.length; i++) {
-                mrs[i] = ctxs[i].device.register(address, length, access);
                 lkeys[i] = mrs[i].lkey();
             }
-        } catch (RuntimeException e) {
-            closeMrs(mrs);
-            throw e;
+        } else {
+            try {
+                for (int i = 0; i < ctxs.length; i++) {
+                    mrs[i] = ctxs[i].device.register(address, length, access);
+                    lkeys[i] = mrs[i].lkey();
+                    paths[i] = PATH_HOST;
+                }
+            } catch (RuntimeException e) {
+                closeMrs(mrs);
+                throw e;
+            }
         }
         List<List<String>> row = priorityMatrix.get(location);
         if (row == null) {
@@ -728,7 +796,133 @@ public final class RdmaTransferEngine implements TransferEngine {
             preferred = order.size();
         }
         return new Registration(address, length, location, mrs, lkeys,
-                order.stream().mapToInt(Integer::intValue).toArray(), preferred);
+                order.stream().mapToInt(Integer::intValue).toArray(), preferred, paths);
+    }
+
+    /**
+     * GPUDirect registration of GPU {@code gpuIndex}'s memory on every context, filling
+     * {@code mrs}/{@code paths}: the range is exported once as a dma-buf (when the library has
+     * {@code ibv_reg_dmabuf_mr} and the GPU can export), registered with it on each device
+     * (offset within the export, iova = the device address), and the descriptor closed
+     * afterwards; a device that refuses it, or no dma-buf at all, falls back to {@code ibv_reg_mr}
+     * on the device pointer (the peer-memory path). Throws with both causes and the fixes when a
+     * device can do neither; then nothing stays registered.
+     */
+    private void registerGpu(RdmaContext[] ctxs, long address, long length, int gpuIndex, int access,
+            MemoryRegion[] mrs, String[] paths) {
+        String dmaBufProblem = dmaBufProblem(gpuIndex);
+        GpuDirectSupport.DmaBuf buf = null;
+        if (dmaBufProblem == null) {
+            try {
+                buf = gpu.exportDmaBuf(gpuIndex, address, length);
+            } catch (RuntimeException e) {
+                dmaBufProblem = "dma-buf export failed: " + e.getMessage();
+            }
+        }
+        try {
+            for (int i = 0; i < ctxs.length; i++) {
+                Device d = ctxs[i].device;
+                String deviceProblem = dmaBufProblem;
+                if (buf != null) {
+                    try {
+                        mrs[i] = d.registerDmabuf(buf.offset(), length, address, buf.fd(), access);
+                        paths[i] = PATH_DMA_BUF;
+                        continue;
+                    } catch (RuntimeException e) {
+                        deviceProblem = e.getMessage();
+                    }
+                }
+                try {
+                    mrs[i] = d.register(address, length, access);
+                    paths[i] = PATH_PEER_MEMORY;
+                    if (buf != null) {
+                        LOG.warn("{}: ibv_reg_dmabuf_mr refused GPU memory at 0x{} ({}); registered through the"
+                                + " peer-memory path instead", d.name(), Long.toHexString(address), deviceProblem);
+                    }
+                } catch (RuntimeException e) {
+                    throw new TransferEngineException(String.format(Locale.ROOT,
+                            "cannot register GPU memory cuda:%d at 0x%x (%d bytes) on %s for GPUDirect RDMA."
+                                    + " dma-buf path: %s. Peer-memory path (ibv_reg_mr on the device pointer): %s."
+                                    + " Fix one of: load the peer-memory module (modprobe nvidia_peermem); use a"
+                                    + " kernel >= 5.12 with an NVIDIA driver that exports dma-bufs and rdma-core >= 34"
+                                    + " (ibv_reg_dmabuf_mr); or use protocol \"tcp\", which stages GPU memory through"
+                                    + " pinned host buffers", gpuIndex, address, length, d.name(), deviceProblem,
+                            e.getMessage()), e);
+                }
+            }
+        } catch (RuntimeException e) {
+            closeMrs(mrs);
+            Arrays.fill(mrs, null);
+            throw e;
+        } finally {
+            if (buf != null) {
+                gpu.closeDmaBuf(buf.fd());
+            }
+        }
+        LOG.info("registered GPU memory cuda:{} at 0x{} ({} bytes) for GPUDirect RDMA on {}: {}", gpuIndex,
+                Long.toHexString(address), length, Arrays.stream(ctxs).map(c -> c.name).toList(), List.of(paths));
+        if (buf == null) {
+            LOG.info("dma-buf registration not used for cuda:{}: {}", gpuIndex, dmaBufProblem);
+        }
+    }
+
+    /** Why the dma-buf path cannot be tried for GPU {@code gpuIndex}, or null when it can. */
+    private String dmaBufProblem(int gpuIndex) {
+        if (!provider.supportsDmabuf()) {
+            return "libibverbs has no ibv_reg_dmabuf_mr (rdma-core >= 34 needed)";
+        }
+        try {
+            return gpu.dmaBufUnsupported(gpuIndex).orElse(null);
+        } catch (RuntimeException e) {
+            return e.getMessage();
+        }
+    }
+
+    /** Whether sysfs shows a peer-memory module ({@code nvidia_peermem}, or the older {@code nv_peer_mem}). */
+    static boolean peerMemoryModuleLoaded(Path sysfsRoot) {
+        return Files.isDirectory(sysfsRoot.resolve("module/nvidia_peermem"))
+                || Files.isDirectory(sysfsRoot.resolve("module/nv_peer_mem"));
+    }
+
+    /**
+     * {@link DeviceMemoryAccess.Kind#DIRECT} for {@code cuda:N} when GPU memory is usable here: the
+     * description says whether dma-buf registration will be used or the peer-memory path (and
+     * whether {@code nvidia_peermem} is seen in sysfs; registration reports it if it is missing).
+     * {@link DeviceMemoryAccess.Kind#UNSUPPORTED} with the cause and the fix when CUDA (or GPU N)
+     * is unavailable. Other locations: {@link DeviceMemoryAccess.Kind#UNKNOWN}.
+     */
+    @Override
+    public DeviceMemoryAccess deviceMemoryAccess(String location) {
+        if (!MemoryLocation.isCuda(location)) {
+            return DeviceMemoryAccess.unknown();
+        }
+        try {
+            gpu.checkLocation(location);
+        } catch (RuntimeException e) {
+            return DeviceMemoryAccess.unsupported(String.format(Locale.ROOT,
+                    "the RDMA transport reaches GPU memory at %s directly (GPUDirect RDMA), but: %s", location,
+                    e.getMessage()));
+        }
+        int dev = MemoryLocation.index(location);
+        String dmaBuf = dmaBufProblem(dev);
+        boolean peer = peerMemoryModuleLoaded(config.sysfsRoot());
+        if (dmaBuf == null) {
+            return DeviceMemoryAccess.direct("GPUDirect RDMA: registered as a dma-buf (cuMemGetHandleForAddressRange"
+                    + " + ibv_reg_dmabuf_mr)" + (peer ? "; the peer-memory path (nvidia_peermem) as fallback" : ""));
+        }
+        return DeviceMemoryAccess.direct("GPUDirect RDMA through the peer-memory path (ibv_reg_mr on the device"
+                + " pointer; " + (peer ? "nvidia_peermem is loaded" : "needs nvidia_peermem, which sysfs does not show"
+                + " loaded: registration fails with the fix if it is missing") + "); dma-buf not used: " + dmaBuf);
+    }
+
+    /** How each device registered the buffer at {@code address} ({@code "host"}, {@code "dma-buf"}, {@code "peer-memory"}), or empty (tests, diagnostics). */
+    List<String> registrationPaths(long address) {
+        for (Registration r : registrations) {
+            if (r.address() == address) {
+                return List.of(r.paths());
+            }
+        }
+        return List.of();
     }
 
     private static void indexOf(RdmaContext[] ctxs, String name, List<Integer> out) {
@@ -779,7 +973,9 @@ public final class RdmaTransferEngine implements TransferEngine {
                         List<Registration> ordered = new ArrayList<>(registrationOrder);
                         ordered.remove(r);
                         registrationOrder = List.copyOf(ordered);
-                        registeredBytes -= r.length();
+                        if (!MemoryLocation.isCuda(r.location())) {
+                            registeredBytes -= r.length();
+                        }
                         closeMrs(r.mrs());
                         break;
                     }

@@ -15,6 +15,7 @@ import io.mooncake4j.engine.rdma.verbs.QpCapabilities;
 import io.mooncake4j.engine.rdma.verbs.RtrAttributes;
 import io.mooncake4j.engine.rdma.verbs.RtsAttributes;
 import io.mooncake4j.engine.rdma.verbs.SendWorkRequests;
+import io.mooncake4j.engine.rdma.verbs.VerbsLibrary;
 import io.mooncake4j.engine.rdma.verbs.WorkCompletions;
 import java.util.List;
 
@@ -26,6 +27,12 @@ public final class VerbsRdmaProvider implements RdmaProvider {
         try (IbvDeviceList list = IbvDeviceList.get()) {
             return list.devices().stream().map(DeviceInfo::name).toList();
         }
+    }
+
+    /** True when the loaded libibverbs has {@code ibv_reg_dmabuf_mr}. */
+    @Override
+    public boolean supportsDmabuf() {
+        return VerbsLibrary.capabilities().contains("ibv_reg_dmabuf_mr");
     }
 
     @Override
@@ -70,7 +77,14 @@ public final class VerbsRdmaProvider implements RdmaProvider {
 
         @Override
         public MemoryRegion register(long address, long length, int access) {
-            return new VerbsMr(pd.registerMemory(address, length, access));
+            IbvMr mr = pd.registerMemory(address, length, access);
+            return new VerbsMr(mr, mr.address());
+        }
+
+        @Override
+        public MemoryRegion registerDmabuf(long offset, long length, long iova, int fd, int access) {
+            // libibverbs sets ibv_mr.addr to the dma-buf offset for these; the transport addresses them by iova
+            return new VerbsMr(pd.registerDmabuf(offset, length, iova, fd, access), iova);
         }
 
         @Override
@@ -90,11 +104,7 @@ public final class VerbsRdmaProvider implements RdmaProvider {
         }
     }
 
-    private record VerbsMr(IbvMr mr) implements MemoryRegion {
-        @Override
-        public long address() {
-            return mr.address();
-        }
+    private record VerbsMr(IbvMr mr, long address) implements MemoryRegion {
 
         @Override
         public long length() {

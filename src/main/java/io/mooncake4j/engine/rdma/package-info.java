@@ -12,7 +12,10 @@
  * peer NIC path an {@code RdmaEndpoint} ({@code MC_NUM_QP_PER_EP} RC QPs, queue of slices,
  * reusable work-request array); {@code Slice}/{@code RdmaBatch}/{@code PeerSegment} hold the data
  * path's state in pooled objects and primitive arrays. Native calls go through the
- * module-private bindings in {@code io.mooncake4j.engine.rdma.verbs}. See {@code docs/rdma.md}.
+ * module-private bindings in {@code io.mooncake4j.engine.rdma.verbs}. GPU memory is registered
+ * for GPUDirect RDMA (dma-buf, else peer memory) through a
+ * {@link io.mooncake4j.engine.rdma.GpuDirectSupport} ({@code GpuDirectSupport.cuda()} in
+ * production, a fake in tests). See {@code docs/rdma.md}.
  *
  * <p>Ownership and thread-safety: the engine owns its contexts, endpoints, registrations and
  * threads and releases them in {@code close()} (QPs, CQs, MRs, PDs, contexts in that order); it

@@ -7,7 +7,9 @@
  * (synchronous and asynchronous copies, per-chunk completion), the
  * availability probe {@link io.mooncake4j.memory.cuda.CudaAvailability}, and
  * {@link io.mooncake4j.memory.cuda.CudaDeviceMemory}, the {@link io.mooncake4j.memory.DeviceMemory}
- * that transports (the TCP engine's GPU staging) use.
+ * that transports (the TCP engine's GPU staging) use, and
+ * {@link io.mooncake4j.memory.cuda.CudaDmaBuf}, the dma-buf export for GPUDirect RDMA (driver
+ * API through FFM on {@code libcuda.so.1}, which JCuda 12.6.0 does not bind for this).
  *
  * <p>JCuda is optional. It is reached from the class path through method handles (it is not a
  * {@code requires} of this module; {@code docs/gpu.md} says why), and only this package touches

@@ -38,7 +38,7 @@ import java.util.Map;
 @SuppressWarnings("restricted") // deliberate FFM: native pointers are sized with reinterpret, handles linked here
 final class EmulatedRdmaProvider implements RdmaProvider {
 
-    static final int EINVAL = 22, ENOMEM = 12, EBUSY = 16;
+    static final int EINVAL = 22, ENOMEM = 12, EBUSY = 16, EFAULT = 14, EOPNOTSUPP = 95;
 
     /** What a transition may be made to fail with. */
     enum Transition { INIT, RTR, RTS, ERR }
@@ -61,6 +61,12 @@ final class EmulatedRdmaProvider implements RdmaProvider {
     private long postCalls;
     private long postedRequests;
     private final List<String> pathLog = new ArrayList<>();
+    private final List<String> registrationLog = new ArrayList<>();
+    private boolean dmabuf;
+    private int dmabufErrno;
+    private long plainFailFrom;
+    private long plainFailTo;
+    private int plainFailErrno;
 
     EmulatedRdmaProvider(String... deviceNames) {
         this.names = List.of(deviceNames);
@@ -85,6 +91,46 @@ final class EmulatedRdmaProvider implements RdmaProvider {
     synchronized EmulatedRdmaProvider failTransition(Transition t, int errno, int times) {
         modifyFailures.put(t, new int[] {errno, times});
         return this;
+    }
+
+    /** Whether the emulated library has {@code ibv_reg_dmabuf_mr} (default: no). */
+    synchronized EmulatedRdmaProvider dmabuf(boolean present) {
+        dmabuf = present;
+        return this;
+    }
+
+    /** Every {@code ibv_reg_dmabuf_mr} fails with {@code errno} (0: succeeds), as a driver without dma-buf support. */
+    synchronized EmulatedRdmaProvider failDmabuf(int errno) {
+        dmabufErrno = errno;
+        return this;
+    }
+
+    /**
+     * Plain {@code ibv_reg_mr} of any range overlapping {@code [from, to)} fails with {@code errno},
+     * as a GPU pointer does when no peer-memory module is loaded.
+     */
+    synchronized EmulatedRdmaProvider failPlainRegistration(long from, long to, int errno) {
+        plainFailFrom = from;
+        plainFailTo = to;
+        plainFailErrno = errno;
+        return this;
+    }
+
+    /**
+     * Successful registrations in order: {@code "reg emu0 0x<addr> <len>"} and
+     * {@code "dmabuf emu0 offset=<o> len=<n> iova=0x<iova> fd=<fd>"}.
+     */
+    synchronized List<String> registrationLog() {
+        return List.copyOf(registrationLog);
+    }
+
+    /** Memory regions open on every device now. */
+    synchronized int liveMemoryRegions() {
+        int n = 0;
+        for (EmuDevice d : open.values()) {
+            n += d.mrs.size();
+        }
+        return n;
     }
 
     synchronized EmulatedRdmaProvider activeMtu(int ibvMtu) {
@@ -130,6 +176,11 @@ final class EmulatedRdmaProvider implements RdmaProvider {
     @Override
     public synchronized List<String> deviceNames() {
         return names;
+    }
+
+    @Override
+    public synchronized boolean supportsDmabuf() {
+        return dmabuf;
     }
 
     @Override
@@ -313,8 +364,34 @@ final class EmulatedRdmaProvider implements RdmaProvider {
                 if (address == 0 || length <= 0) {
                     throw new VerbsException("ibv_reg_mr", EINVAL, "empty or null range");
                 }
+                if (plainFailErrno != 0 && address < plainFailTo && address + length > plainFailFrom) {
+                    throw new VerbsException("ibv_reg_mr", plainFailErrno, String.format(Locale.ROOT,
+                            "addr 0x%x length %d: emulated GPU memory without a peer-memory module", address, length));
+                }
                 EmuMr mr = new EmuMr(this, address, length, access, nextKey++, nextKey++);
                 mrs.add(mr);
+                registrationLog.add(String.format(Locale.ROOT, "reg %s 0x%x %d", name, address, length));
+                return mr;
+            }
+        }
+
+        @Override
+        public MemoryRegion registerDmabuf(long offset, long length, long iova, int fd, int access) {
+            synchronized (EmulatedRdmaProvider.this) {
+                ensureOpen();
+                if (!dmabuf) {
+                    throw new VerbsException("ibv_reg_dmabuf_mr", EOPNOTSUPP, "not provided by the emulated library");
+                }
+                if (dmabufErrno != 0) {
+                    throw new VerbsException("ibv_reg_dmabuf_mr", dmabufErrno, "emulated driver refuses dma-bufs");
+                }
+                if (fd < 0 || iova == 0 || length <= 0 || offset < 0) {
+                    throw new VerbsException("ibv_reg_dmabuf_mr", EINVAL, "bad fd, iova, offset or length");
+                }
+                EmuMr mr = new EmuMr(this, iova, length, access, nextKey++, nextKey++);
+                mrs.add(mr);
+                registrationLog.add(String.format(Locale.ROOT, "dmabuf %s offset=%d len=%d iova=0x%x fd=%d", name,
+                        offset, length, iova, fd));
                 return mr;
             }
         }
