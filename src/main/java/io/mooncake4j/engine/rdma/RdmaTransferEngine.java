@@ -8,6 +8,7 @@ import io.mooncake4j.engine.TransferEngine;
 import io.mooncake4j.engine.TransferEngineException;
 import io.mooncake4j.engine.TransferRequest;
 import io.mooncake4j.engine.TransferStatus;
+import io.mooncake4j.engine.internal.BatchTable;
 import io.mooncake4j.engine.handshake.HandShakeDesc;
 import io.mooncake4j.engine.handshake.HandshakeClient;
 import io.mooncake4j.engine.handshake.HandshakeException;
@@ -133,8 +134,7 @@ public final class RdmaTransferEngine implements TransferEngine {
     private final Map<String, Long> segmentIds = new ConcurrentHashMap<>();
     private final Map<Long, PeerSegment> segments = new ConcurrentHashMap<>();
     private final AtomicLong nextSegmentId = new AtomicLong(1);
-    private final Map<Long, RdmaBatch> batches = new ConcurrentHashMap<>();
-    private final AtomicLong nextBatchId = new AtomicLong(1);
+    private final BatchTable<RdmaBatch> batches = new BatchTable<>(RdmaBatch::new);
     private final ConcurrentLinkedQueue<Notify> notifies = new ConcurrentLinkedQueue<>();
     private final java.util.Set<RdmaBatch> active = ConcurrentHashMap.newKeySet();
     private final java.util.Set<Thread> connectors = ConcurrentHashMap.newKeySet();
@@ -384,7 +384,7 @@ public final class RdmaTransferEngine implements TransferEngine {
             closed = true;
         }
         // 1. nothing new is posted; let what is in flight finish, then flush what does not
-        for (RdmaBatch b : batches.values()) {
+        for (RdmaBatch b : batches.all()) {
             b.aborted = true;
         }
         for (RdmaBatch b : active) {
@@ -401,7 +401,7 @@ public final class RdmaTransferEngine implements TransferEngine {
                 LOG.error("close: work requests still outstanding after 30 s; tearing down anyway");
             }
         }
-        for (RdmaBatch b : batches.values()) {
+        for (RdmaBatch b : batches.all()) {
             b.failAll(RdmaBatch.FAILED);
         }
         for (RdmaBatch b : active) {
@@ -1093,12 +1093,7 @@ public final class RdmaTransferEngine implements TransferEngine {
 
     @Override
     public long allocateBatchId(int capacity) {
-        if (closed || capacity <= 0) {
-            return ErrorCodes.INVALID_ARGUMENT;
-        }
-        long id = nextBatchId.getAndIncrement();
-        batches.put(id, new RdmaBatch(id, capacity));
-        return id;
+        return closed ? ErrorCodes.INVALID_ARGUMENT : batches.allocate(capacity);
     }
 
     @Override
@@ -1127,24 +1122,12 @@ public final class RdmaTransferEngine implements TransferEngine {
 
     @Override
     public TransferStatus getTransferStatus(long batchId, int taskIndex) {
-        RdmaBatch b = batches.get(batchId);
-        if (b == null || taskIndex < 0 || taskIndex >= b.size()) {
-            return TransferStatus.invalid(StatusCodes.INVALID_ARGUMENT);
-        }
-        return b.status(taskIndex);
+        return batches.status(batchId, taskIndex);
     }
 
     @Override
     public int freeBatchId(long batchId) {
-        RdmaBatch b = batches.get(batchId);
-        if (b == null) {
-            return StatusCodes.INVALID_ARGUMENT;
-        }
-        if (!b.allObserved()) {
-            return StatusCodes.BATCH_BUSY;
-        }
-        batches.remove(batchId);
-        return StatusCodes.OK;
+        return batches.free(batchId);
     }
 
     @Override
@@ -1158,16 +1141,9 @@ public final class RdmaTransferEngine implements TransferEngine {
     }
 
     private int syncTransfer(String target, int op, long[] local, long[] remote, long[] lengths) {
-        if (closed || target == null || local == null || remote == null || lengths == null
-                || local.length != remote.length || local.length != lengths.length) {
+        long total = BatchTable.checkedTotal(local, remote, lengths);
+        if (closed || target == null || total < 0) {
             return -1;
-        }
-        long total = 0;
-        for (long l : lengths) {
-            if (l < 0) {
-                return -1;
-            }
-            total += l;
         }
         long id = openSegment(target);
         if (id < 0) {

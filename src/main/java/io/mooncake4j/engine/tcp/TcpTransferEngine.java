@@ -7,6 +7,7 @@ import io.mooncake4j.engine.StatusCodes;
 import io.mooncake4j.engine.TransferEngine;
 import io.mooncake4j.engine.TransferRequest;
 import io.mooncake4j.engine.TransferStatus;
+import io.mooncake4j.engine.internal.BatchTable;
 import io.mooncake4j.engine.handshake.HandshakeClient;
 import io.mooncake4j.engine.handshake.HandshakeException;
 import io.mooncake4j.engine.handshake.HandshakeFrame;
@@ -152,8 +153,7 @@ public final class TcpTransferEngine implements TransferEngine {
     private final Map<String, Long> segmentIds = new ConcurrentHashMap<>();
     private final Map<Long, Segment> segments = new ConcurrentHashMap<>();
     private final AtomicLong nextSegmentId = new AtomicLong(1);
-    private final Map<Long, Batch> batches = new ConcurrentHashMap<>();
-    private final AtomicLong nextBatchId = new AtomicLong(1);
+    private final BatchTable<Batch> batches = new BatchTable<>(Batch::new);
     private final ConcurrentLinkedQueue<Notify> notifies = new ConcurrentLinkedQueue<>();
     /** Per calling thread, the batch of its last synchronous call, reused when it finished cleanly. */
     private final ThreadLocal<Batch> syncBatch = new ThreadLocal<>();
@@ -383,7 +383,7 @@ public final class TcpTransferEngine implements TransferEngine {
             }
             closed = true;
         }
-        for (Batch b : batches.values()) {
+        for (Batch b : batches.all()) {
             b.aborted = true;
             b.failAll(Batch.FAILED);
         }
@@ -578,12 +578,7 @@ public final class TcpTransferEngine implements TransferEngine {
 
     @Override
     public long allocateBatchId(int capacity) {
-        if (closed || capacity <= 0) {
-            return ErrorCodes.INVALID_ARGUMENT;
-        }
-        long id = nextBatchId.getAndIncrement();
-        batches.put(id, new Batch(id, capacity));
-        return id;
+        return closed ? ErrorCodes.INVALID_ARGUMENT : batches.allocate(capacity);
     }
 
     @Override
@@ -611,24 +606,12 @@ public final class TcpTransferEngine implements TransferEngine {
 
     @Override
     public TransferStatus getTransferStatus(long batchId, int taskIndex) {
-        Batch b = batches.get(batchId);
-        if (b == null || taskIndex < 0 || taskIndex >= b.size()) {
-            return TransferStatus.invalid(StatusCodes.INVALID_ARGUMENT);
-        }
-        return b.status(taskIndex);
+        return batches.status(batchId, taskIndex);
     }
 
     @Override
     public int freeBatchId(long batchId) {
-        Batch b = batches.get(batchId);
-        if (b == null) {
-            return StatusCodes.INVALID_ARGUMENT;
-        }
-        if (!b.allObserved()) {
-            return StatusCodes.BATCH_BUSY;
-        }
-        batches.remove(batchId);
-        return StatusCodes.OK;
+        return batches.free(batchId);
     }
 
     @Override
@@ -642,16 +625,9 @@ public final class TcpTransferEngine implements TransferEngine {
     }
 
     private int syncTransfer(String target, int op, long[] local, long[] remote, long[] lengths) {
-        if (closed || target == null || local == null || remote == null || lengths == null
-                || local.length != remote.length || local.length != lengths.length) {
+        long total = BatchTable.checkedTotal(local, remote, lengths);
+        if (closed || target == null || total < 0) {
             return -1;
-        }
-        long total = 0;
-        for (long l : lengths) {
-            if (l < 0) {
-                return -1;
-            }
-            total += l;
         }
         long id = openSegment(target);
         if (id < 0) {
