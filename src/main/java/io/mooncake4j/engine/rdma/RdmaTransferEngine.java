@@ -9,6 +9,7 @@ import io.mooncake4j.engine.TransferEngineException;
 import io.mooncake4j.engine.TransferRequest;
 import io.mooncake4j.engine.TransferStatus;
 import io.mooncake4j.engine.internal.BatchTable;
+import io.mooncake4j.engine.internal.UnpackedRequests;
 import io.mooncake4j.engine.handshake.HandShakeDesc;
 import io.mooncake4j.engine.handshake.HandshakeClient;
 import io.mooncake4j.engine.handshake.HandshakeException;
@@ -1102,22 +1103,9 @@ public final class RdmaTransferEngine implements TransferEngine {
         if (b == null || requests == null) {
             return StatusCodes.INVALID_ARGUMENT;
         }
-        int n = requests.size();
-        int[] ops = new int[n];
-        long[] targets = new long[n];
-        long[] local = new long[n];
-        long[] remote = new long[n];
-        long[] lens = new long[n];
-        for (int i = 0; i < n; i++) {
-            TransferRequest r = requests.get(i);
-            ops[i] = r.opcode() == TransferRequest.Opcode.WRITE ? SendWorkRequests.OPCODE_RDMA_WRITE
-                    : SendWorkRequests.OPCODE_RDMA_READ;
-            targets[i] = r.targetId();
-            local[i] = r.source();
-            remote[i] = r.targetOffset();
-            lens[i] = r.length();
-        }
-        return submit(b, n, ops, 0, targets, 0, local, remote, lens);
+        UnpackedRequests u = UnpackedRequests.of(requests, op -> op == TransferRequest.Opcode.WRITE
+                ? SendWorkRequests.OPCODE_RDMA_WRITE : SendWorkRequests.OPCODE_RDMA_READ);
+        return submit(b, u.size(), u.ops(), 0, u.targets(), 0, u.local(), u.remote(), u.lengths());
     }
 
     @Override

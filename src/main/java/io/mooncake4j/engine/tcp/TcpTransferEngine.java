@@ -8,6 +8,7 @@ import io.mooncake4j.engine.TransferEngine;
 import io.mooncake4j.engine.TransferRequest;
 import io.mooncake4j.engine.TransferStatus;
 import io.mooncake4j.engine.internal.BatchTable;
+import io.mooncake4j.engine.internal.UnpackedRequests;
 import io.mooncake4j.engine.handshake.HandshakeClient;
 import io.mooncake4j.engine.handshake.HandshakeException;
 import io.mooncake4j.engine.handshake.HandshakeFrame;
@@ -587,21 +588,8 @@ public final class TcpTransferEngine implements TransferEngine {
         if (b == null || requests == null) {
             return StatusCodes.INVALID_ARGUMENT;
         }
-        int n = requests.size();
-        byte[] ops = new byte[n];
-        long[] targets = new long[n];
-        long[] local = new long[n];
-        long[] remote = new long[n];
-        long[] lens = new long[n];
-        for (int i = 0; i < n; i++) {
-            TransferRequest r = requests.get(i);
-            ops[i] = (byte) r.opcode().wire();
-            targets[i] = r.targetId();
-            local[i] = r.source();
-            remote[i] = r.targetOffset();
-            lens[i] = r.length();
-        }
-        return submit(b, n, ops, 0, targets, 0, local, remote, lens);
+        UnpackedRequests u = UnpackedRequests.of(requests, TransferRequest.Opcode::wire);
+        return submit(b, u.size(), u.ops(), 0, u.targets(), 0, u.local(), u.remote(), u.lengths());
     }
 
     @Override
@@ -681,7 +669,7 @@ public final class TcpTransferEngine implements TransferEngine {
      * Appends and starts tasks. {@code ops}/{@code targets} may be null, then {@code opAll}/
      * {@code targetAll} apply to every task.
      */
-    private int submit(Batch b, int n, byte[] ops, int opAll, long[] targets, long targetAll, long[] local,
+    private int submit(Batch b, int n, int[] ops, int opAll, long[] targets, long targetAll, long[] local,
             long[] remote, long[] lens) {
         if (closed) {
             return StatusCodes.INVALID_ARGUMENT;
