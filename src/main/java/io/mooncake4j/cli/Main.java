@@ -15,6 +15,7 @@ public final class Main {
                 new BenchCommand(),
                 new DemoCommand(),
                 new RegisterCommand(),
+                new ServeCommand(),
                 new VersionCommand());
     }
 
