@@ -163,7 +163,7 @@ class SyntheticModelTest {
         for (int r = 0; r < tp; r++) {
             KvCaches c = caches(tp, 4);
             SyntheticModel m = new SyntheticModel(TINY, tp, r, c);
-            m.forward(h, blocks, 0, n);
+            long written = m.forwardWithDigest(h, blocks, 0, n);
             if (corruptRank != null) {
                 KvCacheTensor t = c.tensorsByLayer().get(TINY.layerName(3)).getFirst();
                 MemorySegment s = t.storage().hostSegment().orElseThrow();
@@ -173,6 +173,9 @@ class SyntheticModelTest {
                 }
             }
             long part = m.kvDigest(h, blocks, 0, n);
+            if (corruptRank == null) {
+                assertEquals(written, part, "the digest of the bytes as written is the digest of the bytes read");
+            }
             assertEquals(part, m.verify(h, blocks, 0, n).digest(), "verify computes the same digest in its pass");
             d += part;
         }
