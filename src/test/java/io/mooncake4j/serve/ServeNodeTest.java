@@ -248,6 +248,15 @@ class ServeNodeTest {
         }
         awaitAllBlocksFree(p);
         awaitAllBlocksFree(d);
+        Map<String, Object> dStatus = Json.parseObject(get(d.url() + "/mooncake/status").body());
+        assertEquals(4L, dStatus.get("requests_ok"), dStatus.toString());
+        assertEquals(0L, dStatus.get("kv_mismatched_words"));
+        assertEquals((long) d.engine().numBlocks(), dStatus.get("free_blocks"));
+        assertTrue((Long) dStatus.get("kv_bytes_received") > 0, dStatus.toString());
+        assertTrue(((Map<?, ?>) dStatus.get("connector_stats")).containsKey("Num failed transfers"), dStatus.toString());
+        Map<String, Object> pStatus = Json.parseObject(get(p.url() + "/mooncake/status").body());
+        assertEquals(0L, pStatus.get("holding_kv_for_decode"));
+        assertEquals(p.bootstrapPort(), ((Long) pStatus.get("bootstrap_port")).intValue());
         assertEquals(0L, p.engine().snapshot().failed());
         assertEquals(0L, d.engine().snapshot().failed());
     }
