@@ -513,7 +513,7 @@ public final class ServeNode implements AutoCloseable {
             } else {
                 requestsFailed.incrementAndGet();
             }
-            if (r != null) {
+            if (r != null && r.error() == null) {
                 kvBytesReceived.addAndGet(r.bytesReceived());
                 kvMismatchedWords.addAndGet(r.mismatchedWords());
             }
