@@ -658,6 +658,13 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         }
     }
 
+    /** The side-channel listener once started, else null (tests). */
+    SenderListener listenerOrNull() {
+        synchronized (lock) {
+            return listener;
+        }
+    }
+
     /** The receive path once registered, else null (tests). */
     KvReceiver receiverOrNull() {
         return receiver;

@@ -77,7 +77,13 @@ final class PullChannels implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(PullChannels.class);
 
     private static final int MONITOR_EVENTS = ZMQ.EVENT_HANDSHAKE_PROTOCOL | ZMQ.HANDSHAKE_SUCCEEDED
-            | ZMQ.EVENT_DISCONNECTED | ZMQ.EVENT_CONNECT_RETRIED;
+            | ZMQ.EVENT_DISCONNECTED | ZMQ.EVENT_CONNECT_RETRIED | ZMQ.EVENT_CONNECTED | ZMQ.EVENT_CONNECT_DELAYED;
+    /**
+     * After a disconnect JeroMQ reconnects within its reconnect interval (100 ms) unless it closed the
+     * connection for a protocol error (then it never does); no reconnect attempt within this long means
+     * the latter.
+     */
+    static final long NO_RECONNECT_MS = 2_000;
     /** A DEALER without a handshake after this long makes the loop nudge JeroMQ's I/O thread. */
     static final long NUDGE_AFTER_MS = 100;
     /** Nudges for one DEALER back off (doubling) up to this interval: an unreachable P costs little. */
@@ -109,6 +115,8 @@ final class PullChannels implements AutoCloseable {
         long receiveDeadline;
         int attempts;
         boolean disconnected; // after the handshake; the DEALER is reconnecting
+        boolean reconnecting; // a reconnect attempt was seen after the disconnect
+        long disconnectedAt;
 
         Pull(String address, byte[] payload, Listener listener) {
             this.address = address;
@@ -427,8 +435,12 @@ final class PullChannels implements AutoCloseable {
                     return false;
                 }
                 pull.disconnected = true;
+                pull.reconnecting = false;
+                pull.disconnectedAt = System.nanoTime();
                 pull.handshaken = false;
                 addressLost.accept(pull.address);
+            } else if ((e == ZMonitor.Event.CONNECTED || e == ZMonitor.Event.CONNECT_DELAYED) && pull.disconnected) {
+                pull.reconnecting = true;
             } else if (e == ZMonitor.Event.CONNECT_RETRIED && pull.disconnected) {
                 closeSockets(pull, poller);
                 pull.listener.onFailure("P worker " + pull.address + " disconnected before answering and no longer "
@@ -437,6 +449,13 @@ final class PullChannels implements AutoCloseable {
             }
         }
         if (!readResponses(pull, poller)) {
+            return false;
+        }
+        if (pull.disconnected && !pull.reconnecting
+                && now - pull.disconnectedAt > TimeUnit.MILLISECONDS.toNanos(NO_RECONNECT_MS)) {
+            closeSockets(pull, poller);
+            pull.listener.onFailure("P worker " + pull.address + " broke the ZMTP protocol (an oversized or malformed "
+                    + "frame); its connection was closed");
             return false;
         }
         if (!pull.handshaken && !pull.disconnected && now - pull.nudgeAt > 0) {

@@ -76,6 +76,8 @@ final class SenderListener implements AutoCloseable {
     private final AtomicLong backlogBytes = new AtomicLong();
     // a fault the next loop iteration throws (tests)
     private volatile Error injectedFault;
+    // set when one of the context's JeroMQ I/O threads died: the context can then never be terminated
+    private volatile boolean ioThreadDied;
     private final ZMQ.Context context;
     private final Pipe wakePipe;
     private final Thread thread;
@@ -118,8 +120,10 @@ final class SenderListener implements AutoCloseable {
         }
         this.context = ZMQ.context(1);
         // before the first socket: JeroMQ's I/O threads are made with these handlers
-        context.setUncaughtExceptionHandler((t, e) -> health.died(
-                "JeroMQ I/O thread " + t.getName() + " of P's side channel on " + hostname, e, false));
+        context.setUncaughtExceptionHandler((t, e) -> {
+            ioThreadDied = true;
+            health.died("JeroMQ I/O thread " + t.getName() + " of P's side channel on " + hostname, e, false);
+        });
         context.setNotificationExceptionHandler((t, e) -> reportOnce("JeroMQ I/O", e));
         ScheduledThreadPoolExecutor loop = new ScheduledThreadPoolExecutor(1, r -> {
             Thread t = new Thread(r, "mooncake-p-sender-0");
@@ -435,7 +439,10 @@ final class SenderListener implements AutoCloseable {
             Thread.currentThread().interrupt();
         }
         closePipe();
-        if (listenerStopped) {
+        if (ioThreadDied) {
+            LOG.warn("a JeroMQ I/O thread of {} died earlier; its ZMQ context is left open (it cannot terminate)",
+                    thread.getName());
+        } else if (listenerStopped) {
             context.close();
         } else {
             LOG.error(String.format(Locale.ROOT, "%s did not stop within %d ms; its ZMQ context is left open",
