@@ -71,7 +71,7 @@ import org.slf4j.LoggerFactory;
  * failed. A wave that missed it is not written; its requests are reported in {@code err_reqs} with
  * {@link #STALE_WAVE_MESSAGE}.
  */
-final class KvSender implements SideChannelHandler, AutoCloseable {
+final class KvSender implements SideChannelHandler, SenderListener.Quiesce, AutoCloseable {
 
     private static final Logger LOG = LoggerFactory.getLogger(KvSender.class);
 
@@ -84,6 +84,10 @@ final class KvSender implements SideChannelHandler, AutoCloseable {
             + "contact with D; nothing was written (D may have given up on these blocks).";
     /** {@link #sendBlocks}' result for a wave that was not written because it was stale. */
     private static final int STALE = Integer.MIN_VALUE;
+    /** {@link #sendBlocks}' result for a wave of a pull P abandoned (side channel reset, shutdown). */
+    private static final int ABANDONED = Integer.MIN_VALUE + 1;
+    static final String ABANDONED_MESSAGE = "P abandoned this pull (its side channel was reset or it is shutting "
+            + "down); nothing was written.";
 
     private final String engineLabel;
     private final TransferEngine engine;
@@ -114,6 +118,8 @@ final class KvSender implements SideChannelHandler, AutoCloseable {
     private final LongAdder limitRejections = new LongAdder();
     private final LongAdder staleWaves = new LongAdder();
     private final LongAdder wavesQueuedForShare = new LongAdder();
+    /** Transfer-pool jobs between their abandonment check and the end of their write. */
+    private final AtomicInteger writing = new AtomicInteger();
 
     private final SideChannelLimits limits;
     private final int perPeerShare;
@@ -174,7 +180,8 @@ final class KvSender implements SideChannelHandler, AutoCloseable {
         ScheduledFuture<?> timeout;
         boolean busy;
         boolean waveScheduled;
-        boolean done;
+        // read by the transfer pool before it writes: a wave of an ended pull is never written
+        volatile boolean done;
 
         Pull(byte[] identity, ReplySink reply, MooncakeXferMetadata meta, PreparedRegions regions, int paired,
                 String peer, long bytes) {
@@ -496,10 +503,17 @@ final class KvSender implements SideChannelHandler, AutoCloseable {
         String peer = pull.peer;
         Runnable job = () -> {
             int ret;
-            if (clock.getAsLong() - contact - abortNanos > 0) {
-                ret = STALE; // D may have given up: its blocks may belong to another request by now
-            } else {
-                ret = sendBlocks(session, src, dst, len, bytes);
+            writing.incrementAndGet(); // before the check: abandonAllPulls' waiter sees this write
+            try {
+                if (pull.done) {
+                    ret = ABANDONED;
+                } else if (clock.getAsLong() - contact - abortNanos > 0) {
+                    ret = STALE; // D may have given up: its blocks may belong to another request by now
+                } else {
+                    ret = sendBlocks(session, src, dst, len, bytes);
+                }
+            } finally {
+                writing.decrementAndGet();
             }
             try {
                 loop.execute(errors.guarded("sender loop", () -> {
@@ -585,11 +599,11 @@ final class KvSender implements SideChannelHandler, AutoCloseable {
                 ok.add(r.dReqId);
             }
         }
-        if (ret == STALE) {
+        if (ret == STALE || ret == ABANDONED) {
             staleWaves.increment();
-            LOG.warn("Not writing {} request(s) to D {}: the transfer could not start within the abort timeout of "
-                    + "P's last contact with D ({} s)", ok.size(), pull.peer, TimeUnit.NANOSECONDS.toSeconds(abortNanos));
-            errMsg = errMsg == null ? STALE_WAVE_MESSAGE : errMsg + "; " + STALE_WAVE_MESSAGE;
+            String why = ret == STALE ? STALE_WAVE_MESSAGE : ABANDONED_MESSAGE;
+            LOG.warn("Not writing {} request(s) to D {}: {}", ok.size(), pull.peer, why);
+            errMsg = errMsg == null ? why : errMsg + "; " + why;
             errReqs.addAll(ok);
             errSet.addAll(ok);
             ok.clear();
@@ -729,6 +743,31 @@ final class KvSender implements SideChannelHandler, AutoCloseable {
     /** Waves that waited on the loop because their D already used its share of the transfer pool. */
     long wavesQueuedForShare() {
         return wavesQueuedForShare.sum();
+    }
+
+    /**
+     * Ends every pull being served, without answering (sender loop; the answers could not reach D):
+     * a wave of theirs not yet started is never written. Used when the ROUTER is reset (the peers'
+     * identities are lost) and at shutdown. Complete when the loop has run it; then wait for
+     * {@link #writesIdle()} before closing the ROUTER's port, so that a D that sees the port refused
+     * knows that no write into its blocks is still running.
+     */
+    @Override
+    public java.util.concurrent.CompletableFuture<Void> abandonAllPulls(String reason) {
+        return java.util.concurrent.CompletableFuture.runAsync(() -> {
+            if (!activePulls.isEmpty()) {
+                LOG.warn("Abandoning {} side-channel pull(s): {}", activePulls.size(), reason);
+            }
+            for (Pull pull : new ArrayList<>(activePulls)) {
+                end(pull);
+            }
+        }, loop);
+    }
+
+    /** No transfer-pool job is between its abandonment check and the end of its write. */
+    @Override
+    public boolean writesIdle() {
+        return writing.get() == 0;
     }
 
     /** Stops the transfer pool; in-flight transfers are not cancelled (spec §15 #15), waited for briefly. */

@@ -365,7 +365,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
                 l = new SenderListener(config.hostname(), () -> {
                     SideChannelHandler h = sideChannelHandler;
                     return h != null ? h : sender;
-                }, sideChannelLimits, healthMonitor, zmqAllocator);
+                }, sideChannelLimits, healthMonitor, zmqAllocator, () -> sender);
             } catch (IOException e) {
                 throw new ConnectorException("Mooncake sender listener could not be created: " + e, e);
             }
@@ -785,6 +785,10 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         }
         if (r != null) {
             r.close();
+        }
+        if (l != null && s != null) {
+            // no write may still run once the ROUTER's port refuses D (see PullChannels)
+            SenderListener.quiesce(s, "the worker is closing", 10_000);
         }
         if (l != null) {
             l.close();

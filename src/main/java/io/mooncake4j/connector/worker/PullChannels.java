@@ -128,7 +128,7 @@ final class PullChannels implements AutoCloseable {
     private volatile ZMQ.Context context; // replaced (I/O thread) when its JeroMQ I/O thread died
     private final SideChannelLimits limits;
     private final HealthMonitor health;
-    private final MsgAllocator allocator; // tests inject faults through it; null = JeroMQ's
+    private final MsgAllocator allocator; // JeroMQ's (or a test's), guarded
     private final Consumer<String> addressLost;
     // set by a dying JeroMQ I/O thread, handled by the loop
     private volatile Throwable ioThreadDeath;
@@ -171,7 +171,9 @@ final class PullChannels implements AutoCloseable {
         this.errors = Objects.requireNonNull(errors, "errors");
         this.limits = Objects.requireNonNull(limits, "limits");
         this.health = Objects.requireNonNull(health, "health");
-        this.allocator = allocator;
+        this.allocator = new GuardedMsgAllocator(allocator, limits.maxResponseBytes(), () -> errors.report("JeroMQ decoder (D side channel)",
+                new IllegalArgumentException("a P worker sent a frame header with a size of 2^63 bytes or more; "
+                        + "treated as an empty frame")));
         this.addressLost = Objects.requireNonNull(addressLost, "addressLost");
         this.wakePipe = Pipe.open();
         wakePipe.sink().configureBlocking(false);
@@ -356,6 +358,12 @@ final class PullChannels implements AutoCloseable {
         pull.receiveDeadline = System.nanoTime() + receiveTimeoutNanos;
         ArrayDeque<Idle> pool = idle.get(pull.address);
         Idle reuse = pool == null ? null : pool.pollLast();
+        while (reuse != null && !stillConnected(reuse)) {
+            // its disconnect (or a refused reconnect) predates this pull: not evidence about this pull
+            closeIdle(reuse, poller);
+            addressLost.accept(reuse.address());
+            reuse = pool.pollLast();
+        }
         if (reuse != null) {
             pull.dealer = reuse.dealer();
             pull.monitor = reuse.monitor();
@@ -394,9 +402,7 @@ final class PullChannels implements AutoCloseable {
         pull.dealer = dealer;
         dealer.setLinger(0);
         dealer.setMaxMsgSize(limits.maxResponseBytes());
-        if (allocator != null) {
-            dealer.setMsgAllocator(allocator);
-        }
+        dealer.setMsgAllocator(allocator);
         dealer.setHandshakeIvl((int) Math.min(Integer.MAX_VALUE, Math.max(1, TimeUnit.NANOSECONDS.toMillis(ivlNanos))));
         String monitorAddr = "inproc://mooncake-d-monitor-" + MONITOR_IDS.getAndIncrement();
         if (!dealer.monitor(monitorAddr, MONITOR_EVENTS)) { // before connect: no event is missed
@@ -526,6 +532,17 @@ final class PullChannels implements AutoCloseable {
         } else {
             closeSockets(pull, poller);
         }
+    }
+
+    /** Reads an idle connection's pending monitor events: false when it lost its connection meanwhile. */
+    private static boolean stillConnected(Idle i) {
+        boolean ok = true;
+        ZEvent ev;
+        while ((ev = ZEvent.recv(i.monitor(), ZMQ.DONTWAIT)) != null) {
+            ZMonitor.Event e = ev.getEvent();
+            ok &= e != ZMonitor.Event.DISCONNECTED && e != ZMonitor.Event.CONNECT_RETRIED;
+        }
+        return ok;
     }
 
     /** Drops idle connections that disconnected or received something unexpected. */

@@ -64,14 +64,57 @@ final class SenderListener implements AutoCloseable {
 
     private record Reply(byte[] identity, byte[] payload) {}
 
+    /** What the ROUTER's owner must do before the ROUTER's port closes (implemented by {@link KvSender}). */
+    interface Quiesce {
+        /** Ends every pull being served: none of their waves starts after this completes. */
+        CompletableFuture<Void> abandonAllPulls(String reason);
+
+        /** No write of an ended pull is still running. */
+        boolean writesIdle();
+    }
+
+    /** How long a reset or close waits for running writes before it closes the port anyway. */
+    static final long QUIESCE_MS = 30_000;
+
+    /**
+     * Ends every pull and waits (at most {@code waitMs}) for their running writes, so that the port
+     * closes only when no write can still land in a D's blocks (D fails a pull at once when the port
+     * refuses it after a disconnect; see {@link PullChannels}). Returns whether it got there.
+     */
+    static boolean quiesce(Quiesce q, String reason, long waitMs) {
+        if (q == null) {
+            return true;
+        }
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(waitMs);
+        try {
+            q.abandonAllPulls(reason).get(waitMs, TimeUnit.MILLISECONDS);
+        } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException
+                 | RejectedExecutionException e) {
+            LOG.error("could not abandon the side-channel pulls before closing the ROUTER: {}", e.toString());
+            return false;
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return false;
+        }
+        while (!q.writesIdle()) {
+            if (System.nanoTime() - deadline > 0) {
+                LOG.error("a write of an abandoned pull still runs after {} ms; closing the ROUTER anyway", waitMs);
+                return false;
+            }
+            LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(5)); // bounded wait for the transfer pool
+        }
+        return true;
+    }
+
     /** How long a recreated ROUTER may take to get its port back. */
     private static final long REBIND_MS = 10_000;
 
     private final String hostname;
     private final Supplier<SideChannelHandler> handler;
     private final SideChannelLimits limits;
+    private final Supplier<? extends Quiesce> quiesce;
     private final HealthMonitor health;
-    private final MsgAllocator allocator; // tests inject faults through it; null = JeroMQ's
+    private final MsgAllocator allocator; // JeroMQ's (or a test's), guarded
     private final long backlogBudget;
     private final AtomicLong backlogBytes = new AtomicLong();
     // a fault the next loop iteration throws (tests)
@@ -103,12 +146,15 @@ final class SenderListener implements AutoCloseable {
 
     /** Creates the context, pipe and threads and starts listening; {@link #ready()} completes with the port. */
     SenderListener(String hostname, Supplier<SideChannelHandler> handler, SideChannelLimits limits,
-            HealthMonitor health, MsgAllocator allocator) throws IOException {
+            HealthMonitor health, MsgAllocator allocator, Supplier<? extends Quiesce> quiesce) throws IOException {
+        this.quiesce = Objects.requireNonNull(quiesce, "quiesce");
         this.hostname = Objects.requireNonNull(hostname, "hostname");
         this.handler = Objects.requireNonNull(handler, "handler");
         this.limits = Objects.requireNonNull(limits, "limits");
         this.health = Objects.requireNonNull(health, "health");
-        this.allocator = allocator;
+        this.allocator = new GuardedMsgAllocator(allocator, limits.maxMetadataBytes(), () -> reportOnce("JeroMQ decoder",
+                new IllegalArgumentException("a peer sent a frame header with a size of 2^63 bytes or more; "
+                        + "treated as an empty frame")));
         this.backlogBudget = Math.max(4 * limits.maxMetadataBytes(), 1L << 20);
         this.wakePipe = Pipe.open();
         try {
@@ -172,9 +218,7 @@ final class SenderListener implements AutoCloseable {
         try {
             router.setLinger(0);
             router.setMaxMsgSize(limits.maxMetadataBytes());
-            if (allocator != null) {
-                router.setMsgAllocator(allocator);
-            }
+            router.setMsgAllocator(allocator);
             return router;
         } catch (RuntimeException e) {
             router.close();
@@ -208,6 +252,9 @@ final class SenderListener implements AutoCloseable {
                     }
                     health.died(thread.getName() + " (side-channel ROUTER on " + hostname + ":" + port + ")", e,
                             true);
+                    // the new ROUTER will not know the peers' identities: end their pulls first, and close
+                    // the port only once no write of theirs runs
+                    quiesce(quiesce.get(), "the side-channel ROUTER is being recreated", QUIESCE_MS);
                     router.close();
                     router = null;
                     router = rebind(port);

@@ -64,6 +64,27 @@ class SideChannelFrameBombTest {
     }
 
     @Test
+    void producerAnswersAFrameHeaderAbove2To63WithAnErrorAndKeepsServing() throws Exception {
+        // JeroMQ 0.6.0 reads the unsigned 64-bit size as a signed long: without the guarded allocator
+        // this threw NegativeArraySizeException on its I/O thread and the ROUTER stopped answering
+        try (PdTestbed bed = new PdTestbed().abortTimeout(Duration.ofSeconds(10))) {
+            PdTestbed.Node p = bed.producer("P", 0, 1, null);
+            PdTestbed.Node d = bed.consumer("D", 0, 1);
+            try (ZmtpPeer z = ZmtpPeer.connect(p.worker.sideChannelPort(), READ)) {
+                z.handshake("DEALER");
+                z.write(ZmtpPeer.longHeader(ZmtpPeer.MORE, 0xA1B2C3D4E5F60718L)); // (int) is negative
+                z.write(ZmtpPeer.longHeader(0, 0x8000000012345678L)); // (int) is 305 MB, above the limit
+                byte[] answer = z.readFrame();
+                byte[] body = java.util.Arrays.copyOfRange(answer, 1, answer.length);
+                assertEquals(io.mooncake4j.connector.wire.MooncakeXferResponseStatus.ERROR,
+                        io.mooncake4j.connector.wire.MooncakeXferResponseCodec.decode(body).status());
+            }
+            healthyPull(bed, p, d, "after-negative", 5, 6);
+            assertTrue(p.worker.health().healthy());
+        }
+    }
+
+    @Test
     void producerMaximumMessageSizeIsConfigurable() throws Exception {
         try (PdTestbed bed = new PdTestbed().abortTimeout(Duration.ofSeconds(10))) {
             PdTestbed.Node p = bed.node(KvRole.KV_PRODUCER, "P", 0, 1, null,
