@@ -8,8 +8,11 @@ import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
-/** A short run of {@link SideChannelFuzzTarget} (the long one is {@code scripts/fuzz.sh}). */
-@Timeout(value = 120, unit = TimeUnit.SECONDS)
+/**
+ * A short run of {@link SideChannelFuzzTarget} (the long one is {@code scripts/fuzz.sh}); the
+ * system properties {@code fuzz.cases} and {@code fuzz.seed} lengthen or vary it.
+ */
+@Timeout(value = 900, unit = TimeUnit.SECONDS)
 class SideChannelFuzzTargetTest {
 
     @Test
@@ -18,8 +21,9 @@ class SideChannelFuzzTargetTest {
             assertEquals("side-channel", t.port());
             t.start();
             t.checkStillServing(); // baseline
-            Random r = new Random(9L);
-            for (int i = 0; i < 200; i++) {
+            Random r = new Random(Long.getLong("fuzz.seed", 9L));
+            int cases = Integer.getInteger("fuzz.cases", 200);
+            for (int i = 0; i < cases; i++) {
                 t.runCase(r);
             }
             t.checkStillServing();
