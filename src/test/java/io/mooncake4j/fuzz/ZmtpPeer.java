@@ -50,6 +50,38 @@ public final class ZmtpPeer implements AutoCloseable {
         }
     }
 
+    /**
+     * A fake server side: accepts connections on {@code server} until one completes the greeting and
+     * READY exchange (we announce {@code mySocketType}; the client's READY is read), within
+     * {@code total}. A client may drop a slow handshake and reconnect (JeroMQ's handshake timer), so
+     * a connection that stalls is closed and the next one taken.
+     */
+    public static ZmtpPeer acceptHandshaken(java.net.ServerSocket server, String mySocketType, Duration total)
+            throws IOException {
+        long deadline = System.nanoTime() + total.toNanos();
+        IOException last = null;
+        while (System.nanoTime() - deadline < 0) {
+            server.setSoTimeout((int) Math.max(1, (deadline - System.nanoTime()) / 1_000_000));
+            Socket s = server.accept();
+            ZmtpPeer z = accepted(s, Duration.ofSeconds(3));
+            try {
+                z.write(greeting());
+                z.readGreeting();
+                z.write(ready(mySocketType));
+                byte[] r = z.readFrame();
+                if ((r[0] & COMMAND) == 0) {
+                    throw new IOException("expected the client's READY command");
+                }
+                s.setSoTimeout(10_000);
+                return z;
+            } catch (IOException e) {
+                last = e;
+                z.close();
+            }
+        }
+        throw new IOException("no client completed the ZMTP handshake within " + total, last);
+    }
+
     /** Wraps an accepted connection (a fake server side). */
     public static ZmtpPeer accepted(Socket s, Duration readTimeout) throws IOException {
         s.setSoTimeout((int) readTimeout.toMillis());

@@ -14,6 +14,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Locale;
 import java.util.Objects;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -62,7 +63,9 @@ import zmq.msg.MsgAllocator;
  * is refused ({@code CONNECT_RETRIED}: nothing listens on P's port any more, P's process or worker
  * is gone, and a gone P writes nothing) the pull fails at once; when it succeeds (P alive, the
  * connection alone was lost) the pull fails only at its receive deadline, by which time P's
- * staleness rule guarantees that no write of this pull can start. vLLM always waits for the receive
+ * staleness rule guarantees that no write of this pull can start. When JeroMQ closed the connection
+ * for a protocol error it does not reconnect; then a plain TCP connect to P's port (on a virtual
+ * thread) tells the two cases apart the same way. vLLM always waits for the receive
  * timeout. Every disconnect is also reported to the owner ({@code addressLost}), which forgets the
  * cached address of that P worker.
  *
@@ -84,6 +87,8 @@ final class PullChannels implements AutoCloseable {
      * the latter.
      */
     static final long NO_RECONNECT_MS = 2_000;
+    static final long PROBE_TIMEOUT_MS = 2_000;
+    private static final AtomicLong PROBE_IDS = new AtomicLong();
     /** A DEALER without a handshake after this long makes the loop nudge JeroMQ's I/O thread. */
     static final long NUDGE_AFTER_MS = 100;
     /** Nudges for one DEALER back off (doubling) up to this interval: an unreachable P costs little. */
@@ -116,6 +121,8 @@ final class PullChannels implements AutoCloseable {
         int attempts;
         boolean disconnected; // after the handshake; the DEALER is reconnecting
         boolean reconnecting; // a reconnect attempt was seen after the disconnect
+        CompletableFuture<Boolean> probe; // after a protocol error: does P's port still accept connections?
+        boolean probeLogged;
         long disconnectedAt;
 
         Pull(String address, byte[] payload, Listener listener) {
@@ -457,12 +464,26 @@ final class PullChannels implements AutoCloseable {
         if (!readResponses(pull, poller)) {
             return false;
         }
-        if (pull.disconnected && !pull.reconnecting
+        if (pull.disconnected && !pull.reconnecting && pull.probe == null
                 && now - pull.disconnectedAt > TimeUnit.MILLISECONDS.toNanos(NO_RECONNECT_MS)) {
-            closeSockets(pull, poller);
-            pull.listener.onFailure("P worker " + pull.address + " broke the ZMTP protocol (an oversized or malformed "
-                    + "frame); its connection was closed");
-            return false;
+            // JeroMQ closed the connection for a protocol error and will not reconnect: is P still there?
+            pull.probe = probe(pull.address);
+        }
+        if (pull.probe != null && pull.probe.isDone()) {
+            if (pull.probe.getNow(Boolean.TRUE)) {
+                pull.probe = CompletableFuture.completedFuture(Boolean.TRUE); // alive: wait for the deadline
+                if (!pull.probeLogged) {
+                    pull.probeLogged = true;
+                    LOG.warn("P worker {} broke the ZMTP protocol (an oversized or malformed frame) but still accepts "
+                            + "connections; the pull fails at its receive deadline (P starts no write after it)",
+                            pull.address);
+                }
+            } else {
+                closeSockets(pull, poller);
+                pull.listener.onFailure("P worker " + pull.address + " broke the ZMTP protocol (an oversized or "
+                        + "malformed frame) and no longer accepts connections");
+                return false;
+            }
         }
         if (!pull.handshaken && !pull.disconnected && now - pull.nudgeAt > 0) {
             pull.nudgeDelayMs = Math.min(NUDGE_MAX_INTERVAL_MS, 2 * pull.nudgeDelayMs);
@@ -532,6 +553,34 @@ final class PullChannels implements AutoCloseable {
         } else {
             closeSockets(pull, poller);
         }
+    }
+
+    /**
+     * Whether something accepts TCP connections at a {@code tcp://host:port} address, tried on a
+     * virtual thread (at most {@link #PROBE_TIMEOUT_MS}); true when unsure.
+     */
+    private static CompletableFuture<Boolean> probe(String address) {
+        CompletableFuture<Boolean> f = new CompletableFuture<>();
+        Thread.ofVirtual().name("mooncake-d-probe-" + PROBE_IDS.getAndIncrement()).start(() -> {
+            try {
+                String hp = address.substring(address.indexOf("://") + 3);
+                int colon = hp.lastIndexOf(':');
+                String host = hp.substring(0, colon);
+                if (host.startsWith("[") && host.endsWith("]")) {
+                    host = host.substring(1, host.length() - 1);
+                }
+                int port = Integer.parseInt(hp.substring(colon + 1));
+                try (java.net.Socket s = new java.net.Socket()) {
+                    s.connect(new java.net.InetSocketAddress(host, port), (int) PROBE_TIMEOUT_MS);
+                }
+                f.complete(Boolean.TRUE);
+            } catch (java.net.ConnectException e) {
+                f.complete(Boolean.FALSE); // refused: nothing listens there any more
+            } catch (IOException | RuntimeException e) {
+                f.complete(Boolean.TRUE); // unreachable or odd: P may be alive, so wait for the deadline
+            }
+        });
+        return f;
     }
 
     /** Reads an idle connection's pending monitor events: false when it lost its connection meanwhile. */

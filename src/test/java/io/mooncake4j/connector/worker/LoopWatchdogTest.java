@@ -13,7 +13,6 @@ import io.mooncake4j.connector.bootstrap.RegisterWorkerPayload;
 import io.mooncake4j.fuzz.ZmtpPeer;
 import java.net.InetAddress;
 import java.net.ServerSocket;
-import java.net.Socket;
 import java.time.Duration;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
@@ -108,13 +107,8 @@ class LoopWatchdogTest {
                         BootstrapAddresses.tcpAddress("127.0.0.1", fakeP.getLocalPort())), Duration.ofSeconds(10));
             }
             d.step(pull("d-fake", "Y", "FAKE", url, 7));
-            fakeP.setSoTimeout(10_000);
-            try (Socket s = fakeP.accept(); ZmtpPeer z = ZmtpPeer.accepted(s, Duration.ofSeconds(10))) {
-                z.write(ZmtpPeer.greeting());
-                z.readGreeting();
-                z.write(ZmtpPeer.ready("ROUTER"));
-                z.readFrame();
-                z.readFrame();
+            try (ZmtpPeer z = ZmtpPeer.acceptHandshaken(fakeP, "ROUTER", WAIT)) {
+                z.readFrame(); // D's metadata
                 z.write(ZmtpPeer.longHeader(0, 200_000));
                 bed.awaitAll(() -> d.worker.health().loopRecoveries() == 1, WAIT, "D replaced its context");
             }

@@ -14,7 +14,6 @@ import io.mooncake4j.connector.bootstrap.RegisterWorkerPayload;
 import io.mooncake4j.fuzz.ZmtpPeer;
 import java.net.InetAddress;
 import java.net.ServerSocket;
-import java.net.Socket;
 import java.time.Duration;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
@@ -113,12 +112,7 @@ class SideChannelFrameBombTest {
                         BootstrapAddresses.tcpAddress("127.0.0.1", fakeP.getLocalPort())), Duration.ofSeconds(10));
             }
             d.step(pull("d-fake", "Y", "FAKE", url, 7));
-            fakeP.setSoTimeout((int) READ.toMillis());
-            try (Socket s = fakeP.accept(); ZmtpPeer z = ZmtpPeer.accepted(s, READ)) {
-                z.write(ZmtpPeer.greeting());
-                z.readGreeting();
-                z.write(ZmtpPeer.ready("ROUTER"));
-                z.readFrame(); // D's READY
+            try (ZmtpPeer z = ZmtpPeer.acceptHandshaken(fakeP, "ROUTER", Duration.ofSeconds(20))) {
                 z.readFrame(); // D's metadata
                 fakeP.close(); // the fake P accepts nobody else: D's reconnect is refused
                 z.write(ZmtpPeer.longHeader(0, GIB));
@@ -128,6 +122,35 @@ class SideChannelFrameBombTest {
             healthyPull(bed, p, d, "after-bomb", 2, 3);
             assertTrue(d.worker.health().healthy(), d.worker.health().toString());
             assertEquals(0, d.worker.health().loopDeaths());
+        }
+    }
+
+    @Test
+    void decodeWaitsForItsDeadlineWhenAPrefillThatBrokeTheProtocolStillAcceptsConnections() throws Exception {
+        // P may be alive and could still write this pull's blocks: D must not declare them failed early
+        try (PdTestbed bed = new PdTestbed().abortTimeout(Duration.ofSeconds(5));
+                MooncakeBootstrapServer fakeBootstrap = new MooncakeBootstrapServer("127.0.0.1", 0);
+                ServerSocket fakeP = new ServerSocket(0, 50, InetAddress.getLoopbackAddress())) {
+            PdTestbed.Node d = bed.node(KvRole.KV_CONSUMER, "D", 0, 1, null,
+                    b -> b.receiveTimeoutMargin(Duration.ofMillis(500))); // receive deadline 5.5 s
+            fakeBootstrap.start();
+            String url = "http://127.0.0.1:" + fakeBootstrap.port();
+            try (BootstrapClient c = new BootstrapClient()) {
+                c.register(url, new RegisterWorkerPayload("FAKE", 0, 0, 0,
+                        BootstrapAddresses.tcpAddress("127.0.0.1", fakeP.getLocalPort())), Duration.ofSeconds(10));
+            }
+            d.step(pull("d-fake", "Y", "FAKE", url, 7));
+            long t0;
+            try (ZmtpPeer z = ZmtpPeer.acceptHandshaken(fakeP, "ROUTER", Duration.ofSeconds(20))) {
+                z.readFrame(); // D's metadata
+                t0 = System.nanoTime();
+                z.write(ZmtpPeer.longHeader(0, GIB));
+                assertTrue(z.closedByPeer(), "D drops a P whose frame header declares 1 GiB");
+            }
+            // fakeP stays open: the port still accepts connections (the probe's)
+            bed.awaitAll(() -> d.blocksWithLoadErrors.contains(7), Duration.ofSeconds(30), "the fake pull failed");
+            long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
+            assertTrue(ms >= 4_500, "failed only at the receive deadline, not at the protocol error: " + ms + " ms");
         }
     }
 
