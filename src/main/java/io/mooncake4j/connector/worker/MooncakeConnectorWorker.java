@@ -443,7 +443,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     /** Counters of the side-channel listener; all zero when there is none. */
     public ListenerStats listenerStats() {
         synchronized (lock) {
-            return listener == null ? new ListenerStats(0, 0, 0, 0, 0, 0) : listener.stats();
+            return listener == null ? new ListenerStats(0, 0, 0, 0, 0, 0, 0) : listener.stats();
         }
     }
 

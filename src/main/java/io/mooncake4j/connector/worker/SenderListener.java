@@ -199,7 +199,7 @@ final class SenderListener implements AutoCloseable {
 
     ListenerStats stats() {
         return new ListenerStats(received.sum(), malformed.sum(), handlerErrors.sum(), repliesSent.sum(),
-                repliesDropped.sum(), listenerErrors.sum());
+                repliesDropped.sum(), listenerErrors.sum(), backlogPauses.sum());
     }
 
     /** Whether the listener thread runs (false after close or after a death it could not recover from). */
