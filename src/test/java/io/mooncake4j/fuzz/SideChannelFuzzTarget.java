@@ -170,6 +170,10 @@ public final class SideChannelFuzzTarget implements FuzzTarget {
             try (ZmtpPeer z = raw()) {
                 z.handshake("DEALER");
                 z.write(ZmtpPeer.longHeader(0, size));
+                int asInt = (int) size;
+                if (asInt >= 0 && asInt <= max) {
+                    return; // JeroMQ sees a plausible size (the low 32 bits) and waits for that many bytes: bounded
+                }
                 byte[] answer = z.readFrame(); // P answers the (empty, malformed) message with ERROR
                 if (answer.length < 2) {
                     throw new AssertionError("P sent an empty answer to a frame declaring " + Long.toUnsignedString(size));
