@@ -55,6 +55,9 @@ final class KvReceiver implements AutoCloseable {
     // receiver-loop state
     private final Map<String, Map<Integer, Map<Integer, String>>> remoteAgents = new HashMap<>();
     private final Map<String, Integer> tpSizes = new HashMap<>();
+    /** The bootstrap URL each entry of {@code remoteAgents} was resolved from. */
+    private final Map<String, String> resolvedFrom = new HashMap<>();
+    private long reResolutions; // loop thread; read through reResolutions()
     private final Map<String, List<Runnable>> pendingBootstrapQueries = new HashMap<>();
     private Set<String> finishedRecvingReqs = new LinkedHashSet<>();
 
@@ -69,7 +72,8 @@ final class KvReceiver implements AutoCloseable {
 
     KvReceiver(MooncakeConnectorWorkerView self, TransferTopology topology, boolean hmaRequired,
             MooncakeKvConnectorStats stats, BackgroundErrors errors, long receiveTimeoutNanos,
-            long handshakeTimeoutNanos, BootstrapClient bootstrap) throws java.io.IOException {
+            long handshakeTimeoutNanos, BootstrapClient bootstrap, SideChannelLimits limits, HealthMonitor health,
+            zmq.msg.MsgAllocator allocator) throws java.io.IOException {
         this.self = self;
         this.topology = topology;
         this.hmaRequired = hmaRequired;
@@ -88,7 +92,8 @@ final class KvReceiver implements AutoCloseable {
             t.setDaemon(true);
             return t;
         });
-        this.channels = new PullChannels(receiveTimeoutNanos, handshakeTimeoutNanos, errors);
+        this.channels = new PullChannels(receiveTimeoutNanos, handshakeTimeoutNanos, errors, limits, health, allocator,
+                addr -> post("receiver loop", () -> forgetAddress(addr)));
     }
 
     ScheduledThreadPoolExecutor loop() {
@@ -115,6 +120,13 @@ final class KvReceiver implements AutoCloseable {
             Map<String, PullReqMeta> pullMetas = new LinkedHashMap<>(e.getValue());
             if (pullMetas.isEmpty()) {
                 continue;
+            }
+            String addr = pullMetas.values().iterator().next().remoteBootstrapAddr();
+            String from = resolvedFrom.get(engineId);
+            if (from != null && !from.equals(addr)) {
+                LOG.info("remote engine_id {} is now named with bootstrap server {} (was {}); resolving it again",
+                        engineId, addr, from);
+                forgetEngine(engineId);
             }
             if (!remoteAgents.containsKey(engineId)) {
                 handleNewEngineId(engineId, pullMetas);
@@ -167,6 +179,7 @@ final class KvReceiver implements AutoCloseable {
                 entry.workerAddr().forEach((tp, pps) -> copy.put(tp, new HashMap<>(pps)));
                 remoteAgents.put(entry.engineId(), copy);
                 tpSizes.put(entry.engineId(), entry.workerAddr().size());
+                resolvedFrom.put(entry.engineId(), addr);
             }
         } else {
             LOG.error("Failed to connect to bootstrap server {}: {}", addr, failure == null ? "?" : failure.toString());
@@ -195,8 +208,7 @@ final class KvReceiver implements AutoCloseable {
             Map<Integer, String> ppToAddr = agents.get(tp);
             if (ppToAddr == null || ppToAddr.isEmpty()) {
                 // forget the engine so that the next request queries the bootstrap server again
-                remoteAgents.remove(engineId);
-                tpSizes.remove(engineId);
+                forgetEngine(engineId);
                 handleFailedRecv(pullMetas, reqIds, String.format(Locale.ROOT,
                         "P tp_rank %d of remote engine_id %s is not registered with its bootstrap server", tp,
                         engineId));
@@ -326,6 +338,40 @@ final class KvReceiver implements AutoCloseable {
         if (!failed.isEmpty()) {
             LOG.error("pulling kv_caches for {} failed: {}", failed, reason);
         }
+    }
+
+    private void forgetEngine(String engineId) {
+        remoteAgents.remove(engineId);
+        tpSizes.remove(engineId);
+        resolvedFrom.remove(engineId);
+        reResolutions++;
+    }
+
+    /**
+     * A P worker's side-channel connection was lost (loop thread): every engine with a worker at that
+     * address is forgotten, so that its next pull asks the bootstrap server again (a P restarted under
+     * the same engine id has a new address). vLLM keeps the dead address for good.
+     */
+    private void forgetAddress(String address) {
+        List<String> drop = new ArrayList<>();
+        remoteAgents.forEach((engine, tps) -> {
+            for (Map<Integer, String> pps : tps.values()) {
+                if (pps.containsValue(address)) {
+                    drop.add(engine);
+                    return;
+                }
+            }
+        });
+        for (String engine : drop) {
+            LOG.info("side-channel connection to {} of remote engine_id {} was lost; it is resolved again on its "
+                    + "next pull", address, engine);
+            forgetEngine(engine);
+        }
+    }
+
+    /** Cached engine entries dropped so far (lost connection, new bootstrap URL, missing rank); loop thread. */
+    long reResolutions() {
+        return reResolutions;
     }
 
     /** vLLM's {@code fetch_finished_recving_reqs} (loop thread). */

@@ -17,7 +17,9 @@ import io.mooncake4j.connector.worker.plan.TransferPlanningException;
 import io.mooncake4j.connector.worker.plan.TransferRegion;
 import io.mooncake4j.connector.worker.plan.TransferTopology;
 import io.mooncake4j.engine.TransferEngine;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
@@ -53,8 +55,23 @@ import org.slf4j.LoggerFactory;
  * timeout of the abort timeout. A ready wave's descriptors go to the transfer pool
  * ({@code mooncake-p-xfer-<n>}, {@code num_workers} threads), which runs the blocking
  * {@code batchTransferSyncWrite} and posts the result back to the loop.
+ *
+ * <p><b>Bounds (issue 9).</b> A pull is refused with an {@code ERROR} response, before anything is
+ * created for it, when it would make P hold more pending transfer ids (or metadata bytes) for its D
+ * than {@link SideChannelLimits#maxPendingPerPeer()} allows, more over all peers than
+ * {@link SideChannelLimits#maxPendingTotal()}, or more placeholders than that total. One D (keyed by
+ * its {@code remote_hostname:remote_port}) occupies at most
+ * {@link SideChannelLimits#transfersPerPeer} transfer-pool threads; its further waves wait on the
+ * loop, so a D that stops reading cannot starve the others.
+ *
+ * <p><b>No write after abandonment.</b> A wave is written only if its transfer starts within the
+ * abort timeout of P's last contact with D on that pull (the request's arrival or P's last response).
+ * D's receive deadline is the abort timeout plus a margin (vLLM: 60 s) after the last response it
+ * received, so a write that starts by then has that margin to finish before D may declare the load
+ * failed. A wave that missed it is not written; its requests are reported in {@code err_reqs} with
+ * {@link #STALE_WAVE_MESSAGE}.
  */
-final class KvSender implements SideChannelHandler, AutoCloseable {
+final class KvSender implements SideChannelHandler, SenderListener.Quiesce, AutoCloseable {
 
     private static final Logger LOG = LoggerFactory.getLogger(KvSender.class);
 
@@ -62,6 +79,15 @@ final class KvSender implements SideChannelHandler, AutoCloseable {
     static final String READY_TIMEOUT_MESSAGE = "Timeout waiting for P side ready.";
     /** The error of a request that expired (or was removed) between readiness and sending (§15 #1 fixed). */
     static final String EXPIRED_BEFORE_SENDING = "Request expired before sending on P side.";
+    /** The error of requests whose wave could not start before D may have given up (issue 9). */
+    static final String STALE_WAVE_MESSAGE = "P could not start the transfer within the abort timeout of its last "
+            + "contact with D; nothing was written (D may have given up on these blocks).";
+    /** {@link #sendBlocks}' result for a wave that was not written because it was stale. */
+    private static final int STALE = Integer.MIN_VALUE;
+    /** {@link #sendBlocks}' result for a wave of a pull P abandoned (side channel reset, shutdown). */
+    private static final int ABANDONED = Integer.MIN_VALUE + 1;
+    static final String ABANDONED_MESSAGE = "P abandoned this pull (its side channel was reset or it is shutting "
+            + "down); nothing was written.";
 
     private final String engineLabel;
     private final TransferEngine engine;
@@ -89,12 +115,33 @@ final class KvSender implements SideChannelHandler, AutoCloseable {
     private final Set<String> rejectedLogged = new HashSet<>(); // sender loop only
     private final LongAdder errorReplies = new LongAdder();
     private final LongAdder placeholdersExpired = new LongAdder();
+    private final LongAdder limitRejections = new LongAdder();
+    private final LongAdder staleWaves = new LongAdder();
+    private final LongAdder wavesQueuedForShare = new LongAdder();
+    /** Transfer-pool jobs between their abandonment check and the end of their write. */
+    private final AtomicInteger writing = new AtomicInteger();
+
+    private final SideChannelLimits limits;
+    private final int perPeerShare;
+    private final long maxBytesPerPeer;
+    private final long maxBytesTotal;
+    // sender-loop state of the limits
+    private final Map<String, long[]> pendingByPeer = new HashMap<>(); // peer -> {transfer ids, metadata bytes}
+    private long pendingTotal;
+    private long pendingBytesTotal;
+    private int placeholders;
+    private final Map<String, Integer> inFlightByPeer = new HashMap<>();
+    private final Map<String, ArrayDeque<Runnable>> queuedByPeer = new HashMap<>();
 
     KvSender(String engineLabel, TransferEngine engine, MooncakeKvConnectorStats stats, BackgroundErrors errors,
             ScheduledExecutorService loop, int numWorkers, LongSupplier clock, long abortNanos, int localPpSize,
             TransferPlanner planner, List<TransferRegion> localRegions, ToIntFunction<String> groupOfLayer,
-            Function<String, LayerLayout> layoutOfLayer) {
+            Function<String, LayerLayout> layoutOfLayer, SideChannelLimits limits) {
         this.engineLabel = engineLabel;
+        this.limits = limits;
+        this.perPeerShare = limits.transfersPerPeer(numWorkers);
+        this.maxBytesPerPeer = 4 * limits.maxMetadataBytes();
+        this.maxBytesTotal = 16 * limits.maxMetadataBytes();
         this.engine = engine;
         this.stats = stats;
         this.errors = errors;
@@ -126,12 +173,20 @@ final class KvSender implements SideChannelHandler, AutoCloseable {
         final Map<String, SendBlockMeta> pending = new LinkedHashMap<>();
         final Map<String, int[][]> remoteBlocks = new LinkedHashMap<>();
         final Set<String> readyNow = new LinkedHashSet<>();
+        final String peer;
+        final long bytes;
+        /** When P last heard from or answered D on this pull (P's clock); the staleness rule counts from it. */
+        long lastContact;
         ScheduledFuture<?> timeout;
         boolean busy;
         boolean waveScheduled;
-        boolean done;
+        // read by the transfer pool before it writes: a wave of an ended pull is never written
+        volatile boolean done;
 
-        Pull(byte[] identity, ReplySink reply, MooncakeXferMetadata meta, PreparedRegions regions, int paired) {
+        Pull(byte[] identity, ReplySink reply, MooncakeXferMetadata meta, PreparedRegions regions, int paired,
+                String peer, long bytes) {
+            this.peer = peer;
+            this.bytes = bytes;
             this.identity = identity;
             this.reply = reply;
             this.meta = meta;
@@ -158,7 +213,7 @@ final class KvSender implements SideChannelHandler, AutoCloseable {
                         "Malformed Mooncake side-channel message: %d payload frame(s), expected 1", frames.size()));
             }
             MooncakeXferMetadata meta = MooncakeXferMetadataCodec.decode(frames.getFirst());
-            sendKvToDecode(identity, reply, meta);
+            sendKvToDecode(identity, reply, meta, frames.getFirst().length);
         } catch (ProtocolException | TransferPlanningException | ArithmeticException e) {
             logRejected(e.getMessage());
             replyError(reply, e.getMessage());
@@ -186,7 +241,81 @@ final class KvSender implements SideChannelHandler, AutoCloseable {
         reply.send(MooncakeXferResponseCodec.encode(resp));
     }
 
-    private void sendKvToDecode(byte[] identity, ReplySink reply, MooncakeXferMetadata meta) {
+    /** The limit a new pull would exceed, or null (sender loop). */
+    private String limitError(String peer, MooncakeXferMetadata meta, long bytes) {
+        int n = meta.reqBlocks().size();
+        long[] mine = pendingByPeer.getOrDefault(peer, new long[2]);
+        if (mine[0] + n > limits.maxPendingPerPeer()) {
+            return String.format(Locale.ROOT, "P side-channel limit: D %s has %d transfer(s) pending at P and this "
+                    + "pull names %d more, above the per-peer limit of %d; retry later", peer, mine[0], n,
+                    limits.maxPendingPerPeer());
+        }
+        if (pendingTotal + n > limits.maxPendingTotal()) {
+            return String.format(Locale.ROOT, "P side-channel limit: %d transfer(s) pending at P and this pull names "
+                    + "%d more, above the limit of %d; retry later", pendingTotal, n, limits.maxPendingTotal());
+        }
+        if (mine[1] + bytes > maxBytesPerPeer || pendingBytesTotal + bytes > maxBytesTotal) {
+            return String.format(Locale.ROOT, "P side-channel limit: pending pulls hold %d bytes of metadata for D %s "
+                    + "(%d in all); this pull of %d bytes is above the limit of %d per peer, %d in all; retry later",
+                    mine[1], peer, pendingBytesTotal, bytes, maxBytesPerPeer, maxBytesTotal);
+        }
+        int fresh = 0;
+        Set<String> seen = new HashSet<>();
+        for (MooncakeXferMetadata.ReqBlocks rb : meta.reqBlocks().values()) {
+            if (!reqsNeedSend.containsKey(rb.transferId()) && seen.add(rb.transferId())) {
+                fresh++;
+            }
+        }
+        if (placeholders + fresh > limits.maxPendingTotal()) {
+            return String.format(Locale.ROOT, "P side-channel limit: P holds %d placeholder(s) for transfers it has "
+                    + "not scheduled and this pull names %d more, above the limit of %d; retry later", placeholders,
+                    fresh, limits.maxPendingTotal());
+        }
+        return null;
+    }
+
+    /** Counts a new pull's pending transfer ids and metadata bytes against the limits (sender loop). */
+    private void pend(Pull pull) {
+        long[] mine = pendingByPeer.computeIfAbsent(pull.peer, k -> new long[2]);
+        mine[0] += pull.pending.size();
+        mine[1] += pull.bytes;
+        pendingTotal += pull.pending.size();
+        pendingBytesTotal += pull.bytes;
+    }
+
+    /** {@code n} pending transfer ids of {@code pull} are no longer waited for. */
+    private void unpend(Pull pull, int n) {
+        long[] mine = pendingByPeer.get(pull.peer);
+        if (mine != null) {
+            mine[0] -= n;
+            pendingTotal -= n;
+        }
+    }
+
+    /** The pull ended: what is left of it no longer counts. */
+    private void unpendAll(Pull pull) {
+        unpend(pull, pull.pending.size());
+        long[] mine = pendingByPeer.get(pull.peer);
+        if (mine != null) {
+            mine[1] -= pull.bytes;
+            pendingBytesTotal -= pull.bytes;
+            if (mine[0] <= 0 && mine[1] <= 0) {
+                pendingByPeer.remove(pull.peer);
+            }
+        }
+    }
+
+    private void sendKvToDecode(byte[] identity, ReplySink reply, MooncakeXferMetadata meta, long bytes) {
+        String peer = meta.remoteHostname() + ":" + meta.remotePort();
+        String limit = limitError(peer, meta, bytes);
+        if (limit != null) {
+            limitRejections.increment();
+            logRejected("P side-channel limit exceeded (pending transfers, placeholders or metadata bytes); "
+                    + "the pull got an ERROR response");
+            LOG.debug("{}", limit);
+            replyError(reply, limit);
+            return;
+        }
         String pairing = topology.pairingError(meta.remoteTpRank(), meta.remoteTpSize());
         if (pairing != null) {
             logRejected(pairing);
@@ -204,23 +333,31 @@ final class KvSender implements SideChannelHandler, AutoCloseable {
             return;
         }
         int paired = topology.handshakeTargetRanks(meta.remoteTpSize()).length;
-        Pull pull = new Pull(identity, reply, meta, prepared, paired);
+        Pull pull = new Pull(identity, reply, meta, prepared, paired, peer, bytes);
         long now = clock.getAsLong();
+        pull.lastContact = now;
         for (Map.Entry<String, MooncakeXferMetadata.ReqBlocks> e : meta.reqBlocks().entrySet()) {
             pull.remoteBlocks.put(e.getKey(), toInts(e.getValue().blockIds()));
         }
         for (Map.Entry<String, MooncakeXferMetadata.ReqBlocks> e : meta.reqBlocks().entrySet()) {
             String transferId = e.getValue().transferId();
-            SendBlockMeta sm = reqsNeedSend.computeIfAbsent(transferId,
-                    t -> new SendBlockMeta("", t, new int[0][], now)); // D arrived before P's scheduler
-            pull.pending.put(e.getKey(), sm);
-            sm.waiters++;
+            SendBlockMeta sm = reqsNeedSend.get(transferId);
+            if (sm == null) { // D arrived before P's scheduler
+                sm = new SendBlockMeta("", transferId, new int[0][], now);
+                reqsNeedSend.put(transferId, sm);
+                placeholders++;
+            }
+            if (pull.pending.put(e.getKey(), sm) == null) {
+                sm.waiters++;
+            }
         }
+
         if (pull.pending.isEmpty()) {
             send(reply, MooncakeXferResponse.of(MooncakeXferResponseStatus.FINISH, null, null, null));
             return;
         }
         activePulls.add(pull);
+        pend(pull);
         for (Map.Entry<String, SendBlockMeta> e : pull.pending.entrySet()) {
             String dReqId = e.getKey();
             e.getValue().ready.thenRunAsync(() -> onReady(pull, dReqId), loop)
@@ -288,6 +425,9 @@ final class KvSender implements SideChannelHandler, AutoCloseable {
         for (SendBlockMeta sm : pull.pending.values()) {
             sm.waiters--;
         }
+        if (activePulls.contains(pull)) {
+            unpendAll(pull);
+        }
         pull.pending.clear();
         pull.readyNow.clear();
         activePulls.remove(pull);
@@ -307,6 +447,7 @@ final class KvSender implements SideChannelHandler, AutoCloseable {
         for (String dReqId : pull.readyNow) {
             SendBlockMeta sm = pull.pending.remove(dReqId);
             sm.waiters--;
+            unpend(pull, 1);
             if (reqsNeedSend.get(sm.transferId) == sm) {
                 sm.sending++; // blocks expiry
                 if (sm.needSend == 0) {
@@ -358,18 +499,71 @@ final class KvSender implements SideChannelHandler, AutoCloseable {
             LOG.debug("Sending kv_caches for {} request(s) ({} descriptors, {} bytes) to {}", ready.size(), src.length,
                     bytes, session);
         }
-        try {
-            xferPool.execute(() -> {
-                int ret = sendBlocks(session, src, dst, len, bytes);
-                try {
-                    loop.execute(errors.guarded("sender loop",
-                            () -> finishWave(pull, ready, errReqs, wErrMsg, status, ret)));
-                } catch (RejectedExecutionException e) {
-                    LOG.debug("sender loop stopped; dropping the result of a transfer to {}", session);
+        long contact = pull.lastContact;
+        String peer = pull.peer;
+        Runnable job = () -> {
+            int ret;
+            writing.incrementAndGet(); // before the check: abandonAllPulls' waiter sees this write
+            try {
+                if (pull.done) {
+                    ret = ABANDONED;
+                } else if (clock.getAsLong() - contact - abortNanos > 0) {
+                    ret = STALE; // D may have given up: its blocks may belong to another request by now
+                } else {
+                    ret = sendBlocks(session, src, dst, len, bytes);
                 }
-            });
+            } finally {
+                writing.decrementAndGet();
+            }
+            try {
+                loop.execute(errors.guarded("sender loop", () -> {
+                    releaseShare(peer);
+                    finishWave(pull, ready, errReqs, wErrMsg, status, ret);
+                }));
+            } catch (RejectedExecutionException e) {
+                LOG.debug("sender loop stopped; dropping the result of a transfer to {}", session);
+            }
+        };
+        int inFlight = inFlightByPeer.getOrDefault(peer, 0);
+        if (inFlight >= perPeerShare) {
+            wavesQueuedForShare.increment();
+            LOG.debug("D {} already has {} transfer(s) on the pool (its share); queueing a wave", peer, inFlight);
+            queuedByPeer.computeIfAbsent(peer, k -> new ArrayDeque<>()).addLast(job);
+            return;
+        }
+        inFlightByPeer.put(peer, inFlight + 1);
+        submit(peer, job, () -> finishWave(pull, ready, errReqs, wErrMsg, status, -1));
+    }
+
+    private void submit(String peer, Runnable job, Runnable onRejected) {
+        try {
+            xferPool.execute(job);
         } catch (RejectedExecutionException e) {
-            finishWave(pull, ready, errReqs, wErrMsg, status, -1);
+            releaseShare(peer);
+            onRejected.run();
+        }
+    }
+
+    /** A transfer of {@code peer} left the pool (sender loop): its next queued wave, if any, takes the slot. */
+    private void releaseShare(String peer) {
+        ArrayDeque<Runnable> q = queuedByPeer.get(peer);
+        Runnable next = q == null ? null : q.pollFirst();
+        if (q != null && q.isEmpty()) {
+            queuedByPeer.remove(peer);
+        }
+        if (next == null) {
+            int n = inFlightByPeer.getOrDefault(peer, 1) - 1;
+            if (n <= 0) {
+                inFlightByPeer.remove(peer);
+            } else {
+                inFlightByPeer.put(peer, n);
+            }
+            return;
+        }
+        try {
+            xferPool.execute(next); // the slot passes on
+        } catch (RejectedExecutionException e) {
+            LOG.debug("transfer pool stopped; dropping a queued wave to {}", peer);
         }
     }
 
@@ -405,7 +599,15 @@ final class KvSender implements SideChannelHandler, AutoCloseable {
                 ok.add(r.dReqId);
             }
         }
-        if (ret != 0) {
+        if (ret == STALE || ret == ABANDONED) {
+            staleWaves.increment();
+            String why = ret == STALE ? STALE_WAVE_MESSAGE : ABANDONED_MESSAGE;
+            LOG.warn("Not writing {} request(s) to D {}: {}", ok.size(), pull.peer, why);
+            errMsg = errMsg == null ? why : errMsg + "; " + why;
+            errReqs.addAll(ok);
+            errSet.addAll(ok);
+            ok.clear();
+        } else if (ret != 0) {
             String t = "Mooncake transfer engine returned " + ret;
             errMsg = errMsg == null ? t : errMsg + "; " + t;
             errReqs.addAll(ok);
@@ -424,6 +626,7 @@ final class KvSender implements SideChannelHandler, AutoCloseable {
             }
         }
         send(pull.reply, MooncakeXferResponse.of(status, ok, errReqs, errMsg));
+        pull.lastContact = clock.getAsLong();
         if (status == MooncakeXferResponseStatus.FINISH || pull.done) {
             end(pull);
         } else if (!pull.readyNow.isEmpty()) {
@@ -450,6 +653,9 @@ final class KvSender implements SideChannelHandler, AutoCloseable {
                     finishedSendingReqs.add(pReqId);
                     continue;
                 }
+                if (sm.isPlaceholder()) {
+                    placeholders--;
+                }
                 sm.pReqId = pReqId;
                 sm.localBlockIds = blockIds;
                 sm.expireNanos = now + abortNanos;
@@ -460,11 +666,15 @@ final class KvSender implements SideChannelHandler, AutoCloseable {
                     reqsNeedSend.put(transferId, new SendBlockMeta(pReqId, transferId, new int[0][], now));
                 } else if (sm.isPlaceholder()) {
                     sm.pReqId = pReqId; // P now owns it: no placeholder expiry any more
+                    placeholders--;
                 }
             }
         }
         for (String transferId : metadata.reqsNotProcessed()) {
             SendBlockMeta sm = reqsNeedSend.remove(transferId);
+            if (sm != null && sm.isPlaceholder()) {
+                placeholders--;
+            }
             if (sm == null) {
                 LOG.debug("reqs_not_processed names transfer {} that is not pending; ignored", transferId);
             } else if (sm.ready.isDone()) {
@@ -495,6 +705,7 @@ final class KvSender implements SideChannelHandler, AutoCloseable {
                 LOG.warn("Transfer {} was pulled by D but never scheduled on P {}; dropping its placeholder after "
                         + "{} seconds.", sm.transferId, engineLabel, TimeUnit.NANOSECONDS.toSeconds(abortNanos));
                 placeholdersExpired.increment();
+                placeholders--;
                 it.remove();
             }
         }
@@ -517,6 +728,46 @@ final class KvSender implements SideChannelHandler, AutoCloseable {
 
     long placeholdersExpired() {
         return placeholdersExpired.sum();
+    }
+
+    /** Pulls refused with ERROR because a {@link SideChannelLimits} bound would have been exceeded. */
+    long limitRejections() {
+        return limitRejections.sum();
+    }
+
+    /** Waves not written because they could not start within the staleness bound. */
+    long staleWaves() {
+        return staleWaves.sum();
+    }
+
+    /** Waves that waited on the loop because their D already used its share of the transfer pool. */
+    long wavesQueuedForShare() {
+        return wavesQueuedForShare.sum();
+    }
+
+    /**
+     * Ends every pull being served, without answering (sender loop; the answers could not reach D):
+     * a wave of theirs not yet started is never written. Used when the ROUTER is reset (the peers'
+     * identities are lost) and at shutdown. Complete when the loop has run it; then wait for
+     * {@link #writesIdle()} before closing the ROUTER's port, so that a D that sees the port refused
+     * knows that no write into its blocks is still running.
+     */
+    @Override
+    public java.util.concurrent.CompletableFuture<Void> abandonAllPulls(String reason) {
+        return java.util.concurrent.CompletableFuture.runAsync(() -> {
+            if (!activePulls.isEmpty()) {
+                LOG.warn("Abandoning {} side-channel pull(s): {}", activePulls.size(), reason);
+            }
+            for (Pull pull : new ArrayList<>(activePulls)) {
+                end(pull);
+            }
+        }, loop);
+    }
+
+    /** No transfer-pool job is between its abandonment check and the end of its write. */
+    @Override
+    public boolean writesIdle() {
+        return writing.get() == 0;
     }
 
     /** Stops the transfer pool; in-flight transfers are not cancelled (spec §15 #15), waited for briefly. */

@@ -9,7 +9,9 @@ package io.mooncake4j.connector.worker;
  * @param repliesSent       replies written to the socket
  * @param repliesDropped    replies that could not be written (listener stopped, socket full)
  * @param listenerErrors    unexpected errors inside the listener loop (it keeps running)
+ * @param backlogPauses     times the listener stopped reading because the messages handed to the sender loop
+ *                          and not yet handled exceeded their byte budget (4 × the maximum message size)
  */
 public record ListenerStats(long messagesReceived, long malformedMessages, long handlerErrors, long repliesSent,
-                            long repliesDropped, long listenerErrors) {
+                            long repliesDropped, long listenerErrors, long backlogPauses) {
 }

@@ -85,6 +85,9 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     private final TransferTopology topology;
     private final MooncakeKvConnectorStats xferStats = new MooncakeKvConnectorStats();
     private final BackgroundErrors backgroundErrors = new BackgroundErrors(LOG);
+    private final HealthMonitor healthMonitor = new HealthMonitor();
+    private final SideChannelLimits sideChannelLimits;
+    private final zmq.msg.MsgAllocator zmqAllocator;
     // written by setSideChannelHandler, read on the sender-loop thread; null = the send path
     private volatile SideChannelHandler sideChannelHandler;
     // set once under lock before the loops accept work; read by the embedder's thread
@@ -121,6 +124,8 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         this.receiveTimeoutMargin = b.receiveTimeoutMargin;
         this.handshakeTimeout = b.handshakeTimeout;
         this.loopCallTimeout = b.loopCallTimeout;
+        this.sideChannelLimits = b.sideChannelLimits;
+        this.zmqAllocator = b.zmqAllocator;
         boolean mamba = kvCacheConfig.groups().stream().anyMatch(g -> g.spec().kind() == KvCacheSpec.Kind.MAMBA);
         this.topology = new TransferTopology(config.tpRank(), config.tpSize(), mla, mamba, totalNumKvHeads);
         this.isKvProducer = config.isProducer();
@@ -267,7 +272,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
             r = new KvReceiver(new KvReceiver.MooncakeConnectorWorkerView(config.hostname(), rpcPort, config.tpRank(),
                     config.tpSize(), config.ppRank(), config.ppSize(), reg), topology,
                     kvCacheConfig.hasNonFullAttentionGroup(), xferStats, backgroundErrors, receiveTimeout,
-                    handshakeTimeout.toNanos(), new BootstrapClient());
+                    handshakeTimeout.toNanos(), new BootstrapClient(), sideChannelLimits, healthMonitor, zmqAllocator);
         } catch (IOException e) {
             throw new ConnectorException("Mooncake receiver could not be created: " + e, e);
         }
@@ -360,7 +365,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
                 l = new SenderListener(config.hostname(), () -> {
                     SideChannelHandler h = sideChannelHandler;
                     return h != null ? h : sender;
-                });
+                }, sideChannelLimits, healthMonitor, zmqAllocator, () -> sender);
             } catch (IOException e) {
                 throw new ConnectorException("Mooncake sender listener could not be created: " + e, e);
             }
@@ -372,7 +377,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
                     KvReceiver.ints(reg.registeredGroupIndices()), groupOfLayer());
             sender = new KvSender(config.engineId(), engine, xferStats, backgroundErrors, l.senderLoop(),
                     config.numWorkers(), nanoClock, config.abortRequestTimeout().toNanos(), config.ppSize(), planner,
-                    local, groupOfLayer(), layoutOfLayer());
+                    local, groupOfLayer(), layoutOfLayer(), sideChannelLimits);
         }
         long timeoutMs = config.listenerReadyTimeout().toMillis();
         int port;
@@ -438,7 +443,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     /** Counters of the side-channel listener; all zero when there is none. */
     public ListenerStats listenerStats() {
         synchronized (lock) {
-            return listener == null ? new ListenerStats(0, 0, 0, 0, 0, 0) : listener.stats();
+            return listener == null ? new ListenerStats(0, 0, 0, 0, 0, 0, 0) : listener.stats();
         }
     }
 
@@ -653,6 +658,13 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         }
     }
 
+    /** The side-channel listener once started, else null (tests). */
+    SenderListener listenerOrNull() {
+        synchronized (lock) {
+            return listener;
+        }
+    }
+
     /** The receive path once registered, else null (tests). */
     KvReceiver receiverOrNull() {
         return receiver;
@@ -664,6 +676,9 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         int activePulls = -1;
         long errorReplies = 0;
         long placeholders = 0;
+        long limitRejections = 0;
+        long staleWaves = 0;
+        long queuedForShare = 0;
         KvSender s = sender;
         Executor sl = senderLoopOrNull();
         if (s != null && sl != null) {
@@ -679,14 +694,71 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
             }
             errorReplies = s.errorReplies();
             placeholders = s.placeholdersExpired();
+            limitRejections = s.limitRejections();
+            staleWaves = s.staleWaves();
+            queuedForShare = s.wavesQueuedForShare();
         }
         KvReceiver r = receiver;
         long retries = r == null ? 0 : r.channels().handshakeRetries();
         long connections = r == null ? 0 : r.channels().connectionsOpened();
         long reconnects = r == null ? 0 : r.channels().handshakeReconnects();
         int dealers = r == null ? 0 : r.channels().activePulls();
+        long reResolutions = 0;
+        if (r != null) {
+            try {
+                reResolutions = awaitLoop(CompletableFuture.supplyAsync(r::reResolutions, r.loop()));
+            } catch (ExecutionException | TimeoutException | RejectedExecutionException e) {
+                LOG.debug("diagnostics: receiver loop did not answer", e);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
         return new WorkerDiagnostics(pending, activePulls, errorReplies, placeholders, dealers, connections, retries, reconnects,
-                backgroundErrors.count());
+                backgroundErrors.count(), limitRejections, staleWaves, queuedForShare, reResolutions);
+    }
+
+    /**
+     * Whether every background thread of this worker is alive and serving (issue 9): the side-channel
+     * listener and sender loop on P, the receiver loop and pull I/O thread on D, and the JeroMQ I/O
+     * threads of both. A thread that died was logged once at ERROR and counted; one that was
+     * recreated leaves the worker healthy, one that could not be makes it unhealthy with the reason.
+     * Cheap and safe from any thread.
+     */
+    public WorkerHealth health() {
+        WorkerHealth h = healthMonitor.snapshot();
+        List<String> extra = new java.util.ArrayList<>();
+        SenderListener l;
+        KvReceiver r;
+        boolean isClosed;
+        synchronized (lock) {
+            l = listener;
+            r = receiver;
+            isClosed = closed;
+        }
+        if (!isClosed) {
+            if (l != null && !l.alive()) {
+                extra.add("mooncake-p-listener-0 is not running");
+            }
+            if (l != null && l.senderLoop().isShutdown()) {
+                extra.add("mooncake-p-sender-0 is shut down");
+            }
+            if (r != null && !r.channels().alive()) {
+                extra.add("mooncake-d-io-0 is not running");
+            }
+            if (r != null && r.loop().isShutdown()) {
+                extra.add("mooncake-d-receiver-0 is shut down");
+            }
+        }
+        if (extra.isEmpty()) {
+            return h;
+        }
+        List<String> all = new java.util.ArrayList<>(h.problems());
+        for (String e : extra) {
+            if (!all.contains(e)) {
+                all.add(e);
+            }
+        }
+        return new WorkerHealth(false, all, h.loopDeaths(), h.loopRecoveries());
     }
 
     /**
@@ -714,6 +786,10 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         if (r != null) {
             r.close();
         }
+        if (l != null && s != null) {
+            // no write may still run once the ROUTER's port refuses D (see PullChannels)
+            SenderListener.quiesce(s, "the worker is closing", 10_000);
+        }
         if (l != null) {
             l.close();
         }
@@ -740,6 +816,8 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         private Duration receiveTimeoutMargin = Duration.ofSeconds(60);
         private Duration handshakeTimeout = Duration.ofSeconds(1);
         private Duration loopCallTimeout = Duration.ofSeconds(30);
+        private SideChannelLimits sideChannelLimits = SideChannelLimits.DEFAULTS;
+        private zmq.msg.MsgAllocator zmqAllocator;
 
         private Builder(MooncakeConnectorConfig config, TransferEngine engine, KvCacheConfig kvCacheConfig) {
             this.config = Objects.requireNonNull(config, "config");
@@ -812,6 +890,22 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
                 throw new IllegalArgumentException("handshakeTimeout must be positive, got " + timeout);
             }
             this.handshakeTimeout = timeout;
+            return this;
+        }
+
+        /**
+         * Bounds on what side-channel peers can make this worker spend: maximum ZMQ message sizes,
+         * pending pulls and placeholders, the transfer-pool share of one D (see
+         * {@code docs/reliability.md}); default {@link SideChannelLimits#DEFAULTS}.
+         */
+        public Builder sideChannelLimits(SideChannelLimits limits) {
+            this.sideChannelLimits = Objects.requireNonNull(limits, "limits");
+            return this;
+        }
+
+        /** The JeroMQ message allocator of every side-channel socket (fault-injection tests); default JeroMQ's. */
+        Builder zmqAllocator(zmq.msg.MsgAllocator allocator) {
+            this.zmqAllocator = Objects.requireNonNull(allocator, "allocator");
             return this;
         }
 

@@ -14,11 +14,13 @@ import java.util.List;
 import java.util.Map;
 import java.util.Locale;
 import java.util.Objects;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.LongAdder;
+import java.util.function.Consumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.zeromq.SocketType;
@@ -26,6 +28,7 @@ import org.zeromq.ZEvent;
 import org.zeromq.ZMQ;
 import org.zeromq.ZMQException;
 import org.zeromq.ZMonitor;
+import zmq.msg.MsgAllocator;
 
 /**
  * The decode side's DEALER sockets (vLLM's {@code receive_kv_from_single_worker} socket work,
@@ -54,15 +57,38 @@ import org.zeromq.ZMonitor;
  * handshake timeouts (times the attempt number), the DEALER is closed and the request sent again
  * on a fresh one; the request cannot have reached P before the handshake, so resending is safe.
  *
- * <p>A disconnect after the handshake fails the pull at once (vLLM waits for the receive
- * timeout): the ROUTER gives a reconnecting peer a new identity, so the answer is lost anyway.
+ * <p><b>A disconnect after the handshake</b> (issue 9, "no write after abandonment"): the ROUTER
+ * gives a reconnecting peer a new identity, so the answer is lost; but whether P can still write
+ * into the pull's blocks depends on whether P is alive. The DEALER reconnects by itself: when that
+ * is refused ({@code CONNECT_RETRIED}: nothing listens on P's port any more, P's process or worker
+ * is gone, and a gone P writes nothing) the pull fails at once; when it succeeds (P alive, the
+ * connection alone was lost) the pull fails only at its receive deadline, by which time P's
+ * staleness rule guarantees that no write of this pull can start. When JeroMQ closed the connection
+ * for a protocol error it does not reconnect; then a plain TCP connect to P's port (on a virtual
+ * thread) tells the two cases apart the same way. vLLM always waits for the receive
+ * timeout. Every disconnect is also reported to the owner ({@code addressLost}), which forgets the
+ * cached address of that P worker.
+ *
+ * <p><b>Bounds and watchdogs.</b> Every DEALER has a maximum message size
+ * ({@link SideChannelLimits#maxResponseBytes()}); a P that declares a larger frame is disconnected
+ * before anything is allocated. An {@link Error} escaping the loop, or the death of the context's
+ * JeroMQ I/O thread, fails the pulls in flight, is reported to the {@link HealthMonitor}, and the
+ * loop goes on with fresh sockets (on a fresh context when the I/O thread died).
  */
 final class PullChannels implements AutoCloseable {
 
     private static final Logger LOG = LoggerFactory.getLogger(PullChannels.class);
 
     private static final int MONITOR_EVENTS = ZMQ.EVENT_HANDSHAKE_PROTOCOL | ZMQ.HANDSHAKE_SUCCEEDED
-            | ZMQ.EVENT_DISCONNECTED;
+            | ZMQ.EVENT_DISCONNECTED | ZMQ.EVENT_CONNECT_RETRIED | ZMQ.EVENT_CONNECTED | ZMQ.EVENT_CONNECT_DELAYED;
+    /**
+     * After a disconnect JeroMQ reconnects within its reconnect interval (100 ms) unless it closed the
+     * connection for a protocol error (then it never does); no reconnect attempt within this long means
+     * the latter.
+     */
+    static final long NO_RECONNECT_MS = 2_000;
+    static final long PROBE_TIMEOUT_MS = 2_000;
+    private static final AtomicLong PROBE_IDS = new AtomicLong();
     /** A DEALER without a handshake after this long makes the loop nudge JeroMQ's I/O thread. */
     static final long NUDGE_AFTER_MS = 100;
     /** Nudges for one DEALER back off (doubling) up to this interval: an unreachable P costs little. */
@@ -93,6 +119,11 @@ final class PullChannels implements AutoCloseable {
         long nudgeDelayMs;
         long receiveDeadline;
         int attempts;
+        boolean disconnected; // after the handshake; the DEALER is reconnecting
+        boolean reconnecting; // a reconnect attempt was seen after the disconnect
+        CompletableFuture<Boolean> probe; // after a protocol error: does P's port still accept connections?
+        boolean probeLogged;
+        long disconnectedAt;
 
         Pull(String address, byte[] payload, Listener listener) {
             this.address = address;
@@ -101,7 +132,14 @@ final class PullChannels implements AutoCloseable {
         }
     }
 
-    private final ZMQ.Context context;
+    private volatile ZMQ.Context context; // replaced (I/O thread) when its JeroMQ I/O thread died
+    private final SideChannelLimits limits;
+    private final HealthMonitor health;
+    private final MsgAllocator allocator; // JeroMQ's (or a test's), guarded
+    private final Consumer<String> addressLost;
+    // set by a dying JeroMQ I/O thread, handled by the loop
+    private volatile Throwable ioThreadDeath;
+    private volatile Error injectedFault; // tests
     private final Pipe wakePipe;
     private final Thread thread;
     private final long receiveTimeoutNanos;
@@ -116,7 +154,7 @@ final class PullChannels implements AutoCloseable {
     /** Handshaken DEALERs whose last pull ended with FINISH/ERROR, per P address (I/O thread only). */
     private final Map<String, ArrayDeque<Idle>> idle = new HashMap<>();
 
-    private record Idle(ZMQ.Socket dealer, ZMQ.Socket monitor) {
+    private record Idle(String address, ZMQ.Socket dealer, ZMQ.Socket monitor) {
     }
 
     /** Idle connections kept per P worker. */
@@ -132,14 +170,22 @@ final class PullChannels implements AutoCloseable {
     // I/O thread writes, any thread reads
     private volatile int activeCount;
 
-    PullChannels(long receiveTimeoutNanos, long handshakeTimeoutNanos, BackgroundErrors errors) throws IOException {
+    PullChannels(long receiveTimeoutNanos, long handshakeTimeoutNanos, BackgroundErrors errors,
+            SideChannelLimits limits, HealthMonitor health, MsgAllocator allocator, Consumer<String> addressLost)
+            throws IOException {
         this.receiveTimeoutNanos = receiveTimeoutNanos;
         this.handshakeTimeoutNanos = handshakeTimeoutNanos;
         this.errors = Objects.requireNonNull(errors, "errors");
+        this.limits = Objects.requireNonNull(limits, "limits");
+        this.health = Objects.requireNonNull(health, "health");
+        this.allocator = new GuardedMsgAllocator(allocator, limits.maxResponseBytes(), () -> errors.report("JeroMQ decoder (D side channel)",
+                new IllegalArgumentException("a P worker sent a frame header with a size of 2^63 bytes or more; "
+                        + "treated as an empty frame")));
+        this.addressLost = Objects.requireNonNull(addressLost, "addressLost");
         this.wakePipe = Pipe.open();
         wakePipe.sink().configureBlocking(false);
         wakePipe.source().configureBlocking(false);
-        this.context = ZMQ.context(1);
+        this.context = newContext();
         this.thread = new Thread(this::run, "mooncake-d-io-0");
         thread.setDaemon(true);
         thread.start();
@@ -193,62 +239,124 @@ final class PullChannels implements AutoCloseable {
         }
     }
 
+    private ZMQ.Context newContext() {
+        ZMQ.Context ctx = ZMQ.context(1);
+        ctx.setUncaughtExceptionHandler((t, e) -> {
+            ioThreadDeath = e;
+            wake();
+        });
+        ctx.setNotificationExceptionHandler((t, e) -> errors.report("JeroMQ I/O (D side channel)", e));
+        return ctx;
+    }
+
+    /** Makes the next loop iteration throw {@code fault} (tests of the watchdog). */
+    void injectFault(Error fault) {
+        injectedFault = fault;
+        wake();
+    }
+
+    /** Whether the I/O thread is running (false after close, or after a death it could not recover from). */
+    boolean alive() {
+        return thread.isAlive();
+    }
+
     private void run() {
-        ZMQ.Poller poller = context.poller(16);
         try {
-            poller.register(wakePipe.source(), ZMQ.Poller.POLLIN);
-            ByteBuffer drain = ByteBuffer.allocate(64);
             while (running) {
+                ZMQ.Poller poller = context.poller(16);
                 try {
-                    long waitMs = MAX_POLL_MS;
-                    poller.poll(waitMs);
-                    wakePending.set(false);
-                    drain.clear();
-                    while (wakePipe.source().read(drain) > 0) {
-                        drain.clear();
-                    }
-                    Pull p;
-                    while ((p = submitted.poll()) != null) {
-                        start(p, poller);
-                    }
-                    long now = System.nanoTime();
-                    for (int i = active.size() - 1; i >= 0; i--) {
-                        Pull pull = active.get(i);
-                        if (!service(pull, now, poller)) {
-                            active.remove(i);
-                        }
-                    }
-                    activeCount = active.size();
-                    serviceIdle(poller);
-                } catch (ZMQException e) {
-                    if (e.getErrorCode() == ZMQ.Error.ETERM.getCode()) {
+                    serve(poller);
+                } catch (RuntimeException | Error e) {
+                    if (!running) {
                         break;
                     }
-                    errors.report("pull I/O", e);
-                } catch (IOException | RuntimeException e) {
-                    errors.report("pull I/O", e);
+                    health.died(thread.getName() + " (D side-channel I/O)", e, true);
+                    abandonAll(poller, "the Mooncake pull I/O thread failed: " + e, true);
+                    health.recovered(thread.getName());
+                }
+                Throwable dead = ioThreadDeath;
+                if (dead != null && running) {
+                    ioThreadDeath = null;
+                    health.died("JeroMQ I/O thread of D's side channel", dead, true);
+                    abandonAll(poller, "the JeroMQ I/O thread of the Mooncake receiver died: " + dead, false);
+                    poller.close();
+                    // the dead context cannot be terminated (its I/O thread would never acknowledge); drop it
+                    context = newContext();
+                    health.recovered("JeroMQ I/O thread of D's side channel");
+                } else {
+                    poller.close();
                 }
             }
-        } catch (RuntimeException | Error e) {
-            errors.report("pull I/O (exiting)", e);
         } finally {
-            for (Pull pull : active) {
-                closeSockets(pull, poller);
-                pull.listener.onFailure("the Mooncake receiver is closed");
-            }
-            active.clear();
-            for (ArrayDeque<Idle> q : idle.values()) {
-                for (Idle i : q) {
-                    closeIdle(i, poller);
-                }
-            }
-            idle.clear();
+            abandonAll(null, "the Mooncake receiver is closed", true);
             Pull p;
             while ((p = submitted.poll()) != null) {
                 p.listener.onFailure("the Mooncake receiver is closed");
             }
             activeCount = 0;
-            poller.close();
+        }
+    }
+
+    /** Fails every pull in flight and forgets every connection; closes the sockets when {@code close}. */
+    private void abandonAll(ZMQ.Poller poller, String reason, boolean close) {
+        for (Pull pull : active) {
+            if (close) {
+                closeSockets(pull, poller);
+            }
+            pull.listener.onFailure(reason);
+        }
+        active.clear();
+        for (ArrayDeque<Idle> q : idle.values()) {
+            for (Idle i : q) {
+                if (close) {
+                    closeIdle(i, poller);
+                }
+            }
+        }
+        idle.clear();
+        activeCount = 0;
+    }
+
+    /** The loop on one context; returns when stopping or when the context's I/O thread died. */
+    private void serve(ZMQ.Poller poller) {
+        poller.register(wakePipe.source(), ZMQ.Poller.POLLIN);
+        ByteBuffer drain = ByteBuffer.allocate(64);
+        while (running && ioThreadDeath == null) {
+            try {
+                Error fault = injectedFault;
+                if (fault != null) {
+                    injectedFault = null;
+                    throw fault;
+                }
+                long waitMs = MAX_POLL_MS;
+                poller.poll(waitMs);
+                wakePending.set(false);
+                drain.clear();
+                while (wakePipe.source().read(drain) > 0) {
+                    drain.clear();
+                }
+                Pull p;
+                while ((p = submitted.poll()) != null) {
+                    start(p, poller);
+                }
+                long now = System.nanoTime();
+                for (int i = active.size() - 1; i >= 0; i--) {
+                    Pull pull = active.get(i);
+                    if (!service(pull, now, poller)) {
+                        active.remove(i);
+                    }
+                }
+                activeCount = active.size();
+                serviceIdle(poller);
+            } catch (ZMQException e) {
+                if (e.getErrorCode() == ZMQ.Error.ETERM.getCode()) {
+                    running = false;
+                    break;
+                }
+                errors.report("pull I/O", e);
+            } catch (IOException | RuntimeException e) {
+                errors.report("pull I/O", e);
+            }
         }
     }
 
@@ -257,6 +365,12 @@ final class PullChannels implements AutoCloseable {
         pull.receiveDeadline = System.nanoTime() + receiveTimeoutNanos;
         ArrayDeque<Idle> pool = idle.get(pull.address);
         Idle reuse = pool == null ? null : pool.pollLast();
+        while (reuse != null && !stillConnected(reuse)) {
+            // its disconnect (or a refused reconnect) predates this pull: not evidence about this pull
+            closeIdle(reuse, poller);
+            addressLost.accept(reuse.address());
+            reuse = pool.pollLast();
+        }
         if (reuse != null) {
             pull.dealer = reuse.dealer();
             pull.monitor = reuse.monitor();
@@ -294,6 +408,8 @@ final class PullChannels implements AutoCloseable {
         ZMQ.Socket dealer = context.socket(SocketType.DEALER);
         pull.dealer = dealer;
         dealer.setLinger(0);
+        dealer.setMaxMsgSize(limits.maxResponseBytes());
+        dealer.setMsgAllocator(allocator);
         dealer.setHandshakeIvl((int) Math.min(Integer.MAX_VALUE, Math.max(1, TimeUnit.NANOSECONDS.toMillis(ivlNanos))));
         String monitorAddr = "inproc://mooncake-d-monitor-" + MONITOR_IDS.getAndIncrement();
         if (!dealer.monitor(monitorAddr, MONITOR_EVENTS)) { // before connect: no event is missed
@@ -317,6 +433,11 @@ final class PullChannels implements AutoCloseable {
         while ((ev = ZEvent.recv(pull.monitor, ZMQ.DONTWAIT)) != null) {
             ZMonitor.Event e = ev.getEvent();
             if (e == ZMonitor.Event.HANDSHAKE_PROTOCOL || e == ZMonitor.Event.HANDSHAKE_SUCCEEDED) {
+                if (pull.disconnected && !pull.handshaken) {
+                    LOG.warn("side-channel connection to {} was lost and re-made: P is alive but its answer to this "
+                            + "pull is lost; the pull fails at its receive deadline (P starts no write after it)",
+                            pull.address);
+                }
                 pull.handshaken = true;
             } else if (e == ZMonitor.Event.DISCONNECTED && !pull.handshaken) {
                 handshakeReconnects.increment(); // JeroMQ's handshake timer dropped a stuck connection; it reconnects
@@ -326,20 +447,50 @@ final class PullChannels implements AutoCloseable {
                 if (!readResponses(pull, poller)) {
                     return false;
                 }
+                pull.disconnected = true;
+                pull.reconnecting = false;
+                pull.disconnectedAt = System.nanoTime();
+                pull.handshaken = false;
+                addressLost.accept(pull.address);
+            } else if ((e == ZMonitor.Event.CONNECTED || e == ZMonitor.Event.CONNECT_DELAYED) && pull.disconnected) {
+                pull.reconnecting = true;
+            } else if (e == ZMonitor.Event.CONNECT_RETRIED && pull.disconnected) {
                 closeSockets(pull, poller);
-                pull.listener.onFailure("P worker " + pull.address + " disconnected before answering");
+                pull.listener.onFailure("P worker " + pull.address + " disconnected before answering and no longer "
+                        + "accepts connections");
                 return false;
             }
         }
         if (!readResponses(pull, poller)) {
             return false;
         }
-        if (!pull.handshaken && now - pull.nudgeAt > 0) {
+        if (pull.disconnected && !pull.reconnecting && pull.probe == null
+                && now - pull.disconnectedAt > TimeUnit.MILLISECONDS.toNanos(NO_RECONNECT_MS)) {
+            // JeroMQ closed the connection for a protocol error and will not reconnect: is P still there?
+            pull.probe = probe(pull.address);
+        }
+        if (pull.probe != null && pull.probe.isDone()) {
+            if (pull.probe.getNow(Boolean.TRUE)) {
+                pull.probe = CompletableFuture.completedFuture(Boolean.TRUE); // alive: wait for the deadline
+                if (!pull.probeLogged) {
+                    pull.probeLogged = true;
+                    LOG.warn("P worker {} broke the ZMTP protocol (an oversized or malformed frame) but still accepts "
+                            + "connections; the pull fails at its receive deadline (P starts no write after it)",
+                            pull.address);
+                }
+            } else {
+                closeSockets(pull, poller);
+                pull.listener.onFailure("P worker " + pull.address + " broke the ZMTP protocol (an oversized or "
+                        + "malformed frame) and no longer accepts connections");
+                return false;
+            }
+        }
+        if (!pull.handshaken && !pull.disconnected && now - pull.nudgeAt > 0) {
             pull.nudgeDelayMs = Math.min(NUDGE_MAX_INTERVAL_MS, 2 * pull.nudgeDelayMs);
             pull.nudgeAt = now + TimeUnit.MILLISECONDS.toNanos(pull.nudgeDelayMs);
             nudge(now);
         }
-        if (!pull.handshaken && now - pull.handshakeDeadline > 0) {
+        if (!pull.handshaken && !pull.disconnected && now - pull.handshakeDeadline > 0) {
             handshakeRetries.increment();
             LOG.info("DEALER connection to {} made no ZMTP handshake within {} ms (attempt {}); retrying on a fresh "
                     + "socket", pull.address, TimeUnit.NANOSECONDS.toMillis(3 * handshakeTimeoutNanos * pull.attempts),
@@ -396,12 +547,51 @@ final class PullChannels implements AutoCloseable {
     private void release(Pull pull, ZMQ.Poller poller) {
         ArrayDeque<Idle> pool = idle.computeIfAbsent(pull.address, a -> new ArrayDeque<>());
         if (running && pool.size() < MAX_IDLE_PER_PEER) {
-            pool.addLast(new Idle(pull.dealer, pull.monitor));
+            pool.addLast(new Idle(pull.address, pull.dealer, pull.monitor));
             pull.dealer = null;
             pull.monitor = null;
         } else {
             closeSockets(pull, poller);
         }
+    }
+
+    /**
+     * Whether something accepts TCP connections at a {@code tcp://host:port} address, tried on a
+     * virtual thread (at most {@link #PROBE_TIMEOUT_MS}); true when unsure.
+     */
+    private static CompletableFuture<Boolean> probe(String address) {
+        CompletableFuture<Boolean> f = new CompletableFuture<>();
+        Thread.ofVirtual().name("mooncake-d-probe-" + PROBE_IDS.getAndIncrement()).start(() -> {
+            try {
+                String hp = address.substring(address.indexOf("://") + 3);
+                int colon = hp.lastIndexOf(':');
+                String host = hp.substring(0, colon);
+                if (host.startsWith("[") && host.endsWith("]")) {
+                    host = host.substring(1, host.length() - 1);
+                }
+                int port = Integer.parseInt(hp.substring(colon + 1));
+                try (java.net.Socket s = new java.net.Socket()) {
+                    s.connect(new java.net.InetSocketAddress(host, port), (int) PROBE_TIMEOUT_MS);
+                }
+                f.complete(Boolean.TRUE);
+            } catch (java.net.ConnectException e) {
+                f.complete(Boolean.FALSE); // refused: nothing listens there any more
+            } catch (IOException | RuntimeException e) {
+                f.complete(Boolean.TRUE); // unreachable or odd: P may be alive, so wait for the deadline
+            }
+        });
+        return f;
+    }
+
+    /** Reads an idle connection's pending monitor events: false when it lost its connection meanwhile. */
+    private static boolean stillConnected(Idle i) {
+        boolean ok = true;
+        ZEvent ev;
+        while ((ev = ZEvent.recv(i.monitor(), ZMQ.DONTWAIT)) != null) {
+            ZMonitor.Event e = ev.getEvent();
+            ok &= e != ZMonitor.Event.DISCONNECTED && e != ZMonitor.Event.CONNECT_RETRIED;
+        }
+        return ok;
     }
 
     /** Drops idle connections that disconnected or received something unexpected. */
@@ -414,6 +604,9 @@ final class PullChannels implements AutoCloseable {
                 ZEvent ev;
                 while ((ev = ZEvent.recv(i.monitor(), ZMQ.DONTWAIT)) != null) {
                     drop |= ev.getEvent() == ZMonitor.Event.DISCONNECTED;
+                }
+                if (drop) {
+                    addressLost.accept(i.address());
                 }
                 if (i.dealer().recv(ZMQ.DONTWAIT) != null) {
                     LOG.warn("unexpected message on an idle side-channel connection; closing it");
@@ -455,20 +648,26 @@ final class PullChannels implements AutoCloseable {
     }
 
     private static void closeIdle(Idle i, ZMQ.Poller poller) {
-        poller.unregister(i.dealer());
+        if (poller != null) {
+            poller.unregister(i.dealer());
+            poller.unregister(i.monitor());
+        }
         i.dealer().close();
-        poller.unregister(i.monitor());
         i.monitor().close();
     }
 
     private static void closeSockets(Pull pull, ZMQ.Poller poller) {
         if (pull.dealer != null) {
-            poller.unregister(pull.dealer);
+            if (poller != null) {
+                poller.unregister(pull.dealer);
+            }
             pull.dealer.close();
             pull.dealer = null;
         }
         if (pull.monitor != null) {
-            poller.unregister(pull.monitor);
+            if (poller != null) {
+                poller.unregister(pull.monitor);
+            }
             pull.monitor.close();
             pull.monitor = null;
         }

@@ -16,7 +16,9 @@ import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.concurrent.locks.LockSupport;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.function.Supplier;
 import org.slf4j.Logger;
@@ -24,6 +26,7 @@ import org.slf4j.LoggerFactory;
 import org.zeromq.SocketType;
 import org.zeromq.ZMQ;
 import org.zeromq.ZMQException;
+import zmq.msg.MsgAllocator;
 
 /**
  * The producer's side channel (vLLM's {@code _mooncake_sender_listener} plus the sender loop).
@@ -37,6 +40,16 @@ import org.zeromq.ZMQException;
  * <p>Unlike vLLM (spec §15 #6) nothing a peer sends ends the listener: a message with the wrong
  * frame count is counted and delivered, an exception in the handler or the loop is logged once
  * per distinct error and counted.
+ *
+ * <p><b>Bounds and watchdogs (issue 9).</b> The ROUTER has a maximum message size
+ * ({@link SideChannelLimits#maxMetadataBytes()}): JeroMQ checks a frame's declared size before it
+ * allocates, and drops the peer that declared too much. Messages handed to the sender loop and not yet
+ * handled are bounded in bytes ({@link #backlogBudget}); above it the listener stops reading and
+ * ZMQ's receive high-water mark pushes back on the peers. An {@link Error} that escapes the loop
+ * (say an {@code OutOfMemoryError}) is reported to the {@link HealthMonitor} and the ROUTER is
+ * recreated on the same port; the death of one of JeroMQ's I/O threads (its context's uncaught
+ * exception handler) cannot be recovered in-process (the dead thread keeps the port) and marks the
+ * worker unhealthy.
  */
 final class SenderListener implements AutoCloseable {
 
@@ -51,8 +64,63 @@ final class SenderListener implements AutoCloseable {
 
     private record Reply(byte[] identity, byte[] payload) {}
 
+    /** What the ROUTER's owner must do before the ROUTER's port closes (implemented by {@link KvSender}). */
+    interface Quiesce {
+        /** Ends every pull being served: none of their waves starts after this completes. */
+        CompletableFuture<Void> abandonAllPulls(String reason);
+
+        /** No write of an ended pull is still running. */
+        boolean writesIdle();
+    }
+
+    /** How long a reset or close waits for running writes before it closes the port anyway. */
+    static final long QUIESCE_MS = 30_000;
+
+    /**
+     * Ends every pull and waits (at most {@code waitMs}) for their running writes, so that the port
+     * closes only when no write can still land in a D's blocks (D fails a pull at once when the port
+     * refuses it after a disconnect; see {@link PullChannels}). Returns whether it got there.
+     */
+    static boolean quiesce(Quiesce q, String reason, long waitMs) {
+        if (q == null) {
+            return true;
+        }
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(waitMs);
+        try {
+            q.abandonAllPulls(reason).get(waitMs, TimeUnit.MILLISECONDS);
+        } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException
+                 | RejectedExecutionException e) {
+            LOG.error("could not abandon the side-channel pulls before closing the ROUTER: {}", e.toString());
+            return false;
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return false;
+        }
+        while (!q.writesIdle()) {
+            if (System.nanoTime() - deadline > 0) {
+                LOG.error("a write of an abandoned pull still runs after {} ms; closing the ROUTER anyway", waitMs);
+                return false;
+            }
+            LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(5)); // bounded wait for the transfer pool
+        }
+        return true;
+    }
+
+    /** How long a recreated ROUTER may take to get its port back. */
+    private static final long REBIND_MS = 10_000;
+
     private final String hostname;
     private final Supplier<SideChannelHandler> handler;
+    private final SideChannelLimits limits;
+    private final Supplier<? extends Quiesce> quiesce;
+    private final HealthMonitor health;
+    private final MsgAllocator allocator; // JeroMQ's (or a test's), guarded
+    private final long backlogBudget;
+    private final AtomicLong backlogBytes = new AtomicLong();
+    // a fault the next loop iteration throws (tests)
+    private volatile Error injectedFault;
+    // set when one of the context's JeroMQ I/O threads died: the context can then never be terminated
+    private volatile boolean ioThreadDied;
     private final ZMQ.Context context;
     private final Pipe wakePipe;
     private final Thread thread;
@@ -74,11 +142,20 @@ final class SenderListener implements AutoCloseable {
     private final LongAdder repliesSent = new LongAdder();
     private final LongAdder repliesDropped = new LongAdder();
     private final LongAdder listenerErrors = new LongAdder();
+    private final LongAdder backlogPauses = new LongAdder();
 
     /** Creates the context, pipe and threads and starts listening; {@link #ready()} completes with the port. */
-    SenderListener(String hostname, Supplier<SideChannelHandler> handler) throws IOException {
+    SenderListener(String hostname, Supplier<SideChannelHandler> handler, SideChannelLimits limits,
+            HealthMonitor health, MsgAllocator allocator, Supplier<? extends Quiesce> quiesce) throws IOException {
+        this.quiesce = Objects.requireNonNull(quiesce, "quiesce");
         this.hostname = Objects.requireNonNull(hostname, "hostname");
         this.handler = Objects.requireNonNull(handler, "handler");
+        this.limits = Objects.requireNonNull(limits, "limits");
+        this.health = Objects.requireNonNull(health, "health");
+        this.allocator = new GuardedMsgAllocator(allocator, limits.maxMetadataBytes(), () -> reportOnce("JeroMQ decoder",
+                new IllegalArgumentException("a peer sent a frame header with a size of 2^63 bytes or more; "
+                        + "treated as an empty frame")));
+        this.backlogBudget = Math.max(4 * limits.maxMetadataBytes(), 1L << 20);
         this.wakePipe = Pipe.open();
         try {
             wakePipe.sink().configureBlocking(false);
@@ -88,6 +165,12 @@ final class SenderListener implements AutoCloseable {
             throw e;
         }
         this.context = ZMQ.context(1);
+        // before the first socket: JeroMQ's I/O threads are made with these handlers
+        context.setUncaughtExceptionHandler((t, e) -> {
+            ioThreadDied = true;
+            health.died("JeroMQ I/O thread " + t.getName() + " of P's side channel on " + hostname, e, false);
+        });
+        context.setNotificationExceptionHandler((t, e) -> reportOnce("JeroMQ I/O", e));
         ScheduledThreadPoolExecutor loop = new ScheduledThreadPoolExecutor(1, r -> {
             Thread t = new Thread(r, "mooncake-p-sender-0");
             t.setDaemon(true);
@@ -116,25 +199,122 @@ final class SenderListener implements AutoCloseable {
 
     ListenerStats stats() {
         return new ListenerStats(received.sum(), malformed.sum(), handlerErrors.sum(), repliesSent.sum(),
-                repliesDropped.sum(), listenerErrors.sum());
+                repliesDropped.sum(), listenerErrors.sum(), backlogPauses.sum());
+    }
+
+    /** Whether the listener thread runs (false after close or after a death it could not recover from). */
+    boolean alive() {
+        return thread.isAlive();
+    }
+
+    /** Makes the next loop iteration throw {@code fault} (tests of the watchdog). */
+    void injectFault(Error fault) {
+        injectedFault = fault;
+        wake();
+    }
+
+    private ZMQ.Socket openRouter(int port) {
+        ZMQ.Socket router = context.socket(SocketType.ROUTER);
+        try {
+            router.setLinger(0);
+            router.setMaxMsgSize(limits.maxMetadataBytes());
+            router.setMsgAllocator(allocator);
+            return router;
+        } catch (RuntimeException e) {
+            router.close();
+            throw e;
+        }
     }
 
     private void run() {
         ZMQ.Socket router = null;
-        ZMQ.Poller poller = null;
+        int port;
         try {
-            router = context.socket(SocketType.ROUTER);
-            router.setLinger(0);
-            String endpoint = "tcp://" + hostname;
-            int port = router.bindToRandomPort(endpoint);
-            poller = context.poller(2);
+            router = openRouter(0);
+            port = router.bindToRandomPort("tcp://" + hostname);
+        } catch (RuntimeException | Error e) {
+            LOG.debug("Mooncake sender listener failed to start on {}", hostname, e);
+            ready.completeExceptionally(e);
+            if (router != null) {
+                router.close();
+            }
+            return;
+        }
+        LOG.debug("Mooncake sender starting listening on path: tcp://{}:{}", hostname, port);
+        ready.complete(port);
+        try {
+            while (running) {
+                try {
+                    serve(router);
+                } catch (RuntimeException | Error e) {
+                    if (!running) {
+                        break;
+                    }
+                    health.died(thread.getName() + " (side-channel ROUTER on " + hostname + ":" + port + ")", e,
+                            true);
+                    // the new ROUTER will not know the peers' identities: end their pulls first, and close
+                    // the port only once no write of theirs runs
+                    quiesce(quiesce.get(), "the side-channel ROUTER is being recreated", QUIESCE_MS);
+                    router.close();
+                    router = null;
+                    router = rebind(port);
+                    if (router == null) {
+                        return;
+                    }
+                    health.recovered(thread.getName());
+                }
+            }
+        } finally {
+            if (router != null) {
+                router.close();
+            }
+            Reply r;
+            while ((r = replies.poll()) != null) {
+                repliesDropped.increment();
+                LOG.trace("dropping reply of {} bytes: listener stopped", r.payload.length);
+            }
+        }
+    }
+
+    /** A fresh ROUTER on the port decode workers know; null (reported) when it cannot be had back. */
+    private ZMQ.Socket rebind(int port) {
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(REBIND_MS);
+        RuntimeException last = null;
+        while (running) {
+            ZMQ.Socket router = null;
+            try {
+                router = openRouter(port);
+                router.bind("tcp://" + hostname + ":" + port);
+                return router;
+            } catch (RuntimeException e) {
+                last = e;
+                if (router != null) {
+                    router.close();
+                }
+            }
+            if (System.nanoTime() - deadline > 0) {
+                health.recoveryFailed(thread.getName() + " (side-channel ROUTER on " + hostname + ":" + port + ")",
+                        last);
+                return null;
+            }
+            LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(20)); // the old socket's port is released asynchronously
+        }
+        return null;
+    }
+
+    /** The loop over one ROUTER; returns when stopping, throws what it cannot handle itself. */
+    private void serve(ZMQ.Socket router) {
+        try (ZMQ.Poller poller = context.poller(2)) {
             poller.register(router, ZMQ.Poller.POLLIN);
             int wakeIdx = poller.register(wakePipe.source(), ZMQ.Poller.POLLIN);
-            LOG.debug("Mooncake sender starting listening on path: {}:{}", endpoint, port);
-            ready.complete(port);
             boolean moreInput = false;
             while (running) {
                 try {
+                    Error fault = injectedFault;
+                    if (fault != null) {
+                        injectedFault = null;
+                        throw fault;
+                    }
                     poller.poll(moreInput ? 0 : POLL_MS);
                     if (poller.pollin(wakeIdx)) {
                         drainWakePipe();
@@ -146,32 +326,13 @@ final class SenderListener implements AutoCloseable {
                 } catch (ZMQException e) {
                     if (e.getErrorCode() == ZMQ.Error.ETERM.getCode()) {
                         LOG.debug("ZMQ context terminated, exiting Mooncake sender listener.");
+                        running = false;
                         break;
                     }
                     loopError(e);
                 } catch (RuntimeException e) {
                     loopError(e);
                 }
-            }
-        } catch (RuntimeException | Error e) {
-            if (!ready.isDone()) {
-                LOG.debug("Mooncake sender listener failed to start on {}", hostname, e);
-            } else {
-                LOG.error("Mooncake sender listener on {} exits after an unexpected error", hostname, e);
-            }
-            ready.completeExceptionally(e);
-        } finally {
-            ready.completeExceptionally(new IllegalStateException("Mooncake sender listener exited before becoming ready."));
-            if (poller != null) {
-                poller.close();
-            }
-            if (router != null) {
-                router.close();
-            }
-            Reply r;
-            while ((r = replies.poll()) != null) {
-                repliesDropped.increment();
-                LOG.trace("dropping reply of {} bytes: listener stopped", r.payload.length);
             }
         }
     }
@@ -211,6 +372,10 @@ final class SenderListener implements AutoCloseable {
     /** Reads up to {@link #RECV_BATCH} messages; true when the batch filled up (more may be waiting). */
     private boolean receive(ZMQ.Socket router) {
         for (int i = 0; i < RECV_BATCH; i++) {
+            if (backlogBytes.get() > backlogBudget) {
+                backlogPauses.increment();
+                return false; // the sender loop is behind: leave the rest in ZMQ's queues (its HWM pushes back)
+            }
             byte[] identity = router.recv(ZMQ.DONTWAIT);
             if (identity == null) {
                 return false;
@@ -240,6 +405,12 @@ final class SenderListener implements AutoCloseable {
 
     private void dispatch(byte[] identity, List<byte[]> frames) {
         ReplySink sink = payload -> reply(identity, payload);
+        long bytes = identity.length;
+        for (byte[] f : frames) {
+            bytes += f.length;
+        }
+        long held = bytes;
+        backlogBytes.addAndGet(held);
         try {
             senderLoop.execute(() -> {
                 try {
@@ -247,9 +418,12 @@ final class SenderListener implements AutoCloseable {
                 } catch (Exception | Error e) {
                     handlerErrors.increment();
                     reportOnce("handler", e);
+                } finally {
+                    backlogBytes.addAndGet(-held);
                 }
             });
         } catch (RejectedExecutionException e) {
+            backlogBytes.addAndGet(-held);
             LOG.debug("sender loop stopped; dropping a side-channel message");
         }
     }
@@ -312,7 +486,10 @@ final class SenderListener implements AutoCloseable {
             Thread.currentThread().interrupt();
         }
         closePipe();
-        if (listenerStopped) {
+        if (ioThreadDied) {
+            LOG.warn("a JeroMQ I/O thread of {} died earlier; its ZMQ context is left open (it cannot terminate)",
+                    thread.getName());
+        } else if (listenerStopped) {
             context.close();
         } else {
             LOG.error(String.format(Locale.ROOT, "%s did not stop within %d ms; its ZMQ context is left open",

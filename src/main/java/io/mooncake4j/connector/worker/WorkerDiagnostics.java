@@ -12,7 +12,13 @@ package io.mooncake4j.connector.worker;
  * @param handshakeRetries     DEALER sockets replaced after a stuck ZMTP handshake (the backstop)
  * @param handshakeReconnects  connections JeroMQ dropped before their handshake and re-made on the same socket
  * @param backgroundErrors     exceptions of background work so far (each logged)
+ * @param limitRejections      pulls P refused with ERROR because a {@link SideChannelLimits} bound was reached
+ * @param staleWaves           waves P did not write because they could not start within the abort timeout of
+ *                             its last contact with D (no write after abandonment)
+ * @param wavesQueuedForShare  waves that waited because their D already used its share of P's transfer pool
+ * @param reResolutions        cached remote engines D dropped (lost connection, new bootstrap URL, missing rank)
  */
 public record WorkerDiagnostics(int pendingTransfers, int activeSends, long errorReplies, long placeholdersExpired,
-        int activePulls, long dealerConnections, long handshakeRetries, long handshakeReconnects, long backgroundErrors) {
+        int activePulls, long dealerConnections, long handshakeRetries, long handshakeReconnects, long backgroundErrors,
+        long limitRejections, long staleWaves, long wavesQueuedForShare, long reResolutions) {
 }

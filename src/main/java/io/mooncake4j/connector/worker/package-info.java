@@ -26,6 +26,15 @@
  * The worker does not own the {@link io.mooncake4j.engine.TransferEngine} nor the KV-cache
  * memory: the caller closes those after the worker.
  *
+ * <p><b>Bounds and watchdogs (issue 9, {@code docs/reliability.md}).</b> What a side-channel peer can
+ * make a worker spend is bounded by {@link io.mooncake4j.connector.worker.SideChannelLimits}
+ * (maximum ZMQ message sizes on every ROUTER and DEALER, pending pulls and placeholders per D and in
+ * total, one D's share of the transfer pool). Every loop thread and JeroMQ I/O thread is watched by
+ * {@code HealthMonitor}: a death is logged once, counted, and either recovered (socket and loop
+ * recreated) or reported as unrecoverable in
+ * {@link io.mooncake4j.connector.worker.MooncakeConnectorWorker#health()}. P never starts a write
+ * after D may have abandoned the blocks (the rule is in {@code docs/differences-from-vllm.md}).
+ *
  * <p><b>Thread-safety.</b> Value types here are immutable. {@code MooncakeConnectorWorker} is
  * driven by one caller thread (vLLM's worker main thread: {@code registerKvCaches},
  * {@code startLoadKv}, {@code getFinished}, …); {@code close()} and the accessors may be called

@@ -1,0 +1,63 @@
+package io.mooncake4j.connector.worker;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.atomic.LongAdder;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Collects the deaths of the worker's watched threads (our loops and JeroMQ's I/O threads): each is
+ * logged once at ERROR and counted; one that is not recovered turns the worker unhealthy
+ * ({@link WorkerHealth}). Thread-safe.
+ */
+final class HealthMonitor {
+
+    private static final Logger LOG = LoggerFactory.getLogger(HealthMonitor.class);
+    private static final int MAX_PROBLEMS = 64;
+
+    private final LongAdder deaths = new LongAdder();
+    private final LongAdder recoveries = new LongAdder();
+    private final List<String> problems = new ArrayList<>(); // guarded by this
+
+    /** A watched thread died; {@code recovering} says whether its owner is about to rebuild it. */
+    void died(String component, Throwable cause, boolean recovering) {
+        deaths.increment();
+        String line = component + " died: " + cause;
+        if (recovering) {
+            LOG.error("Mooncake {}; recreating it", line, cause);
+        } else {
+            LOG.error("Mooncake {}; it cannot be recovered and this worker no longer serves that port: restart the "
+                    + "worker", line, cause);
+            synchronized (this) {
+                if (problems.size() < MAX_PROBLEMS) {
+                    problems.add(line);
+                }
+            }
+        }
+    }
+
+    /** The component of an earlier {@link #died} serves again. */
+    void recovered(String component) {
+        recoveries.increment();
+        LOG.warn("Mooncake {} recovered and serves again", component);
+    }
+
+    /** A recovery that was attempted did not succeed. */
+    void recoveryFailed(String component, Throwable cause) {
+        LOG.error("Mooncake {} could not be recovered: {}; restart the worker", component, cause.toString(), cause);
+        synchronized (this) {
+            if (problems.size() < MAX_PROBLEMS) {
+                problems.add(component + " could not be recovered: " + cause);
+            }
+        }
+    }
+
+    WorkerHealth snapshot() {
+        List<String> p;
+        synchronized (this) {
+            p = List.copyOf(problems);
+        }
+        return new WorkerHealth(p.isEmpty(), p, deaths.sum(), recoveries.sum());
+    }
+}

@@ -1,0 +1,52 @@
+package io.mooncake4j.connector.worker;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.mooncake4j.connector.KvRole;
+import java.time.Duration;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * Issue 9, bounded resources: messages P's listener has read but the sender loop has not handled yet
+ * are bounded in bytes; past the budget the listener stops reading (ZMQ's high-water marks push back on
+ * the peer) and resumes once the loop catches up, losing nothing.
+ */
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
+class ListenerBacklogTest {
+
+    @Test
+    void aStalledSenderLoopMakesTheListenerStopReadingAtItsByteBudgetAndLosesNothing() throws Exception {
+        CountDownLatch release = new CountDownLatch(1);
+        AtomicInteger handled = new AtomicInteger();
+        int messages = 1500;
+        int size = 1000; // 1.5 MB in all; budget max(4 x 1 KiB, 1 MiB) = 1 MiB
+        try (PdTestbed bed = new PdTestbed()) {
+            PdTestbed.Node p = bed.node(KvRole.KV_PRODUCER, "P", 0, 1, null,
+                    b -> b.sideChannelLimits(SideChannelLimits.DEFAULTS.withMaxMetadataBytes(1024))
+                            .sideChannelHandler((identity, frames, reply) -> {
+                                release.await(30, TimeUnit.SECONDS); // the sender loop is stalled
+                                handled.incrementAndGet();
+                            }));
+            try (PdTestbed.RawDealer dealer = new PdTestbed.RawDealer(p.worker.sideChannelPort())) {
+                for (int i = 0; i < messages; i++) {
+                    dealer.send(new byte[size]);
+                }
+                bed.awaitAll(() -> p.worker.listenerStats().backlogPauses() > 0, Duration.ofSeconds(20),
+                        "the listener pauses");
+                long read = p.worker.listenerStats().messagesReceived();
+                assertTrue(read < messages, "stopped reading at the budget: read " + read);
+                assertTrue(read * (size + 5) <= (1 << 20) + 2L * (size + 5), "read " + read + " messages");
+                release.countDown();
+                bed.awaitAll(() -> handled.get() == messages, Duration.ofSeconds(30), "every message handled");
+                assertEquals(messages, p.worker.listenerStats().messagesReceived());
+            }
+        } finally {
+            release.countDown();
+        }
+    }
+}
