@@ -13,9 +13,6 @@ import java.nio.channels.SocketChannel;
 import java.time.Duration;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.RejectedExecutionException;
-import java.util.concurrent.SynchronousQueue;
-import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
@@ -24,9 +21,14 @@ import org.slf4j.LoggerFactory;
 
 /**
  * The target side of the TCP transport (Mooncake {@code ServerSession}): a listener on the data
- * port and one thread per connection — pooled platform threads ({@code mooncake-target-tcp-N}),
- * overflowing to virtual threads beyond 1024 concurrent connections — so that both Mooncake's
- * one-shot clients (a connection per request, many at once) and persistent lanes are served.
+ * port and one virtual thread per connection ({@code mooncake-target-tcp-N-M}), so that both
+ * Mooncake's one-shot clients (a connection per request, many at once) and persistent lanes are
+ * served and an idle connection costs no platform thread. A session holds pooled 64 KiB I/O buffers
+ * only while it serves requests; waiting for the next header it holds a 24-byte buffer.
+ * Limits ({@link TcpConfig}): a connection idle (waiting for a header, or stalled inside a request
+ * with no byte moved) for longer than {@link TcpConfig#dataIdleTimeoutMs()} is closed by the reaper
+ * ({@code mooncake-target-reaper-N}, a virtual thread); at most {@link TcpConfig#maxDataConnections()}
+ * are open: one more first closes the longest-idle one, and is itself closed at once when none is idle.
  * Per request:
  *
  * <ol>
@@ -38,8 +40,8 @@ import org.slf4j.LoggerFactory;
  *   <li>READ: v2 sends {@code OK}, then the body straight from registered memory.</li>
  * </ol>
  *
- * Any I/O error (a peer disconnecting mid-body) ends that session only. There is no read timeout
- * (as in Mooncake). Thread-safe; {@link #close()} closes the listener and every session.
+ * Any I/O error (a peer disconnecting mid-body) ends that session only. Thread-safe;
+ * {@link #close()} closes the listener and every session.
  *
  * <p>Divergence: Mooncake serves any opcode other than WRITE as a READ; this server rejects
  * opcodes other than 0 and 1 (no C++ client sends them).
@@ -52,30 +54,35 @@ final class TcpDataServer implements AutoCloseable {
     private final LocalMemory memory;
     private final ServerSocketChannel listener;
     private final Thread acceptor;
+    private final Thread reaper;
     private final Set<Session> sessions = ConcurrentHashMap.newKeySet();
     private final AtomicLong sessionCounter = new AtomicLong();
     private final AtomicLong rejected = new AtomicLong();
+    private final AtomicLong idleClosed = new AtomicLong();
+    private final AtomicLong refused = new AtomicLong();
     private final int serial = SERVERS.getAndIncrement();
+    private final long idleTimeoutNanos;
+    private final int maxConnections;
     private volatile boolean closed;
-    /**
-     * Sessions run on pooled platform threads (blocking socket I/O without virtual-thread
-     * park/unpark per read is markedly faster); idle threads are kept for reuse by the next
-     * connection, which matters for Mooncake's one-shot clients (one connection per request).
-     */
-    private final ThreadPoolExecutor sessionPool;
 
-    private TcpDataServer(LocalMemory memory, ServerSocketChannel listener) {
+    private TcpDataServer(LocalMemory memory, ServerSocketChannel listener, long idleTimeoutMs, int maxConnections) {
         this.memory = memory;
         this.listener = listener;
+        this.idleTimeoutNanos = TimeUnit.MILLISECONDS.toNanos(idleTimeoutMs);
+        this.maxConnections = maxConnections;
         this.acceptor = Thread.ofPlatform().daemon(true).name("mooncake-target-accept-" + serial)
                 .unstarted(this::acceptLoop);
-        this.sessionPool = new ThreadPoolExecutor(0, MAX_PLATFORM_SESSIONS, 30, TimeUnit.SECONDS,
-                new SynchronousQueue<>(), r -> Thread.ofPlatform().daemon(true)
-                        .name("mooncake-target-tcp-" + serial + "-" + sessionCounter.getAndIncrement()).unstarted(r));
+        this.reaper = Thread.ofVirtual().name("mooncake-target-reaper-" + serial).unstarted(this::reapLoop);
+    }
+
+    /** Binds the data port with the default idle timeout and connection cap (tests). */
+    static TcpDataServer start(HandshakeConfig cfg, LocalMemory memory) throws IOException {
+        return start(cfg, memory, TcpConfig.DEFAULT_DATA_IDLE_TIMEOUT_MS, TcpConfig.DEFAULT_MAX_DATA_CONNECTIONS);
     }
 
     /** Binds the data port (same random range as the RPC port) and starts accepting. */
-    static TcpDataServer start(HandshakeConfig cfg, LocalMemory memory) throws IOException {
+    static TcpDataServer start(HandshakeConfig cfg, LocalMemory memory, long idleTimeoutMs, int maxConnections)
+            throws IOException {
         ServerSocketChannel ch = PortBinder.bind(cfg, addr -> {
             ServerSocketChannel s = ServerSocketChannel.open();
             try {
@@ -86,8 +93,9 @@ final class TcpDataServer implements AutoCloseable {
                 throw e;
             }
         });
-        TcpDataServer server = new TcpDataServer(memory, ch);
+        TcpDataServer server = new TcpDataServer(memory, ch, idleTimeoutMs, maxConnections);
         server.acceptor.start();
+        server.reaper.start();
         return server;
     }
 
@@ -103,6 +111,51 @@ final class TcpDataServer implements AutoCloseable {
     /** Sessions currently open. */
     int openSessions() {
         return sessions.size();
+    }
+
+    /** Sessions closed so far because they were idle past the idle timeout (or made room at the cap). */
+    long idleClosedSessions() {
+        return idleClosed.get();
+    }
+
+    /** Connections closed at once so far because the cap was reached and no session was idle. */
+    long refusedConnections() {
+        return refused.get();
+    }
+
+    /** Closes sessions idle past the timeout; runs every quarter timeout (at most 1 s, at least 10 ms). */
+    private void reapLoop() {
+        long period = Math.max(TimeUnit.MILLISECONDS.toNanos(10), Math.min(TimeUnit.SECONDS.toNanos(1),
+                idleTimeoutNanos / 4));
+        while (!closed) {
+            long now = System.nanoTime();
+            for (Session s : sessions) {
+                if (now - s.lastActive >= idleTimeoutNanos && s.idleCandidate()) {
+                    idleClosed.incrementAndGet();
+                    LOG.debug("data session {} idle for more than {} ms; closing", s.name,
+                            TimeUnit.NANOSECONDS.toMillis(idleTimeoutNanos));
+                    s.abort();
+                }
+            }
+            java.util.concurrent.locks.LockSupport.parkNanos(this, period);
+        }
+    }
+
+    /** At the cap: closes the longest-idle session; false when none is idle. */
+    private boolean makeRoom() {
+        Session oldest = null;
+        for (Session s : sessions) {
+            if (s.waitingForHeader && (oldest == null || s.lastActive - oldest.lastActive < 0)) {
+                oldest = s;
+            }
+        }
+        if (oldest == null) {
+            return false;
+        }
+        idleClosed.incrementAndGet();
+        oldest.abort();
+        sessions.remove(oldest);
+        return true;
     }
 
     private void acceptLoop() {
@@ -121,26 +174,31 @@ final class TcpDataServer implements AutoCloseable {
             } catch (IOException e) {
                 LOG.debug("TCP_NODELAY: {}", e.getMessage());
             }
-            Session s = new Session(c);
+            if (sessions.size() >= maxConnections && !makeRoom()) {
+                if (refused.incrementAndGet() <= 10) {
+                    LOG.warn("data port {}: {} connections open, none idle (MOONCAKE4J_TCP_DATA_MAX_CONNECTIONS); "
+                            + "closing a new one", port(), sessions.size());
+                }
+                try {
+                    c.close();
+                } catch (IOException e) {
+                    LOG.debug("close: {}", e.getMessage());
+                }
+                continue;
+            }
+            Session s = new Session(c, "mooncake-target-tcp-" + serial + "-" + sessionCounter.getAndIncrement());
             sessions.add(s);
             if (closed) {
                 s.abort();
                 sessions.remove(s);
                 return;
             }
-            try {
-                sessionPool.execute(s::run);
-            } catch (RejectedExecutionException e) {
-                // more than MAX_PLATFORM_SESSIONS at once (one-shot C++ initiators): overflow to virtual threads
-                s.thread = Thread.ofVirtual().name("mooncake-target-tcpv-" + serial + "-"
-                        + sessionCounter.getAndIncrement()).unstarted(s::run);
-                s.thread.start();
-            }
+            s.thread = Thread.ofVirtual().name(s.name).unstarted(s::run);
+            s.thread.start();
         }
     }
 
     private static final int LINGER_MS = 2000;
-    private static final int MAX_PLATFORM_SESSIONS = 1024;
     /** Body remainders at least this large are read straight into registered memory. */
     static final int DIRECT_THRESHOLD = 32 * 1024;
 
@@ -157,16 +215,39 @@ final class TcpDataServer implements AutoCloseable {
         final MemorySegment outSegment = MemorySegment.ofBuffer(out);
     }
 
-    private static final ThreadLocal<IoBuffers> IO = ThreadLocal.withInitial(IoBuffers::new);
+    /** Buffers of sessions waiting for their next header, for the next busy session (bounded by the busy peak). */
+    private final java.util.concurrent.ConcurrentLinkedQueue<IoBuffers> ioPool =
+            new java.util.concurrent.ConcurrentLinkedQueue<>();
+
+    private IoBuffers borrowIo() {
+        IoBuffers io = ioPool.poll();
+        if (io == null) {
+            io = new IoBuffers();
+        }
+        io.in.clear().flip();
+        io.out.clear();
+        return io;
+    }
 
     private final class Session {
         final SocketChannel ch;
+        final String name;
         final LocalMemory.Slot slot;
         volatile Thread thread;
+        /** When a byte last moved or the session last went idle (System.nanoTime). */
+        volatile long lastActive = System.nanoTime();
+        /** Whether the session waits for a request header with nothing in flight. */
+        volatile boolean waitingForHeader;
 
-        Session(SocketChannel ch) {
+        Session(SocketChannel ch, String name) {
             this.ch = ch;
+            this.name = name;
             this.slot = memory.slot(this::abort);
+        }
+
+        /** Whether the reaper may close this session once no byte moved for the idle timeout (while open). */
+        boolean idleCandidate() {
+            return ch.isOpen();
         }
 
         void lingerAndDiscard() {
@@ -200,15 +281,64 @@ final class TcpDataServer implements AutoCloseable {
             }
         }
 
+        private IoBuffers io;
+
         private void serve(String peer) throws IOException {
             LocalMemory.Views views = new LocalMemory.Views(memory);
-            IoBuffers io = IO.get();
-            ByteBuffer in = io.in;
-            ByteBuffer out = io.out;
-            in.clear().flip();
-            out.clear();
+            ByteBuffer header = ByteBuffer.allocate(TcpWire.HEADER_BYTES);
+            try {
+                serve(peer, views, header);
+            } finally {
+                if (io != null) {
+                    ioPool.add(io);
+                    io = null;
+                }
+            }
+        }
+
+        /**
+         * Waits for the next header without holding I/O buffers; false on EOF at the boundary. The
+         * bytes read (at least one) are left in {@code in} of freshly borrowed buffers.
+         */
+        private boolean awaitHeader(ByteBuffer header) throws IOException {
+            if (io != null) {
+                ioPool.add(io);
+                io = null;
+            }
+            header.clear();
+            lastActive = System.nanoTime();
+            waitingForHeader = true;
+            int r;
+            try {
+                r = ch.read(header);
+            } finally {
+                waitingForHeader = false;
+                lastActive = System.nanoTime();
+            }
+            if (r < 0) {
+                return false;
+            }
+            io = borrowIo();
+            header.flip();
+            io.in.clear();
+            io.in.put(header);
+            io.in.flip();
+            return true;
+        }
+
+        private void serve(String peer, LocalMemory.Views views, ByteBuffer header) throws IOException {
+            io = borrowIo();
             boolean lastLarge = false;
             while (!closed) {
+                if (io.in.remaining() == 0) {
+                    flush(io.out);
+                    if (!awaitHeader(header)) {
+                        return;
+                    }
+                }
+                IoBuffers io = this.io;
+                ByteBuffer in = io.in;
+                ByteBuffer out = io.out;
                 if (in.remaining() < TcpWire.HEADER_BYTES) {
                     flush(out);
                     // after a large request expect another: read just the header so its body can go
@@ -280,6 +410,7 @@ final class TcpDataServer implements AutoCloseable {
                             int n = body.remaining();
                             while (body.hasRemaining()) {
                                 ch.write(body);
+                                lastActive = System.nanoTime();
                             }
                             done += n;
                         }
@@ -363,6 +494,7 @@ final class TcpDataServer implements AutoCloseable {
                             peer, done, size, Long.toHexString(addr));
                     return false;
                 }
+                lastActive = System.nanoTime();
             }
             return true;
         }
@@ -379,6 +511,7 @@ final class TcpDataServer implements AutoCloseable {
                     if (ch.read(in) < 0) {
                         return false;
                     }
+                    lastActive = System.nanoTime();
                 }
                 return true;
             } finally {
@@ -393,6 +526,7 @@ final class TcpDataServer implements AutoCloseable {
             out.flip();
             while (out.hasRemaining()) {
                 ch.write(out);
+                lastActive = System.nanoTime();
             }
             out.clear();
         }
@@ -430,16 +564,10 @@ final class TcpDataServer implements AutoCloseable {
             LOG.debug("closing data listener: {}", e.getMessage());
         }
         join(acceptor);
+        java.util.concurrent.locks.LockSupport.unpark(reaper);
+        join(reaper);
         for (Session s : sessions) {
             s.abort();
-        }
-        sessionPool.shutdown();
-        try {
-            if (!sessionPool.awaitTermination(10, TimeUnit.SECONDS)) {
-                LOG.error("data sessions on port {} did not stop within 10 s", port());
-            }
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
         }
         for (Session s : sessions) {
             Thread t = s.thread;

@@ -231,7 +231,8 @@ public final class TcpTransferEngine implements TransferEngine {
             HandshakeServer server = null;
             try {
                 server = HandshakeServer.start(config.handshake(), this::handle);
-                TcpDataServer d = TcpDataServer.start(config.dataListen(), memory);
+                TcpDataServer d = TcpDataServer.start(config.dataListen(), memory, config.dataIdleTimeoutMs(),
+                        config.maxDataConnections());
                 this.host = h;
                 this.rpc = server;
                 this.data = d;
@@ -282,6 +283,12 @@ public final class TcpTransferEngine implements TransferEngine {
     int openDataSessionsForTest() {
         TcpDataServer d = data;
         return d == null ? 0 : d.openSessions();
+    }
+
+    /** Data-port sessions closed for idleness so far (package-private, for tests). */
+    long idleClosedDataSessionsForTest() {
+        TcpDataServer d = data;
+        return d == null ? 0 : d.idleClosedSessions();
     }
 
     /** {@code host:rpcPort} without IPv6 brackets (Mooncake {@code getLocalIpAndPort}). */
