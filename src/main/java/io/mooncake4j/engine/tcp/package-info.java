@@ -41,8 +41,11 @@
  *
  * <h2>Ownership and threads</h2>
  * The engine owns a handshake server, a {@code TcpDataServer} (acceptor thread + one virtual
- * thread per connection) and, per opened peer, a {@code Peer} with lanes (a sender and a
- * receiver platform thread per connection). Bodies of 16 KiB and more move between sockets
+ * thread per connection, a virtual idle reaper; idle connections hold no platform thread and no
+ * 64 KiB buffers and are closed after {@code MOONCAKE4J_TCP_DATA_IDLE_TIMEOUT_SEC}) and, per resolved
+ * peer data address (aliases share one), a {@code Peer} with lanes (a sender and a receiver platform
+ * thread per connection), closed when unused for {@code MOONCAKE4J_TCP_PEER_IDLE_TIMEOUT_SEC} and
+ * bounded by {@code MOONCAKE4J_TCP_MAX_PEERS}. Bodies of 16 KiB and more move between sockets
  * and registered memory through cached direct {@link java.nio.ByteBuffer} views of that memory
  * (no copy beyond the first 16 KiB); smaller ones are copied through per-thread 64 KiB buffers so
  * that many fit one system call. The steady state allocates nothing per descriptor. Unregistering
