@@ -436,6 +436,9 @@ public final class MooncakeBootstrapServer implements AutoCloseable {
             if (!closed) {
                 LOG.debug("Mooncake bootstrap connection {} ended: {}", c.getRemoteSocketAddress(), e.toString());
             }
+        } catch (RuntimeException e) {
+            LOG.error("Mooncake bootstrap server failed on a connection from {}; it keeps serving others",
+                    c.getRemoteSocketAddress(), e);
         }
     }
 

@@ -30,7 +30,7 @@ import org.slf4j.LoggerFactory;
  * per read timeout is cut off). At most {@link HandshakeConfig#maxConcurrentConnections()} are open;
  * a new connection beyond that closes the oldest one, so slow connections cannot keep a new peer
  * from being served. A malformed frame, malformed JSON or a handler failure closes that connection
- * without reply and logs one line (at DEBUG once past the first 100); the server keeps serving.
+ * without reply and logs one line (at DEBUG once past the first 20); the server keeps serving.
  *
  * <p>Thread-safe; {@link #close()} stops the acceptor, closes open connections and waits for the
  * serving threads.
@@ -220,10 +220,11 @@ public final class HandshakeServer implements AutoCloseable {
         }
     }
 
-    /** Counts a rejection and logs it: WARN for the first 100, then DEBUG (a flood must not flood the log). */
+    /** Counts a rejection and logs it: WARN for the first 20, then DEBUG (a flood must not flood the log). */
     private void warn(String fmt, Object... args) {
-        if (rejected.incrementAndGet() <= 100) {
-            LOG.warn(fmt, args);
+        long n = rejected.incrementAndGet();
+        if (n <= 20) {
+            LOG.warn(n == 20 ? fmt + " (further rejections at DEBUG; see rejectedConnections())" : fmt, args);
         } else {
             LOG.debug(fmt, args);
         }

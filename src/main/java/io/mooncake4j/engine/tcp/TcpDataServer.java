@@ -199,6 +199,8 @@ final class TcpDataServer implements AutoCloseable {
     }
 
     private static final int LINGER_MS = 2000;
+    /** Rejections logged at WARN per server; later ones at DEBUG. */
+    static final int WARN_LIMIT = 20;
     /** Body remainders at least this large are read straight into registered memory. */
     static final int DIRECT_THRESHOLD = 32 * 1024;
 
@@ -362,10 +364,17 @@ final class TcpDataServer implements AutoCloseable {
                 Buffer buf = (op == TcpWire.OP_READ || op == TcpWire.OP_WRITE) && TcpWire.validRange(addr, size)
                         ? memory.registry.find(addr, size) : null;
                 if (buf == null || !slot.enter(0, buf)) {
-                    rejected.incrementAndGet();
-                    LOG.warn("data session with {}: rejecting opcode 0x{} of {} bytes at 0x{}: {}; closing", peer,
-                            Integer.toHexString(opcode), Long.toUnsignedString(size), Long.toHexString(addr),
-                            op > 1 ? "unknown opcode" : "outside registered memory");
+                    long n = rejected.incrementAndGet();
+                    // WARN for the first ones, then DEBUG: a flood of bad requests must not flood the log
+                    String fmt = "data session with {}: rejecting opcode 0x{} of {} bytes at 0x{}: {}; closing"
+                            + (n == WARN_LIMIT ? " (further rejections at DEBUG; see rejectedDataRequests())" : "");
+                    Object[] args = {peer, Integer.toHexString(opcode), Long.toUnsignedString(size),
+                        Long.toHexString(addr), op > 1 ? "unknown opcode" : "outside registered memory"};
+                    if (n <= WARN_LIMIT) {
+                        LOG.warn(fmt, args);
+                    } else {
+                        LOG.debug(fmt, args);
+                    }
                     if (v2) {
                         out.putLong(TcpWire.STATUS_ADDR_REJECTED);
                     }
