@@ -51,7 +51,8 @@ public final class HandshakeClient {
                 break;
             }
             Socket s = new Socket();
-            try (s; SocketDeadlines.Deadline d = SocketDeadlines.arm(s, leftMs)) {
+            SocketDeadlines.Deadline d = SocketDeadlines.arm(s, leftMs);
+            try (s; d) {
                 s.setReuseAddress(true);
                 s.setTcpNoDelay(true);
                 s.connect(new InetSocketAddress(a, peer.port()), (int) Math.min(config.connectTimeoutMs(), leftMs));
@@ -75,7 +76,7 @@ public final class HandshakeClient {
                 }
                 return reply;
             } catch (IOException e) {
-                last = System.nanoTime() - deadline >= 0
+                last = d.fired() || System.nanoTime() - deadline >= 0
                         ? new java.net.SocketTimeoutException(String.format(Locale.ROOT,
                                 "no reply within the %d ms request deadline (MOONCAKE4J_HANDSHAKE_CLIENT_TIMEOUT_MS): %s",
                                 config.clientRequestTimeoutMs(), e))

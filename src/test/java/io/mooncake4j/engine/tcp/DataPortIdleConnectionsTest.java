@@ -129,6 +129,43 @@ class DataPortIdleConnectionsTest {
     }
 
     @Test
+    void sessionsPausingAroundTheGracePeriodKeepTheirBytes() throws Exception {
+        start(TcpEngines.config());
+        for (int i = 0; i < LEN; i++) {
+            buf.segment().set(java.lang.foreign.ValueLayout.JAVA_BYTE, i, (byte) (i * 5 + 1));
+        }
+        List<java.util.concurrent.Future<?>> clients = new ArrayList<>();
+        try (var pool = java.util.concurrent.Executors.newVirtualThreadPerTaskExecutor()) {
+            for (int c = 0; c < 8; c++) {
+                int client = c;
+                clients.add(pool.submit(() -> {
+                    try (Socket s = connect()) {
+                        OutputStream out = s.getOutputStream();
+                        InputStream in = s.getInputStream();
+                        java.util.Random r = new java.util.Random(client);
+                        for (int k = 0; k < 30; k++) {
+                            int off = r.nextInt(LEN - 4096);
+                            int len = 1 + r.nextInt(4096);
+                            out.write(TcpWire.header(len, buf.address() + off, 0x80));
+                            assertArrayEquals(TcpWire.status(TcpWire.STATUS_OK), in.readNBytes(8));
+                            assertArrayEquals(buf.segment().asSlice(off, len).toArray(
+                                    java.lang.foreign.ValueLayout.JAVA_BYTE), in.readNBytes(len), "request " + k);
+                            // pauses around the 50 ms grace period: the session moves between a pooled
+                            // platform thread and a virtual one (pacing, not synchronisation)
+                            java.util.concurrent.locks.LockSupport.parkNanos(
+                                    TimeUnit.MILLISECONDS.toNanos(30 + r.nextInt(50)));
+                        }
+                    }
+                    return null;
+                }));
+            }
+            for (var f : clients) {
+                f.get(30, TimeUnit.SECONDS);
+            }
+        }
+    }
+
+    @Test
     void connectionsBeyondTheCapCloseTheLongestIdle() throws Exception {
         start(TcpEngines.config().withDataLimits(600_000, 8));
         List<Socket> first = new ArrayList<>();
