@@ -11,6 +11,8 @@ import java.nio.ByteOrder;
 import java.nio.channels.ServerSocketChannel;
 import java.nio.channels.SocketChannel;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.RejectedExecutionException;
@@ -24,10 +26,12 @@ import org.slf4j.LoggerFactory;
 
 /**
  * The target side of the TCP transport (Mooncake {@code ServerSession}): a listener on the data
- * port and one virtual thread per connection ({@code mooncake-target-tcp-N-M}), so that both
- * Mooncake's one-shot clients (a connection per request, many at once) and persistent lanes are
- * served and an idle connection costs no platform thread. A session holds pooled 64 KiB I/O buffers
- * only while it serves requests; waiting for the next header it holds a 24-byte buffer.
+ * port; a busy connection is served on a pooled platform thread ({@code mooncake-target-tcp-N-pM},
+ * blocking I/O, 64 KiB pooled buffers; virtual threads beyond 1024 busy connections), and a
+ * connection that receives nothing for {@value #GRACE_MS} ms waits for its next request in one
+ * selector ({@code mooncake-target-idle-N}) holding no thread and no buffer. So both Mooncake's
+ * one-shot clients (a connection per request, many at once) and persistent lanes are served, and
+ * idle connections cost no platform thread.
  * Limits ({@link TcpConfig}): a connection idle (waiting for a header, or stalled inside a request
  * with no byte moved) for longer than {@link TcpConfig#dataIdleTimeoutMs()} is closed by the reaper
  * ({@code mooncake-target-reaper-N}, a virtual thread); at most {@link TcpConfig#maxDataConnections()}
@@ -58,6 +62,12 @@ final class TcpDataServer implements AutoCloseable {
     private final ServerSocketChannel listener;
     private final Thread acceptor;
     private final Thread reaper;
+    private final Thread idleThread;
+    private final java.nio.channels.Selector idleSelector;
+    private final java.util.concurrent.ConcurrentLinkedQueue<Session> toRegister =
+            new java.util.concurrent.ConcurrentLinkedQueue<>();
+    private final java.util.concurrent.ConcurrentLinkedQueue<Session> toEnd =
+            new java.util.concurrent.ConcurrentLinkedQueue<>();
     private final Set<Session> sessions = ConcurrentHashMap.newKeySet();
     private final AtomicLong sessionCounter = new AtomicLong();
     private final AtomicLong rejected = new AtomicLong();
@@ -75,7 +85,8 @@ final class TcpDataServer implements AutoCloseable {
      */
     private final ThreadPoolExecutor sessionPool;
 
-    private TcpDataServer(LocalMemory memory, ServerSocketChannel listener, long idleTimeoutMs, int maxConnections) {
+    private TcpDataServer(LocalMemory memory, ServerSocketChannel listener, long idleTimeoutMs, int maxConnections)
+            throws IOException {
         this.sessionPool = new ThreadPoolExecutor(0, MAX_PLATFORM_SESSIONS, 5, TimeUnit.SECONDS,
                 new SynchronousQueue<>(), r -> Thread.ofPlatform().daemon(true)
                         .name("mooncake-target-tcp-" + serial + "-p" + sessionCounter.getAndIncrement())
@@ -87,6 +98,9 @@ final class TcpDataServer implements AutoCloseable {
         this.acceptor = Thread.ofPlatform().daemon(true).name("mooncake-target-accept-" + serial)
                 .unstarted(this::acceptLoop);
         this.reaper = Thread.ofVirtual().name("mooncake-target-reaper-" + serial).unstarted(this::reapLoop);
+        this.idleSelector = java.nio.channels.Selector.open();
+        this.idleThread = Thread.ofPlatform().daemon(true).name("mooncake-target-idle-" + serial)
+                .unstarted(this::idleLoop);
     }
 
     /** Binds the data port with the default idle timeout and connection cap (tests). */
@@ -108,6 +122,7 @@ final class TcpDataServer implements AutoCloseable {
             }
         });
         TcpDataServer server = new TcpDataServer(memory, ch, idleTimeoutMs, maxConnections);
+        server.idleThread.start();
         server.acceptor.start();
         server.reaper.start();
         return server;
@@ -148,7 +163,7 @@ final class TcpDataServer implements AutoCloseable {
                     idleClosed.incrementAndGet();
                     LOG.debug("data session {} idle for more than {} ms; closing", s.name,
                             TimeUnit.NANOSECONDS.toMillis(idleTimeoutNanos));
-                    s.abort();
+                    closeSession(s);
                 }
             }
             java.util.concurrent.locks.LockSupport.parkNanos(this, period);
@@ -167,9 +182,102 @@ final class TcpDataServer implements AutoCloseable {
             return false;
         }
         idleClosed.incrementAndGet();
-        oldest.abort();
+        closeSession(oldest);
         sessions.remove(oldest);
         return true;
+    }
+
+    /**
+     * Closes a session: an idle one is released by the idle selector thread, a busy one by its
+     * serving thread (whose blocked I/O fails).
+     */
+    private void closeSession(Session s) {
+        s.abort();
+        if (s.state.compareAndSet(Session.IDLE, Session.CLOSING)) {
+            toEnd.add(s);
+            idleSelector.wakeup();
+        }
+    }
+
+    /**
+     * The idle selector ({@code mooncake-target-idle-N}, one platform thread per data port): sessions
+     * waiting for their next request are registered here in non-blocking mode; when one becomes
+     * readable it is switched back to blocking mode and handed to a pooled platform thread.
+     */
+    private void idleLoop() {
+        List<Session> ready = new ArrayList<>();
+        try {
+            while (!closed) {
+                idleSelector.select(1000);
+                Session s;
+                while ((s = toRegister.poll()) != null) {
+                    try {
+                        s.ch.configureBlocking(false);
+                        s.ch.register(idleSelector, java.nio.channels.SelectionKey.OP_READ, s);
+                    } catch (IOException | RuntimeException e) {
+                        LOG.debug("data session {}: cannot wait for its next request: {}", s.name, e.toString());
+                        s.end();
+                    }
+                }
+                while ((s = toEnd.poll()) != null) {
+                    java.nio.channels.SelectionKey k = s.ch.keyFor(idleSelector);
+                    if (k != null) {
+                        k.cancel();
+                    }
+                    s.end();
+                }
+                for (java.nio.channels.SelectionKey k : idleSelector.selectedKeys()) {
+                    Session r = (Session) k.attachment();
+                    k.cancel();
+                    if (r.state.compareAndSet(Session.IDLE, Session.BUSY)) {
+                        ready.add(r);
+                    }
+                }
+                idleSelector.selectedKeys().clear();
+                if (ready.isEmpty()) {
+                    continue;
+                }
+                idleSelector.selectNow(); // deregisters the cancelled keys: the channels may block again
+                for (Session r : ready) {
+                    r.waitingForHeader = false;
+                    r.lastActive = System.nanoTime();
+                    try {
+                        r.ch.configureBlocking(true);
+                    } catch (IOException | RuntimeException e) {
+                        LOG.debug("data session {}: {}", r.name, e.toString());
+                        r.end();
+                        continue;
+                    }
+                    try {
+                        sessionPool.execute(r::busyPhase);
+                    } catch (RejectedExecutionException e) {
+                        // all platform threads busy, or closing: serve on a virtual thread
+                        r.thread = Thread.ofVirtual().name(r.name).start(r::busyPhase);
+                    }
+                }
+                ready.clear();
+            }
+        } catch (IOException | RuntimeException e) {
+            if (!closed) {
+                LOG.error("data port {}: the idle selector failed; idle connections are closed", port(), e);
+            }
+        } finally {
+            for (java.nio.channels.SelectionKey k : idleSelector.keys()) {
+                ((Session) k.attachment()).end();
+            }
+            Session s;
+            while ((s = toRegister.poll()) != null) {
+                s.end();
+            }
+            while ((s = toEnd.poll()) != null) {
+                s.end();
+            }
+            try {
+                idleSelector.close();
+            } catch (IOException e) {
+                LOG.debug("closing the idle selector: {}", e.getMessage());
+            }
+        }
     }
 
     private void acceptLoop() {
@@ -207,7 +315,7 @@ final class TcpDataServer implements AutoCloseable {
                 sessions.remove(s);
                 return;
             }
-            s.startWaiting();
+            s.parkIdle();
         }
     }
 
@@ -280,55 +388,20 @@ final class TcpDataServer implements AutoCloseable {
             }
         }
 
-        /** Starts (or resumes) the waiting phase on a fresh virtual thread. */
-        void startWaiting() {
-            Thread t = Thread.ofVirtual().name(name).unstarted(this::waitPhase);
-            thread = t;
-            t.start();
-        }
+        /** Session states: owned by a serving thread, waiting in the idle selector, or being closed from idle. */
+        static final int BUSY = 0;
+        static final int IDLE = 1;
+        static final int CLOSING = 2;
+        final java.util.concurrent.atomic.AtomicInteger state = new java.util.concurrent.atomic.AtomicInteger(BUSY);
+        private final java.util.concurrent.atomic.AtomicBoolean ended = new java.util.concurrent.atomic.AtomicBoolean();
 
-        /**
-         * Waiting phase, on a virtual thread: blocks for the next request's first bytes holding no
-         * platform thread and no I/O buffers, then hands the session to a pooled platform thread.
-         */
-        private void waitPhase() {
-            boolean handedOff = false;
-            try {
-                if (peer == null) {
-                    peer = String.valueOf(ch.getRemoteAddress());
-                }
-                header.clear();
-                waitingForHeader = true;
-                lastActive = System.nanoTime();
-                int r;
-                try {
-                    r = ch.read(header);
-                } finally {
-                    waitingForHeader = false;
-                    lastActive = System.nanoTime();
-                }
-                if (r < 0) {
-                    return;
-                }
-                header.flip();
-                handedOff = true;
-                try {
-                    sessionPool.execute(this::busyPhase);
-                } catch (RejectedExecutionException e) {
-                    busyPhase(); // all platform threads busy, or closing: serve on this virtual thread
-                }
-            } catch (IOException e) {
-                if (!closed) {
-                    LOG.debug("data session with {} ended: {}", peer, e.toString());
-                }
-            } catch (RuntimeException | Error e) {
-                LOG.error("data session with {} failed", peer, e);
-                throw e;
-            } finally {
-                if (!handedOff) {
-                    end();
-                }
-            }
+        /** Hands the session to the idle selector until its next request (no thread, no buffers held). */
+        void parkIdle() {
+            waitingForHeader = true;
+            lastActive = System.nanoTime();
+            state.set(IDLE);
+            toRegister.add(this);
+            idleSelector.wakeup();
         }
 
         /** Busy phase, on a pooled platform thread: serves requests until EOF or a pause past the grace period. */
@@ -336,6 +409,9 @@ final class TcpDataServer implements AutoCloseable {
             thread = Thread.currentThread();
             boolean handedOff = false;
             try {
+                if (peer == null) {
+                    peer = String.valueOf(ch.getRemoteAddress());
+                }
                 handedOff = serve();
             } catch (IOException e) {
                 if (!closed) {
@@ -356,15 +432,17 @@ final class TcpDataServer implements AutoCloseable {
             }
         }
 
-        private void end() {
+        /** Releases the session; idempotent. */
+        void end() {
+            if (!ended.compareAndSet(false, true)) {
+                return;
+            }
             slot.close();
             abort();
             sessions.remove(this);
         }
 
         final LocalMemory.Views views = new LocalMemory.Views(memory);
-        /** First bytes of the next request, read by the waiting phase. */
-        final ByteBuffer header = ByteBuffer.allocate(TcpWire.HEADER_BYTES);
         final byte[] graceBytes = new byte[TcpWire.HEADER_BYTES];
         private java.io.InputStream timedIn;
         private String peer;
@@ -374,11 +452,16 @@ final class TcpDataServer implements AutoCloseable {
          * Waits up to {@link #GRACE_MS} on this platform thread for the next request's first bytes
          * (the common case of a busy lane): their count, 0 when none came, -1 on EOF.
          */
-        private int graceRead() throws IOException {
+        private java.io.InputStream timedIn() throws IOException {
             if (timedIn == null) {
                 ch.socket().setSoTimeout(GRACE_MS);
                 timedIn = ch.socket().getInputStream();
             }
+            return timedIn;
+        }
+
+        private int graceRead() throws IOException {
+            timedIn();
             waitingForHeader = true;
             lastActive = System.nanoTime();
             try {
@@ -395,13 +478,13 @@ final class TcpDataServer implements AutoCloseable {
         /** Serves requests; true when the session paused and was handed to a waiting virtual thread, false at its end. */
         private boolean serve() throws IOException {
             io = borrowIo();
-            io.in.clear();
-            io.in.put(header);
-            io.in.flip();
             boolean lastLarge = false;
             while (!closed) {
                 if (io.in.remaining() == 0) {
                     flush(io.out);
+                }
+                // bytes already waiting (one ioctl): read them as before; else wait up to the grace period
+                if (io.in.remaining() == 0 && timedIn().available() == 0) {
                     int got = graceRead();
                     if (got < 0) {
                         return false;
@@ -409,7 +492,7 @@ final class TcpDataServer implements AutoCloseable {
                     if (got == 0) {
                         ioPool.add(io);
                         io = null;
-                        startWaiting();
+                        parkIdle();
                         return true;
                     }
                     io.in.clear();
@@ -654,6 +737,8 @@ final class TcpDataServer implements AutoCloseable {
         join(acceptor);
         java.util.concurrent.locks.LockSupport.unpark(reaper);
         join(reaper);
+        idleSelector.wakeup();
+        join(idleThread);
         for (Session s : sessions) {
             s.abort();
         }
