@@ -55,7 +55,9 @@ import org.slf4j.LoggerFactory;
  * body without {@code Content-Length} (chunked bodies are not accepted), 413 for a body over
  * {@link Limits#maxBodyBytes()}, 431 for a request head over {@link Limits#maxHeaderBytes()}, 400
  * when the registration table is full ({@link Limits#maxEngines()} DP ranks,
- * {@link Limits#maxWorkersPerEngine()} workers per rank, {@link Limits#maxWorkers()} in all). Echoed
+ * {@link Limits#maxWorkersPerEngine()} workers per rank, {@link Limits#maxWorkers()} in all), 422
+ * {@code string_too_long} for an {@code engine_id} or {@code addr} over {@value #MAX_FIELD_CHARS}
+ * characters. Echoed
  * inputs never carry non-finite numbers ({@code 1e999} is echoed as the string {@code "Infinity"}).
  * Each connection serves one request ({@code Connection: close}) within a total deadline of
  * {@link Limits#requestTimeoutMs()} from accept to the last byte of the answer, after which it is
@@ -80,6 +82,8 @@ public final class MooncakeBootstrapServer implements AutoCloseable {
     /** Default bind host of vLLM's bootstrap server. */
     public static final String DEFAULT_HOST = "0.0.0.0";
     static final int MAX_BODY_BYTES = 1 << 20;
+    /** Longest {@code engine_id} and {@code addr} accepted, so that the bounded table is bounded in bytes too. */
+    static final int MAX_FIELD_CHARS = 1024;
 
     /**
      * What one client can make the server spend. {@link #fromEnvironment()} reads
@@ -780,6 +784,13 @@ public final class MooncakeBootstrapServer implements AutoCloseable {
         }
         Object v = obj.get(key);
         if (v instanceof String s) {
+            if (s.length() > MAX_FIELD_CHARS) {
+                Map<String, Object> e = error("string_too_long", List.of("body", key),
+                        "String should have at most " + MAX_FIELD_CHARS + " characters", s);
+                e.put("ctx", Map.of("max_length", (long) MAX_FIELD_CHARS));
+                errors.add(e);
+                return null;
+            }
             return s;
         }
         errors.add(error("string_type", List.of("body", key), "Input should be a valid string", v));

@@ -223,4 +223,17 @@ class BootstrapServerRobustnessTest {
         Map<?, ?> q = assertInstanceOf(Map.class, query().json());
         assertEquals(2, q.size());
     }
+
+    @Test
+    void overlongEngineIdsAndAddressesAreRejectedSoTheTableIsBoundedInBytes() throws Exception {
+        start(MooncakeBootstrapServer.Limits.defaults());
+        String longAddr = "tcp://" + "h".repeat(2000) + ":1";
+        Answer a = raw(post("{\"engine_id\":\"e\",\"dp_rank\":0,\"tp_rank\":0,\"pp_rank\":0,\"addr\":\"" + longAddr + "\"}"));
+        assertEquals(422, a.status, a.body);
+        assertTrue(a.body.contains("string_too_long"), a.body);
+        Answer b = raw(post("{\"engine_id\":\"" + "e".repeat(1025) + "\",\"dp_rank\":0,\"tp_rank\":0,\"pp_rank\":0,"
+                + "\"addr\":\"tcp://h:1\"}"));
+        assertEquals(422, b.status, b.body);
+        assertEquals(0, server.workers().engines().size());
+    }
 }
