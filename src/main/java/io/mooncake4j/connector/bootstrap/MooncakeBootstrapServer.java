@@ -1,15 +1,17 @@
 package io.mooncake4j.connector.bootstrap;
 
-import com.sun.net.httpserver.HttpExchange;
-import com.sun.net.httpserver.HttpServer;
 import io.mooncake4j.connector.ConnectorException;
 import io.mooncake4j.internal.json.Json;
 import io.mooncake4j.internal.json.JsonException;
+import java.io.EOFException;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.math.BigInteger;
 import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.time.Duration;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -17,11 +19,12 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
-import java.util.concurrent.ThreadFactory;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.locks.LockSupport;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -45,12 +48,28 @@ import org.slf4j.LoggerFactory;
  *     in registration order.</li>
  *   <li>Other paths: 404 {@code {"detail":"Not Found"}}; other methods: 405 {@code {"detail":"Method Not Allowed"}}.</li>
  * </ul>
- * Hardening beyond vLLM: request bodies over {@value #MAX_BODY_BYTES} bytes get 413.
+ *
+ * <h2>Hardening beyond vLLM ({@link Limits})</h2>
+ * Every request that can be parsed far enough to know it is HTTP gets an answer with a JSON
+ * {@code detail}: 400 for a malformed request line, header or {@code Content-Length}, 411 for a
+ * body without {@code Content-Length} (chunked bodies are not accepted), 413 for a body over
+ * {@link Limits#maxBodyBytes()}, 431 for a request head over {@link Limits#maxHeaderBytes()}, 400
+ * when the registration table is full ({@link Limits#maxEngines()} DP ranks,
+ * {@link Limits#maxWorkersPerEngine()} workers per rank, {@link Limits#maxWorkers()} in all), 422
+ * {@code string_too_long} for an {@code engine_id} or {@code addr} over {@value #MAX_FIELD_CHARS}
+ * characters. Echoed
+ * inputs never carry non-finite numbers ({@code 1e999} is echoed as the string {@code "Infinity"}).
+ * Each connection serves one request ({@code Connection: close}) within a total deadline of
+ * {@link Limits#requestTimeoutMs()} from accept to the last byte of the answer, after which it is
+ * closed whatever the client is doing; at most {@link Limits#maxConnections()} are open, and a new
+ * connection beyond that closes the oldest one, so trickling clients cannot keep {@code /query} from
+ * being answered.
  *
  * <h2>Lifecycle and threads</h2>
  * The constructor binds nothing; {@link #start()} binds {@code host:port} (port 0: any free port,
- * see {@link #port()}) and is idempotent; {@link #close()} stops the server and its
- * {@value #THREADS} handler threads ({@code mooncake-bootstrap-http-<n>}) and is idempotent.
+ * see {@link #port()}) and is idempotent; {@link #close()} stops the acceptor
+ * ({@code mooncake-bootstrap-http-accept-<n>}, a platform thread), the deadline reaper and the
+ * per-connection virtual threads ({@code mooncake-bootstrap-http-<n>}), and is idempotent.
  * The registry is guarded by this object's lock; all methods are thread-safe.
  *
  * @see <a href="https://github.com/vllm-project/vllm">vllm/distributed/kv_transfer/kv_connector/v1/mooncake/mooncake_utils.py</a>
@@ -62,17 +81,105 @@ public final class MooncakeBootstrapServer implements AutoCloseable {
 
     /** Default bind host of vLLM's bootstrap server. */
     public static final String DEFAULT_HOST = "0.0.0.0";
-    static final int THREADS = 2;
     static final int MAX_BODY_BYTES = 1 << 20;
+    /** Longest {@code engine_id} and {@code addr} accepted, so that the bounded table is bounded in bytes too. */
+    static final int MAX_FIELD_CHARS = 1024;
+
+    /**
+     * What one client can make the server spend. {@link #fromEnvironment()} reads
+     * {@code MOONCAKE4J_BOOTSTRAP_REQUEST_TIMEOUT_MS} (default 10000),
+     * {@code MOONCAKE4J_BOOTSTRAP_MAX_CONNECTIONS} (256), {@code MOONCAKE4J_BOOTSTRAP_MAX_ENGINES} (1024),
+     * {@code MOONCAKE4J_BOOTSTRAP_MAX_WORKERS_PER_ENGINE} (1024) and {@code MOONCAKE4J_BOOTSTRAP_MAX_WORKERS}
+     * (8192); bad values fall back to the default with one WARN.
+     *
+     * @param requestTimeoutMs    total time from accept to the end of the answer; then the connection is closed
+     * @param maxConnections      connections open at once; one more closes the oldest
+     * @param maxHeaderBytes      request line plus headers
+     * @param maxBodyBytes        request body
+     * @param maxEngines          DP ranks in the table
+     * @param maxWorkersPerEngine (tp, pp) workers per DP rank
+     * @param maxWorkers          workers in the whole table
+     */
+    public record Limits(int requestTimeoutMs, int maxConnections, int maxHeaderBytes, int maxBodyBytes,
+            int maxEngines, int maxWorkersPerEngine, int maxWorkers) {
+
+        public Limits {
+            if (requestTimeoutMs < 1 || maxConnections < 1 || maxHeaderBytes < 64 || maxBodyBytes < 1
+                    || maxEngines < 1 || maxWorkersPerEngine < 1 || maxWorkers < 1) {
+                throw new IllegalArgumentException("bootstrap server limits must be positive (headers >= 64 bytes)");
+            }
+        }
+
+        /** The defaults. */
+        public static Limits defaults() {
+            return new Limits(10_000, 256, 16 * 1024, MAX_BODY_BYTES, 1024, 1024, 8192);
+        }
+
+        /** The defaults with the process environment applied. */
+        public static Limits fromEnvironment() {
+            return fromEnvironment(System.getenv());
+        }
+
+        /** The defaults with {@code env} applied. */
+        public static Limits fromEnvironment(Map<String, String> env) {
+            Limits d = defaults();
+            return new Limits(
+                    positive(env, "MOONCAKE4J_BOOTSTRAP_REQUEST_TIMEOUT_MS", d.requestTimeoutMs),
+                    positive(env, "MOONCAKE4J_BOOTSTRAP_MAX_CONNECTIONS", d.maxConnections),
+                    d.maxHeaderBytes, d.maxBodyBytes,
+                    positive(env, "MOONCAKE4J_BOOTSTRAP_MAX_ENGINES", d.maxEngines),
+                    positive(env, "MOONCAKE4J_BOOTSTRAP_MAX_WORKERS_PER_ENGINE", d.maxWorkersPerEngine),
+                    positive(env, "MOONCAKE4J_BOOTSTRAP_MAX_WORKERS", d.maxWorkers));
+        }
+
+        /** A copy with another deadline and connection cap (tests). */
+        public Limits withConnections(int requestTimeoutMs, int maxConnections) {
+            return new Limits(requestTimeoutMs, maxConnections, maxHeaderBytes, maxBodyBytes, maxEngines,
+                    maxWorkersPerEngine, maxWorkers);
+        }
+
+        /** A copy with other table bounds (tests). */
+        public Limits withTable(int maxEngines, int maxWorkersPerEngine, int maxWorkers) {
+            return new Limits(requestTimeoutMs, maxConnections, maxHeaderBytes, maxBodyBytes, maxEngines,
+                    maxWorkersPerEngine, maxWorkers);
+        }
+
+        private static int positive(Map<String, String> env, String name, int def) {
+            String v = env.get(name);
+            if (v == null || v.isBlank()) {
+                return def;
+            }
+            try {
+                int i = Integer.parseInt(v.strip());
+                if (i >= 1) {
+                    return i;
+                }
+            } catch (NumberFormatException e) {
+                // fall through to the warning
+            }
+            LOG.warn("ignoring {}='{}': must be a positive integer; using {}", name, v, def);
+            return def;
+        }
+    }
 
     private final String host;
     private final int requestedPort;
+    private final Limits limits;
     private final Object lock = new Object();
     /** dp_rank → entry; guarded by {@link #lock}. */
     private final Map<Integer, MutableEntry> workers = new LinkedHashMap<>();
-    private HttpServer server; // guarded by lock
-    private ExecutorService executor; // guarded by lock
-    private boolean closed; // guarded by lock
+    private int workerCount; // guarded by lock
+    /** Open connections → their deadline (System.nanoTime); insertion order is accept order. */
+    private final Map<Socket, Long> open = new ConcurrentHashMap<>();
+    private final java.util.concurrent.ConcurrentLinkedDeque<Socket> acceptOrder =
+            new java.util.concurrent.ConcurrentLinkedDeque<>();
+    private final Set<Thread> serving = ConcurrentHashMap.newKeySet();
+    private final AtomicLong evicted = new AtomicLong();
+    private final AtomicLong expired = new AtomicLong();
+    private ServerSocket listener; // guarded by lock
+    private Thread acceptor; // guarded by lock
+    private Thread reaper; // guarded by lock
+    private volatile boolean closed;
 
     private static final class MutableEntry {
         final String engineId;
@@ -84,17 +191,29 @@ public final class MooncakeBootstrapServer implements AutoCloseable {
     }
 
     /**
-     * A server for {@code host:port} (not yet started).
+     * A server for {@code host:port} (not yet started) with {@link Limits#fromEnvironment()}.
      *
      * @param host bind address, e.g. {@value #DEFAULT_HOST} or {@code 127.0.0.1}
      * @param port TCP port, 0 for any free port
      */
     public MooncakeBootstrapServer(String host, int port) {
+        this(host, port, Limits.fromEnvironment());
+    }
+
+    /**
+     * A server for {@code host:port} (not yet started) with explicit limits.
+     *
+     * @param host   bind address
+     * @param port   TCP port, 0 for any free port
+     * @param limits what one client can make the server spend
+     */
+    public MooncakeBootstrapServer(String host, int port, Limits limits) {
         this.host = Objects.requireNonNull(host, "host");
         if (port < 0 || port > 65535) {
             throw new IllegalArgumentException("port must be in 0..65535, got " + port);
         }
         this.requestedPort = port;
+        this.limits = Objects.requireNonNull(limits, "limits");
     }
 
     /**
@@ -107,35 +226,39 @@ public final class MooncakeBootstrapServer implements AutoCloseable {
             if (closed) {
                 throw new ConnectorException("bootstrap server on " + host + ":" + requestedPort + " is closed");
             }
-            if (server != null) {
+            if (listener != null) {
                 return;
             }
-            HttpServer s;
+            ServerSocket s;
             try {
-                s = HttpServer.create(new InetSocketAddress(host, requestedPort), 64);
+                s = new ServerSocket();
+                try {
+                    s.setReuseAddress(true);
+                    s.bind(new InetSocketAddress(host, requestedPort), 128);
+                } catch (IOException e) {
+                    s.close();
+                    throw e;
+                }
             } catch (IOException e) {
                 throw new ConnectorException(String.format(Locale.ROOT,
                         "Cannot bind the Mooncake bootstrap server to %s:%d (%s); is another server using the port? "
                                 + "Set VLLM_MOONCAKE_BOOTSTRAP_PORT to a free port.", host, requestedPort, e.getMessage()), e);
             }
-            ThreadFactory tf = r -> {
-                Thread t = new Thread(r, "mooncake-bootstrap-http-" + THREAD_IDS.getAndIncrement());
-                t.setDaemon(true);
-                return t;
-            };
-            executor = Executors.newFixedThreadPool(THREADS, tf);
-            s.setExecutor(executor);
-            s.createContext("/", this::handle);
-            s.start();
-            server = s;
-            LOG.info("Mooncake bootstrap server listening on {}:{}", host, s.getAddress().getPort());
+            listener = s;
+            int id = THREAD_IDS.getAndIncrement();
+            acceptor = Thread.ofPlatform().daemon(true).name("mooncake-bootstrap-http-accept-" + id)
+                    .unstarted(() -> acceptLoop(s));
+            reaper = Thread.ofVirtual().name("mooncake-bootstrap-http-reaper-" + id).unstarted(this::reapLoop);
+            acceptor.start();
+            reaper.start();
+            LOG.info("Mooncake bootstrap server listening on {}:{}", host, s.getLocalPort());
         }
     }
 
     /** The bound port (useful with port 0); -1 before {@link #start()}. */
     public int port() {
         synchronized (lock) {
-            return server == null ? -1 : server.getAddress().getPort();
+            return listener == null ? -1 : listener.getLocalPort();
         }
     }
 
@@ -144,11 +267,31 @@ public final class MooncakeBootstrapServer implements AutoCloseable {
         return host;
     }
 
+    /** The limits this server applies. */
+    public Limits limits() {
+        return limits;
+    }
+
     /** Whether {@link #start()} ran and {@link #close()} did not. */
     public boolean isRunning() {
         synchronized (lock) {
-            return server != null && !closed;
+            return listener != null && !closed;
         }
+    }
+
+    /** Connections open now (for tests and monitoring). */
+    public int openConnections() {
+        return open.size();
+    }
+
+    /** Connections closed so far because they ran past the request deadline. */
+    public long expiredConnections() {
+        return expired.get();
+    }
+
+    /** Connections closed so far to make room for a newer one (at {@link Limits#maxConnections()}). */
+    public long evictedConnections() {
+        return evicted.get();
     }
 
     /** A snapshot of the registry, as {@code GET /query} would return it. */
@@ -160,33 +303,167 @@ public final class MooncakeBootstrapServer implements AutoCloseable {
         }
     }
 
-    /** vLLM's {@code shutdown()}: stops serving and the handler threads; idempotent. */
+    /** vLLM's {@code shutdown()}: stops serving and the threads; idempotent. */
     @Override
     public void close() {
-        HttpServer s;
-        ExecutorService ex;
+        ServerSocket s;
+        Thread a;
+        Thread r;
         synchronized (lock) {
             if (closed) {
                 return;
             }
             closed = true;
-            s = server;
-            ex = executor;
+            s = listener;
+            a = acceptor;
+            r = reaper;
         }
         if (s != null) {
-            s.stop(0);
-        }
-        if (ex != null) {
-            ex.shutdownNow();
             try {
-                if (!ex.awaitTermination(5, TimeUnit.SECONDS)) {
-                    LOG.warn("Mooncake bootstrap server threads did not stop within 5 s");
-                }
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
+                s.close();
+            } catch (IOException e) {
+                LOG.debug("closing bootstrap listener: {}", e.getMessage());
             }
         }
+        for (Socket c : open.keySet()) {
+            closeQuietly(c);
+        }
+        for (Thread t : new Thread[] {a, r}) {
+            if (t != null) {
+                LockSupport.unpark(t);
+                join(t);
+            }
+        }
+        for (Thread t : serving) {
+            join(t);
+        }
         LOG.debug("Mooncake bootstrap server on {} stopped", host);
+    }
+
+    private static void join(Thread t) {
+        try {
+            if (!t.join(Duration.ofSeconds(5))) {
+                LOG.warn("Mooncake bootstrap server thread {} did not stop within 5 s", t.getName());
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    private static void closeQuietly(Socket s) {
+        try {
+            s.close();
+        } catch (IOException e) {
+            LOG.debug("closing bootstrap connection: {}", e.getMessage());
+        }
+    }
+
+    // ------------------------------------------------------------------ connections
+
+    private void acceptLoop(ServerSocket ss) {
+        AtomicInteger conn = new AtomicInteger();
+        while (!closed) {
+            Socket c;
+            try {
+                c = ss.accept();
+            } catch (IOException e) {
+                if (!closed) {
+                    LOG.error("Mooncake bootstrap listener on {}:{} failed; no more requests will be served", host,
+                            ss.getLocalPort(), e);
+                }
+                return;
+            }
+            while (open.size() >= limits.maxConnections()) {
+                Socket oldest = acceptOrder.pollFirst();
+                if (oldest == null) {
+                    break;
+                }
+                if (open.remove(oldest) != null) {
+                    evicted.incrementAndGet();
+                    closeQuietly(oldest);
+                }
+            }
+            open.put(c, System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(limits.requestTimeoutMs()));
+            acceptOrder.addLast(c);
+            if (closed) {
+                closeQuietly(c);
+                return;
+            }
+            Thread t = Thread.ofVirtual().name("mooncake-bootstrap-http-" + conn.getAndIncrement()).unstarted(() -> {
+                try {
+                    serve(c);
+                } finally {
+                    open.remove(c);
+                    acceptOrder.remove(c);
+                    closeQuietly(c);
+                    serving.remove(Thread.currentThread());
+                }
+            });
+            serving.add(t);
+            t.start();
+        }
+    }
+
+    /** Closes connections past their deadline, whatever their thread is blocked on (read or write). */
+    private void reapLoop() {
+        long period = TimeUnit.MILLISECONDS.toNanos(Math.max(10, Math.min(250, limits.requestTimeoutMs() / 4)));
+        while (!closed) {
+            long now = System.nanoTime();
+            for (Map.Entry<Socket, Long> e : open.entrySet()) {
+                if (now - e.getValue() >= 0 && open.remove(e.getKey()) != null) {
+                    expired.incrementAndGet();
+                    closeQuietly(e.getKey());
+                }
+            }
+            LockSupport.parkNanos(this, period);
+        }
+    }
+
+    private void serve(Socket c) {
+        try {
+            c.setSoTimeout(limits.requestTimeoutMs());
+            c.setTcpNoDelay(true);
+            InputStream in = c.getInputStream();
+            OutputStream out = c.getOutputStream();
+            Request req;
+            Response r;
+            try {
+                req = readHead(in);
+                r = req.error != null ? req.error : respond(req, in, out);
+            } catch (EOFException e) {
+                return; // closed before a whole request head: nothing to answer
+            }
+            write(out, r, req.path);
+            c.shutdownOutput();
+            drain(c, in);
+        } catch (IOException e) {
+            if (!closed) {
+                LOG.debug("Mooncake bootstrap connection {} ended: {}", c.getRemoteSocketAddress(), e.toString());
+            }
+        } catch (RuntimeException e) {
+            LOG.error("Mooncake bootstrap server failed on a connection from {}; it keeps serving others",
+                    c.getRemoteSocketAddress(), e);
+        }
+    }
+
+    /**
+     * After the answer: discards what the client still sends (an unread body) until it closes, for
+     * at most 1 s and 2 MiB, so that the kernel does not reset the connection before the client read
+     * the answer.
+     */
+    private static void drain(Socket c, InputStream in) {
+        try {
+            c.setSoTimeout(1000);
+            byte[] sink = new byte[8192];
+            long left = 2L << 20;
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(1);
+            int n;
+            while (left > 0 && System.nanoTime() < deadline && (n = in.read(sink)) >= 0) {
+                left -= n;
+            }
+        } catch (IOException e) {
+            LOG.trace("drain: {}", e.getMessage());
+        }
     }
 
     // ------------------------------------------------------------------ HTTP
@@ -194,40 +471,158 @@ public final class MooncakeBootstrapServer implements AutoCloseable {
     private record Response(int status, Object body) {
     }
 
-    private void handle(HttpExchange ex) throws IOException {
-        try (ex) {
-            Response r;
-            try {
-                r = route(ex);
-            } catch (RuntimeException e) {
-                LOG.error("Mooncake bootstrap server failed on {} {}", ex.getRequestMethod(), ex.getRequestURI(), e);
-                r = new Response(500, "Internal Server Error");
-            }
-            byte[] out = (r.body instanceof String s && r.status == 500)
-                    ? s.getBytes(StandardCharsets.UTF_8)
-                    : Json.write(r.body).getBytes(StandardCharsets.UTF_8);
-            ex.getResponseHeaders().set("Content-Type", r.status == 500 ? "text/plain; charset=utf-8" : "application/json");
-            if (r.status == 405) {
-                ex.getResponseHeaders().set("Allow", ex.getRequestURI().getPath().equals("/register") ? "POST" : "GET");
-            }
-            ex.sendResponseHeaders(r.status, out.length);
-            try (OutputStream os = ex.getResponseBody()) {
-                os.write(out);
-            }
+    /** A parsed request head, or the error answer for it. */
+    private record Request(String method, String path, long contentLength, boolean expectContinue,
+            Response error) {
+
+        static Request failed(Response error) {
+            return new Request(null, null, -1, false, error);
         }
     }
 
-    private Response route(HttpExchange ex) throws IOException {
-        String path = ex.getRequestURI().getPath();
-        String method = ex.getRequestMethod();
+    /** Reads the request line and headers (up to the blank line); EOF if the client closed before that. */
+    private Request readHead(InputStream in) throws IOException {
+        byte[] buf = new byte[Math.min(limits.maxHeaderBytes(), 4096)];
+        int n = 0;
+        int end = -1;
+        while (end < 0) {
+            if (n == buf.length) {
+                if (n >= limits.maxHeaderBytes()) {
+                    return Request.failed(detail(431, "Request header fields too large (more than "
+                            + limits.maxHeaderBytes() + " bytes)"));
+                }
+                buf = java.util.Arrays.copyOf(buf, Math.min(limits.maxHeaderBytes(), n * 2));
+            }
+            int b = in.read();
+            if (b < 0) {
+                throw new EOFException("closed inside the request head");
+            }
+            buf[n++] = (byte) b;
+            if (b == '\n' && n >= 2 && (buf[n - 2] == '\n' || (n >= 3 && buf[n - 2] == '\r' && buf[n - 3] == '\n'))) {
+                end = n;
+            }
+        }
+        String head = new String(buf, 0, end, StandardCharsets.ISO_8859_1);
+        String[] lines = head.split("\r?\n");
+        String[] rl = lines.length == 0 ? new String[0] : lines[0].split(" ", -1);
+        if (rl.length != 3 || rl[0].isEmpty() || !rl[1].startsWith("/") || !rl[2].startsWith("HTTP/1.")) {
+            return Request.failed(detail(400, "Bad Request: malformed request line"));
+        }
+        String target = rl[1];
+        int q = target.indexOf('?');
+        String path = q < 0 ? target : target.substring(0, q);
+        long length = -1;
+        boolean chunked = false;
+        boolean expect = false;
+        for (int i = 1; i < lines.length; i++) {
+            String line = lines[i];
+            if (line.isEmpty()) {
+                continue;
+            }
+            int colon = line.indexOf(':');
+            if (colon <= 0) {
+                return Request.failed(detail(400, "Bad Request: malformed header line"));
+            }
+            String name = line.substring(0, colon).strip().toLowerCase(Locale.ROOT);
+            String value = line.substring(colon + 1).strip();
+            switch (name) {
+                case "content-length" -> {
+                    long l;
+                    try {
+                        l = Long.parseLong(value);
+                    } catch (NumberFormatException e) {
+                        l = -2;
+                    }
+                    if (l < 0 || (length >= 0 && length != l)) {
+                        return Request.failed(detail(400, "Bad Request: invalid Content-Length"));
+                    }
+                    length = l;
+                }
+                case "transfer-encoding" -> chunked = !value.equalsIgnoreCase("identity");
+                case "expect" -> expect = value.equalsIgnoreCase("100-continue");
+                default -> {
+                    // other headers are not needed
+                }
+            }
+        }
+        if (chunked) {
+            return Request.failed(detail(411, "Length Required: send the body with a Content-Length"));
+        }
+        return new Request(rl[0], path, length, expect, null);
+    }
+
+    private Response respond(Request req, InputStream in, OutputStream out) throws IOException {
+        Response r;
+        try {
+            r = route(req, in, out);
+        } catch (IOException e) {
+            throw e;
+        } catch (RuntimeException | StackOverflowError e) {
+            LOG.error("Mooncake bootstrap server failed on {} {}", req.method, req.path, e);
+            r = detail(500, "Internal Server Error");
+        }
+        return r;
+    }
+
+    /** Writes the answer; a body that cannot be written as JSON becomes a fixed 422/500 answer. */
+    private static void write(OutputStream out, Response r, String path) throws IOException {
+        byte[] body;
+        Response sent = r;
+        try {
+            body = Json.write(r.body).getBytes(StandardCharsets.UTF_8);
+        } catch (RuntimeException e) {
+            LOG.warn("Mooncake bootstrap server: cannot write a {} answer as JSON ({}); sending a plain one",
+                    r.status, e.toString());
+            sent = r.status >= 400 && r.status < 500 ? r : new Response(500, null);
+            body = (sent.status == 500 ? "{\"detail\":\"Internal Server Error\"}"
+                    : "{\"detail\":\"Invalid request\"}").getBytes(StandardCharsets.UTF_8);
+        }
+        StringBuilder h = new StringBuilder(128);
+        h.append("HTTP/1.1 ").append(sent.status).append(' ').append(reason(sent.status)).append("\r\n");
+        h.append("Content-Type: application/json\r\n");
+        h.append("Content-Length: ").append(body.length).append("\r\n");
+        h.append("Connection: close\r\n");
+        if (sent.status == 405) {
+            h.append("Allow: ").append("/register".equals(path) ? "POST" : "GET").append("\r\n");
+        }
+        h.append("\r\n");
+        out.write(h.toString().getBytes(StandardCharsets.ISO_8859_1));
+        out.write(body);
+        out.flush();
+    }
+
+    private static String reason(int status) {
+        return switch (status) {
+            case 200 -> "OK";
+            case 400 -> "Bad Request";
+            case 404 -> "Not Found";
+            case 405 -> "Method Not Allowed";
+            case 411 -> "Length Required";
+            case 413 -> "Payload Too Large";
+            case 422 -> "Unprocessable Entity";
+            case 431 -> "Request Header Fields Too Large";
+            default -> "Internal Server Error";
+        };
+    }
+
+    private Response route(Request req, InputStream in, OutputStream out) throws IOException {
+        String path = req.path;
+        String method = req.method;
         switch (path) {
             case "/register" -> {
                 if (!method.equals("POST")) {
                     return detail(405, "Method Not Allowed");
                 }
-                byte[] body = readBody(ex.getRequestBody());
-                if (body == null) {
-                    return detail(413, "Request body larger than " + MAX_BODY_BYTES + " bytes");
+                if (req.contentLength > limits.maxBodyBytes()) {
+                    return detail(413, "Request body larger than " + limits.maxBodyBytes() + " bytes");
+                }
+                if (req.expectContinue && req.contentLength > 0) {
+                    out.write("HTTP/1.1 100 Continue\r\n\r\n".getBytes(StandardCharsets.ISO_8859_1));
+                    out.flush();
+                }
+                byte[] body = req.contentLength < 0 ? new byte[0] : in.readNBytes((int) req.contentLength);
+                if (body.length < req.contentLength) {
+                    throw new EOFException("closed inside the request body");
                 }
                 return register(new String(body, StandardCharsets.UTF_8));
             }
@@ -247,11 +642,6 @@ public final class MooncakeBootstrapServer implements AutoCloseable {
         Map<String, Object> m = new LinkedHashMap<>();
         m.put("detail", msg);
         return new Response(status, m);
-    }
-
-    private static byte[] readBody(InputStream in) throws IOException {
-        byte[] b = in.readNBytes(MAX_BODY_BYTES + 1);
-        return b.length > MAX_BODY_BYTES ? null : b;
     }
 
     private Map<String, Object> queryJson() {
@@ -300,6 +690,25 @@ public final class MooncakeBootstrapServer implements AutoCloseable {
             return validation(errors);
         }
         synchronized (lock) {
+            MutableEntry existing = workers.get(dp);
+            if (existing == null && workers.size() >= limits.maxEngines()) {
+                return detail(400, String.format(Locale.ROOT, "Registration table full: %d engines (dp ranks) are "
+                        + "registered, the limit (MOONCAKE4J_BOOTSTRAP_MAX_ENGINES)", workers.size()));
+            }
+            if (existing != null && !existing.engineId.equals(engineId)) {
+                return detail(400, String.format(Locale.ROOT, "Engine ID mismatch for dp_rank=%d: expected %s, got %s",
+                        dp, existing.engineId, engineId));
+            }
+            boolean fresh = existing == null || existing.workerAddr.get(tp) == null
+                    || !existing.workerAddr.get(tp).containsKey(pp);
+            if (fresh && existing != null && workersOf(existing) >= limits.maxWorkersPerEngine()) {
+                return detail(400, String.format(Locale.ROOT, "Registration table full: dp_rank=%d has %d workers, "
+                        + "the limit (MOONCAKE4J_BOOTSTRAP_MAX_WORKERS_PER_ENGINE)", dp, workersOf(existing)));
+            }
+            if (fresh && workerCount >= limits.maxWorkers()) {
+                return detail(400, String.format(Locale.ROOT, "Registration table full: %d workers are registered, "
+                        + "the limit (MOONCAKE4J_BOOTSTRAP_MAX_WORKERS)", workerCount));
+            }
             MutableEntry entry = workers.computeIfAbsent(dp, k -> new MutableEntry(engineId));
             if (!entry.engineId.equals(engineId)) {
                 return detail(400, String.format(Locale.ROOT, "Engine ID mismatch for dp_rank=%d: expected %s, got %s",
@@ -313,12 +722,21 @@ public final class MooncakeBootstrapServer implements AutoCloseable {
                                 + "but still want to register at %s", dp, tp, pp, old, addr));
             }
             tpEntry.put(pp, addr);
+            workerCount++;
         }
         LOG.debug("Registered Mooncake worker engine_id={} dp_rank={} tp_rank={} pp_rank={} addr={}",
                 engineId, dp, tp, pp, addr);
         Map<String, Object> ok = new LinkedHashMap<>();
         ok.put("status", "ok");
         return new Response(200, ok);
+    }
+
+    private static int workersOf(MutableEntry e) {
+        int n = 0;
+        for (Map<Integer, String> pps : e.workerAddr.values()) {
+            n += pps.size();
+        }
+        return n;
     }
 
     private static Response validation(List<Map<String, Object>> errors) {
@@ -332,8 +750,31 @@ public final class MooncakeBootstrapServer implements AutoCloseable {
         e.put("type", type);
         e.put("loc", loc);
         e.put("msg", msg);
-        e.put("input", input);
+        e.put("input", finite(input));
         return e;
+    }
+
+    /** {@code v} with every non-finite number replaced by its name (JSON cannot carry them). */
+    private static Object finite(Object v) {
+        if (v instanceof Double d && !Double.isFinite(d)) {
+            return d.toString();
+        }
+        if (v instanceof Float f && !Float.isFinite(f)) {
+            return f.toString();
+        }
+        if (v instanceof Map<?, ?> m) {
+            Map<Object, Object> out = new LinkedHashMap<>();
+            m.forEach((k, x) -> out.put(k, finite(x)));
+            return out;
+        }
+        if (v instanceof List<?> l) {
+            List<Object> out = new ArrayList<>(l.size());
+            for (Object x : l) {
+                out.add(finite(x));
+            }
+            return out;
+        }
+        return v;
     }
 
     private static String str(Map<?, ?> obj, String key, List<Map<String, Object>> errors) {
@@ -343,6 +784,13 @@ public final class MooncakeBootstrapServer implements AutoCloseable {
         }
         Object v = obj.get(key);
         if (v instanceof String s) {
+            if (s.length() > MAX_FIELD_CHARS) {
+                Map<String, Object> e = error("string_too_long", List.of("body", key),
+                        "String should have at most " + MAX_FIELD_CHARS + " characters", s);
+                e.put("ctx", Map.of("max_length", (long) MAX_FIELD_CHARS));
+                errors.add(e);
+                return null;
+            }
             return s;
         }
         errors.add(error("string_type", List.of("body", key), "Input should be a valid string", v));

@@ -17,8 +17,10 @@ import java.util.Map;
 /**
  * The handshake client (Mooncake {@code SocketHandShakePlugin::doSend*}): every request opens a
  * fresh connection, writes one frame, reads exactly one reply frame of the same type and closes
- * (no half-close). Connect is bounded by {@code MC_HANDSHAKE_CONNECT_TIMEOUT}, reads by 60 s.
- * Stateless and thread-safe.
+ * (no half-close). Connect is bounded by {@code MC_HANDSHAKE_CONNECT_TIMEOUT}, each read by 60 s,
+ * and the whole request (all addresses of the host together) by
+ * {@link HandshakeConfig#clientRequestTimeoutMs()}: at that deadline the socket is closed and the
+ * request fails, however the peer trickles its reply. Stateless and thread-safe.
  */
 public final class HandshakeClient {
 
@@ -38,11 +40,22 @@ public final class HandshakeClient {
                     "cannot resolve handshake peer host '%s'", peer.host()), e);
         }
         IOException last = null;
+        long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(
+                config.clientRequestTimeoutMs());
         for (InetAddress a : addrs) {
-            try (Socket s = new Socket()) {
+            long leftMs = java.util.concurrent.TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime());
+            if (leftMs <= 0) {
+                last = new java.net.SocketTimeoutException(String.format(Locale.ROOT,
+                        "no reply within the %d ms request deadline (MOONCAKE4J_HANDSHAKE_CLIENT_TIMEOUT_MS)",
+                        config.clientRequestTimeoutMs()));
+                break;
+            }
+            Socket s = new Socket();
+            SocketDeadlines.Deadline d = SocketDeadlines.arm(s, leftMs);
+            try (s; d) {
                 s.setReuseAddress(true);
                 s.setTcpNoDelay(true);
-                s.connect(new InetSocketAddress(a, peer.port()), config.connectTimeoutMs());
+                s.connect(new InetSocketAddress(a, peer.port()), (int) Math.min(config.connectTimeoutMs(), leftMs));
                 s.setSoTimeout(config.clientReadTimeoutMs());
                 OutputStream out = s.getOutputStream();
                 out.write(request.encode());
@@ -63,7 +76,11 @@ public final class HandshakeClient {
                 }
                 return reply;
             } catch (IOException e) {
-                last = e;
+                last = d.fired() || System.nanoTime() - deadline >= 0
+                        ? new java.net.SocketTimeoutException(String.format(Locale.ROOT,
+                                "no reply within the %d ms request deadline (MOONCAKE4J_HANDSHAKE_CLIENT_TIMEOUT_MS): %s",
+                                config.clientRequestTimeoutMs(), e))
+                        : e;
             }
         }
         throw new HandshakeException(ErrorCodes.SOCKET, String.format(Locale.ROOT,

@@ -21,6 +21,12 @@ import org.slf4j.LoggerFactory;
  *   <tr><td>{@code MC_HANDSHAKE_LISTEN_BACKLOG}</td><td>128</td><td>listen backlog</td></tr>
  *   <tr><td>{@code MC_HANDSHAKE_PORT}</td><td>12001</td><td>port assumed for a name without one</td></tr>
  *   <tr><td>{@code MC_USE_IPV6}</td><td>off</td><td>bind the wildcard IPv6 address</td></tr>
+ *   <tr><td>{@code MOONCAKE4J_HANDSHAKE_REQUEST_TIMEOUT_MS}</td><td>10000</td><td>server: total time per
+ *       connection (read the request, answer, wait for the client's close); then it is closed</td></tr>
+ *   <tr><td>{@code MOONCAKE4J_HANDSHAKE_CLIENT_TIMEOUT_MS}</td><td>30000</td><td>client: total time per
+ *       request (connect, write, read the reply), e.g. a descriptor fetch in {@code openSegment}</td></tr>
+ *   <tr><td>{@code MOONCAKE4J_HANDSHAKE_MAX_CONNECTIONS}</td><td>256</td><td>server: connections open at
+ *       once; one more closes the oldest</td></tr>
  * </table>
  *
  * @param minPort           lowest port tried; with {@code maxPort == 0} the OS assigns the port
@@ -32,11 +38,13 @@ import org.slf4j.LoggerFactory;
  * @param serverReadTimeoutMs the server's per-connection read timeout (Mooncake: 5 s)
  * @param backlog           {@code MC_HANDSHAKE_LISTEN_BACKLOG}
  * @param defaultPort       {@code MC_HANDSHAKE_PORT}
- * @param maxConcurrentConnections handshake connections served at once; more wait in the backlog
+ * @param maxConcurrentConnections handshake connections open at once; a new one beyond it closes the oldest
+ * @param serverRequestTimeoutMs total deadline of one server connection, from accept to close
+ * @param clientRequestTimeoutMs total deadline of one client request, from connect to the reply
  */
 public record HandshakeConfig(int minPort, int maxPort, InetAddress bindAddress, int maxFrameLength,
         int connectTimeoutMs, int clientReadTimeoutMs, int serverReadTimeoutMs, int backlog,
-        int defaultPort, int maxConcurrentConnections) {
+        int defaultPort, int maxConcurrentConnections, int serverRequestTimeoutMs, int clientRequestTimeoutMs) {
 
     private static final Logger LOG = LoggerFactory.getLogger(HandshakeConfig.class);
 
@@ -44,6 +52,9 @@ public record HandshakeConfig(int minPort, int maxPort, InetAddress bindAddress,
     public static final int DEFAULT_MAX_PORT = 17000;
     public static final int DEFAULT_MAX_FRAME_LENGTH = 1 << 20;
     public static final int MAX_MAX_FRAME_LENGTH = 128 << 20;
+    public static final int DEFAULT_MAX_CONNECTIONS = 256;
+    public static final int DEFAULT_SERVER_REQUEST_TIMEOUT_MS = 10_000;
+    public static final int DEFAULT_CLIENT_REQUEST_TIMEOUT_MS = 30_000;
 
     public HandshakeConfig {
         if (maxPort != 0 && (minPort < 1 || minPort > maxPort || maxPort > 65535)) {
@@ -51,9 +62,19 @@ public record HandshakeConfig(int minPort, int maxPort, InetAddress bindAddress,
                     "bad port range [%d, %d]", minPort, maxPort));
         }
         if (maxFrameLength < 1 || connectTimeoutMs < 1 || clientReadTimeoutMs < 1 || serverReadTimeoutMs < 1
-                || backlog < 1 || maxConcurrentConnections < 1) {
+                || backlog < 1 || maxConcurrentConnections < 1 || serverRequestTimeoutMs < 1
+                || clientRequestTimeoutMs < 1) {
             throw new IllegalArgumentException("handshake limits must be positive");
         }
+    }
+
+    /** The settings without total deadlines given: {@link #DEFAULT_SERVER_REQUEST_TIMEOUT_MS}, {@link #DEFAULT_CLIENT_REQUEST_TIMEOUT_MS}. */
+    public HandshakeConfig(int minPort, int maxPort, InetAddress bindAddress, int maxFrameLength,
+            int connectTimeoutMs, int clientReadTimeoutMs, int serverReadTimeoutMs, int backlog,
+            int defaultPort, int maxConcurrentConnections) {
+        this(minPort, maxPort, bindAddress, maxFrameLength, connectTimeoutMs, clientReadTimeoutMs, serverReadTimeoutMs,
+                backlog, defaultPort, maxConcurrentConnections, DEFAULT_SERVER_REQUEST_TIMEOUT_MS,
+                DEFAULT_CLIENT_REQUEST_TIMEOUT_MS);
     }
 
     /** Mooncake's defaults with the environment applied. */
@@ -97,24 +118,46 @@ public record HandshakeConfig(int minPort, int maxPort, InetAddress bindAddress,
                 throw new IllegalStateException("cannot resolve ::", e);
             }
         }
-        return new HandshakeConfig(min, max, bind, frame, connect * 1000, 60_000, 5_000, backlog, defPort, 64);
+        int maxConn = positive(env, "MOONCAKE4J_HANDSHAKE_MAX_CONNECTIONS", DEFAULT_MAX_CONNECTIONS);
+        int serverTotal = positive(env, "MOONCAKE4J_HANDSHAKE_REQUEST_TIMEOUT_MS", DEFAULT_SERVER_REQUEST_TIMEOUT_MS);
+        int clientTotal = positive(env, "MOONCAKE4J_HANDSHAKE_CLIENT_TIMEOUT_MS", DEFAULT_CLIENT_REQUEST_TIMEOUT_MS);
+        return new HandshakeConfig(min, max, bind, frame, connect * 1000, 60_000, 5_000, backlog, defPort, maxConn,
+                serverTotal, clientTotal);
+    }
+
+    private static int positive(Map<String, String> env, String name, int def) {
+        int v = intVar(env, name, null, def);
+        if (v < 1) {
+            LOG.warn("ignoring {}={}: must be positive; using {}", name, v, def);
+            return def;
+        }
+        return v;
     }
 
     /** A config for tests: OS-assigned ports on {@code bind}, other values from Mooncake's defaults. */
     public static HandshakeConfig ephemeral(InetAddress bind) {
-        return new HandshakeConfig(0, 0, bind, DEFAULT_MAX_FRAME_LENGTH, 5_000, 60_000, 5_000, 128, 12001, 64);
+        return new HandshakeConfig(0, 0, bind, DEFAULT_MAX_FRAME_LENGTH, 5_000, 60_000, 5_000, 128, 12001,
+                DEFAULT_MAX_CONNECTIONS);
+    }
+
+    /** A copy with other total deadlines and connection cap (tests). */
+    public HandshakeConfig withRequestLimits(int serverRequestMs, int clientRequestMs, int maxConnections) {
+        return new HandshakeConfig(minPort, maxPort, bindAddress, maxFrameLength, connectTimeoutMs, clientReadTimeoutMs,
+                serverReadTimeoutMs, backlog, defaultPort, maxConnections, serverRequestMs, clientRequestMs);
     }
 
     /** A copy with other server/client read timeouts (tests). */
     public HandshakeConfig withTimeouts(int serverReadMs, int clientReadMs) {
         return new HandshakeConfig(minPort, maxPort, bindAddress, maxFrameLength, connectTimeoutMs, clientReadMs,
-                serverReadMs, backlog, defaultPort, maxConcurrentConnections);
+                serverReadMs, backlog, defaultPort, maxConcurrentConnections, serverRequestTimeoutMs,
+                clientRequestTimeoutMs);
     }
 
     /** A copy with another frame limit (tests). */
     public HandshakeConfig withMaxFrameLength(int length) {
         return new HandshakeConfig(minPort, maxPort, bindAddress, length, connectTimeoutMs, clientReadTimeoutMs,
-                serverReadTimeoutMs, backlog, defaultPort, maxConcurrentConnections);
+                serverReadTimeoutMs, backlog, defaultPort, maxConcurrentConnections, serverRequestTimeoutMs,
+                clientRequestTimeoutMs);
     }
 
     private static boolean validPort(int p) {

@@ -11,7 +11,7 @@ import java.net.SocketException;
 import java.util.Locale;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.Semaphore;
+import java.util.concurrent.ConcurrentLinkedDeque;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
@@ -22,12 +22,15 @@ import org.slf4j.LoggerFactory;
  * The handshake (RPC port) server (Mooncake {@code SocketHandShakePlugin::startDaemon}).
  *
  * <p>One acceptor thread ({@code mooncake-handshake-accept-N}) hands each connection to a virtual
- * thread ({@code mooncake-handshake-serve-N}); at most {@link HandshakeConfig#maxConcurrentConnections()}
- * are served at once, further ones wait in the listen backlog. Per connection: read one frame
- * within {@link HandshakeConfig#serverReadTimeoutMs()}, parse its JSON, call the handler, write the
- * reply with the same type byte (a legacy request gets a legacy reply), half-close, wait up to the
- * read timeout for the client's EOF, close. A malformed frame, malformed JSON or a handler
- * failure closes that connection without reply and logs one line; the server keeps serving.
+ * thread ({@code mooncake-handshake-serve-N}). Per connection: read one frame (each read within
+ * {@link HandshakeConfig#serverReadTimeoutMs()}), parse its JSON, call the handler, write the reply
+ * with the same type byte (a legacy request gets a legacy reply), half-close, wait for the client's
+ * EOF, close. The whole connection lives at most {@link HandshakeConfig#serverRequestTimeoutMs()}
+ * from accept: at that deadline it is closed whatever the client does (a slowloris trickling one byte
+ * per read timeout is cut off). At most {@link HandshakeConfig#maxConcurrentConnections()} are open;
+ * a new connection beyond that closes the oldest one, so slow connections cannot keep a new peer
+ * from being served. A malformed frame, malformed JSON or a handler failure closes that connection
+ * without reply and logs one line (at DEBUG once past the first 20); the server keeps serving.
  *
  * <p>Thread-safe; {@link #close()} stops the acceptor, closes open connections and waits for the
  * serving threads.
@@ -54,17 +57,18 @@ public final class HandshakeServer implements AutoCloseable {
     private final Handler handler;
     private final ServerSocket listener;
     private final Thread acceptor;
-    private final Semaphore slots;
     private final Set<Socket> open = ConcurrentHashMap.newKeySet();
+    private final ConcurrentLinkedDeque<Socket> acceptOrder = new ConcurrentLinkedDeque<>();
     private final Set<Thread> serving = ConcurrentHashMap.newKeySet();
     private final AtomicLong rejected = new AtomicLong();
+    private final AtomicLong expired = new AtomicLong();
+    private final AtomicLong evicted = new AtomicLong();
     private volatile boolean closed;
 
     private HandshakeServer(HandshakeConfig config, Handler handler, ServerSocket listener) {
         this.config = config;
         this.handler = handler;
         this.listener = listener;
-        this.slots = new Semaphore(config.maxConcurrentConnections());
         this.acceptor = Thread.ofPlatform().daemon(true)
                 .name("mooncake-handshake-accept-" + ACCEPTORS.getAndIncrement())
                 .unstarted(this::acceptLoop);
@@ -98,42 +102,65 @@ public final class HandshakeServer implements AutoCloseable {
         return rejected.get();
     }
 
+    /** Connections closed at the total request deadline so far. */
+    public long expiredConnections() {
+        return expired.get();
+    }
+
+    /** Connections closed to make room for a newer one (at the connection cap) so far. */
+    public long evictedConnections() {
+        return evicted.get();
+    }
+
+    /** Connections open now. */
+    public int openConnections() {
+        return open.size();
+    }
+
     private void acceptLoop() {
         long serial = SERVERS.getAndIncrement();
         AtomicInteger conn = new AtomicInteger();
         while (!closed) {
             Socket s;
             try {
-                slots.acquire();
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                return;
-            }
-            try {
                 s = listener.accept();
             } catch (IOException e) {
-                slots.release();
                 if (!closed) {
                     LOG.error("handshake listener on port {} failed; no more handshakes will be served", port(), e);
                 }
                 return;
             }
+            while (open.size() >= config.maxConcurrentConnections()) {
+                Socket oldest = acceptOrder.pollFirst();
+                if (oldest == null) {
+                    break;
+                }
+                if (open.remove(oldest)) {
+                    evicted.incrementAndGet();
+                    closeQuietly(oldest);
+                }
+            }
             open.add(s);
+            acceptOrder.addLast(s);
             if (closed) {
                 closeQuietly(s);
-                slots.release();
                 return;
             }
             Thread t = Thread.ofVirtual()
                     .name("mooncake-handshake-serve-" + serial + "-" + conn.getAndIncrement())
                     .unstarted(() -> {
+                        SocketDeadlines.Deadline d = SocketDeadlines.arm(s, config.serverRequestTimeoutMs());
                         try {
                             serve(s);
                         } finally {
+                            d.close();
+                            if (d.fired()) {
+                                expired.incrementAndGet();
+                            }
                             open.remove(s);
+                            acceptOrder.remove(s);
                             closeQuietly(s);
                             serving.remove(Thread.currentThread());
-                            slots.release();
                         }
                     });
             serving.add(t);
@@ -148,9 +175,10 @@ public final class HandshakeServer implements AutoCloseable {
             s.setSoTimeout(config.serverReadTimeoutMs());
             req = HandshakeFrame.read(s.getInputStream(), config.maxFrameLength());
         } catch (IOException e) {
-            if (!closed) {
-                rejected.incrementAndGet();
-                LOG.warn("handshake: dropping connection from {}: {}", peer, e.getMessage());
+            if (s.isClosed()) {
+                LOG.debug("handshake: connection from {} closed by the deadline or the connection cap", peer);
+            } else if (!closed) {
+                warn("handshake: dropping connection from {}: {}", peer, e.getMessage());
             }
             return;
         }
@@ -158,8 +186,7 @@ public final class HandshakeServer implements AutoCloseable {
         try {
             json = Json.parse(req.json());
         } catch (JsonException e) {
-            rejected.incrementAndGet();
-            LOG.warn("handshake: dropping {} request from {}: malformed JSON: {}",
+            warn("handshake: dropping {} request from {}: malformed JSON: {}",
                     HandshakeFrame.typeName(req.type()), peer, e.getMessage());
             return;
         }
@@ -168,8 +195,7 @@ public final class HandshakeServer implements AutoCloseable {
         try {
             reply = handler.handle(type, json);
         } catch (Exception e) {
-            rejected.incrementAndGet();
-            LOG.warn("handshake: dropping {} request from {}: {}", HandshakeFrame.typeName(req.type()), peer,
+            warn("handshake: dropping {} request from {}: {}", HandshakeFrame.typeName(req.type()), peer,
                     e.toString());
             return;
         }
@@ -180,7 +206,8 @@ public final class HandshakeServer implements AutoCloseable {
             s.shutdownOutput();
             InputStream in = s.getInputStream();
             byte[] sink = new byte[64];
-            long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(config.serverReadTimeoutMs());
+            long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(
+                    Math.min(config.serverReadTimeoutMs(), config.serverRequestTimeoutMs()));
             while (System.nanoTime() < deadline && in.read(sink) >= 0) {
                 // wait for the client to close; anything it sends is ignored
             }
@@ -190,6 +217,16 @@ public final class HandshakeServer implements AutoCloseable {
             if (!closed) {
                 LOG.debug("handshake: reply to {} not completed: {}", peer, e.getMessage());
             }
+        }
+    }
+
+    /** Counts a rejection and logs it: WARN for the first 20, then DEBUG (a flood must not flood the log). */
+    private void warn(String fmt, Object... args) {
+        long n = rejected.incrementAndGet();
+        if (n <= 20) {
+            LOG.warn(n == 20 ? fmt + " (further rejections at DEBUG; see rejectedConnections())" : fmt, args);
+        } else {
+            LOG.debug(fmt, args);
         }
     }
 

@@ -21,9 +21,12 @@
  * {@code 16 00 00 00 00 00 00 00 03} + {@code {"status":"success"}\n}.
  *
  * <h2>Connection lifecycle</h2>
- * One request per TCP connection. Server: read one frame (5 s), reply with the same type byte,
- * half-close, wait for the client's EOF, close; malformed input closes without reply and logs
- * one line. Client: connect (5 s), write, read one frame (60 s), close.
+ * One request per TCP connection. Server: read one frame (5 s per read), reply with the same type
+ * byte, half-close, wait for the client's EOF, close, all within a total deadline (10 s) after which
+ * the connection is closed; at most 256 connections are open, a new one closes the oldest; malformed
+ * input closes without reply and logs one line. Client: connect (5 s), write, read one frame (60 s
+ * per read), close, all within a total deadline (30 s). Deadlines are enforced by
+ * {@link io.mooncake4j.engine.handshake.SocketDeadlines} (one virtual thread per JVM closes the socket).
  *
  * <p>Thread-safety: codecs and records are immutable; {@link io.mooncake4j.engine.handshake.HandshakeServer}
  * and {@link io.mooncake4j.engine.handshake.HandshakeClient} are thread-safe. The server owns its

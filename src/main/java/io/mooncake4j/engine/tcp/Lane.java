@@ -81,6 +81,8 @@ final class Lane {
     private volatile boolean stopped;
     /** Task index handed over by {@link Peer#claim}; sender thread only. */
     int claimed;
+    /** Set by {@link Peer#claim} (under the peer's lock) when it hands over a task, cleared by the sender when staged. */
+    volatile boolean busy;
     /** v1 writes staged but not yet written (complete once written); sender thread only. */
     private final Batch[] v1Batch;
     private final int[] v1Task;
@@ -173,6 +175,8 @@ final class Lane {
                     flush(ch, stage);
                 }
                 failUnsentV1();
+                busy = false;
+                peer.touch();
             }
         } catch (RuntimeException | Error e) {
             LOG.error("lane {} sender died", name, e);
@@ -594,6 +598,11 @@ final class Lane {
         }
         wakeSender();
         wakeReceiver();
+    }
+
+    /** Whether this lane holds no task: none claimed, none in flight (the caller holds the peer's lock). */
+    boolean idle() {
+        return !busy && head == tail && sendBatch == null && recvBatch == null;
     }
 
     /** Whether this lane is sending, receiving or holding in flight a task of {@code b}. */

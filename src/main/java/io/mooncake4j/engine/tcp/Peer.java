@@ -58,7 +58,10 @@ final class Peer {
     private final Condition notEmpty = lock.newCondition();
     private final ArrayDeque<Work> queue = new ArrayDeque<>();
     private volatile boolean dead;
+    private volatile boolean retired;
     private volatile String deadReason;
+    /** When work was last queued or a lane last finished staging (System.nanoTime). */
+    private volatile long lastUsed = System.nanoTime();
 
     Peer(long segmentId, SegmentDescriptor descriptor, TcpConfig config, LocalMemory memory, int serial) {
         this.segmentId = segmentId;
@@ -82,6 +85,77 @@ final class Peer {
 
     boolean isDead() {
         return dead;
+    }
+
+    /** Whether this peer was closed for idleness ({@link #retireIfIdle}), not for a failure. */
+    boolean isRetired() {
+        return retired;
+    }
+
+    /** When this peer was last used (System.nanoTime). */
+    long lastUsed() {
+        return lastUsed;
+    }
+
+    void touch() {
+        lastUsed = System.nanoTime();
+    }
+
+    /**
+     * Closes this peer if it holds no work (nothing queued, no lane holding a task) and was unused
+     * since {@code unusedSinceNanos}: its lanes stop and their threads exit. Work queued afterwards
+     * is refused by {@link #offer} (not failed), so the engine opens a fresh peer for it.
+     *
+     * @return whether the peer was retired
+     */
+    boolean retireIfIdle(long unusedSinceNanos) {
+        lock.lock();
+        try {
+            if (dead || lastUsed - unusedSinceNanos > 0 || !queue.isEmpty()) {
+                return false;
+            }
+            for (Lane l : lanes) {
+                if (!l.idle()) {
+                    return false;
+                }
+            }
+            retired = true;
+            dead = true;
+            notEmpty.signalAll();
+        } finally {
+            lock.unlock();
+        }
+        for (Lane l : lanes) {
+            l.stop();
+        }
+        return true;
+    }
+
+    /**
+     * Queues the tasks {@code [from, to)} of {@code batch} unless this peer was retired for
+     * idleness; false (nothing failed) when it was, so that the caller opens a fresh peer.
+     */
+    boolean offer(Batch batch, int from, int to) {
+        return offer(new Work(batch, from, to));
+    }
+
+    /** Like {@link #offer(Batch, int, int)} for the given task indices. */
+    boolean offer(Batch batch, int[] tasks) {
+        return offer(new Work(batch, tasks));
+    }
+
+    private boolean offer(Work w) {
+        lock.lock();
+        try {
+            if (retired) {
+                return false;
+            }
+            lastUsed = System.nanoTime();
+            enqueue(w); // reentrant: queued before a retirement can look at the queue
+            return true;
+        } finally {
+            lock.unlock();
+        }
     }
 
     String deadReason() {
@@ -135,6 +209,7 @@ final class Peer {
                     continue;
                 }
                 lane.claimed = w.task(w.next++);
+                lane.busy = true;
                 if (w.next == w.end) {
                     queue.pollFirst();
                 }

@@ -20,6 +20,18 @@ import org.slf4j.LoggerFactory;
  *   <tr><td>{@code MC_TRANSFER_TIMEOUT}</td><td>30</td><td>synchronous batch deadline: max(5, value) s + 1 ns/byte</td></tr>
  *   <tr><td>{@code MOONCAKE4J_TCP_WINDOW}</td><td>32</td><td>requests pipelined per lane, 1–1024</td></tr>
  *   <tr><td>{@code MOONCAKE4J_UNREGISTER_WAIT_MS}</td><td>5000</td><td>how long unregistration waits for in-flight transfers before aborting them</td></tr>
+ *   <tr><td>{@code MOONCAKE4J_TCP_DATA_IDLE_TIMEOUT_SEC}</td><td>300</td><td>data port: a connection with no byte
+ *       moved for this long is closed</td></tr>
+ *   <tr><td>{@code MOONCAKE4J_TCP_DATA_MAX_CONNECTIONS}</td><td>4096</td><td>data port: connections open at once;
+ *       one more closes the longest-idle one, or is closed itself when none is idle</td></tr>
+ *   <tr><td>{@code MOONCAKE4J_TCP_PEER_IDLE_TIMEOUT_SEC}</td><td>60</td><td>initiator: a peer (its lanes and their
+ *       threads) unused for this long is closed; reopened on the next transfer. Keep it below the peers'
+ *       data idle timeout</td></tr>
+ *   <tr><td>{@code MOONCAKE4J_TCP_MAX_PEERS}</td><td>256</td><td>initiator: peers (distinct resolved data
+ *       addresses) with live lanes at once; one more closes the longest-idle one, or fails its transfer when
+ *       none is idle</td></tr>
+ *   <tr><td>{@code MOONCAKE4J_TCP_MAX_SEGMENTS}</td><td>4096</td><td>initiator: distinct segment names
+ *       {@code openSegment} accepts (aliases included); more return -1</td></tr>
  * </table>
  *
  * @param handshake        the control-plane settings (ports, frame limit, timeouts)
@@ -30,20 +42,43 @@ import org.slf4j.LoggerFactory;
  * @param window           requests in flight per lane (pipelining depth)
  * @param transferTimeoutMs base of the synchronous deadline (already at least 5 s)
  * @param unregisterWaitMs bound of the wait for in-flight transfers when unregistering
+ * @param dataIdleTimeoutMs data port: idle connections are closed after this long
+ * @param maxDataConnections data port: connections open at once
+ * @param peerIdleTimeoutMs initiator: unused peers are closed after this long
+ * @param maxPeers         initiator: peers with live lanes at once
+ * @param maxSegments      initiator: distinct names {@code openSegment} accepts
  */
 public record TcpConfig(HandshakeConfig handshake, HandshakeConfig dataListen, int statusTimeoutMs, int lanesPerPeer, int window,
-        long transferTimeoutMs, long unregisterWaitMs) {
+        long transferTimeoutMs, long unregisterWaitMs, long dataIdleTimeoutMs, int maxDataConnections,
+        long peerIdleTimeoutMs, int maxPeers, int maxSegments) {
 
     private static final Logger LOG = LoggerFactory.getLogger(TcpConfig.class);
+
+    public static final long DEFAULT_DATA_IDLE_TIMEOUT_MS = 300_000;
+    public static final int DEFAULT_MAX_DATA_CONNECTIONS = 4096;
+    public static final long DEFAULT_PEER_IDLE_TIMEOUT_MS = 60_000;
+    public static final int DEFAULT_MAX_PEERS = 256;
+    public static final int DEFAULT_MAX_SEGMENTS = 4096;
+
+    /** The settings with the default data-port and peer limits. */
+    public TcpConfig(HandshakeConfig handshake, HandshakeConfig dataListen, int statusTimeoutMs, int lanesPerPeer,
+            int window, long transferTimeoutMs, long unregisterWaitMs) {
+        this(handshake, dataListen, statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs, unregisterWaitMs,
+                DEFAULT_DATA_IDLE_TIMEOUT_MS, DEFAULT_MAX_DATA_CONNECTIONS, DEFAULT_PEER_IDLE_TIMEOUT_MS,
+                DEFAULT_MAX_PEERS, DEFAULT_MAX_SEGMENTS);
+    }
 
     public TcpConfig {
         java.util.Objects.requireNonNull(handshake, "handshake");
         java.util.Objects.requireNonNull(dataListen, "dataListen");
         if (statusTimeoutMs < 1 || lanesPerPeer < 1 || lanesPerPeer > 16 || window < 1 || window > 1024
-                || transferTimeoutMs < 1 || unregisterWaitMs < 0) {
+                || transferTimeoutMs < 1 || unregisterWaitMs < 0 || dataIdleTimeoutMs < 1 || maxDataConnections < 1
+                || peerIdleTimeoutMs < 1 || maxPeers < 1 || maxSegments < 1) {
             throw new IllegalArgumentException(String.format(Locale.ROOT,
-                    "bad TCP settings: status timeout %d ms, %d lanes, window %d, transfer timeout %d ms",
-                    statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs));
+                    "bad TCP settings: status timeout %d ms, %d lanes, window %d, transfer timeout %d ms, "
+                            + "data idle timeout %d ms, %d data connections, peer idle timeout %d ms, %d peers, "
+                            + "%d segments", statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs, dataIdleTimeoutMs,
+                    maxDataConnections, peerIdleTimeoutMs, maxPeers, maxSegments));
         }
     }
 
@@ -64,28 +99,58 @@ public record TcpConfig(HandshakeConfig handshake, HandshakeConfig dataListen, i
         int window = intVar(env, "MOONCAKE4J_TCP_WINDOW", null, 32, 1, 1024);
         int timeout = intVar(env, "MC_TRANSFER_TIMEOUT", null, 30, Integer.MIN_VALUE, Integer.MAX_VALUE);
         int unreg = intVar(env, "MOONCAKE4J_UNREGISTER_WAIT_MS", null, 5000, 0, Integer.MAX_VALUE);
-        return new TcpConfig(handshake, handshake, status * 1000, lanes, window, Math.max(5, timeout) * 1000L, unreg);
+        int dataIdle = intVar(env, "MOONCAKE4J_TCP_DATA_IDLE_TIMEOUT_SEC", null,
+                (int) (DEFAULT_DATA_IDLE_TIMEOUT_MS / 1000), 1, 86_400);
+        int dataConns = intVar(env, "MOONCAKE4J_TCP_DATA_MAX_CONNECTIONS", null, DEFAULT_MAX_DATA_CONNECTIONS, 1,
+                1 << 20);
+        int peerIdle = intVar(env, "MOONCAKE4J_TCP_PEER_IDLE_TIMEOUT_SEC", null,
+                (int) (DEFAULT_PEER_IDLE_TIMEOUT_MS / 1000), 1, 86_400);
+        int peers = intVar(env, "MOONCAKE4J_TCP_MAX_PEERS", null, DEFAULT_MAX_PEERS, 1, 65_536);
+        int segs = intVar(env, "MOONCAKE4J_TCP_MAX_SEGMENTS", null, DEFAULT_MAX_SEGMENTS, 1, 1 << 20);
+        return new TcpConfig(handshake, handshake, status * 1000, lanes, window, Math.max(5, timeout) * 1000L, unreg,
+                dataIdle * 1000L, dataConns, peerIdle * 1000L, peers, segs);
+    }
+
+    /** A copy with other data-port limits (tests). */
+    public TcpConfig withDataLimits(long dataIdleTimeoutMs, int maxDataConnections) {
+        return new TcpConfig(handshake, dataListen, statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs,
+                unregisterWaitMs, dataIdleTimeoutMs, maxDataConnections, peerIdleTimeoutMs, maxPeers, maxSegments);
+    }
+
+    /** A copy with other initiator peer limits (tests). */
+    public TcpConfig withPeerLimits(long peerIdleTimeoutMs, int maxPeers, int maxSegments) {
+        return new TcpConfig(handshake, dataListen, statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs,
+                unregisterWaitMs, dataIdleTimeoutMs, maxDataConnections, peerIdleTimeoutMs, maxPeers, maxSegments);
+    }
+
+    /** A copy with another control-plane config (tests). */
+    public TcpConfig withHandshake(HandshakeConfig handshake) {
+        return new TcpConfig(handshake, dataListen, statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs,
+                unregisterWaitMs, dataIdleTimeoutMs, maxDataConnections, peerIdleTimeoutMs, maxPeers, maxSegments);
     }
 
     /** A copy with other timeouts (tests). */
     public TcpConfig withTimeouts(int statusTimeoutMs, long transferTimeoutMs) {
-        return new TcpConfig(handshake, dataListen, statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs, unregisterWaitMs);
+        return new TcpConfig(handshake, dataListen, statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs,
+                unregisterWaitMs, dataIdleTimeoutMs, maxDataConnections, peerIdleTimeoutMs, maxPeers, maxSegments);
     }
 
     /** A copy with another lane count and window (tests, benchmarks). */
     public TcpConfig withLanes(int lanesPerPeer, int window) {
-        return new TcpConfig(handshake, dataListen, statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs, unregisterWaitMs);
+        return new TcpConfig(handshake, dataListen, statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs,
+                unregisterWaitMs, dataIdleTimeoutMs, maxDataConnections, peerIdleTimeoutMs, maxPeers, maxSegments);
     }
 
     /** A copy with another unregistration wait (tests). */
     public TcpConfig withUnregisterWait(long ms) {
-        return new TcpConfig(handshake, dataListen, statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs, ms);
+        return new TcpConfig(handshake, dataListen, statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs, ms,
+                dataIdleTimeoutMs, maxDataConnections, peerIdleTimeoutMs, maxPeers, maxSegments);
     }
 
     /** A copy whose data port is bound per {@code listen} instead of the RPC port's range (tests). */
     public TcpConfig withDataListen(HandshakeConfig listen) {
         return new TcpConfig(handshake, listen, statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs,
-                unregisterWaitMs);
+                unregisterWaitMs, dataIdleTimeoutMs, maxDataConnections, peerIdleTimeoutMs, maxPeers, maxSegments);
     }
 
     // Mooncake re-reads MC_TCP_PROTO per request; a Java process's environment cannot change

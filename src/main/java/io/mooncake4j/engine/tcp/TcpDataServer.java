@@ -11,6 +11,8 @@ import java.nio.ByteOrder;
 import java.nio.channels.ServerSocketChannel;
 import java.nio.channels.SocketChannel;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.RejectedExecutionException;
@@ -24,9 +26,16 @@ import org.slf4j.LoggerFactory;
 
 /**
  * The target side of the TCP transport (Mooncake {@code ServerSession}): a listener on the data
- * port and one thread per connection — pooled platform threads ({@code mooncake-target-tcp-N}),
- * overflowing to virtual threads beyond 1024 concurrent connections — so that both Mooncake's
- * one-shot clients (a connection per request, many at once) and persistent lanes are served.
+ * port; a busy connection is served on a pooled platform thread ({@code mooncake-target-tcp-N-pM},
+ * blocking I/O, 64 KiB pooled buffers; virtual threads beyond 1024 busy connections), and a
+ * connection that receives nothing for {@value #GRACE_MS} ms waits for its next request in one
+ * selector ({@code mooncake-target-idle-N}) holding no thread and no buffer. So both Mooncake's
+ * one-shot clients (a connection per request, many at once) and persistent lanes are served, and
+ * idle connections cost no platform thread.
+ * Limits ({@link TcpConfig}): a connection idle (waiting for a header, or stalled inside a request
+ * with no byte moved) for longer than {@link TcpConfig#dataIdleTimeoutMs()} is closed by the reaper
+ * ({@code mooncake-target-reaper-N}, a virtual thread); at most {@link TcpConfig#maxDataConnections()}
+ * are open: one more first closes the longest-idle one, and is itself closed at once when none is idle.
  * Per request:
  *
  * <ol>
@@ -38,8 +47,8 @@ import org.slf4j.LoggerFactory;
  *   <li>READ: v2 sends {@code OK}, then the body straight from registered memory.</li>
  * </ol>
  *
- * Any I/O error (a peer disconnecting mid-body) ends that session only. There is no read timeout
- * (as in Mooncake). Thread-safe; {@link #close()} closes the listener and every session.
+ * Any I/O error (a peer disconnecting mid-body) ends that session only. Thread-safe;
+ * {@link #close()} closes the listener and every session.
  *
  * <p>Divergence: Mooncake serves any opcode other than WRITE as a READ; this server rejects
  * opcodes other than 0 and 1 (no C++ client sends them).
@@ -52,30 +61,56 @@ final class TcpDataServer implements AutoCloseable {
     private final LocalMemory memory;
     private final ServerSocketChannel listener;
     private final Thread acceptor;
+    private final Thread reaper;
+    private final Thread idleThread;
+    private final java.nio.channels.Selector idleSelector;
+    private final java.util.concurrent.ConcurrentLinkedQueue<Session> toRegister =
+            new java.util.concurrent.ConcurrentLinkedQueue<>();
+    private final java.util.concurrent.ConcurrentLinkedQueue<Session> toEnd =
+            new java.util.concurrent.ConcurrentLinkedQueue<>();
     private final Set<Session> sessions = ConcurrentHashMap.newKeySet();
     private final AtomicLong sessionCounter = new AtomicLong();
     private final AtomicLong rejected = new AtomicLong();
+    private final AtomicLong idleClosed = new AtomicLong();
+    private final AtomicLong refused = new AtomicLong();
     private final int serial = SERVERS.getAndIncrement();
+    private final long idleTimeoutNanos;
+    private final int maxConnections;
     private volatile boolean closed;
+
     /**
-     * Sessions run on pooled platform threads (blocking socket I/O without virtual-thread
-     * park/unpark per read is markedly faster); idle threads are kept for reuse by the next
-     * connection, which matters for Mooncake's one-shot clients (one connection per request).
+     * Busy sessions run on pooled platform threads (blocking socket I/O without virtual-thread
+     * park/unpark per read is markedly faster, and allocates nothing per request); a session that
+     * gets no bytes for {@link #GRACE_MS} moves to a virtual thread until its next request.
      */
     private final ThreadPoolExecutor sessionPool;
 
-    private TcpDataServer(LocalMemory memory, ServerSocketChannel listener) {
+    private TcpDataServer(LocalMemory memory, ServerSocketChannel listener, long idleTimeoutMs, int maxConnections)
+            throws IOException {
+        this.sessionPool = new ThreadPoolExecutor(0, MAX_PLATFORM_SESSIONS, 5, TimeUnit.SECONDS,
+                new SynchronousQueue<>(), r -> Thread.ofPlatform().daemon(true)
+                        .name("mooncake-target-tcp-" + serial + "-p" + sessionCounter.getAndIncrement())
+                        .unstarted(r));
         this.memory = memory;
         this.listener = listener;
+        this.idleTimeoutNanos = TimeUnit.MILLISECONDS.toNanos(idleTimeoutMs);
+        this.maxConnections = maxConnections;
         this.acceptor = Thread.ofPlatform().daemon(true).name("mooncake-target-accept-" + serial)
                 .unstarted(this::acceptLoop);
-        this.sessionPool = new ThreadPoolExecutor(0, MAX_PLATFORM_SESSIONS, 30, TimeUnit.SECONDS,
-                new SynchronousQueue<>(), r -> Thread.ofPlatform().daemon(true)
-                        .name("mooncake-target-tcp-" + serial + "-" + sessionCounter.getAndIncrement()).unstarted(r));
+        this.reaper = Thread.ofVirtual().name("mooncake-target-reaper-" + serial).unstarted(this::reapLoop);
+        this.idleSelector = java.nio.channels.Selector.open();
+        this.idleThread = Thread.ofPlatform().daemon(true).name("mooncake-target-idle-" + serial)
+                .unstarted(this::idleLoop);
+    }
+
+    /** Binds the data port with the default idle timeout and connection cap (tests). */
+    static TcpDataServer start(HandshakeConfig cfg, LocalMemory memory) throws IOException {
+        return start(cfg, memory, TcpConfig.DEFAULT_DATA_IDLE_TIMEOUT_MS, TcpConfig.DEFAULT_MAX_DATA_CONNECTIONS);
     }
 
     /** Binds the data port (same random range as the RPC port) and starts accepting. */
-    static TcpDataServer start(HandshakeConfig cfg, LocalMemory memory) throws IOException {
+    static TcpDataServer start(HandshakeConfig cfg, LocalMemory memory, long idleTimeoutMs, int maxConnections)
+            throws IOException {
         ServerSocketChannel ch = PortBinder.bind(cfg, addr -> {
             ServerSocketChannel s = ServerSocketChannel.open();
             try {
@@ -86,8 +121,10 @@ final class TcpDataServer implements AutoCloseable {
                 throw e;
             }
         });
-        TcpDataServer server = new TcpDataServer(memory, ch);
+        TcpDataServer server = new TcpDataServer(memory, ch, idleTimeoutMs, maxConnections);
+        server.idleThread.start();
         server.acceptor.start();
+        server.reaper.start();
         return server;
     }
 
@@ -103,6 +140,144 @@ final class TcpDataServer implements AutoCloseable {
     /** Sessions currently open. */
     int openSessions() {
         return sessions.size();
+    }
+
+    /** Sessions closed so far because they were idle past the idle timeout (or made room at the cap). */
+    long idleClosedSessions() {
+        return idleClosed.get();
+    }
+
+    /** Connections closed at once so far because the cap was reached and no session was idle. */
+    long refusedConnections() {
+        return refused.get();
+    }
+
+    /** Closes sessions idle past the timeout; runs every quarter timeout (at most 1 s, at least 10 ms). */
+    private void reapLoop() {
+        long period = Math.max(TimeUnit.MILLISECONDS.toNanos(10), Math.min(TimeUnit.SECONDS.toNanos(1),
+                idleTimeoutNanos / 4));
+        while (!closed) {
+            long now = System.nanoTime();
+            for (Session s : sessions) {
+                if (now - s.lastActive >= idleTimeoutNanos && s.idleCandidate()) {
+                    idleClosed.incrementAndGet();
+                    LOG.debug("data session {} idle for more than {} ms; closing", s.name,
+                            TimeUnit.NANOSECONDS.toMillis(idleTimeoutNanos));
+                    closeSession(s);
+                }
+            }
+            java.util.concurrent.locks.LockSupport.parkNanos(this, period);
+        }
+    }
+
+    /** At the cap: closes the longest-idle session; false when none is idle. */
+    private boolean makeRoom() {
+        Session oldest = null;
+        for (Session s : sessions) {
+            if (s.waitingForHeader && (oldest == null || s.lastActive - oldest.lastActive < 0)) {
+                oldest = s;
+            }
+        }
+        if (oldest == null) {
+            return false;
+        }
+        idleClosed.incrementAndGet();
+        closeSession(oldest);
+        sessions.remove(oldest);
+        return true;
+    }
+
+    /**
+     * Closes a session: an idle one is released by the idle selector thread, a busy one by its
+     * serving thread (whose blocked I/O fails).
+     */
+    private void closeSession(Session s) {
+        s.abort();
+        if (s.state.compareAndSet(Session.IDLE, Session.CLOSING)) {
+            toEnd.add(s);
+            idleSelector.wakeup();
+        }
+    }
+
+    /**
+     * The idle selector ({@code mooncake-target-idle-N}, one platform thread per data port): sessions
+     * waiting for their next request are registered here in non-blocking mode; when one becomes
+     * readable it is switched back to blocking mode and handed to a pooled platform thread.
+     */
+    private void idleLoop() {
+        List<Session> ready = new ArrayList<>();
+        try {
+            while (!closed) {
+                idleSelector.select(1000);
+                Session s;
+                while ((s = toRegister.poll()) != null) {
+                    try {
+                        s.ch.configureBlocking(false);
+                        s.ch.register(idleSelector, java.nio.channels.SelectionKey.OP_READ, s);
+                    } catch (IOException | RuntimeException e) {
+                        LOG.debug("data session {}: cannot wait for its next request: {}", s.name, e.toString());
+                        s.end();
+                    }
+                }
+                while ((s = toEnd.poll()) != null) {
+                    java.nio.channels.SelectionKey k = s.ch.keyFor(idleSelector);
+                    if (k != null) {
+                        k.cancel();
+                    }
+                    s.end();
+                }
+                for (java.nio.channels.SelectionKey k : idleSelector.selectedKeys()) {
+                    Session r = (Session) k.attachment();
+                    k.cancel();
+                    if (r.state.compareAndSet(Session.IDLE, Session.BUSY)) {
+                        ready.add(r);
+                    }
+                }
+                idleSelector.selectedKeys().clear();
+                if (ready.isEmpty()) {
+                    continue;
+                }
+                idleSelector.selectNow(); // deregisters the cancelled keys: the channels may block again
+                for (Session r : ready) {
+                    r.waitingForHeader = false;
+                    r.lastActive = System.nanoTime();
+                    try {
+                        r.ch.configureBlocking(true);
+                    } catch (IOException | RuntimeException e) {
+                        LOG.debug("data session {}: {}", r.name, e.toString());
+                        r.end();
+                        continue;
+                    }
+                    try {
+                        sessionPool.execute(r::busyPhase);
+                    } catch (RejectedExecutionException e) {
+                        // all platform threads busy, or closing: serve on a virtual thread
+                        r.thread = Thread.ofVirtual().name(r.name).start(r::busyPhase);
+                    }
+                }
+                ready.clear();
+            }
+        } catch (IOException | RuntimeException e) {
+            if (!closed) {
+                LOG.error("data port {}: the idle selector failed; idle connections are closed", port(), e);
+            }
+        } finally {
+            for (java.nio.channels.SelectionKey k : idleSelector.keys()) {
+                ((Session) k.attachment()).end();
+            }
+            Session s;
+            while ((s = toRegister.poll()) != null) {
+                s.end();
+            }
+            while ((s = toEnd.poll()) != null) {
+                s.end();
+            }
+            try {
+                idleSelector.close();
+            } catch (IOException e) {
+                LOG.debug("closing the idle selector: {}", e.getMessage());
+            }
+        }
     }
 
     private void acceptLoop() {
@@ -121,26 +296,35 @@ final class TcpDataServer implements AutoCloseable {
             } catch (IOException e) {
                 LOG.debug("TCP_NODELAY: {}", e.getMessage());
             }
-            Session s = new Session(c);
+            if (sessions.size() >= maxConnections && !makeRoom()) {
+                if (refused.incrementAndGet() <= 10) {
+                    LOG.warn("data port {}: {} connections open, none idle (MOONCAKE4J_TCP_DATA_MAX_CONNECTIONS); "
+                            + "closing a new one", port(), sessions.size());
+                }
+                try {
+                    c.close();
+                } catch (IOException e) {
+                    LOG.debug("close: {}", e.getMessage());
+                }
+                continue;
+            }
+            Session s = new Session(c, "mooncake-target-tcp-" + serial + "-" + sessionCounter.getAndIncrement());
             sessions.add(s);
             if (closed) {
                 s.abort();
                 sessions.remove(s);
                 return;
             }
-            try {
-                sessionPool.execute(s::run);
-            } catch (RejectedExecutionException e) {
-                // more than MAX_PLATFORM_SESSIONS at once (one-shot C++ initiators): overflow to virtual threads
-                s.thread = Thread.ofVirtual().name("mooncake-target-tcpv-" + serial + "-"
-                        + sessionCounter.getAndIncrement()).unstarted(s::run);
-                s.thread.start();
-            }
+            s.parkIdle();
         }
     }
 
     private static final int LINGER_MS = 2000;
     private static final int MAX_PLATFORM_SESSIONS = 1024;
+    /** How long a busy session waits for its next request on its platform thread before moving to a virtual one. */
+    static final int GRACE_MS = 50;
+    /** Rejections logged at WARN per server; later ones at DEBUG. */
+    static final int WARN_LIMIT = 20;
     /** Body remainders at least this large are read straight into registered memory. */
     static final int DIRECT_THRESHOLD = 32 * 1024;
 
@@ -157,16 +341,39 @@ final class TcpDataServer implements AutoCloseable {
         final MemorySegment outSegment = MemorySegment.ofBuffer(out);
     }
 
-    private static final ThreadLocal<IoBuffers> IO = ThreadLocal.withInitial(IoBuffers::new);
+    /** Buffers of sessions waiting for their next header, for the next busy session (bounded by the busy peak). */
+    private final java.util.concurrent.ConcurrentLinkedQueue<IoBuffers> ioPool =
+            new java.util.concurrent.ConcurrentLinkedQueue<>();
+
+    private IoBuffers borrowIo() {
+        IoBuffers io = ioPool.poll();
+        if (io == null) {
+            io = new IoBuffers();
+        }
+        io.in.clear().flip();
+        io.out.clear();
+        return io;
+    }
 
     private final class Session {
         final SocketChannel ch;
+        final String name;
         final LocalMemory.Slot slot;
         volatile Thread thread;
+        /** When a byte last moved or the session last went idle (System.nanoTime). */
+        volatile long lastActive = System.nanoTime();
+        /** Whether the session waits for a request header with nothing in flight. */
+        volatile boolean waitingForHeader;
 
-        Session(SocketChannel ch) {
+        Session(SocketChannel ch, String name) {
             this.ch = ch;
+            this.name = name;
             this.slot = memory.slot(this::abort);
+        }
+
+        /** Whether the reaper may close this session once no byte moved for the idle timeout (while open). */
+        boolean idleCandidate() {
+            return ch.isOpen();
         }
 
         void lingerAndDiscard() {
@@ -181,11 +388,31 @@ final class TcpDataServer implements AutoCloseable {
             }
         }
 
-        void run() {
-            String peer = "?";
+        /** Session states: owned by a serving thread, waiting in the idle selector, or being closed from idle. */
+        static final int BUSY = 0;
+        static final int IDLE = 1;
+        static final int CLOSING = 2;
+        final java.util.concurrent.atomic.AtomicInteger state = new java.util.concurrent.atomic.AtomicInteger(BUSY);
+        private final java.util.concurrent.atomic.AtomicBoolean ended = new java.util.concurrent.atomic.AtomicBoolean();
+
+        /** Hands the session to the idle selector until its next request (no thread, no buffers held). */
+        void parkIdle() {
+            waitingForHeader = true;
+            lastActive = System.nanoTime();
+            state.set(IDLE);
+            toRegister.add(this);
+            idleSelector.wakeup();
+        }
+
+        /** Busy phase, on a pooled platform thread: serves requests until EOF or a pause past the grace period. */
+        private void busyPhase() {
+            thread = Thread.currentThread();
+            boolean handedOff = false;
             try {
-                peer = String.valueOf(ch.getRemoteAddress());
-                serve(peer);
+                if (peer == null) {
+                    peer = String.valueOf(ch.getRemoteAddress());
+                }
+                handedOff = serve();
             } catch (IOException e) {
                 if (!closed) {
                     LOG.debug("data session with {} ended: {}", peer, e.toString());
@@ -194,21 +421,87 @@ final class TcpDataServer implements AutoCloseable {
                 LOG.error("data session with {} failed", peer, e);
                 throw e;
             } finally {
-                slot.close();
-                abort();
-                sessions.remove(this);
+                // after a hand-off the session (and its io field) belongs to the waiting thread: hands off
+                if (!handedOff) {
+                    if (io != null) {
+                        ioPool.add(io);
+                        io = null;
+                    }
+                    end();
+                }
             }
         }
 
-        private void serve(String peer) throws IOException {
-            LocalMemory.Views views = new LocalMemory.Views(memory);
-            IoBuffers io = IO.get();
-            ByteBuffer in = io.in;
-            ByteBuffer out = io.out;
-            in.clear().flip();
-            out.clear();
+        /** Releases the session; idempotent. */
+        void end() {
+            if (!ended.compareAndSet(false, true)) {
+                return;
+            }
+            slot.close();
+            abort();
+            sessions.remove(this);
+        }
+
+        final LocalMemory.Views views = new LocalMemory.Views(memory);
+        final byte[] graceBytes = new byte[TcpWire.HEADER_BYTES];
+        private java.io.InputStream timedIn;
+        private String peer;
+        private IoBuffers io;
+
+        /**
+         * Waits up to {@link #GRACE_MS} on this platform thread for the next request's first bytes
+         * (the common case of a busy lane): their count, 0 when none came, -1 on EOF.
+         */
+        private java.io.InputStream timedIn() throws IOException {
+            if (timedIn == null) {
+                ch.socket().setSoTimeout(GRACE_MS);
+                timedIn = ch.socket().getInputStream();
+            }
+            return timedIn;
+        }
+
+        private int graceRead() throws IOException {
+            timedIn();
+            waitingForHeader = true;
+            lastActive = System.nanoTime();
+            try {
+                int r = timedIn.read(graceBytes, 0, graceBytes.length);
+                return r < 0 ? -1 : r;
+            } catch (java.net.SocketTimeoutException e) {
+                return 0;
+            } finally {
+                waitingForHeader = false;
+                lastActive = System.nanoTime();
+            }
+        }
+
+        /** Serves requests; true when the session paused and was handed to a waiting virtual thread, false at its end. */
+        private boolean serve() throws IOException {
+            io = borrowIo();
             boolean lastLarge = false;
             while (!closed) {
+                if (io.in.remaining() == 0) {
+                    flush(io.out);
+                }
+                // bytes already waiting (one ioctl): read them as before; else wait up to the grace period
+                if (io.in.remaining() == 0 && timedIn().available() == 0) {
+                    int got = graceRead();
+                    if (got < 0) {
+                        return false;
+                    }
+                    if (got == 0) {
+                        ioPool.add(io);
+                        io = null;
+                        parkIdle();
+                        return true;
+                    }
+                    io.in.clear();
+                    io.in.put(graceBytes, 0, got);
+                    io.in.flip();
+                }
+                IoBuffers io = this.io;
+                ByteBuffer in = io.in;
+                ByteBuffer out = io.out;
                 if (in.remaining() < TcpWire.HEADER_BYTES) {
                     flush(out);
                     // after a large request expect another: read just the header so its body can go
@@ -218,7 +511,7 @@ final class TcpDataServer implements AutoCloseable {
                             LOG.warn("data session with {}: connection closed inside a header ({} of 24 bytes)",
                                     peer, in.remaining());
                         }
-                        return;
+                        return false;
                     }
                 }
                 int p = in.position();
@@ -232,26 +525,33 @@ final class TcpDataServer implements AutoCloseable {
                 Buffer buf = (op == TcpWire.OP_READ || op == TcpWire.OP_WRITE) && TcpWire.validRange(addr, size)
                         ? memory.registry.find(addr, size) : null;
                 if (buf == null || !slot.enter(0, buf)) {
-                    rejected.incrementAndGet();
-                    LOG.warn("data session with {}: rejecting opcode 0x{} of {} bytes at 0x{}: {}; closing", peer,
-                            Integer.toHexString(opcode), Long.toUnsignedString(size), Long.toHexString(addr),
-                            op > 1 ? "unknown opcode" : "outside registered memory");
+                    long n = rejected.incrementAndGet();
+                    // WARN for the first ones, then DEBUG: a flood of bad requests must not flood the log
+                    String fmt = "data session with {}: rejecting opcode 0x{} of {} bytes at 0x{}: {}; closing"
+                            + (n == WARN_LIMIT ? " (further rejections at DEBUG; see rejectedDataRequests())" : "");
+                    Object[] args = {peer, Integer.toHexString(opcode), Long.toUnsignedString(size),
+                        Long.toHexString(addr), op > 1 ? "unknown opcode" : "outside registered memory"};
+                    if (n <= WARN_LIMIT) {
+                        LOG.warn(fmt, args);
+                    } else {
+                        LOG.debug(fmt, args);
+                    }
                     if (v2) {
                         out.putLong(TcpWire.STATUS_ADDR_REJECTED);
                     }
                     flush(out);
                     lingerAndDiscard();
-                    return;
+                    return false;
                 }
                 try {
                     int dev = DeviceStaging.deviceOf(buf);
                     if (dev >= 0) {
                         if (!serveDevice(peer, in, io, out, dev, op, v2, addr, size)) {
-                            return;
+                            return false;
                         }
                     } else if (op == TcpWire.OP_WRITE) {
                         if (!receiveBody(peer, in, io, out, views, buf, addr, size)) {
-                            return;
+                            return false;
                         }
                         if (v2) {
                             if (out.remaining() < TcpWire.STATUS_BYTES) {
@@ -280,6 +580,7 @@ final class TcpDataServer implements AutoCloseable {
                             int n = body.remaining();
                             while (body.hasRemaining()) {
                                 ch.write(body);
+                                lastActive = System.nanoTime();
                             }
                             done += n;
                         }
@@ -288,6 +589,7 @@ final class TcpDataServer implements AutoCloseable {
                     slot.exit(0);
                 }
             }
+            return false;
         }
 
         /**
@@ -363,6 +665,7 @@ final class TcpDataServer implements AutoCloseable {
                             peer, done, size, Long.toHexString(addr));
                     return false;
                 }
+                lastActive = System.nanoTime();
             }
             return true;
         }
@@ -379,6 +682,7 @@ final class TcpDataServer implements AutoCloseable {
                     if (ch.read(in) < 0) {
                         return false;
                     }
+                    lastActive = System.nanoTime();
                 }
                 return true;
             } finally {
@@ -393,6 +697,7 @@ final class TcpDataServer implements AutoCloseable {
             out.flip();
             while (out.hasRemaining()) {
                 ch.write(out);
+                lastActive = System.nanoTime();
             }
             out.clear();
         }
@@ -430,6 +735,10 @@ final class TcpDataServer implements AutoCloseable {
             LOG.debug("closing data listener: {}", e.getMessage());
         }
         join(acceptor);
+        java.util.concurrent.locks.LockSupport.unpark(reaper);
+        join(reaper);
+        idleSelector.wakeup();
+        join(idleThread);
         for (Session s : sessions) {
             s.abort();
         }

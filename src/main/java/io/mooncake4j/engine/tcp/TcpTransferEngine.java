@@ -48,7 +48,14 @@ import org.slf4j.LoggerFactory;
  *       works, anything else returns -1 with a logged reason.</li>
  *   <li>{@link #openSegment} fetches and caches the peer's descriptor (Metadata request); a peer
  *       whose connection fails is re-fetched before the next submission, so a restarted peer is
- *       picked up.</li>
+ *       picked up. Names are mapped to the segment's resolved identity (for TCP the resolved data
+ *       address): aliases of one engine ({@code localhost:p}, {@code 127.0.0.1:p}, …) share one
+ *       segment id and one peer. No engine-wide lock is held across a fetch; concurrent opens of one
+ *       name share its fetch, bounded by {@code MOONCAKE4J_HANDSHAKE_CLIENT_TIMEOUT_MS}. At most
+ *       {@link TcpConfig#maxSegments()} names are accepted.</li>
+ *   <li>Peers (lanes and their threads) unused for {@link TcpConfig#peerIdleTimeoutMs()} are closed
+ *       and reopened on the next transfer; at most {@link TcpConfig#maxPeers()} are live, a new one
+ *       closes the longest-unused idle one, or fails its transfer when all are busy.</li>
  *   <li>Transfers to a peer run over {@link TcpConfig#lanesPerPeer()} persistent, pipelined
  *       connections; transfers to the own segment are a direct memory copy with the same address
  *       validation as the data server.</li>
@@ -76,16 +83,23 @@ public final class TcpTransferEngine implements TransferEngine {
     /** An opened peer segment: its descriptor and the lanes towards it. */
     private final class Segment {
         final long id;
+        /** The resolved identity aliases share ({@link #identity}). */
+        final String key;
         volatile SegmentDescriptor descriptor;
         /** Written under the segment's monitor, read lock-free by the watchdog and aborts. */
         private volatile Peer peer;
 
-        Segment(long id, SegmentDescriptor descriptor) {
+        Segment(long id, String key, SegmentDescriptor descriptor) {
             this.id = id;
+            this.key = key;
             this.descriptor = descriptor;
         }
 
-        /** The live peer, refreshing the descriptor first when the previous one died; null on failure. */
+        /**
+         * The live peer, refreshing the descriptor first when the previous one died (not when it was
+         * retired for idleness); null on failure or when {@link TcpConfig#maxPeers()} live peers are
+         * busy.
+         */
         synchronized Peer peer() {
             if (peer != null && !peer.isDead()) {
                 return peer;
@@ -96,13 +110,21 @@ public final class TcpTransferEngine implements TransferEngine {
             if (peer != null) {
                 Peer old = peer;
                 peer = null;
+                boolean retired = old.isRetired();
                 old.close();
-                if (!refresh()) {
+                if (!retired && !refresh()) {
                     return null;
                 }
             }
             SegmentDescriptor d = descriptor;
             if (!d.protocol().equals("tcp")) {
+                return null;
+            }
+            if (!makeRoomForPeer(this)) {
+                if (peerLimitHits.incrementAndGet() <= 10) {
+                    LOG.warn("cannot open a connection to segment {}: {} peers are in use, none idle "
+                            + "(MOONCAKE4J_TCP_MAX_PEERS); its transfers fail", d.name(), config.maxPeers());
+                }
                 return null;
             }
             peer = new Peer(id, d, config, memory, engineSerial * 1000 + peerSerial.getAndIncrement());
@@ -151,8 +173,16 @@ public final class TcpTransferEngine implements TransferEngine {
     private final HandshakeClient client;
     private final int engineSerial = ENGINES.getAndIncrement();
     private final AtomicInteger peerSerial = new AtomicInteger();
+    /** Every name {@code openSegment} resolved (aliases included) → segment id; guarded for writes by itself. */
     private final Map<String, Long> segmentIds = new ConcurrentHashMap<>();
+    /** Resolved identity ({@link #identity}) → segment id; written under {@link #segmentIds}. */
+    private final Map<String, Long> identityIds = new ConcurrentHashMap<>();
+    /** Names whose descriptor is being fetched now: later callers for the same name wait for that fetch. */
+    private final Map<String, java.util.concurrent.CompletableFuture<Long>> opening = new ConcurrentHashMap<>();
     private final Map<Long, Segment> segments = new ConcurrentHashMap<>();
+    private final AtomicLong peerLimitHits = new AtomicLong();
+    private final AtomicLong segmentLimitHits = new AtomicLong();
+    private final AtomicLong retiredPeers = new AtomicLong();
     private final AtomicLong nextSegmentId = new AtomicLong(1);
     private final BatchTable<Batch> batches = new BatchTable<>(Batch::new);
     private final ConcurrentLinkedQueue<Notify> notifies = new ConcurrentLinkedQueue<>();
@@ -231,7 +261,8 @@ public final class TcpTransferEngine implements TransferEngine {
             HandshakeServer server = null;
             try {
                 server = HandshakeServer.start(config.handshake(), this::handle);
-                TcpDataServer d = TcpDataServer.start(config.dataListen(), memory);
+                TcpDataServer d = TcpDataServer.start(config.dataListen(), memory, config.dataIdleTimeoutMs(),
+                        config.maxDataConnections());
                 this.host = h;
                 this.rpc = server;
                 this.data = d;
@@ -282,6 +313,12 @@ public final class TcpTransferEngine implements TransferEngine {
     int openDataSessionsForTest() {
         TcpDataServer d = data;
         return d == null ? 0 : d.openSessions();
+    }
+
+    /** Data-port sessions closed for idleness so far (package-private, for tests). */
+    long idleClosedDataSessionsForTest() {
+        TcpDataServer d = data;
+        return d == null ? 0 : d.idleClosedSessions();
     }
 
     /** {@code host:rpcPort} without IPv6 brackets (Mooncake {@code getLocalIpAndPort}). */
@@ -364,12 +401,18 @@ public final class TcpTransferEngine implements TransferEngine {
     }
 
     private void watchdogLoop() {
+        long idleNanos = TimeUnit.MILLISECONDS.toNanos(config.peerIdleTimeoutMs());
         while (!closed) {
             long now = System.nanoTime();
             for (Segment s : segments.values()) {
                 Peer p = s.current();
                 if (p != null) {
                     p.checkDeadlines(now);
+                    if (!p.isDead() && now - p.lastUsed() > idleNanos && p.retireIfIdle(now - idleNanos)) {
+                        retiredPeers.incrementAndGet();
+                        LOG.debug("peer {} unused for {} ms; closed (MOONCAKE4J_TCP_PEER_IDLE_TIMEOUT_SEC)", p,
+                                config.peerIdleTimeoutMs());
+                    }
                 }
             }
             LockSupport.parkNanos(this, 100_000_000L);
@@ -541,26 +584,161 @@ public final class TcpTransferEngine implements TransferEngine {
         if (id != null) {
             return id;
         }
+        java.util.concurrent.CompletableFuture<Long> mine = new java.util.concurrent.CompletableFuture<>();
+        java.util.concurrent.CompletableFuture<Long> other = opening.putIfAbsent(n, mine);
+        if (other != null) {
+            return awaitOpening(n, other);
+        }
+        long result = -1;
+        try {
+            result = fetchAndRegister(n);
+            return result;
+        } finally {
+            opening.remove(n, mine);
+            mine.complete(result);
+        }
+    }
+
+    /** Waits for another thread's fetch of {@code name} (itself bounded by the client request deadline). */
+    private long awaitOpening(String name, java.util.concurrent.CompletableFuture<Long> f) {
+        try {
+            return f.get(config.handshake().clientRequestTimeoutMs() + 5_000L, TimeUnit.MILLISECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return -1;
+        } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
+            LOG.warn("openSegment({}) failed: {}", name, e.toString());
+            return -1;
+        }
+    }
+
+    /**
+     * Fetches the descriptor of {@code n} (no engine-wide lock held: one unresponsive endpoint stalls
+     * only the callers opening that name) and maps {@code n} to the segment of its resolved identity,
+     * so that aliases of one engine share one segment and one peer.
+     */
+    private long fetchAndRegister(String n) {
+        Long id = segmentIds.get(n);
+        if (id != null) {
+            return id;
+        }
+        if (segmentIds.size() >= config.maxSegments()) {
+            if (segmentLimitHits.incrementAndGet() <= 10) {
+                LOG.warn("openSegment({}) refused: {} segment names are open (MOONCAKE4J_TCP_MAX_SEGMENTS)", n,
+                        segmentIds.size());
+            }
+            return -1;
+        }
+        SegmentDescriptor d;
+        try {
+            d = client.fetchDescriptor(PeerAddress.parse(n, config.handshake().defaultPort()),
+                    localDescriptor().toJson());
+        } catch (HandshakeException e) {
+            LOG.warn("openSegment({}) failed: {}", n, e.getMessage());
+            return -1;
+        }
+        String key = identity(d);
         synchronized (segmentIds) {
+            if (closed) {
+                return -1;
+            }
             id = segmentIds.get(n);
             if (id != null) {
                 return id;
             }
-            SegmentDescriptor d;
-            try {
-                d = client.fetchDescriptor(PeerAddress.parse(n, config.handshake().defaultPort()),
-                        localDescriptor().toJson());
-            } catch (HandshakeException e) {
-                LOG.warn("openSegment({}) failed: {}", n, e.getMessage());
-                return -1;
+            long sid;
+            if (key.equals(identity(localDescriptor()))) {
+                sid = 0; // an alias of this engine's own segment
+            } else {
+                Long existing = identityIds.get(key);
+                if (existing != null) {
+                    sid = existing;
+                } else {
+                    sid = nextSegmentId.getAndIncrement();
+                    segments.put(sid, new Segment(sid, key, d));
+                    identityIds.put(key, sid);
+                }
             }
-            long nid = nextSegmentId.getAndIncrement();
-            segments.put(nid, new Segment(nid, d));
-            segmentIds.put(n, nid);
-            LOG.debug("opened segment {} as {}: protocol {}, data port {}, {} buffers", n, nid, d.protocol(),
-                    d.tcpDataPort(), d.buffers().size());
-            return nid;
+            segmentIds.put(n, sid);
+            LOG.debug("opened segment {} as {} ({}): protocol {}, data port {}, {} buffers", n, sid, key,
+                    d.protocol(), d.tcpDataPort(), d.buffers().size());
+            return sid;
         }
+    }
+
+    /**
+     * The identity aliases share: for TCP the resolved data address the lanes connect to
+     * ({@code tcp:<ip>:<dataPort>}), else the descriptor's name.
+     */
+    private static String identity(SegmentDescriptor d) {
+        if (!d.protocol().equals("tcp")) {
+            return "name:" + d.name();
+        }
+        String host = d.host();
+        String ip;
+        try {
+            ip = java.net.InetAddress.getByName(host).getHostAddress();
+        } catch (java.net.UnknownHostException e) {
+            ip = "unresolved/" + host;
+        }
+        return "tcp:" + ip + ":" + d.tcpDataPort();
+    }
+
+    /**
+     * At {@link TcpConfig#maxPeers()} live peers, retires the longest-unused idle one (other than
+     * {@code self}'s); false when all are busy.
+     */
+    private boolean makeRoomForPeer(Segment self) {
+        int live = 0;
+        for (Segment s : segments.values()) {
+            Peer p = s.current();
+            if (s != self && p != null && !p.isDead()) {
+                live++;
+            }
+        }
+        if (live < config.maxPeers()) {
+            return true;
+        }
+        // try the idle ones from the longest unused; a busy one refuses
+        List<Peer> candidates = new ArrayList<>();
+        for (Segment s : segments.values()) {
+            Peer p = s.current();
+            if (s != self && p != null && !p.isDead()) {
+                candidates.add(p);
+            }
+        }
+        candidates.sort((a, b) -> Long.compare(a.lastUsed(), b.lastUsed()));
+        long now = System.nanoTime();
+        for (Peer p : candidates) {
+            if (p.retireIfIdle(now)) {
+                retiredPeers.incrementAndGet();
+                LOG.debug("peer {} closed to make room (MOONCAKE4J_TCP_MAX_PEERS)", p);
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** Peers with live lanes now (package-private, for tests and monitoring). */
+    int livePeersForTest() {
+        int n = 0;
+        for (Segment s : segments.values()) {
+            Peer p = s.current();
+            if (p != null && !p.isDead()) {
+                n++;
+            }
+        }
+        return n;
+    }
+
+    /** Descriptor fetches in flight now (package-private, for tests). */
+    int openingsInFlightForTest() {
+        return opening.size();
+    }
+
+    /** Peers closed so far for idleness or to make room (package-private, for tests). */
+    long retiredPeersForTest() {
+        return retiredPeers.get();
     }
 
     /** {@code buffers[0].addr} of the (cached) descriptor of {@code name}; -1 if it cannot be opened or has none. */
@@ -780,14 +958,19 @@ public final class TcpTransferEngine implements TransferEngine {
         if (kept == 0) {
             return;
         }
-        Peer p = s.peer();
-        if (p == null) {
-            for (int i = from; i < to; i++) {
-                b.finish(i, Batch.FAILED);
+        for (int attempt = 0; attempt < 3; attempt++) {
+            Peer p = s.peer();
+            if (p == null) {
+                break;
             }
-            return;
+            if (p.offer(b, from, to)) {
+                return;
+            }
+            // retired for idleness between peer() and offer(): the next peer() opens a fresh one
         }
-        p.enqueue(b, from, to);
+        for (int i = from; i < to; i++) {
+            b.finish(i, Batch.FAILED);
+        }
     }
 
     /**
@@ -851,15 +1034,19 @@ public final class TcpTransferEngine implements TransferEngine {
         if (kept == 0) {
             return;
         }
-        Peer p = s.peer();
         int[] todo = kept == idx.length ? idx : Arrays.copyOf(idx, kept);
-        if (p == null) {
-            for (int i : todo) {
-                b.finish(i, Batch.FAILED);
+        for (int attempt = 0; attempt < 3; attempt++) {
+            Peer p = s.peer();
+            if (p == null) {
+                break;
             }
-            return;
+            if (p.offer(b, todo)) {
+                return;
+            }
         }
-        p.enqueue(b, todo);
+        for (int i : todo) {
+            b.finish(i, Batch.FAILED);
+        }
     }
 
     private static boolean inDescriptor(SegmentDescriptor d, long addr, long len) {

@@ -40,11 +40,15 @@
  * exactly Mooncake's byte sequence.
  *
  * <h2>Ownership and threads</h2>
- * The engine owns a handshake server, a {@code TcpDataServer} (acceptor thread + one virtual
- * thread per connection) and, per opened peer, a {@code Peer} with lanes (a sender and a
- * receiver platform thread per connection). Bodies of 16 KiB and more move between sockets
+ * The engine owns a handshake server, a {@code TcpDataServer} (acceptor thread, pooled platform
+ * threads for busy connections, one selector thread where idle connections wait holding no thread
+ * and no buffer, a virtual idle reaper closing connections idle past
+ * {@code MOONCAKE4J_TCP_DATA_IDLE_TIMEOUT_SEC}) and, per resolved
+ * peer data address (aliases share one), a {@code Peer} with lanes (a sender and a receiver platform
+ * thread per connection), closed when unused for {@code MOONCAKE4J_TCP_PEER_IDLE_TIMEOUT_SEC} and
+ * bounded by {@code MOONCAKE4J_TCP_MAX_PEERS}. Bodies of 16 KiB and more move between sockets
  * and registered memory through cached direct {@link java.nio.ByteBuffer} views of that memory
- * (no copy beyond the first 16 KiB); smaller ones are copied through per-thread 64 KiB buffers so
+ * (no copy beyond the first 16 KiB); smaller ones are copied through pooled 64 KiB buffers so
  * that many fit one system call. The steady state allocates nothing per descriptor. Unregistering
  * memory waits (bounded, {@code MOONCAKE4J_UNREGISTER_WAIT_MS}) for transfers using it and then
  * aborts them by closing their connections, so memory is never touched after
