@@ -12,6 +12,7 @@
 module io.mooncake4j {
     requires org.slf4j;
     requires org.zeromq.jeromq;
+    requires com.fasterxml.jackson.core;
     requires java.net.http;
     requires jdk.httpserver;
 
