@@ -13,6 +13,8 @@ module io.mooncake4j {
     requires org.slf4j;
     requires org.zeromq.jeromq;
     requires com.fasterxml.jackson.core;
+    // optional: only io.mooncake4j.metrics uses it, and nothing else loads that package
+    requires static micrometer.core;
     requires java.net.http;
     requires jdk.httpserver;
 
@@ -27,4 +29,5 @@ module io.mooncake4j {
     exports io.mooncake4j.connector.bootstrap;
     exports io.mooncake4j.connector.worker;
     exports io.mooncake4j.sim;
+    exports io.mooncake4j.metrics;
 }
