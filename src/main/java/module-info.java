@@ -14,7 +14,7 @@ module io.mooncake4j {
     requires org.zeromq.jeromq;
     requires com.fasterxml.jackson.core;
     // optional: only io.mooncake4j.metrics uses it, and nothing else loads that package
-    requires static micrometer.core;
+    requires static transitive micrometer.core;
     requires java.net.http;
     requires jdk.httpserver;
 
