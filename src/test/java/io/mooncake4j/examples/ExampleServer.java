@@ -9,6 +9,7 @@ import io.mooncake4j.connector.scheduler.RequestFinishedResult;
 import io.mooncake4j.connector.scheduler.RequestStatus;
 import io.mooncake4j.connector.worker.KvConnectorTransferResults;
 import io.mooncake4j.connector.worker.MooncakeConnectorWorker;
+import io.mooncake4j.connector.worker.MooncakeKvConnectorStats;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Deque;
@@ -17,6 +18,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.function.Consumer;
 
 /**
  * The part of an inference server that drives the Mooncake connector, for one engine of TP 1: a
@@ -77,6 +79,7 @@ public final class ExampleServer {
     private final Map<String, Req> loading = new HashMap<>();      // D: waiting for remote KV
     private final Map<String, Req> sending = new HashMap<>();      // P: blocks kept until sent
     private final Map<String, RequestStatus> finished = new LinkedHashMap<>();
+    private Consumer<MooncakeKvConnectorStats> statsSink = stats -> { };
 
     /** A server over a started rank ({@link WorkerStartup}) with {@code numBlocks} blocks. */
     public ExampleServer(MooncakeConnectorConfig config, WorkerStartup rank, int numBlocks, Model model) {
@@ -87,6 +90,11 @@ public final class ExampleServer {
         for (int b = 0; b < numBlocks; b++) {
             freeBlocks.add(b);
         }
+    }
+
+    /** Where each step's transfer statistics go (logging, or Micrometer: {@code MooncakeConnectorMetrics::record}). */
+    public void onStats(Consumer<MooncakeKvConnectorStats> sink) {
+        this.statsSink = sink;
     }
 
     /** Queues a request with the {@code kv_transfer_params} the proxy gave it (a mutable map). */
@@ -143,6 +151,8 @@ public final class ExampleServer {
                 running.add(r);
             }
         }
+        // 5. The step's transfer statistics (drained: each transfer is reported once).
+        worker.getKvConnectorStats().ifPresent(statsSink);
     }
 
     /** Tells the connector a request ended; P keeps its blocks until they are sent. */
