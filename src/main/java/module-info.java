@@ -29,5 +29,6 @@ module io.mooncake4j {
     exports io.mooncake4j.connector.bootstrap;
     exports io.mooncake4j.connector.worker;
     exports io.mooncake4j.sim;
+    // Micrometer meters (needs micrometer-core; docs/embedding.md)
     exports io.mooncake4j.metrics;
 }

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.mooncake4j.testlog.LogCapture;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
@@ -14,6 +15,7 @@ import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.slf4j.event.Level;
 
 /** Usage errors: one line naming the flag and its value, exit 2; runtime failures exit 1; --help the full text. */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
@@ -95,9 +97,13 @@ class CliErrorsTest {
 
     @Test
     void anEngineThatCannotStartIsARuntimeFailureWithACliMessage() {
-        Result r = run("register", "--engine", "rdma");
-        if (r.code() == 0) {
-            return; // this host has a working RDMA device: nothing to report
+        Result r;
+        try (LogCapture logs = LogCapture.start("io.mooncake4j.engine.rdma")) {
+            r = run("register", "--engine", "rdma");
+            if (r.code() == 0) {
+                return; // this host has a working RDMA device: nothing to report
+            }
+            logs.assertLogged(Level.ERROR, "initialize(protocol \"rdma\")"); // the engine's own log line
         }
         assertEquals(1, r.code(), r.err());
         String line = r.errLines().stream().filter(l -> l.startsWith("mooncake4j register:")).findFirst()
