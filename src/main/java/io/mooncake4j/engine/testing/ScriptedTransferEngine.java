@@ -33,7 +33,7 @@ import java.util.function.ToIntFunction;
  *       (default), always fail, fail the N-th call, fail the first N calls, or compute a code.
  *       A {@link #beforeEach hook} can block or count calls. The answers that are not return codes
  *       are scripted too: {@link #scriptDeviceMemoryAccess} (default {@link DeviceMemoryAccess#unknown()},
- *       so GPU memory is refused until a test says how the engine reaches it),
+ *       so a worker with protocol tcp refuses GPU memory until a test says how the engine reaches it),
  *       {@link #scriptFirstBufferAddress} and {@link #scriptTransferStatus}.</li>
  *   <li><b>Registration</b> follows Mooncake's rules (overlap, zero length, unknown address) once
  *       the script lets a call through.</li>
