@@ -12,6 +12,9 @@
 module io.mooncake4j {
     requires org.slf4j;
     requires org.zeromq.jeromq;
+    requires com.fasterxml.jackson.core;
+    // optional: only io.mooncake4j.metrics uses it, and nothing else loads that package
+    requires static transitive micrometer.core;
     requires java.net.http;
     requires jdk.httpserver;
 
@@ -26,5 +29,6 @@ module io.mooncake4j {
     exports io.mooncake4j.connector.bootstrap;
     exports io.mooncake4j.connector.worker;
     exports io.mooncake4j.sim;
-    exports io.mooncake4j.serve;
+    // Micrometer meters (needs micrometer-core; docs/embedding.md)
+    exports io.mooncake4j.metrics;
 }

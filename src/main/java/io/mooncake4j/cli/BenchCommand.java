@@ -24,6 +24,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Set;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
@@ -152,9 +153,12 @@ final class BenchCommand implements CliCommand {
                         + "the CPU and would touch GPU memory directly; use --engine=tcp (GPU memory is staged "
                         + "through pinned host buffers)");
             }
-            if (batch <= 0 || block <= 0 || threads <= 0 || bufferSize <= 0 || precision < 0 || precision > 12) {
-                throw new Flags.UsageException("--batch_size, --block_size, --threads and --buffer_size must be "
-                        + "positive and --report_precision 0..12");
+            positive("batch_size", batch);
+            positive("block_size", block);
+            positive("threads", threads);
+            positive("buffer_size", bufferSize);
+            if (precision < 0 || precision > 12) {
+                throw new Flags.UsageException("--report_precision must be within 0..12, got " + precision);
             }
             if (!(duration > 0) || Double.isInfinite(duration)) {
                 throw new Flags.UsageException("--duration must be a positive number of seconds, got " + duration);
@@ -168,6 +172,12 @@ final class BenchCommand implements CliCommand {
             }
             return new Options(mode, op, protocol, metadata, local, segment, bufferSize, batch, block, duration,
                     durationGiven, threads, unit, precision, device, engine, verify, api, useVram, gpuId, initMem);
+        }
+
+        private static void positive(String flag, long value) {
+            if (value <= 0) {
+                throw new Flags.UsageException("--" + flag + " must be positive, got " + value);
+            }
         }
 
         private static String defaultHostname() {
@@ -220,10 +230,18 @@ final class BenchCommand implements CliCommand {
                                               engine that moves GPU memory: tcp stages it through pinned buffers)
                   --gpu_id=<n>                (0) the GPU of --use_vram (Mooncake's -1, all GPUs, is not supported)
                   --init_mem                  (true) with --use_vram: fill the GPU buffer with 0xCC first
+                  --auto_discovery            accepted for compatibility and ignored (--protocol picks the transport)
 
                 Output: progress once a second on stderr; on stdout the summary
                   Test completed: duration <s>, batch count <n>, throughput <rate> <unit>/s
                 and the per-batch latency percentiles (p50/p90/p99/max).""";
+    }
+
+    @Override
+    public Set<String> flagNames() {
+        return Set.of("mode", "operation", "protocol", "metadata_server", "local_server_name", "segment_id",
+                "buffer_size", "batch_size", "block_size", "duration", "threads", "report_unit", "report_precision",
+                "device_name", "engine", "verify", "api", "auto_discovery", "use_vram", "gpu_id", "init_mem");
     }
 
     /** Makes a running target (or initiator) stop early, as SIGINT would. */
@@ -235,6 +253,7 @@ final class BenchCommand implements CliCommand {
     public int run(Flags flags, PrintStream out, PrintStream err) throws Exception {
         Options o = Options.parse(flags);
         flags.rejectUnknown();
+        flags.rejectPositional();
         Double unitBytes = UNITS.get(o.reportUnit());
         String unit = o.reportUnit();
         if (unitBytes == null) {

@@ -8,8 +8,10 @@ import io.mooncake4j.sim.DemoRunner;
 
 import java.io.PrintStream;
 import java.time.Duration;
+import java.util.List;
 import java.util.Locale;
 import java.util.Objects;
+import java.util.Set;
 
 /**
  * {@code bin/mooncake4j demo}: a bootstrap server, a P engine and a D engine on loopback in this
@@ -71,7 +73,8 @@ final class DemoCommand implements CliCommand {
                 "  --decode-tokens N     tokens each D request generates, default " + d.decodeTokens(),
                 "  --p-tp N              tensor-parallel size of P, default " + d.pTp(),
                 "  --d-tp N              tensor-parallel size of D, default " + d.dTp(),
-                "  --protocol P          tcp, or mock for the in-JVM engine, default " + d.protocol(),
+                "  --engine KIND         tcp, or mock for the in-JVM engine, default " + d.protocol()
+                        + " (--protocol is the same flag)",
                 "  --num-blocks N        blocks per rank of each engine; default: what fits 2 GiB of KV per engine,",
                 "                        at most 4 x what the requests in flight need",
                 "  --concurrency N       requests in flight, default " + d.concurrency(),
@@ -81,6 +84,12 @@ final class DemoCommand implements CliCommand {
                 "  --gpu-id N            with --device cuda: the GPU of every P and D rank, default 0",
                 "  --p-gpu N, --d-gpu N  with --device cuda: the GPU of P's / D's ranks, default --gpu-id",
                 "  --timeout SECONDS     bound on the whole run, default " + d.timeout().toSeconds());
+    }
+
+    @Override
+    public Set<String> flagNames() {
+        return Set.of("model", "requests", "prompt-tokens", "shared-prefix", "decode-tokens", "p-tp", "d-tp", "engine",
+                "protocol", "num-blocks", "concurrency", "seed", "device", "gpu-id", "p-gpu", "d-gpu", "timeout");
     }
 
     @Override
@@ -107,20 +116,16 @@ final class DemoCommand implements CliCommand {
     /** The options the flags ask for (rejects unknown flags). */
     static DemoRunner.Options parse(Flags flags) {
         DemoRunner.Options d = DemoRunner.Options.defaults();
-        ModelPreset model;
-        try {
-            model = ModelPreset.byName(flags.string("model", d.model().name()));
-        } catch (IllegalArgumentException e) {
-            throw new Flags.UsageException(e.getMessage());
+        List<String> demoModels = ModelPreset.all().stream().filter(p -> !p.mla()).map(ModelPreset::name).toList();
+        String modelName = flags.string("model", d.model().name());
+        ModelPreset model = ModelPreset.all().stream().filter(p -> p.name().equals(modelName)).findFirst()
+                .orElse(null);
+        if (model == null || model.mla()) {
+            throw new Flags.UsageException("--model " + modelName + ": "
+                    + (model == null ? "unknown model preset" : "an MLA model; the demo's synthetic model needs K/V heads")
+                    + "; the demo runs " + String.join(", ", demoModels));
         }
-        if (model.mla()) {
-            throw new Flags.UsageException("--model " + model.name() + " is an MLA model; the demo's synthetic "
-                    + "model needs K/V heads (use llama-3-8b, llama-3-70b or tiny)");
-        }
-        String protocol = flags.string("protocol", d.protocol()).toLowerCase(Locale.ROOT);
-        if (!protocol.equals("tcp") && !protocol.equals("mock")) {
-            throw new Flags.UsageException("--protocol must be tcp or mock, got '" + protocol + "'");
-        }
+        String protocol = engineFlag(flags, d.protocol());
         int requests = positive(flags, "requests", d.requests());
         int promptTokens = positive(flags, "prompt-tokens", d.promptTokens());
         int shared = flags.intValue("shared-prefix", Math.min(d.sharedPrefixTokens(), promptTokens / 8));
@@ -134,7 +139,7 @@ final class DemoCommand implements CliCommand {
             try {
                 model.kvHeadsPerRank(tp);
             } catch (IllegalArgumentException e) {
-                throw new Flags.UsageException(e.getMessage());
+                throw new Flags.UsageException("--" + (tp == pTp ? "p-tp " : "d-tp ") + tp + ": " + e.getMessage());
             }
         }
         int numBlocks = flags.intValue("num-blocks", 0);
@@ -152,12 +157,28 @@ final class DemoCommand implements CliCommand {
         int pGpu = nonNegative(flags, "p-gpu", gpu);
         int dGpu = nonNegative(flags, "d-gpu", gpu);
         if (device.equals("cuda") && protocol.equals("mock")) {
-            throw new Flags.UsageException("--device cuda needs --protocol tcp: the mock engine copies KV with the "
+            throw new Flags.UsageException("--device cuda needs --engine tcp: the mock engine copies KV with the "
                     + "CPU and would touch GPU memory directly");
         }
         flags.rejectUnknown();
+        flags.rejectPositional();
         return new DemoRunner.Options(model, requests, promptTokens, shared, decode, pTp, dTp, protocol, numBlocks,
                 concurrency, seed, Duration.ofSeconds(timeout), device, pGpu, dGpu);
+    }
+
+    /** {@code --engine}, or its other spelling {@code --protocol}; both given must agree. */
+    private static String engineFlag(Flags flags, String def) {
+        String engine = flags.string("engine", null);
+        String protocol = flags.string("protocol", null);
+        if (engine != null && protocol != null && !engine.equalsIgnoreCase(protocol)) {
+            throw new Flags.UsageException("--engine " + engine + " and --protocol " + protocol
+                    + " disagree (they are the same flag)");
+        }
+        String v = (engine != null ? engine : protocol != null ? protocol : def).toLowerCase(Locale.ROOT);
+        if (!v.equals("tcp") && !v.equals("mock")) {
+            throw new Flags.UsageException("--engine must be tcp or mock, got '" + v + "'");
+        }
+        return v;
     }
 
     private static int nonNegative(Flags flags, String name, int def) {

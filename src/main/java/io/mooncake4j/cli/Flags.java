@@ -1,6 +1,7 @@
 package io.mooncake4j.cli;
 
 import java.util.ArrayList;
+import java.util.Collection;
 import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
@@ -133,14 +134,50 @@ final class Flags {
     }
 
     /**
-     * Fails on any flag no getter asked for, and on any positional argument (no command takes one):
-     * call after reading every flag.
+     * Fails on the first flag given that is not in {@code accepted} (names as in the usage text,
+     * {@code -} or {@code _}; a boolean's {@code --noname} counts as {@code name}), before any flag is
+     * read, so a misspelt flag is reported before what its absence causes.
      */
-    void rejectUnknown() {
-        if (!positional.isEmpty()) {
-            throw new UsageException(String.format(Locale.ROOT, "unexpected argument '%s': flags are written "
-                    + "--name value or --name=value", positional.getFirst()));
+    void rejectUnknown(Collection<String> accepted) {
+        Set<String> names = new LinkedHashSet<>();
+        for (String a : accepted) {
+            names.add(norm(a));
         }
+        for (String k : values.keySet()) {
+            if (!names.contains(k) && !(k.startsWith("no") && names.contains(k.substring(2)))) {
+                throw new UsageException("unknown flag --" + k);
+            }
+        }
+    }
+
+    /** Fails on a positional argument (the commands take flags only). */
+    void rejectPositional() {
+        if (!positional.isEmpty()) {
+            throw new UsageException("unexpected argument '" + positional.getFirst() + "' (flags are written --name value or --name=value)");
+        }
+    }
+
+    /** An integer flag that must be {@code >= 1}. */
+    int positiveInt(String name, int def) {
+        int v = intValue(name, def);
+        if (v <= 0) {
+            throw new UsageException("--" + name + " must be positive, got " + v);
+        }
+        return v;
+    }
+
+    /** A size flag ({@link #parseSize}) that must be {@code >= 1}. */
+    long positiveLong(String name, long def) {
+        long v = longValue(name, def);
+        if (v <= 0) {
+            throw new UsageException("--" + name + " must be positive, got " + v);
+        }
+        return v;
+    }
+
+    /** Fails on any positional argument, then on any flag no getter asked for (call after reading every flag). */
+    void rejectUnknown() {
+        rejectPositional();
         for (String k : values.keySet()) {
             if (!known.contains(k)) {
                 throw new UsageException("unknown flag --" + k);

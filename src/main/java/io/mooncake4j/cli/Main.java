@@ -23,7 +23,11 @@ public final class Main {
         System.exit(run(args, System.out, System.err));
     }
 
-    /** Runs a command line and returns its exit code (tests call this directly). */
+    /**
+     * Runs a command line and returns its exit code (tests call this directly): 0 success, 1 a
+     * runtime failure, 2 a usage error. A usage error prints one line naming the flag and value;
+     * {@code --help} prints the command's full text.
+     */
     public static int run(String[] args, PrintStream out, PrintStream err) {
         if (args.length == 0 || args[0].equals("help") || args[0].equals("--help") || args[0].equals("-h")) {
             printHelp(args.length == 0 ? err : out);
@@ -31,8 +35,8 @@ public final class Main {
         }
         CliCommand cmd = commands().stream().filter(c -> c.name().equals(args[0])).findFirst().orElse(null);
         if (cmd == null) {
-            err.printf(Locale.ROOT, "mooncake4j: unknown command '%s'%n%n", args[0]);
-            printHelp(err);
+            err.printf(Locale.ROOT, "mooncake4j: unknown command '%s'; commands: %s (bin/mooncake4j help)%n", args[0],
+                    String.join(", ", commands().stream().map(CliCommand::name).toList()));
             return 2;
         }
         List<String> rest = Arrays.asList(args).subList(1, args.length);
@@ -42,14 +46,17 @@ public final class Main {
         }
         try {
             Flags flags = Flags.parse(rest);
+            if (!cmd.flagNames().isEmpty()) {
+                flags.rejectUnknown(cmd.flagNames());
+                flags.rejectPositional();
+            }
             return cmd.run(flags, out, err);
         } catch (Flags.UsageException e) {
-            err.println("mooncake4j " + cmd.name() + ": " + e.getMessage());
-            err.println();
-            err.println(cmd.usage());
+            err.printf(Locale.ROOT, "mooncake4j %s: %s (bin/mooncake4j %s --help lists the flags)%n", cmd.name(),
+                    e.getMessage(), cmd.name());
             return 2;
         } catch (Exception e) {
-            err.println("mooncake4j " + cmd.name() + ": " + e.getMessage());
+            err.println("mooncake4j " + cmd.name() + ": " + (e.getMessage() != null ? e.getMessage() : e.toString()));
             return 1;
         }
     }

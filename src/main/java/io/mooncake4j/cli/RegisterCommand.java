@@ -3,6 +3,7 @@ package io.mooncake4j.cli;
 import io.mooncake4j.MooncakeException;
 import io.mooncake4j.connector.KvRole;
 import io.mooncake4j.connector.MooncakeConnectorConfig;
+import io.mooncake4j.connector.worker.EngineInitializationException;
 import io.mooncake4j.connector.worker.KvRegistration;
 import io.mooncake4j.connector.worker.MooncakeConnectorWorker;
 import io.mooncake4j.connector.worker.RegisteredRegion;
@@ -23,6 +24,7 @@ import java.io.PrintStream;
 import java.util.LinkedHashMap;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Set;
 
 /**
  * {@code bin/mooncake4j register}: allocates host KV caches for a model preset, registers them
@@ -49,12 +51,18 @@ final class RegisterCommand implements CliCommand {
                   --num-blocks N       KV blocks per layer (default 256)
                   --layout L           fused | split-kv | mla | shared (default fused; mla for MLA models)
                   --tp N               tensor-parallel size; KV heads are split across ranks (default 1)
-                  --engine KIND        transfer engine: %s (default mock)
-                  --protocol P         engine protocol, e.g. tcp or rdma (default tcp)
+                  --engine KIND        transfer engine: %s (default mock: in-JVM, no network)
+                  --protocol P         the protocol the engine is initialised with (default: the engine's,
+                                       tcp for mock)
                   --role R             kv_producer | kv_consumer | kv_both (default kv_producer)
                   --json               print the plan as JSON
                   --fail-register      make the mock engine fail registration (shows the failure path)"""
                 .formatted(ModelPreset.all().stream().map(ModelPreset::name).toList(), TransferEngines.kinds());
+    }
+
+    @Override
+    public Set<String> flagNames() {
+        return Set.of("model", "num-blocks", "layout", "tp", "engine", "protocol", "role", "json", "fail-register");
     }
 
     @Override
@@ -63,28 +71,52 @@ final class RegisterCommand implements CliCommand {
         KvCacheLayout layout;
         KvRole role;
         String modelName = flags.string("model", "llama-3-8b");
-        int numBlocks = flags.intValue("num-blocks", 256);
+        int numBlocks = flags.positiveInt("num-blocks", 256);
         String layoutName = flags.string("layout", null);
-        int tp = flags.intValue("tp", 1);
-        String engineKind = flags.string("engine", "mock");
-        String protocol = flags.string("protocol", "tcp");
+        int tp = flags.positiveInt("tp", 1);
+        String engineKind = flags.string("engine", "mock").toLowerCase(Locale.ROOT);
+        if (!TransferEngines.kinds().contains(engineKind)) {
+            throw new Flags.UsageException("--engine must be one of " + String.join(", ", TransferEngines.kinds())
+                    + ", got '" + engineKind + "'");
+        }
+        String defaultProtocol = switch (engineKind) {
+            case "rdma" -> "rdma";
+            case "auto" -> "auto";
+            default -> "tcp";
+        };
+        String protocol = flags.string("protocol", defaultProtocol).toLowerCase(Locale.ROOT);
+        if (!engineKind.equals("mock") && !engineKind.equals("auto") && !protocol.equals(defaultProtocol)) {
+            throw new Flags.UsageException("--protocol " + protocol + " does not fit --engine " + engineKind
+                    + " (the " + engineKind + " engine speaks " + defaultProtocol + ")");
+        }
         String roleName = flags.string("role", "kv_producer");
         boolean json = flags.bool("json", false);
         boolean failRegister = flags.bool("fail-register", false);
         flags.rejectUnknown();
+        flags.rejectPositional();
         try {
             preset = ModelPreset.byName(modelName);
+        } catch (IllegalArgumentException e) {
+            throw new Flags.UsageException("--model: " + e.getMessage());
+        }
+        try {
             layout = layoutName == null ? (preset.mla() ? KvCacheLayout.MLA : KvCacheLayout.FUSED)
                     : KvCacheLayout.byName(layoutName);
+        } catch (IllegalArgumentException e) {
+            throw new Flags.UsageException("--layout: " + e.getMessage());
+        }
+        try {
             role = KvRole.parse(roleName);
         } catch (IllegalArgumentException | MooncakeException e) {
-            throw new Flags.UsageException(e.getMessage());
+            throw new Flags.UsageException("--role: " + e.getMessage());
         }
-        if (numBlocks <= 0) {
-            throw new Flags.UsageException("--num-blocks must be positive, got " + numBlocks);
+        try {
+            preset.kvHeadsPerRank(tp);
+        } catch (IllegalArgumentException e) {
+            throw new Flags.UsageException("--tp " + tp + ": " + e.getMessage());
         }
-        if (tp <= 0) {
-            throw new Flags.UsageException("--tp must be positive, got " + tp);
+        if (failRegister && !engineKind.equals("mock")) {
+            throw new Flags.UsageException("--fail-register works only with --engine mock, got --engine " + engineKind);
         }
         MooncakeConnectorConfig config = MooncakeConnectorConfig.builder()
                 .kvRole(role)
@@ -95,14 +127,21 @@ final class RegisterCommand implements CliCommand {
                 .build();
         try (HostMemoryAllocator alloc = new HostMemoryAllocator();
              TransferEngine engine = TransferEngines.create(engineKind)) {
-            if (failRegister) {
-                if (!(engine instanceof ScriptedTransferEngine scripted)) {
-                    throw new Flags.UsageException("--fail-register works only with --engine mock");
-                }
+            if (failRegister && engine instanceof ScriptedTransferEngine scripted) {
                 scripted.script(EngineMethod.BATCH_REGISTER_MEMORY).alwaysReturn(ErrorCodes.INVALID_ARGUMENT);
             }
             KvCaches caches = KvCaches.allocate(preset, tp, numBlocks, layout, alloc::allocate);
-            try (MooncakeConnectorWorker worker = new MooncakeConnectorWorker(config, engine, caches.config())) {
+            MooncakeConnectorWorker started;
+            try {
+                started = new MooncakeConnectorWorker(config, engine, caches.config());
+            } catch (EngineInitializationException e) {
+                String why = TransferEngines.lastError(engine);
+                err.printf(Locale.ROOT, "mooncake4j register: --engine %s did not start (initialize returned %d)%s; "
+                                + "try --engine tcp, or --engine mock to see the plan without a network%n", engineKind,
+                        e.returnCode(), why == null ? "" : ": " + why);
+                return 1;
+            }
+            try (MooncakeConnectorWorker worker = started) {
                 RegistrationPlan plan = worker.planRegistration(caches.tensorsByLayer());
                 if (!json) {
                     printPlan(out, preset, layout, tp, numBlocks, engineKind, role, plan);

@@ -137,6 +137,27 @@ public record MooncakeConnectorConfig(
         return new Builder();
     }
 
+    /**
+     * A preset for tests: {@code role}, a unique engine id, protocol {@code tcp}, hostname
+     * {@code 127.0.0.1} and bootstrap port 0, so tests running in parallel never collide on a port.
+     * With it every port the worker opens is chosen by the OS on loopback: the side channel always
+     * binds a free port on the hostname, a producer's bootstrap server binds port 0 (read it back
+     * with {@code MooncakeConnectorWorker#bootstrapServerPort}; bind it to loopback too with the
+     * worker builder's {@code bootstrapBindHost("127.0.0.1")}), and the engine's RPC port is the
+     * engine's own (a {@code ScriptedTransferEngine} opens none). Change anything on the builder.
+     */
+    public static Builder forTesting(KvRole role) {
+        return new Builder()
+                .kvRole(role)
+                .engineId("test-" + role.wireName() + "-" + TEST_ENGINE_IDS.incrementAndGet())
+                .protocol("tcp")
+                .hostname("127.0.0.1")
+                .bootstrapPort(0);
+    }
+
+    private static final java.util.concurrent.atomic.AtomicLong TEST_ENGINE_IDS =
+            new java.util.concurrent.atomic.AtomicLong();
+
     /** A builder initialised from this configuration. */
     public Builder toBuilder() {
         Builder b = new Builder();

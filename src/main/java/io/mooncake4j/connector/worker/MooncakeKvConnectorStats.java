@@ -146,6 +146,31 @@ public final class MooncakeKvConnectorStats {
         }
     }
 
+    /** Receives the successful transfers of a snapshot, one call each, in the order recorded. */
+    @FunctionalInterface
+    public interface TransferVisitor {
+        void transfer(double durationSeconds, long totalBytes, long numDescriptors);
+    }
+
+    /**
+     * Visits every successful transfer recorded (metrics binders turn them into histograms); the
+     * values are copied first, so {@code visitor} runs without the lock.
+     */
+    public void forEachTransfer(TransferVisitor visitor) {
+        Objects.requireNonNull(visitor, "visitor");
+        double[] dur;
+        long[] by;
+        long[] de;
+        synchronized (lock) {
+            dur = Arrays.copyOf(durations, transfers);
+            by = Arrays.copyOf(bytes, transfers);
+            de = Arrays.copyOf(descriptors, transfers);
+        }
+        for (int i = 0; i < dur.length; i++) {
+            visitor.transfer(dur[i], by[i], de[i]);
+        }
+    }
+
     /** vLLM's {@code num_successful_transfers}. */
     public int numSuccessfulTransfers() {
         synchronized (lock) {

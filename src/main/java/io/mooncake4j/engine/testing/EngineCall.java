@@ -9,6 +9,11 @@ import java.util.Objects;
 /**
  * One recorded call: the method, its 1-based sequence number among calls of that method, the
  * arguments (arrays are copied at call time) and the code the engine returned.
+ *
+ * @param method  the engine method called
+ * @param ordinal 1-based number of this call among the calls of {@code method}
+ * @param args    the arguments in order (arrays and lists copied at call time; may hold nulls)
+ * @param result  the code returned ({@code openSegment} and {@code allocateBatchId}: the id, as an int)
  */
 public record EngineCall(EngineMethod method, int ordinal, List<Object> args, int result) {
 

@@ -1,6 +1,7 @@
 package io.mooncake4j.engine.testing;
 
 import io.mooncake4j.engine.BufferRegistry;
+import io.mooncake4j.engine.DeviceMemoryAccess;
 import io.mooncake4j.engine.ErrorCodes;
 import io.mooncake4j.engine.StatusCodes;
 import io.mooncake4j.engine.TransferEngine;
@@ -18,6 +19,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Consumer;
+import java.util.function.Function;
 import java.util.function.ToIntFunction;
 
 /**
@@ -29,7 +31,10 @@ import java.util.function.ToIntFunction;
  *       and the code returned ({@link #calls()}).</li>
  *   <li><b>Scripting:</b> {@link #script(EngineMethod)} decides what a method returns: succeed
  *       (default), always fail, fail the N-th call, fail the first N calls, or compute a code.
- *       A {@link #beforeEach hook} can block or count calls.</li>
+ *       A {@link #beforeEach hook} can block or count calls. The answers that are not return codes
+ *       are scripted too: {@link #scriptDeviceMemoryAccess} (default {@link DeviceMemoryAccess#unknown()},
+ *       so a worker with protocol tcp refuses GPU memory until a test says how the engine reaches it),
+ *       {@link #scriptFirstBufferAddress} and {@link #scriptTransferStatus}.</li>
  *   <li><b>Registration</b> follows Mooncake's rules (overlap, zero length, unknown address) once
  *       the script lets a call through.</li>
  *   <li><b>Data:</b> with {@link #copyData(boolean) copyData(true)} transfers really copy bytes
@@ -90,6 +95,9 @@ public final class ScriptedTransferEngine implements TransferEngine {
     private final List<EngineCall> calls = new ArrayList<>();
     private final BufferRegistry registry = new BufferRegistry();
     private volatile Consumer<EngineCall> beforeEach = c -> { };
+    private volatile Function<String, DeviceMemoryAccess> deviceAccess = location -> DeviceMemoryAccess.unknown();
+    private volatile FirstBufferRule firstBuffer = (segment, actual) -> actual;
+    private volatile StatusRule statusRule = (batchId, taskIndex, actual) -> actual;
     private volatile boolean copyData;
     private volatile int rpcPort;
     private volatile String hostname;
@@ -131,6 +139,39 @@ public final class ScriptedTransferEngine implements TransferEngine {
     /** Runs {@code hook} before each call is decided (after its arguments are recorded): block, count, throw. */
     public ScriptedTransferEngine beforeEach(Consumer<EngineCall> hook) {
         this.beforeEach = Objects.requireNonNull(hook);
+        return this;
+    }
+
+    /** Decides {@link #getFirstBufferAddress}: from the segment name and what this engine would answer. */
+    @FunctionalInterface
+    public interface FirstBufferRule {
+        long answer(String segmentName, long actual);
+    }
+
+    /** Decides {@link #getTransferStatus}: from the batch, the task and the status this engine recorded. */
+    @FunctionalInterface
+    public interface StatusRule {
+        TransferStatus answer(long batchId, int taskIndex, TransferStatus actual);
+    }
+
+    /**
+     * What {@link #deviceMemoryAccess} answers for a location (default {@link DeviceMemoryAccess#unknown()}):
+     * a test of a GPU-over-tcp server answers e.g. {@code l -> DeviceMemoryAccess.staged("test")}.
+     */
+    public ScriptedTransferEngine scriptDeviceMemoryAccess(Function<String, DeviceMemoryAccess> answer) {
+        this.deviceAccess = Objects.requireNonNull(answer, "answer");
+        return this;
+    }
+
+    /** What {@link #getFirstBufferAddress} answers (default: the in-JVM lookup described there). */
+    public ScriptedTransferEngine scriptFirstBufferAddress(FirstBufferRule rule) {
+        this.firstBuffer = Objects.requireNonNull(rule, "rule");
+        return this;
+    }
+
+    /** What {@link #getTransferStatus} answers (default: the status recorded at submission), e.g. PENDING first. */
+    public ScriptedTransferEngine scriptTransferStatus(StatusRule rule) {
+        this.statusRule = Objects.requireNonNull(rule, "rule");
         return this;
     }
 
@@ -248,6 +289,12 @@ public final class ScriptedTransferEngine implements TransferEngine {
             code = registry.register(address, length, location == null ? "*" : location);
         }
         return finish(EngineMethod.REGISTER_MEMORY, code, address, length, location);
+    }
+
+    /** The scripted answer ({@link #scriptDeviceMemoryAccess}); {@link DeviceMemoryAccess#unknown()} by default. */
+    @Override
+    public DeviceMemoryAccess deviceMemoryAccess(String location) {
+        return Objects.requireNonNull(deviceAccess.apply(location), "scripted deviceMemoryAccess answered null");
     }
 
     @Override
@@ -370,6 +417,10 @@ public final class ScriptedTransferEngine implements TransferEngine {
      */
     @Override
     public long getFirstBufferAddress(String segmentName) {
+        return firstBuffer.answer(segmentName, firstBufferInJvm(segmentName));
+    }
+
+    private long firstBufferInJvm(String segmentName) {
         ScriptedTransferEngine peer = segmentName == null ? null
                 : segmentName.equals(getLocalSegmentName()) ? this : DIRECTORY.get(segmentName);
         if (!copyData || peer == null || peer.closed) {
@@ -444,6 +495,11 @@ public final class ScriptedTransferEngine implements TransferEngine {
 
     @Override
     public TransferStatus getTransferStatus(long batchId, int taskIndex) {
+        return Objects.requireNonNull(statusRule.answer(batchId, taskIndex, recordedStatus(batchId, taskIndex)),
+                "scripted getTransferStatus answered null");
+    }
+
+    private TransferStatus recordedStatus(long batchId, int taskIndex) {
         Batch b = batches.get(batchId);
         if (b == null) {
             return TransferStatus.invalid(StatusCodes.INVALID_ARGUMENT);

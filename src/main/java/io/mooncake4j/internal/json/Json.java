@@ -1,5 +1,19 @@
 package io.mooncake4j.internal.json;
 
+import com.fasterxml.jackson.core.JsonFactory;
+import com.fasterxml.jackson.core.JsonGenerator;
+import com.fasterxml.jackson.core.JsonParseException;
+import com.fasterxml.jackson.core.JsonParser;
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.core.JsonToken;
+import com.fasterxml.jackson.core.StreamReadConstraints;
+import com.fasterxml.jackson.core.StreamReadFeature;
+import com.fasterxml.jackson.core.StreamWriteConstraints;
+import com.fasterxml.jackson.core.exc.StreamConstraintsException;
+import com.fasterxml.jackson.core.json.JsonWriteFeature;
+import java.io.IOException;
+import java.io.StringWriter;
+import java.io.UncheckedIOException;
 import java.math.BigDecimal;
 import java.math.BigInteger;
 import java.util.ArrayList;
@@ -10,37 +24,71 @@ import java.util.Map;
 import java.util.TreeMap;
 
 /**
- * A small strict JSON reader and writer (RFC 8259), enough for configuration files and
- * Mooncake's handshake messages. Objects read as insertion-ordered {@code Map<String,Object>},
- * arrays as {@code List<Object>}, integers as {@code Long} (or {@code BigInteger} beyond the
- * signed 64-bit range), other numbers as {@code Double}, and {@code true}/{@code false}/{@code null}
- * as themselves. Nesting is bounded ({@value #MAX_DEPTH}).
+ * Strict JSON (RFC 8259) for configuration files and Mooncake's handshake and bootstrap messages,
+ * read and written with jackson-core's streaming API. Objects read as insertion-ordered
+ * {@code Map<String,Object>}, arrays as {@code List<Object>}, integers as {@code Long} (or
+ * {@code BigInteger} beyond the signed 64-bit range), other numbers as {@code Double}, and
+ * {@code true}/{@code false}/{@code null} as themselves. Input is bounded: nesting
+ * {@value #MAX_DEPTH}, numbers of at most {@value #MAX_NUMBER_LENGTH} characters, strings of at most
+ * {@value #MAX_STRING_LENGTH} characters. A number outside the double range ({@code 1e999}) is
+ * rejected at parse, since JSON has no Infinity; every problem is a {@link JsonException} naming its
+ * offset.
  *
  * <p>{@link #write(Object, boolean)} emits compact JSON; with {@code sortKeys} object keys are
  * sorted by their UTF-16 code units, which equals byte order for ASCII keys (what jsoncpp's
- * {@code FastWriter} produces).
+ * {@code FastWriter} produces, byte for byte: control characters as lower-case {@code \}{@code u00xx}
+ * escapes, {@code /} and non-ASCII characters unescaped). A non-finite double, which JSON cannot
+ * hold, is written as {@code null} (as JavaScript's {@code JSON.stringify} does) instead of
+ * failing the message that carries it.
+ *
+ * <p>Thread-safe (the factory is shared, parsers and generators are per call).
  */
 public final class Json {
 
     public static final int MAX_DEPTH = 64;
+    public static final int MAX_NUMBER_LENGTH = 1000;
+    public static final int MAX_STRING_LENGTH = 16 << 20;
 
-    private final String s;
-    private int pos;
+    private static final JsonFactory FACTORY = JsonFactory.builder()
+            .streamReadConstraints(StreamReadConstraints.builder()
+                    .maxNestingDepth(MAX_DEPTH + 1)
+                    .maxNumberLength(MAX_NUMBER_LENGTH)
+                    .maxStringLength(MAX_STRING_LENGTH)
+                    .build())
+            .streamWriteConstraints(StreamWriteConstraints.builder().maxNestingDepth(MAX_DEPTH + 1).build())
+            .disable(StreamReadFeature.INCLUDE_SOURCE_IN_LOCATION)
+            .disable(JsonWriteFeature.WRITE_HEX_UPPER_CASE)
+            .build();
 
-    private Json(String s) {
-        this.s = s;
-    }
+    private Json() {}
 
     /** Parses one JSON value that must span the whole input (surrounding whitespace allowed). */
     public static Object parse(String text) {
-        Json p = new Json(text);
-        p.ws();
-        Object v = p.value(0);
-        p.ws();
-        if (p.pos != text.length()) {
-            throw p.err("trailing characters");
+        try (JsonParser p = FACTORY.createParser(text)) {
+            JsonToken t = p.nextToken();
+            if (t == null) {
+                throw err(0, "unexpected end of input");
+            }
+            Object v = value(p, t);
+            long end = p.currentLocation().getCharOffset();
+            JsonToken after;
+            try {
+                after = p.nextToken();
+            } catch (JsonProcessingException e) {
+                after = JsonToken.NOT_AVAILABLE; // garbage after the value
+            }
+            if (after != null) {
+                throw err(end, "trailing characters after the value");
+            }
+            return v;
+        } catch (StreamConstraintsException e) {
+            throw new JsonException("invalid JSON: " + e.getOriginalMessage(), e);
+        } catch (JsonProcessingException e) {
+            long at = e.getLocation() == null ? -1 : e.getLocation().getCharOffset();
+            throw err(at, e.getOriginalMessage());
+        } catch (IOException e) {
+            throw new UncheckedIOException(e); // a String source does not fail
         }
-        return v;
     }
 
     /** Parses a JSON object. */
@@ -72,220 +120,62 @@ public final class Json {
         return "number";
     }
 
-    private JsonException err(String what) {
-        return new JsonException(String.format(Locale.ROOT, "invalid JSON at offset %d: %s", pos, what));
+    private static JsonException err(long offset, String what) {
+        return new JsonException(String.format(Locale.ROOT, "invalid JSON at offset %d: %s", offset, what));
     }
 
-    private void ws() {
-        while (pos < s.length()) {
-            char c = s.charAt(pos);
-            if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
-                pos++;
-            } else {
-                break;
-            }
-        }
-    }
-
-    private Object value(int depth) {
-        if (depth > MAX_DEPTH) {
-            throw err("nesting deeper than " + MAX_DEPTH);
-        }
-        if (pos >= s.length()) {
-            throw err("unexpected end of input");
-        }
-        char c = s.charAt(pos);
-        return switch (c) {
-            case '{' -> object(depth);
-            case '[' -> array(depth);
-            case '"' -> string();
-            case 't' -> literal("true", Boolean.TRUE);
-            case 'f' -> literal("false", Boolean.FALSE);
-            case 'n' -> literal("null", null);
-            default -> {
-                if (c == '-' || (c >= '0' && c <= '9')) {
-                    yield number();
+    private static Object value(JsonParser p, JsonToken t) throws IOException {
+        return switch (t) {
+            case START_OBJECT -> {
+                Map<String, Object> m = new LinkedHashMap<>();
+                for (JsonToken k = p.nextToken(); k != JsonToken.END_OBJECT; k = p.nextToken()) {
+                    String name = p.currentName();
+                    m.put(name, value(p, p.nextToken()));
                 }
-                throw err("unexpected character '" + c + "'");
+                yield m;
             }
+            case START_ARRAY -> {
+                List<Object> l = new ArrayList<>();
+                for (JsonToken e = p.nextToken(); e != JsonToken.END_ARRAY; e = p.nextToken()) {
+                    l.add(value(p, e));
+                }
+                yield l;
+            }
+            case VALUE_STRING -> p.getText();
+            case VALUE_TRUE -> Boolean.TRUE;
+            case VALUE_FALSE -> Boolean.FALSE;
+            case VALUE_NULL -> null;
+            case VALUE_NUMBER_INT -> {
+                if (p.getNumberType() == JsonParser.NumberType.BIG_INTEGER) {
+                    yield p.getBigIntegerValue();
+                }
+                yield p.getLongValue();
+            }
+            case VALUE_NUMBER_FLOAT -> {
+                double d = p.getDoubleValue();
+                if (Double.isInfinite(d)) {
+                    throw err(p.currentTokenLocation().getCharOffset(), "number " + p.getText()
+                            + " is outside the range of a double (JSON has no Infinity)");
+                }
+                yield d;
+            }
+            default -> throw new JsonParseException(p, "unexpected token " + t);
         };
-    }
-
-    private Object literal(String word, Object v) {
-        if (!s.startsWith(word, pos)) {
-            throw err("expected " + word);
-        }
-        pos += word.length();
-        return v;
-    }
-
-    private Map<String, Object> object(int depth) {
-        pos++;
-        Map<String, Object> m = new LinkedHashMap<>();
-        ws();
-        if (pos < s.length() && s.charAt(pos) == '}') {
-            pos++;
-            return m;
-        }
-        while (true) {
-            ws();
-            if (pos >= s.length() || s.charAt(pos) != '"') {
-                throw err("expected a string key");
-            }
-            String k = string();
-            ws();
-            expect(':');
-            ws();
-            m.put(k, value(depth + 1));
-            ws();
-            if (pos >= s.length()) {
-                throw err("unterminated object");
-            }
-            char c = s.charAt(pos++);
-            if (c == '}') {
-                return m;
-            }
-            if (c != ',') {
-                throw err("expected ',' or '}'");
-            }
-        }
-    }
-
-    private List<Object> array(int depth) {
-        pos++;
-        List<Object> l = new ArrayList<>();
-        ws();
-        if (pos < s.length() && s.charAt(pos) == ']') {
-            pos++;
-            return l;
-        }
-        while (true) {
-            ws();
-            l.add(value(depth + 1));
-            ws();
-            if (pos >= s.length()) {
-                throw err("unterminated array");
-            }
-            char c = s.charAt(pos++);
-            if (c == ']') {
-                return l;
-            }
-            if (c != ',') {
-                throw err("expected ',' or ']'");
-            }
-        }
-    }
-
-    private void expect(char c) {
-        if (pos >= s.length() || s.charAt(pos) != c) {
-            throw err("expected '" + c + "'");
-        }
-        pos++;
-    }
-
-    private String string() {
-        pos++;
-        StringBuilder sb = new StringBuilder();
-        while (true) {
-            if (pos >= s.length()) {
-                throw err("unterminated string");
-            }
-            char c = s.charAt(pos++);
-            if (c == '"') {
-                return sb.toString();
-            }
-            if (c < 0x20) {
-                throw err("control character in string");
-            }
-            if (c != '\\') {
-                sb.append(c);
-                continue;
-            }
-            if (pos >= s.length()) {
-                throw err("unterminated escape");
-            }
-            char e = s.charAt(pos++);
-            switch (e) {
-                case '"' -> sb.append('"');
-                case '\\' -> sb.append('\\');
-                case '/' -> sb.append('/');
-                case 'b' -> sb.append('\b');
-                case 'f' -> sb.append('\f');
-                case 'n' -> sb.append('\n');
-                case 'r' -> sb.append('\r');
-                case 't' -> sb.append('\t');
-                case 'u' -> {
-                    if (pos + 4 > s.length()) {
-                        throw err("short \\u escape");
-                    }
-                    try {
-                        sb.append((char) Integer.parseInt(s.substring(pos, pos + 4), 16));
-                    } catch (NumberFormatException ex) {
-                        throw err("bad \\u escape");
-                    }
-                    pos += 4;
-                }
-                default -> throw err("bad escape '\\" + e + "'");
-            }
-        }
-    }
-
-    private Object number() {
-        int start = pos;
-        if (s.charAt(pos) == '-') {
-            pos++;
-        }
-        boolean integral = true;
-        int digits = pos;
-        while (pos < s.length() && Character.isDigit(s.charAt(pos))) {
-            pos++;
-        }
-        if (pos == digits) {
-            throw err("expected digits");
-        }
-        if (s.charAt(digits) == '0' && pos - digits > 1) {
-            throw err("leading zero");
-        }
-        if (pos < s.length() && s.charAt(pos) == '.') {
-            integral = false;
-            pos++;
-            int f = pos;
-            while (pos < s.length() && Character.isDigit(s.charAt(pos))) {
-                pos++;
-            }
-            if (f == pos) {
-                throw err("expected fraction digits");
-            }
-        }
-        if (pos < s.length() && (s.charAt(pos) == 'e' || s.charAt(pos) == 'E')) {
-            integral = false;
-            pos++;
-            if (pos < s.length() && (s.charAt(pos) == '+' || s.charAt(pos) == '-')) {
-                pos++;
-            }
-            int e = pos;
-            while (pos < s.length() && Character.isDigit(s.charAt(pos))) {
-                pos++;
-            }
-            if (e == pos) {
-                throw err("expected exponent digits");
-            }
-        }
-        String t = s.substring(start, pos);
-        if (!integral) {
-            return Double.parseDouble(t);
-        }
-        BigInteger b = new BigInteger(t);
-        return b.bitLength() < 64 ? (Object) b.longValue() : b;
     }
 
     // ------------------------------------------------------------------ writing
 
     /** Compact JSON; {@code sortKeys} sorts object keys (jsoncpp order for ASCII keys). */
     public static String write(Object v, boolean sortKeys) {
-        StringBuilder sb = new StringBuilder();
-        write(sb, v, sortKeys, 0);
-        return sb.toString();
+        StringWriter out = new StringWriter();
+        try (JsonGenerator g = FACTORY.createGenerator(out)) {
+            write(g, v, sortKeys, 0);
+        } catch (JsonException e) {
+            throw e;
+        } catch (IOException e) {
+            throw new JsonException("cannot write JSON: " + e.getMessage(), e);
+        }
+        return out.toString();
     }
 
     /** Compact JSON in insertion order. */
@@ -293,81 +183,46 @@ public final class Json {
         return write(v, false);
     }
 
-    private static void write(StringBuilder sb, Object v, boolean sort, int depth) {
+    private static void write(JsonGenerator g, Object v, boolean sort, int depth) throws IOException {
         if (depth > MAX_DEPTH) {
             throw new JsonException("nesting deeper than " + MAX_DEPTH);
         }
-        if (v == null) {
-            sb.append("null");
-        } else if (v instanceof String str) {
-            quote(sb, str);
-        } else if (v instanceof Boolean b) {
-            sb.append(b);
-        } else if (v instanceof Long || v instanceof Integer || v instanceof Short || v instanceof Byte
-                || v instanceof BigInteger) {
-            sb.append(v);
-        } else if (v instanceof Double || v instanceof Float || v instanceof BigDecimal) {
-            double d = ((Number) v).doubleValue();
-            if (Double.isNaN(d) || Double.isInfinite(d)) {
-                throw new JsonException("JSON cannot hold " + d);
-            }
-            sb.append(v);
-        } else if (v instanceof Map<?, ?> m) {
-            Map<?, ?> src = m;
-            if (sort) {
-                Map<String, Object> sorted = new TreeMap<>();
-                m.forEach((k, val) -> sorted.put(String.valueOf(k), val));
-                src = sorted;
-            }
-            sb.append('{');
-            boolean first = true;
-            for (Map.Entry<?, ?> e : src.entrySet()) {
-                if (!first) {
-                    sb.append(',');
+        switch (v) {
+            case null -> g.writeNull();
+            case String s -> g.writeString(s);
+            case Boolean b -> g.writeBoolean(b);
+            case Long l -> g.writeNumber(l);
+            case Integer i -> g.writeNumber(i);
+            case Short s -> g.writeNumber(s);
+            case Byte b -> g.writeNumber(b);
+            case BigInteger b -> g.writeNumber(b);
+            case Double d when !Double.isFinite(d) -> g.writeNull();
+            case Float f when !Float.isFinite(f) -> g.writeNull();
+            case Double d -> g.writeNumber(d);
+            case Float f -> g.writeNumber(f);
+            case BigDecimal d -> g.writeNumber(d);
+            case Map<?, ?> m -> {
+                Map<?, ?> src = m;
+                if (sort) {
+                    Map<String, Object> sorted = new TreeMap<>();
+                    m.forEach((k, val) -> sorted.put(String.valueOf(k), val));
+                    src = sorted;
                 }
-                first = false;
-                quote(sb, String.valueOf(e.getKey()));
-                sb.append(':');
-                write(sb, e.getValue(), sort, depth + 1);
-            }
-            sb.append('}');
-        } else if (v instanceof Iterable<?> it) {
-            sb.append('[');
-            boolean first = true;
-            for (Object o : it) {
-                if (!first) {
-                    sb.append(',');
+                g.writeStartObject();
+                for (Map.Entry<?, ?> e : src.entrySet()) {
+                    g.writeFieldName(String.valueOf(e.getKey()));
+                    write(g, e.getValue(), sort, depth + 1);
                 }
-                first = false;
-                write(sb, o, sort, depth + 1);
+                g.writeEndObject();
             }
-            sb.append(']');
-        } else {
-            throw new JsonException("cannot write " + v.getClass().getName() + " as JSON");
+            case Iterable<?> it -> {
+                g.writeStartArray();
+                for (Object o : it) {
+                    write(g, o, sort, depth + 1);
+                }
+                g.writeEndArray();
+            }
+            default -> throw new JsonException("cannot write " + v.getClass().getName() + " as JSON");
         }
-    }
-
-    private static void quote(StringBuilder sb, String str) {
-        sb.append('"');
-        for (int i = 0; i < str.length(); i++) {
-            char c = str.charAt(i);
-            switch (c) {
-                case '"' -> sb.append("\\\"");
-                case '\\' -> sb.append("\\\\");
-                case '\n' -> sb.append("\\n");
-                case '\r' -> sb.append("\\r");
-                case '\t' -> sb.append("\\t");
-                case '\b' -> sb.append("\\b");
-                case '\f' -> sb.append("\\f");
-                default -> {
-                    if (c < 0x20) {
-                        sb.append(String.format(Locale.ROOT, "\\u%04x", (int) c));
-                    } else {
-                        sb.append(c);
-                    }
-                }
-            }
-        }
-        sb.append('"');
     }
 }

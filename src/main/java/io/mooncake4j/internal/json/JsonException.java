@@ -7,4 +7,8 @@ public final class JsonException extends IllegalArgumentException {
     public JsonException(String message) {
         super(message);
     }
+
+    public JsonException(String message, Throwable cause) {
+        super(message, cause);
+    }
 }

@@ -21,12 +21,14 @@ import io.mooncake4j.connector.PullReqMeta;
 import io.mooncake4j.memory.KvCacheConfig;
 import io.mooncake4j.memory.KvCacheGroup;
 import io.mooncake4j.memory.KvCacheSpec;
+import io.mooncake4j.testlog.LogCapture;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.slf4j.event.Level;
 
 /** D side (kv_consumer) of the scheduler: spec §5.3, §5.4, §5.6, §5.7 and §15 #11, #14. */
 @Timeout(value = 10, unit = TimeUnit.SECONDS)
@@ -139,6 +141,13 @@ class ConsumerSchedulerTest {
 
     @Test
     void allocationValidatesTheThreePullKeys() {
+        try (LogCapture logs = LogCapture.start(MooncakeConnectorScheduler.class)) {
+            allocateWithInvalidParams();
+            assertEquals(4, logs.matching(Level.WARN, "Got invalid KVTransferParams").size(), logs.events().toString());
+        }
+    }
+
+    private void allocateWithInvalidParams() {
         for (String key : List.of(KvTransferParams.REMOTE_ENGINE_ID, KvTransferParams.REMOTE_BOOTSTRAP_ADDR,
                 KvTransferParams.TRANSFER_ID)) {
             Map<String, Object> params = consumerParams("xfer-" + key);
@@ -200,7 +209,10 @@ class ConsumerSchedulerTest {
         params.remove(KvTransferParams.REMOTE_ENGINE_ID);
         TestRequest r = new TestRequest("d-1", 64, params);
         r.status = RequestStatus.FINISHED_ABORTED;
-        assertEquals(RequestFinishedResult.FREE_NOW, sched.requestFinished(r, new int[0][]));
+        try (LogCapture logs = LogCapture.start(MooncakeConnectorScheduler.class)) {
+            assertEquals(RequestFinishedResult.FREE_NOW, sched.requestFinished(r, new int[0][]));
+            logs.assertLogged(Level.WARN, "Got invalid KVTransferParams");
+        }
         assertEquals(Boolean.FALSE, params.get(KvTransferParams.DO_REMOTE_PREFILL));
         assertTrue(sched.buildConnectorMeta().isEmpty());
     }

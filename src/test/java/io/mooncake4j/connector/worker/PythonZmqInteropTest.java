@@ -24,6 +24,7 @@ import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -40,7 +41,10 @@ import org.junit.jupiter.api.io.TempDir;
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class PythonZmqInteropTest {
 
-    private static final String PYTHON = "/usr/bin/python3";
+    /** {@code -Dmooncake4j.test.python=/nowhere} shows the skip on a host that has pyzmq. */
+    private static final String PYTHON = System.getProperty("mooncake4j.test.python", "/usr/bin/python3");
+    /** Why the tests cannot run here, or null; probed once by {@link #probePython}. */
+    private static String missing;
 
     /** A vLLM-style D: DEALER, sends the metadata (argv[2], JSON) to port argv[1], prints each decoded reply. */
     private static final String PY_DEALER = """
@@ -80,7 +84,7 @@ class PythonZmqInteropTest {
             """;
 
     @BeforeAll
-    static void pythonWithZmqAndMsgpack() throws Exception {
+    static void probePython() throws Exception {
         boolean ok = false;
         String why = PYTHON + " is missing";
         if (Files.isExecutable(Path.of(PYTHON))) {
@@ -92,7 +96,16 @@ class PythonZmqInteropTest {
                 p.destroyForcibly();
             }
         }
-        Assumptions.assumeTrue(ok, why);
+        missing = ok ? null : why;
+    }
+
+    /**
+     * Each test is reported as skipped with the reason (an assumption failing in {@code @BeforeAll}
+     * would abort the class, which surefire reports as "Tests run: 0" without the reason).
+     */
+    @BeforeEach
+    void pythonWithZmqAndMsgpack() {
+        Assumptions.assumeTrue(missing == null, missing);
     }
 
     private static Process python(Path dir, String script, String... args) throws IOException {

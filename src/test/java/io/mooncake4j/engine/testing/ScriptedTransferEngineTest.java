@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 
+import io.mooncake4j.engine.DeviceMemoryAccess;
 import io.mooncake4j.engine.StatusCodes;
 import io.mooncake4j.engine.TransferRequest;
 import io.mooncake4j.engine.TransferStatus;
@@ -75,6 +76,34 @@ class ScriptedTransferEngineTest {
             assertEquals(TransferStatus.State.COMPLETED, p.getTransferStatus(batch, 0).state());
             assertEquals(StatusCodes.OK, p.freeBatchId(batch));
             assertEquals(0x1122334455667788L, src.segment().get(ValueLayout.JAVA_LONG, 0));
+        }
+    }
+
+    @Test
+    void scriptsTheAnswersThatAreNotReturnCodes() {
+        try (ScriptedTransferEngine e = new ScriptedTransferEngine()) {
+            assertEquals(DeviceMemoryAccess.Kind.UNKNOWN, e.deviceMemoryAccess("cuda:0").kind());
+            e.scriptDeviceMemoryAccess(l -> l.startsWith("cuda:") ? DeviceMemoryAccess.staged("test staging")
+                    : DeviceMemoryAccess.unknown());
+            assertEquals(DeviceMemoryAccess.Kind.STAGED, e.deviceMemoryAccess("cuda:1").kind());
+            assertEquals("test staging", e.deviceMemoryAccess("cuda:1").description());
+            assertEquals(DeviceMemoryAccess.Kind.UNKNOWN, e.deviceMemoryAccess("cpu:0").kind());
+
+            assertEquals(-1, e.getFirstBufferAddress("peer:1"));
+            e.scriptFirstBufferAddress((segment, actual) -> segment.equals("peer:1") ? 0x4000 : actual);
+            assertEquals(0x4000, e.getFirstBufferAddress("peer:1"));
+            assertEquals(-1, e.getFirstBufferAddress("peer:2"));
+
+            e.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", "");
+            long batch = e.allocateBatchId(1);
+            assertEquals(StatusCodes.OK, e.submitTransfer(batch, List.of(
+                    new TransferRequest(TransferRequest.Opcode.WRITE, 0x1000, 0, 0x2000, 16))));
+            int[] polls = {0};
+            e.scriptTransferStatus((b, task, actual) -> ++polls[0] < 3
+                    ? new TransferStatus(0, TransferStatus.State.PENDING, 0) : actual);
+            assertEquals(TransferStatus.State.PENDING, e.getTransferStatus(batch, 0).state());
+            assertEquals(TransferStatus.State.PENDING, e.getTransferStatus(batch, 0).state());
+            assertEquals(TransferStatus.State.COMPLETED, e.getTransferStatus(batch, 0).state());
         }
     }
 }

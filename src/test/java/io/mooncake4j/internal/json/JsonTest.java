@@ -2,6 +2,7 @@ package io.mooncake4j.internal.json;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.math.BigInteger;
 import java.util.LinkedHashMap;
@@ -37,5 +38,52 @@ class JsonTest {
         for (String bad : List.of("", "{", "{\"a\":}", "[1,]", "01", "\"\\x\"", "{} x", "nul", "[".repeat(100))) {
             assertThrows(JsonException.class, () -> Json.parse(bad), bad);
         }
+    }
+
+    @Test
+    void rejectsNumbersOutsideTheDoubleRangeAtParse() {
+        for (String bad : List.of("1e999", "[-1e400]", "{\"num_workers\":1E+9999}")) {
+            JsonException e = assertThrows(JsonException.class, () -> Json.parse(bad), bad);
+            assertTrue(e.getMessage().contains("outside the range of a double"), e.getMessage());
+        }
+        for (String bad : List.of("NaN", "Infinity", "-Infinity", "[1,NaN]")) {
+            assertThrows(JsonException.class, () -> Json.parse(bad), bad);
+        }
+    }
+
+    @Test
+    void writesNonFiniteNumbersAsNullInsteadOfFailing() {
+        assertEquals("[null,null,null,1.5]", Json.write(List.of(Double.NaN, Double.POSITIVE_INFINITY,
+                Float.NEGATIVE_INFINITY, 1.5)));
+    }
+
+    @Test
+    void escapesLikeJsoncpp() {
+        assertEquals("\"a\\u001fb\\b\\f\\n\\r\\t\\\"\\\\/\u00e9\u007f\"", Json.write("a\u001fb\b\f\n\r\t\"\\/\u00e9\u007f"));
+        assertEquals("a\u001fb", Json.parse("\"a\\u001Fb\""));
+    }
+
+    @Test
+    void boundsNestingAtMaxDepth() {
+        int deepest = Json.MAX_DEPTH + 1;
+        assertEquals(List.of(), unwrap(Json.parse("[".repeat(deepest) + "]".repeat(deepest)), deepest - 1));
+        JsonException e = assertThrows(JsonException.class,
+                () -> Json.parse("[".repeat(deepest + 1) + "]".repeat(deepest + 1)));
+        assertTrue(e.getMessage().toLowerCase(java.util.Locale.ROOT).contains("nesting"), e.getMessage());
+    }
+
+    private static Object unwrap(Object v, int levels) {
+        for (int i = 0; i < levels; i++) {
+            v = ((List<?>) v).getFirst();
+        }
+        return v;
+    }
+
+    @Test
+    void namesTheOffsetOfTheProblem() {
+        JsonException e = assertThrows(JsonException.class, () -> Json.parse("{\"a\": tru}"));
+        assertTrue(e.getMessage().startsWith("invalid JSON at offset "), e.getMessage());
+        JsonException trailing = assertThrows(JsonException.class, () -> Json.parse("{} x"));
+        assertTrue(trailing.getMessage().contains("trailing"), trailing.getMessage());
     }
 }
