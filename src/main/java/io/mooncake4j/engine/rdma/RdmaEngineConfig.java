@@ -1,11 +1,13 @@
 package io.mooncake4j.engine.rdma;
 
 import io.mooncake4j.engine.handshake.HandshakeConfig;
+import io.mooncake4j.internal.sys.Capabilities;
 import io.mooncake4j.internal.sys.ResourceLimits;
 import java.nio.file.Path;
 import java.util.Map;
 import java.util.Objects;
 import java.util.OptionalLong;
+import java.util.function.BooleanSupplier;
 import java.util.function.Supplier;
 
 /**
@@ -16,11 +18,15 @@ import java.util.function.Supplier;
  *                          helpers add 1 ns per byte, as Mooncake's Python binding does
  * @param memlockLimit      the {@code RLIMIT_MEMLOCK} soft limit (empty = unknown); tests inject one
  * @param sysfsRoot         sysfs mount for NUMA/PCI locality and GID netdevs
+ * @param ipcLock           whether the process has {@code CAP_IPC_LOCK} (the kernel then does not
+ *                          apply {@code RLIMIT_MEMLOCK} to pinning, so the pre-check only warns);
+ *                          {@link Capabilities#hasIpcLock()} in production, tests inject one
  */
 public record RdmaEngineConfig(RdmaSettings settings, HandshakeConfig handshake, long transferTimeoutMs,
-        Supplier<OptionalLong> memlockLimit, Path sysfsRoot) {
+        Supplier<OptionalLong> memlockLimit, Path sysfsRoot, BooleanSupplier ipcLock) {
 
     public RdmaEngineConfig {
+        Objects.requireNonNull(ipcLock, "ipcLock");
         Objects.requireNonNull(settings, "settings");
         Objects.requireNonNull(handshake, "handshake");
         Objects.requireNonNull(memlockLimit, "memlockLimit");
@@ -28,6 +34,12 @@ public record RdmaEngineConfig(RdmaSettings settings, HandshakeConfig handshake,
         if (transferTimeoutMs <= 0) {
             throw new IllegalArgumentException("transferTimeoutMs must be positive");
         }
+    }
+
+    /** A configuration that reads {@code CAP_IPC_LOCK} from this process. */
+    public RdmaEngineConfig(RdmaSettings settings, HandshakeConfig handshake, long transferTimeoutMs,
+            Supplier<OptionalLong> memlockLimit, Path sysfsRoot) {
+        this(settings, handshake, transferTimeoutMs, memlockLimit, sysfsRoot, Capabilities::hasIpcLock);
     }
 
     /** From this process's environment. */
@@ -52,21 +64,26 @@ public record RdmaEngineConfig(RdmaSettings settings, HandshakeConfig handshake,
 
     /** A copy with other RDMA settings. */
     public RdmaEngineConfig withSettings(RdmaSettings s) {
-        return new RdmaEngineConfig(s, handshake, transferTimeoutMs, memlockLimit, sysfsRoot);
+        return new RdmaEngineConfig(s, handshake, transferTimeoutMs, memlockLimit, sysfsRoot, ipcLock);
     }
 
     /** A copy with another memlock limit source. */
     public RdmaEngineConfig withMemlockLimit(Supplier<OptionalLong> limit) {
-        return new RdmaEngineConfig(settings, handshake, transferTimeoutMs, limit, sysfsRoot);
+        return new RdmaEngineConfig(settings, handshake, transferTimeoutMs, limit, sysfsRoot, ipcLock);
+    }
+
+    /** A copy with another {@code CAP_IPC_LOCK} source. */
+    public RdmaEngineConfig withIpcLock(BooleanSupplier capability) {
+        return new RdmaEngineConfig(settings, handshake, transferTimeoutMs, memlockLimit, sysfsRoot, capability);
     }
 
     /** A copy with another sysfs root. */
     public RdmaEngineConfig withSysfsRoot(Path root) {
-        return new RdmaEngineConfig(settings, handshake, transferTimeoutMs, memlockLimit, root);
+        return new RdmaEngineConfig(settings, handshake, transferTimeoutMs, memlockLimit, root, ipcLock);
     }
 
     /** A copy with another synchronous-transfer deadline. */
     public RdmaEngineConfig withTransferTimeoutMs(long ms) {
-        return new RdmaEngineConfig(settings, handshake, ms, memlockLimit, sysfsRoot);
+        return new RdmaEngineConfig(settings, handshake, ms, memlockLimit, sysfsRoot, ipcLock);
     }
 }

@@ -717,12 +717,19 @@ public final class RdmaTransferEngine implements TransferEngine {
             }
             OptionalLong limit = config.memlockLimit().get();
             Optional<String> problem = MemlockCheck.check(total, registeredBytes, ctxs.length, limit);
+            String memlockHint = null;
             if (problem.isPresent()) {
-                for (long a : addresses) {
-                    registry.unregister(a);
+                if (!config.ipcLock().getAsBoolean()) {
+                    for (long a : addresses) {
+                        registry.unregister(a);
+                    }
+                    fail("registerMemory: " + problem.get());
+                    return ErrorCodes.MEMORY;
                 }
-                fail("registerMemory: " + problem.get());
-                return ErrorCodes.MEMORY;
+                // the kernel does not apply RLIMIT_MEMLOCK to a process with CAP_IPC_LOCK (as C++ Mooncake, go ahead)
+                memlockHint = problem.get();
+                LOG.info("registerMemory: above RLIMIT_MEMLOCK, but the process has CAP_IPC_LOCK, so the limit does"
+                        + " not apply; registering");
             }
             int access = IbvPd.ACCESS_LOCAL_WRITE | IbvPd.ACCESS_REMOTE_WRITE | IbvPd.ACCESS_REMOTE_READ
                     | (settings.relaxedOrdering() ? IbvPd.ACCESS_RELAXED_ORDERING : 0);
@@ -738,7 +745,8 @@ public final class RdmaTransferEngine implements TransferEngine {
                 for (long a : addresses) {
                     registry.unregister(a);
                 }
-                fail("registerMemory: " + e.getMessage());
+                fail("registerMemory: " + e.getMessage() + (memlockHint == null ? "" : " (note: " + memlockHint
+                        + "; CAP_IPC_LOCK should have lifted it)"));
                 return ErrorCodes.CONTEXT;
             }
             Registration[] next = Arrays.copyOf(registrations, registrations.length + added.size());

@@ -17,6 +17,7 @@ final class EmulatedEngines {
     static RdmaEngineConfig config(Map<String, String> env) {
         return RdmaEngineConfig.fromEnvironment(env, HandshakeConfig.ephemeral(InetAddress.getLoopbackAddress()))
                 .withMemlockLimit(OptionalLong::empty)
+                .withIpcLock(() -> false)
                 .withSysfsRoot(NO_SYSFS);
     }
 
