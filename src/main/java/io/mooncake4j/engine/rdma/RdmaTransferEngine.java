@@ -98,24 +98,6 @@ public final class RdmaTransferEngine implements TransferEngine {
     /** Host memory ({@code ibv_reg_mr}). */
     static final String PATH_HOST = "host";
 
-    /**
-     * A registered buffer and its MRs, one per context (index = context index); {@code paths[i]}
-     * says how context i registered it ({@link #PATH_HOST}, {@link #PATH_DMA_BUF},
-     * {@link #PATH_PEER_MEMORY}).
-     */
-    private record Registration(long address, long length, String location, MemoryRegion[] mrs, int[] lkeys,
-            int[] order, int preferred, String[] paths) {
-        boolean contains(long a, long len) {
-            return len >= 0 && Long.compareUnsigned(a, address) >= 0 && Long.compareUnsigned(len, length) <= 0
-                    && Long.compareUnsigned(a - address, length - len) <= 0;
-        }
-
-        int context(int seed, int attempt) {
-            return attempt == 0 ? order[Math.floorMod(seed, preferred)]
-                    : order[Math.floorMod(seed + attempt, order.length)];
-        }
-    }
-
     private final RdmaProvider provider;
     private final GpuDirectSupport gpu;
     private final RdmaEngineConfig config;
@@ -125,10 +107,8 @@ public final class RdmaTransferEngine implements TransferEngine {
     private final HandshakeClient client;
     private final BufferRegistry registry = new BufferRegistry();
     private final Object registrationLock = new Object();
-    /** Sorted by address, for lookups. */
-    private volatile Registration[] registrations = new Registration[0];
-    /** In registration order, for the descriptor ({@code buffers[0]} is the first registered, as in Mooncake). */
-    private volatile List<Registration> registrationOrder = List.of();
+    /** Replaced as a whole under {@link #registrationLock}; read lock-free by the data path. */
+    private volatile LocalRegistrations regs = LocalRegistrations.EMPTY;
     private long registeredBytes;
     private final Slice.Pool slices = new Slice.Pool();
     private final AtomicInteger seeds = new AtomicInteger();
@@ -432,11 +412,10 @@ public final class RdmaTransferEngine implements TransferEngine {
             c.closeQueues();
         }
         synchronized (registrationLock) {
-            for (Registration reg : registrations) {
+            for (LocalRegistration reg : regs.all()) {
                 closeMrs(reg.mrs());
             }
-            registrations = new Registration[0];
-            registrationOrder = List.of();
+            regs = LocalRegistrations.EMPTY;
             registry.clear();
         }
         for (RdmaContext c : contexts) {
@@ -627,7 +606,7 @@ public final class RdmaTransferEngine implements TransferEngine {
         }
         Map<String, List<List<String>>> matrix = new LinkedHashMap<>(priorityMatrix);
         List<SegmentDescriptor.Buffer> bufs = new ArrayList<>();
-        for (Registration r : registrationOrder) {
+        for (LocalRegistration r : regs.ordered()) {
             List<Long> rk = new ArrayList<>(r.mrs().length);
             List<Long> lk = new ArrayList<>(r.mrs().length);
             for (MemoryRegion mr : r.mrs()) {
@@ -705,15 +684,6 @@ public final class RdmaTransferEngine implements TransferEngine {
                 if (!MemoryLocation.isCuda(locations[i])) {
                     total += l;
                 }
-                if (l > settings.maxMrSize()) {
-                    for (long a : addresses) {
-                        registry.unregister(a);
-                    }
-                    fail(String.format(Locale.ROOT, "registerMemory: a buffer of %d bytes exceeds the largest memory"
-                            + " region (MC_MAX_MR_SIZE / the device's max_mr_size = %d); register it in smaller"
-                            + " pieces", l, settings.maxMrSize()));
-                    return ErrorCodes.INVALID_ARGUMENT;
-                }
             }
             OptionalLong limit = config.memlockLimit().get();
             Optional<String> problem = MemlockCheck.check(total, registeredBytes, ctxs.length, limit);
@@ -733,13 +703,22 @@ public final class RdmaTransferEngine implements TransferEngine {
             }
             int access = IbvPd.ACCESS_LOCAL_WRITE | IbvPd.ACCESS_REMOTE_WRITE | IbvPd.ACCESS_REMOTE_READ
                     | (settings.relaxedOrdering() ? IbvPd.ACCESS_RELAXED_ORDERING : 0);
-            List<Registration> added = new ArrayList<>();
+            List<LocalRegistration> added = new ArrayList<>();
             try {
+                long maxMr = settings.maxMrSize();
                 for (int i = 0; i < addresses.length; i++) {
-                    added.add(registerOne(ctxs, addresses[i], lengths[i], locations[i], access));
+                    if (lengths[i] > maxMr) { // Mooncake#2017: one MR (and one published buffer) per piece
+                        LOG.warn("registerMemory: splitting 0x{} ({} bytes) into {} pieces of at most {} bytes"
+                                + " (MC_MAX_MR_SIZE / the device's max_mr_size)", Long.toHexString(addresses[i]),
+                                lengths[i], (lengths[i] + maxMr - 1) / maxMr, maxMr);
+                    }
+                    for (long off = 0; off < lengths[i]; off += maxMr) {
+                        added.add(registerOne(ctxs, addresses[i], addresses[i] + off,
+                                Math.min(maxMr, lengths[i] - off), locations[i], access));
+                    }
                 }
             } catch (RuntimeException e) {
-                for (Registration r : added) {
+                for (LocalRegistration r : added) {
                     closeMrs(r.mrs());
                 }
                 for (long a : addresses) {
@@ -749,22 +728,15 @@ public final class RdmaTransferEngine implements TransferEngine {
                         + "; CAP_IPC_LOCK should have lifted it)"));
                 return ErrorCodes.CONTEXT;
             }
-            Registration[] next = Arrays.copyOf(registrations, registrations.length + added.size());
-            for (int i = 0; i < added.size(); i++) {
-                next[registrations.length + i] = added.get(i);
-            }
-            Arrays.sort(next, Comparator.comparing(Registration::address, Long::compareUnsigned));
-            registrations = next;
-            List<Registration> ordered = new ArrayList<>(registrationOrder);
-            ordered.addAll(added);
-            registrationOrder = List.copyOf(ordered);
+            regs = regs.plus(added);
             registeredBytes += total;
             self = null;
             return ErrorCodes.OK;
         }
     }
 
-    private Registration registerOne(RdmaContext[] ctxs, long address, long length, String location, int access) {
+    private LocalRegistration registerOne(RdmaContext[] ctxs, long owner, long address, long length, String location,
+            int access) {
         MemoryRegion[] mrs = new MemoryRegion[ctxs.length];
         int[] lkeys = new int[ctxs.length];
         String[] paths = new String[ctxs.length];
@@ -774,15 +746,15 @@ public final class RdmaTransferEngine implements TransferEngine {
                 lkeys[i] = mrs[i].lkey();
             }
         } else {
-            try {
-                for (int i = 0; i < ctxs.length; i++) {
-                    mrs[i] = ctxs[i].device.register(address, length, access);
-                    lkeys[i] = mrs[i].lkey();
-                    paths[i] = PATH_HOST;
-                }
-            } catch (RuntimeException e) {
-                closeMrs(mrs);
-                throw e;
+            Device[] devices = new Device[ctxs.length];
+            for (int i = 0; i < ctxs.length; i++) {
+                devices[i] = ctxs[i].device;
+            }
+            MemoryRegion[] made = ParallelRegistration.register(devices, address, length, access);
+            for (int i = 0; i < ctxs.length; i++) {
+                mrs[i] = made[i];
+                lkeys[i] = mrs[i].lkey();
+                paths[i] = PATH_HOST;
             }
         }
         List<List<String>> row = priorityMatrix.get(location);
@@ -804,7 +776,7 @@ public final class RdmaTransferEngine implements TransferEngine {
         if (preferred == 0) {
             preferred = order.size();
         }
-        return new Registration(address, length, location, mrs, lkeys,
+        return new LocalRegistration(owner, address, length, location, mrs, lkeys,
                 order.stream().mapToInt(Integer::intValue).toArray(), preferred, paths);
     }
 
@@ -926,7 +898,7 @@ public final class RdmaTransferEngine implements TransferEngine {
 
     /** How each device registered the buffer at {@code address} ({@code "host"}, {@code "dma-buf"}, {@code "peer-memory"}), or empty (tests, diagnostics). */
     List<String> registrationPaths(long address) {
-        for (Registration r : registrations) {
+        for (LocalRegistration r : regs.all()) {
             if (r.address() == address) {
                 return List.of(r.paths());
             }
@@ -971,46 +943,18 @@ public final class RdmaTransferEngine implements TransferEngine {
                     rc = ErrorCodes.ADDRESS_NOT_REGISTERED;
                     continue;
                 }
-                Registration[] cur = registrations;
-                for (int i = 0; i < cur.length; i++) {
-                    if (cur[i].address() == a) {
-                        Registration r = cur[i];
-                        Registration[] next = new Registration[cur.length - 1];
-                        System.arraycopy(cur, 0, next, 0, i);
-                        System.arraycopy(cur, i + 1, next, i, cur.length - i - 1);
-                        registrations = next;
-                        List<Registration> ordered = new ArrayList<>(registrationOrder);
-                        ordered.remove(r);
-                        registrationOrder = List.copyOf(ordered);
-                        if (!MemoryLocation.isCuda(r.location())) {
-                            registeredBytes -= r.length();
-                        }
-                        closeMrs(r.mrs());
-                        break;
+                List<LocalRegistration> pieces = regs.ownedBy(a);
+                regs = regs.minusOwner(a);
+                for (LocalRegistration r : pieces) {
+                    if (!MemoryLocation.isCuda(r.location())) {
+                        registeredBytes -= r.length();
                     }
+                    closeMrs(r.mrs());
                 }
             }
             self = null;
             return rc;
         }
-    }
-
-    /** The registration wholly containing {@code [a, a+len)}, or null. Lock-free, allocation-free. */
-    private Registration findLocal(long a, long len) {
-        Registration[] cur = registrations;
-        int lo = 0;
-        int hi = cur.length - 1;
-        int cand = -1;
-        while (lo <= hi) {
-            int mid = (lo + hi) >>> 1;
-            if (Long.compareUnsigned(cur[mid].address(), a) <= 0) {
-                cand = mid;
-                lo = mid + 1;
-            } else {
-                hi = mid - 1;
-            }
-        }
-        return cand >= 0 && cur[cand].contains(a, len) ? cur[cand] : null;
     }
 
     // ------------------------------------------------------------------ segments
@@ -1233,43 +1177,48 @@ public final class RdmaTransferEngine implements TransferEngine {
                 b.finish(i, RdmaBatch.COMPLETED);
                 continue;
             }
-            Registration reg = findLocal(b.local[i], len);
-            if (reg == null) {
+            LocalRegistrations mine = regs;
+            long lo = b.local[i];
+            long ro = b.remote[i];
+            if (mine.coveredFrom(lo, len) != len) {
                 LOG.warn("transfer of {} bytes from local 0x{}: not inside memory registered with this engine", len,
-                        Long.toHexString(b.local[i]));
+                        Long.toHexString(lo));
                 b.finish(i, RdmaBatch.FAILED);
                 continue;
             }
             PeerSegment peer = segment(b.target[i]);
-            int buf = peer.find(b.remote[i], len);
-            if (buf < 0) {
+            if (peer.coveredFrom(ro, len) != len) {
                 peer = refresh(peer);
-                buf = peer.find(b.remote[i], len);
             }
-            if (buf < 0) {
+            if (peer.coveredFrom(ro, len) != len) {
                 LOG.warn("transfer of {} bytes at 0x{} of {}: not inside the peer's registered buffers", len,
-                        Long.toHexString(b.remote[i]), peer.descriptor.name());
+                        Long.toHexString(ro), peer.descriptor.name());
                 b.finish(i, RdmaBatch.FAILED);
                 continue;
             }
-            int slicesInTask = sliceCount(len);
+            // slices are capped at the end of the registration / peer buffer they start in (Mooncake's
+            // SliceLengthCalculator), so a task may span adjacent buffers on either side
+            int slicesInTask = 0;
+            for (long off = 0; off < len; slicesInTask++) {
+                off += sliceLength(mine, peer, lo + off, ro + off, len - off);
+            }
             b.expectSlices(i, slicesInTask);
             long off = 0;
             for (int j = 0; j < slicesInTask; j++) {
-                long sliceLen = j == slicesInTask - 1 ? len - off : settings.sliceSize();
+                long sliceLen = sliceLength(mine, peer, lo + off, ro + off, len - off);
                 Slice s = slices.acquire();
                 s.batch = b;
                 s.task = i;
                 s.opcode = b.opcode[i];
-                s.local = b.local[i] + off;
-                s.remote = b.remote[i] + off;
+                s.local = lo + off;
+                s.remote = ro + off;
                 s.length = (int) sliceLen;
                 s.attempt = 0;
                 s.seed = seeds.getAndIncrement();
                 s.peer = peer;
-                s.peerBuffer = buf;
+                s.peerBuffer = peer.bufferAt(ro + off);
                 off += sliceLen;
-                RdmaEndpoint e = dispatch(s, reg);
+                RdmaEndpoint e = dispatch(s, mine.containing(s.local));
                 if (e != null && !touched.contains(e)) {
                     touched.add(e);
                 }
@@ -1290,7 +1239,21 @@ public final class RdmaTransferEngine implements TransferEngine {
         touched.clear();
     }
 
-    /** Slices of a task: {@code MC_SLICE_SIZE} each, the last one up to slice + fragment limit. */
+    /**
+     * The slice starting at {@code local}/{@code remote} with {@code remaining} bytes of its task
+     * left: {@code MC_SLICE_SIZE}, or all of it when at most slice + fragment limit remain, capped
+     * at the end of the local registration and of the peer buffer it starts in. Both sides must
+     * be covered (checked by the caller).
+     */
+    private long sliceLength(LocalRegistrations local, PeerSegment peer, long localAddr, long remoteAddr,
+            long remaining) {
+        long slice = settings.sliceSize();
+        long len = remaining <= slice + settings.fragmentLimit() ? remaining : slice;
+        len = Math.min(len, local.containing(localAddr).bytesToEnd(localAddr));
+        return Math.min(len, peer.bytesToEnd(peer.bufferAt(remoteAddr), remoteAddr));
+    }
+
+    /** Slices of a task within one buffer on each side: {@code MC_SLICE_SIZE} each, the last one up to slice + fragment limit. */
     int sliceCount(long len) {
         long slice = settings.sliceSize();
         long limit = slice + settings.fragmentLimit();
@@ -1305,7 +1268,7 @@ public final class RdmaTransferEngine implements TransferEngine {
      * Chooses the path of {@code s}'s current attempt and queues it on that endpoint (created and
      * connected in the background when new). Returns the endpoint, or null when the slice ended.
      */
-    private RdmaEndpoint dispatch(Slice s, Registration reg) {
+    private RdmaEndpoint dispatch(Slice s, LocalRegistration reg) {
         while (true) {
             if (closed || s.batch.aborted) {
                 abandon(s);
@@ -1313,8 +1276,8 @@ public final class RdmaTransferEngine implements TransferEngine {
             }
             RdmaContext[] ctxs = contexts;
             if (reg == null) {
-                reg = findLocal(s.local, s.length);
-                if (reg == null) {
+                reg = regs.containing(s.local);
+                if (reg == null || reg.bytesToEnd(s.local) < s.length) {
                     LOG.warn("local memory at 0x{} was unregistered during a transfer", Long.toHexString(s.local));
                     finishSlice(s, false);
                     return null;

@@ -21,6 +21,10 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.concurrent.BrokenBarrierException;
+import java.util.concurrent.CyclicBarrier;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 
 /**
  * A test double for {@link RdmaProvider}: an in-process "fabric" of emulated RDMA devices.
@@ -38,7 +42,7 @@ import java.util.Map;
 @SuppressWarnings("restricted") // deliberate FFM: native pointers are sized with reinterpret, handles linked here
 final class EmulatedRdmaProvider implements RdmaProvider {
 
-    static final int EINVAL = 22, ENOMEM = 12, EBUSY = 16, EFAULT = 14, EOPNOTSUPP = 95;
+    static final int EINVAL = 22, ENOMEM = 12, EBUSY = 16, EFAULT = 14, EOPNOTSUPP = 95, ETIMEDOUT = 110;
 
     /** What a transition may be made to fail with. */
     enum Transition { INIT, RTR, RTS, ERR }
@@ -67,12 +71,25 @@ final class EmulatedRdmaProvider implements RdmaProvider {
     private long plainFailFrom;
     private long plainFailTo;
     private int plainFailErrno;
+    private CyclicBarrier registrationRendezvous;
+    private long rendezvousTimeoutMs;
 
     EmulatedRdmaProvider(String... deviceNames) {
         this.names = List.of(deviceNames);
     }
 
     // ---- knobs ----
+
+    /**
+     * Every {@code ibv_reg_mr} waits (outside the provider lock) until {@code parties}
+     * registrations are inside it at the same time, at most {@code timeoutMs}; then it fails
+     * with {@code ETIMEDOUT}. Shows whether devices are registered in parallel. Null clears it.
+     */
+    synchronized EmulatedRdmaProvider registrationRendezvous(int parties, long timeoutMs) {
+        registrationRendezvous = parties <= 0 ? null : new CyclicBarrier(parties);
+        rendezvousTimeoutMs = timeoutMs;
+        return this;
+    }
 
     synchronized EmulatedRdmaProvider autoProgress(boolean on) {
         autoProgress = on;
@@ -359,6 +376,19 @@ final class EmulatedRdmaProvider implements RdmaProvider {
 
         @Override
         public MemoryRegion register(long address, long length, int access) {
+            CyclicBarrier gate;
+            synchronized (EmulatedRdmaProvider.this) {
+                gate = registrationRendezvous;
+            }
+            if (gate != null) { // outside the provider lock, as a long pin runs outside any verbs lock
+                try {
+                    gate.await(rendezvousTimeoutMs, TimeUnit.MILLISECONDS);
+                } catch (InterruptedException | BrokenBarrierException | TimeoutException e) {
+                    gate.reset();
+                    throw new VerbsException("ibv_reg_mr", ETIMEDOUT, "registration on " + name
+                            + " was not joined by the other devices' registrations (registered one after another?)");
+                }
+            }
             synchronized (EmulatedRdmaProvider.this) {
                 ensureOpen();
                 if (address == 0 || length <= 0) {

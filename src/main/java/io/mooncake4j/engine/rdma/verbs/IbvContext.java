@@ -205,6 +205,8 @@ public final class IbvContext implements AutoCloseable {
         }
     }
 
+    private int callsInFlight;
+
     synchronized void adopt(IbvQp qp) {
         qps.add(qp);
     }
@@ -213,6 +215,33 @@ public final class IbvContext implements AutoCloseable {
         qps.remove(child);
         cqs.remove(child);
         pds.remove(child);
+    }
+
+    /** A verb that runs outside this monitor (memory registration) starts; close waits for it. */
+    synchronized void enterCall() {
+        ensureOpen();
+        callsInFlight++;
+    }
+
+    synchronized void exitCall() {
+        if (--callsInFlight == 0) {
+            notifyAll();
+        }
+    }
+
+    /** Waits (releasing the monitor) until no verb started with {@link #enterCall} is running. */
+    synchronized void awaitNoCalls() {
+        boolean interrupted = false;
+        while (callsInFlight > 0) {
+            try {
+                wait();
+            } catch (InterruptedException e) {
+                interrupted = true; // the native objects must not be freed under a running verb
+            }
+        }
+        if (interrupted) {
+            Thread.currentThread().interrupt();
+        }
     }
 
     synchronized void ensureOpen() {
@@ -232,6 +261,7 @@ public final class IbvContext implements AutoCloseable {
             return;
         }
         closed = true;
+        awaitNoCalls();
         VerbsException first = null;
         for (IbvQp qp : qps) {
             try {

@@ -1,0 +1,33 @@
+package io.mooncake4j.engine.rdma;
+
+import io.mooncake4j.engine.rdma.RdmaProvider.MemoryRegion;
+
+/**
+ * One registered range and its MRs, one per context (index = context index). A buffer above
+ * the device's {@code max_mr_size} is registered as several adjacent pieces, each its own
+ * {@code LocalRegistration} with {@link #owner} = the address the caller registered (as
+ * Mooncake publishes one {@code BufferDesc} per piece). {@code paths[i]} says how context i
+ * registered it ({@code host}, {@code dma-buf}, {@code peer-memory}). Immutable (the MR objects
+ * are closed by the engine when the registration goes).
+ *
+ * @param order     context indexes to use, preferred first (from the location's matrix row)
+ * @param preferred how many of {@code order} are preferred
+ */
+record LocalRegistration(long owner, long address, long length, String location, MemoryRegion[] mrs, int[] lkeys,
+        int[] order, int preferred, String[] paths) {
+
+    /** Whether the byte at {@code a} lies in this range. */
+    boolean containsByte(long a) {
+        return Long.compareUnsigned(a, address) >= 0 && Long.compareUnsigned(a - address, length) < 0;
+    }
+
+    /** Bytes from {@code a} (inside the range) to its end. */
+    long bytesToEnd(long a) {
+        return length - (a - address);
+    }
+
+    /** The context for attempt {@code attempt} of a slice seeded {@code seed}: preferred first, then rotating over all. */
+    int context(int seed, int attempt) {
+        return attempt == 0 ? order[Math.floorMod(seed, preferred)] : order[Math.floorMod(seed + attempt, order.length)];
+    }
+}
