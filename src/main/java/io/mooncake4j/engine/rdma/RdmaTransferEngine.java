@@ -112,9 +112,7 @@ public final class RdmaTransferEngine implements TransferEngine {
     private long registeredBytes;
     private final Slice.Pool slices = new Slice.Pool();
     private final AtomicInteger seeds = new AtomicInteger();
-    private final Map<String, Long> segmentIds = new ConcurrentHashMap<>();
-    private final Map<Long, PeerSegment> segments = new ConcurrentHashMap<>();
-    private final AtomicLong nextSegmentId = new AtomicLong(1);
+    private final PeerSegments segments = new PeerSegments();
     private final BatchTable<RdmaBatch> batches = new BatchTable<>(RdmaBatch::new);
     private final ConcurrentLinkedQueue<Notify> notifies = new ConcurrentLinkedQueue<>();
     private final java.util.Set<RdmaBatch> active = ConcurrentHashMap.newKeySet();
@@ -974,27 +972,11 @@ public final class RdmaTransferEngine implements TransferEngine {
         if (n.equals(segmentName)) {
             return 0;
         }
-        Long id = segmentIds.get(n);
-        if (id != null) {
-            return id;
-        }
-        synchronized (segmentIds) {
-            id = segmentIds.get(n);
-            if (id != null) {
-                return id;
-            }
-            SegmentDescriptor d;
-            try {
-                d = client.fetchDescriptor(PeerAddress.parse(n, config.handshake().defaultPort()), "{}\n");
-            } catch (HandshakeException e) {
-                LOG.warn("openSegment({}) failed: {}", n, e.getMessage());
-                return -1;
-            }
-            long nid = nextSegmentId.getAndIncrement();
-            segments.put(nid, new PeerSegment(nid, d));
-            segmentIds.put(n, nid);
-            return nid;
-        }
+        return segments.open(n, this::fetchDescriptor);
+    }
+
+    private SegmentDescriptor fetchDescriptor(String name) {
+        return client.fetchDescriptor(PeerAddress.parse(name, config.handshake().defaultPort()), "{}\n");
     }
 
     /**
@@ -1031,10 +1013,8 @@ public final class RdmaTransferEngine implements TransferEngine {
             return segment(0);
         }
         try {
-            SegmentDescriptor d = client.fetchDescriptor(PeerAddress.parse(old.descriptor.name(),
-                    config.handshake().defaultPort()), "{}\n");
-            PeerSegment fresh = new PeerSegment(old.id, d);
-            segments.put(old.id, fresh);
+            PeerSegment fresh = new PeerSegment(old.id, fetchDescriptor(old.descriptor.name()));
+            segments.replace(fresh);
             return fresh;
         } catch (HandshakeException e) {
             LOG.warn("cannot refresh segment {}: {}", old.descriptor.name(), e.getMessage());
