@@ -26,6 +26,24 @@ record LocalRegistration(long owner, long address, long length, String location,
         return length - (a - address);
     }
 
+    /**
+     * The context for the attempt as {@link #context}, or when that NIC is out of selection the
+     * next active one in {@link #order}; -1 when none is active.
+     */
+    int activeContext(int seed, int attempt, RdmaContext[] ctxs) {
+        int c = context(seed, attempt);
+        if (ctxs[c].isActive()) {
+            return c;
+        }
+        for (int k = 1; k < order.length; k++) {
+            int next = order[Math.floorMod(seed + attempt + k, order.length)];
+            if (ctxs[next].isActive()) {
+                return next;
+            }
+        }
+        return -1;
+    }
+
     /** The context for attempt {@code attempt} of a slice seeded {@code seed}: preferred first, then rotating over all. */
     int context(int seed, int attempt) {
         return attempt == 0 ? order[Math.floorMod(seed, preferred)] : order[Math.floorMod(seed + attempt, order.length)];

@@ -54,6 +54,10 @@ final class RdmaContext {
     private volatile boolean running = true;
     private volatile boolean sleeping;
     private volatile RdmaEndpoint[] snapshot = new RdmaEndpoint[0];
+    /** In NIC selection (false after a port or device failure event). */
+    private volatile boolean active = true;
+    /** A device fatal error was reported: out of selection for good. */
+    private volatile boolean failed;
 
     RdmaContext(int index, Device device, int lid, Gid gid, int gidIndex, int activeMtu, int cqe, String nicPath,
             RdmaTransferEngine engine) {
@@ -75,6 +79,25 @@ final class RdmaContext {
                         LOG.error("completion poller of {} died; transfers on this device will not complete", name, t);
                     }
                 });
+    }
+
+    /** Whether new slices may use this NIC. */
+    boolean isActive() {
+        return active;
+    }
+
+    void setActive(boolean on) {
+        active = on && !failed;
+    }
+
+    boolean isFailed() {
+        return failed;
+    }
+
+    /** After {@code IBV_EVENT_DEVICE_FATAL}. */
+    void markFailed() {
+        failed = true;
+        active = false;
     }
 
     void start() {

@@ -122,6 +122,7 @@ public final class RdmaTransferEngine implements TransferEngine {
     private final AtomicLong retriedSlices = new AtomicLong();
 
     private volatile RdmaContext[] contexts = new RdmaContext[0];
+    private volatile AsyncEventMonitor asyncEvents;
     private volatile Map<String, List<List<String>>> priorityMatrix = Map.of();
     private volatile PeerSegment self;
     private volatile HandshakeServer rpc;
@@ -240,6 +241,8 @@ public final class RdmaTransferEngine implements TransferEngine {
             for (RdmaContext c : contexts) {
                 c.start();
             }
+            asyncEvents = new AsyncEventMonitor(contexts, settings.ibPort(), this::contextFailed);
+            asyncEvents.start();
             LOG.info("Transfer Engine RPC using P2P handshake, listening on {}", segmentName);
             LOG.info("RDMA transport: {} device(s) {}, {} QPs per endpoint, slice {} B, retry count {}",
                     contexts.length, Arrays.stream(contexts).map(c -> c.name + " (GID index " + c.gidIndex + ")")
@@ -325,6 +328,29 @@ public final class RdmaTransferEngine implements TransferEngine {
         return Arrays.stream(contexts).map(c -> c.name).toList();
     }
 
+    /** Asynchronous device events received so far (monitoring and tests). */
+    public long asyncEvents() {
+        AsyncEventMonitor m = asyncEvents;
+        return m == null ? 0 : m.events();
+    }
+
+    /** Port-down events on the engine's port so far (monitoring and tests). */
+    public long portDownEvents() {
+        AsyncEventMonitor m = asyncEvents;
+        return m == null ? 0 : m.portDownEvents();
+    }
+
+    /** Devices out of NIC selection after a port or device failure event (monitoring and tests). */
+    public List<String> inactiveDevices() {
+        return Arrays.stream(contexts).filter(c -> !c.isActive()).map(c -> c.name).toList();
+    }
+
+    /** The asynchronous-event reader threads (tests). */
+    List<Thread> asyncEventThreads() {
+        AsyncEventMonitor m = asyncEvents;
+        return m == null ? List.of() : m.threads();
+    }
+
     /** Completions that reported an error so far (monitoring and tests). */
     public long failedCompletions() {
         return failedCompletions.get();
@@ -397,7 +423,11 @@ public final class RdmaTransferEngine implements TransferEngine {
                 Thread.currentThread().interrupt();
             }
         }
-        // 2. pollers stop, then QPs -> CQs -> MRs -> PD -> context per device
+        // 2. event readers and pollers stop, then QPs -> CQs -> MRs -> PD -> context per device
+        AsyncEventMonitor events = asyncEvents;
+        if (events != null) {
+            events.close();
+        }
         for (RdmaContext c : contexts) {
             c.stopPoller();
         }
@@ -484,6 +514,9 @@ public final class RdmaTransferEngine implements TransferEngine {
         }
         if (ctx == null) {
             return HandShakeDesc.rejection("Local RDMA context not found for " + req.peerNicPath());
+        }
+        if (!ctx.isActive() && !Boolean.TRUE.equals(req.readyAck())) {
+            return HandShakeDesc.rejection("RDMA device " + ctx.name + " is not active (port down or device failure)");
         }
         if (Boolean.TRUE.equals(req.readyAck())) {
             RdmaEndpoint e = ctx.endpoint(req.localNicPath());
@@ -1263,7 +1296,14 @@ public final class RdmaTransferEngine implements TransferEngine {
                     return null;
                 }
             }
-            RdmaContext ctx = ctxs[reg.context(s.seed, s.attempt)];
+            int ci = reg.activeContext(s.seed, s.attempt, ctxs);
+            if (ci < 0) {
+                LOG.warn("no RDMA device is active (port or device failure events); slice of {} bytes fails",
+                        s.length);
+                finishSlice(s, false);
+                return null;
+            }
+            RdmaContext ctx = ctxs[ci];
             PeerSegment peer = s.peer;
             int dev = peer.device(s.peerBuffer, s.seed, s.attempt);
             s.lkey = reg.lkeys()[ctx.index];

@@ -1,5 +1,6 @@
 package io.mooncake4j.engine.rdma;
 
+import io.mooncake4j.engine.rdma.verbs.AsyncEvent;
 import io.mooncake4j.engine.rdma.verbs.DeviceAttributes;
 import io.mooncake4j.engine.rdma.verbs.Gid;
 import io.mooncake4j.engine.rdma.verbs.GidEntry;
@@ -23,6 +24,7 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.BrokenBarrierException;
 import java.util.concurrent.CyclicBarrier;
+import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 
@@ -79,6 +81,19 @@ final class EmulatedRdmaProvider implements RdmaProvider {
     }
 
     // ---- knobs ----
+
+    /**
+     * Queues an asynchronous event on open device {@code device}, as the driver would
+     * ({@code IBV_EVENT_PORT_ERR} when a link goes down, {@code PORT_ACTIVE}, {@code DEVICE_FATAL}, ...).
+     */
+    synchronized EmulatedRdmaProvider injectAsyncEvent(String device, int type, int port) {
+        EmuDevice d = open.get(device);
+        if (d == null) {
+            throw new IllegalArgumentException("emulated device " + device + " is not open");
+        }
+        d.asyncEvents.add(new AsyncEvent(type, port));
+        return this;
+    }
 
     /**
      * Every {@code ibv_reg_mr} waits (outside the provider lock) until {@code parties}
@@ -319,6 +334,7 @@ final class EmulatedRdmaProvider implements RdmaProvider {
         final List<EmuMr> mrs = new ArrayList<>();
         final List<EmuCq> cqs = new ArrayList<>();
         final List<EmuQp> ownQps = new ArrayList<>();
+        final LinkedBlockingQueue<AsyncEvent> asyncEvents = new LinkedBlockingQueue<>();
         boolean closed;
 
         EmuDevice(String name, int index) {
@@ -329,6 +345,21 @@ final class EmulatedRdmaProvider implements RdmaProvider {
         @Override
         public String name() {
             return name;
+        }
+
+        @Override
+        public boolean hasAsyncEvents() {
+            return true;
+        }
+
+        @Override
+        public AsyncEvent nextAsyncEvent(int timeoutMs) {
+            try { // outside the provider lock: the reader waits here
+                return asyncEvents.poll(timeoutMs, TimeUnit.MILLISECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return null;
+            }
         }
 
         @Override

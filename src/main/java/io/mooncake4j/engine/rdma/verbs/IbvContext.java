@@ -217,6 +217,43 @@ public final class IbvContext implements AutoCloseable {
         pds.remove(child);
     }
 
+    /**
+     * The next asynchronous event of this device ({@code ibv_get_async_event}, acknowledged at
+     * once with {@code ibv_ack_async_event}), waiting at most {@code timeoutMs} for one on the
+     * context's async fd ({@code poll(2)}), or null when none came. One reader thread at a time;
+     * not under this monitor (it waits), and the caller stops reading before {@link #close}.
+     */
+    public AsyncEvent nextAsyncEvent(int timeoutMs) {
+        if (Verbs.POLL == null) {
+            throw new VerbsException("poll", 0, "libc poll(2) is not reachable through FFM");
+        }
+        int fd = context.get(JAVA_INT, VerbsLayouts.CONTEXT_ASYNC_FD);
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment pfd = arena.allocate(8, 4); // struct pollfd { int fd; short events; short revents; }
+            pfd.set(JAVA_INT, 0, fd);
+            pfd.set(JAVA_SHORT, 4, POLLIN);
+            int ready = (int) Verbs.POLL.invokeExact(pfd, 1L, timeoutMs);
+            if (ready <= 0 || (pfd.get(JAVA_SHORT, 6) & POLLIN) == 0) {
+                return null; // timeout, EINTR, or only POLLERR/POLLHUP (the caller retries after its timeout)
+            }
+            MemorySegment ev = arena.allocate(VerbsLayouts.IBV_ASYNC_EVENT);
+            int rc = (int) Verbs.GET_ASYNC_EVENT.invokeExact(context, ev);
+            if (rc != 0) {
+                return null;
+            }
+            int type = ev.get(JAVA_INT, VerbsLayouts.ASYNC_EVENT_TYPE);
+            int port = AsyncEvent.isPortEvent(type) ? ev.get(JAVA_INT, VerbsLayouts.ASYNC_EVENT_PORT_NUM) : 0;
+            Verbs.ACK_ASYNC_EVENT.invokeExact(ev);
+            return new AsyncEvent(type, port);
+        } catch (VerbsException e) {
+            throw e;
+        } catch (Throwable t) {
+            throw downcall("ibv_get_async_event", t);
+        }
+    }
+
+    private static final short POLLIN = 1;
+
     /** A verb that runs outside this monitor (memory registration) starts; close waits for it. */
     synchronized void enterCall() {
         ensureOpen();

@@ -125,6 +125,16 @@ final class Verbs {
     // int ibv_destroy_qp(struct ibv_qp *qp);                                  errno value
     static final MethodHandle DESTROY_QP = required("ibv_destroy_qp", false, FunctionDescriptor.of(JAVA_INT, ADDRESS));
 
+    // int ibv_get_async_event(struct ibv_context *context, struct ibv_async_event *event);  0 or -1
+    static final MethodHandle GET_ASYNC_EVENT = required("ibv_get_async_event", false,
+            FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS));
+    // void ibv_ack_async_event(struct ibv_async_event *event);
+    static final MethodHandle ACK_ASYNC_EVENT = required("ibv_ack_async_event", false,
+            FunctionDescriptor.ofVoid(ADDRESS));
+    // int poll(struct pollfd *fds, nfds_t nfds, int timeout);  (libc) the async fd is waited on with a timeout,
+    // so the reader thread can stop; ibv_get_async_event then does not block
+    static final MethodHandle POLL = libc("poll", FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_LONG, JAVA_INT));
+
     // Through ibv_context.ops (first argument: the function pointer).
     // int (*post_send)(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr);  errno value
     static final MethodHandle POST_SEND = pointer(FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS));
@@ -179,6 +189,17 @@ final class Verbs {
         return captureErrno
                 ? LINKER.downcallHandle(symbol.get(), fd, CAPTURE_ERRNO)
                 : LINKER.downcallHandle(symbol.get(), fd);
+    }
+
+    private static MethodHandle libc(String name, FunctionDescriptor fd) {
+        if (LIB == null) {
+            return null;
+        }
+        try {
+            return LINKER.defaultLookup().find(name).map(a -> LINKER.downcallHandle(a, fd)).orElse(null);
+        } catch (RuntimeException e) { // no native access in this mode: recorded as unavailable, never thrown here
+            return null;
+        }
     }
 
     private static MethodHandle pointer(FunctionDescriptor fd) {
