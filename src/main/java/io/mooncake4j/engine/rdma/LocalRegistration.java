@@ -1,6 +1,10 @@
 package io.mooncake4j.engine.rdma;
 
 import io.mooncake4j.engine.rdma.RdmaProvider.MemoryRegion;
+import io.mooncake4j.memory.MemoryLocation;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
 
 /**
  * One registered range and its MRs, one per context (index = context index). A buffer above
@@ -15,6 +19,44 @@ import io.mooncake4j.engine.rdma.RdmaProvider.MemoryRegion;
  */
 record LocalRegistration(long owner, long address, long length, String location, MemoryRegion[] mrs, int[] lkeys,
         int[] order, int preferred, String[] paths) {
+
+    /**
+     * A registration whose NIC order comes from {@code matrix}'s row for {@code location} (else
+     * {@code *}): its preferred NICs first, then every other context; all preferred when the row
+     * names none of them. {@code contexts} are the context names by index.
+     */
+    static LocalRegistration of(long owner, long address, long length, String location, MemoryRegion[] mrs,
+            int[] lkeys, String[] paths, Map<String, List<List<String>>> matrix, List<String> contexts) {
+        List<List<String>> row = matrix.get(location);
+        if (row == null) {
+            row = matrix.get(MemoryLocation.WILDCARD);
+        }
+        List<Integer> order = new ArrayList<>();
+        if (row != null) {
+            for (String n : row.get(0)) {
+                int i = contexts.indexOf(n);
+                if (i >= 0 && !order.contains(i)) {
+                    order.add(i);
+                }
+            }
+        }
+        int preferred = order.size();
+        for (int i = 0; i < contexts.size(); i++) {
+            if (!order.contains(i)) {
+                order.add(i);
+            }
+        }
+        if (preferred == 0) {
+            preferred = order.size();
+        }
+        return new LocalRegistration(owner, address, length, location, mrs, lkeys,
+                order.stream().mapToInt(Integer::intValue).toArray(), preferred, paths);
+    }
+
+    /** The same MRs published under another location, with that location's NIC order. */
+    LocalRegistration relocated(String newLocation, Map<String, List<List<String>>> matrix, List<String> contexts) {
+        return of(owner, address, length, newLocation, mrs, lkeys, paths, matrix, contexts);
+    }
 
     /** Whether the byte at {@code a} lies in this range. */
     boolean containsByte(long a) {

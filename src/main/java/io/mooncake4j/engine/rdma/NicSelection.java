@@ -69,6 +69,64 @@ public final class NicSelection {
         return List.copyOf(wanted);
     }
 
+    /**
+     * Mooncake's {@code MC_TE_FILTERS}: of {@code devices}, those named in the comma-separated
+     * {@code whitelist} (all when it is null or blank). Fails when it keeps none.
+     */
+    public static List<String> whitelist(List<String> devices, String whitelist) {
+        if (whitelist == null || whitelist.isBlank()) {
+            return devices;
+        }
+        Set<String> keep = new LinkedHashSet<>();
+        for (String part : whitelist.split(",")) {
+            if (!part.isBlank()) {
+                keep.add(part.strip());
+            }
+        }
+        List<String> out = devices.stream().filter(keep::contains).toList();
+        if (out.isEmpty()) {
+            throw new TransferEngineException(String.format(Locale.ROOT,
+                    "MC_TE_FILTERS '%s' keeps none of the RDMA devices %s", whitelist, devices));
+        }
+        return out;
+    }
+
+    /**
+     * A priority matrix in Mooncake's JSON form ({@code {"cpu:0": [["mlx5_0"], ["mlx5_1"]]}}, as in
+     * a descriptor and in the {@code MC_CUSTOM_TOPO_JSON} file), restricted to {@code devices}
+     * (other names are dropped). Throws {@link IllegalArgumentException} for another shape.
+     */
+    public static Map<String, Preference> parseMatrix(String json, List<String> devices) {
+        Map<String, Object> root;
+        try {
+            root = io.mooncake4j.internal.json.Json.parseObject(json);
+        } catch (RuntimeException e) {
+            throw new IllegalArgumentException("not a JSON object: " + e.getMessage(), e);
+        }
+        Map<String, Preference> m = new LinkedHashMap<>();
+        for (Map.Entry<String, Object> e : root.entrySet()) {
+            if (!(e.getValue() instanceof List<?> row) || row.size() != 2 || !(row.get(0) instanceof List<?> pref)
+                    || !(row.get(1) instanceof List<?> avail)) {
+                throw new IllegalArgumentException("entry '" + e.getKey() + "' is not [[preferred...], [available...]]");
+            }
+            m.put(e.getKey(), new Preference(names(pref, devices), names(avail, devices)));
+        }
+        return m;
+    }
+
+    private static List<String> names(List<?> raw, List<String> devices) {
+        List<String> out = new ArrayList<>();
+        for (Object o : raw) {
+            if (!(o instanceof String n)) {
+                throw new IllegalArgumentException("device name " + o + " is not a string");
+            }
+            if (devices.contains(n) && !out.contains(n)) {
+                out.add(n);
+            }
+        }
+        return out;
+    }
+
     /** Reads each device's NUMA node and PCI path under {@code sysfsRoot}. */
     public static List<Nic> discover(List<String> devices, Path sysfsRoot) {
         List<Nic> out = new ArrayList<>(devices.size());
@@ -107,27 +165,84 @@ public final class NicSelection {
     }
 
     /**
-     * Preference for a device at {@code pciPath} (a GPU's resolved sysfs path): the NICs sharing
-     * the longest PCI path prefix with it are preferred, the rest available. An unknown path
-     * prefers every NIC.
+     * Preference for a PCI device (a GPU) at the resolved sysfs path {@code pciPath} on NUMA node
+     * {@code numaNode} (-1 unknown), as Mooncake's {@code discoverCudaTopology}: the candidates
+     * are the NICs on the same NUMA node (all NICs when none is), and those at the smallest PCI
+     * distance from the device are preferred, the rest available. The distance counts the path
+     * components after the two paths' common prefix. An unknown path prefers every NIC.
      */
-    public static Preference forPciDevice(List<Nic> nics, String pciPath) {
+    public static Preference forPciDevice(List<Nic> nics, String pciPath, int numaNode) {
         if (pciPath == null || pciPath.isEmpty()) {
             return new Preference(nics.stream().map(Nic::name).toList(), List.of());
         }
-        int best = -1;
-        Map<String, Integer> shared = new LinkedHashMap<>();
-        for (Nic n : nics) {
-            int c = commonComponents(pciPath, n.pciPath());
-            shared.put(n.name(), c);
-            best = Math.max(best, c);
+        List<Nic> candidates = nics.stream().filter(n -> numaNode >= 0 && n.numaNode() == numaNode).toList();
+        if (candidates.isEmpty()) {
+            candidates = nics;
+        }
+        int best = Integer.MAX_VALUE;
+        Set<String> nearest = new LinkedHashSet<>();
+        for (Nic n : candidates) {
+            int d = pciDistance(pciPath, n.pciPath());
+            if (d < 0) {
+                continue;
+            }
+            if (d < best) {
+                best = d;
+                nearest.clear();
+            }
+            if (d == best) {
+                nearest.add(n.name());
+            }
+        }
+        if (nearest.isEmpty()) {
+            return new Preference(nics.stream().map(Nic::name).toList(), List.of());
         }
         List<String> preferred = new ArrayList<>();
         List<String> available = new ArrayList<>();
-        for (Map.Entry<String, Integer> e : shared.entrySet()) {
-            (e.getValue() == best ? preferred : available).add(e.getKey());
+        for (Nic n : nics) {
+            (nearest.contains(n.name()) ? preferred : available).add(n.name());
         }
         return new Preference(preferred, available);
+    }
+
+    /**
+     * Rows {@code cuda:i} for the GPUs whose PCI bus ids ({@code 0000:3b:00.0}, lower case) are
+     * {@code gpuBusIds} (index = GPU ordinal; null or empty = unknown), located through
+     * {@code <sysfs>/bus/pci/devices/<bus id>} (its resolved path and {@code numa_node}).
+     */
+    public static Map<String, Preference> gpuRows(List<Nic> nics, List<String> gpuBusIds, Path sysfsRoot) {
+        Map<String, Preference> rows = new LinkedHashMap<>();
+        for (int i = 0; i < gpuBusIds.size(); i++) {
+            String bus = gpuBusIds.get(i);
+            String path = "";
+            int node = -1;
+            if (bus != null && !bus.isEmpty()) {
+                Path dev = sysfsRoot.resolve("bus").resolve("pci").resolve("devices").resolve(bus.toLowerCase(Locale.ROOT));
+                path = realPath(dev);
+                node = readNumaNode(dev.resolve("numa_node"));
+            }
+            rows.put(MemoryLocation.cuda(i), forPciDevice(nics, path, node));
+        }
+        return rows;
+    }
+
+    /** Mooncake's PCI distance: path separators after the common prefix of both paths; -1 when one is unknown. */
+    static int pciDistance(String a, String b) {
+        if (a.isEmpty() || b.isEmpty()) {
+            return -1;
+        }
+        int i = 0;
+        while (i < a.length() && i < b.length() && a.charAt(i) == b.charAt(i)) {
+            i++;
+        }
+        int d = 0;
+        for (int k = i; k < a.length(); k++) {
+            d += a.charAt(k) == '/' ? 1 : 0;
+        }
+        for (int k = i; k < b.length(); k++) {
+            d += b.charAt(k) == '/' ? 1 : 0;
+        }
+        return d;
     }
 
     /**
@@ -148,19 +263,6 @@ public final class NicSelection {
         }
         m.put(MemoryLocation.WILDCARD, new Preference(nics.stream().map(Nic::name).toList(), List.of()));
         return m;
-    }
-
-    static int commonComponents(String a, String b) {
-        if (a.isEmpty() || b.isEmpty()) {
-            return 0;
-        }
-        String[] x = a.split("/");
-        String[] y = b.split("/");
-        int i = 0;
-        while (i < x.length && i < y.length && x[i].equals(y[i])) {
-            i++;
-        }
-        return i;
     }
 
     private static int readNumaNode(Path file) {

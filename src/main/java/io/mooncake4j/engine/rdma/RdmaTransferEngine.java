@@ -198,7 +198,8 @@ public final class RdmaTransferEngine implements TransferEngine {
             List<RdmaContext> ctxs = new ArrayList<>();
             HandshakeServer server = null;
             try {
-                List<String> names = NicSelection.filter(provider.deviceNames(), deviceName);
+                List<String> names = NicSelection.whitelist(NicSelection.filter(provider.deviceNames(), deviceName),
+                        config.topology().deviceFilter());
                 server = HandshakeServer.start(config.handshake(), this::handle);
                 String name = PeerAddress.format(host, server.port());
                 for (String n : names) {
@@ -215,10 +216,8 @@ public final class RdmaTransferEngine implements TransferEngine {
                 for (Device d : opened) {
                     ctxs.add(openContext(ctxs.size(), d, name));
                 }
-                List<NicSelection.Nic> nics = NicSelection.discover(names, config.sysfsRoot());
                 Map<String, List<List<String>>> matrix = new LinkedHashMap<>();
-                for (Map.Entry<String, NicSelection.Preference> e : NicSelection.cpuPriorityMatrix(nics,
-                        NicSelection.numaNodes(config.sysfsRoot())).entrySet()) {
+                for (Map.Entry<String, NicSelection.Preference> e : topology(names).entrySet()) {
                     matrix.put(e.getKey(), List.of(e.getValue().preferred(), e.getValue().available()));
                 }
                 this.priorityMatrix = Map.copyOf(matrix);
@@ -250,6 +249,39 @@ public final class RdmaTransferEngine implements TransferEngine {
             lastError = null;
             return 0;
         }
+    }
+
+    /**
+     * The priority matrix as Mooncake's {@code Topology::discover} builds it: {@code cpu:N} per NUMA
+     * node (NICs on node N preferred), {@code cuda:N} per GPU (NICs at the smallest PCI distance,
+     * same NUMA node first, preferred), and {@code *} with every NIC (which keeps C++'s device
+     * indexes equal to {@code devices[]} positions). {@code MC_CUSTOM_TOPO_JSON} replaces the
+     * discovered rows; an unreadable or malformed file is reported and discovery used.
+     */
+    private Map<String, NicSelection.Preference> topology(List<String> names) {
+        Map<String, NicSelection.Preference> rows = null;
+        Path custom = config.topology().customTopology();
+        if (custom != null) {
+            try {
+                rows = new LinkedHashMap<>(NicSelection.parseMatrix(Files.readString(custom), names));
+                LOG.info("RDMA topology from MC_CUSTOM_TOPO_JSON={}: {}", custom, rows);
+            } catch (IOException | IllegalArgumentException e) {
+                LOG.warn("MC_CUSTOM_TOPO_JSON={} cannot be used ({}); discovering the topology instead", custom,
+                        e.getMessage());
+            }
+        }
+        if (rows == null) {
+            List<NicSelection.Nic> nics = NicSelection.discover(names, config.sysfsRoot());
+            rows = new LinkedHashMap<>(NicSelection.cpuPriorityMatrix(nics, NicSelection.numaNodes(config.sysfsRoot())));
+            rows.remove(MemoryLocation.WILDCARD);
+            List<String> busIds = new ArrayList<>();
+            for (int g = 0, n = gpu.deviceCount(); g < n; g++) {
+                busIds.add(gpu.pciBusId(g).orElse(null));
+            }
+            rows.putAll(NicSelection.gpuRows(nics, busIds, config.sysfsRoot()));
+        }
+        rows.put(MemoryLocation.WILDCARD, new NicSelection.Preference(names, List.of()));
+        return rows;
     }
 
     private RdmaContext openContext(int index, Device d, String segment) {
@@ -743,9 +775,21 @@ public final class RdmaTransferEngine implements TransferEngine {
                                 + " (MC_MAX_MR_SIZE / the device's max_mr_size)", Long.toHexString(addresses[i]),
                                 lengths[i], (lengths[i] + maxMr - 1) / maxMr, maxMr);
                     }
+                    int first = added.size();
                     for (long off = 0; off < lengths[i]; off += maxMr) {
                         added.add(registerOne(ctxs, addresses[i], addresses[i] + off,
                                 Math.min(maxMr, lengths[i] - off), locations[i], access));
+                    }
+                    if (MemoryLocation.WILDCARD.equals(locations[i])) {
+                        // as Mooncake: "*" host memory is published as cpu:<node of its first page>, read
+                        // after pinning (the pages are mapped then), for all pieces of the buffer
+                        int node = config.numaNodeOf().applyAsInt(addresses[i]);
+                        if (node >= 0) {
+                            List<String> names = Arrays.stream(ctxs).map(c -> c.name).toList();
+                            for (int k = first; k < added.size(); k++) {
+                                added.set(k, added.get(k).relocated(MemoryLocation.cpu(node), priorityMatrix, names));
+                            }
+                        }
                     }
                 }
             } catch (RuntimeException e) {
@@ -788,27 +832,8 @@ public final class RdmaTransferEngine implements TransferEngine {
                 paths[i] = PATH_HOST;
             }
         }
-        List<List<String>> row = priorityMatrix.get(location);
-        if (row == null) {
-            row = priorityMatrix.get(MemoryLocation.WILDCARD);
-        }
-        List<Integer> order = new ArrayList<>();
-        if (row != null) {
-            for (String n : row.get(0)) {
-                indexOf(ctxs, n, order);
-            }
-        }
-        int preferred = order.size();
-        for (int i = 0; i < ctxs.length; i++) {
-            if (!order.contains(i)) {
-                order.add(i);
-            }
-        }
-        if (preferred == 0) {
-            preferred = order.size();
-        }
-        return new LocalRegistration(owner, address, length, location, mrs, lkeys,
-                order.stream().mapToInt(Integer::intValue).toArray(), preferred, paths);
+        return LocalRegistration.of(owner, address, length, location, mrs, lkeys, paths, priorityMatrix,
+                Arrays.stream(ctxs).map(c -> c.name).toList());
     }
 
     /**
@@ -935,14 +960,6 @@ public final class RdmaTransferEngine implements TransferEngine {
             }
         }
         return List.of();
-    }
-
-    private static void indexOf(RdmaContext[] ctxs, String name, List<Integer> out) {
-        for (int i = 0; i < ctxs.length; i++) {
-            if (ctxs[i].name.equals(name) && !out.contains(i)) {
-                out.add(i);
-            }
-        }
     }
 
     private static void closeMrs(MemoryRegion[] mrs) {

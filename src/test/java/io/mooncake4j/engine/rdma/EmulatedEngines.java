@@ -18,6 +18,7 @@ final class EmulatedEngines {
         return RdmaEngineConfig.fromEnvironment(env, HandshakeConfig.ephemeral(InetAddress.getLoopbackAddress()))
                 .withMemlockLimit(OptionalLong::empty)
                 .withIpcLock(() -> false)
+                .withNumaNodeOf(address -> -1)
                 .withSysfsRoot(NO_SYSFS);
     }
 
