@@ -57,6 +57,10 @@ final class RdmaEndpoint {
     /** Set when a bring-up failed at INIT → RTR with EINVAL (a GID/MTU problem, spec §5.1). */
     private volatile boolean rtrEinval;
     private int nextQp;
+    /** Calls of {@link #pump} (guarded by the lock; tests). */
+    private int pumps;
+    /** Whether this endpoint is in its context's queue of endpoints waiting for room (see {@link RdmaContext#awaitRoom}). */
+    final java.util.concurrent.atomic.AtomicBoolean awaitingRoom = new java.util.concurrent.atomic.AtomicBoolean();
 
     /** Creates the QPs (RESET); throws {@link VerbsException} when the device refuses. */
     RdmaEndpoint(RdmaContext ctx, String peerNicPath, RdmaSettings s) {
@@ -195,6 +199,7 @@ final class RdmaEndpoint {
     boolean pump(RdmaTransferEngine engine) {
         lock.lock();
         try {
+            pumps++;
             if (state != CONNECTED || destroyed) {
                 return false;
             }
@@ -244,7 +249,8 @@ final class RdmaEndpoint {
                         clearPosting(first, firstBad);
                         if (rc == ENOMEM) {
                             nextQp = (q + 1) % qps.length;
-                            return false; // room comes back with completions
+                            ctx.awaitRoom(this); // room comes back with completions
+                            return false;
                         }
                         LOG.warn("ibv_post_send to {} on {} failed: {}; rebuilding the endpoint", peerNicPath,
                                 ctx.name, VerbsException.errnoName(rc));
@@ -255,11 +261,22 @@ final class RdmaEndpoint {
                 }
                 nextQp = (nextQp + 1) % qps.length;
                 if (posted == 0) {
-                    return false; // no room anywhere: completions will pump again
+                    ctx.awaitRoom(this); // no room anywhere: the poller pumps this endpoint after completions
+                    return false;
                 }
                 ctx.wakePoller();
             }
             return false;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** How often {@link #pump} ran (tests: the poller must not pump idle endpoints). */
+    int pumpCount() {
+        lock.lock();
+        try {
+            return pumps;
         } finally {
             lock.unlock();
         }

@@ -402,6 +402,15 @@ public final class RdmaTransferEngine implements TransferEngine {
         return n;
     }
 
+    /** The endpoints currently mapped, over all devices (tests). */
+    List<RdmaEndpoint> endpoints() {
+        List<RdmaEndpoint> out = new ArrayList<>();
+        for (RdmaContext c : contexts) {
+            out.addAll(c.endpoints());
+        }
+        return out;
+    }
+
     /** The poller threads (tests). */
     List<Thread> pollerThreads() {
         return Arrays.stream(contexts).map(RdmaContext::pollerThread).toList();
@@ -1378,12 +1387,10 @@ public final class RdmaTransferEngine implements TransferEngine {
         }
     }
 
-    /** Poller: posts what completions made room for. */
-    void pumpAll(RdmaContext ctx) {
-        for (RdmaEndpoint e : ctx.snapshot()) {
-            if (e.state() == RdmaEndpoint.CONNECTED) {
-                pump(e);
-            }
+    /** Poller: posts what completions made room for on an endpoint that was waiting for it. */
+    void pumpFromPoller(RdmaEndpoint e) {
+        if (e.state() == RdmaEndpoint.CONNECTED) {
+            pump(e);
         }
     }
 

@@ -137,11 +137,13 @@ final class Verbs {
 
     // Through ibv_context.ops (first argument: the function pointer).
     // int (*post_send)(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr);  errno value
-    static final MethodHandle POST_SEND = pointer(FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS));
+    // post_send and poll_cq never block (they write a doorbell / read CQEs in user space), so they are linked
+    // critical: no thread-state transition per call; the GC waits at most for the call to return
+    static final MethodHandle POST_SEND = criticalPointer(FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS));
     // int (*post_recv)(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr);  errno value
     static final MethodHandle POST_RECV = pointer(FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS));
     // int (*poll_cq)(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc);   >= 0 count, < 0 failure
-    static final MethodHandle POLL_CQ = pointer(FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_INT, ADDRESS));
+    static final MethodHandle POLL_CQ = criticalPointer(FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_INT, ADDRESS));
     // int (*req_notify_cq)(struct ibv_cq *cq, int solicited_only);            errno value
     static final MethodHandle REQ_NOTIFY_CQ = pointer(FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_INT));
 
@@ -200,6 +202,10 @@ final class Verbs {
         } catch (RuntimeException e) { // no native access in this mode: recorded as unavailable, never thrown here
             return null;
         }
+    }
+
+    private static MethodHandle criticalPointer(FunctionDescriptor fd) {
+        return LIB == null ? null : LINKER.downcallHandle(fd, Linker.Option.critical(false));
     }
 
     private static MethodHandle pointer(FunctionDescriptor fd) {
