@@ -209,12 +209,27 @@ final class RdmaContext {
 
     // ------------------------------------------------------------------ CQ accounting
 
-    int cqRoom() {
-        return cqCapacity - cqOutstanding.get();
+    /**
+     * Reserves up to {@code want} CQ entries at once and returns how many it got (0 when the CQ is
+     * full). One atomic step, so endpoints posting concurrently on this context can never reserve
+     * more than the CQ holds together (an overrun would put every QP on it in error); entries not
+     * used must be given back with {@link #cqRelease(int)}.
+     */
+    int cqReserve(int want) {
+        while (true) {
+            int cur = cqOutstanding.get();
+            int got = Math.min(want, cqCapacity - cur);
+            if (got <= 0) {
+                return 0;
+            }
+            if (cqOutstanding.compareAndSet(cur, cur + got)) {
+                return got;
+            }
+        }
     }
 
-    void cqReserve() {
-        cqOutstanding.incrementAndGet();
+    void cqRelease(int n) {
+        cqOutstanding.addAndGet(-n);
     }
 
     void cqRelease() {
@@ -300,19 +315,26 @@ final class RdmaContext {
         }
     }
 
-    /** Stops the poller and waits for it. */
-    void stopPoller() {
+    /**
+     * Stops the poller and waits for it (10 s). False when it is still running (stuck in
+     * {@code ibv_poll_cq} or a completion handler): then the CQ, its QPs and the device must not
+     * be destroyed under it.
+     */
+    boolean stopPoller() {
         running = false;
         LockSupport.unpark(poller);
         if (poller.isAlive() && Thread.currentThread() != poller) {
             try {
                 if (!poller.join(java.time.Duration.ofSeconds(10))) {
-                    LOG.warn("poller {} did not stop within 10 s", poller.getName());
+                    LOG.error("poller {} did not stop within 10 s", poller.getName());
+                    return false;
                 }
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
+                return !poller.isAlive();
             }
         }
+        return true;
     }
 
     /** Teardown after the poller stopped: QPs, then the CQ, then the caller closes MRs and the device. */

@@ -208,8 +208,8 @@ final class RdmaEndpoint {
                 int n = 0;
                 for (int k = 0; k < qps.length && !queue.isEmpty(); k++) {
                     int q = (nextQp + k) % qps.length;
-                    int room = Math.min(perQpPost, maxWr - outstanding.get(q));
-                    room = Math.min(room, ctx.cqRoom());
+                    int room = Math.min(Math.min(perQpPost, maxWr - outstanding.get(q)), queue.size());
+                    room = room > 0 ? ctx.cqReserve(room) : 0; // reserved in one step: no overrun between posters
                     int first = n;
                     while (room > 0 && !queue.isEmpty()) {
                         Slice s = queue.pollFirst();
@@ -225,8 +225,10 @@ final class RdmaEndpoint {
                                 s.remote, s.rkey);
                         posting[n++] = s;
                         room--;
-                        ctx.cqReserve();
                         outstanding.incrementAndGet(q);
+                    }
+                    if (room > 0) {
+                        ctx.cqRelease(room); // reserved for slices that turned out to be aborted
                     }
                     int count = n - first;
                     if (count == 0) {
@@ -241,7 +243,7 @@ final class RdmaEndpoint {
                             Slice s = posting[i];
                             posting[i] = null;
                             s.batch.inFlight.decrementAndGet();
-                            ctx.cqRelease();
+                            ctx.cqRelease(1);
                             outstanding.decrementAndGet(q);
                             queue.addFirst(s);
                         }
@@ -291,7 +293,7 @@ final class RdmaEndpoint {
     /** Called by the poller for each completion of a slice posted here. */
     void completed(int qp) {
         outstanding.decrementAndGet(qp);
-        ctx.cqRelease();
+        ctx.cqRelease(1);
     }
 
     int outstandingTotal() {

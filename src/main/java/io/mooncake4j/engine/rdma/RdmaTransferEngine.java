@@ -72,10 +72,11 @@ import org.slf4j.LoggerFactory;
  *       the NIC is the same, as Mooncake does), so address checks are the NIC's.</li>
  * </ul>
  *
- * <p>Thread-safe. Threads: {@code mooncake-handshake-*}, {@code mooncake-rdma-poller-N} (one per
- * device) and short-lived virtual {@code mooncake-rdma-connect-N} threads for active handshakes;
- * all stop in {@link #close()}, which first drains outstanding work and then destroys QPs, CQs,
- * MRs, PDs and contexts in that order.
+ * <p>Thread-safe. Threads: {@code mooncake-handshake-*}, per device {@code mooncake-rdma-poller-N}
+ * and {@code mooncake-rdma-events-N}, short-lived platform {@code mooncake-rdma-connect-N} threads
+ * for active handshakes and {@code mooncake-rdma-control-N} for passive ones (see the package
+ * documentation); all stop in {@link #close()}, which first drains outstanding work and then
+ * destroys QPs, CQs, MRs, PDs and contexts in that order.
  *
  * <p>Posting is not confined to one thread per QP: submitting threads and the poller post under
  * the endpoint's lock; each CQ is owned by its poller.
@@ -117,6 +118,8 @@ public final class RdmaTransferEngine implements TransferEngine {
     private final ConcurrentLinkedQueue<Notify> notifies = new ConcurrentLinkedQueue<>();
     private final java.util.Set<RdmaBatch> active = ConcurrentHashMap.newKeySet();
     private final java.util.Set<Thread> connectors = ConcurrentHashMap.newKeySet();
+    /** Platform threads for passive connection bring-up (blocking verbs calls), at most 8, idle ones end after 30 s. */
+    private final java.util.concurrent.ThreadPoolExecutor controlPath = controlPathExecutor();
     private final Object lifecycle = new Object();
     private final AtomicLong failedCompletions = new AtomicLong();
     private final AtomicLong retriedSlices = new AtomicLong();
@@ -163,6 +166,15 @@ public final class RdmaTransferEngine implements TransferEngine {
         this.settings = config.settings();
         this.availability = availability;
         this.client = new HandshakeClient(config.handshake());
+    }
+
+    private static java.util.concurrent.ThreadPoolExecutor controlPathExecutor() {
+        AtomicInteger n = new AtomicInteger();
+        java.util.concurrent.ThreadPoolExecutor ex = new java.util.concurrent.ThreadPoolExecutor(8, 8, 30,
+                TimeUnit.SECONDS, new java.util.concurrent.LinkedBlockingQueue<>(),
+                r -> Thread.ofPlatform().daemon(true).name("mooncake-rdma-control-" + n.getAndIncrement()).unstarted(r));
+        ex.allowCoreThreadTimeOut(true);
+        return ex;
     }
 
     // ------------------------------------------------------------------ lifecycle
@@ -469,10 +481,17 @@ public final class RdmaTransferEngine implements TransferEngine {
         if (events != null) {
             events.close();
         }
+        controlPath.shutdown();
+        boolean[] stopped = new boolean[contexts.length];
         for (RdmaContext c : contexts) {
-            c.stopPoller();
+            stopped[c.index] = c.stopPoller();
         }
         for (RdmaContext c : contexts) {
+            if (!stopped[c.index]) {
+                LOG.error("{}: its poller is still running; its QPs, CQ and device are left open (leaked) rather than"
+                        + " destroyed under a running ibv_poll_cq", c.name);
+                continue;
+            }
             for (RdmaEndpoint e : c.endpoints()) {
                 for (Slice s : e.drainQueue()) {
                     abandon(s);
@@ -488,6 +507,9 @@ public final class RdmaTransferEngine implements TransferEngine {
             registry.clear();
         }
         for (RdmaContext c : contexts) {
+            if (!stopped[c.index]) {
+                continue;
+            }
             try {
                 c.device.close();
             } catch (RuntimeException e) {
@@ -518,7 +540,7 @@ public final class RdmaTransferEngine implements TransferEngine {
     private String handle(int type, Object request) {
         return switch (type) {
             case HandshakeFrame.METADATA -> localDescriptor().toJson();
-            case HandshakeFrame.CONNECTION -> onConnection(HandShakeDesc.fromJson(request)).toJson();
+            case HandshakeFrame.CONNECTION -> offCarrier(() -> onConnection(HandShakeDesc.fromJson(request))).toJson();
             case HandshakeFrame.PROBE -> "{\"status\":\"success\"}\n";
             case HandshakeFrame.NOTIFY -> {
                 if (!(request instanceof Map<?, ?> m)) {
@@ -529,6 +551,35 @@ public final class RdmaTransferEngine implements TransferEngine {
             }
             default -> throw new IllegalArgumentException("unknown request type " + type);
         };
+    }
+
+    /**
+     * Runs {@code call} (which makes blocking verbs downcalls: QP creation, INIT/RTR/RTS) on a
+     * platform thread when the caller is a virtual thread (the handshake server's handlers are), so
+     * that a burst of connection requests cannot pin every carrier thread; the virtual caller
+     * unmounts while it waits.
+     */
+    private <T> T offCarrier(java.util.concurrent.Callable<T> call) {
+        if (!Thread.currentThread().isVirtual()) {
+            try {
+                return call.call();
+            } catch (RuntimeException e) {
+                throw e;
+            } catch (Exception e) {
+                throw new TransferEngineException(e.getMessage(), e);
+            }
+        }
+        try {
+            return controlPath.submit(call).get();
+        } catch (java.util.concurrent.RejectedExecutionException e) {
+            throw new TransferEngineException("engine is closing", e);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new TransferEngineException("interrupted", e);
+        } catch (java.util.concurrent.ExecutionException e) {
+            throw e.getCause() instanceof RuntimeException r ? r : new TransferEngineException(String.valueOf(
+                    e.getCause()), e.getCause());
+        }
     }
 
     /** Drains the notifications received so far (Mooncake {@code getNotifies}). */
@@ -1370,7 +1421,10 @@ public final class RdmaTransferEngine implements TransferEngine {
     }
 
     private void startConnect(RdmaEndpoint e, PeerSegment peer, int dev) {
-        Thread t = Thread.ofVirtual().name("mooncake-rdma-connect-" + CONNECTORS.getAndIncrement()).unstarted(() -> {
+        // a platform thread: QP creation and the RTR/RTS transitions are blocking downcalls (RTR on RoCE may wait
+        // for neighbour resolution), which would pin a virtual thread's carrier for their whole duration
+        Thread t = Thread.ofPlatform().daemon(true).name("mooncake-rdma-connect-" + CONNECTORS.getAndIncrement())
+                .unstarted(() -> {
             try {
                 connect(e, peer, dev);
             } finally {

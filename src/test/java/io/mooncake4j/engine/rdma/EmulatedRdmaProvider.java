@@ -82,6 +82,19 @@ final class EmulatedRdmaProvider implements RdmaProvider {
 
     // ---- knobs ----
 
+    private final java.util.concurrent.atomic.AtomicInteger virtualControlCalls = new java.util.concurrent.atomic.AtomicInteger();
+
+    private void noteControlCall() {
+        if (Thread.currentThread().isVirtual()) {
+            virtualControlCalls.incrementAndGet();
+        }
+    }
+
+    /** {@code ibv_create_qp} / RTR calls made on a virtual thread (blocking downcalls would pin its carrier). */
+    int virtualControlCalls() {
+        return virtualControlCalls.get();
+    }
+
     /**
      * Queues an asynchronous event on open device {@code device}, as the driver would
      * ({@code IBV_EVENT_PORT_ERR} when a link goes down, {@code PORT_ACTIVE}, {@code DEVICE_FATAL}, ...).
@@ -469,6 +482,7 @@ final class EmulatedRdmaProvider implements RdmaProvider {
 
         @Override
         public QueuePair createRcQp(CompletionQueue cq, QpCapabilities caps) {
+            noteControlCall();
             synchronized (EmulatedRdmaProvider.this) {
                 ensureOpen();
                 EmuCq c = (EmuCq) cq;
@@ -674,6 +688,7 @@ final class EmulatedRdmaProvider implements RdmaProvider {
 
         @Override
         public void modifyToRtr(RtrAttributes r) {
+            noteControlCall();
             synchronized (EmulatedRdmaProvider.this) {
                 if (state != IbvQp.STATE_INIT) {
                     throw invalid(this, "RTR only from INIT, state is " + state);

@@ -91,6 +91,7 @@ public final class EmulatedRdmaThroughput {
             long posts0 = fabric.postCalls();
             long wrs0 = fabric.postedRequests();
             long alloc0 = allocatedBytes();
+            long cpu0 = processCpuNanos();
             long t0 = System.nanoTime();
             endAt[0] = t0 + (long) (seconds * 1e9);
             start.await();
@@ -99,16 +100,26 @@ public final class EmulatedRdmaThroughput {
             }
             double s = (System.nanoTime() - t0) / 1e9;
             long allocated = allocatedBytes() - alloc0;
+            long cpu = processCpuNanos() - cpu0;
             long wrs = fabric.postedRequests() - wrs0;
             System.out.printf(Locale.ROOT, "block %d B, batch %d, %d thread(s), %d idle peer(s): %.2f GB/s,"
-                    + " %.0f descriptors/s, %.1f descriptors per post, %.1f B allocated per descriptor%n", block,
-                    batch, threads, idlePeers, batches.get() * size / s / 1e9, wrs / s,
-                    (double) wrs / Math.max(1, fabric.postCalls() - posts0), (double) allocated / Math.max(1, wrs));
+                    + " %.0f descriptors/s, %.1f descriptors per post, %.1f B allocated per descriptor,"
+                    + " %.2f us CPU per descriptor%n", block, batch, threads, idlePeers,
+                    batches.get() * size / s / 1e9, wrs / s, (double) wrs / Math.max(1, fabric.postCalls() - posts0),
+                    (double) allocated / Math.max(1, wrs), cpu / 1e3 / Math.max(1, wrs));
         } finally {
             for (RdmaTransferEngine e : idle) {
                 e.close();
             }
         }
+    }
+
+    /** CPU time of the whole process so far ({@code com.sun.management.OperatingSystemMXBean}, reflectively). */
+    private static long processCpuNanos() throws ReflectiveOperationException {
+        Object os = Class.forName("java.lang.management.ManagementFactory").getMethod("getOperatingSystemMXBean")
+                .invoke(null);
+        return (long) Class.forName("com.sun.management.OperatingSystemMXBean").getMethod("getProcessCpuTime")
+                .invoke(os);
     }
 
     /**

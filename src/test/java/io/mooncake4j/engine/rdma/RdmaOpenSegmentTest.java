@@ -95,4 +95,21 @@ class RdmaOpenSegmentTest {
         assertEquals(-1L, second.get(20, TimeUnit.SECONDS));
         assertEquals(1, accepts.get(), "one fetch per name in flight");
     }
+
+    @Test
+    void blockingVerbsCallsOfBothHandshakeSidesRunOnPlatformThreads() {
+        EmulatedRdmaProvider fabric = new EmulatedRdmaProvider("emu0", "emu1");
+        target = EmulatedEngines.started(fabric, "emu0");
+        initiator = EmulatedEngines.started(fabric, "emu1");
+        try (io.mooncake4j.memory.HostMemoryAllocator alloc = new io.mooncake4j.memory.HostMemoryAllocator()) {
+            io.mooncake4j.memory.HostMemoryStorage l = alloc.allocate(65536);
+            io.mooncake4j.memory.HostMemoryStorage r = alloc.allocate(65536);
+            assertEquals(0, initiator.registerMemory(l.address(), 65536, "cpu:0"));
+            assertEquals(0, target.registerMemory(r.address(), 65536, "cpu:0"));
+            // the active side connects on its connector thread, the passive side answers on the handshake server
+            assertEquals(0, initiator.batchTransferSyncWrite(target.getLocalSegmentName(), new long[] {l.address()},
+                    new long[] {r.address()}, new long[] {65536}));
+        }
+        assertEquals(0, fabric.virtualControlCalls(), "ibv_create_qp / ibv_modify_qp never on a virtual thread");
+    }
 }

@@ -82,6 +82,54 @@ class RdmaPollerScalingTest {
     }
 
     @Test
+    void concurrentPostersOnOneContextNeverOverrunItsCq() throws Exception {
+        EmulatedRdmaProvider fabric = new EmulatedRdmaProvider("emu0", "emu1", "emu2");
+        // a CQ of 8 entries shared by two endpoints whose QPs could take 64 each
+        Map<String, String> env = Map.of("MC_MAX_CQE_PER_CTX", "8", "MC_NUM_QP_PER_EP", "2", "MC_SLICE_SIZE", "4096");
+        busy = EmulatedEngines.started(fabric, "emu0", EmulatedEngines.config(env));
+        quiet = EmulatedEngines.started(fabric, "emu1", EmulatedEngines.config(env));
+        initiator = EmulatedEngines.started(fabric, "emu2", EmulatedEngines.config(env));
+        HostMemoryStorage local = alloc.allocate(1L << 20);
+        HostMemoryStorage a = alloc.allocate(1L << 20);
+        HostMemoryStorage b = alloc.allocate(1L << 20);
+        assertEquals(0, initiator.registerMemory(local.address(), 1L << 20, "cpu:0"));
+        assertEquals(0, busy.registerMemory(a.address(), 1L << 20, "cpu:0"));
+        assertEquals(0, quiet.registerMemory(b.address(), 1L << 20, "cpu:0"));
+        fabric.autoProgress(false);
+        Thread nic = Thread.ofPlatform().daemon(true).start(() -> {
+            while (!Thread.currentThread().isInterrupted()) {
+                fabric.progress();
+                Thread.onSpinWait();
+            }
+        });
+        ExecutorService pool = Executors.newFixedThreadPool(8);
+        try {
+            List<Future<Integer>> results = new java.util.ArrayList<>();
+            for (int t = 0; t < 8; t++) {
+                RdmaTransferEngine to = t % 2 == 0 ? busy : quiet;
+                long dst = (t % 2 == 0 ? a : b).address() + (t / 2) * (256L << 10);
+                long src = local.address() + (t / 2) * (256L << 10);
+                results.add(pool.submit(() -> {
+                    int rc = 0;
+                    for (int r = 0; r < 10 && rc == 0; r++) {
+                        rc = initiator.batchTransferSyncWrite(to.getLocalSegmentName(), new long[] {src},
+                                new long[] {dst}, new long[] {256L << 10});
+                    }
+                    return rc;
+                }));
+            }
+            for (Future<Integer> f : results) {
+                assertEquals(0, f.get(50, TimeUnit.SECONDS));
+            }
+        } finally {
+            pool.shutdownNow();
+            nic.interrupt();
+        }
+        assertEquals(0, initiator.failedCompletions(), "no CQ overrun, no flushed work");
+        assertEquals(0, initiator.liveSlices());
+    }
+
+    @Test
     void theSlicePoolHandsOutEachSliceOnceAcrossThreads() throws Exception {
         Slice.Pool pool = new Slice.Pool();
         Set<Integer> holding = java.util.concurrent.ConcurrentHashMap.newKeySet();
