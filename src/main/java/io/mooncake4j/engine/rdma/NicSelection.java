@@ -153,6 +153,19 @@ public final class NicSelection {
         return List.copyOf(nodes);
     }
 
+    /** CPUs of NUMA node {@code node} ({@code <sysfs>/devices/system/node/node<N>/cpulist}); empty when unknown. */
+    public static java.util.BitSet nodeCpus(Path sysfsRoot, int node) {
+        if (node < 0) {
+            return new java.util.BitSet();
+        }
+        try {
+            return io.mooncake4j.internal.sys.ThreadTuning.parseCpuList(Files.readString(sysfsRoot.resolve("devices")
+                    .resolve("system").resolve("node").resolve("node" + node).resolve("cpulist")));
+        } catch (IOException e) {
+            return new java.util.BitSet();
+        }
+    }
+
     /** Preference for host memory on {@code numaNode}: NICs on that node first, all others available. */
     public static Preference forCpu(List<Nic> nics, int numaNode) {
         List<String> preferred = new ArrayList<>();

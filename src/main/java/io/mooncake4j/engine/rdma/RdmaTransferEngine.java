@@ -249,7 +249,10 @@ public final class RdmaTransferEngine implements TransferEngine {
                 }
                 return fail("initialize(protocol \"rdma\"): " + e.getMessage());
             }
-            for (RdmaContext c : contexts) {
+            for (RdmaContext c : contexts) { // pollers on their NIC's NUMA node, as Mooncake's bindToSocket
+                for (NicSelection.Nic n : NicSelection.discover(List.of(c.name), config.sysfsRoot())) {
+                    c.placePoller(n.numaNode(), NicSelection.nodeCpus(config.sysfsRoot(), n.numaNode()));
+                }
                 c.start();
             }
             asyncEvents = new AsyncEventMonitor(contexts, settings.ibPort(), this::contextFailed);
@@ -258,6 +261,7 @@ public final class RdmaTransferEngine implements TransferEngine {
             LOG.info("RDMA transport: {} device(s) {}, {} QPs per endpoint, slice {} B, retry count {}",
                     contexts.length, Arrays.stream(contexts).map(c -> c.name + " (GID index " + c.gidIndex + ")")
                             .toList(), settings.numQpPerEp(), settings.sliceSize(), settings.retryCnt());
+            LOG.info("RDMA topology: priority matrix {}", priorityMatrix);
             lastError = null;
             return 0;
         }

@@ -14,7 +14,7 @@ import java.util.concurrent.atomic.AtomicLong;
  * fabric (every work request is a memcpy under one lock), batches like
  * {@code transfer_engine_bench}. It measures slicing, posting, polling and completion handling,
  * not a NIC. Besides GB/s it prints descriptors (work requests) per second and the bytes
- * allocated per descriptor by all threads of the JVM during the run (ThreadMXBean). Run with
+ * allocated per descriptor by the data-path threads (workers, pollers; ThreadMXBean, measured in steady state after a warm-up) and the process CPU time per descriptor. Run with
  * {@code java --enable-native-access=ALL-UNNAMED -cp target/classes:target/test-classes:$(cat cp.txt)
  * io.mooncake4j.engine.rdma.EmulatedRdmaThroughput [blockBytes] [batch] [seconds] [threads] [idlePeers]}:
  * {@code threads} initiator threads submit at once (slice pool contention); {@code idlePeers}
@@ -59,6 +59,7 @@ public final class EmulatedRdmaThroughput {
             String name = target.getLocalSegmentName();
             CyclicBarrier start = new CyclicBarrier(threads + 1);
             AtomicLong batches = new AtomicLong();
+            AtomicLong workerBytes = new AtomicLong();
             long[] endAt = new long[1];
             List<Thread> workers = new ArrayList<>();
             for (int t = 0; t < threads; t++) {
@@ -77,14 +78,16 @@ public final class EmulatedRdmaThroughput {
                     }
                     try {
                         start.await();
+                        long mine0 = allocatedBytes(Thread.currentThread());
+                        while (System.nanoTime() < endAt[0]) {
+                            if (initiator.batchTransferSyncWrite(name, src, dst, len) != 0) {
+                                throw new IllegalStateException("transfer failed");
+                            }
+                            batches.incrementAndGet();
+                        }
+                        workerBytes.addAndGet(allocatedBytes(Thread.currentThread()) - mine0);
                     } catch (Exception e) {
                         throw new IllegalStateException(e);
-                    }
-                    while (System.nanoTime() < endAt[0]) {
-                        if (initiator.batchTransferSyncWrite(name, src, dst, len) != 0) {
-                            throw new IllegalStateException("transfer failed");
-                        }
-                        batches.incrementAndGet();
                     }
                 }));
             }
@@ -99,7 +102,7 @@ public final class EmulatedRdmaThroughput {
                 w.join();
             }
             double s = (System.nanoTime() - t0) / 1e9;
-            long allocated = allocatedBytes() - alloc0;
+            long allocated = allocatedBytes() - alloc0 + workerBytes.get();
             long cpu = processCpuNanos() - cpu0;
             long wrs = fabric.postedRequests() - wrs0;
             System.out.printf(Locale.ROOT, "block %d B, batch %d, %d thread(s), %d idle peer(s): %.2f GB/s,"
@@ -123,18 +126,23 @@ public final class EmulatedRdmaThroughput {
     }
 
     /**
-     * Bytes allocated so far by every live thread: HotSpot's {@code com.sun.management.ThreadMXBean}, reached
-     * reflectively (the test module does not read java.management; this class runs from the class path).
+     * Bytes allocated so far by the engines' pollers (the workers count their own): HotSpot's
+     * {@code com.sun.management.ThreadMXBean}, reached reflectively (the test module does not read
+     * java.management; this class runs from the class path).
      */
     private static long allocatedBytes() throws ReflectiveOperationException {
-        Object mx = Class.forName("java.lang.management.ManagementFactory").getMethod("getThreadMXBean").invoke(null);
-        Class<?> sun = Class.forName("com.sun.management.ThreadMXBean");
-        long[] ids = (long[]) Class.forName("java.lang.management.ThreadMXBean").getMethod("getAllThreadIds").invoke(mx);
-        long[] bytes = (long[]) sun.getMethod("getThreadAllocatedBytes", long[].class).invoke(mx, (Object) ids);
         long sum = 0;
-        for (long a : bytes) {
-            sum += Math.max(0, a);
+        for (Thread t : Thread.getAllStackTraces().keySet()) {
+            if (t.getName().startsWith("mooncake-rdma-poller-")) {
+                sum += allocatedBytes(t);
+            }
         }
         return sum;
+    }
+
+    private static long allocatedBytes(Thread t) throws ReflectiveOperationException {
+        Object mx = Class.forName("java.lang.management.ManagementFactory").getMethod("getThreadMXBean").invoke(null);
+        Class<?> sun = Class.forName("com.sun.management.ThreadMXBean");
+        return Math.max(0, (long) sun.getMethod("getThreadAllocatedBytes", long.class).invoke(mx, t.threadId()));
     }
 }
