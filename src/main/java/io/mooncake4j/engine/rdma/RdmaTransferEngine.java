@@ -1274,32 +1274,44 @@ public final class RdmaTransferEngine implements TransferEngine {
             LocalRegistrations mine = regs;
             long lo = b.local[i];
             long ro = b.remote[i];
-            if (mine.coveredFrom(lo, len) != len) {
-                LOG.warn("transfer of {} bytes from local 0x{}: not inside memory registered with this engine", len,
-                        Long.toHexString(lo));
-                b.finish(i, RdmaBatch.FAILED);
-                continue;
-            }
             PeerSegment peer = segment(b.target[i]);
-            if (peer.coveredFrom(ro, len) != len) {
-                peer = refresh(peer);
-            }
-            if (peer.coveredFrom(ro, len) != len) {
-                LOG.warn("transfer of {} bytes at 0x{} of {}: not inside the peer's registered buffers", len,
-                        Long.toHexString(ro), peer.descriptor.name());
-                b.finish(i, RdmaBatch.FAILED);
-                continue;
+            LocalRegistration whole = mine.containing(lo);
+            int wholeBuf = peer.bufferAt(ro);
+            // the common case: the task lies in one registration and one peer buffer (one lookup each)
+            boolean single = whole != null && whole.bytesToEnd(lo) >= len && wholeBuf >= 0
+                    && peer.bytesToEnd(wholeBuf, ro) >= len;
+            if (!single) {
+                if (mine.coveredFrom(lo, len) != len) {
+                    LOG.warn("transfer of {} bytes from local 0x{}: not inside memory registered with this engine",
+                            len, Long.toHexString(lo));
+                    b.finish(i, RdmaBatch.FAILED);
+                    continue;
+                }
+                if (peer.coveredFrom(ro, len) != len) {
+                    peer = refresh(peer);
+                }
+                if (peer.coveredFrom(ro, len) != len) {
+                    LOG.warn("transfer of {} bytes at 0x{} of {}: not inside the peer's registered buffers", len,
+                            Long.toHexString(ro), peer.descriptor.name());
+                    b.finish(i, RdmaBatch.FAILED);
+                    continue;
+                }
             }
             // slices are capped at the end of the registration / peer buffer they start in (Mooncake's
             // SliceLengthCalculator), so a task may span adjacent buffers on either side
             int slicesInTask = 0;
-            for (long off = 0; off < len; slicesInTask++) {
-                off += sliceLength(mine, peer, lo + off, ro + off, len - off);
+            if (single) {
+                slicesInTask = sliceCount(len);
+            } else {
+                for (long off = 0; off < len; slicesInTask++) {
+                    off += sliceLength(mine, peer, lo + off, ro + off, len - off);
+                }
             }
             b.expectSlices(i, slicesInTask);
             long off = 0;
             for (int j = 0; j < slicesInTask; j++) {
-                long sliceLen = sliceLength(mine, peer, lo + off, ro + off, len - off);
+                long sliceLen = single ? (j == slicesInTask - 1 ? len - off : settings.sliceSize())
+                        : sliceLength(mine, peer, lo + off, ro + off, len - off);
                 Slice s = slices.acquire();
                 s.batch = b;
                 s.task = i;
@@ -1310,9 +1322,9 @@ public final class RdmaTransferEngine implements TransferEngine {
                 s.attempt = 0;
                 s.seed = seeds.getAndIncrement();
                 s.peer = peer;
-                s.peerBuffer = peer.bufferAt(ro + off);
+                s.peerBuffer = single ? wholeBuf : peer.bufferAt(ro + off);
                 off += sliceLen;
-                RdmaEndpoint e = dispatch(s, mine.containing(s.local));
+                RdmaEndpoint e = dispatch(s, single ? whole : mine.containing(s.local));
                 if (e != null && !touched.contains(e)) {
                     touched.add(e);
                 }
