@@ -25,6 +25,8 @@ import java.util.TreeSet;
  */
 public final class NicSelection {
 
+    private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(NicSelection.class);
+
     /** The conventional sysfs mount point. */
     public static final Path SYSFS = Path.of("/sys");
 
@@ -256,6 +258,36 @@ public final class NicSelection {
             d += b.charAt(k) == '/' ? 1 : 0;
         }
         return d;
+    }
+
+    /**
+     * The priority matrix as Mooncake's {@code Topology::discover} builds it: {@code cpu:N} per NUMA
+     * node (NICs on node N preferred), {@code cuda:N} per GPU whose PCI bus id is
+     * {@code gpuBusIds[N]} (NICs at the smallest PCI distance, same NUMA node first, preferred), and
+     * {@code *} with every NIC (which keeps C++'s device indexes equal to {@code devices[]}
+     * positions). A {@code customTopology} file ({@code MC_CUSTOM_TOPO_JSON}) replaces the discovered
+     * rows; an unreadable or malformed one is reported (WARN) and discovery used.
+     */
+    public static Map<String, Preference> priorityMatrix(List<String> names, Path sysfsRoot, Path customTopology,
+            List<String> gpuBusIds) {
+        Map<String, Preference> rows = null;
+        if (customTopology != null) {
+            try {
+                rows = new LinkedHashMap<>(parseMatrix(Files.readString(customTopology), names));
+                LOG.info("RDMA topology from MC_CUSTOM_TOPO_JSON={}: {}", customTopology, rows);
+            } catch (IOException | IllegalArgumentException e) {
+                LOG.warn("MC_CUSTOM_TOPO_JSON={} cannot be used ({}); discovering the topology instead",
+                        customTopology, e.getMessage());
+            }
+        }
+        if (rows == null) {
+            List<Nic> nics = discover(names, sysfsRoot);
+            rows = new LinkedHashMap<>(cpuPriorityMatrix(nics, numaNodes(sysfsRoot)));
+            rows.remove(MemoryLocation.WILDCARD);
+            rows.putAll(gpuRows(nics, gpuBusIds, sysfsRoot));
+        }
+        rows.put(MemoryLocation.WILDCARD, new Preference(names, List.of()));
+        return rows;
     }
 
     /**

@@ -92,15 +92,12 @@ public final class RdmaTransferEngine implements TransferEngine {
     /** A notification received through the handshake port (Notify, type 2). */
     public record Notify(String name, String message) {}
 
-    /** GPU memory registered as a dma-buf ({@code ibv_reg_dmabuf_mr}). */
-    static final String PATH_DMA_BUF = "dma-buf";
-    /** GPU memory registered by its device pointer ({@code ibv_reg_mr}, needs nvidia_peermem). */
-    static final String PATH_PEER_MEMORY = "peer-memory";
-    /** Host memory ({@code ibv_reg_mr}). */
+    /** Host memory ({@code ibv_reg_mr}); the GPU paths are {@link GpuDirectRegistration}'s. */
     static final String PATH_HOST = "host";
 
     private final RdmaProvider provider;
     private final GpuDirectSupport gpu;
+    private final GpuDirectRegistration gpuRegistration;
     private final RdmaEngineConfig config;
     /** The {@code MC_*} settings, clamped to the devices' limits at {@link #initialize}. */
     private volatile RdmaSettings settings;
@@ -166,6 +163,7 @@ public final class RdmaTransferEngine implements TransferEngine {
         this.settings = config.settings();
         this.availability = availability;
         this.client = new HandshakeClient(config.handshake());
+        this.gpuRegistration = new GpuDirectRegistration(provider, gpu, config.sysfsRoot());
     }
 
     private static java.util.concurrent.ThreadPoolExecutor controlPathExecutor() {
@@ -267,37 +265,13 @@ public final class RdmaTransferEngine implements TransferEngine {
         }
     }
 
-    /**
-     * The priority matrix as Mooncake's {@code Topology::discover} builds it: {@code cpu:N} per NUMA
-     * node (NICs on node N preferred), {@code cuda:N} per GPU (NICs at the smallest PCI distance,
-     * same NUMA node first, preferred), and {@code *} with every NIC (which keeps C++'s device
-     * indexes equal to {@code devices[]} positions). {@code MC_CUSTOM_TOPO_JSON} replaces the
-     * discovered rows; an unreadable or malformed file is reported and discovery used.
-     */
+    /** The priority matrix ({@link NicSelection#priorityMatrix}), GPUs' bus ids from {@link GpuDirectSupport}. */
     private Map<String, NicSelection.Preference> topology(List<String> names) {
-        Map<String, NicSelection.Preference> rows = null;
-        Path custom = config.topology().customTopology();
-        if (custom != null) {
-            try {
-                rows = new LinkedHashMap<>(NicSelection.parseMatrix(Files.readString(custom), names));
-                LOG.info("RDMA topology from MC_CUSTOM_TOPO_JSON={}: {}", custom, rows);
-            } catch (IOException | IllegalArgumentException e) {
-                LOG.warn("MC_CUSTOM_TOPO_JSON={} cannot be used ({}); discovering the topology instead", custom,
-                        e.getMessage());
-            }
+        List<String> busIds = new ArrayList<>();
+        for (int g = 0, n = gpu.deviceCount(); g < n; g++) {
+            busIds.add(gpu.pciBusId(g).orElse(null));
         }
-        if (rows == null) {
-            List<NicSelection.Nic> nics = NicSelection.discover(names, config.sysfsRoot());
-            rows = new LinkedHashMap<>(NicSelection.cpuPriorityMatrix(nics, NicSelection.numaNodes(config.sysfsRoot())));
-            rows.remove(MemoryLocation.WILDCARD);
-            List<String> busIds = new ArrayList<>();
-            for (int g = 0, n = gpu.deviceCount(); g < n; g++) {
-                busIds.add(gpu.pciBusId(g).orElse(null));
-            }
-            rows.putAll(NicSelection.gpuRows(nics, busIds, config.sysfsRoot()));
-        }
-        rows.put(MemoryLocation.WILDCARD, new NicSelection.Preference(names, List.of()));
-        return rows;
+        return NicSelection.priorityMatrix(names, config.sysfsRoot(), config.topology().customTopology(), busIds);
     }
 
     private RdmaContext openContext(int index, Device d, String segment) {
@@ -880,7 +854,11 @@ public final class RdmaTransferEngine implements TransferEngine {
         int[] lkeys = new int[ctxs.length];
         String[] paths = new String[ctxs.length];
         if (MemoryLocation.isCuda(location)) {
-            registerGpu(ctxs, address, length, MemoryLocation.index(location), access, mrs, paths);
+            Device[] devices = new Device[ctxs.length];
+            for (int i = 0; i < ctxs.length; i++) {
+                devices[i] = ctxs[i].device;
+            }
+            gpuRegistration.register(devices, address, length, MemoryLocation.index(location), access, mrs, paths);
             for (int i = 0; i < ctxs.length; i++) {
                 lkeys[i] = mrs[i].lkey();
             }
@@ -901,91 +879,6 @@ public final class RdmaTransferEngine implements TransferEngine {
     }
 
     /**
-     * GPUDirect registration of GPU {@code gpuIndex}'s memory on every context, filling
-     * {@code mrs}/{@code paths}: the range is exported once as a dma-buf (when the library has
-     * {@code ibv_reg_dmabuf_mr} and the GPU can export), registered with it on each device
-     * (offset within the export, iova = the device address), and the descriptor closed
-     * afterwards; a device that refuses it, or no dma-buf at all, falls back to {@code ibv_reg_mr}
-     * on the device pointer (the peer-memory path). Throws with both causes and the fixes when a
-     * device can do neither; then nothing stays registered.
-     */
-    private void registerGpu(RdmaContext[] ctxs, long address, long length, int gpuIndex, int access,
-            MemoryRegion[] mrs, String[] paths) {
-        String dmaBufProblem = dmaBufProblem(gpuIndex);
-        GpuDirectSupport.DmaBuf buf = null;
-        if (dmaBufProblem == null) {
-            try {
-                buf = gpu.exportDmaBuf(gpuIndex, address, length);
-            } catch (RuntimeException e) {
-                dmaBufProblem = "dma-buf export failed: " + e.getMessage();
-            }
-        }
-        try {
-            for (int i = 0; i < ctxs.length; i++) {
-                Device d = ctxs[i].device;
-                String deviceProblem = dmaBufProblem;
-                if (buf != null) {
-                    try {
-                        mrs[i] = d.registerDmabuf(buf.offset(), length, address, buf.fd(), access);
-                        paths[i] = PATH_DMA_BUF;
-                        continue;
-                    } catch (RuntimeException e) {
-                        deviceProblem = e.getMessage();
-                    }
-                }
-                try {
-                    mrs[i] = d.register(address, length, access);
-                    paths[i] = PATH_PEER_MEMORY;
-                    if (buf != null) {
-                        LOG.warn("{}: ibv_reg_dmabuf_mr refused GPU memory at 0x{} ({}); registered through the"
-                                + " peer-memory path instead", d.name(), Long.toHexString(address), deviceProblem);
-                    }
-                } catch (RuntimeException e) {
-                    throw new TransferEngineException(String.format(Locale.ROOT,
-                            "cannot register GPU memory cuda:%d at 0x%x (%d bytes) on %s for GPUDirect RDMA."
-                                    + " dma-buf path: %s. Peer-memory path (ibv_reg_mr on the device pointer): %s."
-                                    + " Fix one of: load the peer-memory module (modprobe nvidia_peermem); use a"
-                                    + " kernel >= 5.12 with an NVIDIA driver that exports dma-bufs and rdma-core >= 34"
-                                    + " (ibv_reg_dmabuf_mr); or use protocol \"tcp\", which stages GPU memory through"
-                                    + " pinned host buffers", gpuIndex, address, length, d.name(), deviceProblem,
-                            e.getMessage()), e);
-                }
-            }
-        } catch (RuntimeException e) {
-            closeMrs(mrs);
-            Arrays.fill(mrs, null);
-            throw e;
-        } finally {
-            if (buf != null) {
-                gpu.closeDmaBuf(buf.fd());
-            }
-        }
-        LOG.info("registered GPU memory cuda:{} at 0x{} ({} bytes) for GPUDirect RDMA on {}: {}", gpuIndex,
-                Long.toHexString(address), length, Arrays.stream(ctxs).map(c -> c.name).toList(), List.of(paths));
-        if (buf == null) {
-            LOG.info("dma-buf registration not used for cuda:{}: {}", gpuIndex, dmaBufProblem);
-        }
-    }
-
-    /** Why the dma-buf path cannot be tried for GPU {@code gpuIndex}, or null when it can. */
-    private String dmaBufProblem(int gpuIndex) {
-        if (!provider.supportsDmabuf()) {
-            return "libibverbs has no ibv_reg_dmabuf_mr (rdma-core >= 34 needed)";
-        }
-        try {
-            return gpu.dmaBufUnsupported(gpuIndex).orElse(null);
-        } catch (RuntimeException e) {
-            return e.getMessage();
-        }
-    }
-
-    /** Whether sysfs shows a peer-memory module ({@code nvidia_peermem}, or the older {@code nv_peer_mem}). */
-    static boolean peerMemoryModuleLoaded(Path sysfsRoot) {
-        return Files.isDirectory(sysfsRoot.resolve("module/nvidia_peermem"))
-                || Files.isDirectory(sysfsRoot.resolve("module/nv_peer_mem"));
-    }
-
-    /**
      * {@link DeviceMemoryAccess.Kind#DIRECT} for {@code cuda:N} when GPU memory is usable here: the
      * description says whether dma-buf registration will be used or the peer-memory path (and
      * whether {@code nvidia_peermem} is seen in sysfs; registration reports it if it is missing).
@@ -994,26 +887,7 @@ public final class RdmaTransferEngine implements TransferEngine {
      */
     @Override
     public DeviceMemoryAccess deviceMemoryAccess(String location) {
-        if (!MemoryLocation.isCuda(location)) {
-            return DeviceMemoryAccess.unknown();
-        }
-        try {
-            gpu.checkLocation(location);
-        } catch (RuntimeException e) {
-            return DeviceMemoryAccess.unsupported(String.format(Locale.ROOT,
-                    "the RDMA transport reaches GPU memory at %s directly (GPUDirect RDMA), but: %s", location,
-                    e.getMessage()));
-        }
-        int dev = MemoryLocation.index(location);
-        String dmaBuf = dmaBufProblem(dev);
-        boolean peer = peerMemoryModuleLoaded(config.sysfsRoot());
-        if (dmaBuf == null) {
-            return DeviceMemoryAccess.direct("GPUDirect RDMA: registered as a dma-buf (cuMemGetHandleForAddressRange"
-                    + " + ibv_reg_dmabuf_mr)" + (peer ? "; the peer-memory path (nvidia_peermem) as fallback" : ""));
-        }
-        return DeviceMemoryAccess.direct("GPUDirect RDMA through the peer-memory path (ibv_reg_mr on the device"
-                + " pointer; " + (peer ? "nvidia_peermem is loaded" : "needs nvidia_peermem, which sysfs does not show"
-                + " loaded: registration fails with the fix if it is missing") + "); dma-buf not used: " + dmaBuf);
+        return gpuRegistration.access(location);
     }
 
     /** How each device registered the buffer at {@code address} ({@code "host"}, {@code "dma-buf"}, {@code "peer-memory"}), or empty (tests, diagnostics). */
@@ -1026,7 +900,7 @@ public final class RdmaTransferEngine implements TransferEngine {
         return List.of();
     }
 
-    private static void closeMrs(MemoryRegion[] mrs) {
+    static void closeMrs(MemoryRegion[] mrs) {
         for (MemoryRegion mr : mrs) {
             if (mr != null) {
                 try {
