@@ -21,8 +21,11 @@ import org.slf4j.LoggerFactory;
  * closes them in the order QPs, CQs, MRs, PDs, then the context: QPs are first moved to ERR and
  * the CQs drained so the NIC no longer touches registered memory.
  *
- * <p>Control-path methods synchronise on this object. The ops function pointers are read once at
- * open and handed to each CQ and QP.
+ * <p>Control-path methods synchronise on this object, except memory registration (long pins must
+ * not hold up QP creation and modification): registrations are counted while in flight and
+ * {@link #close} waits for them. {@link #nextAsyncEvent} is called by one reader thread, which
+ * stops before {@link #close}. The ops function pointers are read once at open and handed to
+ * each CQ and QP.
  */
 @SuppressWarnings("restricted") // deliberate FFM: native pointers are sized with reinterpret, handles linked here
 public final class IbvContext implements AutoCloseable {
