@@ -277,5 +277,14 @@ int main(void)
     M(ibv_wc, slid);
     M(ibv_wc, sl);
     M(ibv_wc, dlid_path_bits);
+    S(ibv_async_event);
+    M(ibv_async_event, element);
+    M(ibv_async_event, element.cq);
+    M(ibv_async_event, element.qp);
+    M(ibv_async_event, element.srq);
+    M(ibv_async_event, element.wq);
+    M(ibv_async_event, element.port_num);
+    M(ibv_async_event, event_type);
+
     return 0;
 }

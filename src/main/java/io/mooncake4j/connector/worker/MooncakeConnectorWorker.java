@@ -807,7 +807,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         private final TransferEngine engine;
         private final KvCacheConfig kvCacheConfig;
         private int physicalBlocksPerLogicalBlock = 1;
-        private Supplier<OptionalLong> memlockLimit = ResourceLimits::memlockSoftLimit;
+        private Supplier<OptionalLong> memlockLimit = ResourceLimits::effectiveMemlockLimit;
         private SideChannelHandler sideChannelHandler;
         private LongSupplier nanoClock = System::nanoTime;
         private boolean mla;
@@ -834,7 +834,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
             return this;
         }
 
-        /** Where the soft RLIMIT_MEMLOCK comes from (tests pin it); default getrlimit(2). */
+        /** Where the soft RLIMIT_MEMLOCK comes from (tests pin it); default getrlimit(2), unlimited with CAP_IPC_LOCK. */
         public Builder memlockLimit(Supplier<OptionalLong> source) {
             this.memlockLimit = Objects.requireNonNull(source, "source");
             return this;

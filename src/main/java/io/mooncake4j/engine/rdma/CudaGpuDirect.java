@@ -52,6 +52,30 @@ final class CudaGpuDirect implements GpuDirectSupport {
     }
 
     @Override
+    public int deviceCount() {
+        return unavailability().isPresent() ? 0 : CudaAvailability.deviceCount();
+    }
+
+    /** {@code cudaDeviceGetPCIBusId}, lower-cased as sysfs names PCI functions. */
+    @Override
+    public Optional<String> pciBusId(int device) {
+        if (unavailability().isPresent()) {
+            return Optional.empty();
+        }
+        try { // JCuda is reached reflectively, as in memory.cuda (no module dependency on it)
+            Class<?> jcuda = Class.forName("jcuda.runtime.JCuda", true, CudaGpuDirect.class.getClassLoader());
+            String[] id = new String[1];
+            int rc = (int) jcuda.getMethod("cudaDeviceGetPCIBusId", String[].class, int.class, int.class)
+                    .invoke(null, id, 64, device);
+            return rc == 0 && id[0] != null && !id[0].isBlank()
+                    ? Optional.of(id[0].strip().toLowerCase(java.util.Locale.ROOT)) : Optional.empty();
+        } catch (ReflectiveOperationException | RuntimeException | LinkageError e) {
+            LOG.debug("cudaDeviceGetPCIBusId({}) failed: {}", device, e.toString());
+            return Optional.empty();
+        }
+    }
+
+    @Override
     public String toString() {
         return "CudaGpuDirect";
     }

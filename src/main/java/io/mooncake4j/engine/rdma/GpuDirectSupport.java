@@ -38,6 +38,16 @@ public interface GpuDirectSupport {
     /** Closes a descriptor from {@link #exportDmaBuf}, once every registration using it is done. */
     void closeDmaBuf(int fd);
 
+    /** GPUs visible to this process (0 when GPUs are unavailable); their ordinals are the {@code N} of {@code cuda:N}. */
+    default int deviceCount() {
+        return 0;
+    }
+
+    /** GPU {@code device}'s PCI bus id in sysfs form ({@code 0000:3b:00.0}, lower case), or empty when unknown. */
+    default Optional<String> pciBusId(int device) {
+        return Optional.empty();
+    }
+
     /** The CUDA implementation (process-wide state, so one instance). */
     static GpuDirectSupport cuda() {
         return CudaGpuDirect.INSTANCE;

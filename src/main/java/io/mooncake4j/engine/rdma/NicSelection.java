@@ -25,6 +25,8 @@ import java.util.TreeSet;
  */
 public final class NicSelection {
 
+    private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(NicSelection.class);
+
     /** The conventional sysfs mount point. */
     public static final Path SYSFS = Path.of("/sys");
 
@@ -69,6 +71,64 @@ public final class NicSelection {
         return List.copyOf(wanted);
     }
 
+    /**
+     * Mooncake's {@code MC_TE_FILTERS}: of {@code devices}, those named in the comma-separated
+     * {@code whitelist} (all when it is null or blank). Fails when it keeps none.
+     */
+    public static List<String> whitelist(List<String> devices, String whitelist) {
+        if (whitelist == null || whitelist.isBlank()) {
+            return devices;
+        }
+        Set<String> keep = new LinkedHashSet<>();
+        for (String part : whitelist.split(",")) {
+            if (!part.isBlank()) {
+                keep.add(part.strip());
+            }
+        }
+        List<String> out = devices.stream().filter(keep::contains).toList();
+        if (out.isEmpty()) {
+            throw new TransferEngineException(String.format(Locale.ROOT,
+                    "MC_TE_FILTERS '%s' keeps none of the RDMA devices %s", whitelist, devices));
+        }
+        return out;
+    }
+
+    /**
+     * A priority matrix in Mooncake's JSON form ({@code {"cpu:0": [["mlx5_0"], ["mlx5_1"]]}}, as in
+     * a descriptor and in the {@code MC_CUSTOM_TOPO_JSON} file), restricted to {@code devices}
+     * (other names are dropped). Throws {@link IllegalArgumentException} for another shape.
+     */
+    public static Map<String, Preference> parseMatrix(String json, List<String> devices) {
+        Map<String, Object> root;
+        try {
+            root = io.mooncake4j.internal.json.Json.parseObject(json);
+        } catch (RuntimeException e) {
+            throw new IllegalArgumentException("not a JSON object: " + e.getMessage(), e);
+        }
+        Map<String, Preference> m = new LinkedHashMap<>();
+        for (Map.Entry<String, Object> e : root.entrySet()) {
+            if (!(e.getValue() instanceof List<?> row) || row.size() != 2 || !(row.get(0) instanceof List<?> pref)
+                    || !(row.get(1) instanceof List<?> avail)) {
+                throw new IllegalArgumentException("entry '" + e.getKey() + "' is not [[preferred...], [available...]]");
+            }
+            m.put(e.getKey(), new Preference(names(pref, devices), names(avail, devices)));
+        }
+        return m;
+    }
+
+    private static List<String> names(List<?> raw, List<String> devices) {
+        List<String> out = new ArrayList<>();
+        for (Object o : raw) {
+            if (!(o instanceof String n)) {
+                throw new IllegalArgumentException("device name " + o + " is not a string");
+            }
+            if (devices.contains(n) && !out.contains(n)) {
+                out.add(n);
+            }
+        }
+        return out;
+    }
+
     /** Reads each device's NUMA node and PCI path under {@code sysfsRoot}. */
     public static List<Nic> discover(List<String> devices, Path sysfsRoot) {
         List<Nic> out = new ArrayList<>(devices.size());
@@ -95,6 +155,19 @@ public final class NicSelection {
         return List.copyOf(nodes);
     }
 
+    /** CPUs of NUMA node {@code node} ({@code <sysfs>/devices/system/node/node<N>/cpulist}); empty when unknown. */
+    public static java.util.BitSet nodeCpus(Path sysfsRoot, int node) {
+        if (node < 0) {
+            return new java.util.BitSet();
+        }
+        try {
+            return io.mooncake4j.internal.sys.ThreadTuning.parseCpuList(Files.readString(sysfsRoot.resolve("devices")
+                    .resolve("system").resolve("node").resolve("node" + node).resolve("cpulist")));
+        } catch (IOException e) {
+            return new java.util.BitSet();
+        }
+    }
+
     /** Preference for host memory on {@code numaNode}: NICs on that node first, all others available. */
     public static Preference forCpu(List<Nic> nics, int numaNode) {
         List<String> preferred = new ArrayList<>();
@@ -107,27 +180,114 @@ public final class NicSelection {
     }
 
     /**
-     * Preference for a device at {@code pciPath} (a GPU's resolved sysfs path): the NICs sharing
-     * the longest PCI path prefix with it are preferred, the rest available. An unknown path
-     * prefers every NIC.
+     * Preference for a PCI device (a GPU) at the resolved sysfs path {@code pciPath} on NUMA node
+     * {@code numaNode} (-1 unknown), as Mooncake's {@code discoverCudaTopology}: the candidates
+     * are the NICs on the same NUMA node (all NICs when none is), and those at the smallest PCI
+     * distance from the device are preferred, the rest available. The distance counts the path
+     * components after the two paths' common prefix. An unknown path prefers every NIC.
      */
-    public static Preference forPciDevice(List<Nic> nics, String pciPath) {
+    public static Preference forPciDevice(List<Nic> nics, String pciPath, int numaNode) {
         if (pciPath == null || pciPath.isEmpty()) {
             return new Preference(nics.stream().map(Nic::name).toList(), List.of());
         }
-        int best = -1;
-        Map<String, Integer> shared = new LinkedHashMap<>();
-        for (Nic n : nics) {
-            int c = commonComponents(pciPath, n.pciPath());
-            shared.put(n.name(), c);
-            best = Math.max(best, c);
+        List<Nic> candidates = nics.stream().filter(n -> numaNode >= 0 && n.numaNode() == numaNode).toList();
+        if (candidates.isEmpty()) {
+            candidates = nics;
+        }
+        int best = Integer.MAX_VALUE;
+        Set<String> nearest = new LinkedHashSet<>();
+        for (Nic n : candidates) {
+            int d = pciDistance(pciPath, n.pciPath());
+            if (d < 0) {
+                continue;
+            }
+            if (d < best) {
+                best = d;
+                nearest.clear();
+            }
+            if (d == best) {
+                nearest.add(n.name());
+            }
+        }
+        if (nearest.isEmpty()) {
+            return new Preference(nics.stream().map(Nic::name).toList(), List.of());
         }
         List<String> preferred = new ArrayList<>();
         List<String> available = new ArrayList<>();
-        for (Map.Entry<String, Integer> e : shared.entrySet()) {
-            (e.getValue() == best ? preferred : available).add(e.getKey());
+        for (Nic n : nics) {
+            (nearest.contains(n.name()) ? preferred : available).add(n.name());
         }
         return new Preference(preferred, available);
+    }
+
+    /**
+     * Rows {@code cuda:i} for the GPUs whose PCI bus ids ({@code 0000:3b:00.0}, lower case) are
+     * {@code gpuBusIds} (index = GPU ordinal; null or empty = unknown), located through
+     * {@code <sysfs>/bus/pci/devices/<bus id>} (its resolved path and {@code numa_node}).
+     */
+    public static Map<String, Preference> gpuRows(List<Nic> nics, List<String> gpuBusIds, Path sysfsRoot) {
+        Map<String, Preference> rows = new LinkedHashMap<>();
+        for (int i = 0; i < gpuBusIds.size(); i++) {
+            String bus = gpuBusIds.get(i);
+            String path = "";
+            int node = -1;
+            if (bus != null && !bus.isEmpty()) {
+                Path dev = sysfsRoot.resolve("bus").resolve("pci").resolve("devices").resolve(bus.toLowerCase(Locale.ROOT));
+                path = realPath(dev);
+                node = readNumaNode(dev.resolve("numa_node"));
+            }
+            rows.put(MemoryLocation.cuda(i), forPciDevice(nics, path, node));
+        }
+        return rows;
+    }
+
+    /** Mooncake's PCI distance: path separators after the common prefix of both paths; -1 when one is unknown. */
+    static int pciDistance(String a, String b) {
+        if (a.isEmpty() || b.isEmpty()) {
+            return -1;
+        }
+        int i = 0;
+        while (i < a.length() && i < b.length() && a.charAt(i) == b.charAt(i)) {
+            i++;
+        }
+        int d = 0;
+        for (int k = i; k < a.length(); k++) {
+            d += a.charAt(k) == '/' ? 1 : 0;
+        }
+        for (int k = i; k < b.length(); k++) {
+            d += b.charAt(k) == '/' ? 1 : 0;
+        }
+        return d;
+    }
+
+    /**
+     * The priority matrix as Mooncake's {@code Topology::discover} builds it: {@code cpu:N} per NUMA
+     * node (NICs on node N preferred), {@code cuda:N} per GPU whose PCI bus id is
+     * {@code gpuBusIds[N]} (NICs at the smallest PCI distance, same NUMA node first, preferred), and
+     * {@code *} with every NIC (which keeps C++'s device indexes equal to {@code devices[]}
+     * positions). A {@code customTopology} file ({@code MC_CUSTOM_TOPO_JSON}) replaces the discovered
+     * rows; an unreadable or malformed one is reported (WARN) and discovery used.
+     */
+    public static Map<String, Preference> priorityMatrix(List<String> names, Path sysfsRoot, Path customTopology,
+            List<String> gpuBusIds) {
+        Map<String, Preference> rows = null;
+        if (customTopology != null) {
+            try {
+                rows = new LinkedHashMap<>(parseMatrix(Files.readString(customTopology), names));
+                LOG.info("RDMA topology from MC_CUSTOM_TOPO_JSON={}: {}", customTopology, rows);
+            } catch (IOException | IllegalArgumentException e) {
+                LOG.warn("MC_CUSTOM_TOPO_JSON={} cannot be used ({}); discovering the topology instead",
+                        customTopology, e.getMessage());
+            }
+        }
+        if (rows == null) {
+            List<Nic> nics = discover(names, sysfsRoot);
+            rows = new LinkedHashMap<>(cpuPriorityMatrix(nics, numaNodes(sysfsRoot)));
+            rows.remove(MemoryLocation.WILDCARD);
+            rows.putAll(gpuRows(nics, gpuBusIds, sysfsRoot));
+        }
+        rows.put(MemoryLocation.WILDCARD, new Preference(names, List.of()));
+        return rows;
     }
 
     /**
@@ -148,19 +308,6 @@ public final class NicSelection {
         }
         m.put(MemoryLocation.WILDCARD, new Preference(nics.stream().map(Nic::name).toList(), List.of()));
         return m;
-    }
-
-    static int commonComponents(String a, String b) {
-        if (a.isEmpty() || b.isEmpty()) {
-            return 0;
-        }
-        String[] x = a.split("/");
-        String[] y = b.split("/");
-        int i = 0;
-        while (i < x.length && i < y.length && x[i].equals(y[i])) {
-            i++;
-        }
-        return i;
     }
 
     private static int readNumaNode(Path file) {

@@ -103,15 +103,36 @@ final class PeerSegment {
         return "rdma".equals(descriptor.protocol());
     }
 
-    /** The first buffer wholly containing {@code [a, a+len)} that has keys for every device, or -1. */
-    int find(long a, long len) {
+    /** The first buffer holding the byte at {@code a} that has keys for every device, or -1. */
+    int bufferAt(long a) {
         for (int b = 0; b < addr.length; b++) {
-            if (Long.compareUnsigned(a, addr[b]) >= 0 && Long.compareUnsigned(len, length[b]) <= 0
-                    && Long.compareUnsigned(a - addr[b], length[b] - len) <= 0) {
-                return rkey[b].length == nicPath.length && order[b].length > 0 ? b : -1;
+            if (Long.compareUnsigned(a, addr[b]) >= 0 && Long.compareUnsigned(a - addr[b], length[b]) < 0
+                    && rkey[b].length == nicPath.length && order[b].length > 0) {
+                return b;
             }
         }
         return -1;
+    }
+
+    /** Bytes from {@code a} (inside buffer {@code b}) to the buffer's end. */
+    long bytesToEnd(int b, long a) {
+        return length[b] - (a - addr[b]);
+    }
+
+    /**
+     * Bytes from {@code a} that lie in usable peer buffers without a gap, capped at {@code len}:
+     * {@code len} when the whole range is covered (possibly by several adjacent buffers).
+     */
+    long coveredFrom(long a, long len) {
+        long done = 0;
+        while (done < len) {
+            int b = bufferAt(a + done);
+            if (b < 0) {
+                return done;
+            }
+            done += Math.min(len - done, bytesToEnd(b, a + done));
+        }
+        return done;
     }
 
     /** Peer device for a slice's attempt: a preferred one first, then rotating through all (§5.2). */

@@ -57,6 +57,10 @@ final class RdmaEndpoint {
     /** Set when a bring-up failed at INIT → RTR with EINVAL (a GID/MTU problem, spec §5.1). */
     private volatile boolean rtrEinval;
     private int nextQp;
+    /** Calls of {@link #pump} (guarded by the lock; tests). */
+    private int pumps;
+    /** Whether this endpoint is in its context's queue of endpoints waiting for room (see {@link RdmaContext#awaitRoom}). */
+    final java.util.concurrent.atomic.AtomicBoolean awaitingRoom = new java.util.concurrent.atomic.AtomicBoolean();
 
     /** Creates the QPs (RESET); throws {@link VerbsException} when the device refuses. */
     RdmaEndpoint(RdmaContext ctx, String peerNicPath, RdmaSettings s) {
@@ -195,6 +199,7 @@ final class RdmaEndpoint {
     boolean pump(RdmaTransferEngine engine) {
         lock.lock();
         try {
+            pumps++;
             if (state != CONNECTED || destroyed) {
                 return false;
             }
@@ -203,8 +208,8 @@ final class RdmaEndpoint {
                 int n = 0;
                 for (int k = 0; k < qps.length && !queue.isEmpty(); k++) {
                     int q = (nextQp + k) % qps.length;
-                    int room = Math.min(perQpPost, maxWr - outstanding.get(q));
-                    room = Math.min(room, ctx.cqRoom());
+                    int room = Math.min(Math.min(perQpPost, maxWr - outstanding.get(q)), queue.size());
+                    room = room > 0 ? ctx.cqReserve(room) : 0; // reserved in one step: no overrun between posters
                     int first = n;
                     while (room > 0 && !queue.isEmpty()) {
                         Slice s = queue.pollFirst();
@@ -220,8 +225,10 @@ final class RdmaEndpoint {
                                 s.remote, s.rkey);
                         posting[n++] = s;
                         room--;
-                        ctx.cqReserve();
                         outstanding.incrementAndGet(q);
+                    }
+                    if (room > 0) {
+                        ctx.cqRelease(room); // reserved for slices that turned out to be aborted
                     }
                     int count = n - first;
                     if (count == 0) {
@@ -236,7 +243,7 @@ final class RdmaEndpoint {
                             Slice s = posting[i];
                             posting[i] = null;
                             s.batch.inFlight.decrementAndGet();
-                            ctx.cqRelease();
+                            ctx.cqRelease(1);
                             outstanding.decrementAndGet(q);
                             queue.addFirst(s);
                         }
@@ -244,7 +251,8 @@ final class RdmaEndpoint {
                         clearPosting(first, firstBad);
                         if (rc == ENOMEM) {
                             nextQp = (q + 1) % qps.length;
-                            return false; // room comes back with completions
+                            ctx.awaitRoom(this); // room comes back with completions
+                            return false;
                         }
                         LOG.warn("ibv_post_send to {} on {} failed: {}; rebuilding the endpoint", peerNicPath,
                                 ctx.name, VerbsException.errnoName(rc));
@@ -255,11 +263,22 @@ final class RdmaEndpoint {
                 }
                 nextQp = (nextQp + 1) % qps.length;
                 if (posted == 0) {
-                    return false; // no room anywhere: completions will pump again
+                    ctx.awaitRoom(this); // no room anywhere: the poller pumps this endpoint after completions
+                    return false;
                 }
                 ctx.wakePoller();
             }
             return false;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** How often {@link #pump} ran (tests: the poller must not pump idle endpoints). */
+    int pumpCount() {
+        lock.lock();
+        try {
+            return pumps;
         } finally {
             lock.unlock();
         }
@@ -274,7 +293,7 @@ final class RdmaEndpoint {
     /** Called by the poller for each completion of a slice posted here. */
     void completed(int qp) {
         outstanding.decrementAndGet(qp);
-        ctx.cqRelease();
+        ctx.cqRelease(1);
     }
 
     int outstandingTotal() {

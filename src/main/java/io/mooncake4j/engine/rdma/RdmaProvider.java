@@ -1,5 +1,6 @@
 package io.mooncake4j.engine.rdma;
 
+import io.mooncake4j.engine.rdma.verbs.AsyncEvent;
 import io.mooncake4j.engine.rdma.verbs.DeviceAttributes;
 import io.mooncake4j.engine.rdma.verbs.Gid;
 import io.mooncake4j.engine.rdma.verbs.GidEntry;
@@ -63,6 +64,20 @@ public interface RdmaProvider {
         }
 
         CompletionQueue createCq(int cqe);
+
+        /** Whether {@link #nextAsyncEvent} reports this device's asynchronous events. */
+        default boolean hasAsyncEvents() {
+            return false;
+        }
+
+        /**
+         * The next asynchronous event ({@code ibv_get_async_event}, already acknowledged), waiting
+         * at most {@code timeoutMs}; null when none came. Called by one thread at a time, never
+         * after {@link #close} has started.
+         */
+        default AsyncEvent nextAsyncEvent(int timeoutMs) {
+            return null;
+        }
 
         QueuePair createRcQp(CompletionQueue cq, QpCapabilities caps);
 

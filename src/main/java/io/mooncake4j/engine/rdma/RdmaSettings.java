@@ -33,7 +33,9 @@ public record RdmaSettings(int sliceSize, int fragmentLimit, int retryCnt, int n
     /** From {@code env} (a map so tests need not touch the real environment). */
     public static RdmaSettings from(Map<String, String> env) {
         RdmaSettings d = defaults();
-        int slice = intIn(env, "MC_SLICE_SIZE", d.sliceSize(), 1, Integer.MAX_VALUE);
+        // at most 1 GiB: a slice (plus its fragment tail) must fit Slice.length (an int) and the port's
+        // max_msg_sz (1 GiB on mlx5)
+        int slice = intIn(env, "MC_SLICE_SIZE", d.sliceSize(), 1, 1 << 30);
         int ratio = intIn(env, "MC_FRAGMENT_RATIO", 0, 1, Integer.MAX_VALUE);
         int fragment = ratio > 0 ? slice / ratio : d.fragmentLimit();
         int gid = intIn(env, "MC_GID_INDEX", Integer.MIN_VALUE, 0, 255);

@@ -72,10 +72,11 @@ import org.slf4j.LoggerFactory;
  *       the NIC is the same, as Mooncake does), so address checks are the NIC's.</li>
  * </ul>
  *
- * <p>Thread-safe. Threads: {@code mooncake-handshake-*}, {@code mooncake-rdma-poller-N} (one per
- * device) and short-lived virtual {@code mooncake-rdma-connect-N} threads for active handshakes;
- * all stop in {@link #close()}, which first drains outstanding work and then destroys QPs, CQs,
- * MRs, PDs and contexts in that order.
+ * <p>Thread-safe. Threads: {@code mooncake-handshake-*}, per device {@code mooncake-rdma-poller-N}
+ * and {@code mooncake-rdma-events-N}, short-lived platform {@code mooncake-rdma-connect-N} threads
+ * for active handshakes and {@code mooncake-rdma-control-N} for passive ones (see the package
+ * documentation); all stop in {@link #close()}, which first drains outstanding work and then
+ * destroys QPs, CQs, MRs, PDs and contexts in that order.
  *
  * <p>Posting is not confined to one thread per QP: submitting threads and the poller post under
  * the endpoint's lock; each CQ is owned by its poller.
@@ -91,33 +92,12 @@ public final class RdmaTransferEngine implements TransferEngine {
     /** A notification received through the handshake port (Notify, type 2). */
     public record Notify(String name, String message) {}
 
-    /** GPU memory registered as a dma-buf ({@code ibv_reg_dmabuf_mr}). */
-    static final String PATH_DMA_BUF = "dma-buf";
-    /** GPU memory registered by its device pointer ({@code ibv_reg_mr}, needs nvidia_peermem). */
-    static final String PATH_PEER_MEMORY = "peer-memory";
-    /** Host memory ({@code ibv_reg_mr}). */
+    /** Host memory ({@code ibv_reg_mr}); the GPU paths are {@link GpuDirectRegistration}'s. */
     static final String PATH_HOST = "host";
-
-    /**
-     * A registered buffer and its MRs, one per context (index = context index); {@code paths[i]}
-     * says how context i registered it ({@link #PATH_HOST}, {@link #PATH_DMA_BUF},
-     * {@link #PATH_PEER_MEMORY}).
-     */
-    private record Registration(long address, long length, String location, MemoryRegion[] mrs, int[] lkeys,
-            int[] order, int preferred, String[] paths) {
-        boolean contains(long a, long len) {
-            return len >= 0 && Long.compareUnsigned(a, address) >= 0 && Long.compareUnsigned(len, length) <= 0
-                    && Long.compareUnsigned(a - address, length - len) <= 0;
-        }
-
-        int context(int seed, int attempt) {
-            return attempt == 0 ? order[Math.floorMod(seed, preferred)]
-                    : order[Math.floorMod(seed + attempt, order.length)];
-        }
-    }
 
     private final RdmaProvider provider;
     private final GpuDirectSupport gpu;
+    private final GpuDirectRegistration gpuRegistration;
     private final RdmaEngineConfig config;
     /** The {@code MC_*} settings, clamped to the devices' limits at {@link #initialize}. */
     private volatile RdmaSettings settings;
@@ -125,25 +105,24 @@ public final class RdmaTransferEngine implements TransferEngine {
     private final HandshakeClient client;
     private final BufferRegistry registry = new BufferRegistry();
     private final Object registrationLock = new Object();
-    /** Sorted by address, for lookups. */
-    private volatile Registration[] registrations = new Registration[0];
-    /** In registration order, for the descriptor ({@code buffers[0]} is the first registered, as in Mooncake). */
-    private volatile List<Registration> registrationOrder = List.of();
+    /** Replaced as a whole under {@link #registrationLock}; read lock-free by the data path. */
+    private volatile LocalRegistrations regs = LocalRegistrations.EMPTY;
     private long registeredBytes;
     private final Slice.Pool slices = new Slice.Pool();
     private final AtomicInteger seeds = new AtomicInteger();
-    private final Map<String, Long> segmentIds = new ConcurrentHashMap<>();
-    private final Map<Long, PeerSegment> segments = new ConcurrentHashMap<>();
-    private final AtomicLong nextSegmentId = new AtomicLong(1);
+    private final PeerSegments segments = new PeerSegments();
     private final BatchTable<RdmaBatch> batches = new BatchTable<>(RdmaBatch::new);
     private final ConcurrentLinkedQueue<Notify> notifies = new ConcurrentLinkedQueue<>();
     private final java.util.Set<RdmaBatch> active = ConcurrentHashMap.newKeySet();
     private final java.util.Set<Thread> connectors = ConcurrentHashMap.newKeySet();
+    /** Platform threads for passive connection bring-up (blocking verbs calls), at most 8, idle ones end after 30 s. */
+    private final java.util.concurrent.ThreadPoolExecutor controlPath = controlPathExecutor();
     private final Object lifecycle = new Object();
     private final AtomicLong failedCompletions = new AtomicLong();
     private final AtomicLong retriedSlices = new AtomicLong();
 
     private volatile RdmaContext[] contexts = new RdmaContext[0];
+    private volatile AsyncEventMonitor asyncEvents;
     private volatile Map<String, List<List<String>>> priorityMatrix = Map.of();
     private volatile PeerSegment self;
     private volatile HandshakeServer rpc;
@@ -184,6 +163,16 @@ public final class RdmaTransferEngine implements TransferEngine {
         this.settings = config.settings();
         this.availability = availability;
         this.client = new HandshakeClient(config.handshake());
+        this.gpuRegistration = new GpuDirectRegistration(provider, gpu, config.sysfsRoot());
+    }
+
+    private static java.util.concurrent.ThreadPoolExecutor controlPathExecutor() {
+        AtomicInteger n = new AtomicInteger();
+        java.util.concurrent.ThreadPoolExecutor ex = new java.util.concurrent.ThreadPoolExecutor(8, 8, 30,
+                TimeUnit.SECONDS, new java.util.concurrent.LinkedBlockingQueue<>(),
+                r -> Thread.ofPlatform().daemon(true).name("mooncake-rdma-control-" + n.getAndIncrement()).unstarted(r));
+        ex.allowCoreThreadTimeOut(true);
+        return ex;
     }
 
     // ------------------------------------------------------------------ lifecycle
@@ -219,7 +208,8 @@ public final class RdmaTransferEngine implements TransferEngine {
             List<RdmaContext> ctxs = new ArrayList<>();
             HandshakeServer server = null;
             try {
-                List<String> names = NicSelection.filter(provider.deviceNames(), deviceName);
+                List<String> names = NicSelection.whitelist(NicSelection.filter(provider.deviceNames(), deviceName),
+                        config.topology().deviceFilter());
                 server = HandshakeServer.start(config.handshake(), this::handle);
                 String name = PeerAddress.format(host, server.port());
                 for (String n : names) {
@@ -236,10 +226,8 @@ public final class RdmaTransferEngine implements TransferEngine {
                 for (Device d : opened) {
                     ctxs.add(openContext(ctxs.size(), d, name));
                 }
-                List<NicSelection.Nic> nics = NicSelection.discover(names, config.sysfsRoot());
                 Map<String, List<List<String>>> matrix = new LinkedHashMap<>();
-                for (Map.Entry<String, NicSelection.Preference> e : NicSelection.cpuPriorityMatrix(nics,
-                        NicSelection.numaNodes(config.sysfsRoot())).entrySet()) {
+                for (Map.Entry<String, NicSelection.Preference> e : topology(names).entrySet()) {
                     matrix.put(e.getKey(), List.of(e.getValue().preferred(), e.getValue().available()));
                 }
                 this.priorityMatrix = Map.copyOf(matrix);
@@ -259,16 +247,31 @@ public final class RdmaTransferEngine implements TransferEngine {
                 }
                 return fail("initialize(protocol \"rdma\"): " + e.getMessage());
             }
-            for (RdmaContext c : contexts) {
+            for (RdmaContext c : contexts) { // pollers on their NIC's NUMA node, as Mooncake's bindToSocket
+                for (NicSelection.Nic n : NicSelection.discover(List.of(c.name), config.sysfsRoot())) {
+                    c.placePoller(n.numaNode(), NicSelection.nodeCpus(config.sysfsRoot(), n.numaNode()));
+                }
                 c.start();
             }
+            asyncEvents = new AsyncEventMonitor(contexts, settings.ibPort(), this::contextFailed);
+            asyncEvents.start();
             LOG.info("Transfer Engine RPC using P2P handshake, listening on {}", segmentName);
             LOG.info("RDMA transport: {} device(s) {}, {} QPs per endpoint, slice {} B, retry count {}",
                     contexts.length, Arrays.stream(contexts).map(c -> c.name + " (GID index " + c.gidIndex + ")")
                             .toList(), settings.numQpPerEp(), settings.sliceSize(), settings.retryCnt());
+            LOG.info("RDMA topology: priority matrix {}", priorityMatrix);
             lastError = null;
             return 0;
         }
+    }
+
+    /** The priority matrix ({@link NicSelection#priorityMatrix}), GPUs' bus ids from {@link GpuDirectSupport}. */
+    private Map<String, NicSelection.Preference> topology(List<String> names) {
+        List<String> busIds = new ArrayList<>();
+        for (int g = 0, n = gpu.deviceCount(); g < n; g++) {
+            busIds.add(gpu.pciBusId(g).orElse(null));
+        }
+        return NicSelection.priorityMatrix(names, config.sysfsRoot(), config.topology().customTopology(), busIds);
     }
 
     private RdmaContext openContext(int index, Device d, String segment) {
@@ -347,6 +350,29 @@ public final class RdmaTransferEngine implements TransferEngine {
         return Arrays.stream(contexts).map(c -> c.name).toList();
     }
 
+    /** Asynchronous device events received so far (monitoring and tests). */
+    public long asyncEvents() {
+        AsyncEventMonitor m = asyncEvents;
+        return m == null ? 0 : m.events();
+    }
+
+    /** Port-down events on the engine's port so far (monitoring and tests). */
+    public long portDownEvents() {
+        AsyncEventMonitor m = asyncEvents;
+        return m == null ? 0 : m.portDownEvents();
+    }
+
+    /** Devices out of NIC selection after a port or device failure event (monitoring and tests). */
+    public List<String> inactiveDevices() {
+        return Arrays.stream(contexts).filter(c -> !c.isActive()).map(c -> c.name).toList();
+    }
+
+    /** The asynchronous-event reader threads (tests). */
+    List<Thread> asyncEventThreads() {
+        AsyncEventMonitor m = asyncEvents;
+        return m == null ? List.of() : m.threads();
+    }
+
     /** Completions that reported an error so far (monitoring and tests). */
     public long failedCompletions() {
         return failedCompletions.get();
@@ -364,6 +390,15 @@ public final class RdmaTransferEngine implements TransferEngine {
             n += c.endpointCount();
         }
         return n;
+    }
+
+    /** The endpoints currently mapped, over all devices (tests). */
+    List<RdmaEndpoint> endpoints() {
+        List<RdmaEndpoint> out = new ArrayList<>();
+        for (RdmaContext c : contexts) {
+            out.addAll(c.endpoints());
+        }
+        return out;
     }
 
     /** The poller threads (tests). */
@@ -419,11 +454,22 @@ public final class RdmaTransferEngine implements TransferEngine {
                 Thread.currentThread().interrupt();
             }
         }
-        // 2. pollers stop, then QPs -> CQs -> MRs -> PD -> context per device
+        // 2. event readers and pollers stop, then QPs -> CQs -> MRs -> PD -> context per device
+        AsyncEventMonitor events = asyncEvents;
+        if (events != null) {
+            events.close();
+        }
+        controlPath.shutdown();
+        boolean[] stopped = new boolean[contexts.length];
         for (RdmaContext c : contexts) {
-            c.stopPoller();
+            stopped[c.index] = c.stopPoller();
         }
         for (RdmaContext c : contexts) {
+            if (!stopped[c.index]) {
+                LOG.error("{}: its poller is still running; its QPs, CQ and device are left open (leaked) rather than"
+                        + " destroyed under a running ibv_poll_cq", c.name);
+                continue;
+            }
             for (RdmaEndpoint e : c.endpoints()) {
                 for (Slice s : e.drainQueue()) {
                     abandon(s);
@@ -432,14 +478,16 @@ public final class RdmaTransferEngine implements TransferEngine {
             c.closeQueues();
         }
         synchronized (registrationLock) {
-            for (Registration reg : registrations) {
+            for (LocalRegistration reg : regs.all()) {
                 closeMrs(reg.mrs());
             }
-            registrations = new Registration[0];
-            registrationOrder = List.of();
+            regs = LocalRegistrations.EMPTY;
             registry.clear();
         }
         for (RdmaContext c : contexts) {
+            if (!stopped[c.index]) {
+                continue;
+            }
             try {
                 c.device.close();
             } catch (RuntimeException e) {
@@ -470,7 +518,7 @@ public final class RdmaTransferEngine implements TransferEngine {
     private String handle(int type, Object request) {
         return switch (type) {
             case HandshakeFrame.METADATA -> localDescriptor().toJson();
-            case HandshakeFrame.CONNECTION -> onConnection(HandShakeDesc.fromJson(request)).toJson();
+            case HandshakeFrame.CONNECTION -> offCarrier(() -> onConnection(HandShakeDesc.fromJson(request))).toJson();
             case HandshakeFrame.PROBE -> "{\"status\":\"success\"}\n";
             case HandshakeFrame.NOTIFY -> {
                 if (!(request instanceof Map<?, ?> m)) {
@@ -481,6 +529,35 @@ public final class RdmaTransferEngine implements TransferEngine {
             }
             default -> throw new IllegalArgumentException("unknown request type " + type);
         };
+    }
+
+    /**
+     * Runs {@code call} (which makes blocking verbs downcalls: QP creation, INIT/RTR/RTS) on a
+     * platform thread when the caller is a virtual thread (the handshake server's handlers are), so
+     * that a burst of connection requests cannot pin every carrier thread; the virtual caller
+     * unmounts while it waits.
+     */
+    private <T> T offCarrier(java.util.concurrent.Callable<T> call) {
+        if (!Thread.currentThread().isVirtual()) {
+            try {
+                return call.call();
+            } catch (RuntimeException e) {
+                throw e;
+            } catch (Exception e) {
+                throw new TransferEngineException(e.getMessage(), e);
+            }
+        }
+        try {
+            return controlPath.submit(call).get();
+        } catch (java.util.concurrent.RejectedExecutionException e) {
+            throw new TransferEngineException("engine is closing", e);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new TransferEngineException("interrupted", e);
+        } catch (java.util.concurrent.ExecutionException e) {
+            throw e.getCause() instanceof RuntimeException r ? r : new TransferEngineException(String.valueOf(
+                    e.getCause()), e.getCause());
+        }
     }
 
     /** Drains the notifications received so far (Mooncake {@code getNotifies}). */
@@ -507,6 +584,9 @@ public final class RdmaTransferEngine implements TransferEngine {
         }
         if (ctx == null) {
             return HandShakeDesc.rejection("Local RDMA context not found for " + req.peerNicPath());
+        }
+        if (!ctx.isActive() && !Boolean.TRUE.equals(req.readyAck())) {
+            return HandShakeDesc.rejection("RDMA device " + ctx.name + " is not active (port down or device failure)");
         }
         if (Boolean.TRUE.equals(req.readyAck())) {
             RdmaEndpoint e = ctx.endpoint(req.localNicPath());
@@ -627,7 +707,7 @@ public final class RdmaTransferEngine implements TransferEngine {
         }
         Map<String, List<List<String>>> matrix = new LinkedHashMap<>(priorityMatrix);
         List<SegmentDescriptor.Buffer> bufs = new ArrayList<>();
-        for (Registration r : registrationOrder) {
+        for (LocalRegistration r : regs.ordered()) {
             List<Long> rk = new ArrayList<>(r.mrs().length);
             List<Long> lk = new ArrayList<>(r.mrs().length);
             for (MemoryRegion mr : r.mrs()) {
@@ -705,184 +785,97 @@ public final class RdmaTransferEngine implements TransferEngine {
                 if (!MemoryLocation.isCuda(locations[i])) {
                     total += l;
                 }
-                if (l > settings.maxMrSize()) {
-                    for (long a : addresses) {
-                        registry.unregister(a);
-                    }
-                    fail(String.format(Locale.ROOT, "registerMemory: a buffer of %d bytes exceeds the largest memory"
-                            + " region (MC_MAX_MR_SIZE / the device's max_mr_size = %d); register it in smaller"
-                            + " pieces", l, settings.maxMrSize()));
-                    return ErrorCodes.INVALID_ARGUMENT;
-                }
             }
             OptionalLong limit = config.memlockLimit().get();
             Optional<String> problem = MemlockCheck.check(total, registeredBytes, ctxs.length, limit);
+            String memlockHint = null;
             if (problem.isPresent()) {
-                for (long a : addresses) {
-                    registry.unregister(a);
+                if (!config.ipcLock().getAsBoolean()) {
+                    for (long a : addresses) {
+                        registry.unregister(a);
+                    }
+                    fail("registerMemory: " + problem.get());
+                    return ErrorCodes.MEMORY;
                 }
-                fail("registerMemory: " + problem.get());
-                return ErrorCodes.MEMORY;
+                // the kernel does not apply RLIMIT_MEMLOCK to a process with CAP_IPC_LOCK (as C++ Mooncake, go ahead)
+                memlockHint = problem.get();
+                LOG.info("registerMemory: above RLIMIT_MEMLOCK, but the process has CAP_IPC_LOCK, so the limit does"
+                        + " not apply; registering");
             }
             int access = IbvPd.ACCESS_LOCAL_WRITE | IbvPd.ACCESS_REMOTE_WRITE | IbvPd.ACCESS_REMOTE_READ
                     | (settings.relaxedOrdering() ? IbvPd.ACCESS_RELAXED_ORDERING : 0);
-            List<Registration> added = new ArrayList<>();
+            List<LocalRegistration> added = new ArrayList<>();
             try {
+                long maxMr = settings.maxMrSize();
                 for (int i = 0; i < addresses.length; i++) {
-                    added.add(registerOne(ctxs, addresses[i], lengths[i], locations[i], access));
+                    if (lengths[i] > maxMr) { // Mooncake#2017: one MR (and one published buffer) per piece
+                        LOG.warn("registerMemory: splitting 0x{} ({} bytes) into {} pieces of at most {} bytes"
+                                + " (MC_MAX_MR_SIZE / the device's max_mr_size)", Long.toHexString(addresses[i]),
+                                lengths[i], (lengths[i] + maxMr - 1) / maxMr, maxMr);
+                    }
+                    int first = added.size();
+                    for (long off = 0; off < lengths[i]; off += maxMr) {
+                        added.add(registerOne(ctxs, addresses[i], addresses[i] + off,
+                                Math.min(maxMr, lengths[i] - off), locations[i], access));
+                    }
+                    if (MemoryLocation.WILDCARD.equals(locations[i])) {
+                        // as Mooncake: "*" host memory is published as cpu:<node of its first page>, read
+                        // after pinning (the pages are mapped then), for all pieces of the buffer
+                        int node = config.numaNodeOf().applyAsInt(addresses[i]);
+                        if (node >= 0) {
+                            List<String> names = Arrays.stream(ctxs).map(c -> c.name).toList();
+                            for (int k = first; k < added.size(); k++) {
+                                added.set(k, added.get(k).relocated(MemoryLocation.cpu(node), priorityMatrix, names));
+                            }
+                        }
+                    }
                 }
             } catch (RuntimeException e) {
-                for (Registration r : added) {
+                for (LocalRegistration r : added) {
                     closeMrs(r.mrs());
                 }
                 for (long a : addresses) {
                     registry.unregister(a);
                 }
-                fail("registerMemory: " + e.getMessage());
+                fail("registerMemory: " + e.getMessage() + (memlockHint == null ? "" : " (note: " + memlockHint
+                        + "; CAP_IPC_LOCK should have lifted it)"));
                 return ErrorCodes.CONTEXT;
             }
-            Registration[] next = Arrays.copyOf(registrations, registrations.length + added.size());
-            for (int i = 0; i < added.size(); i++) {
-                next[registrations.length + i] = added.get(i);
-            }
-            Arrays.sort(next, Comparator.comparing(Registration::address, Long::compareUnsigned));
-            registrations = next;
-            List<Registration> ordered = new ArrayList<>(registrationOrder);
-            ordered.addAll(added);
-            registrationOrder = List.copyOf(ordered);
+            regs = regs.plus(added);
             registeredBytes += total;
             self = null;
             return ErrorCodes.OK;
         }
     }
 
-    private Registration registerOne(RdmaContext[] ctxs, long address, long length, String location, int access) {
+    private LocalRegistration registerOne(RdmaContext[] ctxs, long owner, long address, long length, String location,
+            int access) {
         MemoryRegion[] mrs = new MemoryRegion[ctxs.length];
         int[] lkeys = new int[ctxs.length];
         String[] paths = new String[ctxs.length];
         if (MemoryLocation.isCuda(location)) {
-            registerGpu(ctxs, address, length, MemoryLocation.index(location), access, mrs, paths);
+            Device[] devices = new Device[ctxs.length];
+            for (int i = 0; i < ctxs.length; i++) {
+                devices[i] = ctxs[i].device;
+            }
+            gpuRegistration.register(devices, address, length, MemoryLocation.index(location), access, mrs, paths);
             for (int i = 0; i < ctxs.length; i++) {
                 lkeys[i] = mrs[i].lkey();
             }
         } else {
-            try {
-                for (int i = 0; i < ctxs.length; i++) {
-                    mrs[i] = ctxs[i].device.register(address, length, access);
-                    lkeys[i] = mrs[i].lkey();
-                    paths[i] = PATH_HOST;
-                }
-            } catch (RuntimeException e) {
-                closeMrs(mrs);
-                throw e;
-            }
-        }
-        List<List<String>> row = priorityMatrix.get(location);
-        if (row == null) {
-            row = priorityMatrix.get(MemoryLocation.WILDCARD);
-        }
-        List<Integer> order = new ArrayList<>();
-        if (row != null) {
-            for (String n : row.get(0)) {
-                indexOf(ctxs, n, order);
-            }
-        }
-        int preferred = order.size();
-        for (int i = 0; i < ctxs.length; i++) {
-            if (!order.contains(i)) {
-                order.add(i);
-            }
-        }
-        if (preferred == 0) {
-            preferred = order.size();
-        }
-        return new Registration(address, length, location, mrs, lkeys,
-                order.stream().mapToInt(Integer::intValue).toArray(), preferred, paths);
-    }
-
-    /**
-     * GPUDirect registration of GPU {@code gpuIndex}'s memory on every context, filling
-     * {@code mrs}/{@code paths}: the range is exported once as a dma-buf (when the library has
-     * {@code ibv_reg_dmabuf_mr} and the GPU can export), registered with it on each device
-     * (offset within the export, iova = the device address), and the descriptor closed
-     * afterwards; a device that refuses it, or no dma-buf at all, falls back to {@code ibv_reg_mr}
-     * on the device pointer (the peer-memory path). Throws with both causes and the fixes when a
-     * device can do neither; then nothing stays registered.
-     */
-    private void registerGpu(RdmaContext[] ctxs, long address, long length, int gpuIndex, int access,
-            MemoryRegion[] mrs, String[] paths) {
-        String dmaBufProblem = dmaBufProblem(gpuIndex);
-        GpuDirectSupport.DmaBuf buf = null;
-        if (dmaBufProblem == null) {
-            try {
-                buf = gpu.exportDmaBuf(gpuIndex, address, length);
-            } catch (RuntimeException e) {
-                dmaBufProblem = "dma-buf export failed: " + e.getMessage();
-            }
-        }
-        try {
+            Device[] devices = new Device[ctxs.length];
             for (int i = 0; i < ctxs.length; i++) {
-                Device d = ctxs[i].device;
-                String deviceProblem = dmaBufProblem;
-                if (buf != null) {
-                    try {
-                        mrs[i] = d.registerDmabuf(buf.offset(), length, address, buf.fd(), access);
-                        paths[i] = PATH_DMA_BUF;
-                        continue;
-                    } catch (RuntimeException e) {
-                        deviceProblem = e.getMessage();
-                    }
-                }
-                try {
-                    mrs[i] = d.register(address, length, access);
-                    paths[i] = PATH_PEER_MEMORY;
-                    if (buf != null) {
-                        LOG.warn("{}: ibv_reg_dmabuf_mr refused GPU memory at 0x{} ({}); registered through the"
-                                + " peer-memory path instead", d.name(), Long.toHexString(address), deviceProblem);
-                    }
-                } catch (RuntimeException e) {
-                    throw new TransferEngineException(String.format(Locale.ROOT,
-                            "cannot register GPU memory cuda:%d at 0x%x (%d bytes) on %s for GPUDirect RDMA."
-                                    + " dma-buf path: %s. Peer-memory path (ibv_reg_mr on the device pointer): %s."
-                                    + " Fix one of: load the peer-memory module (modprobe nvidia_peermem); use a"
-                                    + " kernel >= 5.12 with an NVIDIA driver that exports dma-bufs and rdma-core >= 34"
-                                    + " (ibv_reg_dmabuf_mr); or use protocol \"tcp\", which stages GPU memory through"
-                                    + " pinned host buffers", gpuIndex, address, length, d.name(), deviceProblem,
-                            e.getMessage()), e);
-                }
+                devices[i] = ctxs[i].device;
             }
-        } catch (RuntimeException e) {
-            closeMrs(mrs);
-            Arrays.fill(mrs, null);
-            throw e;
-        } finally {
-            if (buf != null) {
-                gpu.closeDmaBuf(buf.fd());
+            MemoryRegion[] made = ParallelRegistration.register(devices, address, length, access);
+            for (int i = 0; i < ctxs.length; i++) {
+                mrs[i] = made[i];
+                lkeys[i] = mrs[i].lkey();
+                paths[i] = PATH_HOST;
             }
         }
-        LOG.info("registered GPU memory cuda:{} at 0x{} ({} bytes) for GPUDirect RDMA on {}: {}", gpuIndex,
-                Long.toHexString(address), length, Arrays.stream(ctxs).map(c -> c.name).toList(), List.of(paths));
-        if (buf == null) {
-            LOG.info("dma-buf registration not used for cuda:{}: {}", gpuIndex, dmaBufProblem);
-        }
-    }
-
-    /** Why the dma-buf path cannot be tried for GPU {@code gpuIndex}, or null when it can. */
-    private String dmaBufProblem(int gpuIndex) {
-        if (!provider.supportsDmabuf()) {
-            return "libibverbs has no ibv_reg_dmabuf_mr (rdma-core >= 34 needed)";
-        }
-        try {
-            return gpu.dmaBufUnsupported(gpuIndex).orElse(null);
-        } catch (RuntimeException e) {
-            return e.getMessage();
-        }
-    }
-
-    /** Whether sysfs shows a peer-memory module ({@code nvidia_peermem}, or the older {@code nv_peer_mem}). */
-    static boolean peerMemoryModuleLoaded(Path sysfsRoot) {
-        return Files.isDirectory(sysfsRoot.resolve("module/nvidia_peermem"))
-                || Files.isDirectory(sysfsRoot.resolve("module/nv_peer_mem"));
+        return LocalRegistration.of(owner, address, length, location, mrs, lkeys, paths, priorityMatrix,
+                Arrays.stream(ctxs).map(c -> c.name).toList());
     }
 
     /**
@@ -894,31 +887,12 @@ public final class RdmaTransferEngine implements TransferEngine {
      */
     @Override
     public DeviceMemoryAccess deviceMemoryAccess(String location) {
-        if (!MemoryLocation.isCuda(location)) {
-            return DeviceMemoryAccess.unknown();
-        }
-        try {
-            gpu.checkLocation(location);
-        } catch (RuntimeException e) {
-            return DeviceMemoryAccess.unsupported(String.format(Locale.ROOT,
-                    "the RDMA transport reaches GPU memory at %s directly (GPUDirect RDMA), but: %s", location,
-                    e.getMessage()));
-        }
-        int dev = MemoryLocation.index(location);
-        String dmaBuf = dmaBufProblem(dev);
-        boolean peer = peerMemoryModuleLoaded(config.sysfsRoot());
-        if (dmaBuf == null) {
-            return DeviceMemoryAccess.direct("GPUDirect RDMA: registered as a dma-buf (cuMemGetHandleForAddressRange"
-                    + " + ibv_reg_dmabuf_mr)" + (peer ? "; the peer-memory path (nvidia_peermem) as fallback" : ""));
-        }
-        return DeviceMemoryAccess.direct("GPUDirect RDMA through the peer-memory path (ibv_reg_mr on the device"
-                + " pointer; " + (peer ? "nvidia_peermem is loaded" : "needs nvidia_peermem, which sysfs does not show"
-                + " loaded: registration fails with the fix if it is missing") + "); dma-buf not used: " + dmaBuf);
+        return gpuRegistration.access(location);
     }
 
     /** How each device registered the buffer at {@code address} ({@code "host"}, {@code "dma-buf"}, {@code "peer-memory"}), or empty (tests, diagnostics). */
     List<String> registrationPaths(long address) {
-        for (Registration r : registrations) {
+        for (LocalRegistration r : regs.all()) {
             if (r.address() == address) {
                 return List.of(r.paths());
             }
@@ -926,15 +900,7 @@ public final class RdmaTransferEngine implements TransferEngine {
         return List.of();
     }
 
-    private static void indexOf(RdmaContext[] ctxs, String name, List<Integer> out) {
-        for (int i = 0; i < ctxs.length; i++) {
-            if (ctxs[i].name.equals(name) && !out.contains(i)) {
-                out.add(i);
-            }
-        }
-    }
-
-    private static void closeMrs(MemoryRegion[] mrs) {
+    static void closeMrs(MemoryRegion[] mrs) {
         for (MemoryRegion mr : mrs) {
             if (mr != null) {
                 try {
@@ -963,46 +929,18 @@ public final class RdmaTransferEngine implements TransferEngine {
                     rc = ErrorCodes.ADDRESS_NOT_REGISTERED;
                     continue;
                 }
-                Registration[] cur = registrations;
-                for (int i = 0; i < cur.length; i++) {
-                    if (cur[i].address() == a) {
-                        Registration r = cur[i];
-                        Registration[] next = new Registration[cur.length - 1];
-                        System.arraycopy(cur, 0, next, 0, i);
-                        System.arraycopy(cur, i + 1, next, i, cur.length - i - 1);
-                        registrations = next;
-                        List<Registration> ordered = new ArrayList<>(registrationOrder);
-                        ordered.remove(r);
-                        registrationOrder = List.copyOf(ordered);
-                        if (!MemoryLocation.isCuda(r.location())) {
-                            registeredBytes -= r.length();
-                        }
-                        closeMrs(r.mrs());
-                        break;
+                List<LocalRegistration> pieces = regs.ownedBy(a);
+                regs = regs.minusOwner(a);
+                for (LocalRegistration r : pieces) {
+                    if (!MemoryLocation.isCuda(r.location())) {
+                        registeredBytes -= r.length();
                     }
+                    closeMrs(r.mrs());
                 }
             }
             self = null;
             return rc;
         }
-    }
-
-    /** The registration wholly containing {@code [a, a+len)}, or null. Lock-free, allocation-free. */
-    private Registration findLocal(long a, long len) {
-        Registration[] cur = registrations;
-        int lo = 0;
-        int hi = cur.length - 1;
-        int cand = -1;
-        while (lo <= hi) {
-            int mid = (lo + hi) >>> 1;
-            if (Long.compareUnsigned(cur[mid].address(), a) <= 0) {
-                cand = mid;
-                lo = mid + 1;
-            } else {
-                hi = mid - 1;
-            }
-        }
-        return cand >= 0 && cur[cand].contains(a, len) ? cur[cand] : null;
     }
 
     // ------------------------------------------------------------------ segments
@@ -1022,27 +960,11 @@ public final class RdmaTransferEngine implements TransferEngine {
         if (n.equals(segmentName)) {
             return 0;
         }
-        Long id = segmentIds.get(n);
-        if (id != null) {
-            return id;
-        }
-        synchronized (segmentIds) {
-            id = segmentIds.get(n);
-            if (id != null) {
-                return id;
-            }
-            SegmentDescriptor d;
-            try {
-                d = client.fetchDescriptor(PeerAddress.parse(n, config.handshake().defaultPort()), "{}\n");
-            } catch (HandshakeException e) {
-                LOG.warn("openSegment({}) failed: {}", n, e.getMessage());
-                return -1;
-            }
-            long nid = nextSegmentId.getAndIncrement();
-            segments.put(nid, new PeerSegment(nid, d));
-            segmentIds.put(n, nid);
-            return nid;
-        }
+        return segments.open(n, this::fetchDescriptor);
+    }
+
+    private SegmentDescriptor fetchDescriptor(String name) {
+        return client.fetchDescriptor(PeerAddress.parse(name, config.handshake().defaultPort()), "{}\n");
     }
 
     /**
@@ -1079,10 +1001,8 @@ public final class RdmaTransferEngine implements TransferEngine {
             return segment(0);
         }
         try {
-            SegmentDescriptor d = client.fetchDescriptor(PeerAddress.parse(old.descriptor.name(),
-                    config.handshake().defaultPort()), "{}\n");
-            PeerSegment fresh = new PeerSegment(old.id, d);
-            segments.put(old.id, fresh);
+            PeerSegment fresh = new PeerSegment(old.id, fetchDescriptor(old.descriptor.name()));
+            segments.replace(fresh);
             return fresh;
         } catch (HandshakeException e) {
             LOG.warn("cannot refresh segment {}: {}", old.descriptor.name(), e.getMessage());
@@ -1225,43 +1145,60 @@ public final class RdmaTransferEngine implements TransferEngine {
                 b.finish(i, RdmaBatch.COMPLETED);
                 continue;
             }
-            Registration reg = findLocal(b.local[i], len);
-            if (reg == null) {
-                LOG.warn("transfer of {} bytes from local 0x{}: not inside memory registered with this engine", len,
-                        Long.toHexString(b.local[i]));
-                b.finish(i, RdmaBatch.FAILED);
-                continue;
-            }
+            LocalRegistrations mine = regs;
+            long lo = b.local[i];
+            long ro = b.remote[i];
             PeerSegment peer = segment(b.target[i]);
-            int buf = peer.find(b.remote[i], len);
-            if (buf < 0) {
-                peer = refresh(peer);
-                buf = peer.find(b.remote[i], len);
+            LocalRegistration whole = mine.containing(lo);
+            int wholeBuf = peer.bufferAt(ro);
+            // the common case: the task lies in one registration and one peer buffer (one lookup each)
+            boolean single = whole != null && whole.bytesToEnd(lo) >= len && wholeBuf >= 0
+                    && peer.bytesToEnd(wholeBuf, ro) >= len;
+            if (!single) {
+                if (mine.coveredFrom(lo, len) != len) {
+                    LOG.warn("transfer of {} bytes from local 0x{}: not inside memory registered with this engine",
+                            len, Long.toHexString(lo));
+                    b.finish(i, RdmaBatch.FAILED);
+                    continue;
+                }
+                if (peer.coveredFrom(ro, len) != len) {
+                    peer = refresh(peer);
+                }
+                if (peer.coveredFrom(ro, len) != len) {
+                    LOG.warn("transfer of {} bytes at 0x{} of {}: not inside the peer's registered buffers", len,
+                            Long.toHexString(ro), peer.descriptor.name());
+                    b.finish(i, RdmaBatch.FAILED);
+                    continue;
+                }
             }
-            if (buf < 0) {
-                LOG.warn("transfer of {} bytes at 0x{} of {}: not inside the peer's registered buffers", len,
-                        Long.toHexString(b.remote[i]), peer.descriptor.name());
-                b.finish(i, RdmaBatch.FAILED);
-                continue;
+            // slices are capped at the end of the registration / peer buffer they start in (Mooncake's
+            // SliceLengthCalculator), so a task may span adjacent buffers on either side
+            int slicesInTask = 0;
+            if (single) {
+                slicesInTask = sliceCount(len);
+            } else {
+                for (long off = 0; off < len; slicesInTask++) {
+                    off += sliceLength(mine, peer, lo + off, ro + off, len - off);
+                }
             }
-            int slicesInTask = sliceCount(len);
             b.expectSlices(i, slicesInTask);
             long off = 0;
             for (int j = 0; j < slicesInTask; j++) {
-                long sliceLen = j == slicesInTask - 1 ? len - off : settings.sliceSize();
+                long sliceLen = single ? (j == slicesInTask - 1 ? len - off : settings.sliceSize())
+                        : sliceLength(mine, peer, lo + off, ro + off, len - off);
                 Slice s = slices.acquire();
                 s.batch = b;
                 s.task = i;
                 s.opcode = b.opcode[i];
-                s.local = b.local[i] + off;
-                s.remote = b.remote[i] + off;
+                s.local = lo + off;
+                s.remote = ro + off;
                 s.length = (int) sliceLen;
                 s.attempt = 0;
                 s.seed = seeds.getAndIncrement();
                 s.peer = peer;
-                s.peerBuffer = buf;
+                s.peerBuffer = single ? wholeBuf : peer.bufferAt(ro + off);
                 off += sliceLen;
-                RdmaEndpoint e = dispatch(s, reg);
+                RdmaEndpoint e = dispatch(s, single ? whole : mine.containing(s.local));
                 if (e != null && !touched.contains(e)) {
                     touched.add(e);
                 }
@@ -1282,7 +1219,21 @@ public final class RdmaTransferEngine implements TransferEngine {
         touched.clear();
     }
 
-    /** Slices of a task: {@code MC_SLICE_SIZE} each, the last one up to slice + fragment limit. */
+    /**
+     * The slice starting at {@code local}/{@code remote} with {@code remaining} bytes of its task
+     * left: {@code MC_SLICE_SIZE}, or all of it when at most slice + fragment limit remain, capped
+     * at the end of the local registration and of the peer buffer it starts in. Both sides must
+     * be covered (checked by the caller).
+     */
+    private long sliceLength(LocalRegistrations local, PeerSegment peer, long localAddr, long remoteAddr,
+            long remaining) {
+        long slice = settings.sliceSize();
+        long len = remaining <= slice + settings.fragmentLimit() ? remaining : slice;
+        len = Math.min(len, local.containing(localAddr).bytesToEnd(localAddr));
+        return Math.min(len, peer.bytesToEnd(peer.bufferAt(remoteAddr), remoteAddr));
+    }
+
+    /** Slices of a task within one buffer on each side: {@code MC_SLICE_SIZE} each, the last one up to slice + fragment limit. */
     int sliceCount(long len) {
         long slice = settings.sliceSize();
         long limit = slice + settings.fragmentLimit();
@@ -1297,7 +1248,7 @@ public final class RdmaTransferEngine implements TransferEngine {
      * Chooses the path of {@code s}'s current attempt and queues it on that endpoint (created and
      * connected in the background when new). Returns the endpoint, or null when the slice ended.
      */
-    private RdmaEndpoint dispatch(Slice s, Registration reg) {
+    private RdmaEndpoint dispatch(Slice s, LocalRegistration reg) {
         while (true) {
             if (closed || s.batch.aborted) {
                 abandon(s);
@@ -1305,14 +1256,21 @@ public final class RdmaTransferEngine implements TransferEngine {
             }
             RdmaContext[] ctxs = contexts;
             if (reg == null) {
-                reg = findLocal(s.local, s.length);
-                if (reg == null) {
+                reg = regs.containing(s.local);
+                if (reg == null || reg.bytesToEnd(s.local) < s.length) {
                     LOG.warn("local memory at 0x{} was unregistered during a transfer", Long.toHexString(s.local));
                     finishSlice(s, false);
                     return null;
                 }
             }
-            RdmaContext ctx = ctxs[reg.context(s.seed, s.attempt)];
+            int ci = reg.activeContext(s.seed, s.attempt, ctxs);
+            if (ci < 0) {
+                LOG.warn("no RDMA device is active (port or device failure events); slice of {} bytes fails",
+                        s.length);
+                finishSlice(s, false);
+                return null;
+            }
+            RdmaContext ctx = ctxs[ci];
             PeerSegment peer = s.peer;
             int dev = peer.device(s.peerBuffer, s.seed, s.attempt);
             s.lkey = reg.lkeys()[ctx.index];
@@ -1353,7 +1311,10 @@ public final class RdmaTransferEngine implements TransferEngine {
     }
 
     private void startConnect(RdmaEndpoint e, PeerSegment peer, int dev) {
-        Thread t = Thread.ofVirtual().name("mooncake-rdma-connect-" + CONNECTORS.getAndIncrement()).unstarted(() -> {
+        // a platform thread: QP creation and the RTR/RTS transitions are blocking downcalls (RTR on RoCE may wait
+        // for neighbour resolution), which would pin a virtual thread's carrier for their whole duration
+        Thread t = Thread.ofPlatform().daemon(true).name("mooncake-rdma-connect-" + CONNECTORS.getAndIncrement())
+                .unstarted(() -> {
             try {
                 connect(e, peer, dev);
             } finally {
@@ -1370,12 +1331,10 @@ public final class RdmaTransferEngine implements TransferEngine {
         }
     }
 
-    /** Poller: posts what completions made room for. */
-    void pumpAll(RdmaContext ctx) {
-        for (RdmaEndpoint e : ctx.snapshot()) {
-            if (e.state() == RdmaEndpoint.CONNECTED) {
-                pump(e);
-            }
+    /** Poller: posts what completions made room for on an endpoint that was waiting for it. */
+    void pumpFromPoller(RdmaEndpoint e) {
+        if (e.state() == RdmaEndpoint.CONNECTED) {
+            pump(e);
         }
     }
 

@@ -37,16 +37,57 @@ final class Slice {
         this.id = id;
     }
 
-    /** The pool of slices; ids are dense, so a completion finds its slice by array index. */
+    /**
+     * The pool of slices; ids are dense, so a completion finds its slice by array index.
+     *
+     * <p>Platform threads (the pollers, which release nearly every slice, and long-lived
+     * submitters) keep a small thread-local cache, as C++ Mooncake's {@code tl_slice_cache}: they
+     * acquire and release without a shared lock, and trade slices with the shared stack under its
+     * monitor only in batches of {@link #BATCH}, so the monitor is taken once per
+     * {@code BATCH} slices instead of twice per slice. Virtual threads, which may be many and
+     * short-lived (a cache would strand slices when they end), use the shared stack directly.
+     * The live count is a {@link java.util.concurrent.atomic.LongAdder}.
+     */
     static final class Pool {
+        /** Slices moved between a thread cache and the shared stack at a time. */
+        static final int BATCH = 32;
+
         private volatile Slice[] byId = new Slice[0];
         private Slice[] free = new Slice[64];
         private int freeTop;
-        private int live;
+        private final java.util.concurrent.atomic.LongAdder live = new java.util.concurrent.atomic.LongAdder();
+        private final ThreadLocal<Cache> caches = ThreadLocal.withInitial(Cache::new);
+
+        /** A thread's slices: at most {@code 4 × BATCH}. */
+        private static final class Cache {
+            final Slice[] slices = new Slice[4 * BATCH];
+            int top;
+        }
 
         /** A slice whose fields the caller fills. */
-        synchronized Slice acquire() {
-            live++;
+        Slice acquire() {
+            live.increment();
+            if (Thread.currentThread().isVirtual()) {
+                synchronized (this) {
+                    return takeShared();
+                }
+            }
+            Cache c = caches.get();
+            if (c.top == 0) {
+                synchronized (this) {
+                    while (c.top < BATCH && freeTop > 0) {
+                        c.slices[c.top++] = free[--freeTop];
+                    }
+                    if (c.top == 0) {
+                        return takeShared();
+                    }
+                }
+            }
+            return c.slices[--c.top];
+        }
+
+        /** Under the monitor: a free slice, growing the pool when there is none. */
+        private Slice takeShared() {
             if (freeTop > 0) {
                 return free[--freeTop];
             }
@@ -77,17 +118,32 @@ final class Slice {
         }
 
         /** Returns a slice to the pool and drops its references. */
-        synchronized void release(Slice s) {
+        void release(Slice s) {
             s.batch = null;
             s.peer = null;
             s.endpoint = null;
-            live--;
-            pushFree(s);
+            live.decrement();
+            if (Thread.currentThread().isVirtual()) {
+                synchronized (this) {
+                    pushFree(s);
+                }
+                return;
+            }
+            Cache c = caches.get();
+            if (c.top == c.slices.length) {
+                synchronized (this) {
+                    for (int i = 0; i < 2 * BATCH; i++) {
+                        pushFree(c.slices[--c.top]);
+                        c.slices[c.top] = null;
+                    }
+                }
+            }
+            c.slices[c.top++] = s;
         }
 
         /** Slices acquired and not yet released. */
-        synchronized int live() {
-            return live;
+        int live() {
+            return live.intValue();
         }
     }
 }

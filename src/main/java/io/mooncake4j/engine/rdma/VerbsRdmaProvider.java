@@ -1,5 +1,6 @@
 package io.mooncake4j.engine.rdma;
 
+import io.mooncake4j.engine.rdma.verbs.AsyncEvent;
 import io.mooncake4j.engine.rdma.verbs.DeviceAttributes;
 import io.mooncake4j.engine.rdma.verbs.Gid;
 import io.mooncake4j.engine.rdma.verbs.GidEntry;
@@ -53,6 +54,16 @@ public final class VerbsRdmaProvider implements RdmaProvider {
         @Override
         public String name() {
             return ctx.name();
+        }
+
+        @Override
+        public boolean hasAsyncEvents() {
+            return true;
+        }
+
+        @Override
+        public AsyncEvent nextAsyncEvent(int timeoutMs) {
+            return ctx.nextAsyncEvent(timeoutMs);
         }
 
         @Override

@@ -17,8 +17,23 @@
  * {@link io.mooncake4j.engine.rdma.GpuDirectSupport} ({@code GpuDirectSupport.cuda()} in
  * production, a fake in tests). See {@code docs/rdma.md}.
  *
+ * <p>Small helpers the engine delegates to (kept self-contained so that they can move into an
+ * rdma transport later): {@code LocalRegistration}/{@code LocalRegistrations} (registered
+ * ranges, pieces above {@code max_mr_size}, lock-free lookups), {@code ParallelRegistration}
+ * ({@code ibv_reg_mr} on every device at once), {@code PeerSegments} (opened peers, one
+ * descriptor fetch per name in flight), {@code AsyncEventMonitor} (device events → NIC
+ * selection).
+ *
+ * <p>Threads: per device a poller {@code mooncake-rdma-poller-N} and an event reader
+ * {@code mooncake-rdma-events-N} (platform, engine lifetime); platform
+ * {@code mooncake-rdma-connect-N} per active handshake and {@code mooncake-rdma-control-N} (at
+ * most 8) for passive bring-ups, so that blocking verbs calls never pin a virtual thread's
+ * carrier; short-lived {@code mooncake-rdma-register-N} while a large buffer is pinned on
+ * several devices.
+ *
  * <p>Ownership and thread-safety: the engine owns its contexts, endpoints, registrations and
- * threads and releases them in {@code close()} (QPs, CQs, MRs, PDs, contexts in that order); it
+ * threads and releases them in {@code close()} (QPs, CQs, MRs, PDs, contexts in that order; a
+ * device whose poller does not stop is left open rather than freed under it); it
  * is thread-safe. The helpers ({@code MemlockCheck}, {@code NicSelection}, {@code GidSelection},
  * {@code QpBringUp}, {@code ProtocolSelection}, settings records) are stateless or immutable
  * except the cached availability probe, computed once under class-initialisation locking.

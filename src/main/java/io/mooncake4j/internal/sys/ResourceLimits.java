@@ -65,6 +65,15 @@ public final class ResourceLimits {
         }
     }
 
+    /**
+     * The locked-memory limit that applies to this process: {@link #UNLIMITED} when it has
+     * {@code CAP_IPC_LOCK} (the kernel then does not enforce {@code RLIMIT_MEMLOCK} on mlock or
+     * RDMA pinning), else {@link #memlockSoftLimit()}.
+     */
+    public static OptionalLong effectiveMemlockLimit() {
+        return Capabilities.hasIpcLock() ? OptionalLong.of(UNLIMITED) : memlockSoftLimit();
+    }
+
     /** Human form of a limit: {@code unlimited} or a byte count with a binary unit. */
     public static String describe(long limit) {
         if (limit == UNLIMITED) {

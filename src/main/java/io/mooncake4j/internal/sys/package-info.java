@@ -1,2 +1,2 @@
-/** Operating-system facts read through FFM (resource limits) and formatting helpers. Module-private. */
+/** Operating-system facts read through FFM or procfs (resource limits, capabilities) and formatting helpers. Module-private. */
 package io.mooncake4j.internal.sys;

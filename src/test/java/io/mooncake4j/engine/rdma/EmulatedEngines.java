@@ -17,6 +17,8 @@ final class EmulatedEngines {
     static RdmaEngineConfig config(Map<String, String> env) {
         return RdmaEngineConfig.fromEnvironment(env, HandshakeConfig.ephemeral(InetAddress.getLoopbackAddress()))
                 .withMemlockLimit(OptionalLong::empty)
+                .withIpcLock(() -> false)
+                .withNumaNodeOf(address -> -1)
                 .withSysfsRoot(NO_SYSFS);
     }
 

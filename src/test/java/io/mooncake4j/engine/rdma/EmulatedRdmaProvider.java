@@ -1,5 +1,6 @@
 package io.mooncake4j.engine.rdma;
 
+import io.mooncake4j.engine.rdma.verbs.AsyncEvent;
 import io.mooncake4j.engine.rdma.verbs.DeviceAttributes;
 import io.mooncake4j.engine.rdma.verbs.Gid;
 import io.mooncake4j.engine.rdma.verbs.GidEntry;
@@ -21,6 +22,11 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.concurrent.BrokenBarrierException;
+import java.util.concurrent.CyclicBarrier;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 
 /**
  * A test double for {@link RdmaProvider}: an in-process "fabric" of emulated RDMA devices.
@@ -38,7 +44,7 @@ import java.util.Map;
 @SuppressWarnings("restricted") // deliberate FFM: native pointers are sized with reinterpret, handles linked here
 final class EmulatedRdmaProvider implements RdmaProvider {
 
-    static final int EINVAL = 22, ENOMEM = 12, EBUSY = 16, EFAULT = 14, EOPNOTSUPP = 95;
+    static final int EINVAL = 22, ENOMEM = 12, EBUSY = 16, EFAULT = 14, EOPNOTSUPP = 95, ETIMEDOUT = 110;
 
     /** What a transition may be made to fail with. */
     enum Transition { INIT, RTR, RTS, ERR }
@@ -67,12 +73,51 @@ final class EmulatedRdmaProvider implements RdmaProvider {
     private long plainFailFrom;
     private long plainFailTo;
     private int plainFailErrno;
+    private CyclicBarrier registrationRendezvous;
+    private long rendezvousTimeoutMs;
 
     EmulatedRdmaProvider(String... deviceNames) {
         this.names = List.of(deviceNames);
     }
 
     // ---- knobs ----
+
+    private final java.util.concurrent.atomic.AtomicInteger virtualControlCalls = new java.util.concurrent.atomic.AtomicInteger();
+
+    private void noteControlCall() {
+        if (Thread.currentThread().isVirtual()) {
+            virtualControlCalls.incrementAndGet();
+        }
+    }
+
+    /** {@code ibv_create_qp} / RTR calls made on a virtual thread (blocking downcalls would pin its carrier). */
+    int virtualControlCalls() {
+        return virtualControlCalls.get();
+    }
+
+    /**
+     * Queues an asynchronous event on open device {@code device}, as the driver would
+     * ({@code IBV_EVENT_PORT_ERR} when a link goes down, {@code PORT_ACTIVE}, {@code DEVICE_FATAL}, ...).
+     */
+    synchronized EmulatedRdmaProvider injectAsyncEvent(String device, int type, int port) {
+        EmuDevice d = open.get(device);
+        if (d == null) {
+            throw new IllegalArgumentException("emulated device " + device + " is not open");
+        }
+        d.asyncEvents.add(new AsyncEvent(type, port));
+        return this;
+    }
+
+    /**
+     * Every {@code ibv_reg_mr} waits (outside the provider lock) until {@code parties}
+     * registrations are inside it at the same time, at most {@code timeoutMs}; then it fails
+     * with {@code ETIMEDOUT}. Shows whether devices are registered in parallel. Null clears it.
+     */
+    synchronized EmulatedRdmaProvider registrationRendezvous(int parties, long timeoutMs) {
+        registrationRendezvous = parties <= 0 ? null : new CyclicBarrier(parties);
+        rendezvousTimeoutMs = timeoutMs;
+        return this;
+    }
 
     synchronized EmulatedRdmaProvider autoProgress(boolean on) {
         autoProgress = on;
@@ -302,6 +347,7 @@ final class EmulatedRdmaProvider implements RdmaProvider {
         final List<EmuMr> mrs = new ArrayList<>();
         final List<EmuCq> cqs = new ArrayList<>();
         final List<EmuQp> ownQps = new ArrayList<>();
+        final LinkedBlockingQueue<AsyncEvent> asyncEvents = new LinkedBlockingQueue<>();
         boolean closed;
 
         EmuDevice(String name, int index) {
@@ -312,6 +358,21 @@ final class EmulatedRdmaProvider implements RdmaProvider {
         @Override
         public String name() {
             return name;
+        }
+
+        @Override
+        public boolean hasAsyncEvents() {
+            return true;
+        }
+
+        @Override
+        public AsyncEvent nextAsyncEvent(int timeoutMs) {
+            try { // outside the provider lock: the reader waits here
+                return asyncEvents.poll(timeoutMs, TimeUnit.MILLISECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return null;
+            }
         }
 
         @Override
@@ -359,6 +420,19 @@ final class EmulatedRdmaProvider implements RdmaProvider {
 
         @Override
         public MemoryRegion register(long address, long length, int access) {
+            CyclicBarrier gate;
+            synchronized (EmulatedRdmaProvider.this) {
+                gate = registrationRendezvous;
+            }
+            if (gate != null) { // outside the provider lock, as a long pin runs outside any verbs lock
+                try {
+                    gate.await(rendezvousTimeoutMs, TimeUnit.MILLISECONDS);
+                } catch (InterruptedException | BrokenBarrierException | TimeoutException e) {
+                    gate.reset();
+                    throw new VerbsException("ibv_reg_mr", ETIMEDOUT, "registration on " + name
+                            + " was not joined by the other devices' registrations (registered one after another?)");
+                }
+            }
             synchronized (EmulatedRdmaProvider.this) {
                 ensureOpen();
                 if (address == 0 || length <= 0) {
@@ -408,6 +482,7 @@ final class EmulatedRdmaProvider implements RdmaProvider {
 
         @Override
         public QueuePair createRcQp(CompletionQueue cq, QpCapabilities caps) {
+            noteControlCall();
             synchronized (EmulatedRdmaProvider.this) {
                 ensureOpen();
                 EmuCq c = (EmuCq) cq;
@@ -613,6 +688,7 @@ final class EmulatedRdmaProvider implements RdmaProvider {
 
         @Override
         public void modifyToRtr(RtrAttributes r) {
+            noteControlCall();
             synchronized (EmulatedRdmaProvider.this) {
                 if (state != IbvQp.STATE_INIT) {
                     throw invalid(this, "RTR only from INIT, state is " + state);

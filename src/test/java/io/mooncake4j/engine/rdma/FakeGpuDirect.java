@@ -23,11 +23,28 @@ final class FakeGpuDirect implements GpuDirectSupport {
     private final List<Integer> exported = new ArrayList<>();
     private final List<Integer> closed = new ArrayList<>();
     private final List<String> exports = new ArrayList<>();
+    private List<String> busIds = List.of();
 
     /** GPU 0 owns {@code [base, base + size)}; CUDA available, dma-buf export supported. */
     FakeGpuDirect(long base, long size) {
         this.base = base;
         this.size = size;
+    }
+
+    /** The GPUs' PCI bus ids (default: one GPU, bus id unknown). */
+    synchronized FakeGpuDirect pciBusIds(String... ids) {
+        busIds = List.of(ids);
+        return this;
+    }
+
+    @Override
+    public synchronized int deviceCount() {
+        return unavailable != null ? 0 : Math.max(1, busIds.size());
+    }
+
+    @Override
+    public synchronized Optional<String> pciBusId(int device) {
+        return device < busIds.size() ? Optional.of(busIds.get(device)) : Optional.empty();
     }
 
     synchronized FakeGpuDirect unavailable(String cause) {

@@ -68,14 +68,29 @@ class NicSelectionTest {
         fakeSysfs();
         List<Nic> nics = NicSelection.discover(List.of("mlx5_0", "mlx5_1", "mlx5_2"), sys);
         String gpu = sys.resolve("devices/pci0000:16/0000:16:00.0/0000:17:00.0/0000:1a:00.0").toRealPath().toString();
-        assertEquals(new Preference(List.of("mlx5_0", "mlx5_1"), List.of("mlx5_2")), NicSelection.forPciDevice(nics, gpu));
+        assertEquals(new Preference(List.of("mlx5_0", "mlx5_1"), List.of("mlx5_2")),
+                NicSelection.forPciDevice(nics, gpu, -1));
+        // on NUMA node 1 only mlx5_2 is a candidate, however far it is on the PCI tree
+        assertEquals(new Preference(List.of("mlx5_2"), List.of("mlx5_0", "mlx5_1")),
+                NicSelection.forPciDevice(nics, gpu, 1));
+        // the GPU's row from its bus id, as Mooncake builds it (bus/pci/devices/<id> -> the PCI path)
+        Path bus = Files.createDirectories(sys.resolve("bus/pci/devices"));
+        Path gpuDir = sys.resolve("devices/pci0000:16/0000:16:00.0/0000:17:00.0/0000:1a:00.0");
+        Files.writeString(gpuDir.resolve("numa_node"), "0\n");
+        Files.createSymbolicLink(bus.resolve("0000:1a:00.0"), gpuDir);
+        Map<String, Preference> rows = NicSelection.gpuRows(nics, java.util.Arrays.asList("0000:1A:00.0", null), sys);
+        assertEquals(new Preference(List.of("mlx5_0", "mlx5_1"), List.of("mlx5_2")), rows.get("cuda:0"));
+        assertEquals(new Preference(List.of("mlx5_0", "mlx5_1", "mlx5_2"), List.of()), rows.get("cuda:1"),
+                "unknown bus id: every NIC");
+        assertEquals(0, NicSelection.pciDistance("/a/b/x1", "/a/b/x2"));
+        assertEquals(3, NicSelection.pciDistance("/a/b/c", "/a/d/e/f"));
     }
 
     @Test
     void withoutSysfsEveryNicShouldBePreferred() {
         List<Nic> nics = NicSelection.discover(List.of("rxe0", "rxe1"), sys);
         assertEquals(new Preference(List.of("rxe0", "rxe1"), List.of()), NicSelection.forCpu(nics, 0));
-        assertEquals(new Preference(List.of("rxe0", "rxe1"), List.of()), NicSelection.forPciDevice(nics, ""));
+        assertEquals(new Preference(List.of("rxe0", "rxe1"), List.of()), NicSelection.forPciDevice(nics, "", -1));
         assertEquals(List.of("cpu:0", "*"), List.copyOf(NicSelection.cpuPriorityMatrix(nics, List.of()).keySet()));
     }
 

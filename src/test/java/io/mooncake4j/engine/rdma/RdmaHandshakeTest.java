@@ -57,7 +57,8 @@ class RdmaHandshakeTest {
         assertEquals(expected, d.toJson());
         PeerSegment p = new PeerSegment(1, d);
         assertEquals("10.0.0.2:15321@mlx5_0", p.nicPath[0]);
-        assertEquals(0, p.find(140234567892992L + 4096, 65536));
+        assertEquals(0, p.bufferAt(140234567892992L + 4096));
+        assertEquals(65536, p.coveredFrom(140234567892992L + 4096, 65536));
         assertEquals(2101, p.rkey[0][0]);
     }
 

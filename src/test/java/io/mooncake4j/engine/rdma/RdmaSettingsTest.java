@@ -57,4 +57,10 @@ class RdmaSettingsTest {
         assertEquals(0, s.serviceLevel());
         assertEquals(1L << 40, s.maxMrSize());
     }
+
+    @Test
+    void aSliceAboveOneGibIsIgnoredSoThatSliceLengthsFitAnIntAndMaxMsgSz() {
+        assertEquals(65536, RdmaSettings.from(Map.of("MC_SLICE_SIZE", String.valueOf(Integer.MAX_VALUE))).sliceSize());
+        assertEquals(1 << 30, RdmaSettings.from(Map.of("MC_SLICE_SIZE", String.valueOf(1 << 30))).sliceSize());
+    }
 }

@@ -21,8 +21,11 @@ import org.slf4j.LoggerFactory;
  * closes them in the order QPs, CQs, MRs, PDs, then the context: QPs are first moved to ERR and
  * the CQs drained so the NIC no longer touches registered memory.
  *
- * <p>Control-path methods synchronise on this object. The ops function pointers are read once at
- * open and handed to each CQ and QP.
+ * <p>Control-path methods synchronise on this object, except memory registration (long pins must
+ * not hold up QP creation and modification): registrations are counted while in flight and
+ * {@link #close} waits for them. {@link #nextAsyncEvent} is called by one reader thread, which
+ * stops before {@link #close}. The ops function pointers are read once at open and handed to
+ * each CQ and QP.
  */
 @SuppressWarnings("restricted") // deliberate FFM: native pointers are sized with reinterpret, handles linked here
 public final class IbvContext implements AutoCloseable {
@@ -205,6 +208,8 @@ public final class IbvContext implements AutoCloseable {
         }
     }
 
+    private int callsInFlight;
+
     synchronized void adopt(IbvQp qp) {
         qps.add(qp);
     }
@@ -213,6 +218,70 @@ public final class IbvContext implements AutoCloseable {
         qps.remove(child);
         cqs.remove(child);
         pds.remove(child);
+    }
+
+    /**
+     * The next asynchronous event of this device ({@code ibv_get_async_event}, acknowledged at
+     * once with {@code ibv_ack_async_event}), waiting at most {@code timeoutMs} for one on the
+     * context's async fd ({@code poll(2)}), or null when none came. One reader thread at a time;
+     * not under this monitor (it waits), and the caller stops reading before {@link #close}.
+     */
+    public AsyncEvent nextAsyncEvent(int timeoutMs) {
+        if (Verbs.POLL == null) {
+            throw new VerbsException("poll", 0, "libc poll(2) is not reachable through FFM");
+        }
+        int fd = context.get(JAVA_INT, VerbsLayouts.CONTEXT_ASYNC_FD);
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment pfd = arena.allocate(8, 4); // struct pollfd { int fd; short events; short revents; }
+            pfd.set(JAVA_INT, 0, fd);
+            pfd.set(JAVA_SHORT, 4, POLLIN);
+            int ready = (int) Verbs.POLL.invokeExact(pfd, 1L, timeoutMs);
+            if (ready <= 0 || (pfd.get(JAVA_SHORT, 6) & POLLIN) == 0) {
+                return null; // timeout, EINTR, or only POLLERR/POLLHUP (the caller retries after its timeout)
+            }
+            MemorySegment ev = arena.allocate(VerbsLayouts.IBV_ASYNC_EVENT);
+            int rc = (int) Verbs.GET_ASYNC_EVENT.invokeExact(context, ev);
+            if (rc != 0) {
+                return null;
+            }
+            int type = ev.get(JAVA_INT, VerbsLayouts.ASYNC_EVENT_TYPE);
+            int port = AsyncEvent.isPortEvent(type) ? ev.get(JAVA_INT, VerbsLayouts.ASYNC_EVENT_PORT_NUM) : 0;
+            Verbs.ACK_ASYNC_EVENT.invokeExact(ev);
+            return new AsyncEvent(type, port);
+        } catch (VerbsException e) {
+            throw e;
+        } catch (Throwable t) {
+            throw downcall("ibv_get_async_event", t);
+        }
+    }
+
+    private static final short POLLIN = 1;
+
+    /** A verb that runs outside this monitor (memory registration) starts; close waits for it. */
+    synchronized void enterCall() {
+        ensureOpen();
+        callsInFlight++;
+    }
+
+    synchronized void exitCall() {
+        if (--callsInFlight == 0) {
+            notifyAll();
+        }
+    }
+
+    /** Waits (releasing the monitor) until no verb started with {@link #enterCall} is running. */
+    synchronized void awaitNoCalls() {
+        boolean interrupted = false;
+        while (callsInFlight > 0) {
+            try {
+                wait();
+            } catch (InterruptedException e) {
+                interrupted = true; // the native objects must not be freed under a running verb
+            }
+        }
+        if (interrupted) {
+            Thread.currentThread().interrupt();
+        }
     }
 
     synchronized void ensureOpen() {
@@ -232,6 +301,7 @@ public final class IbvContext implements AutoCloseable {
             return;
         }
         closed = true;
+        awaitNoCalls();
         VerbsException first = null;
         for (IbvQp qp : qps) {
             try {

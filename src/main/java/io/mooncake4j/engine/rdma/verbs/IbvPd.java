@@ -52,61 +52,80 @@ public final class IbvPd implements AutoCloseable {
      * {@link #ACCESS_RELAXED_ORDERING} is dropped.
      */
     public IbvMr registerMemory(long address, long length, int access) {
-        synchronized (context) {
-            ensureOpen();
-            try (Arena arena = Arena.ofConfined()) {
-                MemorySegment capture = arena.allocate(Verbs.CAPTURE_LAYOUT);
-                MemorySegment addr = MemorySegment.ofAddress(address);
-                MemorySegment mr;
-                String op;
-                if (Verbs.HAS_REG_MR_IOVA2) {
-                    op = "ibv_reg_mr_iova2";
-                    mr = (MemorySegment) Verbs.REG_MR_IOVA2.invokeExact(capture, pd, addr, length, address, access);
-                } else {
-                    op = "ibv_reg_mr";
-                    mr = (MemorySegment) Verbs.REG_MR.invokeExact(capture, pd, addr, length, access & ~ACCESS_RELAXED_ORDERING);
-                }
-                if (mr.equals(MemorySegment.NULL)) {
-                    int errno = Verbs.errno(capture);
-                    throw new VerbsException(op, errno, regHint(errno, address, length, access));
-                }
-                return adopt(mr);
-            } catch (VerbsException e) {
-                throw e;
-            } catch (Throwable t) {
-                throw IbvContext.downcall("ibv_reg_mr", t);
+        beginRegistration();
+        MemorySegment mr = MemorySegment.NULL;
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment capture = arena.allocate(Verbs.CAPTURE_LAYOUT);
+            MemorySegment addr = MemorySegment.ofAddress(address);
+            String op;
+            if (Verbs.HAS_REG_MR_IOVA2) {
+                op = "ibv_reg_mr_iova2";
+                mr = (MemorySegment) Verbs.REG_MR_IOVA2.invokeExact(capture, pd, addr, length, address, access);
+            } else {
+                op = "ibv_reg_mr";
+                mr = (MemorySegment) Verbs.REG_MR.invokeExact(capture, pd, addr, length, access & ~ACCESS_RELAXED_ORDERING);
             }
+            if (mr.equals(MemorySegment.NULL)) {
+                int errno = Verbs.errno(capture);
+                throw new VerbsException(op, errno, regHint(errno, address, length, access));
+            }
+            return adopt(mr);
+        } catch (VerbsException e) {
+            throw e;
+        } catch (Throwable t) {
+            throw IbvContext.downcall("ibv_reg_mr", t);
+        } finally {
+            endRegistration();
         }
     }
 
     /** {@code ibv_reg_dmabuf_mr}: GPU memory exported as a dma-buf file descriptor. */
     public IbvMr registerDmabuf(long offset, long length, long iova, int fd, int access) {
-        synchronized (context) {
-            ensureOpen();
-            if (!Verbs.HAS_REG_DMABUF_MR) {
-                throw new VerbsException("ibv_reg_dmabuf_mr", Verbs.EOPNOTSUPP,
-                        "not provided by this " + Verbs.LIBRARY + " (rdma-core >= 34 needed)");
+        if (!Verbs.HAS_REG_DMABUF_MR) {
+            throw new VerbsException("ibv_reg_dmabuf_mr", Verbs.EOPNOTSUPP,
+                    "not provided by this " + Verbs.LIBRARY + " (rdma-core >= 34 needed)");
+        }
+        beginRegistration();
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment capture = arena.allocate(Verbs.CAPTURE_LAYOUT);
+            MemorySegment mr = (MemorySegment) Verbs.REG_DMABUF_MR.invokeExact(capture, pd, offset, length, iova, fd, access);
+            if (mr.equals(MemorySegment.NULL)) {
+                int errno = Verbs.errno(capture);
+                throw new VerbsException("ibv_reg_dmabuf_mr", errno, regHint(errno, iova, length, access));
             }
-            try (Arena arena = Arena.ofConfined()) {
-                MemorySegment capture = arena.allocate(Verbs.CAPTURE_LAYOUT);
-                MemorySegment mr = (MemorySegment) Verbs.REG_DMABUF_MR.invokeExact(capture, pd, offset, length, iova, fd, access);
-                if (mr.equals(MemorySegment.NULL)) {
-                    int errno = Verbs.errno(capture);
-                    throw new VerbsException("ibv_reg_dmabuf_mr", errno, regHint(errno, iova, length, access));
-                }
-                return adopt(mr);
-            } catch (VerbsException e) {
-                throw e;
-            } catch (Throwable t) {
-                throw IbvContext.downcall("ibv_reg_dmabuf_mr", t);
-            }
+            return adopt(mr);
+        } catch (VerbsException e) {
+            throw e;
+        } catch (Throwable t) {
+            throw IbvContext.downcall("ibv_reg_dmabuf_mr", t);
+        } finally {
+            endRegistration();
         }
     }
 
+    /*
+     * Registration pins pages (seconds for hundreds of GiB), so it does not hold the context
+     * monitor that QP creation and modification take: libibverbs verbs on different objects are
+     * thread-safe; the monitor only guards the Java lists and the closed flags. Instead the
+     * context counts registrations in flight, and close (context or PD) waits for them.
+     */
+    private void beginRegistration() {
+        synchronized (context) {
+            ensureOpen();
+            context.enterCall();
+        }
+    }
+
+    private void endRegistration() {
+        context.exitCall();
+    }
+
     private IbvMr adopt(MemorySegment mr) {
-        IbvMr m = new IbvMr(this, mr.reinterpret(VerbsLayouts.IBV_MR.byteSize()));
-        mrs.add(m);
-        return m;
+        synchronized (context) { // a closing PD waits for registrations in flight, so it is still open here
+            IbvMr m = new IbvMr(this, mr.reinterpret(VerbsLayouts.IBV_MR.byteSize()));
+            mrs.add(m);
+            return m;
+        }
     }
 
     static String regHint(int errno, long address, long length, int access) {
@@ -174,6 +193,7 @@ public final class IbvPd implements AutoCloseable {
             if (closed) {
                 return;
             }
+            context.awaitNoCalls();
             VerbsException first = null;
             for (IbvMr mr : List.copyOf(mrs)) {
                 try {

@@ -125,13 +125,25 @@ final class Verbs {
     // int ibv_destroy_qp(struct ibv_qp *qp);                                  errno value
     static final MethodHandle DESTROY_QP = required("ibv_destroy_qp", false, FunctionDescriptor.of(JAVA_INT, ADDRESS));
 
+    // int ibv_get_async_event(struct ibv_context *context, struct ibv_async_event *event);  0 or -1
+    static final MethodHandle GET_ASYNC_EVENT = required("ibv_get_async_event", false,
+            FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS));
+    // void ibv_ack_async_event(struct ibv_async_event *event);
+    static final MethodHandle ACK_ASYNC_EVENT = required("ibv_ack_async_event", false,
+            FunctionDescriptor.ofVoid(ADDRESS));
+    // int poll(struct pollfd *fds, nfds_t nfds, int timeout);  (libc) the async fd is waited on with a timeout,
+    // so the reader thread can stop; ibv_get_async_event then does not block
+    static final MethodHandle POLL = libc("poll", FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_LONG, JAVA_INT));
+
     // Through ibv_context.ops (first argument: the function pointer).
     // int (*post_send)(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr);  errno value
-    static final MethodHandle POST_SEND = pointer(FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS));
+    // post_send and poll_cq never block (they write a doorbell / read CQEs in user space), so they are linked
+    // critical: no thread-state transition per call; the GC waits at most for the call to return
+    static final MethodHandle POST_SEND = criticalPointer(FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS));
     // int (*post_recv)(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr);  errno value
     static final MethodHandle POST_RECV = pointer(FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS));
     // int (*poll_cq)(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc);   >= 0 count, < 0 failure
-    static final MethodHandle POLL_CQ = pointer(FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_INT, ADDRESS));
+    static final MethodHandle POLL_CQ = criticalPointer(FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_INT, ADDRESS));
     // int (*req_notify_cq)(struct ibv_cq *cq, int solicited_only);            errno value
     static final MethodHandle REQ_NOTIFY_CQ = pointer(FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_INT));
 
@@ -179,6 +191,21 @@ final class Verbs {
         return captureErrno
                 ? LINKER.downcallHandle(symbol.get(), fd, CAPTURE_ERRNO)
                 : LINKER.downcallHandle(symbol.get(), fd);
+    }
+
+    private static MethodHandle libc(String name, FunctionDescriptor fd) {
+        if (LIB == null) {
+            return null;
+        }
+        try {
+            return LINKER.defaultLookup().find(name).map(a -> LINKER.downcallHandle(a, fd)).orElse(null);
+        } catch (RuntimeException e) { // no native access in this mode: recorded as unavailable, never thrown here
+            return null;
+        }
+    }
+
+    private static MethodHandle criticalPointer(FunctionDescriptor fd) {
+        return LIB == null ? null : LINKER.downcallHandle(fd, Linker.Option.critical(false));
     }
 
     private static MethodHandle pointer(FunctionDescriptor fd) {

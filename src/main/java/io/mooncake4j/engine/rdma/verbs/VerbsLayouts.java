@@ -429,6 +429,21 @@ final class VerbsLayouts {
             JAVA_BYTE.withName("dlid_path_bits"),
             paddingLayout(2));
 
+    // struct ibv_async_event {
+    //     union { struct ibv_cq *cq; struct ibv_qp *qp; struct ibv_srq *srq; struct ibv_wq *wq;
+    //             int port_num; } element;
+    //     enum ibv_event_type event_type;
+    // };
+    static final StructLayout IBV_ASYNC_EVENT = structLayout(
+            unionLayout(
+                    ADDRESS.withName("cq"),
+                    ADDRESS.withName("qp"),
+                    ADDRESS.withName("srq"),
+                    ADDRESS.withName("wq"),
+                    JAVA_INT.withName("port_num")).withName("element"),
+            JAVA_INT.withName("event_type"),
+            paddingLayout(4));
+
     // ---- offsets used by the bindings (computed from the layouts above) ----
 
     static final long DEVICE_NAME = off(IBV_DEVICE, "name");
@@ -439,6 +454,9 @@ final class VerbsLayouts {
     static final long CONTEXT_OPS_POST_SEND = off(IBV_CONTEXT, "ops", "post_send");
     static final long CONTEXT_OPS_POST_RECV = off(IBV_CONTEXT, "ops", "post_recv");
     static final long CONTEXT_NUM_COMP_VECTORS = off(IBV_CONTEXT, "num_comp_vectors");
+    static final long CONTEXT_ASYNC_FD = off(IBV_CONTEXT, "async_fd");
+    static final long ASYNC_EVENT_PORT_NUM = off(IBV_ASYNC_EVENT, "element", "port_num");
+    static final long ASYNC_EVENT_TYPE = off(IBV_ASYNC_EVENT, "event_type");
 
     static final long MR_ADDR = off(IBV_MR, "addr");
     static final long MR_LENGTH = off(IBV_MR, "length");
@@ -547,6 +565,7 @@ final class VerbsLayouts {
         m.put("ibv_sge", IBV_SGE);
         m.put("ibv_send_wr", IBV_SEND_WR);
         m.put("ibv_wc", IBV_WC);
+        m.put("ibv_async_event", IBV_ASYNC_EVENT);
         return m;
     }
 
