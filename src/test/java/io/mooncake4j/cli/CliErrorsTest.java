@@ -71,8 +71,8 @@ class CliErrorsTest {
 
     @Test
     void tpSizesThatDoNotDivideTheHeadsAreUsageErrorsInBothCommands() {
-        usageError(new String[] {"register", "--tp", "3"}, "--tp 3", "8 KV heads cannot be split across TP 3");
-        usageError(new String[] {"demo", "--p-tp", "3"}, "--p-tp 3", "8 KV heads cannot be split across TP 3");
+        usageError(new String[] {"register", "--tp", "3"}, "--tp 3", "does not fit the 8 KV heads");
+        usageError(new String[] {"demo", "--p-tp", "3"}, "--p-tp 3", "does not fit the 8 KV heads");
         usageError(new String[] {"demo", "--d-tp=3"}, "--d-tp 3");
     }
 

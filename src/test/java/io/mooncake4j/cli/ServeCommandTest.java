@@ -1,5 +1,6 @@
 package io.mooncake4j.cli;
 
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -113,7 +114,8 @@ class ServeCommandTest {
         String text = buf.toString(StandardCharsets.UTF_8);
         assertEquals(2, code, text);
         assertTrue(text.contains("mooncake4j serve: --device must be cpu or cuda"), text);
-        assertTrue(text.contains("usage: bin/mooncake4j serve"), text);
+        assertTrue(text.contains("serve --help lists the flags"), text);
+        assertFalse(text.contains("usage: bin/mooncake4j serve"), "one error line, no usage dump: " + text);
     }
 
     /** {@code serve} as a child JVM: it answers, then SIGTERM drains it and it exits 0. */
