@@ -26,4 +26,5 @@ module io.mooncake4j {
     exports io.mooncake4j.connector.bootstrap;
     exports io.mooncake4j.connector.worker;
     exports io.mooncake4j.sim;
+    exports io.mooncake4j.proxy;
 }

@@ -1,0 +1,16 @@
+/**
+ * The disaggregated-serving router of {@code bin/mooncake4j proxy}: vLLM's example Mooncake proxy
+ * contract (XpYd round robin, one {@code transfer_id} per request, P and D called concurrently, D's answer
+ * streamed through) with clear errors when a node fails.
+ *
+ * <ul>
+ *   <li>{@link io.mooncake4j.proxy.ProxyConfig}: the nodes and bounds, validated once;</li>
+ *   <li>{@link io.mooncake4j.proxy.DisaggProxy}: the HTTP server (JDK {@code HttpServer} on virtual threads)
+ *       and the client side ({@code java.net.http.HttpClient}) with the readiness prober;</li>
+ * * </ul>
+ *
+ * <p><b>Threads and ownership:</b> a {@code DisaggProxy} owns its server, client and prober thread and
+ * closes them in {@link io.mooncake4j.proxy.DisaggProxy#close()}; it is safe to call from any thread.
+ * Node state (up/down, engine ids) is published through volatile fields.
+ */
+package io.mooncake4j.proxy;
