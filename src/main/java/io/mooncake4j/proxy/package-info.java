@@ -7,7 +7,7 @@
  *   <li>{@link io.mooncake4j.proxy.ProxyConfig}: the nodes and bounds, validated once;</li>
  *   <li>{@link io.mooncake4j.proxy.DisaggProxy}: the HTTP server (JDK {@code HttpServer} on virtual threads)
  *       and the client side ({@code java.net.http.HttpClient}) with the readiness prober;</li>
- * * </ul>
+ * </ul>
  *
  * <p><b>Threads and ownership:</b> a {@code DisaggProxy} owns its server, client and prober thread and
  * closes them in {@link io.mooncake4j.proxy.DisaggProxy#close()}; it is safe to call from any thread.
