@@ -139,8 +139,15 @@ final class Flags {
         return List.copyOf(positional);
     }
 
-    /** Fails on any flag no getter asked for (call after reading every flag). */
+    /**
+     * Fails on any flag no getter asked for, and on any positional argument (no command takes one):
+     * call after reading every flag.
+     */
     void rejectUnknown() {
+        if (!positional.isEmpty()) {
+            throw new UsageException(String.format(Locale.ROOT, "unexpected argument '%s': flags are written "
+                    + "--name value or --name=value", positional.getFirst()));
+        }
         for (String k : values.keySet()) {
             if (!known.contains(k)) {
                 throw new UsageException("unknown flag --" + k);

@@ -8,6 +8,7 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
+import java.util.UUID;
 
 /**
  * The connector's configuration: vLLM's {@code kv_transfer_config} (role, engine id, extra
@@ -162,7 +163,8 @@ public record MooncakeConnectorConfig(
      * Parses a vLLM-style {@code kv_transfer_config} JSON object, e.g.
      * {@code {"kv_connector":"MooncakeConnector","kv_role":"kv_producer","engine_id":"p0",
      * "kv_connector_extra_config":{"mooncake_protocol":"tcp","num_workers":4}}}, then applies the
-     * {@code VLLM_MOONCAKE_*} variables of {@code env}. Unknown keys are ignored; a present key
+     * {@code VLLM_MOONCAKE_*} variables of {@code env}. Without {@code engine_id} the engine id is a
+     * random UUID (vLLM generates a uuid4). Unknown keys are ignored; a present key
      * with a wrong type or value fails with an exception naming the key.
      */
     public static Builder fromKvTransferConfigJson(String json, Map<String, String> env) {
@@ -181,9 +183,8 @@ public record MooncakeConnectorConfig(
         }
         b.kvRole(KvRole.parse(string(root, "kv_role", "kv_role", true)));
         String engineId = string(root, "engine_id", "engine_id", false);
-        if (engineId != null) {
-            b.engineId(engineId);
-        }
+        // like vLLM's KVTransferConfig: an absent engine_id becomes a fresh uuid4
+        b.engineId(engineId != null ? engineId : UUID.randomUUID().toString());
         Object extraObj = root.get("kv_connector_extra_config");
         if (extraObj != null) {
             if (!(extraObj instanceof Map<?, ?>)) {

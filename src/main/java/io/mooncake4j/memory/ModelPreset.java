@@ -55,19 +55,27 @@ public record ModelPreset(String name, int numLayers, int numKvHeads, int headSi
                 name, ALL.stream().map(ModelPreset::name).toList()));
     }
 
-    /** KV heads held by one rank at tensor-parallel size {@code tp} (replicated when tp exceeds the heads). */
+    /**
+     * KV heads held by one rank at tensor-parallel size {@code tp}, validated as vLLM does: the heads
+     * are split evenly ({@code heads % tp == 0}), or, when TP exceeds the heads, each head is
+     * replicated on {@code tp / heads} ranks ({@code tp % heads == 0}); MLA latents are replicated.
+     *
+     * @throws IllegalArgumentException when {@code tp} is not positive or does not fit the KV heads
+     */
     public int kvHeadsPerRank(int tp) {
         if (tp <= 0) {
             throw new IllegalArgumentException("TP size must be positive, got " + tp);
         }
-        if (mla || tp >= numKvHeads) {
-            return 1; // MLA latents and over-split GQA heads are replicated
+        if (mla) {
+            return 1;
         }
-        if (numKvHeads % tp != 0) {
+        if (tp >= numKvHeads ? tp % numKvHeads != 0 : numKvHeads % tp != 0) {
             throw new IllegalArgumentException(String.format(Locale.ROOT,
-                    "%d KV heads cannot be split across TP %d", numKvHeads, tp));
+                    "tensor parallel size %d does not fit the %d KV heads of model %s: the heads must split "
+                            + "evenly (%d %% tp == 0) or, above %d, be replicated evenly (tp %% %d == 0)",
+                    tp, numKvHeads, name, numKvHeads, numKvHeads, numKvHeads));
         }
-        return numKvHeads / tp;
+        return tp >= numKvHeads ? 1 : numKvHeads / tp;
     }
 
     /** Bytes of K (or V) of one block of one layer on one rank. */

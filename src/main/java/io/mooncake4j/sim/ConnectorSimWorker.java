@@ -7,11 +7,13 @@ import io.mooncake4j.connector.worker.MooncakeKvConnectorStats;
 import io.mooncake4j.engine.TransferEngine;
 import io.mooncake4j.engine.TransferEngines;
 import io.mooncake4j.memory.KvCaches;
+import io.mooncake4j.memory.ModelPreset;
 
 import java.util.Objects;
 import java.util.Optional;
 import java.util.Set;
 import java.util.function.Function;
+import java.util.function.UnaryOperator;
 
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -55,22 +57,52 @@ public final class ConnectorSimWorker implements SimWorker {
      * it, and registers the rank's KV caches.
      */
     public static SimEngine.WorkerFactory factory(Function<MooncakeConnectorConfig, TransferEngine> engines) {
+        return factory(engines, UnaryOperator.identity());
+    }
+
+    /**
+     * As {@link #factory(Function)}, with {@code options} applied to each rank's worker builder
+     * (for instance the bootstrap server's bind address). Each worker is told the model's MLA flag
+     * and KV-head count when the engine passes the model
+     * ({@link SimEngine.WorkerFactory#create(MooncakeConnectorConfig, KvCaches, ModelPreset)}).
+     */
+    public static SimEngine.WorkerFactory factory(Function<MooncakeConnectorConfig, TransferEngine> engines,
+            UnaryOperator<MooncakeConnectorWorker.Builder> options) {
         Objects.requireNonNull(engines, "engines");
-        return (MooncakeConnectorConfig cfg, KvCaches caches) -> {
-            TransferEngine engine = Objects.requireNonNull(engines.apply(cfg), "engine");
-            MooncakeConnectorWorker worker = null;
-            try {
-                worker = new MooncakeConnectorWorker(cfg, engine, caches.config());
-                worker.registerKvCaches(caches.tensorsByLayer());
-                return new ConnectorSimWorker(worker, engine);
-            } catch (RuntimeException | Error e) {
-                if (worker != null) {
-                    worker.close();
-                }
-                engine.close();
-                throw e;
+        Objects.requireNonNull(options, "options");
+        return new SimEngine.WorkerFactory() {
+            @Override
+            public SimWorker create(MooncakeConnectorConfig cfg, KvCaches caches) {
+                return build(engines, options, cfg, caches, null);
+            }
+
+            @Override
+            public SimWorker create(MooncakeConnectorConfig cfg, KvCaches caches, ModelPreset model) {
+                return build(engines, options, cfg, caches, Objects.requireNonNull(model, "model"));
             }
         };
+    }
+
+    private static SimWorker build(Function<MooncakeConnectorConfig, TransferEngine> engines,
+            UnaryOperator<MooncakeConnectorWorker.Builder> options, MooncakeConnectorConfig cfg, KvCaches caches,
+            ModelPreset model) {
+        TransferEngine engine = Objects.requireNonNull(engines.apply(cfg), "engine");
+        MooncakeConnectorWorker worker = null;
+        try {
+            MooncakeConnectorWorker.Builder b = MooncakeConnectorWorker.builder(cfg, engine, caches.config());
+            if (model != null) {
+                b.model(model.mla(), model.numKvHeads());
+            }
+            worker = options.apply(b).build();
+            worker.registerKvCaches(caches.tensorsByLayer());
+            return new ConnectorSimWorker(worker, engine);
+        } catch (RuntimeException | Error e) {
+            if (worker != null) {
+                worker.close();
+            }
+            engine.close();
+            throw e;
+        }
     }
 
     @Override

@@ -139,6 +139,16 @@ public final class SimEngine implements AutoCloseable {
          * @param caches     this rank's KV caches, to register
          */
         SimWorker create(MooncakeConnectorConfig rankConfig, KvCaches caches);
+
+        /**
+         * As {@link #create(MooncakeConnectorConfig, KvCaches)}, told the model shape (what the engine
+         * calls): a factory that builds a connector worker passes the model's KV-head count and MLA flag
+         * to it, as vLLM's worker learns them from the model config (heterogeneous-TP math, spec §6.10).
+         * The default ignores {@code model}.
+         */
+        default SimWorker create(MooncakeConnectorConfig rankConfig, KvCaches caches, ModelPreset model) {
+            return create(rankConfig, caches);
+        }
     }
 
     /**
@@ -220,7 +230,7 @@ public final class SimEngine implements AutoCloseable {
                 SyntheticModel model = new SyntheticModel(preset, tp, r, caches, placement.deviceMemory());
                 models.add(model);
                 perBlock += model.bytesPerBlock();
-                workers.add(factory.create(config.toBuilder().tp(r, tp).build(), caches));
+                workers.add(factory.create(config.toBuilder().tp(r, tp).build(), caches, preset));
             }
         } catch (RuntimeException | Error e) {
             closeWorkers();

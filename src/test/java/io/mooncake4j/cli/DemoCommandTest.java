@@ -56,11 +56,42 @@ class DemoCommandTest {
         assertTrue(assertThrows(Flags.UsageException.class, () -> parse("--model", "nope")).getMessage()
                 .contains("unknown model preset"));
         assertTrue(assertThrows(Flags.UsageException.class, () -> parse("--p-tp", "3")).getMessage()
-                .contains("cannot be split across TP 3"));
+                .contains("tensor parallel size 3 does not fit the 8 KV heads"));
+        assertTrue(assertThrows(Flags.UsageException.class, () -> parse("--model", "tiny", "--d-tp", "6"))
+                .getMessage().contains("tensor parallel size 6 does not fit the 4 KV heads of model tiny"));
+        assertTrue(assertThrows(Flags.UsageException.class, () -> parse("requests=4")).getMessage()
+                .contains("unexpected argument 'requests=4'"));
         assertTrue(assertThrows(Flags.UsageException.class, () -> parse("--requests", "0")).getMessage()
                 .contains("--requests must be positive"));
         assertTrue(assertThrows(Flags.UsageException.class, () -> parse("--bogus", "1")).getMessage()
                 .contains("unknown flag --bogus"));
+    }
+
+    @Test
+    void shouldRejectAPositionalArgumentWithExitCode2() {
+        ByteArrayOutputStream buf = new ByteArrayOutputStream();
+        int code;
+        try (PrintStream out = new PrintStream(buf, true, StandardCharsets.UTF_8)) {
+            code = Main.run(new String[] {"demo", "requests=4"}, out, out);
+        }
+        String text = buf.toString(StandardCharsets.UTF_8);
+        assertEquals(2, code, text);
+        assertTrue(text.contains("mooncake4j demo: unexpected argument 'requests=4'"), text);
+    }
+
+    @Test
+    void shouldMoveKvToADecodeEngineWhoseTpReplicatesTheKvHeads() throws Exception {
+        // tiny has 4 KV heads: D at TP 8 holds each head on two ranks, as vLLM allows (tp % heads == 0);
+        // the real connector worker must be told the head count to plan the per-head transfers
+        ByteArrayOutputStream buf = new ByteArrayOutputStream();
+        int code;
+        try (PrintStream out = new PrintStream(buf, true, StandardCharsets.UTF_8)) {
+            code = new DemoCommand().run(Flags.parse(List.of("--model", "tiny", "--d-tp", "8", "--requests", "3",
+                    "--prompt-tokens", "40", "--protocol", "mock", "--num-blocks", "16", "--timeout", "40")), out, out);
+        }
+        String text = buf.toString(StandardCharsets.UTF_8);
+        assertEquals(0, code, text);
+        assertTrue(text.contains("3 ok, 0 failed"), text);
     }
 
     @Test

@@ -1,6 +1,7 @@
 package io.mooncake4j.connector;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -58,7 +59,18 @@ class MooncakeConnectorConfigTest {
                 "{\"kv_role\":\"kv_both\",\"engine_id\":\"p\"}", Map.of("VLLM_MOONCAKE_BOOTSTRAP_PORT", "x")));
         assertEquals("VLLM_MOONCAKE_BOOTSTRAP_PORT", e.key());
         e = assertThrows(MooncakeConfigException.class, () -> MooncakeConnectorConfig.fromKvTransferConfigJson(
-                "{\"kv_role\":\"kv_both\"}", Map.of()).build());
+                "{\"kv_role\":\"kv_both\",\"engine_id\":\" \"}", Map.of()).build());
         assertEquals("engine_id", e.key());
+    }
+
+    @Test
+    void missingEngineIdBecomesAFreshUuid4AsInVllm() {
+        String a = MooncakeConnectorConfig.fromKvTransferConfigJson("{\"kv_role\":\"kv_both\"}", Map.of()).build()
+                .engineId();
+        String b = MooncakeConnectorConfig.fromKvTransferConfigJson("{\"kv_role\":\"kv_both\"}", Map.of()).build()
+                .engineId();
+        assertEquals(4, java.util.UUID.fromString(a).version());
+        assertEquals(a, java.util.UUID.fromString(a).toString());
+        assertNotEquals(a, b);
     }
 }
