@@ -30,11 +30,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class DisaggProxyTest {
 
-    static {
-        // The WARN a node leaving the rotation logs is expected here; the tests assert it through /health.
-        System.setProperty("org.slf4j.simpleLogger.log.io.mooncake4j.proxy.DisaggProxy", "error");
-    }
-
     private final List<AutoCloseable> open = new ArrayList<>();
     private final HttpClient client = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
     private final FakeNode.Kv kv = new FakeNode.Kv();
