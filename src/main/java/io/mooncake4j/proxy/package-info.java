@@ -7,6 +7,9 @@
  *   <li>{@link io.mooncake4j.proxy.ProxyConfig}: the nodes and bounds, validated once;</li>
  *   <li>{@link io.mooncake4j.proxy.DisaggProxy}: the HTTP server (JDK {@code HttpServer} on virtual threads)
  *       and the client side ({@code java.net.http.HttpClient}) with the readiness prober;</li>
+ *   <li>{@link io.mooncake4j.proxy.WorkloadClient}: a load generator that sends a mixed workload through a
+ *       proxy and checks every completion against a {@code kv_both} reference node (a {@code main} for
+ *       {@code scripts/multihost.sh}, a class for {@code bin/mooncake4j demo --processes}).</li>
  * </ul>
  *
  * <p><b>Threads and ownership:</b> a {@code DisaggProxy} owns its server, client and prober thread and
