@@ -26,5 +26,6 @@ module io.mooncake4j {
     exports io.mooncake4j.connector.bootstrap;
     exports io.mooncake4j.connector.worker;
     exports io.mooncake4j.sim;
+    exports io.mooncake4j.serve;
     exports io.mooncake4j.proxy;
 }

@@ -33,6 +33,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.IntConsumer;
 
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -131,6 +132,29 @@ public final class SimEngine implements AutoCloseable {
         }
     }
 
+    /**
+     * How the synthetic model picks its tokens, and what a decode engine does with received KV that
+     * does not verify.
+     */
+    public enum Sampling {
+        /**
+         * Each token is a function of the prefix hash of the tokens before it
+         * ({@link SyntheticModel#sample(long)}); a D request whose received KV does not verify fails
+         * ({@code bin/mooncake4j demo}).
+         */
+        PROMPT,
+        /**
+         * Each token is a function of the prefix hash and of the {@linkplain SyntheticModel#kvDigest KV
+         * digest} of the prompt as read from this engine's cache once the prompt's KV is complete
+         * (after the local prefill, or on D after the load and before anything recomputes a position):
+         * a {@code kv_both} engine and a P→D pair give the same tokens, and a changed byte of KV
+         * changes them. A D request whose received KV does not verify is logged and counted
+         * ({@link SimResult#mismatchedWords()}) but completes, as a real model would compute on
+         * whatever KV it holds ({@code bin/mooncake4j serve}).
+         */
+        KV
+    }
+
     /** Creates the worker of one TP rank over that rank's KV caches (and registers them). */
     @FunctionalInterface
     public interface WorkerFactory {
@@ -184,6 +208,7 @@ public final class SimEngine implements AutoCloseable {
     private final MooncakeKvConnectorStats stats = new MooncakeKvConnectorStats();
     private final LinkedBlockingQueue<SimRequest> incoming = new LinkedBlockingQueue<>();
     private final Set<String> knownIds = ConcurrentHashMap.newKeySet();
+    private final Sampling sampling;
     private final Thread loop;
     private volatile boolean stopping;
     private volatile Throwable failure;
@@ -201,8 +226,9 @@ public final class SimEngine implements AutoCloseable {
     private long steps;
 
     private SimEngine(MooncakeConnectorConfig config, ModelPreset preset, int numBlocks, Limits limits,
-            WorkerFactory factory, KvPlacement placement) {
+            WorkerFactory factory, KvPlacement placement, Sampling sampling) {
         this.config = Objects.requireNonNull(config, "config");
+        this.sampling = Objects.requireNonNull(sampling, "sampling");
         this.placement = Objects.requireNonNull(placement, "placement");
         this.preset = Objects.requireNonNull(preset, "preset");
         this.limits = Objects.requireNonNull(limits, "limits");
@@ -272,12 +298,31 @@ public final class SimEngine implements AutoCloseable {
      */
     public static SimEngine start(MooncakeConnectorConfig config, ModelPreset preset, int numBlocks, Limits limits,
             WorkerFactory factory, KvPlacement placement) {
-        SimEngine e = new SimEngine(config, preset, numBlocks, limits, factory, placement);
+        return start(config, preset, numBlocks, limits, factory, placement, Sampling.PROMPT);
+    }
+
+    /**
+     * As {@link #start(MooncakeConnectorConfig, ModelPreset, int, Limits, WorkerFactory, KvPlacement)},
+     * with the model picking its tokens by {@code sampling}.
+     */
+    public static SimEngine start(MooncakeConnectorConfig config, ModelPreset preset, int numBlocks, Limits limits,
+            WorkerFactory factory, KvPlacement placement, Sampling sampling) {
+        SimEngine e = new SimEngine(config, preset, numBlocks, limits, factory, placement, sampling);
         e.loop.start();
         LOG.info("engine {} ({}) up: model {}, tp {}, {} blocks per rank ({} tokens), {} of KV in {}",
                 config.engineId(), config.kvRole().wireName(), preset.name(), config.tpSize(), numBlocks,
                 (long) numBlocks * e.blockSize, io.mooncake4j.internal.sys.Bytes.human(e.kvBytes()), placement);
         return e;
+    }
+
+    /** How the model picks its tokens. */
+    public Sampling sampling() {
+        return sampling;
+    }
+
+    /** The workers, in TP-rank order (their own methods say from which thread they may be used). */
+    public List<SimWorker> workers() {
+        return List.copyOf(workers);
     }
 
     /** Where the KV caches live. */
@@ -338,6 +383,17 @@ public final class SimEngine implements AutoCloseable {
      */
     public CompletableFuture<SimResult> submit(String requestId, int[] promptTokens, int maxTokens,
             Map<String, Object> kvTransferParams) {
+        return submit(requestId, promptTokens, maxTokens, kvTransferParams, null);
+    }
+
+    /**
+     * As {@link #submit(String, int[], int, Map)}, with {@code onToken} called with each generated
+     * token as it is sampled (on the step-loop thread: keep it short, never block).
+     *
+     * @param onToken may be null
+     */
+    public CompletableFuture<SimResult> submit(String requestId, int[] promptTokens, int maxTokens,
+            Map<String, Object> kvTransferParams, IntConsumer onToken) {
         Objects.requireNonNull(requestId, "requestId");
         if (promptTokens.length == 0 || maxTokens <= 0) {
             throw new IllegalArgumentException("need a non-empty prompt and max_tokens >= 1");
@@ -352,6 +408,7 @@ public final class SimEngine implements AutoCloseable {
             throw new IllegalArgumentException("duplicate request id " + requestId);
         }
         SimRequest r = new SimRequest(requestId, promptTokens, maxTokens, kvTransferParams, pools.length);
+        r.onToken = onToken;
         if (stopping || failure != null) {
             r.future.completeExceptionally(new IllegalStateException("engine " + engineId() + " is stopped"));
             return r.future;
@@ -451,7 +508,24 @@ public final class SimEngine implements AutoCloseable {
             if (r.kvReadyNanos == 0) {
                 r.kvReadyNanos = System.nanoTime();
             }
-            r.appendToken(SyntheticModel.sample(r.hashes[r.numTokens - 1]));
+            int token;
+            if (sampling == Sampling.KV) {
+                if (!r.kvDigestKnown) {
+                    r.kvDigest = promptKvDigest(r);
+                    r.kvDigestKnown = true;
+                }
+                token = SyntheticModel.sample(r.hashes[r.numTokens - 1], r.kvDigest);
+            } else {
+                token = SyntheticModel.sample(r.hashes[r.numTokens - 1]);
+            }
+            r.appendToken(token);
+            if (r.onToken != null) {
+                try {
+                    r.onToken.accept(token);
+                } catch (RuntimeException e) {
+                    LOG.warn("engine {}: the token listener of request {} failed", engineId(), r.id, e);
+                }
+            }
             if (r.numOutput >= r.maxTokens) {
                 r.status = RequestStatus.FINISHED_LENGTH_CAPPED;
                 running.remove(r);
@@ -499,6 +573,15 @@ public final class SimEngine implements AutoCloseable {
                 Map.of(KvTransferParams.TRANSFER_ID, send.transferId()), false));
         c.setReqsNotProcessed(meta.reqsNotProcessed());
         return c;
+    }
+
+    /** The KV digest of {@code r}'s prompt positions as the caches of every rank hold them now. */
+    private long promptKvDigest(SimRequest r) {
+        long d = 0;
+        for (SyntheticModel m : models) {
+            d += m.kvDigest(r.hashes, r.blocks, 0, r.prompt.length);
+        }
+        return d;
     }
 
     /** Tries to admit the head of the waiting queue; false when it does not fit this step. */
@@ -608,14 +691,25 @@ public final class SimEngine implements AutoCloseable {
             return;
         }
         int n = r.prompt.length;
+        long digest = 0;
+        String mismatch = null;
         for (SyntheticModel m : models) {
             SyntheticModel.Verification v = m.verify(r.hashes, r.blocks, 0, n);
             r.bytesVerified += v.bytesChecked();
             r.mismatchedWords += v.badWords();
-            if (!v.ok() && r.error == null) {
-                r.error = "received KV does not match: " + v.badWords() + " wrong 8-byte words; first at "
+            digest += v.digest();
+            if (!v.ok() && mismatch == null) {
+                mismatch = "received KV does not match: " + v.badWords() + " wrong 8-byte words; first at "
                         + v.firstMismatch();
             }
+        }
+        // the digest of the received bytes, taken before the last prompt position is computed again
+        r.kvDigest = digest;
+        r.kvDigestKnown = true;
+        if (mismatch != null && sampling == Sampling.KV) {
+            LOG.warn("engine {}: request {}: {}; decoding on the KV as received", engineId(), r.id, mismatch);
+        } else if (mismatch != null) {
+            r.error = mismatch;
         }
         if (r.error != null) {
             LOG.error("engine {}: request {}: {}", engineId(), r.id, r.error);

@@ -7,6 +7,7 @@ import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
+import java.util.function.IntConsumer;
 
 /**
  * A request inside a {@link SimEngine}: vLLM's {@code Request} reduced to what the step loop and
@@ -41,6 +42,11 @@ final class SimRequest implements Request {
     long mismatchedWords;
     String error;
     long kvReadyNanos;
+    /** With {@link SimEngine.Sampling#KV}: the digest of the prompt's KV as read from the cache, once known. */
+    long kvDigest;
+    boolean kvDigestKnown;
+    /** Called on the step loop with each generated token, or null. */
+    IntConsumer onToken;
 
     SimRequest(String id, int[] prompt, int maxTokens, Map<String, Object> params, int groups) {
         this.id = id;

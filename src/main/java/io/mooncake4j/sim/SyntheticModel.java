@@ -250,6 +250,15 @@ public final class SyntheticModel implements AutoCloseable {
         return (int) (mix(prefixHash ^ 0x5DEECE66DL) & 0x1FFFF);
     }
 
+    /**
+     * The token "sampled" after the prefix whose hash is {@code prefixHash} by a model whose output
+     * depends on the prompt's KV bytes: {@code kvDigest} is the engine's {@linkplain #kvDigest KV
+     * digest} of the prompt (the sum of its ranks' parts); a digest of 0 gives {@link #sample(long)}.
+     */
+    public static int sample(long prefixHash, long kvDigest) {
+        return sample(prefixHash ^ mix(kvDigest));
+    }
+
     private static long runSeed(long prefixHash, int layer, int head) {
         return mix(prefixHash + (layer + 1) * LAYER_SALT + (head + 1) * HEAD_SALT);
     }
@@ -376,11 +385,45 @@ public final class SyntheticModel implements AutoCloseable {
     /**
      * Checks positions {@code [fromPos, toPos)} of every layer against what {@link #forward}
      * writes; counts every wrong 8-byte word and describes the first (for GPU memory: after copying
-     * each layer's blocks device-to-host into scratch).
+     * each layer's blocks device-to-host into scratch). The same pass computes this rank's part of
+     * the {@linkplain #kvDigest KV digest} of the bytes it read.
      */
     public Verification verify(long[] prefixHashes, int[][] blockIds, int fromPos, int toPos) {
+        return scan(prefixHashes, blockIds, fromPos, toPos, true);
+    }
+
+    /**
+     * This rank's part of the KV digest of positions {@code [fromPos, toPos)}: a function of every
+     * KV byte of those positions as read from the caches now (for GPU memory: through copies into
+     * scratch). Parts of the ranks of one engine add up (mod 2<sup>64</sup>) to the same value at
+     * any TP size: each (position, layer, global KV head) run is folded and mixed with its
+     * coordinates, and a head replicated on several ranks (TP above the head count, or MLA) counts
+     * once, on its first replica. One changed byte changes the digest (with overwhelming probability).
+     */
+    public long kvDigest(long[] prefixHashes, int[][] blockIds, int fromPos, int toPos) {
+        return scan(prefixHashes, blockIds, fromPos, toPos, false).digest();
+    }
+
+    /** Whether this rank's heads count in the digest (the first replica of a replicated head does). */
+    private boolean countsInDigest() {
+        if (preset.mla()) {
+            return tpRank == 0;
+        }
+        if (tpSize > preset.numKvHeads()) {
+            return tpRank % (tpSize / preset.numKvHeads()) == 0;
+        }
+        return true;
+    }
+
+    private static long runKey(int pos, int layer, int head) {
+        return mix(pos * 0xD6E8FEB86659FD93L + (layer + 1) * LAYER_SALT + (head + 1) * HEAD_SALT);
+    }
+
+    private Verification scan(long[] prefixHashes, int[][] blockIds, int fromPos, int toPos, boolean compare) {
         checkRange(prefixHashes, fromPos, toPos);
         long badWords = 0;
+        long digest = 0;
+        boolean counts = countsInDigest();
         String first = null;
         int bs = preset.blockSize();
         int kFrom = fromPos / bs;
@@ -399,11 +442,16 @@ public final class SyntheticModel implements AutoCloseable {
                 long blockBase = staged != null ? (long) (pos / bs - kFrom) * pageBytes
                         : v.block0Offset + block * v.blockStride;
                 for (int h = 0; h < headsPerRank; h++) {
-                    long seed = runSeed(prefixHashes[pos], l, firstHead + h);
+                    long seed = compare ? runSeed(prefixHashes[pos], l, firstHead + h) : 0;
                     long off = blockBase + ((long) h * bs + slot) * runBytes;
+                    long fold = 0;
                     for (int w = 0; w < wordsPerRun; w++) {
-                        long want = seed + w * GOLDEN;
                         long got = seg.get(ValueLayout.JAVA_LONG, off + (long) w * Long.BYTES);
+                        fold = (fold + got) * GOLDEN;
+                        if (!compare) {
+                            continue;
+                        }
+                        long want = seed + w * GOLDEN;
                         if (got != want) {
                             if (first == null) {
                                 first = String.format(Locale.ROOT,
@@ -415,11 +463,14 @@ public final class SyntheticModel implements AutoCloseable {
                             badWords++;
                         }
                     }
+                    if (counts) {
+                        digest += mix(fold ^ runKey(pos, l, firstHead + h));
+                    }
                 }
             }
         }
-        long checked = (long) Math.max(0, toPos - fromPos) * runBytes * headsPerRank * layers.size();
-        return new Verification(checked, badWords, first);
+        long checked = compare ? (long) Math.max(0, toPos - fromPos) * runBytes * headsPerRank * layers.size() : 0;
+        return new Verification(checked, badWords, first, digest);
     }
 
     /** Copies the pages of request blocks {@code kFrom..kTo} of one layer into the scratch, in request order, and waits. */
@@ -463,8 +514,14 @@ public final class SyntheticModel implements AutoCloseable {
      * @param bytesChecked   bytes compared
      * @param badWords       8-byte words that differed
      * @param firstMismatch  where the first difference was, or {@code null} when none
+     * @param digest         this rank's part of the {@linkplain #kvDigest KV digest} of the bytes read
      */
-    public record Verification(long bytesChecked, long badWords, String firstMismatch) {
+    public record Verification(long bytesChecked, long badWords, String firstMismatch, long digest) {
+
+        /** A verification without a digest (0). */
+        public Verification(long bytesChecked, long badWords, String firstMismatch) {
+            this(bytesChecked, badWords, firstMismatch, 0);
+        }
 
         /** Whether every byte matched. */
         public boolean ok() {

@@ -1,0 +1,222 @@
+package io.mooncake4j.cli;
+
+import io.mooncake4j.MooncakeConfigException;
+import io.mooncake4j.connector.MooncakeConnectorConfig;
+import io.mooncake4j.engine.TransferEngines;
+import io.mooncake4j.memory.ModelPreset;
+import io.mooncake4j.memory.cuda.CudaDeviceMemory;
+import io.mooncake4j.serve.ServeNode;
+import io.mooncake4j.serve.ServeOptions;
+
+import java.io.PrintStream;
+import java.net.InetAddress;
+import java.net.UnknownHostException;
+import java.time.Duration;
+import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * {@code bin/mooncake4j serve}: one serving node (a {@link ServeNode}) until SIGTERM or Ctrl-C, which
+ * drain it and exit 0.
+ */
+final class ServeCommand implements CliCommand {
+
+    static final String DEFAULT_KV_TRANSFER_CONFIG = "{\"kv_connector\":\"MooncakeConnector\",\"kv_role\":\"kv_both\"}";
+    static final long DEFAULT_KV_BYTES_PER_RANK = 1L << 30;
+
+    @Override
+    public String name() {
+        return "serve";
+    }
+
+    @Override
+    public String summary() {
+        return "run one serving node (P, D or both) with vLLM's OpenAI-compatible HTTP contract";
+    }
+
+    @Override
+    public String usage() {
+        return String.join("\n",
+                "usage: bin/mooncake4j serve [flags]",
+                "",
+                "Runs one serving node like `vllm serve` in a Mooncake P/D deployment: the reference serving engine",
+                "(scheduler, TP workers with the Mooncake connector, a synthetic model) behind an HTTP server with",
+                "GET /health, GET /v1/models, POST /v1/completions and POST /v1/chat/completions (stream or not),",
+                "honouring kv_transfer_params as vLLM's MooncakeConnector does. A P (or kv_both) node runs the",
+                "bootstrap server. SIGTERM or Ctrl-C drains the node (no new requests, in-flight ones finish, KV held",
+                "for decode nodes is pulled) and exits 0. See docs/serve.md.",
+                "",
+                "flags:",
+                String.format(Locale.ROOT, "  --model NAME                  model preset (%s), default %s",
+                        String.join(", ", ModelPreset.all().stream().filter(p -> !p.mla()).map(ModelPreset::name)
+                                .toList()), ModelPreset.LLAMA_3_8B.name()),
+                "  --served-model-name NAME      the name clients use as \"model\", default the preset's",
+                "  --host ADDR                   address of the HTTP and bootstrap servers, default 0.0.0.0",
+                "  --port N                      HTTP port (0 = any free port), default 8000",
+                "  --tensor-parallel-size N, -tp N   TP workers in this process, default 1",
+                "  --kv-transfer-config JSON     vLLM's kv_transfer_config: kv_connector, kv_role, engine_id (a uuid4",
+                "                                when absent), kv_connector_extra_config (mooncake_protocol, default",
+                "                                rdma as vLLM; num_workers; bootstrap_server_address); default",
+                "                                " + DEFAULT_KV_TRANSFER_CONFIG,
+                "  --num-gpu-blocks N            KV blocks per TP rank (overrides --kv-cache-memory)",
+                "  --kv-cache-memory SIZE        KV memory per TP rank (e.g. 512M, 2G), default 1G",
+                "  --device cpu|cuda             where the KV caches live, default cpu; cuda needs the tcp protocol",
+                "  --gpu-id N                    with --device cuda: the GPU of every rank, default 0",
+                "  --transfer-engine KIND        tcp, rdma, auto, or mock (in-JVM, tests); default the",
+                "                                kv_transfer_config's mooncake_protocol",
+                "  --max-model-len N             longest prompt + completion in tokens, default what the KV holds",
+                "  --max-num-seqs N              requests the engine runs at once, default 64",
+                "  --max-num-batched-tokens N    prompt tokens per engine step, default 8192",
+                "  --max-pending N               requests accepted at once (more get 503), default 1024",
+                "  --drain-timeout SECONDS       how long SIGTERM waits for in-flight requests, default 30",
+                "",
+                "environment: VLLM_MOONCAKE_BOOTSTRAP_PORT (bootstrap server port, default 8998; 0 = any free port),",
+                "VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT (seconds P holds KV for a decode node, default 480),",
+                "VLLM_HOST_IP (the address advertised to peers; default --host, or this host's address).");
+    }
+
+    @Override
+    public int run(Flags flags, PrintStream out, PrintStream err) throws Exception {
+        ServeOptions o = parse(flags, System.getenv());
+        ServeNode node = ServeNode.start(o, o.device().equals("cuda") ? CudaDeviceMemory.INSTANCE : null);
+        CountDownLatch stopped = new CountDownLatch(1);
+        Thread hook = new Thread(() -> {
+            err.println("mooncake4j serve: stopping: draining for up to " + o.drainTimeout().toSeconds() + " s");
+            node.close();
+            err.println("mooncake4j serve: stopped");
+            out.flush();
+            err.flush();
+            stopped.countDown();
+            // a JVM ended by SIGTERM exits 143; a drained node exits 0
+            Runtime.getRuntime().halt(0);
+        }, "mooncake-serve-shutdown-0");
+        Runtime.getRuntime().addShutdownHook(hook);
+        out.println(node.describe());
+        out.println("mooncake4j serve: ready on " + node.url());
+        out.flush();
+        while (!stopped.await(1, TimeUnit.SECONDS)) {
+            Throwable f = node.engine().failure();
+            if (f != null) {
+                Runtime.getRuntime().removeShutdownHook(hook);
+                err.println("mooncake4j serve: the engine stopped after an error: " + f);
+                node.close();
+                return 1;
+            }
+        }
+        return 0;
+    }
+
+    /** The node the flags and {@code env} ask for (rejects unknown flags). */
+    static ServeOptions parse(Flags flags, Map<String, String> env) {
+        ModelPreset model;
+        try {
+            model = ModelPreset.byName(flags.string("model", ModelPreset.LLAMA_3_8B.name()));
+        } catch (IllegalArgumentException e) {
+            throw new Flags.UsageException(e.getMessage());
+        }
+        if (model.mla()) {
+            throw new Flags.UsageException("--model " + model.name() + " is an MLA model; the synthetic model needs "
+                    + "K/V heads (use llama-3-8b, llama-3-70b or tiny)");
+        }
+        String served = flags.string("served-model-name", model.name());
+        String host = flags.string("host", "0.0.0.0");
+        int port = flags.intValue("port", 8000);
+        if (port < 0 || port > 65535) {
+            throw new Flags.UsageException("--port must be in 0..65535, got " + port);
+        }
+        int tp = flags.has("tp") ? flags.intValue("tp", 1) : flags.intValue("tensor-parallel-size", 1);
+        if (tp <= 0) {
+            throw new Flags.UsageException("--tensor-parallel-size must be positive, got " + tp);
+        }
+        try {
+            model.kvHeadsPerRank(tp);
+        } catch (IllegalArgumentException e) {
+            throw new Flags.UsageException("--tensor-parallel-size: " + e.getMessage());
+        }
+        String json = flags.string("kv-transfer-config", DEFAULT_KV_TRANSFER_CONFIG);
+        String hostname = advertisedHost(host, env);
+        MooncakeConnectorConfig connector;
+        try {
+            connector = MooncakeConnectorConfig.fromKvTransferConfigJson(json, env).hostname(hostname).tp(0, tp)
+                    .build();
+        } catch (MooncakeConfigException e) {
+            throw new Flags.UsageException("--kv-transfer-config: " + e.getMessage());
+        }
+        int numBlocks;
+        if (flags.has("num-gpu-blocks")) {
+            numBlocks = flags.intValue("num-gpu-blocks", 0);
+            if (numBlocks <= 0) {
+                throw new Flags.UsageException("--num-gpu-blocks must be positive, got " + numBlocks);
+            }
+            flags.string("kv-cache-memory", null);
+        } else {
+            long bytes = flags.longValue("kv-cache-memory", DEFAULT_KV_BYTES_PER_RANK);
+            long perBlock = (long) model.numLayers() * model.pageBytes(tp);
+            if (bytes < perBlock) {
+                throw new Flags.UsageException(String.format(Locale.ROOT, "--kv-cache-memory %d is less than one "
+                        + "block of model %s at TP %d (%d bytes)", bytes, model.name(), tp, perBlock));
+            }
+            numBlocks = ServeOptions.blocksFor(model, tp, bytes);
+        }
+        String device = flags.string("device", "cpu").toLowerCase(Locale.ROOT);
+        if (!device.equals("cpu") && !device.equals("cuda")) {
+            throw new Flags.UsageException("--device must be cpu or cuda, got '" + device + "'");
+        }
+        int gpu = flags.intValue("gpu-id", 0);
+        if (gpu < 0) {
+            throw new Flags.UsageException("--gpu-id must be >= 0, got " + gpu);
+        }
+        String engine = flags.string("transfer-engine", connector.protocol()).toLowerCase(Locale.ROOT);
+        if (!TransferEngines.kinds().contains(engine)) {
+            throw new Flags.UsageException("--transfer-engine must be one of " + TransferEngines.kinds() + ", got '"
+                    + engine + "'");
+        }
+        if (device.equals("cuda") && engine.equals("mock")) {
+            throw new Flags.UsageException("--device cuda needs a real transfer engine (tcp): the mock engine copies "
+                    + "KV with the CPU");
+        }
+        int capacity = (int) Math.min(Integer.MAX_VALUE, (long) numBlocks * model.blockSize());
+        int maxModelLen = flags.intValue("max-model-len", capacity);
+        if (maxModelLen <= 1 || maxModelLen > capacity) {
+            throw new Flags.UsageException(String.format(Locale.ROOT, "--max-model-len must be in 2..%d (what %d "
+                    + "blocks of %d tokens hold), got %d", capacity, numBlocks, model.blockSize(), maxModelLen));
+        }
+        int maxNumSeqs = positive(flags, "max-num-seqs", 64);
+        int batched = positive(flags, "max-num-batched-tokens", 8192);
+        int pending = positive(flags, "max-pending", 1024);
+        int drain = flags.intValue("drain-timeout", 30);
+        if (drain < 0) {
+            throw new Flags.UsageException("--drain-timeout must be >= 0, got " + drain);
+        }
+        flags.rejectUnknown();
+        return new ServeOptions(model, served, host, port, connector, numBlocks, device, gpu, engine, maxModelLen,
+                maxNumSeqs, batched, pending, Duration.ofSeconds(drain));
+    }
+
+    /** vLLM's {@code get_ip()}: {@code VLLM_HOST_IP}, else the bind address, else this host's address. */
+    static String advertisedHost(String host, Map<String, String> env) {
+        String ip = env.get("VLLM_HOST_IP");
+        if (ip != null && !ip.isBlank()) {
+            return ip.trim();
+        }
+        if (!host.equals("0.0.0.0") && !host.equals("::")) {
+            return host;
+        }
+        try {
+            return InetAddress.getLocalHost().getHostAddress();
+        } catch (UnknownHostException e) {
+            throw new Flags.UsageException("cannot find this host's address (" + e.getMessage() + "); set VLLM_HOST_IP "
+                    + "or --host to the address peers reach this node at");
+        }
+    }
+
+    private static int positive(Flags flags, String name, int def) {
+        int v = flags.intValue(name, def);
+        if (v <= 0) {
+            throw new Flags.UsageException("--" + name + " must be positive, got " + v);
+        }
+        return v;
+    }
+}

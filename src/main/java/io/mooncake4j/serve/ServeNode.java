@@ -1,0 +1,676 @@
+package io.mooncake4j.serve;
+
+import com.sun.net.httpserver.HttpExchange;
+import com.sun.net.httpserver.HttpServer;
+
+import io.mooncake4j.connector.KvRole;
+import io.mooncake4j.connector.KvTransferParams;
+import io.mooncake4j.connector.bootstrap.BootstrapAddresses;
+import io.mooncake4j.engine.TransferEngines;
+import io.mooncake4j.internal.json.Json;
+import io.mooncake4j.internal.sys.Bytes;
+import io.mooncake4j.memory.DeviceMemory;
+import io.mooncake4j.sim.ConnectorSimWorker;
+import io.mooncake4j.sim.SimEngine;
+import io.mooncake4j.sim.SimResult;
+import io.mooncake4j.sim.SimWorker;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.InetSocketAddress;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Optional;
+import java.util.UUID;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.locks.LockSupport;
+
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * One serving node: a {@link SimEngine} (its TP workers, with the real Mooncake connector, and the
+ * synthetic model in {@link SimEngine.Sampling#KV} mode) behind an HTTP server that speaks vLLM's
+ * OpenAI-compatible contract as a node of a Mooncake P/D deployment (see the package description).
+ *
+ * <p>Lifecycle: {@link #start} allocates the KV caches, starts the workers (a P or {@code kv_both}
+ * node's rank 0 also runs the bootstrap server) and the HTTP server; {@link #drain} stops taking
+ * requests (503) and waits for the ones in flight and for the KV blocks P holds for decode nodes;
+ * {@link #close} drains (bounded by {@link ServeOptions#drainTimeout}), stops the HTTP server and closes
+ * the engine, which fails what is left, closes the workers (the bootstrap server with them) and frees
+ * the KV memory.
+ *
+ * <p>Threads: HTTP exchanges run on virtual threads ({@code mooncake-serve-http-N}); the engine's step
+ * loop is its own thread. Thread-safe.
+ */
+public final class ServeNode implements AutoCloseable {
+
+    private static final Logger LOG = LoggerFactory.getLogger(ServeNode.class);
+
+    /** The largest request body read; larger ones get 413. */
+    public static final int MAX_BODY_BYTES = 16 << 20;
+
+    private static final int DONE = -1;
+
+    private final ServeOptions options;
+    private final SimEngine engine;
+    private final HttpServer server;
+    private final ExecutorService executor;
+    private final long created = System.currentTimeMillis() / 1000;
+    private final AtomicLong seq = new AtomicLong();
+    private final Object inFlightLock = new Object();
+    private int inFlight; // guarded by inFlightLock
+    private volatile boolean draining;
+    private boolean closed; // guarded by this
+
+    private ServeNode(ServeOptions options, SimEngine engine, HttpServer server, ExecutorService executor) {
+        this.options = options;
+        this.engine = engine;
+        this.server = server;
+        this.executor = executor;
+    }
+
+    /** Starts a node with KV caches in host memory (or on a GPU through CUDA, as {@code options} say). */
+    public static ServeNode start(ServeOptions options) {
+        return start(options, null);
+    }
+
+    /**
+     * Starts a node.
+     *
+     * @param deviceMemory GPU memory for {@code --device cuda}; may be null for host memory
+     * @throws IllegalStateException when the HTTP port cannot be bound (the engine is closed again)
+     */
+    public static ServeNode start(ServeOptions options, DeviceMemory deviceMemory) {
+        Objects.requireNonNull(options, "options");
+        SimEngine.KvPlacement placement = SimEngine.KvPlacement.host();
+        if (options.device().equals("cuda")) {
+            if (deviceMemory == null) {
+                throw new IllegalArgumentException("KV caches on the GPU need a DeviceMemory");
+            }
+            deviceMemory.checkLocation("cuda:" + options.gpuId());
+            placement = SimEngine.KvPlacement.gpu(deviceMemory, options.gpuId());
+        }
+        String kind = options.transferEngine();
+        SimEngine.WorkerFactory factory = ConnectorSimWorker.factory(cfg -> TransferEngines.create(kind),
+                b -> b.bootstrapBindHost(options.host()));
+        SimEngine engine = SimEngine.start(options.connector(), options.model(), options.numBlocks(),
+                new SimEngine.Limits(options.maxNumSeqs(), options.maxNumBatchedTokens()), factory, placement,
+                SimEngine.Sampling.KV);
+        HttpServer server;
+        ExecutorService executor = Executors.newThreadPerTaskExecutor(
+                Thread.ofVirtual().name("mooncake-serve-http-", 0).factory());
+        try {
+            server = HttpServer.create(new InetSocketAddress(options.host(), options.port()), 128);
+        } catch (IOException | RuntimeException e) {
+            executor.close();
+            engine.close();
+            throw new IllegalStateException(String.format(Locale.ROOT, "cannot serve HTTP on %s:%d: %s",
+                    options.host(), options.port(), e.getMessage()), e);
+        }
+        ServeNode node = new ServeNode(options, engine, server, executor);
+        server.createContext("/", node::handle);
+        server.setExecutor(executor);
+        server.start();
+        LOG.info("{}", node.describe());
+        return node;
+    }
+
+    // ------------------------------------------------------------------ facts
+
+    /** The bound HTTP port. */
+    public int port() {
+        return server.getAddress().getPort();
+    }
+
+    /** {@code http://host:port} of the HTTP server (the advertised hostname when bound to all interfaces). */
+    public String url() {
+        String h = options.host();
+        if (h.equals("0.0.0.0") || h.equals("::")) {
+            h = options.connector().hostname();
+        }
+        return BootstrapAddresses.httpUrl(h, port());
+    }
+
+    /** This engine's id (the {@code remote_engine_id} decode nodes name it by). */
+    public String engineId() {
+        return engine.engineId();
+    }
+
+    /** The connector role. */
+    public KvRole role() {
+        return options.connector().kvRole();
+    }
+
+    /** The options it runs with. */
+    public ServeOptions options() {
+        return options;
+    }
+
+    /** The engine (tests, diagnostics). */
+    public SimEngine engine() {
+        return engine;
+    }
+
+    /** The port of the bootstrap server this node runs (P and {@code kv_both}), or -1. */
+    public int bootstrapPort() {
+        List<SimWorker> ws = engine.workers();
+        if (!ws.isEmpty() && ws.getFirst() instanceof ConnectorSimWorker c) {
+            return c.worker().bootstrapServerPort();
+        }
+        return -1;
+    }
+
+    /**
+     * The {@code remote_bootstrap_addr} decode nodes use for this node: its own bootstrap server, or
+     * the external one of {@code kv_connector_extra_config.bootstrap_server_address}; empty for a
+     * {@code kv_consumer}.
+     */
+    public Optional<String> bootstrapUrl() {
+        if (options.connector().isConsumer()) {
+            return Optional.empty();
+        }
+        if (options.connector().bootstrapServerAddress().isPresent()) {
+            BootstrapAddresses.HostPort hp = BootstrapAddresses.splitHostPort(
+                    options.connector().bootstrapServerAddress().get());
+            return Optional.of(BootstrapAddresses.httpUrl(hp.host(), hp.port()));
+        }
+        int p = bootstrapPort();
+        return p > 0 ? Optional.of(BootstrapAddresses.httpUrl(options.connector().hostname(), p)) : Optional.empty();
+    }
+
+    /** The side-channel (ZMQ ROUTER) port of each P rank; empty for a {@code kv_consumer}. */
+    public List<Integer> sideChannelPorts() {
+        List<Integer> out = new ArrayList<>();
+        if (!options.connector().isConsumer()) {
+            for (SimWorker w : engine.workers()) {
+                if (w instanceof ConnectorSimWorker c) {
+                    out.add(c.worker().sideChannelPort());
+                }
+            }
+        }
+        return out;
+    }
+
+    /** The transfer engine's RPC (handshake) port of each rank. */
+    public List<Integer> enginePorts() {
+        List<Integer> out = new ArrayList<>();
+        for (SimWorker w : engine.workers()) {
+            if (w instanceof ConnectorSimWorker c) {
+                out.add(c.worker().rpcPort());
+            }
+        }
+        return out;
+    }
+
+    /** The start-up line: role, engine id, ports, KV memory. */
+    public String describe() {
+        return String.format(Locale.ROOT, "mooncake4j serve: %s engine %s, model %s (served as %s), tp %d; "
+                        + "http %s; bootstrap port %s; side-channel ports %s; engine ports %s; KV %s (%d blocks "
+                        + "of %d tokens per rank) in %s; transfer engine %s",
+                role().wireName(), engineId(), options.model().name(), options.servedModelName(),
+                options.connector().tpSize(), url(), bootstrapPort() > 0 ? Integer.toString(bootstrapPort()) : "none",
+                sideChannelPorts(), enginePorts(), Bytes.human(engine.kvBytes()), options.numBlocks(),
+                options.model().blockSize(), engine.placement(), options.transferEngine());
+    }
+
+    // ------------------------------------------------------------------ lifecycle
+
+    /**
+     * Stops taking requests (new ones and {@code /health} get 503) and waits, until {@code timeout},
+     * for the requests in flight to finish and for the KV blocks held for decode nodes to be pulled
+     * (or expire). Idempotent.
+     *
+     * @return whether everything finished in time
+     */
+    public boolean drain(Duration timeout) {
+        draining = true;
+        long deadline = System.nanoTime() + timeout.toNanos();
+        synchronized (inFlightLock) {
+            while (inFlight > 0) {
+                long left = deadline - System.nanoTime();
+                if (left <= 0) {
+                    LOG.warn("drain: {} request(s) still in flight after {}", inFlight, timeout);
+                    return false;
+                }
+                try {
+                    inFlightLock.wait(Math.max(1, left / 1_000_000));
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    return false;
+                }
+            }
+        }
+        while (!engineIdle()) {
+            if (System.nanoTime() - deadline >= 0 || engine.failure() != null) {
+                SimEngine.Snapshot s = engine.snapshot();
+                LOG.warn("drain: engine {} not idle after {}: {} waiting, {} running, {} loading KV, {} holding KV "
+                        + "for a decode node", engineId(), timeout, s.waiting(), s.running(), s.loadingRemoteKv(),
+                        s.delayedFree());
+                return false;
+            }
+            LockSupport.parkNanos(5_000_000); // the engine publishes its state once per step
+        }
+        return true;
+    }
+
+    private boolean engineIdle() {
+        SimEngine.Snapshot s = engine.snapshot();
+        return s.waiting() == 0 && s.running() == 0 && s.loadingRemoteKv() == 0 && s.delayedFree() == 0;
+    }
+
+    /** Whether {@link #drain} was called. */
+    public boolean draining() {
+        return draining;
+    }
+
+    /**
+     * Drains (bounded by {@link ServeOptions#drainTimeout}), stops the HTTP server, then closes the engine:
+     * what is still in flight fails, the workers close (and the bootstrap server with rank 0's), the KV
+     * memory is freed. Idempotent.
+     */
+    @Override
+    public void close() {
+        synchronized (this) {
+            if (closed) {
+                return;
+            }
+            closed = true;
+        }
+        boolean clean = drain(options.drainTimeout());
+        engine.close();
+        server.stop(0);
+        executor.close();
+        LOG.info("engine {} stopped ({})", engineId(), clean ? "drained" : "drain timed out");
+    }
+
+    // ------------------------------------------------------------------ HTTP
+
+    private void handle(HttpExchange ex) {
+        try {
+            route(ex);
+        } finally {
+            ex.close();
+        }
+    }
+
+    private void route(HttpExchange ex) {
+        try {
+            String path = ex.getRequestURI().getPath();
+            String method = ex.getRequestMethod();
+            switch (path) {
+                case "/health" -> {
+                    requireMethod(method, "GET");
+                    if (draining || engine.failure() != null) {
+                        throw unavailable();
+                    }
+                    ex.sendResponseHeaders(200, -1);
+                }
+                case "/v1/models" -> {
+                    requireMethod(method, "GET");
+                    sendJson(ex, 200, models());
+                }
+                case "/mooncake/status" -> {
+                    requireMethod(method, "GET");
+                    sendJson(ex, 200, status());
+                }
+                case "/v1/completions" -> {
+                    requireMethod(method, "POST");
+                    complete(ex, false);
+                }
+                case "/v1/chat/completions" -> {
+                    requireMethod(method, "POST");
+                    complete(ex, true);
+                }
+                default -> throw new OpenAiError(404, "NotFoundError", null, "no route " + path);
+            }
+        } catch (OpenAiError e) {
+            sendError(ex, e);
+        } catch (IOException e) {
+            LOG.debug("HTTP exchange {} {} failed", ex.getRequestMethod(), ex.getRequestURI(), e);
+        } catch (RuntimeException e) {
+            LOG.error("HTTP exchange {} {} failed", ex.getRequestMethod(), ex.getRequestURI(), e);
+            sendError(ex, new OpenAiError(500, "InternalServerError", null, String.valueOf(e.getMessage())));
+        }
+    }
+
+    private OpenAiError unavailable() {
+        if (engine.failure() != null) {
+            return new OpenAiError(503, "ServiceUnavailableError", null,
+                    "the engine stopped after an error: " + engine.failure());
+        }
+        return new OpenAiError(503, "ServiceUnavailableError", null, "the server is shutting down");
+    }
+
+    private static void requireMethod(String method, String allowed) {
+        if (!method.equals(allowed)) {
+            throw new OpenAiError(405, "MethodNotAllowed", null, "use " + allowed + " here, not " + method);
+        }
+    }
+
+    private Map<String, Object> models() {
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("id", options.servedModelName());
+        m.put("object", "model");
+        m.put("created", created);
+        m.put("owned_by", "mooncake4j");
+        m.put("root", options.servedModelName());
+        m.put("parent", null);
+        m.put("max_model_len", options.maxModelLen());
+        m.put("permission", List.of());
+        Map<String, Object> root = new LinkedHashMap<>();
+        root.put("object", "list");
+        root.put("data", List.of(m));
+        return root;
+    }
+
+    private Map<String, Object> status() {
+        SimEngine.Snapshot s = engine.snapshot();
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("engine_id", engineId());
+        m.put("kv_role", role().wireName());
+        m.put("model", options.model().name());
+        m.put("tensor_parallel_size", options.connector().tpSize());
+        m.put("bootstrap_port", bootstrapPort());
+        m.put("num_blocks", engine.numBlocks());
+        m.put("free_blocks", s.freeBlocks());
+        m.put("waiting", s.waiting());
+        m.put("running", s.running());
+        m.put("loading_remote_kv", s.loadingRemoteKv());
+        m.put("holding_kv_for_decode", s.delayedFree());
+        m.put("finished", s.finished());
+        m.put("failed", s.failed());
+        synchronized (inFlightLock) {
+            m.put("in_flight", inFlight);
+        }
+        m.put("draining", draining);
+        return m;
+    }
+
+    private void complete(HttpExchange ex, boolean chat) throws IOException {
+        String body = readBody(ex);
+        CompletionRequest req = CompletionRequest.parse(body, chat, role());
+        if (req.model() != null && !req.model().equals(options.servedModelName())) {
+            throw new OpenAiError(404, "NotFoundError", "model", "The model `" + req.model() + "` does not exist.");
+        }
+        String dp = ex.getRequestHeaders().getFirst("X-data-parallel-rank");
+        if (dp != null && !dp.trim().equals("0")) {
+            throw OpenAiError.badRequest(null, "X-data-parallel-rank " + dp + " is out of range: this node has one "
+                    + "data-parallel rank (0)");
+        }
+        int total = req.prompt().length + req.maxTokens();
+        if (total > options.maxModelLen()) {
+            throw OpenAiError.badRequest(null, String.format(Locale.ROOT, "This model's maximum context length is "
+                    + "%d tokens. However, you requested %d tokens (%d in the %s, %d in the completion). Please "
+                    + "reduce the length of the %s or completion.", options.maxModelLen(), total,
+                    req.prompt().length, chat ? "messages" : "prompt", req.maxTokens(), chat ? "messages" : "prompt"));
+        }
+        String header = ex.getRequestHeaders().getFirst("X-Request-Id");
+        String base = header != null && !header.isBlank() ? header.trim() : UUID.randomUUID().toString().replace("-", "");
+        String responseId = (chat ? "chatcmpl-" : "cmpl-") + base;
+        String engineRequestId = responseId + "-" + seq.incrementAndGet();
+        BlockingQueue<Integer> tokens = req.stream() ? new LinkedBlockingQueue<>() : null;
+        CompletableFuture<SimResult> f = submit(engineRequestId, req, tokens);
+        if (req.stream()) {
+            stream(ex, req, responseId, f, tokens);
+        } else {
+            SimResult r = await(f);
+            sendJson(ex, 200, response(req, responseId, r));
+        }
+    }
+
+    /** Submits to the engine, counting the request in flight until the engine is done with it. */
+    private CompletableFuture<SimResult> submit(String id, CompletionRequest req, BlockingQueue<Integer> tokens) {
+        synchronized (inFlightLock) {
+            if (draining || engine.failure() != null) {
+                throw unavailable();
+            }
+            if (inFlight >= options.maxPendingRequests()) {
+                throw new OpenAiError(503, "ServiceUnavailableError", null, String.format(Locale.ROOT,
+                        "too many requests in flight (%d); retry later", inFlight));
+            }
+            inFlight++;
+        }
+        CompletableFuture<SimResult> f;
+        try {
+            f = engine.submit(id, req.prompt(), req.maxTokens(), req.kvTransferParams(),
+                    tokens == null ? null : tokens::add);
+        } catch (IllegalArgumentException e) {
+            released();
+            throw OpenAiError.badRequest(null, e.getMessage());
+        } catch (RuntimeException e) {
+            released();
+            throw e;
+        }
+        f.whenComplete((r, e) -> {
+            released();
+            if (tokens != null) {
+                tokens.add(DONE);
+            }
+        });
+        return f;
+    }
+
+    private void released() {
+        synchronized (inFlightLock) {
+            inFlight--;
+            inFlightLock.notifyAll();
+        }
+    }
+
+    /** The result, or the error to answer with when the engine failed the request. */
+    private SimResult await(CompletableFuture<SimResult> f) {
+        SimResult r;
+        try {
+            r = f.get();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new OpenAiError(503, "ServiceUnavailableError", null, "interrupted");
+        } catch (ExecutionException e) {
+            throw new OpenAiError(503, "ServiceUnavailableError", null, "the engine stopped before the request "
+                    + "finished: " + e.getCause().getMessage());
+        }
+        if (r.error() != null) {
+            throw new OpenAiError(500, "InternalServerError", null, "request " + r.requestId() + " failed: " + r.error());
+        }
+        return r;
+    }
+
+    private Map<String, Object> response(CompletionRequest req, String id, SimResult r) {
+        String text = SyntheticTokenizer.decode(r.outputTokens());
+        Map<String, Object> choice = new LinkedHashMap<>();
+        choice.put("index", 0);
+        if (req.chat()) {
+            Map<String, Object> msg = new LinkedHashMap<>();
+            msg.put("role", "assistant");
+            msg.put("content", text);
+            msg.put("tool_calls", List.of());
+            choice.put("message", msg);
+        } else {
+            choice.put("text", text);
+        }
+        choice.put("logprobs", null);
+        choice.put("finish_reason", "length");
+        choice.put("stop_reason", null);
+        Map<String, Object> m = header(req, id, false);
+        m.put("choices", List.of(choice));
+        m.put("usage", usage(r.promptTokens(), r.outputTokens().length));
+        m.put("prompt_logprobs", null);
+        m.put("kv_transfer_params", returnedParams(req));
+        return m;
+    }
+
+    /**
+     * What a P response carries in {@code kv_transfer_params}: for a {@code do_remote_decode} request,
+     * the parameters a decode node needs to pull this request's KV (vLLM's Mooncake connector returns
+     * none, its proxy builds them from {@code /query}; NIXL's returns them, and so do we, so that a
+     * proxy may also forward P's answer to D); otherwise null.
+     */
+    private Map<String, Object> returnedParams(CompletionRequest req) {
+        if (!req.remoteDecode()) {
+            return null;
+        }
+        Optional<String> url = bootstrapUrl();
+        if (url.isEmpty()) {
+            return null;
+        }
+        Map<String, Object> p = new LinkedHashMap<>();
+        p.put(KvTransferParams.DO_REMOTE_PREFILL, true);
+        p.put(KvTransferParams.DO_REMOTE_DECODE, false);
+        p.put(KvTransferParams.REMOTE_ENGINE_ID, engineId());
+        p.put(KvTransferParams.REMOTE_BOOTSTRAP_ADDR, url.get());
+        p.put(KvTransferParams.TRANSFER_ID, req.transferId());
+        return p;
+    }
+
+    private Map<String, Object> header(CompletionRequest req, String id, boolean chunk) {
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("id", id);
+        m.put("object", req.chat() ? (chunk ? "chat.completion.chunk" : "chat.completion")
+                : "text_completion");
+        m.put("created", created);
+        m.put("model", options.servedModelName());
+        return m;
+    }
+
+    private static Map<String, Object> usage(int prompt, int completion) {
+        Map<String, Object> u = new LinkedHashMap<>();
+        u.put("prompt_tokens", prompt);
+        u.put("total_tokens", prompt + completion);
+        u.put("completion_tokens", completion);
+        u.put("prompt_tokens_details", null);
+        return u;
+    }
+
+    private void stream(HttpExchange ex, CompletionRequest req, String id, CompletableFuture<SimResult> f,
+            BlockingQueue<Integer> tokens) throws IOException {
+        int first = take(tokens);
+        if (first == DONE) {
+            await(f); // the request failed before its first token: a plain error response
+            throw new OpenAiError(500, "InternalServerError", null, "request finished without a token");
+        }
+        ex.getResponseHeaders().set("Content-Type", "text/event-stream; charset=utf-8");
+        ex.getResponseHeaders().set("Cache-Control", "no-cache");
+        ex.sendResponseHeaders(200, 0);
+        OutputStream out = ex.getResponseBody();
+        if (req.chat()) {
+            Map<String, Object> delta = new LinkedHashMap<>();
+            delta.put("role", "assistant");
+            delta.put("content", "");
+            event(out, chunk(req, id, delta, null));
+        }
+        int sent = 0;
+        for (int t = first; t != DONE; t = take(tokens)) {
+            sent++;
+            String piece = SyntheticTokenizer.decode(t);
+            Object payload = req.chat() ? Map.of("content", piece) : piece;
+            event(out, chunk(req, id, payload, sent == req.maxTokens() ? "length" : null));
+        }
+        String error = null;
+        try {
+            SimResult r = f.get();
+            error = r.error();
+        } catch (ExecutionException e) {
+            error = "the engine stopped before the request finished: " + e.getCause().getMessage();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            error = "interrupted";
+        }
+        if (error != null || sent < req.maxTokens()) {
+            event(out, OpenAiError.body(500, "InternalServerError", null, error != null ? error
+                    : "the request ended after " + sent + " of " + req.maxTokens() + " tokens"));
+        } else if (req.includeUsage()) {
+            Map<String, Object> u = header(req, id, true);
+            u.put("choices", List.of());
+            u.put("usage", usage(req.prompt().length, sent));
+            event(out, u);
+        }
+        out.write("data: [DONE]\n\n".getBytes(StandardCharsets.UTF_8));
+        out.flush();
+    }
+
+    private Map<String, Object> chunk(CompletionRequest req, String id, Object payload, String finishReason) {
+        Map<String, Object> choice = new LinkedHashMap<>();
+        choice.put("index", 0);
+        choice.put(req.chat() ? "delta" : "text", payload);
+        choice.put("logprobs", null);
+        choice.put("finish_reason", finishReason);
+        choice.put("stop_reason", null);
+        Map<String, Object> m = header(req, id, true);
+        m.put("choices", List.of(choice));
+        return m;
+    }
+
+    private static void event(OutputStream out, Object json) throws IOException {
+        out.write(("data: " + Json.write(json) + "\n\n").getBytes(StandardCharsets.UTF_8));
+        out.flush();
+    }
+
+    private static int take(BlockingQueue<Integer> q) {
+        try {
+            return q.take();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new OpenAiError(503, "ServiceUnavailableError", null, "interrupted");
+        }
+    }
+
+    private static String readBody(HttpExchange ex) throws IOException {
+        String len = ex.getRequestHeaders().getFirst("Content-Length");
+        if (len != null) {
+            try {
+                if (Long.parseLong(len.trim()) > MAX_BODY_BYTES) {
+                    throw tooLarge();
+                }
+            } catch (NumberFormatException e) {
+                throw OpenAiError.badRequest(null, "bad Content-Length " + len);
+            }
+        }
+        try (InputStream in = ex.getRequestBody()) {
+            byte[] b = in.readNBytes(MAX_BODY_BYTES + 1);
+            if (b.length > MAX_BODY_BYTES) {
+                throw tooLarge();
+            }
+            return new String(b, StandardCharsets.UTF_8);
+        }
+    }
+
+    private static OpenAiError tooLarge() {
+        return new OpenAiError(413, "RequestEntityTooLarge", null, "the request body is larger than "
+                + Bytes.human(MAX_BODY_BYTES));
+    }
+
+    private static void sendJson(HttpExchange ex, int status, Object body) throws IOException {
+        byte[] b = Json.write(body).getBytes(StandardCharsets.UTF_8);
+        ex.getResponseHeaders().set("Content-Type", "application/json");
+        ex.sendResponseHeaders(status, b.length);
+        try (OutputStream out = ex.getResponseBody()) {
+            out.write(b);
+        }
+    }
+
+    private static void sendError(HttpExchange ex, OpenAiError e) {
+        if (ex.getResponseCode() != -1) {
+            LOG.debug("cannot send error {} after the response started: {}", e.status(), e.getMessage());
+            return;
+        }
+        try {
+            sendJson(ex, e.status(), e.body());
+        } catch (IOException io) {
+            LOG.debug("could not send error {} to the client", e.status(), io);
+        }
+    }
+}
