@@ -363,8 +363,9 @@ public final class WorkloadClient {
                 .POST(HttpRequest.BodyPublishers.ofString(Json.write(it.body(o.model(), stream)))).build();
         try {
             HttpResponse<InputStream> r = http.send(req, HttpResponse.BodyHandlers.ofInputStream());
-            String type = r.headers().firstValue("Content-Type").orElse("");
-            if (r.statusCode() != 200 || !stream || !type.startsWith("text/event-stream")) {
+            // A stream is read as server-sent events whatever its Content-Type: vLLM's example proxy labels
+            // the events it passes through application/json.
+            if (r.statusCode() != 200 || !stream) {
                 String body;
                 try (InputStream in = r.body()) {
                     body = new String(in.readNBytes(64 << 20), StandardCharsets.UTF_8);
@@ -372,9 +373,6 @@ public final class WorkloadClient {
                 long lat = System.nanoTime() - t0;
                 if (r.statusCode() != 200) {
                     return new Outcome(r.statusCode(), null, errorText(body, r.statusCode()), 0, lat);
-                }
-                if (stream) {
-                    return new Outcome(200, null, "asked for a stream, got " + type + ": " + abbreviate(body), 0, lat);
                 }
                 return new Outcome(200, completionText(Json.parseObject(body), it.chat()), null, 0, lat);
             }
@@ -385,6 +383,11 @@ public final class WorkloadClient {
                 String line;
                 while ((line = in.readLine()) != null) {
                     if (!line.startsWith("data: ")) {
+                        if (!line.isBlank() && !line.startsWith(":") && !line.startsWith("event:")
+                                && !line.startsWith("id:") && !line.startsWith("retry:")) {
+                            return new Outcome(200, "<not a server-sent event: " + abbreviate(line) + ">", null, ttft,
+                                    System.nanoTime() - t0);
+                        }
                         continue;
                     }
                     String data = line.substring(6).trim();
