@@ -4,8 +4,10 @@ import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
 
 import io.mooncake4j.connector.KvRole;
+import io.mooncake4j.connector.MooncakeConnectorConfig;
 import io.mooncake4j.connector.KvTransferParams;
 import io.mooncake4j.connector.bootstrap.BootstrapAddresses;
+import io.mooncake4j.engine.TransferEngine;
 import io.mooncake4j.engine.TransferEngines;
 import io.mooncake4j.internal.json.Json;
 import io.mooncake4j.internal.sys.Bytes;
@@ -37,6 +39,7 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.LockSupport;
+import java.util.function.Function;
 
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -95,7 +98,20 @@ public final class ServeNode implements AutoCloseable {
      * @throws IllegalStateException when the HTTP port cannot be bound (the engine is closed again)
      */
     public static ServeNode start(ServeOptions options, DeviceMemory deviceMemory) {
+        String kind = options.transferEngine();
+        return start(options, deviceMemory, cfg -> TransferEngines.create(kind));
+    }
+
+    /**
+     * Starts a node whose ranks get their transfer engines from {@code engines} instead of
+     * {@link ServeOptions#transferEngine()} (tests: fault injection, a scripted engine).
+     *
+     * @param deviceMemory GPU memory for {@code --device cuda}; may be null for host memory
+     */
+    public static ServeNode start(ServeOptions options, DeviceMemory deviceMemory,
+            Function<MooncakeConnectorConfig, TransferEngine> engines) {
         Objects.requireNonNull(options, "options");
+        Objects.requireNonNull(engines, "engines");
         SimEngine.KvPlacement placement = SimEngine.KvPlacement.host();
         if (options.device().equals("cuda")) {
             if (deviceMemory == null) {
@@ -104,9 +120,8 @@ public final class ServeNode implements AutoCloseable {
             deviceMemory.checkLocation("cuda:" + options.gpuId());
             placement = SimEngine.KvPlacement.gpu(deviceMemory, options.gpuId());
         }
-        String kind = options.transferEngine();
-        SimEngine.WorkerFactory factory = ConnectorSimWorker.factory(cfg -> TransferEngines.create(kind),
-                b -> b.bootstrapBindHost(options.host()));
+        SimEngine.WorkerFactory factory = sharingBootstrapPort(
+                ConnectorSimWorker.factory(engines, b -> b.bootstrapBindHost(options.host())));
         SimEngine engine = SimEngine.start(options.connector(), options.model(), options.numBlocks(),
                 new SimEngine.Limits(options.maxNumSeqs(), options.maxNumBatchedTokens()), factory, placement,
                 SimEngine.Sampling.KV);
@@ -127,6 +142,34 @@ public final class ServeNode implements AutoCloseable {
         server.start();
         LOG.info("{}", node.describe());
         return node;
+    }
+
+    /**
+     * With {@code VLLM_MOONCAKE_BOOTSTRAP_PORT=0} rank 0's bootstrap server binds any free port, which
+     * the other ranks must register at: they are created after rank 0 and get its bound port.
+     */
+    private static SimEngine.WorkerFactory sharingBootstrapPort(SimEngine.WorkerFactory base) {
+        int[] bound = {-1}; // the engine creates its ranks in order, on one thread
+        return new SimEngine.WorkerFactory() {
+            @Override
+            public SimWorker create(MooncakeConnectorConfig cfg, io.mooncake4j.memory.KvCaches caches) {
+                return create(cfg, caches, null);
+            }
+
+            @Override
+            public SimWorker create(MooncakeConnectorConfig cfg, io.mooncake4j.memory.KvCaches caches,
+                    io.mooncake4j.memory.ModelPreset model) {
+                MooncakeConnectorConfig c = cfg;
+                if (cfg.tpRank() > 0 && cfg.bootstrapPort() == 0 && bound[0] > 0) {
+                    c = cfg.toBuilder().bootstrapPort(bound[0]).build();
+                }
+                SimWorker w = model == null ? base.create(c, caches) : base.create(c, caches, model);
+                if (cfg.tpRank() == 0 && w instanceof ConnectorSimWorker csw) {
+                    bound[0] = csw.worker().bootstrapServerPort();
+                }
+                return w;
+            }
+        };
     }
 
     // ------------------------------------------------------------------ facts
