@@ -301,6 +301,10 @@ public final class WorkloadClient {
                 boolean named = o.killedName() != null && out.error().contains(o.killedName());
                 if (killedAt.get() != 0 && (inFlightAtKill.contains(it.index()) || (afterKill && named))) {
                     expected++;
+                    if (expected <= 3) {
+                        problems.add(String.format(Locale.ROOT, "request %d failed as expected: %d %s", it.index(),
+                                out.status(), abbreviate(out.error())));
+                    }
                 } else {
                     wrong++;
                     problems.add(String.format(Locale.ROOT, "request %d (%s%s, %d tokens) failed unexpectedly: %d %s",
@@ -460,7 +464,7 @@ public final class WorkloadClient {
     }
 
     private static String abbreviate(String s) {
-        return s == null ? "null" : s.length() <= 120 ? "'" + s + "'" : "'" + s.substring(0, 117) + "...'";
+        return s == null ? "null" : s.length() <= 200 ? "'" + s + "'" : "'" + s.substring(0, 197) + "...'";
     }
 
     /** Polls each node's {@code /mooncake/status} until nothing is in flight or held; returns what is left. */
