@@ -74,6 +74,10 @@ public final class ServeNode implements AutoCloseable {
     private final ExecutorService executor;
     private final long created = System.currentTimeMillis() / 1000;
     private final AtomicLong seq = new AtomicLong();
+    private final AtomicLong requestsOk = new AtomicLong();
+    private final AtomicLong requestsFailed = new AtomicLong();
+    private final AtomicLong kvBytesReceived = new AtomicLong();
+    private final AtomicLong kvMismatchedWords = new AtomicLong();
     private final Object inFlightLock = new Object();
     private int inFlight; // guarded by inFlightLock
     private volatile boolean draining;
@@ -440,6 +444,11 @@ public final class ServeNode implements AutoCloseable {
             m.put("in_flight", inFlight);
         }
         m.put("draining", draining);
+        m.put("requests_ok", requestsOk.get());
+        m.put("requests_failed", requestsFailed.get());
+        m.put("kv_bytes_received", kvBytesReceived.get());
+        m.put("kv_mismatched_words", kvMismatchedWords.get());
+        m.put("connector_stats", new LinkedHashMap<>(engine.kvConnectorStats().reduce()));
         return m;
     }
 
@@ -499,6 +508,15 @@ public final class ServeNode implements AutoCloseable {
             throw e;
         }
         f.whenComplete((r, e) -> {
+            if (r != null && r.error() == null) {
+                requestsOk.incrementAndGet();
+            } else {
+                requestsFailed.incrementAndGet();
+            }
+            if (r != null && r.error() == null) {
+                kvBytesReceived.addAndGet(r.bytesReceived());
+                kvMismatchedWords.addAndGet(r.mismatchedWords());
+            }
             released();
             if (tokens != null) {
                 tokens.add(DONE);

@@ -32,7 +32,8 @@
  *   <li>Headers: {@code X-Request-Id} names the response id (as vLLM); {@code X-data-parallel-rank}
  *       must be 0 (one DP rank per node).</li>
  *   <li>{@code GET /mooncake/status} (not in vLLM): the engine's counters as JSON (engine id, role,
- *       blocks free, requests waiting/running/loading, KV held for decode nodes, in flight).</li>
+ *       blocks free, requests waiting/running/loading, KV held for decode nodes, in flight, requests
+ *       ok/failed, KV bytes received, mismatched KV words, the connector's {@code reduce()} stats).</li>
  *   <li>Errors: {@code {"error":{"message","type","param","code"}}} with the HTTP status as
  *       {@code code}: 400 {@code BadRequestError} (bad JSON, missing or mistyped fields, prompt plus
  *       completion above {@code max_model_len}, {@code kv_transfer_params} a node of this role cannot

@@ -493,7 +493,13 @@ public final class SimEngine implements AutoCloseable {
             w.startLoadKv(rank == 0 ? meta : copyOf(meta));
             SyntheticModel m = models.get(rank);
             for (SimRequest r : scheduled) {
-                m.forward(r.hashes, r.blocks, r.numComputedTokens, r.numTokens);
+                if (sampling == Sampling.KV && !r.kvDigestKnown) {
+                    // the prompt's KV: computed now (digested as written) after the cached prefix (read)
+                    r.kvDigest += m.forwardWithDigest(r.hashes, r.blocks, r.numComputedTokens, r.numTokens)
+                            + m.kvDigest(r.hashes, r.blocks, 0, r.numComputedTokens);
+                } else {
+                    m.forward(r.hashes, r.blocks, r.numComputedTokens, r.numTokens);
+                }
             }
             results.add(w.getTransferResults());
             invalidBlocks.addAll(w.getBlockIdsWithLoadErrors());
@@ -510,10 +516,7 @@ public final class SimEngine implements AutoCloseable {
             }
             int token;
             if (sampling == Sampling.KV) {
-                if (!r.kvDigestKnown) {
-                    r.kvDigest = promptKvDigest(r);
-                    r.kvDigestKnown = true;
-                }
+                r.kvDigestKnown = true; // summed over the ranks' forward above (prefills run whole)
                 token = SyntheticModel.sample(r.hashes[r.numTokens - 1], r.kvDigest);
             } else {
                 token = SyntheticModel.sample(r.hashes[r.numTokens - 1]);
@@ -573,15 +576,6 @@ public final class SimEngine implements AutoCloseable {
                 Map.of(KvTransferParams.TRANSFER_ID, send.transferId()), false));
         c.setReqsNotProcessed(meta.reqsNotProcessed());
         return c;
-    }
-
-    /** The KV digest of {@code r}'s prompt positions as the caches of every rank hold them now. */
-    private long promptKvDigest(SimRequest r) {
-        long d = 0;
-        for (SyntheticModel m : models) {
-            d += m.kvDigest(r.hashes, r.blocks, 0, r.prompt.length);
-        }
-        return d;
     }
 
     /** Tries to admit the head of the waiting queue; false when it does not fit this step. */

@@ -284,36 +284,65 @@ public final class SyntheticModel implements AutoCloseable {
      * through host scratch and bulk host-to-device copies, waited for before returning).
      */
     public void forward(long[] prefixHashes, int[][] blockIds, int fromPos, int toPos) {
+        forward(prefixHashes, blockIds, fromPos, toPos, false);
+    }
+
+    /**
+     * As {@link #forward}, and returns this rank's part of the {@linkplain #kvDigest KV digest} of
+     * positions {@code [fromPos, toPos)}, computed from the bytes as they are written (equal to
+     * {@link #kvDigest} over them afterwards, without reading them back).
+     */
+    public long forwardWithDigest(long[] prefixHashes, int[][] blockIds, int fromPos, int toPos) {
+        return forward(prefixHashes, blockIds, fromPos, toPos, true);
+    }
+
+    private long forward(long[] prefixHashes, int[][] blockIds, int fromPos, int toPos, boolean digest) {
         checkRange(prefixHashes, fromPos, toPos);
         if (copier != null) {
-            forwardDevice(prefixHashes, blockIds, fromPos, toPos);
-            return;
+            return forwardDevice(prefixHashes, blockIds, fromPos, toPos, digest);
         }
+        long d = 0;
         for (int l = 0; l < layers.size(); l++) {
             LayerView v = layers.get(l);
             for (int pos = fromPos; pos < toPos; pos++) {
                 int block = blockFor(blockIds, v, pos);
-                writeRuns(v.segment, v.block0Offset + block * v.blockStride, prefixHashes[pos], l, pos);
+                d += writeRuns(v.segment, v.block0Offset + block * v.blockStride, prefixHashes[pos], l, pos, digest);
             }
         }
+        return d;
     }
 
-    /** Writes position {@code pos}'s runs of layer {@code l} into a block whose page starts at {@code blockBase} of {@code seg}. */
-    private void writeRuns(MemorySegment seg, long blockBase, long prefixHash, int l, int pos) {
+    /**
+     * Writes position {@code pos}'s runs of layer {@code l} into a block whose page starts at
+     * {@code blockBase} of {@code seg}; with {@code digest}, returns their part of the KV digest.
+     */
+    private long writeRuns(MemorySegment seg, long blockBase, long prefixHash, int l, int pos, boolean digest) {
         int slot = pos % preset.blockSize();
+        boolean counts = digest && countsInDigest();
+        long d = 0;
         for (int h = 0; h < headsPerRank; h++) {
             long seed = runSeed(prefixHash, l, firstHead + h);
             long off = blockBase + ((long) h * preset.blockSize() + slot) * runBytes;
+            long fold = 0;
             for (int w = 0; w < wordsPerRun; w++) {
-                seg.set(ValueLayout.JAVA_LONG, off + (long) w * Long.BYTES, seed + w * GOLDEN);
+                long word = seed + w * GOLDEN;
+                seg.set(ValueLayout.JAVA_LONG, off + (long) w * Long.BYTES, word);
+                if (counts) {
+                    fold += word * (2L * w + 1);
+                }
+            }
+            if (counts) {
+                d += mix(fold ^ runKey(pos, l, firstHead + h));
             }
         }
+        return d;
     }
 
-    private void forwardDevice(long[] prefixHashes, int[][] blockIds, int fromPos, int toPos) {
+    private long forwardDevice(long[] prefixHashes, int[][] blockIds, int fromPos, int toPos, boolean digest) {
         if (fromPos == toPos) {
-            return;
+            return 0;
         }
+        long d = 0;
         int bs = preset.blockSize();
         int kFrom = fromPos / bs;
         int kTo = (toPos - 1) / bs;
@@ -329,7 +358,7 @@ public final class SyntheticModel implements AutoCloseable {
             long base = slot * half;
             for (int pos = fromPos; pos < toPos; pos++) {
                 blockFor(blockIds, v, pos); // range checks
-                writeRuns(seg, base + (long) (pos / bs - kFrom) * pageBytes, prefixHashes[pos], l, pos);
+                d += writeRuns(seg, base + (long) (pos / bs - kFrom) * pageBytes, prefixHashes[pos], l, pos, digest);
             }
             int runK = -1;   // first request block index of a run of whole, consecutive blocks
             int runB = -1;   // its block id
@@ -360,6 +389,7 @@ public final class SyntheticModel implements AutoCloseable {
             copier.record(slot);
         }
         copier.synchronize();
+        return d;
     }
 
     private void flushPages(LayerView v, long scratchLayer, int kFrom, int runK, int runB, int runLen) {
@@ -398,7 +428,9 @@ public final class SyntheticModel implements AutoCloseable {
      * scratch). Parts of the ranks of one engine add up (mod 2<sup>64</sup>) to the same value at
      * any TP size: each (position, layer, global KV head) run is folded and mixed with its
      * coordinates, and a head replicated on several ranks (TP above the head count, or MLA) counts
-     * once, on its first replica. One changed byte changes the digest (with overwhelming probability).
+     * once, on its first replica. A run folds as {@code sum(word[i] * (2i + 1))} (mod 2<sup>64</sup>,
+     * odd weights: a change confined to one word always changes the fold), then goes through a
+     * 64-bit mixer: one changed byte changes the digest (except with probability about 2<sup>-64</sup>).
      */
     public long kvDigest(long[] prefixHashes, int[][] blockIds, int fromPos, int toPos) {
         return scan(prefixHashes, blockIds, fromPos, toPos, false).digest();
@@ -447,7 +479,7 @@ public final class SyntheticModel implements AutoCloseable {
                     long fold = 0;
                     for (int w = 0; w < wordsPerRun; w++) {
                         long got = seg.get(ValueLayout.JAVA_LONG, off + (long) w * Long.BYTES);
-                        fold = (fold + got) * GOLDEN;
+                        fold += got * (2L * w + 1);
                         if (!compare) {
                             continue;
                         }

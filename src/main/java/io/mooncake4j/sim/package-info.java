@@ -17,6 +17,15 @@
  *   <li>{@link io.mooncake4j.sim.DemoRunner}: what {@code bin/mooncake4j demo} runs.</li>
  * </ul>
  *
+ * <p>The synthetic model picks its tokens by {@link io.mooncake4j.sim.SimEngine.Sampling}: from the
+ * prompt's prefix hashes ({@code PROMPT}, the demo: D fails a request whose KV does not verify), or
+ * also from a TP-independent digest of the prompt's KV bytes as this engine's cache holds them
+ * ({@code KV}, {@code bin/mooncake4j serve}: a {@code kv_both} engine and a P→D pair give the same
+ * tokens, a changed byte changes them). The worker factory of {@link io.mooncake4j.sim.ConnectorSimWorker}
+ * tells each connector worker the model's KV-head count and MLA flag (the heterogeneous-TP math needs
+ * them when TP exceeds the heads); TP sizes are validated against the heads as vLLM does
+ * ({@link io.mooncake4j.memory.ModelPreset#kvHeadsPerRank}).
+ *
  * <p>Exported so that embedders can read it as a worked example of the connector contract and
  * reuse it to test their own deployment; it is not a production inference server.
  *

@@ -70,9 +70,13 @@ class ServeNodeTest {
     }
 
     static ServeOptions options(KvRole role, int tp, Duration drain) {
+        return options(role, tp, drain, Duration.ofSeconds(60));
+    }
+
+    static ServeOptions options(KvRole role, int tp, Duration drain, Duration abortTimeout) {
         MooncakeConnectorConfig cfg = MooncakeConnectorConfig.builder().kvRole(role)
                 .engineId("serve-" + role.wireName() + "-" + tp + "-" + System.nanoTime()).protocol("tcp")
-                .numWorkers(2).hostname("127.0.0.1").bootstrapPort(0).abortRequestTimeout(Duration.ofSeconds(60))
+                .numWorkers(2).hostname("127.0.0.1").bootstrapPort(0).abortRequestTimeout(abortTimeout)
                 .tp(0, tp).build();
         return new ServeOptions(ModelPreset.TINY, "tiny", "127.0.0.1", 0, cfg, 48, "cpu", 0, "mock", 48 * 16, 16,
                 8192, 64, drain);
@@ -248,6 +252,15 @@ class ServeNodeTest {
         }
         awaitAllBlocksFree(p);
         awaitAllBlocksFree(d);
+        Map<String, Object> dStatus = Json.parseObject(get(d.url() + "/mooncake/status").body());
+        assertEquals(4L, dStatus.get("requests_ok"), dStatus.toString());
+        assertEquals(0L, dStatus.get("kv_mismatched_words"));
+        assertEquals((long) d.engine().numBlocks(), dStatus.get("free_blocks"));
+        assertTrue((Long) dStatus.get("kv_bytes_received") > 0, dStatus.toString());
+        assertTrue(((Map<?, ?>) dStatus.get("connector_stats")).containsKey("Num failed transfers"), dStatus.toString());
+        Map<String, Object> pStatus = Json.parseObject(get(p.url() + "/mooncake/status").body());
+        assertEquals(0L, pStatus.get("holding_kv_for_decode"));
+        assertEquals(p.bootstrapPort(), ((Long) pStatus.get("bootstrap_port")).intValue());
         assertEquals(0L, p.engine().snapshot().failed());
         assertEquals(0L, d.engine().snapshot().failed());
     }
@@ -408,6 +421,17 @@ class ServeNodeTest {
         // closed: the HTTP server and the bootstrap server (P's registration with it) are gone
         assertTrue(unreachable(p.url() + "/health"));
         assertTrue(unreachable(bootstrap + "/query"));
+    }
+
+    @Test
+    void kvThatNoDecodeNodePullsIsFreedAfterTheAbortTimeout() throws Exception {
+        ServeNode p = start(options(KvRole.KV_PRODUCER, 2, Duration.ofSeconds(10), Duration.ofMillis(300)),
+                cfg -> TransferEngines.create("mock"));
+        assertEquals(200, post(p, "/v1/completions", completion(false, 1, false, prefillParams("xfer-orphan"))).status());
+        assertEquals(200, post(p, "/v1/chat/completions", completion(true, 1, true, prefillParams("xfer-orphan-2")))
+                .status());
+        awaitAllBlocksFree(p); // VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT expired: P let go of the blocks
+        assertTrue(p.drain(Duration.ofSeconds(5)));
     }
 
     @Test

@@ -156,4 +156,44 @@ class SyntheticModelTest {
         assertFalse(java.util.Arrays.equals(a, b));
         assertArrayEquals(a, new Workload(64, 16, 42).prompt(0));
     }
+
+    /** The engine-wide digest: the sum of every rank's part. */
+    private long digest(int tp, long[] h, int[][] blocks, int n, java.util.function.IntConsumer corruptRank) {
+        long d = 0;
+        for (int r = 0; r < tp; r++) {
+            KvCaches c = caches(tp, 4);
+            SyntheticModel m = new SyntheticModel(TINY, tp, r, c);
+            long written = m.forwardWithDigest(h, blocks, 0, n);
+            if (corruptRank != null) {
+                KvCacheTensor t = c.tensorsByLayer().get(TINY.layerName(3)).getFirst();
+                MemorySegment s = t.storage().hostSegment().orElseThrow();
+                long at = t.blockAddress(blocks[0][1]) - t.storage().address() + 5;
+                if (r == 0) {
+                    s.set(ValueLayout.JAVA_BYTE, at, (byte) (s.get(ValueLayout.JAVA_BYTE, at) ^ 0x10));
+                }
+            }
+            long part = m.kvDigest(h, blocks, 0, n);
+            if (corruptRank == null) {
+                assertEquals(written, part, "the digest of the bytes as written is the digest of the bytes read");
+            }
+            assertEquals(part, m.verify(h, blocks, 0, n).digest(), "verify computes the same digest in its pass");
+            d += part;
+        }
+        return d;
+    }
+
+    @Test
+    void kvDigestIsTheSameAtEveryTpSizeAndChangesWithOneByte() {
+        long[] h = SyntheticModel.prefixHashes(tokens(30, 9));
+        int[][] blocks = {{2, 0}};
+        long tp1 = digest(1, h, blocks, 30, null);
+        assertEquals(tp1, digest(2, h, blocks, 30, null));
+        assertEquals(tp1, digest(4, h, blocks, 30, null));
+        assertEquals(tp1, digest(8, h, blocks, 30, null), "replicated heads (TP 8 over 4 heads) count once");
+        assertEquals(tp1, digest(1, h, new int[][] {{3, 1}}, 30, null), "block ids do not matter, the bytes do");
+        assertNotEquals(tp1, digest(2, h, blocks, 30, r -> { }), "one flipped bit changes the digest");
+        assertNotEquals(tp1, digest(1, SyntheticModel.prefixHashes(tokens(30, 10)), blocks, 30, null));
+        assertNotEquals(SyntheticModel.sample(h[29], tp1), SyntheticModel.sample(h[29], tp1 + 1));
+        assertEquals(SyntheticModel.sample(h[29]), SyntheticModel.sample(h[29], 0));
+    }
 }
