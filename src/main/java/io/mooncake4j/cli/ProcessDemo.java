@@ -1,5 +1,7 @@
 package io.mooncake4j.cli;
 
+import io.mooncake4j.internal.json.Json;
+import io.mooncake4j.internal.sys.Bytes;
 import io.mooncake4j.memory.ModelPreset;
 import io.mooncake4j.proxy.WorkloadClient;
 import io.mooncake4j.sim.DemoRunner;
@@ -11,6 +13,9 @@ import java.io.PrintStream;
 import java.net.InetAddress;
 import java.net.ServerSocket;
 import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -18,6 +23,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
@@ -142,8 +148,15 @@ final class ProcessDemo {
             if (left.isEmpty()) {
                 out.println("  P and D freed every block after the run");
             }
+            Map<String, Object> dStatus = status(dUrl);
+            long received = dStatus.get("kv_bytes_received") instanceof Number n ? n.longValue() : -1;
+            long mismatched = dStatus.get("kv_mismatched_words") instanceof Number n ? n.longValue() : -1;
+            if (received >= 0) {
+                out.printf(Locale.ROOT, "  %-28s %s (%.2f GiB/s over the run), %d mismatched 8-byte words%n",
+                        "KV received at D", Bytes.human(received), received / r.seconds() / (1L << 30), mismatched);
+            }
             r.print(out, "demo --processes");
-            rc = r.wrong() == 0 && r.ok() == o.requests() && left.isEmpty() ? 0 : 1;
+            rc = r.wrong() == 0 && r.ok() == o.requests() && left.isEmpty() && mismatched <= 0 ? 0 : 1;
         } finally {
             for (int i = children.size() - 1; i >= 0; i--) {
                 children.get(i).process.destroy(); // SIGTERM: serve drains, the proxy stops
@@ -180,6 +193,20 @@ final class ProcessDemo {
         c.bootstrapPort = bootstrap;
         children.add(c);
         return c;
+    }
+
+    /** A node's {@code GET /mooncake/status} (empty when it cannot be read). */
+    private static Map<String, Object> status(String url) {
+        try (HttpClient http = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build()) {
+            HttpResponse<String> r = http.send(HttpRequest.newBuilder(URI.create(url + "/mooncake/status"))
+                    .timeout(Duration.ofSeconds(10)).build(), HttpResponse.BodyHandlers.ofString());
+            return r.statusCode() == 200 ? Json.parseObject(r.body()) : Map.of();
+        } catch (IOException | RuntimeException e) {
+            return Map.of();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return Map.of();
+        }
     }
 
     private static int freePort() throws IOException {
