@@ -63,8 +63,9 @@ import java.util.concurrent.atomic.AtomicLong;
  * "param", "code"}}}) naming the node — the node's own 4xx is passed on with its status, anything else
  * becomes 502 (504 on timeout) — and the other side of that request is cancelled; a node that cannot be
  * reached is taken out of the rotation until its probes succeed again (a P is re-queried for its engine
- * ids, which change when it restarts); a D stream that breaks after its first bytes ends with an SSE
- * {@code data: {"error": ...}} event and no {@code [DONE]}. Until every P has answered {@code /health}
+ * ids, which change when it restarts), and so is one whose {@code /health} probe (every probe interval,
+ * every node) is refused or answers 503, as a draining {@code serve} node does; a D stream that breaks
+ * after its first bytes ends with an SSE {@code data: {"error": ...}} event and no {@code [DONE]}. Until every P has answered {@code /health}
  * and listed at least one engine on its bootstrap {@code /query}, requests get 503.
  *
  * <p>Other routes: {@code GET /health} (200 when ready, else 503; the body lists each node's state),
@@ -269,12 +270,16 @@ public final class DisaggProxy implements AutoCloseable {
             for (Prefill p : prefills) {
                 if (!p.up) {
                     probePrefill(p);
+                } else {
+                    checkUp(p.node.url(), c -> markDown(p, c));
                 }
                 all &= p.up;
             }
             for (Decode d : decodes) {
                 if (!d.up) {
                     probeDecode(d);
+                } else {
+                    checkUp(d.node.url(), c -> markDown(d, c));
                 }
             }
             if (all && !ready) {
@@ -338,6 +343,25 @@ public final class DisaggProxy implements AutoCloseable {
             }
         } catch (IOException e) {
             d.problem = describe(e);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    /**
+     * Health check of a node in rotation: one that refuses or resets the connection, or answers 503 (a
+     * draining {@code serve} node), leaves the rotation; a slow one stays (a timeout says nothing certain).
+     */
+    private void checkUp(URI url, java.util.function.Consumer<Throwable> down) {
+        try {
+            HttpResponse<Void> h = http.send(get(url.resolve("/health")), HttpResponse.BodyHandlers.discarding());
+            if (h.statusCode() == 503) {
+                down.accept(new IOException("GET /health answered 503 (draining or stopped)"));
+            }
+        } catch (HttpTimeoutException slow) {
+            // still in rotation
+        } catch (IOException e) {
+            down.accept(e);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }

@@ -47,8 +47,17 @@ class DisaggProxyTest {
         return t;
     }
 
+    /** A proxy that probes every 20 ms. */
     private DisaggProxy proxy(List<FakeNode> ps, List<FakeNode> ds) throws IOException {
-        ProxyConfig.Builder b = ProxyConfig.builder().port(0).probeInterval(Duration.ofMillis(20))
+        return proxy(ps, ds, Duration.ofMillis(20));
+    }
+
+    /**
+     * A proxy probing at {@code interval}; the failure tests use an hour, so that only a failed request
+     * (which wakes the prober) takes a node out of rotation, never a probe racing the test.
+     */
+    private DisaggProxy proxy(List<FakeNode> ps, List<FakeNode> ds, Duration interval) throws IOException {
+        ProxyConfig.Builder b = ProxyConfig.builder().port(0).probeInterval(interval)
                 .requestTimeout(Duration.ofSeconds(20));
         ps.forEach(p -> b.addPrefill(p.url(), p.bootstrapPort()));
         ds.forEach(d -> b.addDecode(d.url()));
@@ -192,7 +201,7 @@ class DisaggProxyTest {
         FakeNode bad = keep(FakeNode.prefill(1, kv));
         FakeNode good = keep(FakeNode.prefill(1, kv));
         FakeNode d = keep(FakeNode.decode(kv));
-        DisaggProxy proxy = proxy(List.of(bad, good), List.of(d));
+        DisaggProxy proxy = proxy(List.of(bad, good), List.of(d), Duration.ofHours(1));
         await(proxy::isReady, "ready");
         bad.fault = FakeNode.Fault.STATUS_500;
 
@@ -236,7 +245,7 @@ class DisaggProxyTest {
         FakeNode p = keep(FakeNode.prefill(1, kv));
         FakeNode bad = keep(FakeNode.decode(kv));
         FakeNode good = keep(FakeNode.decode(kv));
-        DisaggProxy proxy = proxy(List.of(p), List.of(bad, good));
+        DisaggProxy proxy = proxy(List.of(p), List.of(bad, good), Duration.ofHours(1));
         await(proxy::isReady, "ready");
 
         bad.fault = FakeNode.Fault.STATUS_400;
@@ -265,6 +274,32 @@ class DisaggProxyTest {
         assertEquals(FakeNode.expected("e"), text(r5, true), "the refused D left the rotation");
         assertTrue(health(proxy).contains("\"up\":false,\"problem\":\"connection refused\""), health(proxy));
         assertEquals(List.of(), good.errors);
+    }
+
+    @Test
+    void shouldTakeNodesThatStopOrDrainOutOfRotationBeforeARequestFailsOnThem() throws Exception {
+        FakeNode p1 = keep(FakeNode.prefill(1, kv));
+        FakeNode p2 = keep(FakeNode.prefill(1, kv));
+        FakeNode d1 = keep(FakeNode.decode(kv));
+        FakeNode d2 = keep(FakeNode.decode(kv));
+        DisaggProxy proxy = proxy(List.of(p1, p2), List.of(d1, d2));
+        await(proxy::isReady, "ready");
+        p2.stop();
+        d2.healthStatus = 503; // a draining serve node
+        await(() -> health(proxy).contains("\"url\":\"" + p2.url() + "\",\"bootstrap_addr\":\"" + p2.bootstrapAddr()
+                + "\",\"up\":false") && health(proxy).contains("\"url\":\"" + d2.url() + "\",\"up\":false"),
+                "p2 and d2 out of rotation");
+        for (int i = 0; i < 6; i++) {
+            HttpResponse<String> r = postAsync(proxy, "w" + i, i % 2 == 0).get();
+            assertEquals(200, r.statusCode(), r.body());
+            assertEquals(FakeNode.expected("w" + i), text(r, i % 2 == 0));
+        }
+        assertEquals(List.of(), d2.bodies, "no request reaches a draining D");
+        d2.healthStatus = 200;
+        await(() -> health(proxy).contains("\"url\":\"" + d2.url() + "\",\"up\":true"), "d2 back");
+        assertEquals(200, postAsync(proxy, "x", false).get().statusCode());
+        assertEquals(200, postAsync(proxy, "y", false).get().statusCode());
+        assertEquals(1, d2.bodies.size(), "d2 is back in the rotation");
     }
 
     @Test
