@@ -37,6 +37,7 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.Semaphore;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.LockSupport;
 import java.util.function.Function;
@@ -66,6 +67,9 @@ public final class ServeNode implements AutoCloseable {
     /** The largest request body read; larger ones get 413. */
     public static final int MAX_BODY_BYTES = 16 << 20;
 
+    /** Request bodies read at once (each at most {@link #MAX_BODY_BYTES}): bounds the memory uploads take. */
+    public static final int MAX_CONCURRENT_BODIES = 64;
+
     private static final int DONE = -1;
 
     private final ServeOptions options;
@@ -78,6 +82,7 @@ public final class ServeNode implements AutoCloseable {
     private final AtomicLong requestsFailed = new AtomicLong();
     private final AtomicLong kvBytesReceived = new AtomicLong();
     private final AtomicLong kvMismatchedWords = new AtomicLong();
+    private final Semaphore bodies = new Semaphore(MAX_CONCURRENT_BODIES);
     private final Object inFlightLock = new Object();
     private int inFlight; // guarded by inFlightLock
     private volatile boolean draining;
@@ -689,7 +694,26 @@ public final class ServeNode implements AutoCloseable {
         }
     }
 
-    private static String readBody(HttpExchange ex) throws IOException {
+    private String readBody(HttpExchange ex) throws IOException {
+        boolean got;
+        try {
+            got = bodies.tryAcquire(10, java.util.concurrent.TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            got = false;
+        }
+        if (!got) {
+            throw new OpenAiError(503, "ServiceUnavailableError", null, "too many request bodies being uploaded at "
+                    + "once (" + MAX_CONCURRENT_BODIES + "); retry later");
+        }
+        try {
+            return readBodyBounded(ex);
+        } finally {
+            bodies.release();
+        }
+    }
+
+    private static String readBodyBounded(HttpExchange ex) throws IOException {
         String len = ex.getRequestHeaders().getFirst("Content-Length");
         if (len != null) {
             try {

@@ -72,6 +72,9 @@
  * text for the same prompt and {@code max_tokens}, and one changed byte of transferred KV changes it.
  * Text is rendered by {@link io.mooncake4j.serve.SyntheticTokenizer}.
  *
+ * <p>Bounds: bodies above 16 MiB get 413, at most 64 are read at once, and at most
+ * {@link io.mooncake4j.serve.ServeOptions#maxPendingRequests()} requests are accepted at once (503 beyond).
+ *
  * <p>Not supported: aborting a request when its client disconnects (it runs to its
  * {@code max_tokens}), more than one prompt or choice per request, logprobs, stop strings.
  *

@@ -390,6 +390,8 @@ class ServeNodeTest {
         assertError(post(d, "/v1/completions", "{\"prompt\":\"a\",\"kv_transfer_params\":{\"do_remote_prefill\":true,"
                 + "\"transfer_id\":\"t\",\"remote_engine_id\":\"e\"}}"), 400, "BadRequestError", "remote_bootstrap_addr");
         assertError(post(p, "/v1/nothing", "{}"), 404, "NotFoundError", "no route");
+        assertError(post(p, "/v1/completions", "{\"prompt\":\"" + "x".repeat(ServeNode.MAX_BODY_BYTES) + "\"}"), 413,
+                "RequestEntityTooLarge", "larger than");
         assertError(get(p.url() + "/v1/completions"), 405, "MethodNotAllowed", "use POST");
         // none of that reached or hurt the engines
         assertEquals(200, post(p, "/v1/completions", "{\"prompt\":\"still fine\",\"max_tokens\":2}").status());
@@ -432,6 +434,34 @@ class ServeNodeTest {
                 .status());
         awaitAllBlocksFree(p); // VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT expired: P let go of the blocks
         assertTrue(p.drain(Duration.ofSeconds(5)));
+    }
+
+    @Test
+    void requestsBeyondMaxPendingGet503AndTheOthersAreServed() throws Exception {
+        ServeOptions base = options(KvRole.KV_CONSUMER, 1, Duration.ofMillis(200));
+        ServeNode d = start(new ServeOptions(base.model(), base.servedModelName(), base.host(), 0, base.connector(),
+                base.numBlocks(), "cpu", 0, "mock", base.maxModelLen(), 4, 8192, 1, base.drainTimeout()),
+                cfg -> TransferEngines.create("mock"));
+        ServeNode p = start(KvRole.KV_PRODUCER, 1);
+        Map<String, Object> params = new LinkedHashMap<>();
+        params.put("do_remote_prefill", true);
+        params.put("remote_engine_id", p.engineId());
+        params.put("remote_bootstrap_addr", p.bootstrapUrl().orElseThrow());
+        params.put("transfer_id", "xfer-pending");
+        CompletableFuture<Reply> first = CompletableFuture.supplyAsync(() -> {
+            try {
+                return post(d, "/v1/completions", completion(false, 2, false, params));
+            } catch (IOException | InterruptedException e) {
+                throw new IllegalStateException(e);
+            }
+        });
+        await("D to wait for P's KV", () -> d.engine().snapshot().loadingRemoteKv() == 1);
+        assertError(post(d, "/v1/completions", completion(false, 2, false, null)), 503, "ServiceUnavailableError",
+                "too many requests in flight (1)");
+        assertEquals(200, post(p, "/v1/completions", completion(false, 1, false, prefillParams("xfer-pending")))
+                .status());
+        assertEquals(200, first.get(30, TimeUnit.SECONDS).status());
+        assertEquals(200, post(d, "/v1/completions", completion(false, 2, false, null)).status(), "a slot again");
     }
 
     @Test

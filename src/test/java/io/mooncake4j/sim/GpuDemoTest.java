@@ -3,6 +3,7 @@ package io.mooncake4j.sim;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -97,6 +98,13 @@ class GpuDemoTest {
                 assertTrue(h2d < 90L * TINY.numLayers(), "fewer copies than tokens x layers: " + h2d);
                 assertTrue(fake.copies(DeviceMemory.Direction.DEVICE_TO_HOST) > 0);
 
+                // the KV digest (serve's sampling) is the same through the GPU path: as written, and read back
+                long hostDigest = h.kvDigest(hashes, blocks, 0, 90);
+                assertEquals(hostDigest, v.digest());
+                assertEquals(hostDigest, g.kvDigest(hashes, blocks, 0, 90));
+                assertEquals(h.forwardWithDigest(hashes, blocks, 7, 61), g.forwardWithDigest(hashes, blocks, 7, 61));
+                assertEquals(h.kvDigest(hashes, blocks, 7, 61), g.forwardWithDigest(hashes, blocks, 7, 61));
+
                 // one flipped byte in GPU memory is found through the D2H path
                 KvCacheTensor t = gpu.tensorsByLayer().get(TINY.layerName(1)).getFirst();
                 MemorySegment dev = fake.hostView(t.blockAddress(9)).reinterpret(t.blockBytes());
@@ -104,6 +112,7 @@ class GpuDemoTest {
                 SyntheticModel.Verification bad = g.verify(hashes, blocks, 0, 90);
                 assertFalse(bad.ok());
                 assertEquals(1, bad.badWords());
+                assertNotEquals(hostDigest, bad.digest(), "the flipped byte changes the digest");
                 assertTrue(bad.firstMismatch().contains("layer model.layers.1"), bad.firstMismatch());
             }
             assertEquals(List.of(), fake.violations(), "no copy touched memory it should not");
