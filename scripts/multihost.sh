@@ -27,7 +27,7 @@ start_s=$SECONDS
 # Build the jar once (bin/mooncake4j would do it too, but in every namespace at once).
 if [ ! -f target/mooncake4j.jar ] || [ -n "$(find src/main pom.xml -newer target/mooncake4j.jar -print -quit)" ]; then
   echo "multihost: building the jar..." >&2
-  mvn -q -B -ntp -DskipTests package >&2
+  mvn -q -B -ntp -Dstyle.color=never -DskipTests package >&2
 fi
 cp="$here/target/mooncake4j.jar:$here/target/lib/*:$here/target/cli-lib/*"
 java=("$JAVA_HOME/bin/java" --enable-native-access=ALL-UNNAMED -XX:+UseSerialGC -Xmx384m -XX:TieredStopAtLevel=1
