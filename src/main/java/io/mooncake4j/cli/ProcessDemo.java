@@ -10,8 +10,6 @@ import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
-import java.net.InetAddress;
-import java.net.ServerSocket;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
@@ -41,6 +39,7 @@ import java.util.regex.Pattern;
 final class ProcessDemo {
 
     private static final Pattern SERVE_READY = Pattern.compile("mooncake4j serve: ready on (http://\\S+)");
+    private static final Pattern BOOTSTRAP_PORT = Pattern.compile("mooncake4j serve: .*; bootstrap port (\\d+);");
     private static final Pattern PROXY_READY = Pattern.compile("mooncake4j proxy: ready on port (\\d+)");
 
     private ProcessDemo() {}
@@ -51,8 +50,8 @@ final class ProcessDemo {
         final Process process;
         final Path log;
         final CompletableFuture<String> ready = new CompletableFuture<>();
-        /** A serve node's bootstrap port (P), set once after start. */
-        String bootstrapPort;
+        /** A serve node's bootstrap port as its start line says (P), set before it is ready. */
+        volatile String bootstrapPort;
 
         Child(String role, List<String> command, List<String> env, Pattern readyLine, Path dir) throws IOException {
             this.role = role;
@@ -71,6 +70,10 @@ final class ProcessDemo {
                         w.write(line);
                         w.newLine();
                         w.flush();
+                        Matcher b = BOOTSTRAP_PORT.matcher(line);
+                        if (b.find()) {
+                            bootstrapPort = b.group(1);
+                        }
                         Matcher m = readyLine.matcher(line);
                         if (m.find()) {
                             ready.complete(m.group(1));
@@ -118,6 +121,9 @@ final class ProcessDemo {
             String pUrl = p.awaitReady(startup);
             String dUrl = d.awaitReady(startup);
             String refUrl = ref.awaitReady(startup);
+            if (p.bootstrapPort == null) {
+                throw new IOException("the prefill node printed no bootstrap port; see " + p.log);
+            }
             Child proxy = new Child("proxy", concat(jvm, "proxy", "--port", "0", "--prefill", pUrl,
                     p.bootstrapPort, "--decode", dUrl), List.of(), PROXY_READY, dir);
             children.add(proxy);
@@ -180,7 +186,6 @@ final class ProcessDemo {
 
     private static Child serve(List<Child> children, List<String> jvm, String name, String role, int tp,
             ModelPreset m, long kvBytesPerRank, Path dir) throws IOException {
-        String bootstrap = Integer.toString(freePort());
         String config = "{\"kv_connector\":\"MooncakeConnector\",\"kv_role\":\"" + role
                 + "\",\"kv_connector_extra_config\":{\"mooncake_protocol\":\"tcp\"}}";
         long perBlock = (long) m.numLayers() * m.pageBytes(tp);
@@ -188,9 +193,8 @@ final class ProcessDemo {
                 "--tensor-parallel-size", Integer.toString(tp), "--kv-cache-memory",
                 Long.toString(Math.max(perBlock * 8, kvBytesPerRank)), "--drain-timeout", "10",
                 "--kv-transfer-config", config),
-                List.of("VLLM_MOONCAKE_BOOTSTRAP_PORT=" + bootstrap, "VLLM_HOST_IP=127.0.0.1",
+                List.of("VLLM_MOONCAKE_BOOTSTRAP_PORT=0", "VLLM_HOST_IP=127.0.0.1",
                         "VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT=30"), SERVE_READY, dir);
-        c.bootstrapPort = bootstrap;
         children.add(c);
         return c;
     }
@@ -206,12 +210,6 @@ final class ProcessDemo {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             return Map.of();
-        }
-    }
-
-    private static int freePort() throws IOException {
-        try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
-            return s.getLocalPort();
         }
     }
 

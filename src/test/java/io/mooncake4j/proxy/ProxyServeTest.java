@@ -37,18 +37,11 @@ class ProxyServeTest {
         }
     }
 
-    private static String freePort() throws IOException {
-        try (java.net.ServerSocket s = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
-            return Integer.toString(s.getLocalPort());
-        }
-    }
-
     private ServeNode node(String role, int tp) throws IOException {
-        // A fixed bootstrap port: with port 0 the other TP ranks of a node cannot learn the port rank 0 bound.
         String json = "{\"kv_connector\":\"MooncakeConnector\",\"kv_role\":\"" + role
                 + "\",\"kv_connector_extra_config\":{\"mooncake_protocol\":\"tcp\"}}";
         MooncakeConnectorConfig c = MooncakeConnectorConfig.fromKvTransferConfigJson(json,
-                Map.of("VLLM_MOONCAKE_BOOTSTRAP_PORT", freePort(), "VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT", "5"))
+                Map.of("VLLM_MOONCAKE_BOOTSTRAP_PORT", "0", "VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT", "5"))
                 .hostname("127.0.0.1").tp(0, tp).build();
         ModelPreset m = ModelPreset.TINY;
         int blocks = 256;

@@ -59,6 +59,7 @@ class VllmProxyInteropTest {
         }
     }
 
+    /** A port for the Python proxy, which cannot report one the OS picked. */
     private static int freePort() throws IOException {
         try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
             return s.getLocalPort();
@@ -69,7 +70,7 @@ class VllmProxyInteropTest {
         String json = "{\"kv_connector\":\"MooncakeConnector\",\"kv_role\":\"" + role
                 + "\",\"kv_connector_extra_config\":{\"mooncake_protocol\":\"tcp\"}}";
         MooncakeConnectorConfig c = MooncakeConnectorConfig.fromKvTransferConfigJson(json,
-                Map.of("VLLM_MOONCAKE_BOOTSTRAP_PORT", Integer.toString(freePort()))).hostname("127.0.0.1").tp(0, 1)
+                Map.of("VLLM_MOONCAKE_BOOTSTRAP_PORT", "0")).hostname("127.0.0.1").tp(0, 1)
                 .build();
         ModelPreset m = ModelPreset.TINY;
         ServeNode n = ServeNode.start(new ServeOptions(m, m.name(), "127.0.0.1", 0, c, 256, "cpu", 0, "tcp",
