@@ -510,7 +510,6 @@ public final class DisaggProxy implements AutoCloseable {
     }
 
     private void models(HttpExchange ex) throws IOException {
-        StringBuilder why = new StringBuilder();
         Decode d = decodes.stream().filter(x -> x.up).findFirst().orElse(null);
         if (d == null) {
             sendError(ex, 503, "service_unavailable", "no decode node is reachable (" + nodeProblems() + ")");
@@ -527,7 +526,7 @@ public final class DisaggProxy implements AutoCloseable {
         } catch (IOException e) {
             markDown(d, e);
             sendError(ex, 502, "upstream_error", "decode node " + d.node.url() + " failed on GET /v1/models: "
-                    + describe(e) + why);
+                    + describe(e));
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             sendError(ex, 503, "service_unavailable", "proxy is shutting down");
@@ -631,7 +630,7 @@ public final class DisaggProxy implements AutoCloseable {
             if (!pf.isDone() && failedOrError(df)) {
                 pf.cancel(true);
                 stats.failedDecode.incrementAndGet();
-                answerFailure(ex, df, route.decode, null, dName, transferId);
+                answerFailure(ex, df, route.decode, dName, transferId);
                 return;
             }
             HttpResponse<InputStream> pr;
@@ -761,19 +760,14 @@ public final class DisaggProxy implements AutoCloseable {
     }
 
     private void answerFailure(HttpExchange ex, CompletableFuture<HttpResponse<InputStream>> f, Decode d,
-            Prefill p, String name, String transferId) throws IOException {
+            String name, String transferId) throws IOException {
         try {
             HttpResponse<InputStream> r = f.getNow(null);
             sendNodeError(ex, r.statusCode(), readBounded(r.body(), MAX_NODE_BODY), name, transferId);
         } catch (CompletionException | CancellationException e) {
             Throwable c = unwrap(e);
             if (unreachable(c)) {
-                if (d != null) {
-                    markDown(d, c);
-                }
-                if (p != null) {
-                    markDown(p, c);
-                }
+                markDown(d, c);
             }
             sendError(ex, c instanceof HttpTimeoutException ? 504 : 502, "upstream_error", String.format(
                     Locale.ROOT, "%s failed (%s) on request %s", name, describe(c), transferId));
