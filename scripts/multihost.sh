@@ -24,10 +24,16 @@ rate=${MULTIHOST_RATE:-10gbit}
 budget=${MULTIHOST_TIMEOUT:-600}
 start_s=$SECONDS
 
+TMPDIR_BUILD_LOG=$(mktemp)
 # Build the jar once (bin/mooncake4j would do it too, but in every namespace at once).
 if [ ! -f target/mooncake4j.jar ] || [ -n "$(find src/main pom.xml -newer target/mooncake4j.jar -print -quit)" ]; then
   echo "multihost: building the jar..." >&2
-  mvn -q -B -ntp -Dstyle.color=never -DskipTests package >&2
+  if ! mvn -q -B -ntp -DskipTests package >"$TMPDIR_BUILD_LOG" 2>&1; then
+    cat "$TMPDIR_BUILD_LOG" >&2; rm -f "$TMPDIR_BUILD_LOG"
+    echo "multihost: the build failed (output above)" >&2
+    exit 1
+  fi
+  rm -f "$TMPDIR_BUILD_LOG"
 fi
 cp="$here/target/mooncake4j.jar:$here/target/lib/*:$here/target/cli-lib/*"
 java=("$JAVA_HOME/bin/java" --enable-native-access=ALL-UNNAMED -XX:+UseSerialGC -Xmx384m -XX:TieredStopAtLevel=1
