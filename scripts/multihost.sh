@@ -24,10 +24,10 @@ rate=${MULTIHOST_RATE:-10gbit}
 budget=${MULTIHOST_TIMEOUT:-600}
 start_s=$SECONDS
 
-TMPDIR_BUILD_LOG=$(mktemp)
 # Build the jar once (bin/mooncake4j would do it too, but in every namespace at once).
 if [ ! -f target/mooncake4j.jar ] || [ -n "$(find src/main pom.xml -newer target/mooncake4j.jar -print -quit)" ]; then
   echo "multihost: building the jar..." >&2
+  TMPDIR_BUILD_LOG=$(mktemp)
   if ! mvn -q -B -ntp -DskipTests package >"$TMPDIR_BUILD_LOG" 2>&1; then
     cat "$TMPDIR_BUILD_LOG" >&2; rm -f "$TMPDIR_BUILD_LOG"
     echo "multihost: the build failed (output above)" >&2
