@@ -83,7 +83,11 @@ final class DemoCommand implements CliCommand {
                 "                        and --protocol tcp (GPU memory is staged through pinned host buffers)",
                 "  --gpu-id N            with --device cuda: the GPU of every P and D rank, default 0",
                 "  --p-gpu N, --d-gpu N  with --device cuda: the GPU of P's / D's ranks, default --gpu-id",
-                "  --timeout SECONDS     bound on the whole run, default " + d.timeout().toSeconds());
+                "  --timeout SECONDS     bound on the whole run, default " + d.timeout().toSeconds(),
+                "  --processes           run P, D, a kv_both reference and the proxy as separate JVMs",
+                "                        (bin/mooncake4j serve and proxy on 127.0.0.1), send the workload through the",
+                "                        proxy (every request streamed) and check every completion against the",
+                "                        reference; see docs/serving.md");
     }
 
     @Override
@@ -94,7 +98,24 @@ final class DemoCommand implements CliCommand {
 
     @Override
     public int run(Flags flags, PrintStream out, PrintStream err) {
+        boolean processes = flags.bool("processes", false);
         DemoRunner.Options o = parse(flags);
+        if (processes) {
+            if (o.onGpu() || !o.protocol().equals("tcp") || o.numBlocks() != 0) {
+                throw new Flags.UsageException("--processes runs serve nodes over TCP with KV in host memory; "
+                        + "it takes no --device cuda, --protocol mock or --num-blocks");
+            }
+            try {
+                return ProcessDemo.run(o, out, err);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                err.println("mooncake4j demo: interrupted");
+                return 1;
+            } catch (Exception e) {
+                err.println("mooncake4j demo --processes: " + e.getMessage());
+                return 1;
+            }
+        }
         if (o.onGpu()) {
             for (int gpu : new int[] {o.pGpu(), o.dGpu()}) {
                 try {

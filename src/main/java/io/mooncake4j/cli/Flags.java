@@ -29,9 +29,11 @@ final class Flags {
     private final Map<String, String> values = new LinkedHashMap<>();
     private final List<String> positional = new ArrayList<>();
     private final Set<String> known = new LinkedHashSet<>();
+    private List<String> raw = List.of();
 
     static Flags parse(List<String> args) {
         Flags f = new Flags();
+        f.raw = List.copyOf(args);
         for (int i = 0; i < args.size(); i++) {
             String a = args.get(i);
             if (a.equals("--")) {
@@ -127,6 +129,11 @@ final class Flags {
             return false;
         }
         throw new UsageException("--" + name + " must be true or false, got '" + v + "'");
+    }
+
+    /** The arguments as given, for a command whose flags take several values ({@code proxy --prefill URL PORT}). */
+    List<String> raw() {
+        return raw;
     }
 
     List<String> positional() {

@@ -1,0 +1,922 @@
+package io.mooncake4j.proxy;
+
+import com.sun.net.httpserver.HttpExchange;
+import com.sun.net.httpserver.HttpServer;
+import io.mooncake4j.internal.json.Json;
+import io.mooncake4j.internal.json.JsonException;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.ConnectException;
+import java.net.InetSocketAddress;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpConnectTimeoutException;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.net.http.HttpTimeoutException;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Objects;
+import java.util.TreeMap;
+import java.util.UUID;
+import java.util.concurrent.CancellationException;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Semaphore;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * The disaggregated-serving router of {@code bin/mooncake4j proxy}: the HTTP contract of vLLM's
+ * example Mooncake proxy ({@code examples/disaggregated/mooncake_connector/mooncake_connector_proxy.py})
+ * in front of P and D nodes that speak vLLM's OpenAI-compatible API — ours ({@code bin/mooncake4j serve})
+ * or vLLM's.
+ *
+ * <p>For each {@code POST /v1/completions} or {@code /v1/chat/completions} it picks the next P data-parallel
+ * rank and the next D (round robin over the nodes that are up, XpYd), makes one
+ * {@code transfer_id = "xfer-<request id>"}, and sends <em>at the same time</em>
+ * <ul>
+ *   <li>to P: the body with {@code kv_transfer_params = {do_remote_decode: true, do_remote_prefill: false,
+ *       transfer_id}}, {@code stream: false}, {@code max_tokens: 1} (and {@code max_completion_tokens: 1}
+ *       when present), without {@code stream_options}, header {@code X-data-parallel-rank};</li>
+ *   <li>to D: the body unchanged but for {@code kv_transfer_params = {do_remote_decode: false,
+ *       do_remote_prefill: true, remote_bootstrap_addr, remote_engine_id, transfer_id}}, where the engine id
+ *       is what P's bootstrap server lists for that DP rank.</li>
+ * </ul>
+ * D's answer goes to the client as it arrives (server-sent events pass through chunk by chunk).
+ *
+ * <p>Differences from the example, on purpose: a P or D that fails (refused connection, reset, error
+ * status, bad stream) gives the client an OpenAI-style JSON error ({@code {"error": {"message", "type",
+ * "param", "code"}}}) naming the node — the node's own 4xx is passed on with its status, anything else
+ * becomes 502 (504 on timeout) — and the other side of that request is cancelled; a node that cannot be
+ * reached is taken out of the rotation until its probes succeed again (a P is re-queried for its engine
+ * ids, which change when it restarts), and so is one whose {@code /health} probe (every probe interval,
+ * every node) is refused or answers 503, as a draining {@code serve} node does; a D stream that breaks
+ * after its first bytes ends with an SSE {@code data: {"error": ...}} event and no {@code [DONE]}. Until every P has answered {@code /health}
+ * and listed at least one engine on its bootstrap {@code /query}, requests get 503.
+ *
+ * <p>Other routes: {@code GET /health} (200 when ready, else 503; the body lists each node's state),
+ * {@code GET /v1/models} (forwarded to a D).
+ *
+ * <p><b>Threads and ownership:</b> one virtual thread per client connection (the JDK's {@code HttpServer}),
+ * the {@link HttpClient}'s own threads for P and D, and one virtual prober thread
+ * {@code mooncake-proxy-probe-<n>}. Node state is held in volatile fields written by the prober and by
+ * request threads that see a node fail. {@link #close()} stops accepting, then stops the prober.
+ */
+public final class DisaggProxy implements AutoCloseable {
+
+    private static final Logger LOG = LoggerFactory.getLogger(DisaggProxy.class);
+    private static final AtomicLong IDS = new AtomicLong();
+    /** Bound on an error or non-streamed body read from a node. */
+    private static final int MAX_NODE_BODY = 64 << 20;
+
+    private final ProxyConfig config;
+    private final List<Prefill> prefills = new ArrayList<>();
+    private final List<Decode> decodes = new ArrayList<>();
+    private final HttpClient http;
+    private final ExecutorService httpExecutor;
+    private final HttpServer server;
+    private final Thread prober;
+    private final Semaphore inFlight;
+    private final AtomicLong prefillTurn = new AtomicLong();
+    private final AtomicLong decodeTurn = new AtomicLong();
+    private final Object probeLock = new Object();
+    private final Stats stats = new Stats();
+    private volatile boolean ready;
+    private volatile boolean closed;
+
+    /** Per-P state. {@code dpEngineIds} is replaced as a whole (volatile publication of an immutable map). */
+    private static final class Prefill {
+        final ProxyConfig.PrefillNode node;
+        volatile boolean up;
+        volatile Map<Integer, String> dpEngineIds = Map.of();
+        volatile String problem = "not probed yet";
+
+        Prefill(ProxyConfig.PrefillNode node) {
+            this.node = node;
+        }
+    }
+
+    private static final class Decode {
+        final ProxyConfig.DecodeNode node;
+        volatile boolean up = true;
+        volatile String problem = "";
+
+        Decode(ProxyConfig.DecodeNode node) {
+            this.node = node;
+        }
+    }
+
+    /** Counters since start; thread-safe. */
+    public static final class Stats {
+        final AtomicLong requests = new AtomicLong();
+        final AtomicLong succeeded = new AtomicLong();
+        final AtomicLong failedPrefill = new AtomicLong();
+        final AtomicLong failedDecode = new AtomicLong();
+        final AtomicLong rejected = new AtomicLong();
+
+        /** Proxied requests received (after the readiness and size checks). */
+        public long requests() {
+            return requests.get();
+        }
+
+        /** Requests whose D answer reached the client whole. */
+        public long succeeded() {
+            return succeeded.get();
+        }
+
+        /** Requests failed because of their P. */
+        public long failedPrefill() {
+            return failedPrefill.get();
+        }
+
+        /** Requests failed because of their D (including broken streams). */
+        public long failedDecode() {
+            return failedDecode.get();
+        }
+
+        /** Requests refused before routing (not ready, overloaded, bad body). */
+        public long rejected() {
+            return rejected.get();
+        }
+
+        Map<String, Object> asMap() {
+            Map<String, Object> m = new LinkedHashMap<>();
+            m.put("requests", requests());
+            m.put("succeeded", succeeded());
+            m.put("failed_prefill", failedPrefill());
+            m.put("failed_decode", failedDecode());
+            m.put("rejected", rejected());
+            return m;
+        }
+    }
+
+    private DisaggProxy(ProxyConfig config) throws IOException {
+        this.config = config;
+        config.prefill().forEach(p -> prefills.add(new Prefill(p)));
+        config.decode().forEach(d -> decodes.add(new Decode(d)));
+        this.inFlight = new Semaphore(config.maxInFlight());
+        long id = IDS.getAndIncrement();
+        this.httpExecutor = Executors.newThreadPerTaskExecutor(
+                Thread.ofVirtual().name("mooncake-proxy-client-" + id + "-", 0).factory());
+        this.http = HttpClient.newBuilder()
+                .version(HttpClient.Version.HTTP_1_1)
+                .followRedirects(HttpClient.Redirect.NEVER)
+                .connectTimeout(config.probeTimeout())
+                .executor(httpExecutor)
+                .build();
+        HttpServer s;
+        try {
+            s = HttpServer.create(new InetSocketAddress(config.host(), config.port()), 1024);
+        } catch (IOException e) {
+            http.close();
+            httpExecutor.close();
+            throw new IOException(String.format(Locale.ROOT, "cannot listen on %s:%d (%s); is the port in use?",
+                    config.host(), config.port(), e.getMessage()), e);
+        }
+        this.server = s;
+        server.setExecutor(Executors.newThreadPerTaskExecutor(
+                Thread.ofVirtual().name("mooncake-proxy-http-" + id + "-", 0).factory()));
+        server.createContext("/", this::handle);
+        this.prober = Thread.ofVirtual().name("mooncake-proxy-probe-" + id).unstarted(this::probeLoop);
+    }
+
+    /**
+     * Starts a proxy: binds {@code config.host():config.port()} and begins probing the P nodes.
+     *
+     * @throws IOException when the address cannot be bound
+     */
+    public static DisaggProxy start(ProxyConfig config) throws IOException {
+        DisaggProxy p = new DisaggProxy(Objects.requireNonNull(config, "config"));
+        p.server.start();
+        p.prober.start();
+        LOG.info("proxy listening on {}:{}, {} prefill node(s) {}, {} decode node(s) {}", config.host(),
+                p.port(), config.prefill().size(), config.prefill(), config.decode().size(), config.decode());
+        return p;
+    }
+
+    /** The port it listens on. */
+    public int port() {
+        return server.getAddress().getPort();
+    }
+
+    /** Whether every P has been seen healthy with its engines listed (requests before that get 503). */
+    public boolean isReady() {
+        return ready;
+    }
+
+    public Stats stats() {
+        return stats;
+    }
+
+    @Override
+    public void close() {
+        if (closed) {
+            return;
+        }
+        closed = true;
+        server.stop(0);
+        synchronized (probeLock) {
+            probeLock.notifyAll();
+        }
+        try {
+            prober.join(Duration.ofSeconds(10));
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        http.close();
+        httpExecutor.close();
+        LOG.info("proxy on port {} closed: {}", port(), stats.asMap());
+    }
+
+    // ---------------------------------------------------------------- probing
+
+    private void probeLoop() {
+        while (!closed) {
+            try {
+                probeOnce();
+            } catch (RuntimeException e) {
+                LOG.error("proxy prober failed; retrying in {}", config.probeInterval(), e);
+            }
+            synchronized (probeLock) {
+                if (closed) {
+                    return;
+                }
+                try {
+                    probeLock.wait(config.probeInterval().toMillis());
+                } catch (InterruptedException e) {
+                    return;
+                }
+            }
+        }
+    }
+
+    private void probeOnce() {
+        {
+            boolean all = true;
+            for (Prefill p : prefills) {
+                if (!p.up) {
+                    probePrefill(p);
+                } else {
+                    checkUp(p.node.url(), c -> markDown(p, c));
+                }
+                all &= p.up;
+            }
+            for (Decode d : decodes) {
+                if (!d.up) {
+                    probeDecode(d);
+                } else {
+                    checkUp(d.node.url(), c -> markDown(d, c));
+                }
+            }
+            if (all && !ready) {
+                ready = true;
+                LOG.info("proxy ready: every prefill node is healthy and registered");
+            }
+        }
+    }
+
+    private void probePrefill(Prefill p) {
+        try {
+            HttpResponse<String> h = http.send(get(p.node.url().resolve("/health")), HttpResponse.BodyHandlers.ofString());
+            if (h.statusCode() != 200) {
+                p.problem = "GET /health answered " + h.statusCode();
+                return;
+            }
+            URI q = URI.create(p.node.bootstrapAddr() + "/query");
+            HttpResponse<String> r = http.send(get(q), HttpResponse.BodyHandlers.ofString());
+            if (r.statusCode() != 200) {
+                p.problem = "GET " + q + " answered " + r.statusCode();
+                return;
+            }
+            Map<String, Object> body = Json.parseObject(r.body());
+            Map<Integer, String> ids = new TreeMap<>();
+            for (Map.Entry<String, Object> e : body.entrySet()) {
+                int rank;
+                try {
+                    rank = Integer.parseInt(e.getKey());
+                } catch (NumberFormatException ex) {
+                    throw new JsonException("dp rank '" + e.getKey() + "' is not an integer");
+                }
+                if (!(e.getValue() instanceof Map<?, ?> entry) || !(entry.get("engine_id") instanceof String eid)) {
+                    throw new JsonException("dp rank " + rank + " has no string engine_id");
+                }
+                ids.put(rank, eid);
+            }
+            if (ids.isEmpty()) {
+                p.problem = "bootstrap " + q + " lists no engine yet";
+                return;
+            }
+            p.dpEngineIds = Map.copyOf(ids);
+            p.problem = "";
+            p.up = true;
+            LOG.info("prefill node {} ready: dp_size={}, engine ids {}", p.node.url(), ids.size(), ids);
+        } catch (IOException | JsonException e) {
+            p.problem = describe(e);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    private void probeDecode(Decode d) {
+        try {
+            HttpResponse<String> h = http.send(get(d.node.url().resolve("/health")), HttpResponse.BodyHandlers.ofString());
+            if (h.statusCode() == 200) {
+                d.up = true;
+                d.problem = "";
+                LOG.info("decode node {} is back", d.node.url());
+            } else {
+                d.problem = "GET /health answered " + h.statusCode();
+            }
+        } catch (IOException e) {
+            d.problem = describe(e);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    /**
+     * Health check of a node in rotation: one that refuses or resets the connection, or answers 503 (a
+     * draining {@code serve} node), leaves the rotation; a slow one stays (a timeout says nothing certain).
+     */
+    private void checkUp(URI url, java.util.function.Consumer<Throwable> down) {
+        try {
+            HttpResponse<Void> h = http.send(get(url.resolve("/health")), HttpResponse.BodyHandlers.discarding());
+            if (h.statusCode() == 503) {
+                down.accept(new IOException("GET /health answered 503 (draining or stopped)"));
+            }
+        } catch (HttpTimeoutException slow) {
+            // still in rotation
+        } catch (IOException e) {
+            down.accept(e);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    private HttpRequest get(URI uri) {
+        return HttpRequest.newBuilder(uri).timeout(config.probeTimeout()).GET().build();
+    }
+
+    private void markDown(Prefill p, Throwable cause) {
+        if (p.up) {
+            p.up = false;
+            p.problem = describe(cause);
+            LOG.warn("prefill node {} taken out of rotation: {}", p.node.url(), p.problem);
+            wakeProber();
+        }
+    }
+
+    private void markDown(Decode d, Throwable cause) {
+        if (d.up) {
+            d.up = false;
+            d.problem = describe(cause);
+            LOG.warn("decode node {} taken out of rotation: {}", d.node.url(), d.problem);
+            wakeProber();
+        }
+    }
+
+    private void wakeProber() {
+        synchronized (probeLock) {
+            probeLock.notifyAll();
+        }
+    }
+
+    // ---------------------------------------------------------------- routing
+
+    private record Route(Prefill prefill, int dpRank, String engineId, Decode decode) {}
+
+    /** The next P rank and D among those up, or null naming what is missing. */
+    private Route nextRoute(StringBuilder why) {
+        List<Route> ps = new ArrayList<>();
+        for (Prefill p : prefills) {
+            if (p.up) {
+                p.dpEngineIds.forEach((rank, eid) -> ps.add(new Route(p, rank, eid, null)));
+            }
+        }
+        List<Decode> ds = decodes.stream().filter(d -> d.up).toList();
+        if (ps.isEmpty()) {
+            why.append("no prefill node is reachable (").append(nodeProblems()).append(')');
+            return null;
+        }
+        if (ds.isEmpty()) {
+            why.append("no decode node is reachable (").append(nodeProblems()).append(')');
+            return null;
+        }
+        Route p = ps.get((int) Math.floorMod(prefillTurn.getAndIncrement(), (long) ps.size()));
+        Decode d = ds.get((int) Math.floorMod(decodeTurn.getAndIncrement(), (long) ds.size()));
+        return new Route(p.prefill, p.dpRank, p.engineId, d);
+    }
+
+    private String nodeProblems() {
+        List<String> out = new ArrayList<>();
+        for (Prefill p : prefills) {
+            if (!p.up) {
+                out.add("prefill " + p.node.url() + ": " + p.problem);
+            }
+        }
+        for (Decode d : decodes) {
+            if (!d.up) {
+                out.add("decode " + d.node.url() + ": " + d.problem);
+            }
+        }
+        return String.join("; ", out);
+    }
+
+    // ---------------------------------------------------------------- HTTP
+
+    private void handle(HttpExchange ex) throws IOException {
+        try (ex) {
+            String path = ex.getRequestURI().getPath();
+            String method = ex.getRequestMethod();
+            switch (path) {
+                case "/health" -> {
+                    if (!method.equals("GET")) {
+                        sendError(ex, 405, "invalid_request_error", "GET only");
+                    } else {
+                        health(ex);
+                    }
+                }
+                case "/v1/models" -> {
+                    if (!method.equals("GET")) {
+                        sendError(ex, 405, "invalid_request_error", "GET only");
+                    } else {
+                        models(ex);
+                    }
+                }
+                case "/v1/completions", "/v1/chat/completions" -> {
+                    if (!method.equals("POST")) {
+                        sendError(ex, 405, "invalid_request_error", path + " takes POST");
+                    } else {
+                        proxy(ex, path);
+                    }
+                }
+                default -> sendError(ex, 404, "not_found_error", "no route " + method + " " + path
+                        + " (the proxy serves GET /health, GET /v1/models, POST /v1/completions, "
+                        + "POST /v1/chat/completions)");
+            }
+        } catch (IOException e) {
+            LOG.debug("client connection failed: {}", e.toString()); // the client went away; nothing to answer
+        } catch (RuntimeException e) {
+            LOG.error("proxy handler failed on {} {}", ex.getRequestMethod(), ex.getRequestURI(), e);
+            try {
+                sendError(ex, 500, "server_error", "proxy internal error: " + e);
+            } catch (IOException | RuntimeException ignored) {
+                // headers were already sent; the connection is closed by try-with-resources
+            }
+        }
+    }
+
+    private void health(HttpExchange ex) throws IOException {
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("status", ready ? "ready" : "waiting for prefill nodes");
+        List<Object> ps = new ArrayList<>();
+        for (Prefill p : prefills) {
+            Map<String, Object> e = new LinkedHashMap<>();
+            e.put("url", p.node.url().toString());
+            e.put("bootstrap_addr", p.node.bootstrapAddr());
+            e.put("up", p.up);
+            Map<String, Object> ids = new LinkedHashMap<>();
+            p.dpEngineIds.forEach((k, v) -> ids.put(Integer.toString(k), v));
+            e.put("dp_engine_ids", ids);
+            e.put("problem", p.problem);
+            ps.add(e);
+        }
+        List<Object> ds = new ArrayList<>();
+        for (Decode d : decodes) {
+            Map<String, Object> e = new LinkedHashMap<>();
+            e.put("url", d.node.url().toString());
+            e.put("up", d.up);
+            e.put("problem", d.problem);
+            ds.add(e);
+        }
+        m.put("prefill", ps);
+        m.put("decode", ds);
+        m.put("stats", stats.asMap());
+        sendJson(ex, ready ? 200 : 503, Json.write(m));
+    }
+
+    private void models(HttpExchange ex) throws IOException {
+        Decode d = decodes.stream().filter(x -> x.up).findFirst().orElse(null);
+        if (d == null) {
+            sendError(ex, 503, "service_unavailable", "no decode node is reachable (" + nodeProblems() + ")");
+            return;
+        }
+        try {
+            HttpResponse<InputStream> r = http.send(get(d.node.url().resolve("/v1/models")),
+                    HttpResponse.BodyHandlers.ofInputStream());
+            byte[] body = readBounded(r.body(), MAX_NODE_BODY);
+            ex.getResponseHeaders().set("Content-Type",
+                    r.headers().firstValue("Content-Type").orElse("application/json"));
+            ex.sendResponseHeaders(r.statusCode(), body.length == 0 ? -1 : body.length);
+            ex.getResponseBody().write(body);
+        } catch (IOException e) {
+            markDown(d, e);
+            sendError(ex, 502, "upstream_error", "decode node " + d.node.url() + " failed on GET /v1/models: "
+                    + describe(e));
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            sendError(ex, 503, "service_unavailable", "proxy is shutting down");
+        }
+    }
+
+    private void proxy(HttpExchange ex, String path) throws IOException {
+        if (!ready) {
+            stats.rejected.incrementAndGet();
+            drain(ex);
+            sendError(ex, 503, "service_unavailable", "the proxy is not ready yet: waiting for "
+                    + nodeProblems());
+            return;
+        }
+        if (!inFlight.tryAcquire()) {
+            stats.rejected.incrementAndGet();
+            drain(ex);
+            ex.getResponseHeaders().set("Retry-After", "1");
+            sendError(ex, 503, "service_unavailable", String.format(Locale.ROOT,
+                    "the proxy already handles %d requests (its --max-in-flight); retry later", config.maxInFlight()));
+            return;
+        }
+        try {
+            proxyAdmitted(ex, path);
+        } finally {
+            inFlight.release();
+        }
+    }
+
+    private void proxyAdmitted(HttpExchange ex, String path) throws IOException {
+        long deadline = System.nanoTime() + config.requestTimeout().toNanos();
+        byte[] raw;
+        try {
+            raw = readBounded(ex.getRequestBody(), config.maxBodyBytes());
+        } catch (BodyTooLargeException e) {
+            stats.rejected.incrementAndGet();
+            sendError(ex, 413, "invalid_request_error", "request body exceeds " + config.maxBodyBytes() + " bytes");
+            return;
+        }
+        Map<String, Object> req;
+        try {
+            req = Json.parseObject(new String(raw, StandardCharsets.UTF_8));
+        } catch (JsonException e) {
+            stats.rejected.incrementAndGet();
+            sendError(ex, 400, "invalid_request_error", "request body is not a JSON object: " + e.getMessage());
+            return;
+        }
+        StringBuilder why = new StringBuilder();
+        Route route = nextRoute(why);
+        if (route == null) {
+            stats.rejected.incrementAndGet();
+            sendError(ex, 503, "service_unavailable", why.toString());
+            return;
+        }
+        stats.requests.incrementAndGet();
+        String requestId = UUID.randomUUID().toString();
+        String transferId = "xfer-" + requestId;
+        boolean stream = Boolean.TRUE.equals(req.get("stream"));
+        String auth = ex.getRequestHeaders().getFirst("Authorization");
+
+        Map<String, Object> pBody = new LinkedHashMap<>(req);
+        Map<String, Object> pParams = new LinkedHashMap<>();
+        pParams.put("do_remote_decode", true);
+        pParams.put("do_remote_prefill", false);
+        pParams.put("transfer_id", transferId);
+        pBody.put("kv_transfer_params", pParams);
+        pBody.put("stream", false);
+        pBody.put("max_tokens", 1);
+        if (pBody.containsKey("max_completion_tokens")) {
+            pBody.put("max_completion_tokens", 1);
+        }
+        pBody.remove("stream_options");
+
+        Map<String, Object> dBody = new LinkedHashMap<>(req);
+        Map<String, Object> dParams = new LinkedHashMap<>();
+        dParams.put("do_remote_decode", false);
+        dParams.put("do_remote_prefill", true);
+        dParams.put("remote_bootstrap_addr", route.prefill.node.bootstrapAddr());
+        dParams.put("remote_engine_id", route.engineId);
+        dParams.put("transfer_id", transferId);
+        dBody.put("kv_transfer_params", dParams);
+
+        HttpRequest.Builder pb = post(route.prefill.node.url().resolve(path), pBody, requestId)
+                .header("X-data-parallel-rank", Integer.toString(route.dpRank));
+        HttpRequest.Builder db = post(route.decode.node.url().resolve(path), dBody, requestId);
+        if (auth != null) {
+            pb.header("Authorization", auth);
+            db.header("Authorization", auth);
+        }
+        CompletableFuture<HttpResponse<InputStream>> pf = http.sendAsync(pb.build(), HttpResponse.BodyHandlers.ofInputStream());
+        CompletableFuture<HttpResponse<InputStream>> df = http.sendAsync(db.build(), HttpResponse.BodyHandlers.ofInputStream());
+        String pName = "prefill node " + route.prefill.node.url();
+        String dName = "decode node " + route.decode.node.url();
+        try {
+            // Wait for P, unless D fails first (then P is cancelled and D's error is the answer).
+            try {
+                CompletableFuture.anyOf(pf, df).get(remaining(deadline), TimeUnit.NANOSECONDS);
+            } catch (ExecutionException | CancellationException ignored) {
+                // inspected below through the individual futures
+            }
+            if (!pf.isDone() && failedOrError(df)) {
+                pf.cancel(true);
+                stats.failedDecode.incrementAndGet();
+                answerFailure(ex, df, route.decode, dName, transferId);
+                return;
+            }
+            HttpResponse<InputStream> pr;
+            try {
+                pr = pf.get(remaining(deadline), TimeUnit.NANOSECONDS);
+            } catch (ExecutionException e) {
+                cancel(df);
+                stats.failedPrefill.incrementAndGet();
+                Throwable c = unwrap(e);
+                if (unreachable(c)) {
+                    markDown(route.prefill, c);
+                }
+                sendError(ex, c instanceof HttpTimeoutException ? 504 : 502, "upstream_error", String.format(
+                        Locale.ROOT, "%s failed before prefill finished (%s); request %s was not decoded",
+                        pName, describe(c), transferId));
+                return;
+            }
+            byte[] pAnswer = readBounded(pr.body(), MAX_NODE_BODY);
+            if (pr.statusCode() / 100 != 2) {
+                cancel(df);
+                stats.failedPrefill.incrementAndGet();
+                sendNodeError(ex, pr.statusCode(), pAnswer, pName, transferId);
+                return;
+            }
+            HttpResponse<InputStream> dr;
+            try {
+                dr = df.get(remaining(deadline), TimeUnit.NANOSECONDS);
+            } catch (ExecutionException e) {
+                stats.failedDecode.incrementAndGet();
+                Throwable c = unwrap(e);
+                if (unreachable(c)) {
+                    markDown(route.decode, c);
+                }
+                sendError(ex, c instanceof HttpTimeoutException ? 504 : 502, "upstream_error", String.format(
+                        Locale.ROOT, "%s failed (%s) on request %s", dName, describe(c), transferId));
+                return;
+            }
+            if (dr.statusCode() / 100 != 2) {
+                stats.failedDecode.incrementAndGet();
+                sendNodeError(ex, dr.statusCode(), readBounded(dr.body(), MAX_NODE_BODY), dName, transferId);
+                return;
+            }
+            relay(ex, dr, stream, dName, transferId, deadline);
+        } catch (TimeoutException e) {
+            cancel(pf);
+            cancel(df);
+            stats.failedDecode.incrementAndGet();
+            sendError(ex, 504, "upstream_error", String.format(Locale.ROOT,
+                    "request %s did not finish within %d s (%s, %s)", transferId, config.requestTimeout().toSeconds(),
+                    pf.isDone() ? pName + " answered" : pName + " still pending",
+                    df.isDone() ? dName + " answered" : dName + " still pending"));
+        } catch (BodyTooLargeException e) {
+            cancel(pf);
+            cancel(df);
+            stats.failedDecode.incrementAndGet();
+            sendError(ex, 502, "upstream_error", "a node's answer to request " + transferId + " exceeds "
+                    + MAX_NODE_BODY + " bytes");
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            cancel(pf);
+            cancel(df);
+            sendError(ex, 503, "service_unavailable", "the proxy is shutting down");
+        } finally {
+            cancel(pf);
+        }
+    }
+
+    /** Streams or copies D's successful answer to the client. */
+    private void relay(HttpExchange ex, HttpResponse<InputStream> dr, boolean stream, String dName, String transferId,
+            long deadline) throws IOException {
+        InputStream in = dr.body();
+        String type = dr.headers().firstValue("Content-Type").orElse(stream ? "text/event-stream" : "application/json");
+        if (!stream) {
+            byte[] body;
+            try {
+                body = readBounded(in, MAX_NODE_BODY);
+            } catch (IOException e) {
+                stats.failedDecode.incrementAndGet();
+                sendError(ex, 502, "upstream_error", String.format(Locale.ROOT,
+                        "%s broke off its answer to request %s (%s)", dName, transferId, describe(e)));
+                return;
+            }
+            ex.getResponseHeaders().set("Content-Type", type);
+            ex.sendResponseHeaders(dr.statusCode(), body.length == 0 ? -1 : body.length);
+            ex.getResponseBody().write(body);
+            stats.succeeded.incrementAndGet();
+            return;
+        }
+        // A stalled D stream is cut at the request deadline.
+        CompletableFuture<Void> cutoff = CompletableFuture.runAsync(() -> closeQuietly(in),
+                CompletableFuture.delayedExecutor(Math.max(1, remainingOrZero(deadline)), TimeUnit.NANOSECONDS));
+        try {
+            ex.getResponseHeaders().set("Content-Type", type);
+            ex.getResponseHeaders().set("Cache-Control", "no-cache");
+            ex.sendResponseHeaders(dr.statusCode(), 0);
+            OutputStream out = ex.getResponseBody();
+            byte[] buf = new byte[16 << 10];
+            while (true) {
+                int n;
+                try {
+                    n = in.read(buf);
+                } catch (IOException e) {
+                    stats.failedDecode.incrementAndGet();
+                    String msg = String.format(Locale.ROOT, "%s broke off its stream for request %s (%s)", dName,
+                            transferId, cutoff.isDone() ? "no end within the request timeout" : describe(e));
+                    out.write(("data: " + Json.write(errorBody(502, "upstream_error", msg)) + "\n\n")
+                            .getBytes(StandardCharsets.UTF_8));
+                    out.flush();
+                    return;
+                }
+                if (n < 0) {
+                    break;
+                }
+                try {
+                    out.write(buf, 0, n);
+                    out.flush();
+                } catch (IOException e) {
+                    closeQuietly(in); // the client left: stop D's generation
+                    throw e;
+                }
+            }
+            stats.succeeded.incrementAndGet();
+        } finally {
+            cutoff.cancel(false);
+            closeQuietly(in);
+        }
+    }
+
+    private void answerFailure(HttpExchange ex, CompletableFuture<HttpResponse<InputStream>> f, Decode d,
+            String name, String transferId) throws IOException {
+        try {
+            HttpResponse<InputStream> r = f.getNow(null);
+            sendNodeError(ex, r.statusCode(), readBounded(r.body(), MAX_NODE_BODY), name, transferId);
+        } catch (CompletionException | CancellationException e) {
+            Throwable c = unwrap(e);
+            if (unreachable(c)) {
+                markDown(d, c);
+            }
+            sendError(ex, c instanceof HttpTimeoutException ? 504 : 502, "upstream_error", String.format(
+                    Locale.ROOT, "%s failed (%s) on request %s", name, describe(c), transferId));
+        }
+    }
+
+    private static boolean failedOrError(CompletableFuture<HttpResponse<InputStream>> f) {
+        if (!f.isDone()) {
+            return false;
+        }
+        if (f.isCompletedExceptionally()) {
+            return true;
+        }
+        return f.getNow(null).statusCode() / 100 != 2;
+    }
+
+    /** A node's own error: its 4xx is passed on (its message kept), anything else becomes 502. */
+    private void sendNodeError(HttpExchange ex, int status, byte[] body, String name, String transferId)
+            throws IOException {
+        String detail = new String(body, StandardCharsets.UTF_8);
+        try {
+            Map<String, Object> m = Json.parseObject(detail);
+            if (m.get("error") instanceof Map<?, ?> e && e.get("message") instanceof String s) {
+                detail = s;
+            } else if (m.get("message") instanceof String s) {
+                detail = s;
+            } else if (m.get("detail") != null) {
+                detail = String.valueOf(m.get("detail"));
+            }
+        } catch (JsonException notJson) {
+            if (detail.length() > 500) {
+                detail = detail.substring(0, 500) + "...";
+            }
+        }
+        boolean client = status / 100 == 4;
+        String msg = String.format(Locale.ROOT, "%s answered %d on request %s: %s", name, status, transferId,
+                detail.isBlank() ? "(empty body)" : detail);
+        sendError(ex, client ? status : 502, client ? "invalid_request_error" : "upstream_error", msg);
+    }
+
+    private HttpRequest.Builder post(URI uri, Map<String, Object> body, String requestId) {
+        return HttpRequest.newBuilder(uri)
+                .timeout(config.requestTimeout())
+                .header("Content-Type", "application/json")
+                .header("X-Request-Id", requestId)
+                .POST(HttpRequest.BodyPublishers.ofString(Json.write(body)));
+    }
+
+    // ---------------------------------------------------------------- helpers
+
+    private static Map<String, Object> errorBody(int code, String type, String message) {
+        Map<String, Object> e = new LinkedHashMap<>();
+        e.put("message", message);
+        e.put("type", type);
+        e.put("param", null);
+        e.put("code", code);
+        return Map.of("error", e);
+    }
+
+    private static void sendError(HttpExchange ex, int code, String type, String message) throws IOException {
+        sendJson(ex, code, Json.write(errorBody(code, type, message)));
+    }
+
+    private static void sendJson(HttpExchange ex, int code, String json) throws IOException {
+        byte[] b = json.getBytes(StandardCharsets.UTF_8);
+        ex.getResponseHeaders().set("Content-Type", "application/json");
+        ex.sendResponseHeaders(code, b.length);
+        ex.getResponseBody().write(b);
+    }
+
+    /** Reads and discards a rejected request's body so the connection can be reused. */
+    private void drain(HttpExchange ex) {
+        try {
+            readBounded(ex.getRequestBody(), config.maxBodyBytes());
+        } catch (IOException ignored) {
+            // the answer is an error anyway
+        }
+    }
+
+    private static final class BodyTooLargeException extends IOException {
+        private static final long serialVersionUID = 1L;
+
+        BodyTooLargeException() {
+            super("body too large");
+        }
+    }
+
+    private static byte[] readBounded(InputStream in, int limit) throws IOException {
+        try (in) {
+            byte[] b = in.readNBytes(limit);
+            if (in.read() >= 0) {
+                throw new BodyTooLargeException();
+            }
+            return b;
+        }
+    }
+
+    private static long remaining(long deadline) throws TimeoutException {
+        long r = deadline - System.nanoTime();
+        if (r <= 0) {
+            throw new TimeoutException();
+        }
+        return r;
+    }
+
+    private static long remainingOrZero(long deadline) {
+        return Math.max(0, deadline - System.nanoTime());
+    }
+
+    private static void cancel(CompletableFuture<HttpResponse<InputStream>> f) {
+        if (!f.cancel(true) && f.isDone() && !f.isCompletedExceptionally()) {
+            closeQuietly(f.getNow(null).body());
+        }
+    }
+
+    private static void closeQuietly(InputStream in) {
+        try {
+            in.close();
+        } catch (IOException ignored) {
+            // closing to abort; the stream's error is not news
+        }
+    }
+
+    private static Throwable unwrap(Throwable e) {
+        Throwable c = e;
+        while ((c instanceof ExecutionException || c instanceof CompletionException) && c.getCause() != null) {
+            c = c.getCause();
+        }
+        return c;
+    }
+
+    /** A failure that says the node is not there (as opposed to a slow or erroring node). */
+    private static boolean unreachable(Throwable c) {
+        return c instanceof ConnectException || c instanceof HttpConnectTimeoutException
+                || (c instanceof IOException && !(c instanceof HttpTimeoutException));
+    }
+
+    private static String describe(Throwable e) {
+        Throwable c = unwrap(e);
+        if (c instanceof ConnectException || c.getCause() instanceof ConnectException) {
+            return "connection refused";
+        }
+        if (c instanceof HttpConnectTimeoutException) {
+            return "connect timed out";
+        }
+        if (c instanceof HttpTimeoutException) {
+            return "timed out";
+        }
+        String m = c.getMessage();
+        return c.getClass().getSimpleName() + (m == null ? "" : ": " + m);
+    }
+}

@@ -1,0 +1,19 @@
+/**
+ * The disaggregated-serving router of {@code bin/mooncake4j proxy}: vLLM's example Mooncake proxy
+ * contract (XpYd round robin, one {@code transfer_id} per request, P and D called concurrently, D's answer
+ * streamed through) with clear errors when a node fails.
+ *
+ * <ul>
+ *   <li>{@link io.mooncake4j.proxy.ProxyConfig}: the nodes and bounds, validated once;</li>
+ *   <li>{@link io.mooncake4j.proxy.DisaggProxy}: the HTTP server (JDK {@code HttpServer} on virtual threads)
+ *       and the client side ({@code java.net.http.HttpClient}) with the readiness prober;</li>
+ *   <li>{@link io.mooncake4j.proxy.WorkloadClient}: a load generator that sends a mixed workload through a
+ *       proxy and checks every completion against a {@code kv_both} reference node (a {@code main} for
+ *       {@code scripts/multihost.sh}, a class for {@code bin/mooncake4j demo --processes}).</li>
+ * </ul>
+ *
+ * <p><b>Threads and ownership:</b> a {@code DisaggProxy} owns its server, client and prober thread and
+ * closes them in {@link io.mooncake4j.proxy.DisaggProxy#close()}; it is safe to call from any thread.
+ * Node state (up/down, engine ids) is published through volatile fields.
+ */
+package io.mooncake4j.proxy;

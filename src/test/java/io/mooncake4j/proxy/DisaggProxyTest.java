@@ -1,0 +1,340 @@
+package io.mooncake4j.proxy;
+
+import io.mooncake4j.internal.json.Json;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+import java.io.IOException;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.LockSupport;
+import java.util.function.BooleanSupplier;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/** {@link DisaggProxy} in front of in-process {@link FakeNode}s that speak vLLM's P/D contract. */
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
+class DisaggProxyTest {
+
+    private final List<AutoCloseable> open = new ArrayList<>();
+    private final HttpClient client = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
+    private final FakeNode.Kv kv = new FakeNode.Kv();
+
+    @AfterEach
+    void closeAll() throws Exception {
+        for (int i = open.size() - 1; i >= 0; i--) {
+            open.get(i).close();
+        }
+        client.close();
+    }
+
+    private <T extends AutoCloseable> T keep(T t) {
+        open.add(t);
+        return t;
+    }
+
+    /** A proxy that probes every 20 ms. */
+    private DisaggProxy proxy(List<FakeNode> ps, List<FakeNode> ds) throws IOException {
+        return proxy(ps, ds, Duration.ofMillis(20));
+    }
+
+    /**
+     * A proxy probing at {@code interval}; the failure tests use an hour, so that only a failed request
+     * (which wakes the prober) takes a node out of rotation, never a probe racing the test.
+     */
+    private DisaggProxy proxy(List<FakeNode> ps, List<FakeNode> ds, Duration interval) throws IOException {
+        ProxyConfig.Builder b = ProxyConfig.builder().port(0).probeInterval(interval)
+                .requestTimeout(Duration.ofSeconds(20));
+        ps.forEach(p -> b.addPrefill(p.url(), p.bootstrapPort()));
+        ds.forEach(d -> b.addDecode(d.url()));
+        return keep(DisaggProxy.start(b.build()));
+    }
+
+    private static void await(BooleanSupplier cond, String what) {
+        long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+        while (!cond.getAsBoolean()) {
+            if (System.nanoTime() > end) {
+                throw new AssertionError("timed out waiting for " + what);
+            }
+            LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(5));
+        }
+    }
+
+    private HttpResponse<String> post(DisaggProxy p, String path, String body) throws Exception {
+        return client.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + p.port() + path))
+                .header("Content-Type", "application/json").POST(HttpRequest.BodyPublishers.ofString(body)).build(),
+                HttpResponse.BodyHandlers.ofString());
+    }
+
+    private CompletableFuture<HttpResponse<String>> postAsync(DisaggProxy p, String prompt, boolean stream) {
+        String body = Json.write(Map.of("model", "fake", "prompt", prompt, "max_tokens", 16, "stream", stream,
+                "stream_options", Map.of("include_usage", true)));
+        return client.sendAsync(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + p.port() + "/v1/completions"))
+                .header("Content-Type", "application/json").POST(HttpRequest.BodyPublishers.ofString(body)).build(),
+                HttpResponse.BodyHandlers.ofString());
+    }
+
+    private static final Pattern TEXT = Pattern.compile("\"text\":\"([^\"]*)\"");
+
+    /** The completion text of a plain or streamed answer; null when a stream did not end with [DONE]. */
+    private static String text(HttpResponse<String> r, boolean stream) {
+        if (!stream) {
+            @SuppressWarnings("unchecked")
+            Map<String, Object> c = (Map<String, Object>) ((List<?>) Json.parseObject(r.body()).get("choices")).get(0);
+            return (String) c.get("text");
+        }
+        if (!r.body().endsWith("data: [DONE]\n\n")) {
+            return null;
+        }
+        StringBuilder sb = new StringBuilder();
+        Matcher m = TEXT.matcher(r.body());
+        while (m.find()) {
+            sb.append(m.group(1));
+        }
+        return sb.toString();
+    }
+
+    private String health(DisaggProxy p) {
+        try {
+            return client.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + p.port() + "/health")).build(),
+                    HttpResponse.BodyHandlers.ofString()).body();
+        } catch (IOException | InterruptedException e) {
+            throw new AssertionError(e);
+        }
+    }
+
+    private static String errorMessage(HttpResponse<String> r) {
+        @SuppressWarnings("unchecked")
+        Map<String, Object> e = (Map<String, Object>) Json.parseObject(r.body()).get("error");
+        return (String) e.get("message");
+    }
+
+    @Test
+    void shouldAnswer503UntilEveryPrefillIsHealthyAndRegistered() throws Exception {
+        FakeNode p1 = keep(FakeNode.prefill(1, kv));
+        FakeNode p2 = keep(FakeNode.prefill(1, kv));
+        FakeNode d = keep(FakeNode.decode(kv));
+        p1.healthStatus = 503;
+        p2.registered = false;
+        DisaggProxy proxy = proxy(List.of(p1, p2), List.of(d));
+        await(() -> health(proxy).contains("/health answered 503") && health(proxy).contains("lists no engine"),
+                "both P's probed");
+
+        HttpResponse<String> r = post(proxy, "/v1/completions", "{\"prompt\":\"abc\",\"max_tokens\":3}");
+        assertEquals(503, r.statusCode());
+        String msg = errorMessage(r);
+        assertTrue(msg.contains("not ready") && msg.contains(p1.url()) && msg.contains("/health answered 503")
+                && msg.contains("lists no engine"), msg);
+        HttpResponse<String> h = client.send(HttpRequest.newBuilder(
+                URI.create("http://127.0.0.1:" + proxy.port() + "/health")).build(), HttpResponse.BodyHandlers.ofString());
+        assertEquals(503, h.statusCode());
+        assertTrue(d.bodies.isEmpty(), "no request may reach D before the proxy is ready");
+
+        p1.healthStatus = 200;
+        await(() -> p1.bodies.isEmpty() && !proxy.isReady() && proxy.stats().rejected() == 1, "only p2 missing");
+        p2.registered = true;
+        await(proxy::isReady, "ready");
+        r = post(proxy, "/v1/completions", "{\"prompt\":\"abc\",\"max_tokens\":3}");
+        assertEquals(200, r.statusCode(), r.body());
+        assertEquals(FakeNode.expected("abc"), text(r, false));
+    }
+
+    @Test
+    void shouldRoundRobinOverPrefillRanksAndDecodesAndSendBothSidesConcurrently() throws Exception {
+        FakeNode p1 = keep(FakeNode.prefill(2, kv)); // two DP ranks behind one bootstrap server
+        FakeNode p2 = keep(FakeNode.prefill(1, kv));
+        FakeNode d1 = keep(FakeNode.decode(kv));
+        FakeNode d2 = keep(FakeNode.decode(kv));
+        DisaggProxy proxy = proxy(List.of(p1, p2), List.of(d1, d2));
+        await(proxy::isReady, "ready");
+
+        List<CompletableFuture<HttpResponse<String>>> fs = new ArrayList<>();
+        for (int i = 0; i < 24; i++) {
+            fs.add(postAsync(proxy, "prompt-" + i, i % 2 == 1));
+        }
+        for (int i = 0; i < fs.size(); i++) {
+            HttpResponse<String> r = fs.get(i).get();
+            assertEquals(200, r.statusCode(), r.body());
+            assertEquals(FakeNode.expected("prompt-" + i), text(r, i % 2 == 1), r.body());
+        }
+        // 3 P ranks (p1 rank 0, p1 rank 1, p2 rank 0) and 2 D's in turn: 24 requests = 16 + 8 and 12 + 12
+        assertEquals(16, p1.bodies.size());
+        assertEquals(8, p2.bodies.size());
+        assertEquals(12, d1.bodies.size());
+        assertEquals(12, d2.bodies.size());
+        assertEquals(Set.of("0", "1"), new HashSet<>(p1.dpRankHeaders));
+        assertEquals(List.of(), p1.errors);
+        assertEquals(List.of(), p2.errors);
+        assertEquals(List.of(), d1.errors);
+        assertEquals(List.of(), d2.errors);
+        for (FakeNode d : List.of(d1, d2)) {
+            for (Map<String, Object> b : d.bodies) {
+                @SuppressWarnings("unchecked")
+                Map<String, Object> kvp = (Map<String, Object>) b.get("kv_transfer_params");
+                String addr = (String) kvp.get("remote_bootstrap_addr");
+                assertTrue(addr.equals(p1.bootstrapAddr()) || addr.equals(p2.bootstrapAddr()), addr);
+                assertTrue(((String) kvp.get("transfer_id")).startsWith("xfer-"));
+                assertEquals(16L, b.get("max_tokens"), "D keeps the client's max_tokens");
+                assertTrue(b.containsKey("stream_options") == Boolean.TRUE.equals(b.get("stream"))
+                        || b.containsKey("stream_options"), "D keeps the client's stream_options");
+            }
+        }
+        assertEquals(24, proxy.stats().succeeded());
+    }
+
+    @Test
+    void shouldGiveAClearErrorWhenAPrefillFailsAndKeepServingThroughTheOthers() throws Exception {
+        FakeNode bad = keep(FakeNode.prefill(1, kv));
+        FakeNode good = keep(FakeNode.prefill(1, kv));
+        FakeNode d = keep(FakeNode.decode(kv));
+        DisaggProxy proxy = proxy(List.of(bad, good), List.of(d), Duration.ofHours(1));
+        await(proxy::isReady, "ready");
+        bad.fault = FakeNode.Fault.STATUS_500;
+
+        int failed = 0;
+        for (int i = 0; i < 6; i++) {
+            boolean stream = i >= 3;
+            HttpResponse<String> r = postAsync(proxy, "q" + i, stream).get();
+            if (r.statusCode() == 200) {
+                assertEquals(FakeNode.expected("q" + i), text(r, stream), r.body());
+            } else {
+                failed++;
+                assertEquals(502, r.statusCode(), r.body());
+                String msg = errorMessage(r);
+                assertTrue(msg.contains("prefill node " + bad.url()) && msg.contains("500")
+                        && msg.contains("fake engine crashed"), msg);
+            }
+        }
+        assertEquals(3, failed, "every other request went to the failing P (it still answers /health)");
+        assertEquals(3, proxy.stats().failedPrefill());
+
+        // A P that is gone (refused connection) is taken out of the rotation after its first failure.
+        bad.stop();
+        int refused = 0;
+        for (int i = 0; i < 6; i++) {
+            HttpResponse<String> r = postAsync(proxy, "z" + i, false).get();
+            if (r.statusCode() != 200) {
+                refused++;
+                assertEquals(502, r.statusCode());
+                assertTrue(errorMessage(r).contains("prefill node " + bad.url()), r.body());
+            } else {
+                assertEquals(FakeNode.expected("z" + i), text(r, false));
+            }
+        }
+        assertTrue(refused <= 1, "a refused P leaves the rotation at once, failed: " + refused);
+        assertTrue(health(proxy).contains("\"up\":false,\"dp_engine_ids\""), health(proxy));
+        assertEquals(List.of(), good.errors);
+    }
+
+    @Test
+    void shouldGiveAClearErrorWhenADecodeFailsAndKeepServingThroughTheOthers() throws Exception {
+        FakeNode p = keep(FakeNode.prefill(1, kv));
+        FakeNode bad = keep(FakeNode.decode(kv));
+        FakeNode good = keep(FakeNode.decode(kv));
+        DisaggProxy proxy = proxy(List.of(p), List.of(bad, good), Duration.ofHours(1));
+        await(proxy::isReady, "ready");
+
+        bad.fault = FakeNode.Fault.STATUS_400;
+        HttpResponse<String> r1 = postAsync(proxy, "a", false).get();
+        HttpResponse<String> r2 = postAsync(proxy, "b", false).get();
+        assertEquals(400, r1.statusCode(), "D's own 4xx is passed on");
+        assertTrue(errorMessage(r1).contains("decode node " + bad.url()) && errorMessage(r1).contains("prompt too long"),
+                r1.body());
+        assertEquals(FakeNode.expected("b"), text(r2, false));
+
+        bad.fault = FakeNode.Fault.BREAK_STREAM;
+        HttpResponse<String> s1 = postAsync(proxy, "streamed", true).get();
+        HttpResponse<String> s2 = postAsync(proxy, "other", true).get();
+        assertEquals(200, s1.statusCode());
+        assertTrue(text(s1, true) == null && s1.body().contains("\"error\"")
+                && s1.body().contains("decode node " + bad.url()), "broken stream ends with an error event: " + s1.body());
+        assertEquals(FakeNode.expected("other"), text(s2, true));
+
+        bad.stop(); // (already stopped by its broken stream; refused from now on)
+        HttpResponse<String> r3 = postAsync(proxy, "c", false).get();
+        HttpResponse<String> r4 = postAsync(proxy, "d", false).get();
+        HttpResponse<String> r5 = postAsync(proxy, "e", true).get();
+        assertEquals(502, r3.statusCode(), r3.body());
+        assertTrue(errorMessage(r3).contains("decode node " + bad.url()), r3.body());
+        assertEquals(FakeNode.expected("d"), text(r4, false));
+        assertEquals(FakeNode.expected("e"), text(r5, true), "the refused D left the rotation");
+        assertTrue(health(proxy).contains("\"up\":false,\"problem\":\"connection refused\""), health(proxy));
+        assertEquals(List.of(), good.errors);
+    }
+
+    @Test
+    void shouldTakeNodesThatStopOrDrainOutOfRotationBeforeARequestFailsOnThem() throws Exception {
+        FakeNode p1 = keep(FakeNode.prefill(1, kv));
+        FakeNode p2 = keep(FakeNode.prefill(1, kv));
+        FakeNode d1 = keep(FakeNode.decode(kv));
+        FakeNode d2 = keep(FakeNode.decode(kv));
+        DisaggProxy proxy = proxy(List.of(p1, p2), List.of(d1, d2));
+        await(proxy::isReady, "ready");
+        p2.stop();
+        d2.healthStatus = 503; // a draining serve node
+        await(() -> health(proxy).contains("\"url\":\"" + p2.url() + "\",\"bootstrap_addr\":\"" + p2.bootstrapAddr()
+                + "\",\"up\":false") && health(proxy).contains("\"url\":\"" + d2.url() + "\",\"up\":false"),
+                "p2 and d2 out of rotation");
+        for (int i = 0; i < 6; i++) {
+            HttpResponse<String> r = postAsync(proxy, "w" + i, i % 2 == 0).get();
+            assertEquals(200, r.statusCode(), r.body());
+            assertEquals(FakeNode.expected("w" + i), text(r, i % 2 == 0));
+        }
+        assertEquals(List.of(), d2.bodies, "no request reaches a draining D");
+        d2.healthStatus = 200;
+        await(() -> health(proxy).contains("\"url\":\"" + d2.url() + "\",\"up\":true"), "d2 back");
+        assertEquals(200, postAsync(proxy, "x", false).get().statusCode());
+        assertEquals(200, postAsync(proxy, "y", false).get().statusCode());
+        assertEquals(1, d2.bodies.size(), "d2 is back in the rotation");
+    }
+
+    @Test
+    void shouldRejectBadRequestsWithOpenAiErrors() throws Exception {
+        FakeNode p = keep(FakeNode.prefill(1, kv));
+        FakeNode d = keep(FakeNode.decode(kv));
+        DisaggProxy proxy = proxy(List.of(p), List.of(d));
+        await(proxy::isReady, "ready");
+
+        HttpResponse<String> r = post(proxy, "/v1/completions", "{not json");
+        assertEquals(400, r.statusCode());
+        assertTrue(errorMessage(r).contains("not a JSON object"), r.body());
+        r = post(proxy, "/v1/nothing", "{}");
+        assertEquals(404, r.statusCode());
+        assertTrue(errorMessage(r).contains("/v1/completions"), r.body());
+        HttpResponse<String> models = client.send(HttpRequest.newBuilder(
+                URI.create("http://127.0.0.1:" + proxy.port() + "/v1/models")).build(), HttpResponse.BodyHandlers.ofString());
+        assertEquals(200, models.statusCode());
+        assertTrue(models.body().contains("\"fake\""), models.body());
+        assertTrue(p.bodies.isEmpty() && d.bodies.isEmpty(), "rejected requests reach no node");
+        assertEquals(1, proxy.stats().rejected(), "the bad body; an unknown route is no proxied request");
+    }
+
+    @Test
+    void shouldRejectConfigurationsThatCannotWork() {
+        IllegalArgumentException e = org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
+                () -> ProxyConfig.builder().addDecode("http://127.0.0.1:1").build());
+        assertTrue(e.getMessage().contains("--prefill"), e.getMessage());
+        e = org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
+                () -> ProxyConfig.builder().addPrefill("localhost:8100"));
+        assertTrue(e.getMessage().contains("http://host:port"), e.getMessage());
+        e = org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
+                () -> ProxyConfig.builder().addPrefill("http://127.0.0.1:8100", 70000));
+        assertTrue(e.getMessage().contains("1..65535"), e.getMessage());
+        assertEquals("http://[::1]:8998", new ProxyConfig.PrefillNode(URI.create("http://[::1]:8100"), 8998)
+                .bootstrapAddr());
+    }
+}
