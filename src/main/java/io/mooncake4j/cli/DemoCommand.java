@@ -93,7 +93,7 @@ final class DemoCommand implements CliCommand {
     @Override
     public Set<String> flagNames() {
         return Set.of("model", "requests", "prompt-tokens", "shared-prefix", "decode-tokens", "p-tp", "d-tp", "engine",
-                "protocol", "num-blocks", "concurrency", "seed", "device", "gpu-id", "p-gpu", "d-gpu", "timeout");
+                "protocol", "num-blocks", "concurrency", "seed", "device", "gpu-id", "p-gpu", "d-gpu", "timeout", "processes");
     }
 
     @Override

@@ -1,6 +1,7 @@
 package io.mooncake4j.cli;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -57,7 +58,9 @@ class ProxyCommandTest {
         int rc = Main.run(new String[] {"proxy", "--decode", "http://b:2"}, new PrintStream(new ByteArrayOutputStream()),
                 new PrintStream(err, true, StandardCharsets.UTF_8));
         assertEquals(2, rc);
-        assertTrue(err.toString(StandardCharsets.UTF_8).contains("usage: bin/mooncake4j proxy"));
+        String text = err.toString(StandardCharsets.UTF_8);
+        assertTrue(text.contains("mooncake4j proxy: ") && text.contains("--prefill"), text);
+        assertFalse(text.contains("usage: bin/mooncake4j proxy"), "one error line, no usage dump: " + text);
     }
 
     private static String message(String... args) {
