@@ -14,6 +14,7 @@ import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Deque;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -77,6 +78,7 @@ public final class ExampleServer {
     private final Deque<Req> waiting = new ArrayDeque<>();
     private final List<Req> running = new ArrayList<>();
     private final Map<String, Req> loading = new HashMap<>();      // D: waiting for remote KV
+    private final Set<Integer> loadErrorBlocks = new HashSet<>(); // D: blocks whose load failed
     private final Map<String, Req> sending = new HashMap<>();      // P: blocks kept until sent
     private final Map<String, RequestStatus> finished = new LinkedHashMap<>();
     private Consumer<MooncakeKvConnectorStats> statsSink = stats -> { };
@@ -135,14 +137,19 @@ public final class ExampleServer {
                 free(r.blocks); // P: D has its copy now
             }
         }
-        Set<Integer> badBlocks = worker.getBlockIdsWithLoadErrors();
+        // Load errors may be reported a step before the request's finish: keep them until it arrives
+        // (vLLM's scheduler marks the request that owns the blocks, whichever step that is).
+        loadErrorBlocks.addAll(worker.getBlockIdsWithLoadErrors());
         for (String id : results.finishedRecving()) {
             Req r = loading.remove(id);
             if (r == null) {
                 continue;
             }
-            boolean failed = results.failedRecving().contains(id)
-                    || java.util.Arrays.stream(r.blocks).anyMatch(badBlocks::contains);
+            boolean badBlocks = false;
+            for (int b : r.blocks) {
+                badBlocks |= loadErrorBlocks.remove(b);
+            }
+            boolean failed = results.failedRecving().contains(id) || badBlocks;
             if (failed) {
                 r.status = RequestStatus.FINISHED_ERROR; // a real server may recompute the prefill instead
                 finish(r);

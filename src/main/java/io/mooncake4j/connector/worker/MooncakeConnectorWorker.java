@@ -93,6 +93,8 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     // set once under lock before the loops accept work; read by the embedder's thread
     private volatile KvSender sender;
     private volatile KvReceiver receiver;
+    /** Failed pulls polled before their finish was fetched (guarded by itself; see getTransferResults). */
+    private final Set<String> failedNotYetFinished = new java.util.LinkedHashSet<>();
 
     private final Object lock = new Object();
     // guarded by lock
@@ -594,16 +596,26 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
      * failed and that are reported per request (see {@link KvConnectorTransferResults}).
      */
     public KvConnectorTransferResults getTransferResults() {
-        FinishedRequests f = getFinished();
-        Set<String> failed = new java.util.LinkedHashSet<>();
-        KvReceiver r = receiver;
-        if (r != null) {
-            String id;
-            while ((id = r.failedRecvReqs.poll()) != null) {
-                failed.add(id);
+        synchronized (failedNotYetFinished) {
+            FinishedRequests f = getFinished();
+            // The receiver queues a failure before it marks the request finished (one loop task), so an id
+            // polled here belongs to this fetch's finished set or to a later one: hold it until its
+            // finish is reported, so that failedRecving is always reported with (and within) finishedRecving.
+            KvReceiver r = receiver;
+            if (r != null) {
+                String id;
+                while ((id = r.failedRecvReqs.poll()) != null) {
+                    failedNotYetFinished.add(id);
+                }
             }
+            Set<String> failed = new java.util.LinkedHashSet<>();
+            for (String id : f.finishedRecving()) {
+                if (failedNotYetFinished.remove(id)) {
+                    failed.add(id);
+                }
+            }
+            return new KvConnectorTransferResults(f.finishedSending(), f.finishedRecving(), failed);
         }
-        return new KvConnectorTransferResults(f.finishedSending(), f.finishedRecving(), failed);
     }
 
     /**
