@@ -35,12 +35,22 @@ import java.util.Set;
  * <p>Numbers are plain non-negative decimal integers; {@code addr}/{@code length} are unsigned
  * 64-bit (held in a {@code long}), keys unsigned 32-bit. Immutable.
  *
+ * <p>Extension keys ({@value #EXTENSION_PREFIX}{@code <transport>}, e.g. {@code mc4j_machine},
+ * {@code mc4j_shm}), at the top level and in buffer entries, carry what mooncake4j's own
+ * transports need; Mooncake's decoder ignores unknown keys, so a C++ peer still parses the
+ * descriptor. They are kept by {@link #parse} and written by {@link #toJson}; other unknown keys
+ * are dropped.
+ *
  * @param rdmaServerName null when absent
  * @param priorityMatrix empty for TCP
+ * @param extensions     top-level {@code mc4j_*} fields (JSON values), empty for a C++ peer
  */
 public record SegmentDescriptor(String name, String protocol, int tcpDataPort, int tcpProtoVersion,
         String timestamp, String rdmaServerName, List<Buffer> buffers, List<Device> devices,
-        Map<String, List<List<String>>> priorityMatrix) {
+        Map<String, List<List<String>>> priorityMatrix, Map<String, Object> extensions) {
+
+    /** Prefix of the keys mooncake4j adds to Mooncake's descriptor. */
+    public static final String EXTENSION_PREFIX = "mc4j_";
 
     /** Protocols whose descriptors carry {@code devices}, {@code rkey}/{@code lkey} and a priority matrix. */
     public static final Set<String> RDMA_LIKE = Set.of("rdma", "efa", "cxi", "barex");
@@ -57,12 +67,27 @@ public record SegmentDescriptor(String name, String protocol, int tcpDataPort, i
      * @param name   TCP: the server name; RDMA: the location ({@code cpu:0}, ...)
      * @param rkey   one key per device (RDMA), null for TCP
      * @param lkey   one key per device (RDMA), null for TCP
+     * @param extensions {@code mc4j_*} fields of this entry, empty unless a mooncake4j transport set some
      */
-    public record Buffer(String name, long addr, long length, List<Long> rkey, List<Long> lkey) {
+    public record Buffer(String name, long addr, long length, List<Long> rkey, List<Long> lkey,
+            Map<String, Object> extensions) {
         public Buffer {
             Objects.requireNonNull(name, "name");
             rkey = rkey == null ? null : List.copyOf(rkey);
             lkey = lkey == null ? null : List.copyOf(lkey);
+            extensions = checkedExtensions(extensions);
+        }
+
+        /** An entry without extensions. */
+        public Buffer(String name, long addr, long length, List<Long> rkey, List<Long> lkey) {
+            this(name, addr, length, rkey, lkey, Map.of());
+        }
+
+        /** This entry with extension {@code key} set to {@code value}. */
+        public Buffer withExtension(String key, Object value) {
+            Map<String, Object> m = new LinkedHashMap<>(extensions);
+            m.put(key, value);
+            return new Buffer(name, addr, length, rkey, lkey, m);
         }
 
         /** A TCP buffer entry (no keys). */
@@ -92,6 +117,36 @@ public record SegmentDescriptor(String name, String protocol, int tcpDataPort, i
         buffers = List.copyOf(buffers);
         devices = devices == null ? List.of() : List.copyOf(devices);
         priorityMatrix = priorityMatrix == null ? Map.of() : Map.copyOf(priorityMatrix);
+        extensions = checkedExtensions(extensions);
+    }
+
+    /** A descriptor without extensions (what Mooncake's C++ engine publishes). */
+    public SegmentDescriptor(String name, String protocol, int tcpDataPort, int tcpProtoVersion, String timestamp,
+            String rdmaServerName, List<Buffer> buffers, List<Device> devices,
+            Map<String, List<List<String>>> priorityMatrix) {
+        this(name, protocol, tcpDataPort, tcpProtoVersion, timestamp, rdmaServerName, buffers, devices,
+                priorityMatrix, Map.of());
+    }
+
+    /** This descriptor with top-level extension {@code key} set to {@code value}. */
+    public SegmentDescriptor withExtension(String key, Object value) {
+        Map<String, Object> m = new LinkedHashMap<>(extensions);
+        m.put(key, value);
+        return new SegmentDescriptor(name, protocol, tcpDataPort, tcpProtoVersion, timestamp, rdmaServerName,
+                buffers, devices, priorityMatrix, m);
+    }
+
+    private static Map<String, Object> checkedExtensions(Map<String, Object> ext) {
+        if (ext == null || ext.isEmpty()) {
+            return Map.of();
+        }
+        for (String k : ext.keySet()) {
+            if (!k.startsWith(EXTENSION_PREFIX) || k.length() == EXTENSION_PREFIX.length()) {
+                throw new IllegalArgumentException("extension key '" + k + "' must be " + EXTENSION_PREFIX
+                        + "<name>");
+            }
+        }
+        return java.util.Collections.unmodifiableMap(new java.util.TreeMap<>(ext));
     }
 
     /** A TCP descriptor as {@code TcpTransport} publishes it (protocol version 2, timestamp now). */
@@ -126,6 +181,7 @@ public record SegmentDescriptor(String name, String protocol, int tcpDataPort, i
             if (b.lkey() != null) {
                 e.put("lkey", b.lkey());
             }
+            e.putAll(b.extensions());
             bufs.add(e);
         }
         m.put("buffers", bufs);
@@ -145,6 +201,7 @@ public record SegmentDescriptor(String name, String protocol, int tcpDataPort, i
         m.put("tcp_data_port", (long) tcpDataPort);
         m.put("tcp_proto_version", (long) tcpProtoVersion);
         m.put("timestamp", timestamp);
+        m.putAll(extensions);
         return Json.write(m, true) + "\n";
     }
 
@@ -227,7 +284,7 @@ public record SegmentDescriptor(String name, String protocol, int tcpDataPort, i
                         "buffer with empty name, zero address or zero length in %s: name '%s' addr 0x%x length %s",
                         name, bn, addr, Long.toUnsignedString(len)));
             }
-            buffers.add(new Buffer(bn, addr, len, rkey, lkey));
+            buffers.add(new Buffer(bn, addr, len, rkey, lkey, extensionsOf(b)));
         }
         Map<String, List<List<String>>> matrix = new LinkedHashMap<>();
         if (rdmaLike && m.get("priority_matrix") instanceof Map<?, ?> pm) {
@@ -248,7 +305,22 @@ public record SegmentDescriptor(String name, String protocol, int tcpDataPort, i
                 matrix.put(String.valueOf(e.getKey()), List.copyOf(v));
             }
         }
-        return new SegmentDescriptor(name, protocol, port, ver, ts, rdmaServer, buffers, devices, matrix);
+        return new SegmentDescriptor(name, protocol, port, ver, ts, rdmaServer, buffers, devices, matrix,
+                extensionsOf(m));
+    }
+
+    private static Map<String, Object> extensionsOf(Map<?, ?> m) {
+        Map<String, Object> out = null;
+        for (Map.Entry<?, ?> e : m.entrySet()) {
+            if (e.getKey() instanceof String k && k.startsWith(EXTENSION_PREFIX) && k.length() > EXTENSION_PREFIX.length()
+                    && e.getValue() != null) {
+                if (out == null) {
+                    out = new LinkedHashMap<>();
+                }
+                out.put(k, e.getValue());
+            }
+        }
+        return out == null ? Map.of() : out;
     }
 
     private static String str(Object o, String what) throws InvalidDescriptorException {

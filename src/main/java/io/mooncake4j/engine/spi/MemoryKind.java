@@ -1,0 +1,16 @@
+package io.mooncake4j.engine.spi;
+
+import java.util.Locale;
+
+/** The kinds of memory a buffer can live in, from its registration location. */
+public enum MemoryKind {
+    /** Host DRAM ({@code "*"}, {@code "cpu"}, {@code "cpu:N"}). */
+    HOST,
+    /** GPU memory ({@code "cuda:N"}). */
+    CUDA;
+
+    /** The kind of a registration location ({@code cuda:N} is CUDA, everything else host). */
+    public static MemoryKind ofLocation(String location) {
+        return location != null && location.toLowerCase(Locale.ROOT).startsWith("cuda") ? CUDA : HOST;
+    }
+}
