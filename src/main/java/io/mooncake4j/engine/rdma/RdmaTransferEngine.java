@@ -9,7 +9,7 @@ import io.mooncake4j.engine.TransferEngineException;
 import io.mooncake4j.engine.TransferRequest;
 import io.mooncake4j.engine.TransferStatus;
 import io.mooncake4j.engine.internal.BatchTable;
-import io.mooncake4j.engine.internal.UnpackedRequests;
+import io.mooncake4j.engine.internal.EngineCalls;
 import io.mooncake4j.engine.handshake.HandShakeDesc;
 import io.mooncake4j.engine.handshake.HandshakeClient;
 import io.mooncake4j.engine.handshake.HandshakeException;
@@ -110,8 +110,9 @@ public final class RdmaTransferEngine implements TransferEngine {
     private long registeredBytes;
     private final Slice.Pool slices = new Slice.Pool();
     private final AtomicInteger seeds = new AtomicInteger();
-    private final PeerSegments segments = new PeerSegments();
-    private final BatchTable<RdmaBatch> batches = new BatchTable<>(RdmaBatch::new);
+    private final PeerSegments segments;
+    private final EngineCalls<RdmaBatch> calls = new EngineCalls<>(RdmaBatch::new, new Calls());
+    private final BatchTable<RdmaBatch> batches = calls.batches();
     private final ConcurrentLinkedQueue<Notify> notifies = new ConcurrentLinkedQueue<>();
     private final java.util.Set<RdmaBatch> active = ConcurrentHashMap.newKeySet();
     private final java.util.Set<Thread> connectors = ConcurrentHashMap.newKeySet();
@@ -163,7 +164,60 @@ public final class RdmaTransferEngine implements TransferEngine {
         this.settings = config.settings();
         this.availability = availability;
         this.client = new HandshakeClient(config.handshake());
+        this.segments = new PeerSegments(config.handshake().clientRequestTimeoutMs() + 5_000L);
         this.gpuRegistration = new GpuDirectRegistration(provider, gpu, config.sysfsRoot());
+    }
+
+    /** The RDMA steps of the engine-level calls {@link EngineCalls} makes. */
+    private final class Calls implements EngineCalls.Hooks<RdmaBatch> {
+        @Override
+        public boolean closed() {
+            return closed;
+        }
+
+        @Override
+        public long openSegment(String name) {
+            return RdmaTransferEngine.this.openSegment(name);
+        }
+
+        @Override
+        public int opcode(TransferRequest.Opcode op) {
+            return op == TransferRequest.Opcode.WRITE ? SendWorkRequests.OPCODE_RDMA_WRITE
+                    : SendWorkRequests.OPCODE_RDMA_READ;
+        }
+
+        @Override
+        public int submit(RdmaBatch b, int n, int[] ops, int opAll, long[] targets, long targetAll, long[] local,
+                long[] remote, long[] lens) {
+            return RdmaTransferEngine.this.submit(b, n, ops, opAll, targets, targetAll, local, remote, lens);
+        }
+
+        @Override
+        public RdmaBatch syncBatch(int n) {
+            RdmaBatch b = new RdmaBatch(-1, n);
+            active.add(b);
+            return b;
+        }
+
+        @Override
+        public void syncDone(RdmaBatch b) {
+            active.remove(b);
+        }
+
+        @Override
+        public void abort(RdmaBatch b) {
+            RdmaTransferEngine.this.abort(b);
+        }
+
+        @Override
+        public boolean await(RdmaBatch b, long deadlineNanos) {
+            return b.await(deadlineNanos);
+        }
+
+        @Override
+        public long transferTimeoutMs() {
+            return config.transferTimeoutMs();
+        }
     }
 
     private static java.util.concurrent.ThreadPoolExecutor controlPathExecutor() {
@@ -947,14 +1001,8 @@ public final class RdmaTransferEngine implements TransferEngine {
 
     @Override
     public long openSegment(String name) {
-        if (closed || segmentName == null || name == null) {
-            return -1;
-        }
-        String n = name;
-        while (n.startsWith("/")) {
-            n = n.substring(1);
-        }
-        if (n.isEmpty()) {
+        String n = EngineCalls.normalizedSegmentName(name);
+        if (closed || segmentName == null || n == null) {
             return -1;
         }
         if (n.equals(segmentName)) {
@@ -1014,72 +1062,32 @@ public final class RdmaTransferEngine implements TransferEngine {
 
     @Override
     public long allocateBatchId(int capacity) {
-        return closed ? ErrorCodes.INVALID_ARGUMENT : batches.allocate(capacity);
+        return calls.allocateBatchId(capacity);
     }
 
     @Override
     public int submitTransfer(long batchId, List<TransferRequest> requests) {
-        RdmaBatch b = batches.get(batchId);
-        if (b == null || requests == null) {
-            return StatusCodes.INVALID_ARGUMENT;
-        }
-        UnpackedRequests u = UnpackedRequests.of(requests, op -> op == TransferRequest.Opcode.WRITE
-                ? SendWorkRequests.OPCODE_RDMA_WRITE : SendWorkRequests.OPCODE_RDMA_READ);
-        return submit(b, u.size(), u.ops(), 0, u.targets(), 0, u.local(), u.remote(), u.lengths());
+        return calls.submitTransfer(batchId, requests);
     }
 
     @Override
     public TransferStatus getTransferStatus(long batchId, int taskIndex) {
-        return batches.status(batchId, taskIndex);
+        return calls.getTransferStatus(batchId, taskIndex);
     }
 
     @Override
     public int freeBatchId(long batchId) {
-        return batches.free(batchId);
+        return calls.freeBatchId(batchId);
     }
 
     @Override
     public int batchTransferSyncWrite(String targetSession, long[] src, long[] dst, long[] lengths) {
-        return syncTransfer(targetSession, SendWorkRequests.OPCODE_RDMA_WRITE, src, dst, lengths);
+        return calls.sync(targetSession, TransferRequest.Opcode.WRITE, src, dst, lengths);
     }
 
     @Override
     public int batchTransferSyncRead(String targetSession, long[] local, long[] remote, long[] lengths) {
-        return syncTransfer(targetSession, SendWorkRequests.OPCODE_RDMA_READ, local, remote, lengths);
-    }
-
-    private int syncTransfer(String target, int op, long[] local, long[] remote, long[] lengths) {
-        long total = BatchTable.checkedTotal(local, remote, lengths);
-        if (closed || target == null || total < 0) {
-            return -1;
-        }
-        long id = openSegment(target);
-        if (id < 0) {
-            return -1;
-        }
-        int n = local.length;
-        if (n == 0) {
-            return 0;
-        }
-        RdmaBatch b = new RdmaBatch(-1, n);
-        active.add(b);
-        try {
-            long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(config.transferTimeoutMs()) + total;
-            int rc = submit(b, n, null, op, null, id, local, remote, lengths);
-            if (rc != StatusCodes.OK) {
-                abort(b);
-                return -1;
-            }
-            if (!b.await(deadline)) {
-                LOG.warn("{} of {} descriptors to {} timed out (MC_TRANSFER_TIMEOUT)",
-                        op == SendWorkRequests.OPCODE_RDMA_WRITE ? "write" : "read", n, target);
-                abort(b);
-                return -1;
-            }
-            return b.allCompleted() ? 0 : -1;
-        } finally {
-            active.remove(b);
-        }
+        return calls.sync(targetSession, TransferRequest.Opcode.READ, local, remote, lengths);
     }
 
     /**

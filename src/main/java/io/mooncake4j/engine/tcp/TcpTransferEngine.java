@@ -8,7 +8,8 @@ import io.mooncake4j.engine.TransferEngine;
 import io.mooncake4j.engine.TransferRequest;
 import io.mooncake4j.engine.TransferStatus;
 import io.mooncake4j.engine.internal.BatchTable;
-import io.mooncake4j.engine.internal.UnpackedRequests;
+import io.mooncake4j.engine.internal.EngineCalls;
+import io.mooncake4j.engine.internal.SegmentOpenings;
 import io.mooncake4j.engine.handshake.HandshakeClient;
 import io.mooncake4j.engine.handshake.HandshakeException;
 import io.mooncake4j.engine.handshake.HandshakeFrame;
@@ -178,13 +179,14 @@ public final class TcpTransferEngine implements TransferEngine {
     /** Resolved identity ({@link #identity}) → segment id; written under {@link #segmentIds}. */
     private final Map<String, Long> identityIds = new ConcurrentHashMap<>();
     /** Names whose descriptor is being fetched now: later callers for the same name wait for that fetch. */
-    private final Map<String, java.util.concurrent.CompletableFuture<Long>> opening = new ConcurrentHashMap<>();
+    private final SegmentOpenings opening;
     private final Map<Long, Segment> segments = new ConcurrentHashMap<>();
     private final AtomicLong peerLimitHits = new AtomicLong();
     private final AtomicLong segmentLimitHits = new AtomicLong();
     private final AtomicLong retiredPeers = new AtomicLong();
     private final AtomicLong nextSegmentId = new AtomicLong(1);
-    private final BatchTable<Batch> batches = new BatchTable<>(Batch::new);
+    private final EngineCalls<Batch> calls = new EngineCalls<>(Batch::new, new Calls());
+    private final BatchTable<Batch> batches = calls.batches();
     private final ConcurrentLinkedQueue<Notify> notifies = new ConcurrentLinkedQueue<>();
     /** Per calling thread, the batch of its last synchronous call, reused when it finished cleanly. */
     private final ThreadLocal<Batch> syncBatch = new ThreadLocal<>();
@@ -223,6 +225,51 @@ public final class TcpTransferEngine implements TransferEngine {
         this.staging = new DeviceStaging(Objects.requireNonNull(deviceMemory, "deviceMemory"), staging);
         this.memory = new LocalMemory(TimeUnit.MILLISECONDS.toNanos(config.unregisterWaitMs()), this.staging);
         this.client = new HandshakeClient(config.handshake());
+        this.opening = new SegmentOpenings(config.handshake().clientRequestTimeoutMs() + 5_000L);
+    }
+
+    /** The TCP steps of the engine-level calls {@link EngineCalls} makes. */
+    private final class Calls implements EngineCalls.Hooks<Batch> {
+        @Override
+        public boolean closed() {
+            return closed;
+        }
+
+        @Override
+        public long openSegment(String name) {
+            return TcpTransferEngine.this.openSegment(name);
+        }
+
+        @Override
+        public int opcode(TransferRequest.Opcode op) {
+            return op.wire();
+        }
+
+        @Override
+        public int submit(Batch b, int n, int[] ops, int opAll, long[] targets, long targetAll, long[] local,
+                long[] remote, long[] lens) {
+            return TcpTransferEngine.this.submit(b, n, ops, opAll, targets, targetAll, local, remote, lens);
+        }
+
+        @Override
+        public Batch syncBatch(int n) {
+            return reusableBatch(n);
+        }
+
+        @Override
+        public void abort(Batch b) {
+            TcpTransferEngine.this.abort(b);
+        }
+
+        @Override
+        public boolean await(Batch b, long deadlineNanos) {
+            return b.await(deadlineNanos);
+        }
+
+        @Override
+        public long transferTimeoutMs() {
+            return config.transferTimeoutMs();
+        }
     }
 
     // ------------------------------------------------------------------ lifecycle
@@ -567,14 +614,8 @@ public final class TcpTransferEngine implements TransferEngine {
 
     @Override
     public long openSegment(String name) {
-        if (closed || segmentName == null || name == null) {
-            return -1;
-        }
-        String n = name;
-        while (n.startsWith("/")) {
-            n = n.substring(1);
-        }
-        if (n.isEmpty()) {
+        String n = EngineCalls.normalizedSegmentName(name);
+        if (closed || segmentName == null || n == null) {
             return -1;
         }
         if (n.equals(segmentName)) {
@@ -584,32 +625,7 @@ public final class TcpTransferEngine implements TransferEngine {
         if (id != null) {
             return id;
         }
-        java.util.concurrent.CompletableFuture<Long> mine = new java.util.concurrent.CompletableFuture<>();
-        java.util.concurrent.CompletableFuture<Long> other = opening.putIfAbsent(n, mine);
-        if (other != null) {
-            return awaitOpening(n, other);
-        }
-        long result = -1;
-        try {
-            result = fetchAndRegister(n);
-            return result;
-        } finally {
-            opening.remove(n, mine);
-            mine.complete(result);
-        }
-    }
-
-    /** Waits for another thread's fetch of {@code name} (itself bounded by the client request deadline). */
-    private long awaitOpening(String name, java.util.concurrent.CompletableFuture<Long> f) {
-        try {
-            return f.get(config.handshake().clientRequestTimeoutMs() + 5_000L, TimeUnit.MILLISECONDS);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            return -1;
-        } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
-            LOG.warn("openSegment({}) failed: {}", name, e.toString());
-            return -1;
-        }
+        return opening.open(n, this::fetchAndRegister);
     }
 
     /**
@@ -733,7 +749,7 @@ public final class TcpTransferEngine implements TransferEngine {
 
     /** Descriptor fetches in flight now (package-private, for tests). */
     int openingsInFlightForTest() {
-        return opening.size();
+        return opening.inFlight();
     }
 
     /** Peers closed so far for idleness or to make room (package-private, for tests). */
@@ -757,66 +773,32 @@ public final class TcpTransferEngine implements TransferEngine {
 
     @Override
     public long allocateBatchId(int capacity) {
-        return closed ? ErrorCodes.INVALID_ARGUMENT : batches.allocate(capacity);
+        return calls.allocateBatchId(capacity);
     }
 
     @Override
     public int submitTransfer(long batchId, List<TransferRequest> requests) {
-        Batch b = batches.get(batchId);
-        if (b == null || requests == null) {
-            return StatusCodes.INVALID_ARGUMENT;
-        }
-        UnpackedRequests u = UnpackedRequests.of(requests, TransferRequest.Opcode::wire);
-        return submit(b, u.size(), u.ops(), 0, u.targets(), 0, u.local(), u.remote(), u.lengths());
+        return calls.submitTransfer(batchId, requests);
     }
 
     @Override
     public TransferStatus getTransferStatus(long batchId, int taskIndex) {
-        return batches.status(batchId, taskIndex);
+        return calls.getTransferStatus(batchId, taskIndex);
     }
 
     @Override
     public int freeBatchId(long batchId) {
-        return batches.free(batchId);
+        return calls.freeBatchId(batchId);
     }
 
     @Override
     public int batchTransferSyncWrite(String targetSession, long[] src, long[] dst, long[] lengths) {
-        return syncTransfer(targetSession, TcpWire.OP_WRITE, src, dst, lengths);
+        return calls.sync(targetSession, TransferRequest.Opcode.WRITE, src, dst, lengths);
     }
 
     @Override
     public int batchTransferSyncRead(String targetSession, long[] local, long[] remote, long[] lengths) {
-        return syncTransfer(targetSession, TcpWire.OP_READ, local, remote, lengths);
-    }
-
-    private int syncTransfer(String target, int op, long[] local, long[] remote, long[] lengths) {
-        long total = BatchTable.checkedTotal(local, remote, lengths);
-        if (closed || target == null || total < 0) {
-            return -1;
-        }
-        long id = openSegment(target);
-        if (id < 0) {
-            return -1;
-        }
-        int n = local.length;
-        if (n == 0) {
-            return 0;
-        }
-        Batch b = reusableBatch(n);
-        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(config.transferTimeoutMs()) + total;
-        int rc = submit(b, n, null, op, null, id, local, remote, lengths);
-        if (rc != StatusCodes.OK) {
-            abort(b);
-            return -1;
-        }
-        if (!b.await(deadline)) {
-            LOG.warn("{} of {} descriptors to {} timed out (MC_TRANSFER_TIMEOUT)", op == TcpWire.OP_WRITE
-                    ? "write" : "read", n, target);
-            abort(b);
-            return -1;
-        }
-        return b.allCompleted() ? 0 : -1;
+        return calls.sync(targetSession, TransferRequest.Opcode.READ, local, remote, lengths);
     }
 
     /** A batch for a synchronous call: this thread's previous one when it fits and finished cleanly. */
