@@ -98,7 +98,7 @@ final class BenchCommand implements CliCommand {
     record Options(String mode, String operation, String protocol, String metadataServer, String localServerName,
             String segmentId, long bufferSize, int batchSize, long blockSize, double duration, boolean durationGiven,
             int threads, String reportUnit, int reportPrecision, String deviceName, String engineKind, boolean verify,
-            String api, boolean useVram, int gpuId, boolean initMem) {
+            String api, boolean useVram, int gpuId, boolean initMem, boolean memcpyBaseline) {
 
         /** {@code cuda:<gpu_id>} with {@code --use_vram}, else the host location. */
         String location() {
@@ -144,6 +144,8 @@ final class BenchCommand implements CliCommand {
             boolean useVram = f.bool("use_vram", false);
             int gpuId = f.intValue("gpu_id", 0);
             boolean initMem = f.bool("init_mem", true);
+            // on by default where the transfer is itself a memcpy (shm, or auto on one machine)
+            boolean memcpyBaseline = f.bool("memcpy_baseline", protocol.equals("shm") || protocol.equals("auto"));
             if (useVram && gpuId < 0) {
                 throw new Flags.UsageException("--gpu_id must be a GPU index >= 0; Mooncake's --gpu_id=-1 (one buffer "
                         + "per GPU) is not supported: run one bench per GPU");
@@ -171,7 +173,8 @@ final class BenchCommand implements CliCommand {
                         + "(the name a target prints on its 'listening on' line)");
             }
             return new Options(mode, op, protocol, metadata, local, segment, bufferSize, batch, block, duration,
-                    durationGiven, threads, unit, precision, device, engine, verify, api, useVram, gpuId, initMem);
+                    durationGiven, threads, unit, precision, device, engine, verify, api, useVram, gpuId, initMem,
+                    memcpyBaseline && !useVram);
         }
 
         private static void positive(String flag, long value) {
@@ -231,6 +234,9 @@ final class BenchCommand implements CliCommand {
                   --gpu_id=<n>                (0) the GPU of --use_vram (Mooncake's -1, all GPUs, is not supported)
                   --init_mem                  (true) with --use_vram: fill the GPU buffer with 0xCC first
                   --auto_discovery            accepted for compatibility and ignored (--protocol picks the transport)
+                  --memcpy_baseline           (true for --protocol=shm|auto) after the run, time memcpy of the
+                                              same layout (threads, batch, block) between two local buffers
+                                              for the same duration and print it with the transfer/memcpy ratio
 
                 Output: progress once a second on stderr; on stdout the summary
                   Test completed: duration <s>, batch count <n>, throughput <rate> <unit>/s
@@ -241,7 +247,8 @@ final class BenchCommand implements CliCommand {
     public Set<String> flagNames() {
         return Set.of("mode", "operation", "protocol", "metadata_server", "local_server_name", "segment_id",
                 "buffer_size", "batch_size", "block_size", "duration", "threads", "report_unit", "report_precision",
-                "device_name", "engine", "verify", "api", "auto_discovery", "use_vram", "gpu_id", "init_mem");
+                "device_name", "engine", "verify", "api", "auto_discovery", "use_vram", "gpu_id", "init_mem",
+                "memcpy_baseline");
     }
 
     /** Makes a running target (or initiator) stop early, as SIGINT would. */
@@ -469,6 +476,13 @@ final class BenchCommand implements CliCommand {
         double rate = batches * (double) bytesPerBatch / duration / unitBytes;
         out.printf(Locale.ROOT, "Test completed: duration %.2f, batch count %d, throughput %." + o.reportPrecision()
                 + "f %s/s%n", duration, batches, rate, unit);
+        if (o.memcpyBaseline()) {
+            MemcpyBaseline m = MemcpyBaseline.measure(o.threads(), o.batchSize(), o.blockSize(), o.duration());
+            double base = m.bytesPerSecond() / unitBytes;
+            out.printf(Locale.ROOT, "Memcpy baseline: %d batches in %.2f s, throughput %." + o.reportPrecision()
+                    + "f %s/s (same threads, batch and block, two local buffers); transfer/memcpy %.2fx%n",
+                    m.batches(), m.seconds(), base, unit, rate / base);
+        }
         out.printf(Locale.ROOT, "Batch latency (%d batches of %d x %s, %s %s, %s): p50 %s, p90 %s, p99 %s, max %s%n",
                 all.count(), o.batchSize(), Bytes.human(o.blockSize()), o.verify() ? "write+read-back" : o.operation(),
                 o.api(), buffer.location(), micros(all.percentile(0.50)), micros(all.percentile(0.90)), micros(all.percentile(0.99)),
