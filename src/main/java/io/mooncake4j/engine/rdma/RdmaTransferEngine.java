@@ -10,6 +10,7 @@ import io.mooncake4j.engine.TransferRequest;
 import io.mooncake4j.engine.TransferStatus;
 import io.mooncake4j.engine.internal.BatchTable;
 import io.mooncake4j.engine.internal.EngineCalls;
+import io.mooncake4j.engine.internal.HandshakeService;
 import io.mooncake4j.engine.handshake.HandShakeDesc;
 import io.mooncake4j.engine.handshake.HandshakeClient;
 import io.mooncake4j.engine.handshake.HandshakeException;
@@ -26,11 +27,8 @@ import io.mooncake4j.engine.rdma.verbs.SendWorkRequests;
 import io.mooncake4j.engine.rdma.verbs.WorkCompletions;
 import io.mooncake4j.memory.MemoryLocation;
 import java.io.IOException;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.Comparator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
@@ -39,7 +37,6 @@ import java.util.Objects;
 import java.util.Optional;
 import java.util.OptionalLong;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
@@ -113,7 +110,8 @@ public final class RdmaTransferEngine implements TransferEngine {
     private final PeerSegments segments;
     private final EngineCalls<RdmaBatch> calls = new EngineCalls<>(RdmaBatch::new, new Calls());
     private final BatchTable<RdmaBatch> batches = calls.batches();
-    private final ConcurrentLinkedQueue<Notify> notifies = new ConcurrentLinkedQueue<>();
+    private final HandshakeService handshakes = new HandshakeService(() -> localDescriptor().toJson(),
+            request -> offCarrier(() -> onConnection(HandShakeDesc.fromJson(request))).toJson());
     private final java.util.Set<RdmaBatch> active = ConcurrentHashMap.newKeySet();
     private final java.util.Set<Thread> connectors = ConcurrentHashMap.newKeySet();
     /** Platform threads for passive connection bring-up (blocking verbs calls), at most 8, idle ones end after 30 s. */
@@ -570,19 +568,7 @@ public final class RdmaTransferEngine implements TransferEngine {
     // ------------------------------------------------------------------ handshake server
 
     private String handle(int type, Object request) {
-        return switch (type) {
-            case HandshakeFrame.METADATA -> localDescriptor().toJson();
-            case HandshakeFrame.CONNECTION -> offCarrier(() -> onConnection(HandShakeDesc.fromJson(request))).toJson();
-            case HandshakeFrame.PROBE -> "{\"status\":\"success\"}\n";
-            case HandshakeFrame.NOTIFY -> {
-                if (!(request instanceof Map<?, ?> m)) {
-                    throw new IllegalArgumentException("Notify body is not an object");
-                }
-                notifies.add(new Notify(String.valueOf(m.get("name")), String.valueOf(m.get("notify_msg"))));
-                yield "{\"name\":\"\",\"notify_msg\":\"success\"}\n";
-            }
-            default -> throw new IllegalArgumentException("unknown request type " + type);
-        };
+        return handshakes.handle(type, request);
     }
 
     /**
@@ -616,12 +602,7 @@ public final class RdmaTransferEngine implements TransferEngine {
 
     /** Drains the notifications received so far (Mooncake {@code getNotifies}). */
     public List<Notify> getNotifies() {
-        List<Notify> out = new ArrayList<>();
-        Notify n;
-        while ((n = notifies.poll()) != null) {
-            out.add(n);
-        }
-        return out;
+        return handshakes.drainNotifies(Notify::new);
     }
 
     /** The passive side of a Connection (spec §5.4). */

@@ -9,10 +9,10 @@ import io.mooncake4j.engine.TransferRequest;
 import io.mooncake4j.engine.TransferStatus;
 import io.mooncake4j.engine.internal.BatchTable;
 import io.mooncake4j.engine.internal.EngineCalls;
+import io.mooncake4j.engine.internal.HandshakeService;
 import io.mooncake4j.engine.internal.SegmentOpenings;
 import io.mooncake4j.engine.handshake.HandshakeClient;
 import io.mooncake4j.engine.handshake.HandshakeException;
-import io.mooncake4j.engine.handshake.HandshakeFrame;
 import io.mooncake4j.engine.handshake.HandshakeServer;
 import io.mooncake4j.engine.handshake.PeerAddress;
 import io.mooncake4j.engine.handshake.SegmentDescriptor;
@@ -29,7 +29,6 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
@@ -187,7 +186,8 @@ public final class TcpTransferEngine implements TransferEngine {
     private final AtomicLong nextSegmentId = new AtomicLong(1);
     private final EngineCalls<Batch> calls = new EngineCalls<>(Batch::new, new Calls());
     private final BatchTable<Batch> batches = calls.batches();
-    private final ConcurrentLinkedQueue<Notify> notifies = new ConcurrentLinkedQueue<>();
+    private final HandshakeService handshakes = new HandshakeService(() -> localDescriptor().toJson(),
+            request -> CONNECTION_REPLY);
     /** Per calling thread, the batch of its last synchronous call, reused when it finished cleanly. */
     private final ThreadLocal<Batch> syncBatch = new ThreadLocal<>();
     private final Object lifecycle = new Object();
@@ -389,12 +389,7 @@ public final class TcpTransferEngine implements TransferEngine {
 
     /** Drains the notifications received so far (Mooncake {@code getNotifies}). */
     public List<Notify> getNotifies() {
-        List<Notify> out = new ArrayList<>();
-        Notify n;
-        while ((n = notifies.poll()) != null) {
-            out.add(n);
-        }
-        return out;
+        return handshakes.drainNotifies(Notify::new);
     }
 
     /** Sends a Notify to a peer; 0 or a negative {@link ErrorCodes} value. */
@@ -420,19 +415,7 @@ public final class TcpTransferEngine implements TransferEngine {
     }
 
     private String handle(int type, Object request) {
-        return switch (type) {
-            case HandshakeFrame.METADATA -> localDescriptor().toJson();
-            case HandshakeFrame.CONNECTION -> CONNECTION_REPLY;
-            case HandshakeFrame.PROBE -> "{\"status\":\"success\"}\n";
-            case HandshakeFrame.NOTIFY -> {
-                if (!(request instanceof Map<?, ?> m)) {
-                    throw new IllegalArgumentException("Notify body is not an object");
-                }
-                notifies.add(new Notify(String.valueOf(m.get("name")), String.valueOf(m.get("notify_msg"))));
-                yield "{\"name\":\"\",\"notify_msg\":\"success\"}\n";
-            }
-            default -> throw new IllegalArgumentException("unknown request type " + type);
-        };
+        return handshakes.handle(type, request);
     }
 
     private static String emptyHandshakeDesc() {
