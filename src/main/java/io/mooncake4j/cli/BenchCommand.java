@@ -5,6 +5,7 @@ import io.mooncake4j.engine.TransferEngine;
 import io.mooncake4j.engine.TransferEngines;
 import io.mooncake4j.engine.TransferRequest;
 import io.mooncake4j.engine.TransferStatus;
+import io.mooncake4j.engine.shm.ShmDirectEngine;
 import io.mooncake4j.internal.sys.Bytes;
 import io.mooncake4j.memory.DeviceCopier;
 import io.mooncake4j.memory.DeviceMemory;
@@ -81,7 +82,19 @@ final class BenchCommand implements CliCommand {
     private final Function<String, TransferEngine> engines;
 
     BenchCommand() {
-        this(CudaDeviceMemory.INSTANCE, TransferEngines::create);
+        this(CudaDeviceMemory.INSTANCE, BenchCommand::createEngine);
+    }
+
+    /**
+     * {@link TransferEngines#create}, plus {@code shm-direct}: {@link ShmDirectEngine}, the shm
+     * transport on its own (synchronous calls only). {@code shm} is the factory's kind when it has one
+     * (the engine core with every transport), else the direct engine.
+     */
+    static TransferEngine createEngine(String kind) {
+        if (kind.equals("shm-direct") || (kind.equals("shm") && !TransferEngines.kinds().contains("shm"))) {
+            return new ShmDirectEngine();
+        }
+        return TransferEngines.create(kind);
     }
 
     /**
@@ -213,7 +226,8 @@ final class BenchCommand implements CliCommand {
 
                   --mode=initiator|target     (initiator)
                   --operation=read|write      (read)
-                  --protocol=tcp              (tcp; Mooncake's default rdma needs an RDMA engine)
+                  --protocol=tcp|rdma|shm|auto (tcp; Mooncake's default rdma needs an RDMA engine; shm: same
+                                              machine, host memory mapped from the peer, one memcpy per request)
                   --metadata_server=P2PHANDSHAKE   (the only mode supported)
                   --local_server_name=<host>  (this host's name) host part of our segment name
                   --segment_id=<host:port>    initiator: the target's segment name (required)
@@ -228,7 +242,8 @@ final class BenchCommand implements CliCommand {
                   --verify                    write a fresh pattern each batch, read it back, check every byte
                   --api=sync|async            (sync) batchTransferSync* per batch, or Mooncake's
                                               allocateBatchId/submitTransfer/getTransferStatus loop
-                  --engine=<kind>             (the --protocol value) engine kind for TransferEngines.create
+                  --engine=<kind>             (the --protocol value) engine kind for TransferEngines.create;
+                                              shm-direct: the shm transport alone (sync API, same machine)
                   --use_vram                  (false) the buffer is GPU memory cuda:<gpu_id> (needs CUDA and an
                                               engine that moves GPU memory: tcp stages it through pinned buffers)
                   --gpu_id=<n>                (0) the GPU of --use_vram (Mooncake's -1, all GPUs, is not supported)
@@ -319,7 +334,9 @@ final class BenchCommand implements CliCommand {
                     out.printf(Locale.ROOT, "bench: buffer in GPU memory %s (%s): %s%n", o.location(),
                             deviceMemory.name(), access.description());
                 } else {
-                    buffer = allocator.allocate(bufferSize);
+                    HostMemoryStorage host = allocator.allocate(bufferSize);
+                    host.segment().fill((byte) 0); // first touch before the run, as the memcpy baseline's
+                    buffer = host;
                 }
                 rc = engine.registerMemory(buffer.address(), buffer.byteSize(), buffer.location());
                 if (rc != 0) {
@@ -416,6 +433,10 @@ final class BenchCommand implements CliCommand {
                     o.segmentId(), o.engineKind());
             return 1;
         }
+        // half the memcpy reference before the run and half after, so that a load change on a shared
+        // machine weighs on both figures alike
+        MemcpyBaseline before = o.memcpyBaseline()
+                ? MemcpyBaseline.measure(o.threads(), o.batchSize(), o.blockSize(), o.duration() / 2) : null;
         AtomicReference<String> failure = new AtomicReference<>();
         CountDownLatch failed = new CountDownLatch(1);
         List<Worker> workers = new ArrayList<>();
@@ -477,10 +498,12 @@ final class BenchCommand implements CliCommand {
         out.printf(Locale.ROOT, "Test completed: duration %.2f, batch count %d, throughput %." + o.reportPrecision()
                 + "f %s/s%n", duration, batches, rate, unit);
         if (o.memcpyBaseline()) {
-            MemcpyBaseline m = MemcpyBaseline.measure(o.threads(), o.batchSize(), o.blockSize(), o.duration());
+            MemcpyBaseline m = before.plus(
+                    MemcpyBaseline.measure(o.threads(), o.batchSize(), o.blockSize(), o.duration() / 2));
             double base = m.bytesPerSecond() / unitBytes;
             out.printf(Locale.ROOT, "Memcpy baseline: %d batches in %.2f s, throughput %." + o.reportPrecision()
-                    + "f %s/s (same threads, batch and block, two local buffers); transfer/memcpy %.2fx%n",
+                    + "f %s/s (same threads, batch and block, two local buffers, half before and half after "
+                    + "the run); transfer/memcpy %.2fx%n",
                     m.batches(), m.seconds(), base, unit, rate / base);
         }
         out.printf(Locale.ROOT, "Batch latency (%d batches of %d x %s, %s %s, %s): p50 %s, p90 %s, p99 %s, max %s%n",

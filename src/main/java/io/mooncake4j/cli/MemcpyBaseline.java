@@ -10,14 +10,22 @@ import java.util.concurrent.atomic.AtomicLong;
 /**
  * The bench's memcpy reference: the initiator's own layout ({@code threads} threads, each copying
  * its {@code batch} blocks of {@code block} bytes at offsets {@code (i·threads + t)·block}) moved
- * between two buffers of this process with {@link MemorySegment#copy}, for a fixed time. Run in the
- * same process right after the transfer run, so the ratio compares like with like on a loaded machine.
+ * between two buffers of this process with {@link MemorySegment#copy}, for a fixed time. The bench
+ * runs it in the same process, half before and half after the transfer run ({@link #plus}), so the
+ * ratio compares like with like on a loaded machine.
  *
  * @param bytesPerSecond the copy rate over all threads
  * @param batches        batches copied
  * @param seconds        how long it ran
  */
 record MemcpyBaseline(double bytesPerSecond, long batches, double seconds) {
+
+    /** Both measurements as one: total batches over total time. */
+    MemcpyBaseline plus(MemcpyBaseline other) {
+        double secs = seconds + other.seconds;
+        double bytes = bytesPerSecond * seconds + other.bytesPerSecond * other.seconds;
+        return new MemcpyBaseline(bytes / secs, batches + other.batches, secs);
+    }
 
     /** Copies for {@code seconds} and returns the rate. Allocates two buffers of {@code threads·batch·block} bytes. */
     static MemcpyBaseline measure(int threads, int batch, long block, double seconds) throws InterruptedException {

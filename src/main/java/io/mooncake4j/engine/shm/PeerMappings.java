@@ -25,6 +25,8 @@ import java.util.concurrent.ConcurrentHashMap;
  */
 final class PeerMappings implements AutoCloseable {
 
+    private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(PeerMappings.class);
+
     /** A mapped remote buffer, or why it could not be mapped. */
     record Mapping(SegmentDescriptor.Buffer buffer, MemorySegment memory, Arena arena, String refusal) {
         boolean usable() {
@@ -82,6 +84,7 @@ final class PeerMappings implements AutoCloseable {
                 Arena arena = Arena.ofShared();
                 try {
                     MemorySegment seg = ch.map(FileChannel.MapMode.READ_WRITE, advert.offset(), b.length(), arena);
+                    prefault(seg);
                     return new Mapping(b, seg, arena, null);
                 } catch (IOException | RuntimeException e) {
                     arena.close();
@@ -90,6 +93,27 @@ final class PeerMappings implements AutoCloseable {
             }
         } catch (IOException | RuntimeException e) { // EACCES (other user, ptrace policy), ENOENT (peer gone)
             return refused(b, "cannot map " + fd + ": " + e);
+        }
+    }
+
+    /**
+     * Faults the mapping's pages in once, now, so that slices do not each pay minor faults on their
+     * first pass: {@code MADV_POPULATE_WRITE}, or a read of one byte per page where the kernel lacks
+     * it (a read fault of a shared writable mapping installs a writable entry). Bytes are unchanged.
+     */
+    private static void prefault(MemorySegment seg) {
+        long pageStart = seg.address() & ~4095L;
+        long len = seg.address() + seg.byteSize() - pageStart;
+        if (SharedMemory.populateWrite(pageStart, len)) {
+            return;
+        }
+        long first = pageStart == seg.address() ? 0 : 4096 - (seg.address() - pageStart);
+        long sink = 0;
+        for (long off = first; off < seg.byteSize(); off += 4096) {
+            sink += seg.get(java.lang.foreign.ValueLayout.JAVA_BYTE, off);
+        }
+        if (sink == Long.MIN_VALUE) { // keeps the reads
+            LOG.trace("prefault sink {}", sink);
         }
     }
 

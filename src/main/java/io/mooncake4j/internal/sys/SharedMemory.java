@@ -63,7 +63,7 @@ public final class SharedMemory {
     }
 
     private record Handles(MethodHandle memfdCreate, MethodHandle ftruncate, MethodHandle mmap, MethodHandle munmap,
-            MethodHandle close, MethodHandle vmWritev, MethodHandle vmReadv, String unavailable) {
+            MethodHandle close, MethodHandle vmWritev, MethodHandle vmReadv, MethodHandle madvise, String unavailable) {
 
         static Handles link() {
             if (!System.getProperty("os.name", "").toLowerCase(Locale.ROOT).contains("linux")) {
@@ -92,14 +92,17 @@ public final class SharedMemory {
                         ValueLayout.JAVA_LONG);
                 MethodHandle writev = linker.downcallHandle(libc.find("process_vm_writev").orElseThrow(), vm, errno);
                 MethodHandle readv = linker.downcallHandle(libc.find("process_vm_readv").orElseThrow(), vm, errno);
-                return new Handles(memfd, ftruncate, mmap, munmap, close, writev, readv, null);
+                MethodHandle madvise = linker.downcallHandle(libc.find("madvise").orElseThrow(),
+                        FunctionDescriptor.of(ValueLayout.JAVA_INT, ValueLayout.JAVA_LONG, ValueLayout.JAVA_LONG,
+                                ValueLayout.JAVA_INT), errno);
+                return new Handles(memfd, ftruncate, mmap, munmap, close, writev, readv, madvise, null);
             } catch (RuntimeException e) { // IllegalCallerException without native access, a missing symbol
                 return unavailable("cannot link libc for shareable memory: " + e);
             }
         }
 
         static Handles unavailable(String why) {
-            return new Handles(null, null, null, null, null, null, null, why);
+            return new Handles(null, null, null, null, null, null, null, null, why);
         }
     }
 
@@ -184,6 +187,21 @@ public final class SharedMemory {
             throw e;
         } catch (Throwable t) {
             throw new SysException("munmap: " + t);
+        }
+    }
+
+    /**
+     * {@code madvise(address, length, MADV_POPULATE_WRITE)} (Linux 5.14+): faults every page of a
+     * mapping in, writable, now rather than on first access. False when the kernel does not know the
+     * advice (the caller may touch the pages itself); {@code address} must be page-aligned.
+     */
+    public static boolean populateWrite(long address, long length) {
+        require();
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment state = a.allocate(CALL_STATE);
+            return (int) H.madvise.invokeExact(state, address, length, 23) == 0;
+        } catch (Throwable t) {
+            return false;
         }
     }
 
