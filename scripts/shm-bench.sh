@@ -2,12 +2,12 @@
 # Same-machine bench, two processes: for each protocol given (default: shm tcp), block size 64 KiB
 # and 1 MiB, read and write, runs a bench target and an initiator (batch 128) on 127.0.0.1 and
 # prints the initiator's summary with the memcpy baseline it measured in the same run.
-#   scripts/shm-bench.sh [protocol ...]     env: THREADS (2), DURATION (5), ENGINE (auto)
+#   scripts/shm-bench.sh [protocol ...]     env: THREADS (2), DURATION (5), ENGINE (the protocol)
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 threads=${THREADS:-2}
 duration=${DURATION:-5}
-engine=${ENGINE:-auto}
+engine=${ENGINE:-}
 protocols=("$@")
 [ ${#protocols[@]} -eq 0 ] && protocols=(shm tcp)
 "$here/bin/mooncake4j" version >/dev/null # build once, outside the timed runs
@@ -21,7 +21,7 @@ trap cleanup EXIT
 for proto in "${protocols[@]}"; do
   for block in 65536 1048576; do
     for op in read write; do
-      common=(--protocol="$proto" --engine="$engine" --local_server_name=127.0.0.1 --batch_size=128
+      common=(--protocol="$proto" --engine="${engine:-$proto}" --local_server_name=127.0.0.1 --batch_size=128
               --block_size="$block" --threads="$threads" --buffer_size=1)
       "$here/bin/mooncake4j" bench --mode=target "${common[@]}" >"$tmp/target.out" 2>"$tmp/target.err" &
       target_pid=$!
