@@ -90,6 +90,27 @@ public final class EngineCalls<B extends TaskBatch> {
         return i == name.length() ? null : name.substring(i);
     }
 
+    /**
+     * Why {@code initialize} must refuse before binding anything, or null: the engine is closed or
+     * already initialised, or the metadata server is not {@code P2PHANDSHAKE}.
+     */
+    public static String initializeRefusal(boolean closed, boolean initialized, String metadataServer) {
+        if (closed || initialized) {
+            return "initialize: engine already " + (closed ? "closed" : "initialized");
+        }
+        if (!io.mooncake4j.engine.TransferEngine.P2P_HANDSHAKE.equals(metadataServer)) {
+            return String.format(Locale.ROOT, "initialize: metadata server '%s' is not supported; only \"%s\""
+                    + " (direct peer handshakes)", metadataServer, io.mooncake4j.engine.TransferEngine.P2P_HANDSHAKE);
+        }
+        return null;
+    }
+
+    /** Why {@code initialize} refuses {@code localHostname}, or null. */
+    public static String hostnameRefusal(String localHostname) {
+        return localHostname == null || localHostname.isBlank()
+                ? "initialize: local hostname is empty; pass the IP or host name peers should connect to" : null;
+    }
+
     public long allocateBatchId(int capacity) {
         return hooks.closed() ? ErrorCodes.INVALID_ARGUMENT : batches.allocate(capacity);
     }

@@ -46,4 +46,17 @@ class TransportCapabilitiesTest {
         assertFalse(SliceFailure.REJECTED.retryable());
         assertFalse(SliceFailure.TIMEOUT.retryable());
     }
+
+    @Test
+    void machineIdentityJoinsMachineAndBootIds(@org.junit.jupiter.api.io.TempDir java.nio.file.Path dir)
+            throws Exception {
+        java.nio.file.Path m = java.nio.file.Files.writeString(dir.resolve("machine-id"), "ABC123\n");
+        java.nio.file.Path b = java.nio.file.Files.writeString(dir.resolve("boot_id"), "b-1\n");
+        assertEquals("abc123/b-1", MachineIdentity.compute(m, b));
+        assertEquals("abc123/none", MachineIdentity.compute(m, dir.resolve("missing")));
+        String a = MachineIdentity.compute(dir.resolve("x"), dir.resolve("y"));
+        assertTrue(a.startsWith("jvm-"), a);
+        assertFalse(a.equals(MachineIdentity.compute(dir.resolve("x"), dir.resolve("y"))));
+        assertEquals(MachineIdentity.local(), MachineIdentity.local());
+    }
 }
