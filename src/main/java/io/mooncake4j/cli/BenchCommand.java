@@ -5,6 +5,7 @@ import io.mooncake4j.engine.TransferEngine;
 import io.mooncake4j.engine.TransferEngines;
 import io.mooncake4j.engine.TransferRequest;
 import io.mooncake4j.engine.TransferStatus;
+import io.mooncake4j.engine.shm.ShmDirectEngine;
 import io.mooncake4j.internal.sys.Bytes;
 import io.mooncake4j.memory.DeviceCopier;
 import io.mooncake4j.memory.DeviceMemory;
@@ -81,7 +82,19 @@ final class BenchCommand implements CliCommand {
     private final Function<String, TransferEngine> engines;
 
     BenchCommand() {
-        this(CudaDeviceMemory.INSTANCE, TransferEngines::create);
+        this(CudaDeviceMemory.INSTANCE, BenchCommand::createEngine);
+    }
+
+    /**
+     * {@link TransferEngines#create}, plus {@code shm-direct}: {@link ShmDirectEngine}, the shm
+     * transport on its own (synchronous calls only). {@code shm} is the factory's kind when it has one
+     * (the engine core with every transport), else the direct engine.
+     */
+    static TransferEngine createEngine(String kind) {
+        if (kind.equals("shm-direct") || (kind.equals("shm") && !TransferEngines.kinds().contains("shm"))) {
+            return new ShmDirectEngine();
+        }
+        return TransferEngines.create(kind);
     }
 
     /**
@@ -98,7 +111,7 @@ final class BenchCommand implements CliCommand {
     record Options(String mode, String operation, String protocol, String metadataServer, String localServerName,
             String segmentId, long bufferSize, int batchSize, long blockSize, double duration, boolean durationGiven,
             int threads, String reportUnit, int reportPrecision, String deviceName, String engineKind, boolean verify,
-            String api, boolean useVram, int gpuId, boolean initMem) {
+            String api, boolean useVram, int gpuId, boolean initMem, boolean memcpyBaseline) {
 
         /** {@code cuda:<gpu_id>} with {@code --use_vram}, else the host location. */
         String location() {
@@ -144,6 +157,8 @@ final class BenchCommand implements CliCommand {
             boolean useVram = f.bool("use_vram", false);
             int gpuId = f.intValue("gpu_id", 0);
             boolean initMem = f.bool("init_mem", true);
+            // on by default where the transfer is itself a memcpy (shm, or auto on one machine)
+            boolean memcpyBaseline = f.bool("memcpy_baseline", protocol.equals("shm") || protocol.equals("auto"));
             if (useVram && gpuId < 0) {
                 throw new Flags.UsageException("--gpu_id must be a GPU index >= 0; Mooncake's --gpu_id=-1 (one buffer "
                         + "per GPU) is not supported: run one bench per GPU");
@@ -171,7 +186,8 @@ final class BenchCommand implements CliCommand {
                         + "(the name a target prints on its 'listening on' line)");
             }
             return new Options(mode, op, protocol, metadata, local, segment, bufferSize, batch, block, duration,
-                    durationGiven, threads, unit, precision, device, engine, verify, api, useVram, gpuId, initMem);
+                    durationGiven, threads, unit, precision, device, engine, verify, api, useVram, gpuId, initMem,
+                    memcpyBaseline && !useVram);
         }
 
         private static void positive(String flag, long value) {
@@ -210,7 +226,8 @@ final class BenchCommand implements CliCommand {
 
                   --mode=initiator|target     (initiator)
                   --operation=read|write      (read)
-                  --protocol=tcp              (tcp; Mooncake's default rdma needs an RDMA engine)
+                  --protocol=tcp|rdma|shm|auto (tcp; Mooncake's default rdma needs an RDMA engine; shm: same
+                                              machine, host memory mapped from the peer, one memcpy per request)
                   --metadata_server=P2PHANDSHAKE   (the only mode supported)
                   --local_server_name=<host>  (this host's name) host part of our segment name
                   --segment_id=<host:port>    initiator: the target's segment name (required)
@@ -225,12 +242,16 @@ final class BenchCommand implements CliCommand {
                   --verify                    write a fresh pattern each batch, read it back, check every byte
                   --api=sync|async            (sync) batchTransferSync* per batch, or Mooncake's
                                               allocateBatchId/submitTransfer/getTransferStatus loop
-                  --engine=<kind>             (the --protocol value) engine kind for TransferEngines.create
+                  --engine=<kind>             (the --protocol value) engine kind for TransferEngines.create;
+                                              shm-direct: the shm transport alone (sync API, same machine)
                   --use_vram                  (false) the buffer is GPU memory cuda:<gpu_id> (needs CUDA and an
                                               engine that moves GPU memory: tcp stages it through pinned buffers)
                   --gpu_id=<n>                (0) the GPU of --use_vram (Mooncake's -1, all GPUs, is not supported)
                   --init_mem                  (true) with --use_vram: fill the GPU buffer with 0xCC first
                   --auto_discovery            accepted for compatibility and ignored (--protocol picks the transport)
+                  --memcpy_baseline           (true for --protocol=shm|auto) after the run, time memcpy of the
+                                              same layout (threads, batch, block) between two local buffers
+                                              for the same duration and print it with the transfer/memcpy ratio
 
                 Output: progress once a second on stderr; on stdout the summary
                   Test completed: duration <s>, batch count <n>, throughput <rate> <unit>/s
@@ -241,7 +262,8 @@ final class BenchCommand implements CliCommand {
     public Set<String> flagNames() {
         return Set.of("mode", "operation", "protocol", "metadata_server", "local_server_name", "segment_id",
                 "buffer_size", "batch_size", "block_size", "duration", "threads", "report_unit", "report_precision",
-                "device_name", "engine", "verify", "api", "auto_discovery", "use_vram", "gpu_id", "init_mem");
+                "device_name", "engine", "verify", "api", "auto_discovery", "use_vram", "gpu_id", "init_mem",
+                "memcpy_baseline");
     }
 
     /** Makes a running target (or initiator) stop early, as SIGINT would. */
@@ -312,7 +334,9 @@ final class BenchCommand implements CliCommand {
                     out.printf(Locale.ROOT, "bench: buffer in GPU memory %s (%s): %s%n", o.location(),
                             deviceMemory.name(), access.description());
                 } else {
-                    buffer = allocator.allocate(bufferSize);
+                    HostMemoryStorage host = allocator.allocate(bufferSize);
+                    host.segment().fill((byte) 0); // first touch before the run, as the memcpy baseline's
+                    buffer = host;
                 }
                 rc = engine.registerMemory(buffer.address(), buffer.byteSize(), buffer.location());
                 if (rc != 0) {
@@ -409,6 +433,10 @@ final class BenchCommand implements CliCommand {
                     o.segmentId(), o.engineKind());
             return 1;
         }
+        // half the memcpy reference before the run and half after, so that a load change on a shared
+        // machine weighs on both figures alike
+        MemcpyBaseline before = o.memcpyBaseline()
+                ? MemcpyBaseline.measure(o.threads(), o.batchSize(), o.blockSize(), o.duration() / 2) : null;
         AtomicReference<String> failure = new AtomicReference<>();
         CountDownLatch failed = new CountDownLatch(1);
         List<Worker> workers = new ArrayList<>();
@@ -469,6 +497,15 @@ final class BenchCommand implements CliCommand {
         double rate = batches * (double) bytesPerBatch / duration / unitBytes;
         out.printf(Locale.ROOT, "Test completed: duration %.2f, batch count %d, throughput %." + o.reportPrecision()
                 + "f %s/s%n", duration, batches, rate, unit);
+        if (o.memcpyBaseline()) {
+            MemcpyBaseline m = before.plus(
+                    MemcpyBaseline.measure(o.threads(), o.batchSize(), o.blockSize(), o.duration() / 2));
+            double base = m.bytesPerSecond() / unitBytes;
+            out.printf(Locale.ROOT, "Memcpy baseline: %d batches in %.2f s, throughput %." + o.reportPrecision()
+                    + "f %s/s (same threads, batch and block, two local buffers, half before and half after "
+                    + "the run); transfer/memcpy %.2fx%n",
+                    m.batches(), m.seconds(), base, unit, rate / base);
+        }
         out.printf(Locale.ROOT, "Batch latency (%d batches of %d x %s, %s %s, %s): p50 %s, p90 %s, p99 %s, max %s%n",
                 all.count(), o.batchSize(), Bytes.human(o.blockSize()), o.verify() ? "write+read-back" : o.operation(),
                 o.api(), buffer.location(), micros(all.percentile(0.50)), micros(all.percentile(0.90)), micros(all.percentile(0.99)),

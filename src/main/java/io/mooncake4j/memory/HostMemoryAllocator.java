@@ -1,5 +1,6 @@
 package io.mooncake4j.memory;
 
+import io.mooncake4j.internal.sys.SharedMemory;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
@@ -8,6 +9,10 @@ import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Objects;
 import java.util.Set;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * Allocates page-aligned host memory with an explicit lifetime.
@@ -16,12 +21,27 @@ import java.util.Set;
  * another process may still be using memory the garbage collector cannot see). Allocations can
  * be closed one by one; closing the allocator frees every allocation still alive, newest first.
  * With a {@link HostMemoryPinner} the allocations are also page-locked for a device.
+ *
+ * <p><b>Shareable memory.</b> An allocation is either private (an {@code Arena} allocation) or
+ * shareable: a {@code memfd_create(2)} file sized with {@code ftruncate(2)} and mapped
+ * {@code MAP_SHARED}, recorded as a {@link ShareableMemory.Handle} (fd, size, name) so that a
+ * process on the same machine can map the same pages and copy with one memcpy (the engine's
+ * {@code shm} transport). {@link #allocate} makes shareable memory by default on Linux with native
+ * access ({@link #shareableByDefault()}; measured to cost nothing: docs/shm.md), and falls back to
+ * private memory (one WARN per JVM) where memfd is unusable; {@code -Dmooncake4j.memory.shareable=false}
+ * or {@code MOONCAKE4J_SHAREABLE_MEMORY=0} makes it private. {@link #allocateShareable} fails
+ * instead of falling back; {@link #allocatePrivate} never shares. Each shareable allocation holds
+ * one file descriptor until it is closed.
  * Thread-safe.
  */
 public final class HostMemoryAllocator implements AutoCloseable {
 
     /** Alignment of every allocation. */
     public static final long PAGE_SIZE = 4096;
+
+    private static final Logger LOG = LoggerFactory.getLogger(HostMemoryAllocator.class);
+    private static final AtomicBoolean FALLBACK_WARNED = new AtomicBoolean();
+    private static final AtomicLong MEMFD_SEQ = new AtomicLong();
 
     private final String location;
     private final HostMemoryPinner pinner;
@@ -52,8 +72,84 @@ public final class HostMemoryAllocator implements AutoCloseable {
         this.location = location;
     }
 
-    /** Allocates {@code bytes} zeroed, page-aligned bytes. */
+    /**
+     * Whether {@link #allocate} makes shareable memory: memfd usable here, and not switched off with
+     * {@code -Dmooncake4j.memory.shareable=false} or {@code MOONCAKE4J_SHAREABLE_MEMORY=0}.
+     */
+    public static boolean shareableByDefault() {
+        String prop = System.getProperty("mooncake4j.memory.shareable");
+        String env = System.getenv("MOONCAKE4J_SHAREABLE_MEMORY");
+        boolean off = "false".equalsIgnoreCase(prop) || "0".equals(env) || "false".equalsIgnoreCase(env);
+        return !off && SharedMemory.available();
+    }
+
+    /**
+     * Allocates {@code bytes} zeroed, page-aligned bytes: shareable when
+     * {@link #shareableByDefault()} and memfd works, private otherwise.
+     */
     public HostMemoryStorage allocate(long bytes) {
+        if (!shareableByDefault()) {
+            return allocatePrivate(bytes);
+        }
+        try {
+            return allocateShareable(bytes);
+        } catch (SharedMemory.SysException e) {
+            if (FALLBACK_WARNED.compareAndSet(false, true)) {
+                LOG.warn("shareable host memory unavailable, allocating private memory (same-machine peers "
+                        + "will not map it): {}", e.getMessage());
+            }
+            return allocatePrivate(bytes);
+        }
+    }
+
+    /**
+     * Allocates {@code bytes} zeroed, page-aligned, shareable bytes (memfd + {@code MAP_SHARED}).
+     *
+     * @throws SharedMemory.SysException when memfd, ftruncate or mmap fails (with errno)
+     */
+    public HostMemoryStorage allocateShareable(long bytes) {
+        checkOpen(bytes);
+        String name = "mooncake4j-" + ProcessHandle.current().pid() + "-" + MEMFD_SEQ.incrementAndGet();
+        long mapped = Math.multiplyExact(Math.ceilDiv(bytes, PAGE_SIZE), PAGE_SIZE);
+        int fd = SharedMemory.memfdCreate(name, SharedMemory.MFD_CLOEXEC);
+        long addr;
+        try {
+            SharedMemory.ftruncate(fd, mapped);
+            addr = SharedMemory.mmapShared(fd, 0, mapped);
+        } catch (RuntimeException e) {
+            SharedMemory.close(fd);
+            throw e;
+        }
+        ShareableMemory.Handle handle = new ShareableMemory.Handle(addr, bytes, fd, name);
+        Arena arena = Arena.ofShared();
+        // the cleanup runs when the arena closes: forget the handle, then unmap and close the fd
+        MemorySegment segment = MemorySegment.ofAddress(addr).reinterpret(bytes, arena, s -> {
+            ShareableMemory.remove(handle);
+            try {
+                SharedMemory.munmap(addr, mapped);
+            } finally {
+                SharedMemory.close(fd);
+            }
+        });
+        ShareableMemory.add(handle);
+        return register(arena, segment, handle);
+    }
+
+    /** Allocates {@code bytes} zeroed, page-aligned bytes that no other process can map. */
+    public HostMemoryStorage allocatePrivate(long bytes) {
+        checkOpen(bytes);
+        Arena arena = Arena.ofShared();
+        MemorySegment segment;
+        try {
+            segment = arena.allocate(bytes, PAGE_SIZE);
+        } catch (OutOfMemoryError | RuntimeException e) {
+            arena.close();
+            throw e;
+        }
+        return register(arena, segment, null);
+    }
+
+    private void checkOpen(long bytes) {
         if (bytes <= 0) {
             throw new IllegalArgumentException("allocation size must be positive, got " + bytes);
         }
@@ -62,16 +158,16 @@ public final class HostMemoryAllocator implements AutoCloseable {
                 throw new IllegalStateException("allocator is closed");
             }
         }
-        Arena arena = Arena.ofShared();
-        MemorySegment segment;
+    }
+
+    private HostMemoryStorage register(Arena arena, MemorySegment segment, ShareableMemory.Handle handle) {
         try {
-            segment = arena.allocate(bytes, PAGE_SIZE);
             pinner.pin(segment);
         } catch (OutOfMemoryError | RuntimeException e) {
             arena.close();
             throw e;
         }
-        HostMemoryStorage storage = new HostMemoryStorage(this, arena, segment, location, pinner);
+        HostMemoryStorage storage = new HostMemoryStorage(this, arena, segment, location, pinner, handle);
         synchronized (live) {
             if (closed) {
                 arena.close();

@@ -18,10 +18,12 @@ public final class HostMemoryStorage implements MemoryStorage, AutoCloseable {
     private final long byteSize;
     private final HostMemoryAllocator owner;
     private final HostMemoryPinner pinner;
+    private final ShareableMemory.Handle shareable;
 
     HostMemoryStorage(HostMemoryAllocator owner, Arena arena, MemorySegment segment, String location,
-                      HostMemoryPinner pinner) {
+                      HostMemoryPinner pinner, ShareableMemory.Handle shareable) {
         this.owner = owner;
+        this.shareable = shareable;
         this.pinner = pinner;
         this.arena = arena;
         this.segment = segment;
@@ -58,6 +60,14 @@ public final class HostMemoryStorage implements MemoryStorage, AutoCloseable {
         return Optional.of(segment());
     }
 
+    /**
+     * The memfd behind this memory (fd, size, name) when it is shareable with other processes on
+     * this machine; empty for private memory. The descriptor is closed when the storage is.
+     */
+    public Optional<ShareableMemory.Handle> shareable() {
+        return Optional.ofNullable(shareable);
+    }
+
     public boolean isAlive() {
         return arena.scope().isAlive();
     }
@@ -82,6 +92,7 @@ public final class HostMemoryStorage implements MemoryStorage, AutoCloseable {
 
     @Override
     public String toString() {
-        return "HostMemoryStorage[0x" + Long.toHexString(address) + ", " + byteSize + " B, " + location + "]";
+        return "HostMemoryStorage[0x" + Long.toHexString(address) + ", " + byteSize + " B, " + location
+                + (shareable == null ? "" : ", memfd " + shareable.fd()) + "]";
     }
 }

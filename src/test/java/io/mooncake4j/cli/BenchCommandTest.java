@@ -1,6 +1,7 @@
 package io.mooncake4j.cli;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.ByteArrayOutputStream;
@@ -110,6 +111,26 @@ class BenchCommandTest {
         }
         targets.get(0).requestStop();
         assertEquals(0, target.exit().get(10, TimeUnit.SECONDS));
+    }
+
+    @Test
+    void memcpyBaselineIsMeasuredInTheSameRunWithTheRatioWhenAskedOrForShm() throws Exception {
+        Started target = startTarget();
+        Result r = initiator("--segment_id=" + target.segment(), "--memcpy_baseline", "--threads=2",
+                "--batch_size=8", "--block_size=4096", "--buffer_size=64K", "--duration=0.5", "--report_unit=MiB");
+        assertEquals(0, r.code(), r.err());
+        Matcher m = Pattern.compile("Memcpy baseline: (\\d+) batches in (\\d+\\.\\d\\d) s, throughput (\\d+\\.\\d\\d) "
+                + "MiB/s .*transfer/memcpy (\\d+\\.\\d\\d)x").matcher(r.out());
+        assertTrue(m.find(), r.out());
+        assertTrue(Long.parseLong(m.group(1)) > 0 && Double.parseDouble(m.group(3)) > 0, r.out());
+        Matcher sum = SUMMARY.matcher(r.out());
+        assertTrue(sum.find(), r.out());
+        double expected = Double.parseDouble(sum.group(3)) / Double.parseDouble(m.group(3));
+        assertEquals(expected, Double.parseDouble(m.group(4)), 0.01 + expected * 0.01, r.out());
+        Result plain = initiator("--segment_id=" + target.segment(), "--threads=1", "--batch_size=8",
+                "--block_size=4096", "--buffer_size=64K", "--duration=0.2");
+        assertEquals(0, plain.code(), plain.err());
+        assertFalse(plain.out().contains("Memcpy baseline"), "off by default for tcp: " + plain.out());
     }
 
     @Test
