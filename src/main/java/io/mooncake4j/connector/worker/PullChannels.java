@@ -132,6 +132,7 @@ final class PullChannels implements AutoCloseable {
         }
     }
 
+    private final int maxSockets; // 0: JeroMQ's default
     private volatile ZMQ.Context context; // replaced (I/O thread) when its JeroMQ I/O thread died
     private final SideChannelLimits limits;
     private final HealthMonitor health;
@@ -173,6 +174,14 @@ final class PullChannels implements AutoCloseable {
     PullChannels(long receiveTimeoutNanos, long handshakeTimeoutNanos, BackgroundErrors errors,
             SideChannelLimits limits, HealthMonitor health, MsgAllocator allocator, Consumer<String> addressLost)
             throws IOException {
+        this(receiveTimeoutNanos, handshakeTimeoutNanos, errors, limits, health, allocator, addressLost, 0);
+    }
+
+    /** As above; {@code maxSockets > 0} caps each ZMQ context's sockets (tests; JeroMQ's default is 1024). */
+    PullChannels(long receiveTimeoutNanos, long handshakeTimeoutNanos, BackgroundErrors errors,
+            SideChannelLimits limits, HealthMonitor health, MsgAllocator allocator, Consumer<String> addressLost,
+            int maxSockets) throws IOException {
+        this.maxSockets = maxSockets;
         this.receiveTimeoutNanos = receiveTimeoutNanos;
         this.handshakeTimeoutNanos = handshakeTimeoutNanos;
         this.errors = Objects.requireNonNull(errors, "errors");
@@ -241,6 +250,9 @@ final class PullChannels implements AutoCloseable {
 
     private ZMQ.Context newContext() {
         ZMQ.Context ctx = ZMQ.context(1);
+        if (maxSockets > 0) {
+            ctx.setMaxSockets(maxSockets);
+        }
         ctx.setUncaughtExceptionHandler((t, e) -> {
             ioThreadDeath = e;
             wake();
@@ -652,8 +664,26 @@ final class PullChannels implements AutoCloseable {
             poller.unregister(i.dealer());
             poller.unregister(i.monitor());
         }
-        i.dealer().close();
+        closeDealer(i.dealer());
         i.monitor().close();
+    }
+
+    /**
+     * Stops the DEALER's monitor, then closes it; the caller closes the monitor's PAIR afterwards.
+     * JeroMQ 0.6.0 writes each monitor event with a blocking send on its internal PAIR, on the
+     * context's I/O thread, and stops that monitor only when the closed DEALER is finally destroyed.
+     * A DEALER closed while it still emits events (reconnecting to a P that died: an event every
+     * reconnect interval) would have the I/O thread block for ever on a PAIR whose peer, our monitor
+     * socket, is gone: no handshake completes any more and no closed socket is ever reaped, so the
+     * context runs out of socket slots (EMFILE). {@code monitor(null, 0)} stops the monitor at once
+     * (later events are dropped) while our PAIR is still connected.
+     */
+    private static void closeDealer(ZMQ.Socket dealer) {
+        try {
+            dealer.monitor(null, 0);
+        } finally {
+            dealer.close();
+        }
     }
 
     private static void closeSockets(Pull pull, ZMQ.Poller poller) {
@@ -661,7 +691,7 @@ final class PullChannels implements AutoCloseable {
             if (poller != null) {
                 poller.unregister(pull.dealer);
             }
-            pull.dealer.close();
+            closeDealer(pull.dealer);
             pull.dealer = null;
         }
         if (pull.monitor != null) {
