@@ -28,6 +28,7 @@ import org.zeromq.ZEvent;
 import org.zeromq.ZMQ;
 import org.zeromq.ZMQException;
 import org.zeromq.ZMonitor;
+import zmq.ZError;
 import zmq.msg.MsgAllocator;
 
 /**
@@ -400,6 +401,7 @@ final class PullChannels implements AutoCloseable {
             active.add(pull);
         } catch (RuntimeException e) {
             closeSockets(pull, poller);
+            checkExhausted(e);
             pull.listener.onFailure("cannot connect to " + pull.address + ": " + e);
         }
     }
@@ -512,6 +514,7 @@ final class PullChannels implements AutoCloseable {
                 open(pull, poller);
             } catch (RuntimeException e) {
                 closeSockets(pull, poller);
+                checkExhausted(e);
                 pull.listener.onFailure("cannot connect to " + pull.address + ": " + e);
                 return false;
             }
@@ -651,12 +654,31 @@ final class PullChannels implements AutoCloseable {
             s.setLinger(0);
             s.bindToRandomPort("tcp://127.0.0.1");
         } catch (ZMQException e) {
+            if (checkExhausted(e)) {
+                return;
+            }
             // no IPv4 loopback? the handshake timer and the socket replacement still recover
             if (!nudgeFailed) {
                 nudgeFailed = true;
                 errors.report("nudging JeroMQ's I/O thread (bind on 127.0.0.1)", e);
             }
         }
+    }
+
+    /**
+     * Reports a context without a free socket slot (JeroMQ's EMFILE; its limit is the context's
+     * {@code maxSockets}, not the OS's file limit) to the {@link HealthMonitor}: ERROR once, the
+     * worker unhealthy. True when {@code e} was that.
+     */
+    private boolean checkExhausted(RuntimeException e) {
+        if (!(e instanceof ZMQException z) || z.getErrorCode() != ZError.EMFILE) {
+            return false;
+        }
+        health.exhausted(thread.getName() + " (D side-channel ZMQ context)", String.format(Locale.ROOT,
+                "no free socket slot (at most %d sockets; %d pulls in flight, %d idle connections): sockets leak or "
+                + "too many pulls run at once; pulls fail until slots free up", context.getMaxSockets(),
+                active.size(), idle.values().stream().mapToInt(ArrayDeque::size).sum()), e);
+        return true;
     }
 
     private static void closeIdle(Idle i, ZMQ.Poller poller) {

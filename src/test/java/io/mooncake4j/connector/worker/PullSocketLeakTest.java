@@ -92,7 +92,7 @@ class PullSocketLeakTest {
     void pullsToASurvivingPrefillGoOnAfterAnotherDiedWithPullsInFlight() throws Exception {
         HealthMonitor health = new HealthMonitor();
         BackgroundErrors errors = new BackgroundErrors(LoggerFactory.getLogger(PullSocketLeakTest.class));
-        try (PullChannels ch = new PullChannels(TimeUnit.SECONDS.toNanos(30), TimeUnit.SECONDS.toNanos(1), errors,
+        try (PullChannels ch = new PullChannels(TimeUnit.SECONDS.toNanos(10), TimeUnit.SECONDS.toNanos(1), errors,
                 SideChannelLimits.DEFAULTS, health, new zmq.msg.MsgAllocatorHeap(), a -> { }, MAX_SOCKETS);
                 FakeP survivor = new FakeP()) {
             FakeP doomed = new FakeP();
@@ -117,11 +117,8 @@ class PullSocketLeakTest {
             while (ch.activePulls() < 10 && System.nanoTime() < deadline) {
                 Thread.onSpinWait();
             }
+            assertEquals(10, ch.activePulls(), "pulls in flight to the P about to die");
             doomed.close();
-            for (CompletableFuture<String> f : inFlight) {
-                String r = f.get(30, TimeUnit.SECONDS);
-                assertTrue(!r.equals("ok"), r);
-            }
             // many more pulls than the context has socket slots, to the survivor
             for (int i = 0; i < 6 * MAX_SOCKETS; i++) {
                 assertEquals("ok", pull(ch, survivor.address).get(20, TimeUnit.SECONDS), "pull " + i);
@@ -135,6 +132,11 @@ class PullSocketLeakTest {
                         assertEquals("ok", f.get(20, TimeUnit.SECONDS), "concurrent pull after " + i);
                     }
                 }
+            }
+            // the pulls caught by the death end too (at once when the reconnect is refused, else at their deadline)
+            for (CompletableFuture<String> f : inFlight) {
+                String r = f.get(30, TimeUnit.SECONDS);
+                assertTrue(!r.equals("ok"), r);
             }
         }
     }
@@ -173,6 +175,33 @@ class PullSocketLeakTest {
                 assertEquals("ok", pull(ch, survivor.address).get(20, TimeUnit.SECONDS), "pull after " + i);
             }
             assertTrue(ch.handshakeRetries() > 0, "the dead-port pulls were retried on fresh sockets");
+        }
+    }
+
+    @Test
+    void aContextWithoutFreeSocketSlotsIsReportedOnceAndMakesTheWorkerUnhealthy() throws Exception {
+        HealthMonitor health = new HealthMonitor();
+        BackgroundErrors errors = new BackgroundErrors(LoggerFactory.getLogger(PullSocketLeakTest.class));
+        try (PullChannels ch = new PullChannels(TimeUnit.SECONDS.toNanos(30), TimeUnit.SECONDS.toNanos(1), errors,
+                SideChannelLimits.DEFAULTS, health, new zmq.msg.MsgAllocatorHeap(), a -> { }, 8);
+                FakeP silent = new FakeP()) {
+            silent.answering.set(false);
+            List<CompletableFuture<String>> fs = new java.util.ArrayList<>();
+            for (int i = 0; i < 6; i++) { // 3 sockets each: the later ones find no slot
+                fs.add(pull(ch, silent.address));
+            }
+            int exhausted = 0;
+            for (CompletableFuture<String> f : fs) {
+                String r = f.completeOnTimeout("pending", 2, TimeUnit.SECONDS).get();
+                if (r.contains("File descriptor value too large")) {
+                    exhausted++;
+                }
+            }
+            assertTrue(exhausted >= 2, "pulls refused for want of a socket slot: " + exhausted);
+            WorkerHealth h = health.snapshot();
+            assertTrue(!h.healthy(), h.toString());
+            assertEquals(1, h.problems().size(), h.toString());
+            assertTrue(h.problems().get(0).contains("no free socket slot (at most 8 sockets"), h.toString());
         }
     }
 }
