@@ -117,7 +117,7 @@ class PullSocketLeakTest {
             while (ch.activePulls() < 10 && System.nanoTime() < deadline) {
                 Thread.onSpinWait();
             }
-            assertEquals(10, ch.activePulls(), "pulls in flight to the P about to die");
+            assertTrue(ch.activePulls() >= 10, "pulls in flight to the P about to die: " + ch.activePulls());
             doomed.close();
             // many more pulls than the context has socket slots, to the survivor
             for (int i = 0; i < 6 * MAX_SOCKETS; i++) {
