@@ -1,7 +1,9 @@
 package io.mooncake4j.connector.worker;
 
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Set;
 import java.util.concurrent.atomic.LongAdder;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -19,6 +21,7 @@ final class HealthMonitor {
     private final LongAdder deaths = new LongAdder();
     private final LongAdder recoveries = new LongAdder();
     private final List<String> problems = new ArrayList<>(); // guarded by this
+    private final Set<String> exhaustedComponents = new HashSet<>(); // guarded by this
 
     /** A watched thread died; {@code recovering} says whether its owner is about to rebuild it. */
     void died(String component, Throwable cause, boolean recovering) {
@@ -51,6 +54,23 @@ final class HealthMonitor {
                 problems.add(component + " could not be recovered: " + cause);
             }
         }
+    }
+
+    /**
+     * A bounded resource of {@code component} ran out (a leak or an overload, not a thread death):
+     * logged at ERROR the first time for that component, and the worker turns unhealthy.
+     */
+    void exhausted(String component, String detail, Throwable cause) {
+        String line = component + " exhausted: " + detail;
+        synchronized (this) {
+            if (!exhaustedComponents.add(component)) {
+                return;
+            }
+            if (problems.size() < MAX_PROBLEMS) {
+                problems.add(line);
+            }
+        }
+        LOG.error("Mooncake {}; restart the worker if it persists", line, cause);
     }
 
     WorkerHealth snapshot() {

@@ -28,6 +28,7 @@ import org.zeromq.ZEvent;
 import org.zeromq.ZMQ;
 import org.zeromq.ZMQException;
 import org.zeromq.ZMonitor;
+import zmq.ZError;
 import zmq.msg.MsgAllocator;
 
 /**
@@ -132,6 +133,7 @@ final class PullChannels implements AutoCloseable {
         }
     }
 
+    private final int maxSockets; // 0: JeroMQ's default
     private volatile ZMQ.Context context; // replaced (I/O thread) when its JeroMQ I/O thread died
     private final SideChannelLimits limits;
     private final HealthMonitor health;
@@ -173,6 +175,14 @@ final class PullChannels implements AutoCloseable {
     PullChannels(long receiveTimeoutNanos, long handshakeTimeoutNanos, BackgroundErrors errors,
             SideChannelLimits limits, HealthMonitor health, MsgAllocator allocator, Consumer<String> addressLost)
             throws IOException {
+        this(receiveTimeoutNanos, handshakeTimeoutNanos, errors, limits, health, allocator, addressLost, 0);
+    }
+
+    /** As above; {@code maxSockets > 0} caps each ZMQ context's sockets (tests; JeroMQ's default is 1024). */
+    PullChannels(long receiveTimeoutNanos, long handshakeTimeoutNanos, BackgroundErrors errors,
+            SideChannelLimits limits, HealthMonitor health, MsgAllocator allocator, Consumer<String> addressLost,
+            int maxSockets) throws IOException {
+        this.maxSockets = maxSockets;
         this.receiveTimeoutNanos = receiveTimeoutNanos;
         this.handshakeTimeoutNanos = handshakeTimeoutNanos;
         this.errors = Objects.requireNonNull(errors, "errors");
@@ -241,6 +251,9 @@ final class PullChannels implements AutoCloseable {
 
     private ZMQ.Context newContext() {
         ZMQ.Context ctx = ZMQ.context(1);
+        if (maxSockets > 0) {
+            ctx.setMaxSockets(maxSockets);
+        }
         ctx.setUncaughtExceptionHandler((t, e) -> {
             ioThreadDeath = e;
             wake();
@@ -388,6 +401,7 @@ final class PullChannels implements AutoCloseable {
             active.add(pull);
         } catch (RuntimeException e) {
             closeSockets(pull, poller);
+            checkExhausted(e);
             pull.listener.onFailure("cannot connect to " + pull.address + ": " + e);
         }
     }
@@ -500,6 +514,7 @@ final class PullChannels implements AutoCloseable {
                 open(pull, poller);
             } catch (RuntimeException e) {
                 closeSockets(pull, poller);
+                checkExhausted(e);
                 pull.listener.onFailure("cannot connect to " + pull.address + ": " + e);
                 return false;
             }
@@ -639,6 +654,9 @@ final class PullChannels implements AutoCloseable {
             s.setLinger(0);
             s.bindToRandomPort("tcp://127.0.0.1");
         } catch (ZMQException e) {
+            if (checkExhausted(e)) {
+                return;
+            }
             // no IPv4 loopback? the handshake timer and the socket replacement still recover
             if (!nudgeFailed) {
                 nudgeFailed = true;
@@ -647,13 +665,47 @@ final class PullChannels implements AutoCloseable {
         }
     }
 
+    /**
+     * Reports a context without a free socket slot (JeroMQ's EMFILE; its limit is the context's
+     * {@code maxSockets}, not the OS's file limit) to the {@link HealthMonitor}: ERROR once, the
+     * worker unhealthy. True when {@code e} was that.
+     */
+    private boolean checkExhausted(RuntimeException e) {
+        if (!(e instanceof ZMQException z) || z.getErrorCode() != ZError.EMFILE) {
+            return false;
+        }
+        health.exhausted(thread.getName() + " (D side-channel ZMQ context)", String.format(Locale.ROOT,
+                "no free socket slot (at most %d sockets; %d pulls in flight, %d idle connections): sockets leak or "
+                + "too many pulls run at once; pulls fail until slots free up", context.getMaxSockets(),
+                active.size(), idle.values().stream().mapToInt(ArrayDeque::size).sum()), e);
+        return true;
+    }
+
     private static void closeIdle(Idle i, ZMQ.Poller poller) {
         if (poller != null) {
             poller.unregister(i.dealer());
             poller.unregister(i.monitor());
         }
-        i.dealer().close();
+        closeDealer(i.dealer());
         i.monitor().close();
+    }
+
+    /**
+     * Stops the DEALER's monitor, then closes it; the caller closes the monitor's PAIR afterwards.
+     * JeroMQ 0.6.0 writes each monitor event with a blocking send on its internal PAIR, on the
+     * context's I/O thread, and stops that monitor only when the closed DEALER is finally destroyed.
+     * A DEALER closed while it still emits events (reconnecting to a P that died: an event every
+     * reconnect interval) would have the I/O thread block for ever on a PAIR whose peer, our monitor
+     * socket, is gone: no handshake completes any more and no closed socket is ever reaped, so the
+     * context runs out of socket slots (EMFILE). {@code monitor(null, 0)} stops the monitor at once
+     * (later events are dropped) while our PAIR is still connected.
+     */
+    private static void closeDealer(ZMQ.Socket dealer) {
+        try {
+            dealer.monitor(null, 0);
+        } finally {
+            dealer.close();
+        }
     }
 
     private static void closeSockets(Pull pull, ZMQ.Poller poller) {
@@ -661,7 +713,7 @@ final class PullChannels implements AutoCloseable {
             if (poller != null) {
                 poller.unregister(pull.dealer);
             }
-            pull.dealer.close();
+            closeDealer(pull.dealer);
             pull.dealer = null;
         }
         if (pull.monitor != null) {
