@@ -312,7 +312,9 @@ public final class FakeDeviceMemory implements DeviceMemory, AutoCloseable {
     @Override
     public int deviceOf(long address) {
         for (DeviceBuffer b : allocations) {
-            if (b.spans(address, 0)) {
+            // inside [base, base + size): the first byte after a buffer may start the next mapping
+            // (a host buffer mapped right above it), which is not device memory
+            if (Long.compareUnsigned(address - b.base, b.size) < 0) {
                 return b.device;
             }
         }
