@@ -80,7 +80,10 @@ final class DemoCommand implements CliCommand {
                 "                        and --protocol tcp (GPU memory is staged through pinned host buffers)",
                 "  --gpu-id N            with --device cuda: the GPU of every P and D rank, default 0",
                 "  --p-gpu N, --d-gpu N  with --device cuda: the GPU of P's / D's ranks, default --gpu-id",
-                "  --timeout SECONDS     bound on the whole run, default " + d.timeout().toSeconds());
+                "  --timeout SECONDS     bound on the whole run, default " + d.timeout().toSeconds(),
+                "  --layerwise           P pushes each layer's KV while its prefill runs (layerwise_push)",
+                "  --layer-compute-us N  prefill compute per layer per 1k prompt tokens, in microseconds (spent",
+                "                        parked, like GPU time), default 0: the synthetic KV fill only");
     }
 
     @Override
@@ -155,9 +158,19 @@ final class DemoCommand implements CliCommand {
             throw new Flags.UsageException("--device cuda needs --protocol tcp: the mock engine copies KV with the "
                     + "CPU and would touch GPU memory directly");
         }
+        boolean layerwise = flags.bool("layerwise", false);
+        int layerUs = flags.intValue("layer-compute-us", 0);
+        if (layerUs < 0) {
+            throw new Flags.UsageException("--layer-compute-us must be >= 0, got " + layerUs);
+        }
+        if (layerwise && device.equals("cuda")) {
+            throw new Flags.UsageException("--layerwise needs --device cpu: the synthetic model writes GPU caches "
+                    + "in whole forward passes");
+        }
         flags.rejectUnknown();
         return new DemoRunner.Options(model, requests, promptTokens, shared, decode, pTp, dTp, protocol, numBlocks,
-                concurrency, seed, Duration.ofSeconds(timeout), device, pGpu, dGpu);
+                concurrency, seed, Duration.ofSeconds(timeout), device, pGpu, dGpu, layerwise,
+                Duration.ofNanos(layerUs * 1000L));
     }
 
     private static int nonNegative(Flags flags, String name, int def) {
