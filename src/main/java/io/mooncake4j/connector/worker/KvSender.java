@@ -71,6 +71,15 @@ import org.slf4j.LoggerFactory;
  * received, so a write that starts by then has that margin to finish before D may declare the load
  * failed. A wave that missed it is not written; its requests are reported in {@code err_reqs} with
  * {@link #STALE_WAVE_MESSAGE}.
+ *
+ * <p><b>Layer-wise push (issue 13).</b> With {@code layerwise_push}, a transfer whose prefill chunks
+ * are named in the step's metadata is written layer by layer as {@link #onLayerSaved} reports each
+ * layer (the rest of a chunk at {@link #onForwardDone}): to every D pull already there, and to a pull
+ * that arrives later all saved layers at once. Each such write passes the same staleness check, the
+ * same abandonment check and the same per-D pool share as a wave. The request joins a wave (and so
+ * D's {@code FINISH}) only when its last chunk is saved and every write of it landed; the first
+ * failed write stops its writes and fails it for D once (in {@code err_reqs}), when nothing of it is
+ * in flight. D's side and the messages are unchanged.
  */
 final class KvSender implements SideChannelHandler, SenderListener.Quiesce, AutoCloseable {
 
