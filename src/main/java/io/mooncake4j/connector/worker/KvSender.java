@@ -921,6 +921,10 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
             }
         } catch (TransferPlanningException | IllegalArgumentException | IllegalStateException e) {
             err = e.getMessage();
+        } catch (RuntimeException e) {
+            // a bug, reported; the request fails for D rather than landing with a layer missing
+            errors.report("sender loop", e);
+            err = "Error planning a layer-wise transfer: " + e;
         }
         if (err != null) {
             buf.clear();
