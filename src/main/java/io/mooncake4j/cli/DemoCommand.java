@@ -87,13 +87,17 @@ final class DemoCommand implements CliCommand {
                 "  --processes           run P, D, a kv_both reference and the proxy as separate JVMs",
                 "                        (bin/mooncake4j serve and proxy on 127.0.0.1), send the workload through the",
                 "                        proxy (every request streamed) and check every completion against the",
-                "                        reference; see docs/serving.md");
+                "                        reference; see docs/serving.md",
+                "  --layerwise           P pushes each layer's KV while its prefill runs (layerwise_push)",
+                "  --layer-compute-us N  prefill compute per layer per 1k prompt tokens, in microseconds (spent",
+                "                        parked, like GPU time), default 0: the synthetic KV fill only");
     }
 
     @Override
     public Set<String> flagNames() {
         return Set.of("model", "requests", "prompt-tokens", "shared-prefix", "decode-tokens", "p-tp", "d-tp", "engine",
-                "protocol", "num-blocks", "concurrency", "seed", "device", "gpu-id", "p-gpu", "d-gpu", "timeout", "processes");
+                "protocol", "num-blocks", "concurrency", "seed", "device", "gpu-id", "p-gpu", "d-gpu", "timeout", "processes",
+                "layerwise", "layer-compute-us");
     }
 
     @Override
@@ -181,10 +185,20 @@ final class DemoCommand implements CliCommand {
             throw new Flags.UsageException("--device cuda needs --engine tcp: the mock engine copies KV with the "
                     + "CPU and would touch GPU memory directly");
         }
+        boolean layerwise = flags.bool("layerwise", false);
+        int layerUs = flags.intValue("layer-compute-us", 0);
+        if (layerUs < 0) {
+            throw new Flags.UsageException("--layer-compute-us must be >= 0, got " + layerUs);
+        }
+        if (layerwise && device.equals("cuda")) {
+            throw new Flags.UsageException("--layerwise needs --device cpu: the synthetic model writes GPU caches "
+                    + "in whole forward passes");
+        }
         flags.rejectUnknown();
         flags.rejectPositional();
         return new DemoRunner.Options(model, requests, promptTokens, shared, decode, pTp, dTp, protocol, numBlocks,
-                concurrency, seed, Duration.ofSeconds(timeout), device, pGpu, dGpu);
+                concurrency, seed, Duration.ofSeconds(timeout), device, pGpu, dGpu, layerwise,
+                Duration.ofNanos(layerUs * 1000L));
     }
 
     /** {@code --engine}, or its other spelling {@code --protocol}; both given must agree. */

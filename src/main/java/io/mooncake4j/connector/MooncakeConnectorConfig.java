@@ -32,6 +32,9 @@ import java.util.UUID;
  * @param dpRank                 data-parallel rank
  * @param registrationRetries    extra attempts of a failed batch registration before giving up (default 1)
  * @param listenerReadyTimeout   how long {@code registerKvCaches} waits for the sender listener (default 30 s)
+ * @param layerwisePush          {@code kv_connector_extra_config.layerwise_push} (mooncake4j, default false): P pushes
+ *                               each layer's KV as the forward pass saves it ({@code saveKvLayer}) instead of the
+ *                               whole request after it finished; D and the wire are unchanged
  */
 public record MooncakeConnectorConfig(
         KvRole kvRole,
@@ -49,7 +52,8 @@ public record MooncakeConnectorConfig(
         int ppSize,
         int dpRank,
         int registrationRetries,
-        Duration listenerReadyTimeout) {
+        Duration listenerReadyTimeout,
+        boolean layerwisePush) {
 
     public static final String ENV_BOOTSTRAP_PORT = "VLLM_MOONCAKE_BOOTSTRAP_PORT";
     public static final String ENV_ABORT_REQUEST_TIMEOUT = "VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT";
@@ -177,6 +181,7 @@ public record MooncakeConnectorConfig(
         b.dpRank = dpRank;
         b.registrationRetries = registrationRetries;
         b.listenerReadyTimeout = listenerReadyTimeout;
+        b.layerwisePush = layerwisePush;
         return b;
     }
 
@@ -235,6 +240,14 @@ public record MooncakeConnectorConfig(
             if (bs != null) {
                 b.bootstrapServerAddress(bs);
             }
+            Object lw = extra.get("layerwise_push");
+            if (lw != null) {
+                if (!(lw instanceof Boolean v)) {
+                    throw new MooncakeConfigException("kv_connector_extra_config.layerwise_push",
+                            "kv_connector_extra_config.layerwise_push must be true or false, got " + Json.write(lw));
+                }
+                b.layerwisePush(v);
+            }
         }
         return b.environment(env);
     }
@@ -271,6 +284,7 @@ public record MooncakeConnectorConfig(
         private int dpRank;
         private int registrationRetries = 1;
         private Duration listenerReadyTimeout = Duration.ofSeconds(30);
+        private boolean layerwisePush;
 
         private Builder() {}
 
@@ -346,6 +360,12 @@ public record MooncakeConnectorConfig(
             return this;
         }
 
+        /** {@code kv_connector_extra_config.layerwise_push}: push each layer's KV as it is saved (P). */
+        public Builder layerwisePush(boolean v) {
+            layerwisePush = v;
+            return this;
+        }
+
         /** Applies {@code VLLM_MOONCAKE_BOOTSTRAP_PORT} and {@code VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT} when set. */
         public Builder environment(Map<String, String> env) {
             String port = env.get(ENV_BOOTSTRAP_PORT);
@@ -381,7 +401,8 @@ public record MooncakeConnectorConfig(
             }
             return new MooncakeConnectorConfig(kvRole, engineId, protocol, numWorkers, deviceName,
                     Optional.ofNullable(bootstrapServerAddress), bootstrapPort, abortRequestTimeout, hostname,
-                    tpRank, tpSize, ppRank, ppSize, dpRank, registrationRetries, listenerReadyTimeout);
+                    tpRank, tpSize, ppRank, ppSize, dpRank, registrationRetries, listenerReadyTimeout,
+                    layerwisePush);
         }
     }
 }

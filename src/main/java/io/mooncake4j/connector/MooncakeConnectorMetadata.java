@@ -62,7 +62,55 @@ public final class MooncakeConnectorMetadata {
         }
     }
 
+    /**
+     * A P prefill chunk whose layers the forward pass of this step saves (layer-wise push, a
+     * mooncake4j extension that never crosses the wire): the blocks of the request's prompt that
+     * are complete once this step's forward pass has written them and were not in an earlier chunk.
+     *
+     * @param transferId  the request's rendezvous key
+     * @param blockIds    P's block ids per transfer group: prompt blocks {@code [firstBlock,
+     *                    firstBlock + blockIds[g].length)}
+     * @param firstBlock  index in the prompt's block list of {@code blockIds[g][0]}
+     * @param totalBlocks blocks of the whole prompt (per group), to pair P's blocks with D's tail
+     * @param last        whether this chunk ends the prompt
+     */
+    public record LayerwiseChunk(String transferId, int[][] blockIds, int firstBlock, int totalBlocks, boolean last) {
+
+        public LayerwiseChunk {
+            Objects.requireNonNull(transferId, "transferId");
+            blockIds = BlockIds.copyOf(blockIds);
+            if (firstBlock < 0 || totalBlocks < 0) {
+                throw new IllegalArgumentException("firstBlock and totalBlocks must be >= 0, got " + firstBlock
+                        + ", " + totalBlocks);
+            }
+            for (int[] g : blockIds) {
+                if (firstBlock + g.length > totalBlocks) {
+                    throw new IllegalArgumentException("chunk blocks [" + firstBlock + ", " + (firstBlock + g.length)
+                            + ") exceed the prompt's " + totalBlocks + " blocks");
+                }
+            }
+        }
+
+        @Override
+        public boolean equals(Object o) {
+            return o instanceof LayerwiseChunk c && transferId.equals(c.transferId) && firstBlock == c.firstBlock
+                    && totalBlocks == c.totalBlocks && last == c.last && Arrays.deepEquals(blockIds, c.blockIds);
+        }
+
+        @Override
+        public int hashCode() {
+            return Objects.hash(transferId, firstBlock, totalBlocks, last) * 31 + Arrays.deepHashCode(blockIds);
+        }
+
+        @Override
+        public String toString() {
+            return "(" + transferId + ", " + BlockIds.toString(blockIds) + ", first=" + firstBlock + ", total="
+                    + totalBlocks + (last ? ", last)" : ")");
+        }
+    }
+
     private final Map<String, Map<String, PullReqMeta>> reqsToRecv = new LinkedHashMap<>();
+    private final Map<String, LayerwiseChunk> layerwiseChunks = new LinkedHashMap<>();
     private final Map<String, ReqToSend> reqsToSend = new LinkedHashMap<>();
     private Set<String> reqsNotProcessed = new LinkedHashSet<>();
 
@@ -124,25 +172,38 @@ public final class MooncakeConnectorMetadata {
         reqsNotProcessed = new LinkedHashSet<>(transferIds);
     }
 
-    /** Whether nothing is to be received, sent or forgotten. */
+    /** Files the prefill chunk of P request {@code requestId} that this step computes (layer-wise push). */
+    public void addLayerwiseChunk(String requestId, LayerwiseChunk chunk) {
+        layerwiseChunks.put(Objects.requireNonNull(requestId, "requestId"), Objects.requireNonNull(chunk, "chunk"));
+    }
+
+    /** Layer-wise push: P request id → the prefill chunk this step's forward pass saves. */
+    public Map<String, LayerwiseChunk> layerwiseChunks() {
+        return Collections.unmodifiableMap(layerwiseChunks);
+    }
+
+    /** Whether nothing is to be received, sent, saved or forgotten. */
     public boolean isEmpty() {
-        return reqsToRecv.isEmpty() && reqsToSend.isEmpty() && reqsNotProcessed.isEmpty();
+        return reqsToRecv.isEmpty() && reqsToSend.isEmpty() && reqsNotProcessed.isEmpty()
+                && layerwiseChunks.isEmpty();
     }
 
     @Override
     public boolean equals(Object o) {
         return o instanceof MooncakeConnectorMetadata m && reqsToRecv.equals(m.reqsToRecv)
-                && reqsToSend.equals(m.reqsToSend) && reqsNotProcessed.equals(m.reqsNotProcessed);
+                && reqsToSend.equals(m.reqsToSend) && reqsNotProcessed.equals(m.reqsNotProcessed)
+                && layerwiseChunks.equals(m.layerwiseChunks);
     }
 
     @Override
     public int hashCode() {
-        return Objects.hash(reqsToRecv, reqsToSend, reqsNotProcessed);
+        return Objects.hash(reqsToRecv, reqsToSend, reqsNotProcessed, layerwiseChunks);
     }
 
     @Override
     public String toString() {
         return "MooncakeConnectorMetadata[reqsToRecv=" + reqsToRecv + ", reqsToSend=" + reqsToSend
-                + ", reqsNotProcessed=" + reqsNotProcessed + "]";
+                + ", reqsNotProcessed=" + reqsNotProcessed
+                + (layerwiseChunks.isEmpty() ? "" : ", layerwiseChunks=" + layerwiseChunks) + "]";
     }
 }

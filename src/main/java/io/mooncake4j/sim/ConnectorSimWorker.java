@@ -111,6 +111,16 @@ public final class ConnectorSimWorker implements SimWorker {
     }
 
     @Override
+    public void saveKvLayer(String layerName) {
+        worker.saveKvLayer(layerName);
+    }
+
+    @Override
+    public void waitForSave() {
+        worker.waitForSave();
+    }
+
+    @Override
     public TransferResults getTransferResults() {
         var r = worker.getTransferResults();
         return new TransferResults(r.finishedSending(), r.finishedRecving(), r.failedRecving());

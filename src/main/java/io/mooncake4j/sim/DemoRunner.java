@@ -67,12 +67,20 @@ public final class DemoRunner {
      * @param device             where the KV caches live: {@code cpu} (host memory) or {@code cuda}
      * @param pGpu               with {@code cuda}: the GPU of every P rank
      * @param dGpu               with {@code cuda}: the GPU of every D rank
+     * @param layerwise          P pushes each layer's KV as its prefill writes it ({@code layerwise_push})
+     * @param layerCompute       the prefill's compute per layer per 1024 prompt tokens
+     *                           ({@link SimEngine#layerCompute}); zero: the KV fill only
      */
     public record Options(ModelPreset model, int requests, int promptTokens, int sharedPrefixTokens,
                           int decodeTokens, int pTp, int dTp, String protocol, int numBlocks, int concurrency,
-                          long seed, Duration timeout, String device, int pGpu, int dGpu) {
+                          long seed, Duration timeout, String device, int pGpu, int dGpu, boolean layerwise,
+                          Duration layerCompute) {
 
         public Options {
+            Objects.requireNonNull(layerCompute, "layerCompute");
+            if (layerCompute.isNegative()) {
+                throw new IllegalArgumentException("layer compute must be >= 0, got " + layerCompute);
+            }
             Objects.requireNonNull(model, "model");
             Objects.requireNonNull(protocol, "protocol");
             Objects.requireNonNull(timeout, "timeout");
@@ -95,6 +103,14 @@ public final class DemoRunner {
             if (sharedPrefixTokens < 0 || sharedPrefixTokens > promptTokens) {
                 throw new IllegalArgumentException("shared prefix must be within 0.." + promptTokens);
             }
+        }
+
+        /** Options with whole-request push and no per-layer compute cost. */
+        public Options(ModelPreset model, int requests, int promptTokens, int sharedPrefixTokens, int decodeTokens,
+                int pTp, int dTp, String protocol, int numBlocks, int concurrency, long seed, Duration timeout,
+                String device, int pGpu, int dGpu) {
+            this(model, requests, promptTokens, sharedPrefixTokens, decodeTokens, pTp, dTp, protocol, numBlocks,
+                    concurrency, seed, timeout, device, pGpu, dGpu, false, Duration.ZERO);
         }
 
         /** Options with KV caches in host memory ({@code device} {@code cpu}). */
@@ -270,12 +286,13 @@ public final class DemoRunner {
                     .bootstrapServerAddress(bootstrapHostPort)
                     .abortRequestTimeout(Duration.ofSeconds(60));
             MooncakeConnectorConfig pCfg = base.kvRole(KvRole.KV_PRODUCER).engineId("demo-prefill")
-                    .tp(0, o.pTp()).build();
+                    .tp(0, o.pTp()).layerwisePush(o.layerwise()).build();
             MooncakeConnectorConfig dCfg = base.kvRole(KvRole.KV_CONSUMER).engineId("demo-decode")
                     .tp(0, o.dTp()).build();
             try (SimEngine p = SimEngine.start(pCfg, o.model(), pBlocks, limits, workers.factory(o.protocol()), pPlace);
                  SimEngine d = SimEngine.start(dCfg, o.model(), dBlocks, limits, workers.factory(o.protocol()),
                          dPlace)) {
+                p.layerCompute(o.layerCompute());
                 String engineId = SimProxy.resolveEngineId(url, 0);
                 progress.printf(Locale.ROOT, "bootstrap server %s; P %s: tp %d, %d blocks/rank, %s KV in %s; "
                         + "D %s: tp %d, %d blocks/rank, %s KV in %s%n", url, engineId, o.pTp(), pBlocks,

@@ -213,6 +213,8 @@ public final class SimEngine implements AutoCloseable {
     private volatile boolean stopping;
     private volatile Throwable failure;
     private volatile Snapshot snapshot = new Snapshot(0, 0, 0, 0, 0, 0, 0, 0);
+    /** Compute cost of one layer per 1024 prompt tokens computed, in nanoseconds (0: the KV fill only). */
+    private volatile long layerComputeNanosPer1k;
 
     // step-loop state
     private final ArrayDeque<SimRequest> waiting = new ArrayDeque<>();
@@ -313,6 +315,26 @@ public final class SimEngine implements AutoCloseable {
                 config.engineId(), config.kvRole().wireName(), preset.name(), config.tpSize(), numBlocks,
                 (long) numBlocks * e.blockSize, io.mooncake4j.internal.sys.Bytes.human(e.kvBytes()), placement);
         return e;
+    }
+
+    /**
+     * The per-layer compute model of the prefill: besides writing each layer's KV, every layer of a
+     * forward pass costs {@code perLayerPer1kTokens} for each 1024 prompt tokens it computes (scaled
+     * linearly). The cost is spent parked, not spinning, as a GPU's compute leaves the host's cores
+     * free. With {@code layerwise_push} on, the engine calls {@code saveKvLayer} after each layer and
+     * {@code waitForSave} after the last, so P's transfer overlaps the rest of the prefill. Any thread;
+     * applies from the next step.
+     */
+    public void layerCompute(Duration perLayerPer1kTokens) {
+        if (perLayerPer1kTokens.isNegative()) {
+            throw new IllegalArgumentException("layer compute must be >= 0, got " + perLayerPer1kTokens);
+        }
+        layerComputeNanosPer1k = perLayerPer1kTokens.toNanos();
+    }
+
+    /** Whether prefill pushes KV layer by layer ({@code layerwise_push} on, host caches, full attention). */
+    public boolean layerwise() {
+        return scheduler.layerwisePush() && !placement.onGpu();
     }
 
     /** How the model picks its tokens. */
@@ -483,6 +505,17 @@ public final class SimEngine implements AutoCloseable {
                 budget -= r.numTokens - r.numComputedTokens;
             }
         }
+        boolean layerwise = layerwise();
+        long prefillTokens = 0;
+        for (SimRequest r : scheduled) {
+            if (r.numComputedTokens < r.prompt.length) {
+                prefillTokens += r.numTokens - r.numComputedTokens;
+                if (layerwise) {
+                    scheduler.recordPrefillChunk(r, r.blocks, r.numComputedTokens, r.numTokens);
+                }
+            }
+        }
+        long layerCost = prefillTokens == 0 ? 0 : layerComputeNanosPer1k * prefillTokens / 1024;
         MooncakeConnectorMetadata meta = scheduler.buildConnectorMeta();
         // ---- worker side: start_load_kv, forward, get_finished (per rank, as each rank's model runner does)
         List<SimWorker.TransferResults> results = new ArrayList<>(workers.size());
@@ -492,6 +525,57 @@ public final class SimEngine implements AutoCloseable {
             // keeps per-pull bookkeeping (pull_tasks_count, failed) in the PullReqMeta objects
             w.startLoadKv(rank == 0 ? meta : copyOf(meta));
             SyntheticModel m = models.get(rank);
+            if (layerwise && !scheduled.isEmpty()) {
+                forwardLayerwise(w, m, scheduled, layerCost);
+            } else {
+                forwardWhole(m, scheduled);
+                compute(layerCost * m.numLayers());
+            }
+            results.add(w.getTransferResults());
+            invalidBlocks.addAll(w.getBlockIdsWithLoadErrors());
+            w.getKvConnectorStats().ifPresent(stats::aggregate);
+        }
+        SimWorker.TransferResults merged = aggregator.aggregate(results);
+        return update(scheduled, merged, admitted);
+    }
+
+    /** One rank's forward pass, layer by layer, telling the worker after each layer and at the end. */
+    private void forwardLayerwise(SimWorker w, SyntheticModel m, List<SimRequest> scheduled, long layerCost) {
+        boolean digest = sampling == Sampling.KV;
+        long[] layerDigest = new long[scheduled.size()];
+        for (int l = 0; l < m.numLayers(); l++) {
+            for (int i = 0; i < scheduled.size(); i++) {
+                SimRequest r = scheduled.get(i);
+                boolean dg = digest && !r.kvDigestKnown;
+                layerDigest[i] += m.forwardLayer(l, r.hashes, r.blocks, r.numComputedTokens, r.numTokens, dg);
+            }
+            compute(layerCost);
+            w.saveKvLayer(m.layerName(l));
+        }
+        w.waitForSave();
+        if (digest) {
+            for (int i = 0; i < scheduled.size(); i++) {
+                SimRequest r = scheduled.get(i);
+                if (!r.kvDigestKnown) {
+                    r.kvDigest += layerDigest[i] + m.kvDigest(r.hashes, r.blocks, 0, r.numComputedTokens);
+                }
+            }
+        }
+    }
+
+    /** Spends {@code nanos} of simulated accelerator time (parked: the host's cores stay free). */
+    private static void compute(long nanos) {
+        if (nanos <= 0) {
+            return;
+        }
+        long deadline = System.nanoTime() + nanos;
+        for (long left = nanos; left > 0; left = deadline - System.nanoTime()) {
+            java.util.concurrent.locks.LockSupport.parkNanos(left);
+        }
+    }
+
+    private void forwardWhole(SyntheticModel m, List<SimRequest> scheduled) {
+        {
             for (SimRequest r : scheduled) {
                 if (sampling == Sampling.KV && !r.kvDigestKnown) {
                     // the prompt's KV: computed now (digested as written) after the cached prefix (read)
@@ -501,11 +585,10 @@ public final class SimEngine implements AutoCloseable {
                     m.forward(r.hashes, r.blocks, r.numComputedTokens, r.numTokens);
                 }
             }
-            results.add(w.getTransferResults());
-            invalidBlocks.addAll(w.getBlockIdsWithLoadErrors());
-            w.getKvConnectorStats().ifPresent(stats::aggregate);
         }
-        SimWorker.TransferResults merged = aggregator.aggregate(results);
+    }
+
+    private boolean update(List<SimRequest> scheduled, SimWorker.TransferResults merged, boolean admitted) {
         // ---- update from output
         boolean changed = admitted || !scheduled.isEmpty();
         for (SimRequest r : scheduled) {
@@ -574,6 +657,7 @@ public final class SimEngine implements AutoCloseable {
         }
         meta.reqsToSend().forEach((id, send) -> c.addNewReq(id, send.localBlockIds(),
                 Map.of(KvTransferParams.TRANSFER_ID, send.transferId()), false));
+        meta.layerwiseChunks().forEach(c::addLayerwiseChunk);
         c.setReqsNotProcessed(meta.reqsNotProcessed());
         return c;
     }

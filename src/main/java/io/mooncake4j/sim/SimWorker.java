@@ -19,6 +19,12 @@ public interface SimWorker extends AutoCloseable {
     /** Hands this step's scheduler metadata to the worker; must not block on the network. */
     void startLoadKv(MooncakeConnectorMetadata metadata);
 
+    /** vLLM's {@code save_kv_layer}: layer {@code layerName} of this step's KV is written (default: nothing). */
+    default void saveKvLayer(String layerName) {}
+
+    /** vLLM's {@code wait_for_save}: this step's forward pass ended (default: nothing). */
+    default void waitForSave() {}
+
     /** vLLM's {@code get_transfer_results()}: what finished since the previous call (sets, never null). */
     TransferResults getTransferResults();
 

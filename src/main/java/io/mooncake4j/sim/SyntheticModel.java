@@ -312,6 +312,37 @@ public final class SyntheticModel implements AutoCloseable {
         return d;
     }
 
+    /** The number of layers (in registration order, as {@link #layerName} numbers them). */
+    public int numLayers() {
+        return layers.size();
+    }
+
+    /** The registered name of layer {@code l} (what {@code saveKvLayer} is told). */
+    public String layerName(int l) {
+        return layers.get(l).name();
+    }
+
+    /**
+     * The forward pass of layer {@code l} alone over positions {@code [fromPos, toPos)} (layer-wise
+     * prefill; host caches only): writes that layer's KV as {@link #forward} does, and with
+     * {@code digest} returns its part of the KV digest.
+     *
+     * @throws IllegalStateException for GPU caches (they are written by whole forward passes)
+     */
+    public long forwardLayer(int l, long[] prefixHashes, int[][] blockIds, int fromPos, int toPos, boolean digest) {
+        checkRange(prefixHashes, fromPos, toPos);
+        if (copier != null) {
+            throw new IllegalStateException("layer-wise forward needs host caches");
+        }
+        LayerView v = layers.get(l);
+        long d = 0;
+        for (int pos = fromPos; pos < toPos; pos++) {
+            int block = blockFor(blockIds, v, pos);
+            d += writeRuns(v.segment, v.block0Offset + block * v.blockStride, prefixHashes[pos], l, pos, digest);
+        }
+        return d;
+    }
+
     /**
      * Writes position {@code pos}'s runs of layer {@code l} into a block whose page starts at
      * {@code blockBase} of {@code seg}; with {@code digest}, returns their part of the KV digest.

@@ -86,6 +86,10 @@ public final class MooncakeConnectorScheduler {
     private final boolean hasMamba;
     private final int[] blocksPerSw;
 
+    private final boolean layerwise;
+    /** Layer-wise push: P request id → index of its first prompt block not yet in a chunk. */
+    private final Map<String, Integer> layerwiseNextBlock = new HashMap<>();
+    private Map<String, MooncakeConnectorMetadata.LayerwiseChunk> layerwiseChunks = new LinkedHashMap<>();
     private Map<String, Pending> reqsNeedRecv = new LinkedHashMap<>();
     private Map<String, Pending> reqsNeedSend = new LinkedHashMap<>();
     private Set<String> reqsNotProcessed = new LinkedHashSet<>();
@@ -131,9 +135,16 @@ public final class MooncakeConnectorScheduler {
                 blocksPerSw[i] = ceilDiv(spec.slidingWindow(), spec.blockSize()) + 1;
             }
         }
+        boolean lw = config.layerwisePush() && isKvProducer;
+        if (lw && (hmaRequired || hasMamba)) {
+            LOG.warn("layerwise_push is on but the KV cache has sliding-window or Mamba groups; P pushes whole "
+                    + "requests after they finish (layer-wise push needs full-attention groups only)");
+            lw = false;
+        }
+        this.layerwise = lw;
         LOG.info("Initializing Mooncake Transfer Engine Scheduler {} (role {}, {} KV group(s), hma_required={}, "
-                + "collision_guard={})", engineId, kvRole.wireName(), groups.size(), hmaRequired,
-                options.transferIdCollisionGuard());
+                + "collision_guard={}, layerwise_push={})", engineId, kvRole.wireName(), groups.size(), hmaRequired,
+                options.transferIdCollisionGuard(), layerwise);
     }
 
     private static int ceilDiv(int a, int b) {
@@ -241,6 +252,65 @@ public final class MooncakeConnectorScheduler {
         }
     }
 
+    /**
+     * Layer-wise push (mooncake4j; a no-op unless {@code layerwise_push} is on and this engine
+     * produces KV): the embedder schedules prompt positions {@code [computedBefore, computedAfter)}
+     * of {@code request} for this step's forward pass. For a {@code do_remote_decode} request with a
+     * transfer id, files in the next {@link #buildConnectorMeta()} the chunk of prompt blocks that is
+     * complete after this step and was not in an earlier chunk (the first chunk includes the blocks of
+     * a local prefix-cache hit; the last one the partial tail block), so that the worker's
+     * {@code saveKvLayer} can push each layer of them as soon as it is written.
+     *
+     * @param blockIds the request's prompt blocks per KV-cache group (at least the blocks up to
+     *                 {@code computedAfter})
+     */
+    public void recordPrefillChunk(Request request, int[][] blockIds, int computedBefore, int computedAfter) {
+        Objects.requireNonNull(blockIds, "blockIds");
+        if (!layerwise) {
+            return;
+        }
+        Map<String, Object> raw = request.kvTransferParams();
+        if (KvTransferParams.isNullOrEmpty(raw)) {
+            return;
+        }
+        KvTransferParams params = KvTransferParams.wrap(raw);
+        if (!params.doRemoteDecode() || !params.hasTransferId()) {
+            return;
+        }
+        int prompt = request.numPromptTokens();
+        if (computedBefore < 0 || computedAfter < computedBefore || computedAfter > prompt) {
+            throw new ConnectorException(String.format(Locale.ROOT, "request %s: prefill chunk [%d, %d) outside its "
+                    + "%d prompt tokens", request.requestId(), computedBefore, computedAfter, prompt));
+        }
+        int total = ceilDiv(prompt, blockSize);
+        boolean last = computedAfter == prompt;
+        int first = layerwiseNextBlock.getOrDefault(request.requestId(), 0);
+        int end = last ? total : computedAfter / blockSize;
+        if (last) {
+            layerwiseNextBlock.remove(request.requestId());
+        } else {
+            layerwiseNextBlock.put(request.requestId(), Math.max(first, end));
+        }
+        if (end <= first && !last) {
+            return; // no block completed this step
+        }
+        int[][] chunk = new int[blockIds.length][];
+        for (int g = 0; g < blockIds.length; g++) {
+            if (blockIds[g].length < end) {
+                throw new ConnectorException(String.format(Locale.ROOT, "request %s: prefill chunk needs %d blocks in "
+                        + "group %d, got %d", request.requestId(), end, g, blockIds[g].length));
+            }
+            chunk[g] = Arrays.copyOfRange(blockIds[g], Math.min(first, end), end);
+        }
+        layerwiseChunks.put(request.requestId(), new MooncakeConnectorMetadata.LayerwiseChunk(params.transferId(),
+                chunk, Math.min(first, end), total, last));
+    }
+
+    /** Whether {@link #recordPrefillChunk} files chunks (layer-wise push on, full-attention groups only). */
+    public boolean layerwisePush() {
+        return layerwise;
+    }
+
     /** All three keys a pull needs, present with a non-null value. */
     private static boolean hasPullKeys(KvTransferParams params) {
         return params.remoteEngineId() != null && params.remoteBootstrapAddr() != null
@@ -309,6 +379,9 @@ public final class MooncakeConnectorScheduler {
                 }
             }
             meta.setReqsNotProcessed(notProcessed);
+            Map<String, MooncakeConnectorMetadata.LayerwiseChunk> chunks = layerwiseChunks;
+            layerwiseChunks = new LinkedHashMap<>();
+            chunks.forEach(meta::addLayerwiseChunk);
             Map<String, String> aborted = abortedOwners;
             abortedOwners = new HashMap<>();
             aborted.forEach(this::release);
@@ -365,6 +438,7 @@ public final class MooncakeConnectorScheduler {
      */
     public RequestFinishedResult requestFinished(Request request, int[][] blockIds) {
         Objects.requireNonNull(blockIds, "blockIds");
+        layerwiseNextBlock.remove(request.requestId());
         Map<String, Object> raw = request.kvTransferParams();
         if (LOG.isDebugEnabled()) {
             LOG.debug("MooncakeConnector request_finished: request {}, status {}, kv_transfer_params={}",

@@ -19,6 +19,7 @@ import io.mooncake4j.connector.worker.plan.TransferTopology;
 import io.mooncake4j.engine.TransferEngine;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.Iterator;
@@ -70,6 +71,15 @@ import org.slf4j.LoggerFactory;
  * received, so a write that starts by then has that margin to finish before D may declare the load
  * failed. A wave that missed it is not written; its requests are reported in {@code err_reqs} with
  * {@link #STALE_WAVE_MESSAGE}.
+ *
+ * <p><b>Layer-wise push (issue 13).</b> With {@code layerwise_push}, a transfer whose prefill chunks
+ * are named in the step's metadata is written layer by layer as {@link #onLayerSaved} reports each
+ * layer (the rest of a chunk at {@link #onForwardDone}): to every D pull already there, and to a pull
+ * that arrives later all saved layers at once. Each such write passes the same staleness check, the
+ * same abandonment check and the same per-D pool share as a wave. The request joins a wave (and so
+ * D's {@code FINISH}) only when its last chunk is saved and every write of it landed; the first
+ * failed write stops its writes and fails it for D once (in {@code err_reqs}), when nothing of it is
+ * in flight. D's side and the messages are unchanged.
  */
 final class KvSender implements SideChannelHandler, SenderListener.Quiesce, AutoCloseable {
 
@@ -133,10 +143,35 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
     private final Map<String, Integer> inFlightByPeer = new HashMap<>();
     private final Map<String, ArrayDeque<Runnable>> queuedByPeer = new HashMap<>();
 
+    // layer-wise push (sender-loop state)
+    private final boolean layerwise;
+    /** The distinct registered layer names, in registration order: a chunk is saved when all of them are. */
+    private final List<String> layerNames;
+    private final Set<String> layerNameSet;
+    /** The chunks of the current forward pass (from the step's metadata), until {@link #onForwardDone}. */
+    private List<Segment> stepSegments = new ArrayList<>();
+    private final Set<String> unknownLayersLogged = new HashSet<>();
+    private final LongAdder layerJobs = new LongAdder();
+
     KvSender(String engineLabel, TransferEngine engine, MooncakeKvConnectorStats stats, BackgroundErrors errors,
             ScheduledExecutorService loop, int numWorkers, LongSupplier clock, long abortNanos, int localPpSize,
             TransferPlanner planner, List<TransferRegion> localRegions, ToIntFunction<String> groupOfLayer,
             Function<String, LayerLayout> layoutOfLayer, SideChannelLimits limits) {
+        this(engineLabel, engine, stats, errors, loop, numWorkers, clock, abortNanos, localPpSize, planner,
+                localRegions, groupOfLayer, layoutOfLayer, limits, false);
+    }
+
+    KvSender(String engineLabel, TransferEngine engine, MooncakeKvConnectorStats stats, BackgroundErrors errors,
+            ScheduledExecutorService loop, int numWorkers, LongSupplier clock, long abortNanos, int localPpSize,
+            TransferPlanner planner, List<TransferRegion> localRegions, ToIntFunction<String> groupOfLayer,
+            Function<String, LayerLayout> layoutOfLayer, SideChannelLimits limits, boolean layerwise) {
+        this.layerwise = layerwise;
+        LinkedHashSet<String> names = new LinkedHashSet<>();
+        for (TransferRegion r : localRegions) {
+            names.add(r.layerName());
+        }
+        this.layerNames = List.copyOf(names);
+        this.layerNameSet = Set.copyOf(names);
         this.engineLabel = engineLabel;
         this.limits = limits;
         this.perPeerShare = limits.transfersPerPeer(numWorkers);
@@ -182,6 +217,12 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
         boolean waveScheduled;
         // read by the transfer pool before it writes: a wave of an ended pull is never written
         volatile boolean done;
+        /** Layer-wise push: D request id → its layer-wise progress (requests pushed whole have none). */
+        final Map<String, Target> lwTargets = new HashMap<>();
+        /** Layer-wise writes of this pull on the pool or queued for its share. */
+        int lwInflight;
+        /** The prepared region pairs of each local layer, built on first use. */
+        Map<String, PreparedRegions> byLayer;
 
         Pull(byte[] identity, ReplySink reply, MooncakeXferMetadata meta, PreparedRegions regions, int paired,
                 String peer, long bytes) {
@@ -358,6 +399,13 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
         }
         activePulls.add(pull);
         pend(pull);
+        if (layerwise) {
+            for (Map.Entry<String, SendBlockMeta> e : pull.pending.entrySet()) {
+                if (e.getValue().layerwise != null) {
+                    addTarget(pull, e.getKey(), e.getValue());
+                }
+            }
+        }
         for (Map.Entry<String, SendBlockMeta> e : pull.pending.entrySet()) {
             String dReqId = e.getKey();
             e.getValue().ready.thenRunAsync(() -> onReady(pull, dReqId), loop)
@@ -390,8 +438,8 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
     }
 
     private void onReady(Pull pull, String dReqId) {
-        if (pull.done || !pull.pending.containsKey(dReqId)) {
-            return;
+        if (pull.done || !pull.pending.containsKey(dReqId) || pull.lwTargets.containsKey(dReqId)) {
+            return; // a layer-wise request is ready when its last layer landed (checkLanded)
         }
         pull.readyNow.add(dReqId);
         scheduleWave(pull);
@@ -411,6 +459,10 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
         if (pull.done || pull.busy || !pull.readyNow.isEmpty()) {
             return; // a wave is due; it re-arms the timeout
         }
+        if (pull.lwInflight > 0) {
+            armTimeout(pull); // answer only once no layer-wise write of this pull is running
+            return;
+        }
         List<String> ids = new ArrayList<>(pull.pending.keySet());
         LOG.warn("Timeout waiting for P side ready: {}", ids);
         send(pull.reply, MooncakeXferResponse.of(MooncakeXferResponseStatus.FINISH, null, ids, READY_TIMEOUT_MESSAGE));
@@ -419,6 +471,11 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
 
     private void end(Pull pull) {
         pull.done = true;
+        for (Target t : pull.lwTargets.values()) {
+            if (t.sm.layerwise != null) {
+                t.sm.layerwise.targets.remove(t);
+            }
+        }
         if (pull.timeout != null) {
             pull.timeout.cancel(false);
         }
@@ -443,6 +500,7 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
         }
         List<Ready> ready = new ArrayList<>(pull.readyNow.size());
         List<String> errReqs = new ArrayList<>();
+        List<Ready> lwDone = new ArrayList<>(); // layer-wise: already written (or failed), nothing to plan
         String errMsg = null;
         for (String dReqId : pull.readyNow) {
             SendBlockMeta sm = pull.pending.remove(dReqId);
@@ -455,7 +513,16 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
                             localPpSize);
                     LOG.debug("need_send of {} resolved to {}", sm.transferId, sm.needSend);
                 }
-                ready.add(new Ready(dReqId, sm, pull.remoteBlocks.get(dReqId)));
+                Target t = pull.lwTargets.get(dReqId);
+                if (t == null) {
+                    ready.add(new Ready(dReqId, sm, pull.remoteBlocks.get(dReqId)));
+                } else {
+                    lwDone.add(new Ready(dReqId, sm, pull.remoteBlocks.get(dReqId)));
+                    if (t.failed != null) {
+                        errReqs.add(dReqId);
+                        errMsg = errMsg == null ? t.failed : errMsg;
+                    }
+                }
             } else {
                 LOG.warn("Request {} expired before sending on P side.", dReqId);
                 errReqs.add(dReqId);
@@ -474,6 +541,9 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
             for (Ready r : ready) {
                 r.sendMeta.sending--;
             }
+            for (Ready r : lwDone) {
+                r.sendMeta.sending--;
+            }
             LOG.error("Error processing Mooncake xfer request: {}", e.getMessage());
             replyError(pull.reply, e.getMessage());
             end(pull);
@@ -483,6 +553,7 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
         if (errMsg == null) {
             errMsg = planErrors.errMsg();
         }
+        ready.addAll(lwDone);
         if (buf.isEmpty()) {
             finishWave(pull, ready, errReqs, errMsg, status, 0);
             return;
@@ -621,7 +692,9 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
                 continue; // failed pulls do not count; P keeps the blocks until expiry
             }
             sm.sent++;
-            if (sm.sent == sm.needSend && reqsNeedSend.remove(sm.transferId, sm)) {
+            if (sm.sent == sm.needSend && sm.layerwise != null && !sm.ready.isDone()) {
+                sm.sentEarly = true; // landed before request_finished: reported when it comes
+            } else if (sm.sent == sm.needSend && reqsNeedSend.remove(sm.transferId, sm)) {
                 finishedSendingReqs.add(sm.pReqId);
             }
         }
@@ -634,6 +707,382 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
         } else {
             armTimeout(pull);
         }
+    }
+
+    // ------------------------------------------------------------------------------ layer-wise push
+
+    /** Layer-wise state of one transfer ({@link SendBlockMeta#layerwise}); sender loop only. */
+    static final class Layerwise {
+        final List<Segment> segments = new ArrayList<>();
+        /** Saved (chunk, layers) pairs in save order; every target writes them in this order. */
+        final List<Event> events = new ArrayList<>();
+        final List<Target> targets = new ArrayList<>();
+        /** The last chunk has every layer saved: nothing more will be written for this transfer. */
+        boolean allSaved;
+    }
+
+    /** One prefill chunk of a transfer: prompt blocks {@code [first, first + local[g].length)} of {@code total}. */
+    private static final class Segment {
+        final SendBlockMeta sm;
+        final int[][] local;
+        final int first;
+        final int total;
+        final boolean last;
+        final Set<String> saved = new HashSet<>();
+        boolean complete;
+
+        Segment(SendBlockMeta sm, int[][] local, int first, int total, boolean last) {
+            this.sm = sm;
+            this.local = local;
+            this.first = first;
+            this.total = total;
+            this.last = last;
+        }
+    }
+
+    private record Event(Segment segment, List<String> layers) {}
+
+    /** One D request of one pull that is pushed layer by layer. */
+    private static final class Target {
+        final Pull pull;
+        final String dReqId;
+        final SendBlockMeta sm;
+        final int[][] remote;
+        /** Events of {@link Layerwise#events} submitted so far. */
+        int cursor;
+        int inflight;
+        /** The first failure, reported to D once; nothing more is written for this request. */
+        String failed;
+        boolean landed;
+
+        Target(Pull pull, String dReqId, SendBlockMeta sm, int[][] remote) {
+            this.pull = pull;
+            this.dReqId = dReqId;
+            this.sm = sm;
+            this.remote = remote;
+        }
+    }
+
+    /**
+     * The step's metadata named the prefill chunks this forward pass saves (sender loop, before the
+     * step's {@link #onLayerSaved} calls). Chunks of the previous step that were never closed by
+     * {@link #onForwardDone} are closed first (their missing layers are pushed whole).
+     */
+    void recordLayerwiseChunks(Map<String, MooncakeConnectorMetadata.LayerwiseChunk> chunks) {
+        if (!layerwise) {
+            return;
+        }
+        onForwardDone();
+        for (Map.Entry<String, MooncakeConnectorMetadata.LayerwiseChunk> e : chunks.entrySet()) {
+            MooncakeConnectorMetadata.LayerwiseChunk c = e.getValue();
+            SendBlockMeta sm = reqsNeedSend.get(c.transferId());
+            if (sm == null || sm.isPlaceholder() || sm.ready.isDone()) {
+                LOG.debug("layer-wise chunk of {} (transfer {}) ignored: not a pending send of a live P request",
+                        e.getKey(), c.transferId());
+                continue;
+            }
+            Layerwise lw = sm.layerwise;
+            if (lw == null) {
+                lw = new Layerwise();
+                sm.layerwise = lw;
+                for (Pull pull : activePulls) { // D pulled before P started the prefill
+                    for (Map.Entry<String, SendBlockMeta> pe : pull.pending.entrySet()) {
+                        if (pe.getValue() == sm) {
+                            addTarget(pull, pe.getKey(), sm);
+                        }
+                    }
+                }
+            } else if (lw.allSaved) {
+                LOG.debug("layer-wise chunk of {} after its last chunk; ignored", e.getKey());
+                continue;
+            }
+            Segment seg = new Segment(sm, c.blockIds(), c.firstBlock(), c.totalBlocks(), c.last());
+            lw.segments.add(seg);
+            stepSegments.add(seg);
+        }
+    }
+
+    /** vLLM's {@code save_kv_layer}: layer {@code layerName} of this step's chunks is written (sender loop). */
+    void onLayerSaved(String layerName) {
+        if (!layerwise || stepSegments.isEmpty()) {
+            return;
+        }
+        if (!layerNameSet.contains(layerName)) {
+            if (unknownLayersLogged.size() < MAX_DISTINCT_REJECTIONS && unknownLayersLogged.add(layerName)) {
+                LOG.warn("saveKvLayer({}): not a registered KV layer; ignored (its chunk's layers go at "
+                        + "waitForSave)", layerName);
+            }
+            return;
+        }
+        for (Segment seg : stepSegments) {
+            if (!seg.complete && seg.saved.add(layerName)) {
+                emit(seg, List.of(layerName));
+                if (seg.saved.size() == layerNames.size()) {
+                    complete(seg);
+                }
+            }
+        }
+    }
+
+    /** vLLM's {@code wait_for_save}: the forward pass ended; layers not saved yet go now (sender loop). */
+    void onForwardDone() {
+        List<Segment> segs = stepSegments;
+        stepSegments = new ArrayList<>();
+        for (Segment seg : segs) {
+            if (seg.complete) {
+                continue;
+            }
+            List<String> missing = new ArrayList<>();
+            for (String l : layerNames) {
+                if (seg.saved.add(l)) {
+                    missing.add(l);
+                }
+            }
+            if (!missing.isEmpty()) {
+                emit(seg, missing);
+            }
+            complete(seg);
+        }
+    }
+
+    private void emit(Segment seg, List<String> layers) {
+        Layerwise lw = seg.sm.layerwise;
+        lw.events.add(new Event(seg, layers));
+        for (Target t : new ArrayList<>(lw.targets)) {
+            pump(t);
+        }
+    }
+
+    private void complete(Segment seg) {
+        seg.complete = true;
+        Layerwise lw = seg.sm.layerwise;
+        if (seg.last) {
+            lw.allSaved = true;
+        }
+        for (Target t : new ArrayList<>(lw.targets)) {
+            checkLanded(t);
+        }
+    }
+
+    /** {@code request_finished} came before the last chunk was saved: whatever was not pushed goes whole. */
+    private void closeLayerwise(SendBlockMeta sm, int[][] blockIds) {
+        Layerwise lw = sm.layerwise;
+        if (lw == null || lw.allSaved) {
+            return;
+        }
+        LOG.warn("transfer {} finished on P before its last layer-wise chunk was saved; pushing its KV whole",
+                sm.transferId);
+        int total = 0;
+        for (int[] g : blockIds) {
+            total = Math.max(total, g.length);
+        }
+        stepSegments.removeIf(s -> s.sm == sm);
+        Segment seg = new Segment(sm, blockIds, 0, total, true);
+        lw.segments.add(seg);
+        seg.saved.addAll(layerNames);
+        emit(seg, layerNames);
+        complete(seg);
+    }
+
+    /** Pushes {@code dReqId} of {@code pull} layer by layer when its blocks pair with P's (else: whole, as today). */
+    private void addTarget(Pull pull, String dReqId, SendBlockMeta sm) {
+        int[][] remote = pull.remoteBlocks.get(dReqId);
+        Layerwise lw = sm.layerwise;
+        if (remote == null || lw == null || pull.lwTargets.containsKey(dReqId)) {
+            return;
+        }
+        boolean any = false;
+        for (int[] g : remote) {
+            any |= g.length > 0;
+        }
+        if (!any) {
+            return; // nothing to write: the whole-request path answers it
+        }
+        Target t = new Target(pull, dReqId, sm, remote);
+        pull.lwTargets.put(dReqId, t);
+        lw.targets.add(t);
+        pump(t);
+    }
+
+    /** Submits every saved event {@code t} has not written yet as one write (sender loop). */
+    private void pump(Target t) {
+        Pull pull = t.pull;
+        Layerwise lw = t.sm.layerwise;
+        if (pull.done || t.landed || t.failed != null || t.cursor >= lw.events.size()) {
+            checkLanded(t);
+            return;
+        }
+        buf.clear();
+        String err = null;
+        try {
+            while (t.cursor < lw.events.size() && err == null) {
+                Event ev = lw.events.get(t.cursor++);
+                err = planEvent(t, ev);
+            }
+        } catch (TransferPlanningException | IllegalArgumentException | IllegalStateException e) {
+            err = e.getMessage();
+        } catch (RuntimeException e) {
+            // a bug, reported; the request fails for D rather than landing with a layer missing
+            errors.report("sender loop", e);
+            err = "Error planning a layer-wise transfer: " + e;
+        }
+        if (err != null) {
+            buf.clear();
+            t.failed = err;
+            checkLanded(t);
+            return;
+        }
+        if (buf.isEmpty()) {
+            checkLanded(t);
+            return;
+        }
+        String session = pull.meta.remoteHostname() + ":" + pull.meta.remotePort();
+        long[] src = buf.copySrc();
+        long[] dst = buf.copyDst();
+        long[] len = buf.copyLen();
+        long bytes = buf.totalBytes();
+        buf.clear();
+        t.inflight++;
+        pull.lwInflight++;
+        t.sm.sending++; // blocks expiry while P writes from these blocks
+        layerJobs.increment();
+        long contact = pull.lastContact;
+        String peer = pull.peer;
+        Runnable job = () -> {
+            int ret;
+            writing.incrementAndGet();
+            try {
+                if (pull.done) {
+                    ret = ABANDONED;
+                } else if (clock.getAsLong() - contact - abortNanos > 0) {
+                    ret = STALE;
+                } else {
+                    ret = sendBlocks(session, src, dst, len, bytes);
+                }
+            } finally {
+                writing.decrementAndGet();
+            }
+            try {
+                loop.execute(errors.guarded("sender loop", () -> {
+                    releaseShare(peer);
+                    onLayerWritten(t, ret);
+                }));
+            } catch (RejectedExecutionException e) {
+                LOG.debug("sender loop stopped; dropping the result of a layer-wise transfer to {}", session);
+            }
+        };
+        int inFlight = inFlightByPeer.getOrDefault(peer, 0);
+        if (inFlight >= perPeerShare) {
+            wavesQueuedForShare.increment();
+            queuedByPeer.computeIfAbsent(peer, k -> new ArrayDeque<>()).addLast(job);
+            return;
+        }
+        inFlightByPeer.put(peer, inFlight + 1);
+        submit(peer, job, () -> onLayerWritten(t, -1));
+    }
+
+    /** Appends the descriptors of {@code ev} for {@code t} to {@link #buf}; a per-request error, or null. */
+    private String planEvent(Target t, Event ev) {
+        Segment seg = ev.segment();
+        int groups = t.remote.length;
+        if (seg.local.length != groups) {
+            return TransferPlanner.KV_GROUP_COUNT_MISMATCH;
+        }
+        int[][] loc = new int[groups][];
+        int[][] rem = new int[groups][];
+        boolean any = false;
+        for (int g = 0; g < groups; g++) {
+            int[] rg = t.remote[g];
+            int offset = seg.total - rg.length; // D's prefix hit: P's first blocks pair with nothing
+            if (offset < 0) {
+                return TransferPlanner.P_NUM_BLOCKS_LESS_THAN_D;
+            }
+            int[] lg = seg.local[g];
+            int skip = Math.max(0, offset - seg.first);
+            int n = Math.max(0, lg.length - skip);
+            loc[g] = Arrays.copyOfRange(lg, Math.min(skip, lg.length), lg.length);
+            rem[g] = n == 0 ? new int[0] : Arrays.copyOfRange(rg, seg.first + skip - offset, seg.first + skip - offset + n);
+            any |= n > 0;
+        }
+        if (!any) {
+            return null;
+        }
+        Map<String, PreparedRegions> byLayer = regionsByLayer(t.pull);
+        for (String layer : ev.layers()) {
+            PreparedRegions pr = byLayer.get(layer);
+            if (pr == null) {
+                continue; // not a layer this D holds (pipeline-parallel partial layers)
+            }
+            String err = planner.planRequest(t.dReqId, loc, rem, pr, buf);
+            if (err != null) {
+                return err;
+            }
+        }
+        return null;
+    }
+
+    private Map<String, PreparedRegions> regionsByLayer(Pull pull) {
+        if (pull.byLayer == null) {
+            Map<String, List<TransferRegion>> loc = new LinkedHashMap<>();
+            Map<String, List<TransferRegion>> rem = new LinkedHashMap<>();
+            List<TransferRegion> l = pull.regions.local();
+            List<TransferRegion> r = pull.regions.remote();
+            for (int i = 0; i < l.size(); i++) {
+                loc.computeIfAbsent(l.get(i).layerName(), k -> new ArrayList<>()).add(l.get(i));
+                rem.computeIfAbsent(l.get(i).layerName(), k -> new ArrayList<>()).add(r.get(i));
+            }
+            Map<String, PreparedRegions> out = new HashMap<>();
+            for (Map.Entry<String, List<TransferRegion>> e : loc.entrySet()) {
+                out.put(e.getKey(), planner.preparePairs(e.getValue(), rem.get(e.getKey()), pull.meta.remoteTpRank(),
+                        pull.meta.remoteTpSize()));
+            }
+            pull.byLayer = out;
+        }
+        return pull.byLayer;
+    }
+
+    private void onLayerWritten(Target t, int ret) {
+        t.inflight--;
+        t.pull.lwInflight--;
+        t.sm.sending--;
+        if (ret != 0 && t.failed == null) {
+            if (ret == STALE) {
+                staleWaves.increment();
+                t.failed = STALE_WAVE_MESSAGE;
+            } else if (ret == ABANDONED) {
+                t.failed = ABANDONED_MESSAGE;
+            } else {
+                t.failed = "Mooncake transfer engine returned " + ret;
+            }
+            LOG.warn("Layer-wise write of {} to D {} failed: {}", t.dReqId, t.pull.peer, t.failed);
+        }
+        if (t.failed == null) {
+            pump(t);
+        } else {
+            checkLanded(t);
+        }
+    }
+
+    /** Every byte of {@code t} landed, or it failed and nothing of it is in flight: its wave can answer D. */
+    private void checkLanded(Target t) {
+        if (t.landed || t.pull.done || t.inflight > 0) {
+            return;
+        }
+        Layerwise lw = t.sm.layerwise;
+        if (t.failed == null && !(lw.allSaved && t.cursor == lw.events.size())) {
+            return;
+        }
+        t.landed = true;
+        lw.targets.remove(t);
+        if (t.pull.pending.containsKey(t.dReqId)) {
+            t.pull.readyNow.add(t.dReqId);
+            scheduleWave(t.pull);
+        }
+    }
+
+    /** Layer-wise writes submitted (one per pump of a target), for diagnostics and tests. */
+    long layerwiseWrites() {
+        return layerJobs.sum();
     }
 
     // ------------------------------------------------------------------------------ bookkeeping
@@ -659,7 +1108,11 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
                 sm.pReqId = pReqId;
                 sm.localBlockIds = blockIds;
                 sm.expireNanos = now + abortNanos;
+                closeLayerwise(sm, blockIds);
                 sm.ready.complete(null);
+                if (sm.sentEarly && reqsNeedSend.remove(transferId, sm)) {
+                    finishedSendingReqs.add(pReqId);
+                }
             } else { // from update_state_after_alloc
                 SendBlockMeta sm = reqsNeedSend.get(transferId);
                 if (sm == null) {
@@ -681,6 +1134,7 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
                 LOG.warn("Transfer {} was aborted after its blocks were recorded", transferId);
             }
         }
+        recordLayerwiseChunks(metadata.layerwiseChunks());
     }
 
     /** vLLM's {@code fetch_finished_sending_reqs} with expiry (§6.12); placeholders expire too (§15 #3 fixed). */

@@ -379,7 +379,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
                     KvReceiver.ints(reg.registeredGroupIndices()), groupOfLayer());
             sender = new KvSender(config.engineId(), engine, xferStats, backgroundErrors, l.senderLoop(),
                     config.numWorkers(), nanoClock, config.abortRequestTimeout().toNanos(), config.ppSize(), planner,
-                    local, groupOfLayer(), layoutOfLayer(), sideChannelLimits);
+                    local, groupOfLayer(), layoutOfLayer(), sideChannelLimits, config.layerwisePush());
         }
         long timeoutMs = config.listenerReadyTimeout().toMillis();
         int port;
@@ -511,7 +511,8 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
                 r.post("receiver loop", () -> r.startLoadKv(metadata.reqsToRecv()));
             }
         }
-        if (!isKvConsumer && (!metadata.reqsToSend().isEmpty() || !metadata.reqsNotProcessed().isEmpty())) {
+        if (!isKvConsumer && (!metadata.reqsToSend().isEmpty() || !metadata.reqsNotProcessed().isEmpty()
+                || !metadata.layerwiseChunks().isEmpty())) {
             KvSender s = sender;
             Executor loop = senderLoopOrNull();
             if (s == null || loop == null) {
@@ -525,6 +526,47 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
                     backgroundErrors.report("startLoadKv", e);
                 }
             }
+        }
+    }
+
+    /**
+     * vLLM's {@code save_kv_layer}, called by the model runner after attention layer
+     * {@code layerName} has written this step's KV (for GPU caches: once that write is complete on
+     * the device). With {@code layerwise_push} on, P starts writing that layer of this step's
+     * prefill chunks ({@link MooncakeConnectorMetadata#layerwiseChunks()}) to every D whose pull has
+     * arrived; a pull that arrives later gets the layers saved so far at once. Returns at once; a
+     * no-op on D, with {@code layerwise_push} off, or when the step has no chunks.
+     */
+    public void saveKvLayer(String layerName) {
+        Objects.requireNonNull(layerName, "layerName");
+        postLayerwise("saveKvLayer", s -> s.onLayerSaved(layerName));
+    }
+
+    /**
+     * vLLM's {@code wait_for_save}, called at the end of the forward pass: the layers of this step's
+     * chunks that {@link #saveKvLayer} did not name are pushed now, and the chunk that ends a prompt
+     * lets P answer D ({@code FINISH}) as soon as its last byte landed. Does not wait for the writes
+     * (D learns of them through the side channel); a no-op where {@link #saveKvLayer} is.
+     */
+    public void waitForSave() {
+        postLayerwise("waitForSave", KvSender::onForwardDone);
+    }
+
+    private void postLayerwise(String what, java.util.function.Consumer<KvSender> action) {
+        if (isKvConsumer || !config.layerwisePush()) {
+            return;
+        }
+        KvSender s = sender;
+        Executor loop = senderLoopOrNull();
+        if (s == null || loop == null) {
+            backgroundErrors.report(what, new IllegalStateException(what
+                    + " before registerKvCaches (or after close); ignored"));
+            return;
+        }
+        try {
+            loop.execute(backgroundErrors.guarded("sender loop", () -> action.accept(s)));
+        } catch (RejectedExecutionException e) {
+            backgroundErrors.report(what, e);
         }
     }
 

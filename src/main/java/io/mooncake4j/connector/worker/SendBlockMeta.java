@@ -32,6 +32,10 @@ final class SendBlockMeta {
     int sending;
     /** D pulls now waiting for {@link #ready}; a placeholder does not expire while one waits. */
     int waiters;
+    /** Layer-wise push state ({@code KvSender.Layerwise}); null when the request is pushed whole. */
+    KvSender.Layerwise layerwise;
+    /** Every D pull landed (layer-wise) before {@code request_finished}: report finished when it comes. */
+    boolean sentEarly;
 
     SendBlockMeta(String pReqId, String transferId, int[][] localBlockIds, long createdNanos) {
         this.pReqId = pReqId;

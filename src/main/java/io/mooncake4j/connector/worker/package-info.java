@@ -35,6 +35,13 @@
  * {@link io.mooncake4j.connector.worker.MooncakeConnectorWorker#health()}. P never starts a write
  * after D may have abandoned the blocks (the rule is in {@code docs/differences-from-vllm.md}).
  *
+ * <p><b>Layer-wise push (issue 13, opt-in: {@code kv_connector_extra_config.layerwise_push}).</b>
+ * {@code saveKvLayer} and {@code waitForSave} (the model runner's thread) only post to the sender
+ * loop, which pairs each saved layer of the step's prefill chunks with every D pull already there
+ * and hands its descriptors to the transfer pool under the same staleness check and per-D share as a
+ * wave; a request is answered ({@code FINISH}/{@code CONTINUE}, unchanged messages) once its last
+ * layer landed, or once a failed layer's request has nothing left in flight.
+ *
  * <p><b>Thread-safety.</b> Value types here are immutable. {@code MooncakeConnectorWorker} is
  * driven by one caller thread (vLLM's worker main thread: {@code registerKvCaches},
  * {@code startLoadKv}, {@code getFinished}, …); {@code close()} and the accessors may be called

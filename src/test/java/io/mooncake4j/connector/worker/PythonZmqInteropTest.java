@@ -166,6 +166,42 @@ class PythonZmqInteropTest {
     }
 
     @Test
+    void pythonDealerPullsFromALayerwiseRouterAndGetsTheSameFinish(@TempDir Path dir) throws Exception {
+        try (PdTestbed bed = new PdTestbed().abortTimeout(Duration.ofSeconds(30))) {
+            PdTestbed.Node p = bed.node(io.mooncake4j.connector.KvRole.KV_PRODUCER, "P", 0, 1, null,
+                    c -> c.layerwisePush(true), b -> { });
+            PdTestbed.Node d = bed.consumer("D", 0, 1);
+            p.fill(2, 3);
+            p.step(announce("p1", "X"));
+            Process py = python(dir, PY_DEALER, Integer.toString(p.worker.sideChannelPort()),
+                    vllmMetadata(d, "d1", "X", 5, 6));
+            try (BufferedReader out = new BufferedReader(new InputStreamReader(py.getInputStream(),
+                    StandardCharsets.UTF_8))) {
+                bed.awaitAll(() -> p.worker.diagnostics().activeSends() == 1, Duration.ofSeconds(20),
+                        "the Python pull at P");
+                io.mooncake4j.connector.MooncakeConnectorMetadata m = new io.mooncake4j.connector.MooncakeConnectorMetadata();
+                m.addLayerwiseChunk("p1", new io.mooncake4j.connector.MooncakeConnectorMetadata.LayerwiseChunk("X",
+                        new int[][] {{2, 3}}, 0, 2, true));
+                p.step(m);
+                for (int l = 0; l < PdTestbed.MODEL.numLayers(); l++) {
+                    p.worker.saveKvLayer(PdTestbed.MODEL.layerName(l));
+                }
+                p.worker.waitForSave();
+                String line = out.readLine();
+                assertTrue(py.waitFor(30, TimeUnit.SECONDS), "the Python DEALER did not exit");
+                assertEquals(0, py.exitValue(), "Python DEALER failed; its reply line: " + line);
+                assertEquals(Map.of("status", 0L, "ok_reqs", List.of("d1")), Json.parseObject(line));
+            } finally {
+                py.destroyForcibly();
+            }
+            p.step(finished("p1", "X", 2, 3));
+            bed.awaitAll(() -> p.finishedSending.contains("p1"), Duration.ofSeconds(20), "P frees p1");
+            PdTestbed.assertSameTpCopy(p, 2, d, 5);
+            PdTestbed.assertSameTpCopy(p, 3, d, 6);
+        }
+    }
+
+    @Test
     void ourDealerPullsFromAPythonRouterThatAnswersFinish(@TempDir Path dir) throws Exception {
         Process py = python(dir, PY_ROUTER);
         try (BufferedReader out = new BufferedReader(new InputStreamReader(py.getInputStream(),

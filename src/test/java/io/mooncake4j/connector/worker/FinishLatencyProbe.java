@@ -1,0 +1,68 @@
+package io.mooncake4j.connector.worker;
+
+import static io.mooncake4j.connector.worker.PdTestbed.announce;
+import static io.mooncake4j.connector.worker.PdTestbed.finished;
+import static io.mooncake4j.connector.worker.PdTestbed.pull;
+
+import io.mooncake4j.engine.testing.EngineMethod;
+import io.mooncake4j.engine.testing.ScriptedTransferEngine;
+import java.time.Duration;
+import java.util.Arrays;
+import java.util.Locale;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * How soon D's embedder sees a finished load (issue 13): P writes one block, answers FINISH, and
+ * D's {@code getFinished} is called in a tight loop as an embedder's step would; the probe reports
+ * the time from the start of P's write (its engine call; the one-block copy itself takes
+ * microseconds) to the first {@code getFinished} that names the request. That span contains P's
+ * write, P's loop hand-off, the ZMQ round to D, D's receiver loop and the {@code getFinished} hop,
+ * so it bounds "FINISH arrived at D → getFinished sees it" from above. Not a test; run:
+ *
+ * <pre>
+ * java --enable-native-access=ALL-UNNAMED -cp target/test-classes:target/classes:$(cat target/test.classpath) \
+ *     io.mooncake4j.connector.worker.FinishLatencyProbe [requests]
+ * </pre>
+ */
+public final class FinishLatencyProbe {
+
+    private FinishLatencyProbe() {
+    }
+
+    public static void main(String[] args) {
+        int n = args.length > 0 ? Integer.parseInt(args[0]) : 200;
+        AtomicLong writeStart = new AtomicLong();
+        long[] lat = new long[n];
+        try (PdTestbed bed = new PdTestbed().abortTimeout(Duration.ofSeconds(60))) {
+            bed.engines(() -> new ScriptedTransferEngine().copyData(true).beforeEach(c -> {
+                if (c.method() == EngineMethod.BATCH_TRANSFER_SYNC_WRITE) {
+                    writeStart.set(System.nanoTime());
+                }
+            }));
+            PdTestbed.Node p = bed.producer("P", 0, 1, null);
+            PdTestbed.Node d = bed.consumer("D", 0, 1);
+            for (int i = -20; i < n; i++) { // 20 warm-up requests
+                String t = "X" + i;
+                p.step(announce("p" + i, t));
+                p.step(finished("p" + i, t, 1));
+                d.step(pull("d" + i, t, "P", p.bootstrapUrl(), 2));
+                long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
+                while (!d.worker.getFinished().finishedRecving().contains("d" + i)) {
+                    if (System.nanoTime() - deadline > 0) {
+                        throw new IllegalStateException("d" + i + " not finished within 20 s");
+                    }
+                    Thread.onSpinWait();
+                }
+                long seen = System.nanoTime();
+                if (i >= 0) {
+                    lat[i] = seen - writeStart.get();
+                }
+                bed.awaitAll(() -> p.finishedSending.contains("p" + t.substring(1)), Duration.ofSeconds(20), "sent");
+            }
+        }
+        Arrays.sort(lat);
+        System.out.printf(Locale.ROOT, "P write start -> D getFinished sees it, %d one-block requests: p50 %.3f ms, "
+                + "p90 %.3f ms, p99 %.3f ms, max %.3f ms%n", n, lat[n / 2] / 1e6, lat[n * 9 / 10] / 1e6,
+                lat[Math.min(n - 1, n * 99 / 100)] / 1e6, lat[n - 1] / 1e6);
+    }
+}

@@ -1,0 +1,232 @@
+package io.mooncake4j.connector.worker;
+
+import static io.mooncake4j.connector.worker.PdTestbed.announce;
+import static io.mooncake4j.connector.worker.PdTestbed.finished;
+import static io.mooncake4j.connector.worker.PdTestbed.pull;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.mooncake4j.connector.KvRole;
+import io.mooncake4j.connector.MooncakeConnectorMetadata;
+import io.mooncake4j.engine.TransferEngines;
+import io.mooncake4j.engine.testing.EngineMethod;
+import io.mooncake4j.engine.testing.ScriptedTransferEngine;
+import java.time.Duration;
+import java.util.Set;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * Layer-wise push (issue 13): P writes each layer of a prefill chunk as {@code saveKvLayer} names
+ * it, D's side and the wire are unchanged, and the correctness rules of whole-request sends hold.
+ */
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
+class LayerwisePushTest {
+
+    private static final Duration WAIT = Duration.ofSeconds(20);
+    private static final int LAYERS = PdTestbed.MODEL.numLayers();
+
+    private static PdTestbed.Node layerwiseProducer(PdTestbed bed) {
+        return bed.node(KvRole.KV_PRODUCER, "P", 0, 1, null, c -> c.layerwisePush(true), b -> { });
+    }
+
+    /** This step's prefill chunk of P request {@code pReq}: prompt blocks [first, first+blocks) of total. */
+    private static MooncakeConnectorMetadata chunk(String pReq, String transferId, int first, int total, boolean last,
+            int... blocks) {
+        MooncakeConnectorMetadata m = new MooncakeConnectorMetadata();
+        m.addLayerwiseChunk(pReq, new MooncakeConnectorMetadata.LayerwiseChunk(transferId, new int[][] {blocks},
+                first, total, last));
+        return m;
+    }
+
+    private static void saveLayers(PdTestbed.Node p, int from, int to) {
+        for (int l = from; l < to; l++) {
+            p.worker.saveKvLayer(PdTestbed.MODEL.layerName(l));
+        }
+    }
+
+    private static int writes(PdTestbed.Node p) {
+        return p.engine.callCount(EngineMethod.BATCH_TRANSFER_SYNC_WRITE);
+    }
+
+    @Test
+    void layerwiseBytesEqualWholeRequestBytesAndFinishComesOnlyAfterTheLastLayer() {
+        try (PdTestbed bed = new PdTestbed()) {
+            PdTestbed.Node p = layerwiseProducer(bed);
+            PdTestbed.Node whole = bed.consumer("DW", 0, 1);
+            PdTestbed.Node lw = bed.consumer("DL", 0, 1);
+            p.fill(1, 2, 3, 9);
+            // the same P blocks under two transfers: X pushed whole (no chunk), Y layer by layer
+            p.step(announce("pw", "X"));
+            p.step(announce("pl", "Y"));
+            whole.step(pull("dw", "X", "P", p.bootstrapUrl(), 5, 6, 7, 20));
+            lw.step(pull("dl", "Y", "P", p.bootstrapUrl(), 5, 6, 7, 20));
+            bed.awaitAll(() -> p.worker.diagnostics().activeSends() == 2, WAIT, "both pulls at P");
+            p.step(chunk("pl", "Y", 0, 4, true, 1, 2, 3, 9));
+            saveLayers(p, 0, LAYERS - 1);
+            bed.awaitAll(() -> writes(p) == LAYERS - 1, WAIT, "the first layers written");
+            // P cannot have answered D yet: its FINISH needs the last layer
+            lw.poll();
+            assertFalse(lw.finishedRecving.contains("dl"), "D finished before P saved the last layer");
+            saveLayers(p, LAYERS - 1, LAYERS);
+            p.worker.waitForSave();
+            bed.awaitAll(() -> lw.finishedRecving.contains("dl"), WAIT, "dl received");
+            assertEquals(LAYERS, writes(p), "one write per layer, nothing at request_finished");
+            p.step(finished("pw", "X", 1, 2, 3, 9));
+            p.step(finished("pl", "Y", 1, 2, 3, 9));
+            bed.awaitAll(() -> whole.finishedRecving.contains("dw") && p.finishedSending.equals(Set.of("pw", "pl")),
+                    WAIT, "dw received, both sends finished");
+            assertEquals(LAYERS + 1, writes(p), "request_finished of Y wrote nothing more");
+            for (int b : new int[] {5, 6, 7, 20}) {
+                for (int l = 0; l < LAYERS; l++) {
+                    assertEquals(-1, whole.block(l, b).mismatch(lw.block(l, b)), "layer " + l + " block " + b);
+                }
+            }
+            PdTestbed.assertSameTpCopy(p, 9, lw, 20);
+            assertTrue(lw.failedRecving.isEmpty() && lw.blocksWithLoadErrors.isEmpty());
+            assertEquals(0, p.worker.diagnostics().pendingTransfers());
+        }
+    }
+
+    @Test
+    void aPullArrivingAfterSomeLayersGetsThemAtOnceThenTheRest() {
+        try (PdTestbed bed = new PdTestbed()) {
+            PdTestbed.Node p = layerwiseProducer(bed);
+            PdTestbed.Node d = bed.consumer("D", 0, 1);
+            p.fill(1, 2, 3);
+            p.step(announce("p1", "X"));
+            p.step(chunk("p1", "X", 0, 3, true, 1, 2, 3));
+            saveLayers(p, 0, 2);
+            d.step(pull("d1", "X", "P", p.bootstrapUrl(), 4, 5, 6));
+            bed.awaitAll(() -> writes(p) == 1, WAIT, "the saved layers in one write");
+            assertEquals(2 * 3 / 3, p.engine.calls(EngineMethod.BATCH_TRANSFER_SYNC_WRITE).getFirst().longs(1).length,
+                    "two layers, one coalesced run each");
+            saveLayers(p, 2, LAYERS);
+            p.worker.waitForSave();
+            bed.awaitAll(() -> d.finishedRecving.contains("d1"), WAIT, "d1 received");
+            p.step(finished("p1", "X", 1, 2, 3));
+            bed.awaitAll(() -> p.finishedSending.contains("p1"), WAIT, "p1 finished sending");
+            PdTestbed.assertSameTpCopy(p, 1, d, 4);
+            PdTestbed.assertSameTpCopy(p, 2, d, 5);
+            PdTestbed.assertSameTpCopy(p, 3, d, 6);
+            assertEquals(Set.of("p1"), p.finishedSending, "finished once");
+        }
+    }
+
+    @Test
+    void chunkedPrefillSendsFinishedChunksAndPairsWithDsPrefixHit() {
+        try (PdTestbed bed = new PdTestbed()) {
+            PdTestbed.Node p = layerwiseProducer(bed);
+            PdTestbed.Node d = bed.consumer("D", 0, 1);
+            p.fill(1, 2, 3, 9);
+            p.step(announce("p1", "X"));
+            // D holds the first prompt block already: it pulls 3 of P's 4
+            d.step(pull("d1", "X", "P", p.bootstrapUrl(), 6, 7, 20));
+            bed.awaitAll(() -> p.worker.diagnostics().activeSends() == 1, WAIT, "pull at P");
+            p.step(chunk("p1", "X", 0, 4, false, 1, 2));
+            saveLayers(p, 0, LAYERS);
+            p.worker.waitForSave();
+            bed.awaitAll(() -> writes(p) == LAYERS, WAIT, "chunk 1 written layer by layer");
+            d.poll();
+            assertFalse(d.finishedRecving.contains("d1"), "not finished after a non-last chunk");
+            p.step(chunk("p1", "X", 2, 4, true, 3, 9));
+            p.worker.waitForSave(); // no saveKvLayer: the forward pass's end pushes every layer at once
+            bed.awaitAll(() -> d.finishedRecving.contains("d1"), WAIT, "d1 received");
+            assertEquals(LAYERS + 1, writes(p));
+            PdTestbed.assertSameTpCopy(p, 2, d, 6);
+            PdTestbed.assertSameTpCopy(p, 3, d, 7);
+            PdTestbed.assertSameTpCopy(p, 9, d, 20);
+            assertTrue(d.failedRecving.isEmpty());
+            p.step(finished("p1", "X", 1, 2, 3, 9));
+            bed.awaitAll(() -> p.finishedSending.contains("p1"), WAIT, "p1 finished sending");
+        }
+    }
+
+    @Test
+    void aFailingLayerFailsTheRequestForDOnceAndNothingMoreIsWritten() {
+        try (PdTestbed bed = new PdTestbed().abortTimeout(Duration.ofSeconds(30))) {
+            bed.engines(() -> {
+                ScriptedTransferEngine e = new ScriptedTransferEngine().copyData(true);
+                e.script(EngineMethod.BATCH_TRANSFER_SYNC_WRITE).failNthCall(2, -1);
+                return e;
+            });
+            PdTestbed.Node p = layerwiseProducer(bed);
+            bed.engines(() -> new ScriptedTransferEngine().copyData(true));
+            PdTestbed.Node d = bed.consumer("D", 0, 1);
+            p.fill(1, 2);
+            p.step(announce("p1", "X"));
+            d.step(pull("d1", "X", "P", p.bootstrapUrl(), 4, 5));
+            bed.awaitAll(() -> p.worker.diagnostics().activeSends() == 1, WAIT, "pull at P");
+            p.step(chunk("p1", "X", 0, 2, true, 1, 2));
+            saveLayers(p, 0, 1);
+            bed.awaitAll(() -> writes(p) == 1, WAIT, "layer 0 written");
+            saveLayers(p, 1, 2); // the engine fails this one
+            // D hears of the failure before the prefill ends: P answers once nothing of it is in flight
+            bed.awaitAll(() -> d.finishedRecving.contains("d1"), WAIT, "d1 ended");
+            assertEquals(Set.of(4, 5), d.blocksWithLoadErrors, "D hears the failure as a failed load");
+            saveLayers(p, 2, LAYERS);
+            p.worker.waitForSave();
+            bed.awaitAll(() -> p.worker.diagnostics().activeSends() == 0, WAIT, "pull ended");
+            assertEquals(2, writes(p), "no layer written after the failed one");
+            p.step(finished("p1", "X", 1, 2));
+            // a second poll round: D reports the request once, P does not count it as sent
+            bed.awaitAll(() -> p.worker.diagnostics().activeSends() == 0, WAIT, "pull ended");
+            d.finishedRecving.clear();
+            d.poll();
+            assertFalse(d.finishedRecving.contains("d1"), "reported once");
+            d.blocksWithLoadErrors.clear();
+            d.poll();
+            assertTrue(d.blocksWithLoadErrors.isEmpty(), "load errors reported once");
+            assertTrue(p.finishedSending.isEmpty(), "a failed pull does not count as sent");
+        }
+    }
+
+    @Test
+    void overTheTcpEngineLayerwiseBytesLand() {
+        try (PdTestbed bed = new PdTestbed().engines(() -> TransferEngines.create("tcp"))) {
+            PdTestbed.Node p = layerwiseProducer(bed);
+            PdTestbed.Node d = bed.consumer("D", 0, 1);
+            p.fill(1, 2, 3, 9);
+            p.step(announce("p1", "X"));
+            d.step(pull("d1", "X", "P", p.bootstrapUrl(), 5, 6, 7, 20));
+            p.step(chunk("p1", "X", 0, 4, false, 1, 2));
+            saveLayers(p, 0, LAYERS);
+            p.worker.waitForSave();
+            p.step(chunk("p1", "X", 2, 4, true, 3, 9));
+            saveLayers(p, 0, LAYERS);
+            p.worker.waitForSave();
+            bed.awaitAll(() -> d.finishedRecving.contains("d1"), WAIT, "d1 received");
+            p.step(finished("p1", "X", 1, 2, 3, 9));
+            bed.awaitAll(() -> p.finishedSending.contains("p1"), WAIT, "p1 finished sending");
+            PdTestbed.assertSameTpCopy(p, 1, d, 5);
+            PdTestbed.assertSameTpCopy(p, 2, d, 6);
+            PdTestbed.assertSameTpCopy(p, 3, d, 7);
+            PdTestbed.assertSameTpCopy(p, 9, d, 20);
+            assertTrue(d.failedRecving.isEmpty());
+        }
+    }
+
+    @Test
+    void requestFinishedBeforeTheLastChunkPushesTheRestWhole() {
+        try (PdTestbed bed = new PdTestbed()) {
+            PdTestbed.Node p = layerwiseProducer(bed);
+            PdTestbed.Node d = bed.consumer("D", 0, 1);
+            p.fill(1, 2);
+            p.step(announce("p1", "X"));
+            d.step(pull("d1", "X", "P", p.bootstrapUrl(), 4, 5));
+            p.step(chunk("p1", "X", 0, 2, false, 1));
+            saveLayers(p, 0, 1);
+            p.worker.waitForSave();
+            // the embedder never files the last chunk: request_finished closes the layer-wise push
+            p.step(finished("p1", "X", 1, 2));
+            bed.awaitAll(() -> d.finishedRecving.contains("d1") && p.finishedSending.contains("p1"), WAIT,
+                    "d1 received, p1 sent");
+            PdTestbed.assertSameTpCopy(p, 1, d, 4);
+            PdTestbed.assertSameTpCopy(p, 2, d, 5);
+            assertTrue(d.failedRecving.isEmpty());
+        }
+    }
+
+}

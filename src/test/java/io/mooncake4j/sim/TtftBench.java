@@ -1,0 +1,218 @@
+package io.mooncake4j.sim;
+
+import io.mooncake4j.connector.KvRole;
+import io.mooncake4j.connector.MooncakeConnectorConfig;
+import io.mooncake4j.connector.bootstrap.BootstrapAddresses;
+import io.mooncake4j.connector.bootstrap.MooncakeBootstrapServer;
+import io.mooncake4j.memory.ModelPreset;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Locale;
+import java.util.SplittableRandom;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * Time to first token at D with and without layer-wise push (issue 13), one request at a time,
+ * Llama-3-8B shape, through the reference serving engine and the real connector. Not a test (no
+ * assertions); per engine kind and prompt size it measures, in the same run and same engines:
+ * <ul>
+ *   <li>{@code fill}: P's prefill with the synthetic KV fill only (no compute cost);</li>
+ *   <li>{@code transfer}: D's load of a request P already prefilled (D arrival → D KV ready);</li>
+ *   <li>the per-layer compute cost is then set so that prefill ≈ transfer
+ *       ({@code (transfer - fill) / layers}, per 1k tokens), the case where overlap matters most;</li>
+ *   <li>{@code prefill}: P's prefill with that cost, alone;</li>
+ *   <li>{@code ttft whole} / {@code ttft layerwise}: P start → D KV ready, P and D requests sent
+ *       together as the proxy does, whole-request push vs {@code layerwise_push}.</li>
+ * </ul>
+ * Medians of {@code reps} runs. Run:
+ *
+ * <pre>
+ * mvn -B -o -q test-compile dependency:build-classpath -Dmdep.outputFile=target/test.classpath -Dmdep.includeScope=test
+ * java --enable-native-access=ALL-UNNAMED -Xmx2g -cp target/test-classes:target/classes:$(cat target/test.classpath) \
+ *     io.mooncake4j.sim.TtftBench [reps] [mock,tcp] [1024,8192,32768] [balanced|gpu]
+ * </pre>
+ */
+public final class TtftBench {
+
+    private static final ModelPreset MODEL = ModelPreset.LLAMA_3_8B;
+    private static final SplittableRandom RANDOM = new SplittableRandom(13);
+
+    /** Cost model: parked compute alone equals the transfer (else fill + compute does). */
+    private static boolean gpuLike;
+
+    private TtftBench() {
+    }
+
+    public static void main(String[] args) throws Exception {
+        int reps = args.length > 0 ? Integer.parseInt(args[0]) : 3;
+        String[] kinds = (args.length > 1 ? args[1] : "mock,tcp").split(",");
+        int[] sizes = Arrays.stream((args.length > 2 ? args[2] : "1024,8192,32768").split(","))
+                .mapToInt(Integer::parseInt).toArray();
+        gpuLike = args.length > 3 && args[3].equals("gpu");
+        System.out.println("per-layer cost: " + (gpuLike ? "gpu (parked compute alone = transfer time; the CPU KV "
+                + "fill comes on top)" : "balanced (fill + parked compute = transfer time)"));
+        System.out.printf(Locale.ROOT, "%-5s %7s %9s %9s %11s %9s %9s %9s %10s %9s %9s%n", "engine", "tokens",
+                "fill ms", "xfer ms", "us/layer/1k", "pref ms", "whole ms", "lw ms", "max(p,x)", "whole/max",
+                "lw/max");
+        for (String kind : kinds) {
+            for (int tokens : sizes) {
+                run(kind, tokens, reps);
+            }
+        }
+    }
+
+    private static int[] prompt(int tokens) {
+        int[] p = new int[tokens];
+        for (int i = 0; i < tokens; i++) {
+            p[i] = RANDOM.nextInt(1, 32000);
+        }
+        return p;
+    }
+
+    private static double median(List<Double> xs) {
+        double[] a = xs.stream().mapToDouble(Double::doubleValue).sorted().toArray();
+        return a.length % 2 == 1 ? a[a.length / 2] : (a[a.length / 2 - 1] + a[a.length / 2]) / 2;
+    }
+
+    private static double ms(long nanos) {
+        return nanos / 1e6;
+    }
+
+    private static void run(String kind, int tokens, int reps) throws Exception {
+        int blocks = (tokens + MODEL.blockSize() - 1) / MODEL.blockSize() + 4;
+        SimEngine.Limits limits = new SimEngine.Limits(4, 8192);
+        MooncakeConnectorConfig.Builder base = MooncakeConnectorConfig.builder().protocol("tcp")
+                .hostname("127.0.0.1").numWorkers(2).abortRequestTimeout(Duration.ofSeconds(30));
+        MooncakeConnectorConfig dCfg = base.kvRole(KvRole.KV_CONSUMER).engineId("bench-d").tp(0, 1).build();
+        double fill;
+        double xfer;
+        double prefill;
+        double whole;
+        double lw;
+        long perLayer1k;
+        // both bootstrap servers live through the run: D caches what a bootstrap address resolved to, and a
+        // second server on a reused port would hand it the first P's stale side channel
+        try (SimEngine d = SimEngine.start(dCfg, MODEL, blocks, limits, workers(kind));
+             MooncakeBootstrapServer bsWhole = new MooncakeBootstrapServer("127.0.0.1", 0);
+             MooncakeBootstrapServer bsLw = new MooncakeBootstrapServer("127.0.0.1", 0)) {
+            bsWhole.start();
+            bsLw.start();
+            {
+                MooncakeBootstrapServer bs = bsWhole;
+                String url = BootstrapAddresses.httpUrl("127.0.0.1", bs.port());
+                MooncakeConnectorConfig pCfg = base.kvRole(KvRole.KV_PRODUCER).engineId("bench-p-whole")
+                        .bootstrapServerAddress("127.0.0.1:" + bs.port()).layerwisePush(false).build();
+                try (SimEngine p = SimEngine.start(pCfg, MODEL, blocks, limits, workers(kind))) {
+                    String engineId = SimProxy.resolveEngineId(url, 0);
+                    SimProxy proxy = new SimProxy(p, d, url, engineId);
+                    warmUp(proxy, tokens); // connections, JIT
+                    List<Double> f = new ArrayList<>();
+                    List<Double> x = new ArrayList<>();
+                    for (int r = 0; r < reps; r++) {
+                        f.add(prefillAlone(p, tokens));
+                        x.add(transferAlone(p, d, engineId, url, tokens));
+                    }
+                    fill = median(f);
+                    xfer = median(x);
+                    double compute = gpuLike ? xfer : Math.max(0, xfer - fill);
+                    perLayer1k = (long) (compute * 1e6 / MODEL.numLayers() / (tokens / 1024.0));
+                    p.layerCompute(Duration.ofNanos(perLayer1k));
+                    List<Double> pr = new ArrayList<>();
+                    List<Double> w = new ArrayList<>();
+                    for (int r = 0; r < reps; r++) {
+                        pr.add(prefillAlone(p, tokens));
+                        w.add(exchange(proxy, tokens));
+                    }
+                    prefill = median(pr);
+                    whole = median(w);
+                }
+            }
+            {
+                MooncakeBootstrapServer bs = bsLw;
+                String url = BootstrapAddresses.httpUrl("127.0.0.1", bs.port());
+                MooncakeConnectorConfig pCfg = base.kvRole(KvRole.KV_PRODUCER).engineId("bench-p-layerwise")
+                        .bootstrapServerAddress("127.0.0.1:" + bs.port()).layerwisePush(true).build();
+                lw = Double.NaN;
+                for (int attempt = 0; attempt < 3 && Double.isNaN(lw); attempt++) {
+                    try (SimEngine p = SimEngine.start(pCfg, MODEL, blocks, limits, workers(kind))) {
+                        p.layerCompute(Duration.ofNanos(perLayer1k));
+                        SimProxy proxy = new SimProxy(p, d, url, SimProxy.resolveEngineId(url, 0));
+                        try {
+                            exchange(proxy, tokens); // connections, JIT
+                        } catch (IllegalStateException e) {
+                            System.out.println("  (first exchange with a new layer-wise P got no answer; new P)");
+                            continue;
+                        }
+                        List<Double> l = new ArrayList<>();
+                        for (int r = 0; r < reps; r++) {
+                            l.add(exchange(proxy, tokens));
+                        }
+                        lw = median(l);
+                    }
+                }
+            }
+        }
+        double max = Math.max(prefill, xfer);
+        System.out.printf(Locale.ROOT, "%-6s %7d %9.1f %9.1f %11d %9.1f %9.1f %9.1f %10.1f %9.2f %9.2f%n", kind,
+                tokens, fill, xfer, perLayer1k / 1000, prefill, whole, lw, max, whole / max, lw / max);
+    }
+
+    /**
+     * Workers with a short receive margin at D: JeroMQ 0.6.0 now and then loses the first pull to a
+     * new P (see {@code PullChannels}); the warm-up exchange then fails after 35 s and is retried.
+     */
+    private static SimEngine.WorkerFactory workers(String kind) {
+        return ConnectorSimWorker.factory(c -> io.mooncake4j.engine.TransferEngines.create(kind),
+                b -> b.receiveTimeoutMargin(Duration.ofSeconds(5)));
+    }
+
+    private static void warmUp(SimProxy proxy, int tokens) throws Exception {
+        try {
+            exchange(proxy, tokens);
+        } catch (IllegalStateException e) {
+            System.out.println("  (warm-up exchange failed, retried: " + e.getMessage().substring(0, 60) + "...)");
+            exchange(proxy, tokens);
+        }
+    }
+
+    /** P's prefill of a plain request (no transfer): arrival → KV ready, ms. */
+    private static double prefillAlone(SimEngine p, int tokens) throws Exception {
+        SimResult r = p.submit(SimProxy.newTransferId(), prompt(tokens), 1, null).get(5, TimeUnit.MINUTES);
+        check(r.ok(), "prefill alone failed: " + r);
+        return ms(r.kvReadyNanos() - r.arrivalNanos());
+    }
+
+    /** D's load of a request P has prefilled already: D arrival → D KV ready, ms. */
+    private static double transferAlone(SimEngine p, SimEngine d, String engineId, String url, int tokens)
+            throws Exception {
+        String tid = SimProxy.newTransferId();
+        int[] prompt = prompt(tokens);
+        var pf = p.submit(tid + "-p", prompt, 1, SimProxy.prefillParams(tid));
+        SimResult pr = pf.get(5, TimeUnit.MINUTES);
+        SimResult dr = d.submit(tid + "-d", prompt, 1, SimProxy.decodeParams(tid, engineId, url))
+                .get(5, TimeUnit.MINUTES);
+        check(pr.ok() && dr.ok(), "transfer alone failed: " + dr);
+        return ms(dr.kvReadyNanos() - dr.arrivalNanos());
+    }
+
+    /** P and D requests sent together: P arrival → D KV ready, ms. */
+    private static double exchange(SimProxy proxy, int tokens) throws Exception {
+        SimProxy.Exchange e = proxy.submit(SimProxy.newTransferId(), prompt(tokens), 1).get(5, TimeUnit.MINUTES);
+        check(e.ok(), "exchange failed: " + e);
+        if (Boolean.getBoolean("ttft.verbose")) {
+            System.out.printf(Locale.ROOT, "  exchange: P prefill %.1f ms, P ready -> D ready %.1f ms, D arrival - P "
+                    + "arrival %.1f ms%n", ms(e.prefill().kvReadyNanos() - e.prefill().arrivalNanos()),
+                    ms(e.decode().kvReadyNanos() - e.prefill().kvReadyNanos()),
+                    ms(e.decode().arrivalNanos() - e.prefill().arrivalNanos()));
+        }
+        return ms(e.decode().kvReadyNanos() - e.prefill().arrivalNanos());
+    }
+
+    private static void check(boolean ok, String what) {
+        if (!ok) {
+            throw new IllegalStateException(what);
+        }
+    }
+}
