@@ -709,16 +709,29 @@ public final class TcpTransferEngine implements TransferEngine {
             }
         }
         candidates.sort((a, b) -> Long.compare(a.lastUsed(), b.lastUsed()));
-        long now = System.nanoTime();
-        for (Peer p : candidates) {
-            if (p.retireIfIdle(now)) {
-                retiredPeers.incrementAndGet();
-                LOG.debug("peer {} closed to make room (MOONCAKE4J_TCP_MAX_PEERS)", p);
-                return true;
+        // A peer whose last transfer has just completed may still have a lane thread finishing its
+        // bookkeeping (flags cleared, last use stamped) for a moment after the waiter saw the
+        // completion: re-check for a bounded while before refusing, so that back-to-back transfers to
+        // different segments at the cap do not fail on that window. Only at the cap, so rare.
+        long deadline = System.nanoTime() + MAKE_ROOM_SETTLE_NANOS;
+        while (true) {
+            long now = System.nanoTime();
+            for (Peer p : candidates) {
+                if (p.retireIfIdle(now)) {
+                    retiredPeers.incrementAndGet();
+                    LOG.debug("peer {} closed to make room (MOONCAKE4J_TCP_MAX_PEERS)", p);
+                    return true;
+                }
             }
+            if (now - deadline > 0) {
+                return false;
+            }
+            java.util.concurrent.locks.LockSupport.parkNanos(200_000);
         }
-        return false;
     }
+
+    /** How long {@link #makeRoomForPeer} waits for a just-finished peer's lanes to settle. */
+    private static final long MAKE_ROOM_SETTLE_NANOS = java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(200);
 
     /** Peers with live lanes now (package-private, for tests and monitoring). */
     int livePeersForTest() {
