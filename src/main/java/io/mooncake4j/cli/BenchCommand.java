@@ -10,6 +10,7 @@ import io.mooncake4j.internal.sys.Bytes;
 import io.mooncake4j.memory.DeviceCopier;
 import io.mooncake4j.memory.DeviceMemory;
 import io.mooncake4j.memory.HostMemoryAllocator;
+import io.mooncake4j.internal.sys.SharedMemory;
 import io.mooncake4j.memory.HostMemoryStorage;
 import io.mooncake4j.memory.MemoryLocation;
 import io.mooncake4j.memory.MemoryStorage;
@@ -334,7 +335,10 @@ final class BenchCommand implements CliCommand {
                     out.printf(Locale.ROOT, "bench: buffer in GPU memory %s (%s): %s%n", o.location(),
                             deviceMemory.name(), access.description());
                 } else {
-                    HostMemoryStorage host = allocator.allocate(bufferSize);
+                    // shm and auto can map a same-machine peer's buffer only if it is shareable (memfd)
+                    boolean share = o.protocol().equals("shm") || o.protocol().equals("auto");
+                    HostMemoryStorage host = share && SharedMemory.available() ? allocator.allocateShareable(bufferSize)
+                            : allocator.allocate(bufferSize);
                     host.segment().fill((byte) 0); // first touch before the run, as the memcpy baseline's
                     buffer = host;
                 }

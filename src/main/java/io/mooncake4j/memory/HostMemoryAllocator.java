@@ -26,10 +26,11 @@ import org.slf4j.LoggerFactory;
  * shareable: a {@code memfd_create(2)} file sized with {@code ftruncate(2)} and mapped
  * {@code MAP_SHARED}, recorded as a {@link ShareableMemory.Handle} (fd, size, name) so that a
  * process on the same machine can map the same pages and copy with one memcpy (the engine's
- * {@code shm} transport). {@link #allocate} makes shareable memory by default on Linux with native
- * access ({@link #shareableByDefault()}; measured to cost nothing: docs/shm.md), and falls back to
- * private memory (one WARN per JVM) where memfd is unusable; {@code -Dmooncake4j.memory.shareable=false}
- * or {@code MOONCAKE4J_SHAREABLE_MEMORY=0} makes it private. {@link #allocateShareable} fails
+ * {@code shm} transport). {@link #allocate} makes private memory unless shareable memory is switched
+ * on ({@link #shareableByDefault()}: {@code -Dmooncake4j.memory.shareable=true} or
+ * {@code MOONCAKE4J_SHAREABLE_MEMORY=1}; off by default because the demo moved 15 % less KV over
+ * memfd pages, docs/shm.md), and then falls back to private memory (one WARN per JVM) where memfd
+ * is unusable. {@link #allocateShareable} always shares (fails
  * instead of falling back; {@link #allocatePrivate} never shares. Each shareable allocation holds
  * one file descriptor until it is closed.
  * Thread-safe.
@@ -73,14 +74,15 @@ public final class HostMemoryAllocator implements AutoCloseable {
     }
 
     /**
-     * Whether {@link #allocate} makes shareable memory: memfd usable here, and not switched off with
-     * {@code -Dmooncake4j.memory.shareable=false} or {@code MOONCAKE4J_SHAREABLE_MEMORY=0}.
+     * Whether {@link #allocate} makes shareable memory: memfd usable here, and switched on with
+     * {@code -Dmooncake4j.memory.shareable=true} or {@code MOONCAKE4J_SHAREABLE_MEMORY=1} (off by
+     * default: the demo measured 15 % less KV throughput over memfd pages, docs/shm.md).
      */
     public static boolean shareableByDefault() {
         String prop = System.getProperty("mooncake4j.memory.shareable");
         String env = System.getenv("MOONCAKE4J_SHAREABLE_MEMORY");
-        boolean off = "false".equalsIgnoreCase(prop) || "0".equals(env) || "false".equalsIgnoreCase(env);
-        return !off && SharedMemory.available();
+        boolean on = "true".equalsIgnoreCase(prop) || "1".equals(env) || "true".equalsIgnoreCase(env);
+        return on && SharedMemory.available();
     }
 
     /**
