@@ -13,7 +13,7 @@ import io.mooncake4j.engine.handshake.PeerAddress;
 import io.mooncake4j.engine.handshake.SegmentDescriptor;
 import io.mooncake4j.engine.internal.EngineCalls;
 import io.mooncake4j.engine.internal.HandshakeService;
-import io.mooncake4j.engine.spi.DescriptorContribution;
+import io.mooncake4j.engine.spi.ExtensionDescriptors;
 import io.mooncake4j.engine.spi.LocalBuffer;
 import io.mooncake4j.engine.spi.RemoteSegment;
 import io.mooncake4j.engine.spi.SliceFailure;
@@ -21,7 +21,6 @@ import io.mooncake4j.engine.spi.SliceGroup;
 import io.mooncake4j.engine.spi.TransportException;
 import java.io.IOException;
 import java.util.ArrayList;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
@@ -105,42 +104,11 @@ public final class ShmDirectEngine implements TransferEngine {
     }
 
     private String descriptorJson() {
-        String name = segmentName;
-        Map<String, Object> top = new LinkedHashMap<>();
-        Map<Long, Map<String, Object>> perBuffer = new ConcurrentHashMap<>();
-        shm.describe(new DescriptorContribution() {
-            @Override
-            public void tcpDataPort(int port) {}
-
-            @Override
-            public void rdmaDevices(List<SegmentDescriptor.Device> d, Map<String, List<List<String>>> m) {}
-
-            @Override
-            public void bufferKeys(long address, List<Long> rkey, List<Long> lkey) {}
-
-            @Override
-            public void segmentExtension(String key, Object value) {
-                top.put(key, value);
-            }
-
-            @Override
-            public void bufferExtension(long address, String key, Object value) {
-                perBuffer.computeIfAbsent(address, a -> new LinkedHashMap<>()).put(key, value);
-            }
-        });
-        List<SegmentDescriptor.Buffer> bufs = new ArrayList<>();
+        List<long[]> bufs = new ArrayList<>();
         for (BufferRegistry.Buffer b : registry.snapshot()) {
-            SegmentDescriptor.Buffer e = SegmentDescriptor.Buffer.tcp(name, b.address(), b.length());
-            for (var x : perBuffer.getOrDefault(b.address(), Map.of()).entrySet()) {
-                e = e.withExtension(x.getKey(), x.getValue());
-            }
-            bufs.add(e);
+            bufs.add(new long[] {b.address(), b.length()});
         }
-        SegmentDescriptor d = SegmentDescriptor.tcp(name, 0, bufs);
-        for (var x : top.entrySet()) {
-            d = d.withExtension(x.getKey(), x.getValue());
-        }
-        return d.toJson();
+        return ExtensionDescriptors.describe(segmentName, 0, bufs, shm).toJson();
     }
 
     @Override

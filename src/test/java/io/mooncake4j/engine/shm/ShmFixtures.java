@@ -1,7 +1,7 @@
 package io.mooncake4j.engine.shm;
 
 import io.mooncake4j.engine.handshake.SegmentDescriptor;
-import io.mooncake4j.engine.spi.DescriptorContribution;
+import io.mooncake4j.engine.spi.ExtensionDescriptors;
 import io.mooncake4j.engine.spi.LocalBuffer;
 import io.mooncake4j.engine.spi.RemoteSegment;
 import io.mooncake4j.engine.spi.SliceFailure;
@@ -9,9 +9,7 @@ import io.mooncake4j.engine.spi.SliceGroup;
 import io.mooncake4j.engine.spi.Transport;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
-import java.util.LinkedHashMap;
 import java.util.List;
-import java.util.Map;
 
 /** Test doubles for driving {@link ShmTransport} without the engine core. */
 final class ShmFixtures {
@@ -20,41 +18,11 @@ final class ShmFixtures {
 
     /** The TCP-shaped descriptor of {@code buffers} with {@code t}'s extensions, through JSON and back. */
     static SegmentDescriptor describe(String name, List<LocalBuffer> buffers, Transport t) throws Exception {
-        Map<String, Object> top = new LinkedHashMap<>();
-        Map<Long, Map<String, Object>> perBuffer = new LinkedHashMap<>();
-        t.describe(new DescriptorContribution() {
-            @Override
-            public void tcpDataPort(int port) {}
-
-            @Override
-            public void rdmaDevices(List<SegmentDescriptor.Device> d, Map<String, List<List<String>>> m) {}
-
-            @Override
-            public void bufferKeys(long address, List<Long> rkey, List<Long> lkey) {}
-
-            @Override
-            public void segmentExtension(String key, Object value) {
-                top.put(key, value);
-            }
-
-            @Override
-            public void bufferExtension(long address, String key, Object value) {
-                perBuffer.computeIfAbsent(address, a -> new LinkedHashMap<>()).put(key, value);
-            }
-        });
-        List<SegmentDescriptor.Buffer> out = new ArrayList<>();
+        List<long[]> bufs = new ArrayList<>();
         for (LocalBuffer b : buffers) {
-            SegmentDescriptor.Buffer e = SegmentDescriptor.Buffer.tcp(name, b.address(), b.length());
-            for (var x : perBuffer.getOrDefault(b.address(), Map.of()).entrySet()) {
-                e = e.withExtension(x.getKey(), x.getValue());
-            }
-            out.add(e);
+            bufs.add(new long[] {b.address(), b.length()});
         }
-        SegmentDescriptor d = SegmentDescriptor.tcp(name, 1, out);
-        for (var x : top.entrySet()) {
-            d = d.withExtension(x.getKey(), x.getValue());
-        }
-        return SegmentDescriptor.parse(d.toJson());
+        return SegmentDescriptor.parse(ExtensionDescriptors.describe(name, 1, bufs, t).toJson());
     }
 
     /** A peer segment backed by a parsed descriptor. */
