@@ -23,6 +23,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.regex.Matcher;
@@ -33,8 +34,10 @@ import java.util.regex.Pattern;
  * {@code serve} JVM, a D {@code serve} JVM, a {@code kv_both} reference {@code serve} JVM and a
  * {@code proxy} JVM — with the demo's workload sent through the proxy by a {@link WorkloadClient} in this
  * JVM, every completion checked against the reference node's, then the nodes checked to have freed every
- * block and stopped with SIGTERM (each must exit 0). Each child's output goes to a log file whose path is
- * printed.
+ * block and stopped with SIGTERM (each must exit 0). Each child's output goes to a log file in a temporary
+ * directory, which is removed when the run ends, also when it fails (the end of every log is printed to the
+ * error stream then) or when this JVM is stopped (a shutdown hook stops the children and removes it).
+ * After the run it prints the CPU time each process spent in the timed part ({@link ProcessHandle.Info}).
  */
 final class ProcessDemo {
 
@@ -50,6 +53,8 @@ final class ProcessDemo {
         final Process process;
         final Path log;
         final CompletableFuture<String> ready = new CompletableFuture<>();
+        /** Completes when the log copier stopped (the child's output ended and the log file is closed). */
+        final CompletableFuture<Void> logClosed = new CompletableFuture<>();
         /** A serve node's bootstrap port as its start line says (P), set before it is ready. */
         volatile String bootstrapPort;
 
@@ -81,107 +86,253 @@ final class ProcessDemo {
                     }
                 } catch (IOException e) {
                     ready.completeExceptionally(e);
+                } finally {
+                    logClosed.complete(null);
                 }
                 ready.completeExceptionally(new IOException(role + " exited before it was ready (exit "
-                        + process.onExit().join().exitValue() + "); see " + log));
+                        + process.onExit().join().exitValue() + "; the end of its log is printed above)"));
             });
+        }
+
+        void awaitLogClosed(Duration timeout) {
+            try {
+                logClosed.get(timeout.toMillis(), TimeUnit.MILLISECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            } catch (java.util.concurrent.ExecutionException | TimeoutException e) {
+                // the copier is stuck on a pipe a grandchild holds: the log may be removed under it
+            }
         }
 
         String awaitReady(Duration timeout) throws Exception {
             try {
                 return ready.get(timeout.toMillis(), TimeUnit.MILLISECONDS);
             } catch (TimeoutException e) {
-                throw new IOException(role + " not ready within " + timeout.toSeconds() + " s; see " + log, e);
+                throw new IOException(role + " not ready within " + timeout.toSeconds() + " s (the end of its log is printed above)", e);
             } catch (java.util.concurrent.ExecutionException e) {
                 throw new IOException(e.getCause().getMessage(), e.getCause());
             }
         }
     }
 
+    /** Environment variable with extra JVM options for every child (e.g. a JFR recording with {@code %p} in its file name). */
+    static final String CHILD_JAVA_OPTS_ENV = "MOONCAKE4J_DEMO_JAVA_OPTS";
+
     static int run(DemoRunner.Options o, PrintStream out, PrintStream err) throws Exception {
-        Path dir = Files.createTempDirectory("mooncake4j-demo-");
+        String opts = System.getenv(CHILD_JAVA_OPTS_ENV);
+        List<String> childOpts = opts == null || opts.isBlank() ? List.of() : List.of(opts.trim().split("\\s+"));
+        return run(o, out, err, Path.of(System.getProperty("java.io.tmpdir")), childOpts);
+    }
+
+    /**
+     * Runs the demo with the children's logs in a fresh directory under {@code tempParent}, removed when the run
+     * ends, whether it succeeded or not (on failure the tail of each log is printed to {@code err} first), and
+     * by a shutdown hook when this JVM is stopped mid-run (which also stops the children).
+     *
+     * @param childJvmOptions extra options for every child JVM, before the main class
+     */
+    static int run(DemoRunner.Options o, PrintStream out, PrintStream err, Path tempParent,
+            List<String> childJvmOptions) throws Exception {
+        Path dir = Files.createTempDirectory(Files.createDirectories(tempParent), "mooncake4j-demo-");
+        List<Child> children = new CopyOnWriteArrayList<>();
+        Thread hook = new Thread(() -> {
+            stopAll(children, Duration.ofSeconds(10));
+            deleteTree(dir);
+        }, "mooncake-demo-cleanup-0");
+        Runtime.getRuntime().addShutdownHook(hook);
+        int rc = 1;
+        try {
+            rc = runIn(dir, children, o, out, err, childJvmOptions);
+        } finally {
+            for (Child c : children) {
+                if (!c.process.isAlive() && c.process.exitValue() != 0 && c.process.exitValue() != 143) {
+                    rc = 1;
+                }
+            }
+            stopAll(children, Duration.ofSeconds(60));
+            if (rc != 0) {
+                for (Child c : children) {
+                    printTail(c, err, 20);
+                }
+            }
+            deleteTree(dir);
+            try {
+                Runtime.getRuntime().removeShutdownHook(hook);
+            } catch (IllegalStateException shuttingDown) {
+                // the hook is running or about to: it finds nothing left to do
+            }
+        }
+        return rc;
+    }
+
+    private static int runIn(Path dir, List<Child> children, DemoRunner.Options o, PrintStream out, PrintStream err,
+            List<String> childJvmOptions) throws Exception {
         String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-        List<String> jvm = List.of(java, "--enable-native-access=ALL-UNNAMED", "-XX:+UseSerialGC", "-Xmx512m",
-                "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", System.getProperty("java.class.path"),
-                Main.class.getName());
+        List<String> jvm = new ArrayList<>(List.of(java, "--enable-native-access=ALL-UNNAMED", "-XX:+UseSerialGC",
+                "-Xmx512m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"));
+        jvm.addAll(childJvmOptions);
+        jvm.addAll(List.of("-cp", System.getProperty("java.class.path"), Main.class.getName()));
         ModelPreset m = o.model();
         long bytesPerToken = (long) m.numLayers() * m.pageBytes(1) / m.blockSize();
         long inFlightKv = (long) o.concurrency() * (o.promptTokens() + o.decodeTokens() + m.blockSize())
                 * bytesPerToken;
         long perNode = Math.min(DemoRunner.DEFAULT_KV_BUDGET_BYTES, Math.max(4 * inFlightKv, 64L << 20));
-        List<Child> children = new ArrayList<>();
         out.printf(Locale.ROOT, "mooncake4j demo --processes: P, D, kv_both reference and proxy as separate JVMs on "
-                + "127.0.0.1; logs in %s%n", dir);
-        int rc = 1;
-        try {
-            Child p = serve(children, jvm, "prefill", "kv_producer", o.pTp(), m, perNode / o.pTp(), dir);
-            Child d = serve(children, jvm, "decode", "kv_consumer", o.dTp(), m, perNode / o.dTp(), dir);
-            Child ref = serve(children, jvm, "reference", "kv_both", 1, m, perNode, dir);
-            Duration startup = Duration.ofSeconds(120);
-            String pUrl = p.awaitReady(startup);
-            String dUrl = d.awaitReady(startup);
-            String refUrl = ref.awaitReady(startup);
-            if (p.bootstrapPort == null) {
-                throw new IOException("the prefill node printed no bootstrap port; see " + p.log);
-            }
-            Child proxy = new Child("proxy", concat(jvm, "proxy", "--port", "0", "--prefill", pUrl,
-                    p.bootstrapPort, "--decode", dUrl), List.of(), PROXY_READY, dir);
-            children.add(proxy);
-            String proxyUrl = "http://127.0.0.1:" + proxy.awaitReady(startup);
-            for (Child c : children) {
-                out.printf(Locale.ROOT, "  %-10s pid %-8d %s%n", c.role, c.process.pid(),
-                        c.role.equals("proxy") ? proxyUrl : c.ready.getNow("?"));
-            }
-            WorkloadClient.Options w = new WorkloadClient.Options(URI.create(proxyUrl), URI.create(refUrl), m.name(),
-                    o.requests(), o.concurrency(), new int[] {o.promptTokens()}, o.sharedPrefixTokens() > 0 ? 1 : 0,
-                    o.sharedPrefixTokens(), new int[] {o.decodeTokens()}, 1, 0, o.seed(), 0, null, null, o.timeout(),
-                    bytesPerToken);
-            WorkloadClient client = new WorkloadClient(w);
-            WorkloadClient.Report r;
-            List<String> left;
-            try {
-                r = client.run();
-                left = client.awaitDrained(List.of(URI.create(pUrl), URI.create(dUrl)), Duration.ofSeconds(90));
-            } finally {
-                client.close();
-            }
-            out.printf(Locale.ROOT, "%nmooncake4j demo --processes: %s, P tp %d -> D tp %d, %d requests x %d tokens "
-                    + "(%d shared), %d decode tokens, all streamed, %d in flight%n", m.name(), o.pTp(), o.dTp(),
-                    o.requests(), o.promptTokens(), o.sharedPrefixTokens(), o.decodeTokens(), o.concurrency());
-            for (String l : left) {
-                out.println("  " + l);
-            }
-            if (left.isEmpty()) {
-                out.println("  P and D freed every block after the run");
-            }
-            Map<String, Object> dStatus = status(dUrl);
-            long received = dStatus.get("kv_bytes_received") instanceof Number n ? n.longValue() : -1;
-            long mismatched = dStatus.get("kv_mismatched_words") instanceof Number n ? n.longValue() : -1;
-            if (received >= 0) {
-                out.printf(Locale.ROOT, "  %-28s %s (%.2f GiB/s over the run), %d mismatched 8-byte words%n",
-                        "KV received at D", Bytes.human(received), received / r.seconds() / (1L << 30), mismatched);
-            }
-            r.print(out, "demo --processes");
-            rc = r.wrong() == 0 && r.ok() == o.requests() && left.isEmpty() && mismatched <= 0 ? 0 : 1;
-        } finally {
-            for (int i = children.size() - 1; i >= 0; i--) {
-                children.get(i).process.destroy(); // SIGTERM: serve drains, the proxy stops
-            }
-            for (Child c : children) {
-                if (!c.process.waitFor(60, TimeUnit.SECONDS)) {
-                    err.println("mooncake4j demo: " + c.role + " did not stop within 60 s after SIGTERM; killing it");
-                    c.process.destroyForcibly();
-                    rc = 1;
-                } else if (c.process.exitValue() != 0 && c.process.exitValue() != 143) {
-                    err.printf(Locale.ROOT, "mooncake4j demo: %s exited %d after SIGTERM; see %s%n", c.role,
-                            c.process.exitValue(), c.log);
-                    rc = 1;
-                }
-            }
+                + "127.0.0.1; logs in %s (removed at the end)%n", dir);
+        int rc;
+        Child p = serve(children, jvm, "prefill", "kv_producer", o.pTp(), m, perNode / o.pTp(), dir);
+        Child d = serve(children, jvm, "decode", "kv_consumer", o.dTp(), m, perNode / o.dTp(), dir);
+        Child ref = serve(children, jvm, "reference", "kv_both", 1, m, perNode, dir);
+        Duration startup = Duration.ofSeconds(120);
+        String pUrl = p.awaitReady(startup);
+        String dUrl = d.awaitReady(startup);
+        String refUrl = ref.awaitReady(startup);
+        if (p.bootstrapPort == null) {
+            throw new IOException("the prefill node printed no bootstrap port (the end of its log is printed above)");
         }
+        Child proxy = new Child("proxy", concat(jvm, "proxy", "--port", "0", "--prefill", pUrl,
+                p.bootstrapPort, "--decode", dUrl), List.of(), PROXY_READY, dir);
+        children.add(proxy);
+        String proxyUrl = "http://127.0.0.1:" + proxy.awaitReady(startup);
+        for (Child c : children) {
+            out.printf(Locale.ROOT, "  %-10s pid %-8d %s%n", c.role, c.process.pid(),
+                    c.role.equals("proxy") ? proxyUrl : c.ready.getNow("?"));
+        }
+        WorkloadClient.Options w = new WorkloadClient.Options(URI.create(proxyUrl), URI.create(refUrl), m.name(),
+                o.requests(), o.concurrency(), new int[] {o.promptTokens()}, o.sharedPrefixTokens() > 0 ? 1 : 0,
+                o.sharedPrefixTokens(), new int[] {o.decodeTokens()}, 1, 0, o.seed(), 0, null, null, o.timeout(),
+                bytesPerToken);
+        WorkloadClient client = new WorkloadClient(w);
+        WorkloadClient.Report r;
+        List<String> left;
+        long[] cpuAtStart = new long[children.size() + 1];
+        long[] cpuAtEnd = new long[children.size() + 1];
+        try {
+            r = client.run(() -> cpuTimes(children, cpuAtStart));
+            cpuTimes(children, cpuAtEnd);
+            left = client.awaitDrained(List.of(URI.create(pUrl), URI.create(dUrl)), Duration.ofSeconds(90));
+        } finally {
+            client.close();
+        }
+        out.printf(Locale.ROOT, "%nmooncake4j demo --processes: %s, P tp %d -> D tp %d, %d requests x %d tokens "
+                + "(%d shared), %d decode tokens, all streamed, %d in flight%n", m.name(), o.pTp(), o.dTp(),
+                o.requests(), o.promptTokens(), o.sharedPrefixTokens(), o.decodeTokens(), o.concurrency());
+        for (String l : left) {
+            out.println("  " + l);
+        }
+        if (left.isEmpty()) {
+            out.println("  P and D freed every block after the run");
+        }
+        Map<String, Object> dStatus = status(dUrl);
+        long received = dStatus.get("kv_bytes_received") instanceof Number n ? n.longValue() : -1;
+        long mismatched = dStatus.get("kv_mismatched_words") instanceof Number n ? n.longValue() : -1;
+        if (received >= 0) {
+            out.printf(Locale.ROOT, "  %-28s %s (%.2f GiB/s over the run), %d mismatched 8-byte words%n",
+                    "KV received at D", Bytes.human(received), received / r.seconds() / (1L << 30), mismatched);
+        }
+        printCpu(out, children, cpuAtStart, cpuAtEnd, received);
+        r.print(out, "demo --processes");
+        rc = r.wrong() == 0 && r.ok() == o.requests() && left.isEmpty() && mismatched <= 0 ? 0 : 1;
+        rc = stopAll(children, Duration.ofSeconds(60), err) ? rc : 1;
         out.println(rc == 0 ? "OK: every completion equals the kv_both reference; every process exited cleanly"
-                : "FAILED (logs in " + dir + ")");
+                : "FAILED");
         return rc;
+    }
+
+    /** CPU time so far of each child, then of this JVM (the client), in nanoseconds (-1 when unknown). */
+    private static void cpuTimes(List<Child> children, long[] into) {
+        for (int i = 0; i < children.size() && i < into.length - 1; i++) {
+            into[i] = cpuNanos(children.get(i).process.toHandle());
+        }
+        into[into.length - 1] = cpuNanos(ProcessHandle.current());
+    }
+
+    private static long cpuNanos(ProcessHandle h) {
+        return h.info().totalCpuDuration().map(Duration::toNanos).orElse(-1L);
+    }
+
+    /** One line: CPU seconds each process spent in the timed run, and their sum per GiB of KV that reached D. */
+    private static void printCpu(PrintStream out, List<Child> children, long[] start, long[] end, long kvBytes) {
+        StringBuilder sb = new StringBuilder();
+        double total = 0;
+        for (int i = 0; i < start.length; i++) {
+            if (start[i] < 0 || end[i] < 0) {
+                return; // the platform does not tell
+            }
+            double s = (end[i] - start[i]) / 1e9;
+            total += s;
+            sb.append(i == start.length - 1 ? "client" : children.get(i).role).append(String.format(Locale.ROOT,
+                    " %.1f s, ", s));
+        }
+        out.printf(Locale.ROOT, "  %-28s %stotal %.1f s%s%n", "CPU time over the run", sb, total, kvBytes > 0
+                ? String.format(Locale.ROOT, " (%.2f s per GiB of KV)", total / (kvBytes / (double) (1L << 30))) : "");
+    }
+
+    /** SIGTERM to every child still running (serve drains, the proxy stops), newest first; SIGKILL after {@code wait}. */
+    private static void stopAll(List<Child> children, Duration wait) {
+        stopAll(children, wait, null);
+    }
+
+    /** As {@link #stopAll(List, Duration)}; reports to {@code err} (when not null) a child that did not stop cleanly. */
+    private static boolean stopAll(List<Child> children, Duration wait, PrintStream err) {
+        boolean clean = true;
+        for (int i = children.size() - 1; i >= 0; i--) {
+            children.get(i).process.destroy();
+        }
+        long deadline = System.nanoTime() + wait.toNanos();
+        for (Child c : children) {
+            try {
+                if (!c.process.waitFor(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS)) {
+                    if (err != null) {
+                        err.println("mooncake4j demo: " + c.role + " did not stop within " + wait.toSeconds()
+                                + " s after SIGTERM; killing it");
+                    }
+                    c.process.destroyForcibly();
+                    c.process.waitFor(10, TimeUnit.SECONDS);
+                    clean = false;
+                } else if (c.process.exitValue() != 0 && c.process.exitValue() != 143) {
+                    if (err != null) {
+                        err.printf(Locale.ROOT, "mooncake4j demo: %s exited %d after SIGTERM%n", c.role,
+                                c.process.exitValue());
+                    }
+                    clean = false;
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                c.process.destroyForcibly();
+                clean = false;
+            }
+            c.awaitLogClosed(Duration.ofSeconds(5));
+        }
+        return clean;
+    }
+
+    /** The last {@code lines} lines of a child's log, to {@code err}. */
+    private static void printTail(Child c, PrintStream err, int lines) {
+        try {
+            List<String> all = Files.readAllLines(c.log, StandardCharsets.UTF_8);
+            err.printf(Locale.ROOT, "mooncake4j demo: last lines of %s's log (exit %s):%n", c.role,
+                    c.process.isAlive() ? "running" : Integer.toString(c.process.exitValue()));
+            for (String l : all.subList(Math.max(0, all.size() - lines), all.size())) {
+                err.println("  | " + l);
+            }
+        } catch (IOException | RuntimeException e) {
+            err.println("mooncake4j demo: cannot read " + c.log + ": " + e.getMessage());
+        }
+    }
+
+    /** Removes {@code dir} and everything under it; a failure is reported, not thrown. */
+    static void deleteTree(Path dir) {
+        if (!Files.exists(dir)) {
+            return;
+        }
+        try (var walk = Files.walk(dir)) {
+            for (Path q : walk.sorted(java.util.Comparator.reverseOrder()).toList()) {
+                Files.deleteIfExists(q);
+            }
+        } catch (IOException | RuntimeException e) {
+            System.err.println("mooncake4j demo: could not remove " + dir + ": " + e.getMessage());
+        }
     }
 
     private static Child serve(List<Child> children, List<String> jvm, String name, String role, int tp,

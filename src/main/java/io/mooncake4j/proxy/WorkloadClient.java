@@ -232,6 +232,16 @@ public final class WorkloadClient {
 
     /** Sends the workload; returns its report. */
     public Report run() throws InterruptedException {
+        return run(null);
+    }
+
+    /**
+     * Sends the workload; returns its report.
+     *
+     * @param onTimedStart called (on this thread) after the reference answers, just before the timed run
+     *                     through the proxy starts; may be null
+     */
+    public Report run(Runnable onTimedStart) throws InterruptedException {
         List<Item> items = items();
         long deadline = System.nanoTime() + o.timeout().toNanos();
         if (o.reference() != null) {
@@ -260,6 +270,9 @@ public final class WorkloadClient {
         List<String> problems = java.util.Collections.synchronizedList(new ArrayList<>());
         List<CompletableFuture<Void>> all = new ArrayList<>();
         Object killLock = new Object();
+        if (onTimedStart != null) {
+            onTimedStart.run();
+        }
         long start = System.nanoTime();
         for (Item it : items) {
             if (!slots.tryAcquire(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS)) {

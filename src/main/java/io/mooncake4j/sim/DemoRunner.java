@@ -178,12 +178,13 @@ public final class DemoRunner {
      * @param pStats            P's connector stats ({@code reduce()})
      * @param dStats            D's connector stats ({@code reduce()})
      * @param errors            the first few error messages
+     * @param cpuSeconds        CPU time (user + system) this process spent during the run, or -1 when unknown
      */
     public record Report(Options options, int ok, int failed, long promptTokens, long dHitTokens,
                          long generatedTokens, long bytesMoved, long bytesVerified, long mismatchedWords,
                          double transferP50Ms, double transferP99Ms, double requestP50Ms, double requestP99Ms,
                          double wallSeconds, Map<String, Number> pStats, Map<String, Number> dStats,
-                         List<String> errors) {
+                         List<String> errors, double cpuSeconds) {
 
         /** 0 when every request verified, 1 otherwise. */
         public int exitCode() {
@@ -212,6 +213,10 @@ public final class DemoRunner {
             double secs = Math.max(wallSeconds, 1e-9);
             row(out, "throughput", String.format(Locale.ROOT, "%s/s of KV, %.1f requests/s, %.1f s wall",
                     Bytes.human((long) (bytesMoved / secs)), ok / secs, wallSeconds));
+            if (cpuSeconds >= 0 && bytesMoved > 0) {
+                row(out, "CPU time", String.format(Locale.ROOT, "%.1f s in this process over the run, %.2f s per GiB "
+                        + "of KV", cpuSeconds, cpuSeconds / (bytesMoved / (double) (1L << 30))));
+            }
             row(out, "failures", Integer.toString(failed));
             printStats(out, "connector stats P", pStats);
             printStats(out, "connector stats D", dStats);
@@ -312,6 +317,7 @@ public final class DemoRunner {
         AtomicLong moved = new AtomicLong();
         long[] submitNanos = new long[o.requests()];
         long[] finishNanos = new long[o.requests()];
+        long cpuStart = processCpuNanos();
         long start = System.nanoTime();
         long deadline = start + o.timeout().toNanos();
         ScheduledExecutorService ticker = Executors.newSingleThreadScheduledExecutor(r -> {
@@ -381,6 +387,7 @@ public final class DemoRunner {
             ticker.shutdownNow();
         }
         double wall = (System.nanoTime() - start) / 1e9;
+        long cpuEnd = processCpuNanos();
         printProgress(progress, start, o, done.size(), failedCount.get(), moved.get(), p, d);
         List<SimProxy.Exchange> xs = List.copyOf(done);
         int ok = (int) xs.stream().filter(SimProxy.Exchange::ok).count();
@@ -402,7 +409,13 @@ public final class DemoRunner {
                 xs.stream().mapToLong(x -> x.decode().bytesVerified()).sum(),
                 xs.stream().mapToLong(x -> x.decode().mismatchedWords()).sum(),
                 percentile(transfer, 50), percentile(transfer, 99), percentile(reqSorted, 50),
-                percentile(reqSorted, 99), wall, ps.reduce(), ds.reduce(), List.copyOf(errors));
+                percentile(reqSorted, 99), wall, ps.reduce(), ds.reduce(), List.copyOf(errors),
+                cpuStart < 0 || cpuEnd < 0 ? -1 : (cpuEnd - cpuStart) / 1e9);
+    }
+
+    /** CPU time (user + system) of this process so far, or -1 when the platform does not tell. */
+    private static long processCpuNanos() {
+        return ProcessHandle.current().info().totalCpuDuration().map(java.time.Duration::toNanos).orElse(-1L);
     }
 
     /** Nearest-rank percentile of sorted values; 0 when empty. */

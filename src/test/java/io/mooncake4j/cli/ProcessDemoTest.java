@@ -4,12 +4,18 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.ByteArrayOutputStream;
+import java.io.IOException;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
 import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
 
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
 
 /** {@code bin/mooncake4j demo --processes}: four real JVMs (P, D, kv_both reference, proxy) on loopback. */
 @Timeout(value = 240, unit = TimeUnit.SECONDS)
@@ -37,6 +43,40 @@ class ProcessDemoTest {
         assertTrue(o.contains("P and D freed every block after the run"), o);
         assertTrue(o.contains(", 0 mismatched 8-byte words"), o);
         assertTrue(o.contains("OK: every completion equals the kv_both reference; every process exited cleanly"), o);
+    }
+
+    private static List<Path> entries(Path dir) throws IOException {
+        try (Stream<Path> s = Files.list(dir)) {
+            return s.toList();
+        }
+    }
+
+    @Test
+    void shouldRemoveItsLogDirectoryAfterASuccessfulRun(@TempDir Path tmp) throws Exception {
+        ByteArrayOutputStream out = new ByteArrayOutputStream();
+        ByteArrayOutputStream err = new ByteArrayOutputStream();
+        int rc = ProcessDemo.run(DemoCommand.parse(Flags.parse(List.of("--model", "tiny", "--requests", "2",
+                "--prompt-tokens", "40", "--concurrency", "1"))), new PrintStream(out, true, StandardCharsets.UTF_8),
+                new PrintStream(err, true, StandardCharsets.UTF_8), tmp, List.of());
+        String o = out.toString(StandardCharsets.UTF_8);
+        assertEquals(0, rc, o + err.toString(StandardCharsets.UTF_8));
+        assertTrue(o.contains("logs in " + tmp.resolve("mooncake4j-demo-")), o);
+        assertTrue(o.contains("CPU time over the run") && o.contains("client "), o);
+        assertEquals(List.of(), entries(tmp), "the demo left files behind");
+    }
+
+    @Test
+    void shouldRemoveItsLogDirectoryWhenAChildFailsAndShowTheLog(@TempDir Path tmp) throws Exception {
+        ByteArrayOutputStream out = new ByteArrayOutputStream();
+        ByteArrayOutputStream err = new ByteArrayOutputStream();
+        Exception e = org.junit.jupiter.api.Assertions.assertThrows(Exception.class, () -> ProcessDemo.run(
+                DemoCommand.parse(Flags.parse(List.of("--model", "tiny", "--requests", "2"))),
+                new PrintStream(out, true, StandardCharsets.UTF_8), new PrintStream(err, true, StandardCharsets.UTF_8),
+                tmp, List.of("-XX:+MooncakeNoSuchOption")));
+        assertTrue(e.getMessage().contains("prefill exited before it was ready"), e.getMessage());
+        String errText = err.toString(StandardCharsets.UTF_8);
+        assertTrue(errText.contains("last lines of prefill's log") && errText.contains("MooncakeNoSuchOption"), errText);
+        assertEquals(List.of(), entries(tmp), "the demo left files behind");
     }
 
     @Test
