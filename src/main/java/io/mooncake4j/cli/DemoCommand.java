@@ -90,19 +90,25 @@ final class DemoCommand implements CliCommand {
                 "                        reference; see docs/serving.md",
                 "  --layerwise           P pushes each layer's KV while its prefill runs (layerwise_push)",
                 "  --layer-compute-us N  prefill compute per layer per 1k prompt tokens, in microseconds (spent",
-                "                        parked, like GPU time), default 0: the synthetic KV fill only");
+                "                        parked, like GPU time), default 0: the synthetic KV fill only",
+                "  --warmup N            first send N requests of the same shape, not counted (with --processes",
+                "                        through the same processes), so the figures are of warmed-up JVMs; default 0");
     }
 
     @Override
     public Set<String> flagNames() {
         return Set.of("model", "requests", "prompt-tokens", "shared-prefix", "decode-tokens", "p-tp", "d-tp", "engine",
                 "protocol", "num-blocks", "concurrency", "seed", "device", "gpu-id", "p-gpu", "d-gpu", "timeout", "processes",
-                "layerwise", "layer-compute-us");
+                "layerwise", "layer-compute-us", "warmup");
     }
 
     @Override
     public int run(Flags flags, PrintStream out, PrintStream err) {
         boolean processes = flags.bool("processes", false);
+        int warmup = flags.intValue("warmup", 0);
+        if (warmup < 0) {
+            throw new Flags.UsageException("--warmup must be >= 0, got " + warmup);
+        }
         DemoRunner.Options o = parse(flags);
         if (processes) {
             if (o.onGpu() || !o.protocol().equals("tcp") || o.numBlocks() != 0) {
@@ -110,7 +116,7 @@ final class DemoCommand implements CliCommand {
                         + "it takes no --device cuda, --protocol mock or --num-blocks");
             }
             try {
-                return ProcessDemo.run(o, out, err);
+                return ProcessDemo.run(o, warmup, out, err);
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
                 err.println("mooncake4j demo: interrupted");
@@ -133,9 +139,27 @@ final class DemoCommand implements CliCommand {
                 }
             }
         }
+        if (warmup > 0) {
+            DemoRunner.Report w = DemoRunner.run(withRequests(o, warmup), workers,
+                    new PrintStream(java.io.OutputStream.nullOutputStream(), true, java.nio.charset.StandardCharsets.UTF_8),
+                    deviceMemory);
+            out.printf(Locale.ROOT, "mooncake4j demo: warm-up of %d requests: %d ok, %.1f s (not counted below)%n",
+                    warmup, w.ok(), w.wallSeconds());
+            if (w.exitCode() != 0) {
+                w.print(out);
+                return w.exitCode();
+            }
+        }
         DemoRunner.Report r = DemoRunner.run(o, workers, out, deviceMemory);
         r.print(out);
         return r.exitCode();
+    }
+
+    /** {@code o} with {@code requests} requests and another seed (a warm-up of the same shape). */
+    static DemoRunner.Options withRequests(DemoRunner.Options o, int requests) {
+        return new DemoRunner.Options(o.model(), requests, o.promptTokens(), o.sharedPrefixTokens(), o.decodeTokens(),
+                o.pTp(), o.dTp(), o.protocol(), o.numBlocks(), o.concurrency(), o.seed() + 1, o.timeout(), o.device(),
+                o.pGpu(), o.dGpu(), o.layerwise(), o.layerCompute());
     }
 
     /** The options the flags ask for (rejects unknown flags). */

@@ -118,10 +118,15 @@ final class ProcessDemo {
     /** Environment variable with extra JVM options for every child (e.g. a JFR recording with {@code %p} in its file name). */
     static final String CHILD_JAVA_OPTS_ENV = "MOONCAKE4J_DEMO_JAVA_OPTS";
 
-    static int run(DemoRunner.Options o, PrintStream out, PrintStream err) throws Exception {
+    /**
+     * Runs the demo.
+     *
+     * @param warmup requests of the same shape sent through the proxy first, not counted
+     */
+    static int run(DemoRunner.Options o, int warmup, PrintStream out, PrintStream err) throws Exception {
         String opts = System.getenv(CHILD_JAVA_OPTS_ENV);
         List<String> childOpts = opts == null || opts.isBlank() ? List.of() : List.of(opts.trim().split("\\s+"));
-        return run(o, out, err, Path.of(System.getProperty("java.io.tmpdir")), childOpts);
+        return run(o, warmup, out, err, Path.of(System.getProperty("java.io.tmpdir")), childOpts);
     }
 
     /**
@@ -131,7 +136,7 @@ final class ProcessDemo {
      *
      * @param childJvmOptions extra options for every child JVM, before the main class
      */
-    static int run(DemoRunner.Options o, PrintStream out, PrintStream err, Path tempParent,
+    static int run(DemoRunner.Options o, int warmup, PrintStream out, PrintStream err, Path tempParent,
             List<String> childJvmOptions) throws Exception {
         Path dir = Files.createTempDirectory(Files.createDirectories(tempParent), "mooncake4j-demo-");
         List<Child> children = new CopyOnWriteArrayList<>();
@@ -142,7 +147,7 @@ final class ProcessDemo {
         Runtime.getRuntime().addShutdownHook(hook);
         int rc = 1;
         try {
-            rc = runIn(dir, children, o, out, err, childJvmOptions);
+            rc = runIn(dir, children, o, warmup, out, err, childJvmOptions);
         } finally {
             for (Child c : children) {
                 if (!c.process.isAlive() && c.process.exitValue() != 0 && c.process.exitValue() != 143) {
@@ -165,8 +170,8 @@ final class ProcessDemo {
         return rc;
     }
 
-    private static int runIn(Path dir, List<Child> children, DemoRunner.Options o, PrintStream out, PrintStream err,
-            List<String> childJvmOptions) throws Exception {
+    private static int runIn(Path dir, List<Child> children, DemoRunner.Options o, int warmup, PrintStream out,
+            PrintStream err, List<String> childJvmOptions) throws Exception {
         String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
         List<String> jvm = new ArrayList<>(List.of(java, "--enable-native-access=ALL-UNNAMED", "-XX:+UseSerialGC",
                 "-Xmx512m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"));
@@ -198,6 +203,22 @@ final class ProcessDemo {
             out.printf(Locale.ROOT, "  %-10s pid %-8d %s%n", c.role, c.process.pid(),
                     c.role.equals("proxy") ? proxyUrl : c.ready.getNow("?"));
         }
+        if (warmup > 0) {
+            WorkloadClient.Options wo = new WorkloadClient.Options(URI.create(proxyUrl), null, m.name(), warmup,
+                    o.concurrency(), new int[] {o.promptTokens()}, o.sharedPrefixTokens() > 0 ? 1 : 0,
+                    o.sharedPrefixTokens(), new int[] {o.decodeTokens()}, 1, 0, o.seed() + 1, 0, null, null,
+                    o.timeout(), bytesPerToken);
+            try (WorkloadClient wc = new WorkloadClient(wo)) {
+                WorkloadClient.Report wr = wc.run();
+                out.printf(Locale.ROOT, "mooncake4j demo --processes: warm-up of %d requests: %d answered, %.1f s "
+                        + "(not counted below)%n", warmup, wr.unchecked(), wr.seconds());
+                if (wr.unchecked() != warmup) {
+                    wr.print(out, "warm-up");
+                    return 1;
+                }
+            }
+        }
+        long receivedBefore = status(dUrl).get("kv_bytes_received") instanceof Number n ? n.longValue() : 0;
         WorkloadClient.Options w = new WorkloadClient.Options(URI.create(proxyUrl), URI.create(refUrl), m.name(),
                 o.requests(), o.concurrency(), new int[] {o.promptTokens()}, o.sharedPrefixTokens() > 0 ? 1 : 0,
                 o.sharedPrefixTokens(), new int[] {o.decodeTokens()}, 1, 0, o.seed(), 0, null, null, o.timeout(),
@@ -224,7 +245,7 @@ final class ProcessDemo {
             out.println("  P and D freed every block after the run");
         }
         Map<String, Object> dStatus = status(dUrl);
-        long received = dStatus.get("kv_bytes_received") instanceof Number n ? n.longValue() : -1;
+        long received = dStatus.get("kv_bytes_received") instanceof Number n ? n.longValue() - receivedBefore : -1;
         long mismatched = dStatus.get("kv_mismatched_words") instanceof Number n ? n.longValue() : -1;
         if (received >= 0) {
             out.printf(Locale.ROOT, "  %-28s %s (%.2f GiB/s over the run), %d mismatched 8-byte words%n",

@@ -44,7 +44,7 @@ import java.util.concurrent.atomic.AtomicLong;
  * <p>Used by {@code scripts/multihost.sh} (as a {@code main}) and {@code bin/mooncake4j demo --processes}.
  * Thread-safe: requests run on virtual threads, at most {@link Options#concurrency()} at once.
  */
-public final class WorkloadClient {
+public final class WorkloadClient implements AutoCloseable {
 
     /**
      * What to send.
@@ -531,6 +531,7 @@ public final class WorkloadClient {
         return m.get(k) instanceof Number x ? x.longValue() : -1;
     }
 
+    @Override
     public void close() {
         http.close();
         exec.close();

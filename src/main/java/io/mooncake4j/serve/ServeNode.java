@@ -72,6 +72,11 @@ public final class ServeNode implements AutoCloseable {
 
     private static final int DONE = -1;
 
+    /** How often the connections of requests in flight are checked for clients that went away. */
+    static final Duration DISCONNECT_CHECK_PERIOD = Duration.ofMillis(200);
+
+    private static final AtomicLong NODES = new AtomicLong();
+
     private final ServeOptions options;
     private final SimEngine engine;
     private final HttpServer server;
@@ -80,6 +85,8 @@ public final class ServeNode implements AutoCloseable {
     private final AtomicLong seq = new AtomicLong();
     private final AtomicLong requestsOk = new AtomicLong();
     private final AtomicLong requestsFailed = new AtomicLong();
+    private final AtomicLong requestsAborted = new AtomicLong();
+    private final ClientWatch clientWatch;
     private final AtomicLong kvBytesReceived = new AtomicLong();
     private final AtomicLong kvMismatchedWords = new AtomicLong();
     private final Semaphore bodies = new Semaphore(MAX_CONCURRENT_BODIES);
@@ -93,6 +100,7 @@ public final class ServeNode implements AutoCloseable {
         this.engine = engine;
         this.server = server;
         this.executor = executor;
+        this.clientWatch = new ClientWatch(DISCONNECT_CHECK_PERIOD, "mooncake-serve-disconnect-" + NODES.getAndIncrement());
     }
 
     /** Starts a node with KV caches in host memory (or on a GPU through CUDA, as {@code options} say). */
@@ -346,6 +354,7 @@ public final class ServeNode implements AutoCloseable {
         engine.close();
         server.stop(0);
         executor.close();
+        clientWatch.close();
         LOG.info("engine {} stopped ({})", engineId(), clean ? "drained" : "drain timed out");
     }
 
@@ -451,6 +460,7 @@ public final class ServeNode implements AutoCloseable {
         m.put("draining", draining);
         m.put("requests_ok", requestsOk.get());
         m.put("requests_failed", requestsFailed.get());
+        m.put("requests_aborted", requestsAborted.get());
         m.put("kv_bytes_received", kvBytesReceived.get());
         m.put("kv_mismatched_words", kvMismatchedWords.get());
         m.put("connector_stats", new LinkedHashMap<>(engine.kvConnectorStats().reduce()));
@@ -481,11 +491,24 @@ public final class ServeNode implements AutoCloseable {
         String engineRequestId = responseId + "-" + seq.incrementAndGet();
         BlockingQueue<Integer> tokens = req.stream() ? new LinkedBlockingQueue<>() : null;
         CompletableFuture<SimResult> f = submit(engineRequestId, req, tokens);
-        if (req.stream()) {
-            stream(ex, req, responseId, f, tokens);
-        } else {
-            SimResult r = await(f);
-            sendJson(ex, 200, response(req, responseId, r));
+        // as vLLM: a request whose client went away is aborted (its blocks freed, per the connector's rules)
+        Runnable abort = () -> {
+            if (!f.isDone()) {
+                requestsAborted.incrementAndGet();
+                LOG.debug("request {}: the client disconnected; aborting it", engineRequestId);
+                engine.abort(engineRequestId, "aborted: the client disconnected");
+            }
+        };
+        try (ClientWatch.Watch w = clientWatch.watch(ex.getLocalAddress(), ex.getRemoteAddress(), abort)) {
+            if (req.stream()) {
+                stream(ex, req, responseId, f, tokens);
+            } else {
+                SimResult r = await(f);
+                sendJson(ex, 200, response(req, responseId, r));
+            }
+        } catch (IOException e) {
+            abort.run(); // a write to the client failed: it is gone
+            throw e;
         }
     }
 

@@ -73,6 +73,8 @@ public final class SimEngine implements AutoCloseable {
 
     private static final Logger LOG = LoggerFactory.getLogger(SimEngine.class);
     private static final AtomicInteger ENGINES = new AtomicInteger();
+    /** How long the step loop of an engine with no request at all waits for one before it looks again. */
+    private static final long IDLE_WAIT_MILLIS = 50;
 
     /**
      * Scheduler limits.
@@ -207,6 +209,8 @@ public final class SimEngine implements AutoCloseable {
     private final long bytesPerBlockAllRanks;
     private final MooncakeKvConnectorStats stats = new MooncakeKvConnectorStats();
     private final LinkedBlockingQueue<SimRequest> incoming = new LinkedBlockingQueue<>();
+    private final java.util.concurrent.ConcurrentLinkedQueue<String[]> aborts =
+            new java.util.concurrent.ConcurrentLinkedQueue<>();
     private final Set<String> knownIds = ConcurrentHashMap.newKeySet();
     private final Sampling sampling;
     private final Thread loop;
@@ -439,6 +443,62 @@ public final class SimEngine implements AutoCloseable {
         return r.future;
     }
 
+    /**
+     * Aborts a request (any thread), as vLLM's engine does when a client goes away; applied at the next step.
+     * A request that has not been admitted, or is prefilling or decoding, finishes at once as
+     * {@link RequestStatus#FINISHED_ABORTED}: the connector is told ({@code request_finished}: a P request's
+     * transfer goes to {@code reqs_not_processed}, a D request not yet allocated releases P's blocks) and its
+     * blocks are freed. A D request whose KV is being loaded is abandoned: it ends, and its blocks are freed, when
+     * the load does (succeeded or failed), because a write of P may still land in them until then (see
+     * docs/differences-from-vllm.md, "No write after abandonment"). A request that already finished — a P
+     * request whose blocks are held until D pulled them, say — is not affected. Its future completes with a
+     * result whose {@link SimResult#error()} is {@code reason}. Unknown ids are ignored.
+     */
+    public void abort(String requestId, String reason) {
+        Objects.requireNonNull(requestId, "requestId");
+        aborts.add(new String[] {requestId, Objects.requireNonNullElse(reason, "aborted")});
+    }
+
+    /** Applies the aborts asked for since the last step (step loop). */
+    private boolean applyAborts() {
+        boolean changed = false;
+        for (String[] a; (a = aborts.poll()) != null; ) {
+            String id = a[0];
+            String reason = a[1];
+            SimRequest r = null;
+            for (SimRequest w : waiting) {
+                if (w.id.equals(id)) {
+                    r = w;
+                    break;
+                }
+            }
+            if (r != null) {
+                waiting.remove(r);
+            } else {
+                for (SimRequest w : running) {
+                    if (w.id.equals(id)) {
+                        r = w;
+                        break;
+                    }
+                }
+                if (r != null) {
+                    running.remove(r);
+                }
+            }
+            if (r != null) {
+                r.error = reason;
+                r.status = RequestStatus.FINISHED_ABORTED;
+                finish(r);
+                changed = true;
+                LOG.debug("engine {}: request {} aborted: {}", engineId(), id, reason);
+            } else if (loading.get(id) instanceof SimRequest l && l.abortReason == null) {
+                l.abortReason = reason;
+                LOG.debug("engine {}: request {} aborted while its KV loads: it ends with the load", engineId(), id);
+            }
+        }
+        return changed;
+    }
+
     private static int ceilDiv(int a, int b) {
         return (a + b - 1) / b;
     }
@@ -449,7 +509,11 @@ public final class SimEngine implements AutoCloseable {
         try {
             while (!stopping) {
                 if (!step()) {
-                    SimRequest r = incoming.poll(1, TimeUnit.MILLISECONDS);
+                    // nothing changed: wait for a request, 1 ms while the connector has work to report on;
+                    // with no request at all (none waiting, running, loading or held) there is nothing to
+                    // poll the workers for, so an idle engine sleeps on its queue instead of spinning
+                    boolean idle = waiting.isEmpty() && running.isEmpty() && loading.isEmpty() && delayedFree.isEmpty();
+                    SimRequest r = incoming.poll(idle ? IDLE_WAIT_MILLIS : 1, TimeUnit.MILLISECONDS);
                     if (r != null) {
                         waiting.add(r);
                     }
@@ -485,6 +549,7 @@ public final class SimEngine implements AutoCloseable {
     /** One engine step; true when a forward pass ran or a request changed state. */
     private boolean step() {
         incoming.drainTo(waiting);
+        boolean aborted = !aborts.isEmpty() && applyAborts();
         // ---- schedule
         List<SimRequest> scheduled = new ArrayList<>();
         for (SimRequest r : running) {
@@ -536,7 +601,7 @@ public final class SimEngine implements AutoCloseable {
             w.getKvConnectorStats().ifPresent(stats::aggregate);
         }
         SimWorker.TransferResults merged = aggregator.aggregate(results);
-        return update(scheduled, merged, admitted);
+        return update(scheduled, merged, admitted) || aborted;
     }
 
     /** One rank's forward pass, layer by layer, telling the worker after each layer and at the end. */
@@ -756,6 +821,17 @@ public final class SimEngine implements AutoCloseable {
     /** D: the load of {@code r} ended (all ranks reported it). */
     private void onRemoteKvLoaded(SimRequest r, boolean failedPerRequest) {
         r.kvReadyNanos = System.nanoTime();
+        if (r.abortReason != null) {
+            for (int[] group : r.blocks) {
+                for (int b : group) {
+                    invalidBlocks.remove(b);
+                }
+            }
+            r.error = r.abortReason;
+            r.status = RequestStatus.FINISHED_ABORTED;
+            finish(r);
+            return;
+        }
         boolean badBlocks = false;
         for (int[] group : r.blocks) {
             for (int b : group) {

@@ -47,6 +47,8 @@ final class SimRequest implements Request {
     boolean kvDigestKnown;
     /** Called on the step loop with each generated token, or null. */
     IntConsumer onToken;
+    /** Set (step loop) when the request was aborted while its KV was being loaded: it ends when the load does. */
+    String abortReason;
 
     SimRequest(String id, int[] prompt, int maxTokens, Map<String, Object> params, int groups) {
         this.id = id;

@@ -56,12 +56,14 @@ class ProcessDemoTest {
         ByteArrayOutputStream out = new ByteArrayOutputStream();
         ByteArrayOutputStream err = new ByteArrayOutputStream();
         int rc = ProcessDemo.run(DemoCommand.parse(Flags.parse(List.of("--model", "tiny", "--requests", "2",
-                "--prompt-tokens", "40", "--concurrency", "1"))), new PrintStream(out, true, StandardCharsets.UTF_8),
+                "--prompt-tokens", "40", "--concurrency", "1"))), 1, new PrintStream(out, true, StandardCharsets.UTF_8),
                 new PrintStream(err, true, StandardCharsets.UTF_8), tmp, List.of());
         String o = out.toString(StandardCharsets.UTF_8);
         assertEquals(0, rc, o + err.toString(StandardCharsets.UTF_8));
         assertTrue(o.contains("logs in " + tmp.resolve("mooncake4j-demo-")), o);
         assertTrue(o.contains("CPU time over the run") && o.contains("client "), o);
+        assertTrue(o.contains("warm-up of 1 requests: 1 answered"), o);
+        assertTrue(o.contains("demo --processes: 2 ok, 0 failed-as-expected, 0 wrong"), o);
         assertEquals(List.of(), entries(tmp), "the demo left files behind");
     }
 
@@ -70,7 +72,7 @@ class ProcessDemoTest {
         ByteArrayOutputStream out = new ByteArrayOutputStream();
         ByteArrayOutputStream err = new ByteArrayOutputStream();
         Exception e = org.junit.jupiter.api.Assertions.assertThrows(Exception.class, () -> ProcessDemo.run(
-                DemoCommand.parse(Flags.parse(List.of("--model", "tiny", "--requests", "2"))),
+                DemoCommand.parse(Flags.parse(List.of("--model", "tiny", "--requests", "2"))), 0,
                 new PrintStream(out, true, StandardCharsets.UTF_8), new PrintStream(err, true, StandardCharsets.UTF_8),
                 tmp, List.of("-XX:+MooncakeNoSuchOption")));
         assertTrue(e.getMessage().contains("prefill exited before it was ready"), e.getMessage());
