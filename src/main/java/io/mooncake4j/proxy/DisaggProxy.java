@@ -3,6 +3,7 @@ package io.mooncake4j.proxy;
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
 import io.mooncake4j.internal.json.Json;
+import io.mooncake4j.internal.sys.ClientWatch;
 import io.mooncake4j.internal.json.JsonException;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -87,6 +88,7 @@ public final class DisaggProxy implements AutoCloseable {
     private final List<Prefill> prefills = new ArrayList<>();
     private final List<Decode> decodes = new ArrayList<>();
     private final HttpClient http;
+    private final ClientWatch clientWatch;
     private final ExecutorService httpExecutor;
     private final HttpServer server;
     private final Thread prober;
@@ -127,6 +129,7 @@ public final class DisaggProxy implements AutoCloseable {
         final AtomicLong failedPrefill = new AtomicLong();
         final AtomicLong failedDecode = new AtomicLong();
         final AtomicLong rejected = new AtomicLong();
+        final AtomicLong clientsGone = new AtomicLong();
 
         /** Proxied requests received (after the readiness and size checks). */
         public long requests() {
@@ -148,6 +151,11 @@ public final class DisaggProxy implements AutoCloseable {
             return failedDecode.get();
         }
 
+        /** Requests whose client went away before the answer was complete (P's and D's requests cancelled). */
+        public long clientsGone() {
+            return clientsGone.get();
+        }
+
         /** Requests refused before routing (not ready, overloaded, bad body). */
         public long rejected() {
             return rejected.get();
@@ -160,6 +168,7 @@ public final class DisaggProxy implements AutoCloseable {
             m.put("failed_prefill", failedPrefill());
             m.put("failed_decode", failedDecode());
             m.put("rejected", rejected());
+            m.put("clients_gone", clientsGone());
             return m;
         }
     }
@@ -192,6 +201,7 @@ public final class DisaggProxy implements AutoCloseable {
                 Thread.ofVirtual().name("mooncake-proxy-http-" + id + "-", 0).factory()));
         server.createContext("/", this::handle);
         this.prober = Thread.ofVirtual().name("mooncake-proxy-probe-" + id).unstarted(this::probeLoop);
+        this.clientWatch = new ClientWatch(Duration.ofMillis(200), "mooncake-proxy-disconnect-" + id);
     }
 
     /**
@@ -239,6 +249,7 @@ public final class DisaggProxy implements AutoCloseable {
         }
         http.close();
         httpExecutor.close();
+        clientWatch.close();
         LOG.info("proxy on port {} closed: {}", port(), stats.asMap());
     }
 
@@ -620,7 +631,15 @@ public final class DisaggProxy implements AutoCloseable {
         CompletableFuture<HttpResponse<InputStream>> df = http.sendAsync(db.build(), HttpResponse.BodyHandlers.ofInputStream());
         String pName = "prefill node " + route.prefill.node.url();
         String dName = "decode node " + route.decode.node.url();
-        try {
+        // a client that goes away cancels both halves: the nodes see their connections close and abort
+        java.util.concurrent.atomic.AtomicBoolean gone = new java.util.concurrent.atomic.AtomicBoolean();
+        ClientWatch.Watch watch = clientWatch.watch(ex.getLocalAddress(), ex.getRemoteAddress(), () -> {
+            gone.set(true);
+            stats.clientsGone.incrementAndGet();
+            cancel(pf);
+            cancel(df);
+        });
+        try (watch) {
             // Wait for P, unless D fails first (then P is cancelled and D's error is the answer).
             try {
                 CompletableFuture.anyOf(pf, df).get(remaining(deadline), TimeUnit.NANOSECONDS);
@@ -693,6 +712,11 @@ public final class DisaggProxy implements AutoCloseable {
             cancel(pf);
             cancel(df);
             sendError(ex, 503, "service_unavailable", "the proxy is shutting down");
+        } catch (CancellationException e) {
+            if (!gone.get()) {
+                throw e;
+            }
+            LOG.debug("request {}: the client went away; P's and D's requests were cancelled", transferId);
         } finally {
             cancel(pf);
         }

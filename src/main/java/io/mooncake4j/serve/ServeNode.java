@@ -10,6 +10,7 @@ import io.mooncake4j.connector.bootstrap.BootstrapAddresses;
 import io.mooncake4j.engine.TransferEngine;
 import io.mooncake4j.engine.TransferEngines;
 import io.mooncake4j.internal.json.Json;
+import io.mooncake4j.internal.sys.ClientWatch;
 import io.mooncake4j.internal.sys.Bytes;
 import io.mooncake4j.memory.DeviceMemory;
 import io.mooncake4j.sim.ConnectorSimWorker;

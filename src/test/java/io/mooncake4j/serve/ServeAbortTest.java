@@ -6,6 +6,9 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.mooncake4j.connector.KvRole;
 import io.mooncake4j.engine.TransferEngines;
 import io.mooncake4j.internal.json.Json;
+import io.mooncake4j.internal.sys.ClientWatch;
+import io.mooncake4j.proxy.DisaggProxy;
+import io.mooncake4j.proxy.ProxyConfig;
 
 import java.io.IOException;
 import java.io.OutputStream;
@@ -174,6 +177,58 @@ class ServeAbortTest {
     }
 
     @Test
+    void aClientThatLeavesTheProxyAbortsBothHalves() throws Exception {
+        Duration abortTimeout = Duration.ofSeconds(6);
+        ServeNode p = start(KvRole.KV_PRODUCER, abortTimeout);
+        ServeNode d = start(KvRole.KV_CONSUMER, abortTimeout);
+        DisaggProxy proxy = DisaggProxy.start(ProxyConfig.builder().port(0).addPrefill(p.url(), p.bootstrapPort())
+                .addDecode(d.url()).requestTimeout(Duration.ofSeconds(60)).build());
+        try {
+            await("the proxy to be ready", () -> {
+                try {
+                    return http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + proxy.port() + "/health"))
+                            .build(), HttpResponse.BodyHandlers.discarding()).statusCode() == 200;
+                } catch (IOException e) {
+                    return false;
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    return true;
+                }
+            });
+            // P's blocks are taken by KV held for a decode node, so the proxied request waits at P, and D waits for it
+            HttpResponse<String> first = http.send(HttpRequest.newBuilder(URI.create(p.url() + "/v1/completions"))
+                    .timeout(Duration.ofSeconds(30)).POST(HttpRequest.BodyPublishers.ofString(Json.write(body(1, 700, 1,
+                            new HashMap<>(Map.of("do_remote_decode", true, "do_remote_prefill", false, "transfer_id",
+                                    "xfer-held")))))).build(), HttpResponse.BodyHandlers.ofString());
+            assertEquals(200, first.statusCode(), first.body());
+            long held = System.nanoTime();
+            Socket s = new Socket();
+            s.connect(new InetSocketAddress("127.0.0.1", proxy.port()), 10_000);
+            byte[] b = Json.write(body(2, 200, 4, null)).getBytes(StandardCharsets.UTF_8);
+            OutputStream out = s.getOutputStream();
+            out.write(("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                    + "Content-Length: " + b.length + "\r\n\r\n").getBytes(StandardCharsets.US_ASCII));
+            out.write(b);
+            out.flush();
+            await("P to queue and D to pull the proxied request", () -> stat(p, "waiting") == 1
+                    && stat(d, "loading_remote_kv") == 1);
+            s.close();
+            await("P and D to notice the proxy's connections closed", () -> stat(p, "requests_aborted") == 1
+                    && stat(d, "requests_aborted") == 1);
+            if (System.nanoTime() - held < abortTimeout.toNanos() / 2) {
+                assertEquals(0L, stat(p, "waiting"), "P dropped the waiting request at once");
+                assertEquals(1L, stat(p, "holding_kv_for_decode"), "and kept the KV it holds for another decode");
+            }
+            assertEquals(1L, proxy.stats().clientsGone());
+            await("D to free every block once its pull ended", () -> stat(d, "free_blocks") == d.engine().numBlocks()
+                    && stat(d, "in_flight") == 0);
+            assertEquals(0L, stat(d, "requests_ok"));
+        } finally {
+            proxy.close();
+        }
+    }
+
+    @Test
     void theTcpTableParserKeepsAnEstablishedConnectionOverAClosedOneWithTheSamePorts() {
         String table = """
                   sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
@@ -185,8 +240,8 @@ class ServeAbortTest {
         Map<Long, Integer> m = new HashMap<>();
         ClientWatch.parse(table, m);
         assertEquals(3, m.size(), m.toString());
-        assertEquals(0x08, m.get((0x1F90L << 16) | 0xC350));
-        assertEquals(0x01, m.get((0x1F90L << 16) | 0xC351), "established wins over a CLOSE_WAIT with the same ports");
-        assertEquals(0x07, m.get((0x1F91L << 16) | 0xC352));
+        assertEquals(0x08, m.get(ClientWatch.key(0x1F90, 0xC350)));
+        assertEquals(0x01, m.get(ClientWatch.key(0x1F90, 0xC351)), "established wins over a CLOSE_WAIT with the same ports");
+        assertEquals(0x07, m.get(ClientWatch.key(0x1F91, 0xC352)));
     }
 }

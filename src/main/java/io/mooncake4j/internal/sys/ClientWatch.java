@@ -1,4 +1,4 @@
-package io.mooncake4j.serve;
+package io.mooncake4j.internal.sys;
 
 import java.io.IOException;
 import java.net.InetSocketAddress;
@@ -18,8 +18,8 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Notices HTTP clients that went away while their request is being served, so that the request can be
- * aborted as vLLM's server does (it aborts a request whose client disconnected). The JDK's HTTP server does
+ * Notices HTTP clients that went away while their request is being served (used by {@code serve} and
+ * {@code proxy}), so that the request can be aborted as vLLM's server does (it aborts a request whose client disconnected). The JDK's HTTP server does
  * not tell a handler that its connection closed, so one watcher thread ({@code mooncake-serve-disconnect-N})
  * looks at the kernel's TCP table ({@code /proc/net/tcp} and {@code /proc/net/tcp6}, Linux) every
  * {@code period} while connections are registered: a connection whose peer closed it ({@code CLOSE_WAIT},
@@ -31,7 +31,7 @@ import org.slf4j.LoggerFactory;
  *
  * <p>Thread-safe; {@link #close()} stops the watcher.
  */
-final class ClientWatch implements AutoCloseable {
+public final class ClientWatch implements AutoCloseable {
 
     private static final Logger LOG = LoggerFactory.getLogger(ClientWatch.class);
     private static final List<Path> TABLES = List.of(Path.of("/proc/net/tcp"), Path.of("/proc/net/tcp6"));
@@ -40,7 +40,7 @@ final class ClientWatch implements AutoCloseable {
     private static final int CLOSE_WAIT = 0x08;
 
     /** One watched connection. */
-    final class Watch implements AutoCloseable {
+    public final class Watch implements AutoCloseable {
         private final long key;
         private final Runnable onGone;
         private int missing;
@@ -65,7 +65,13 @@ final class ClientWatch implements AutoCloseable {
     private final Thread thread;
     private volatile boolean closed;
 
-    ClientWatch(Duration period, String name) {
+    /**
+     * Starts the watcher thread (when a TCP table is readable).
+     *
+     * @param period how often the table is read while connections are watched
+     * @param name   the watcher thread's name
+     */
+    public ClientWatch(Duration period, String name) {
         this.period = period;
         this.enabled = TABLES.stream().anyMatch(Files::isReadable);
         this.thread = Thread.ofPlatform().daemon().name(name).unstarted(this::loop);
@@ -77,7 +83,7 @@ final class ClientWatch implements AutoCloseable {
     }
 
     /** Whether disconnects are watched (a TCP table is readable). */
-    boolean enabled() {
+    public boolean enabled() {
         return enabled;
     }
 
@@ -85,7 +91,7 @@ final class ClientWatch implements AutoCloseable {
      * Watches the connection between {@code local} (this server's end) and {@code remote}; {@code onGone} runs
      * once if the client goes away before the watch is closed.
      */
-    Watch watch(InetSocketAddress local, InetSocketAddress remote, Runnable onGone) {
+    public Watch watch(InetSocketAddress local, InetSocketAddress remote, Runnable onGone) {
         Watch w = new Watch(key(local.getPort(), remote.getPort()), onGone);
         if (enabled && !closed) {
             watches.add(w);
@@ -94,7 +100,8 @@ final class ClientWatch implements AutoCloseable {
         return w;
     }
 
-    private static long key(int localPort, int remotePort) {
+    /** The key {@link #parse} files a connection under. */
+    public static long key(int localPort, int remotePort) {
         return ((long) localPort << 16) | remotePort;
     }
 
@@ -139,7 +146,7 @@ final class ClientWatch implements AutoCloseable {
      * Local port and remote port → state of every TCP connection; when several share the ports, an
      * established one wins.
      */
-    static Map<Long, Integer> readTables() throws IOException {
+    public static Map<Long, Integer> readTables() throws IOException {
         Map<Long, Integer> out = new HashMap<>();
         for (Path t : TABLES) {
             if (!Files.isReadable(t)) {
@@ -151,7 +158,7 @@ final class ClientWatch implements AutoCloseable {
     }
 
     /** Parses one {@code /proc/net/tcp}-format table into {@code out}. */
-    static void parse(String table, Map<Long, Integer> out) {
+    public static void parse(String table, Map<Long, Integer> out) {
         for (String line : table.split("\n")) {
             String[] f = line.trim().split("\\s+");
             // sl local_address rem_address st ...
