@@ -67,14 +67,16 @@ import java.util.concurrent.atomic.AtomicLong;
  * ids, which change when it restarts), and so is one whose {@code /health} probe (every probe interval,
  * every node) is refused or answers 503, as a draining {@code serve} node does; a D stream that breaks
  * after its first bytes ends with an SSE {@code data: {"error": ...}} event and no {@code [DONE]}. Until every P has answered {@code /health}
- * and listed at least one engine on its bootstrap {@code /query}, requests get 503.
+ * and listed at least one engine on its bootstrap {@code /query}, requests get 503. A client that goes
+ * away before its answer is complete (its connection closed or reset, seen in the kernel's TCP table by a
+ * {@link ClientWatch}, or a failed write) cancels both node requests, so the nodes abort them.
  *
  * <p>Other routes: {@code GET /health} (200 when ready, else 503; the body lists each node's state),
  * {@code GET /v1/models} (forwarded to a D).
  *
  * <p><b>Threads and ownership:</b> one virtual thread per client connection (the JDK's {@code HttpServer}),
- * the {@link HttpClient}'s own threads for P and D, and one virtual prober thread
- * {@code mooncake-proxy-probe-<n>}. Node state is held in volatile fields written by the prober and by
+ * the {@link HttpClient}'s own threads for P and D, one virtual prober thread
+ * {@code mooncake-proxy-probe-<n>} and one disconnect watcher {@code mooncake-proxy-disconnect-<n>}. Node state is held in volatile fields written by the prober and by
  * request threads that see a node fail. {@link #close()} stops accepting, then stops the prober.
  */
 public final class DisaggProxy implements AutoCloseable {
