@@ -74,7 +74,10 @@ public final class ServeNode implements AutoCloseable {
     private static final int DONE = -1;
 
     /** How often the connections of requests in flight are checked for clients that went away. */
-    static final Duration DISCONNECT_CHECK_PERIOD = Duration.ofMillis(200);
+    static final Duration DISCONNECT_CHECK_PERIOD = Duration.ofMillis(500);
+
+    /** Requests younger than this are not checked (reading the kernel's TCP table costs CPU). */
+    static final Duration DISCONNECT_CHECK_AFTER = Duration.ofSeconds(1);
 
     private static final AtomicLong NODES = new AtomicLong();
 
@@ -101,7 +104,8 @@ public final class ServeNode implements AutoCloseable {
         this.engine = engine;
         this.server = server;
         this.executor = executor;
-        this.clientWatch = new ClientWatch(DISCONNECT_CHECK_PERIOD, "mooncake-serve-disconnect-" + NODES.getAndIncrement());
+        this.clientWatch = new ClientWatch(DISCONNECT_CHECK_PERIOD, DISCONNECT_CHECK_AFTER,
+                "mooncake-serve-disconnect-" + NODES.getAndIncrement());
     }
 
     /** Starts a node with KV caches in host memory (or on a GPU through CUDA, as {@code options} say). */

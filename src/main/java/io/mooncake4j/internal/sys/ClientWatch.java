@@ -22,7 +22,10 @@ import org.slf4j.LoggerFactory;
  * {@code proxy}), so that the request can be aborted as vLLM's server does (it aborts a request whose client disconnected). The JDK's HTTP server does
  * not tell a handler that its connection closed, so one watcher thread ({@code mooncake-serve-disconnect-N})
  * looks at the kernel's TCP table ({@code /proc/net/tcp} and {@code /proc/net/tcp6}, Linux) every
- * {@code period} while connections are registered: a connection whose peer closed it ({@code CLOSE_WAIT},
+ * {@code period} while a connection has been watched for at least {@code minAge}: reading the table costs
+ * the kernel time in proportion to every socket of the host's network namespace (about 15 ms of CPU for
+ * 11,000 sockets), so short requests, which end before anyone needs to abort them, never cause a read.
+ * A connection whose peer closed it ({@code CLOSE_WAIT},
  * {@code CLOSE}) or that is gone from the table (reset) on two looks in a row counts as disconnected, and its
  * callback runs once (on the watcher thread: keep it short). Connections are told apart by their local and
  * remote ports; when another connection with the same ports is still established, nothing is reported (a
@@ -43,6 +46,7 @@ public final class ClientWatch implements AutoCloseable {
     public final class Watch implements AutoCloseable {
         private final long key;
         private final Runnable onGone;
+        private final long since = System.nanoTime();
         private int missing;
         private volatile boolean done;
 
@@ -60,6 +64,7 @@ public final class ClientWatch implements AutoCloseable {
     }
 
     private final Duration period;
+    private final Duration minAge;
     private final boolean enabled;
     private final Set<Watch> watches = ConcurrentHashMap.newKeySet();
     private final Thread thread;
@@ -68,11 +73,13 @@ public final class ClientWatch implements AutoCloseable {
     /**
      * Starts the watcher thread (when a TCP table is readable).
      *
-     * @param period how often the table is read while connections are watched
+     * @param period how often the table is read while a connection has been watched for {@code minAge}
+     * @param minAge how long a connection is watched before the table is read for it
      * @param name   the watcher thread's name
      */
-    public ClientWatch(Duration period, String name) {
+    public ClientWatch(Duration period, Duration minAge, String name) {
         this.period = period;
+        this.minAge = minAge;
         this.enabled = TABLES.stream().anyMatch(Files::isReadable);
         this.thread = Thread.ofPlatform().daemon().name(name).unstarted(this::loop);
         if (enabled) {
@@ -112,6 +119,10 @@ public final class ClientWatch implements AutoCloseable {
                 continue;
             }
             LockSupport.parkNanos(this, period.toNanos());
+            long now = System.nanoTime();
+            if (watches.stream().noneMatch(w -> now - w.since >= minAge.toNanos())) {
+                continue;
+            }
             Map<Long, Integer> states;
             try {
                 states = readTables();
@@ -122,6 +133,9 @@ public final class ClientWatch implements AutoCloseable {
                 continue;
             }
             for (Watch w : watches) {
+                if (now - w.since < minAge.toNanos()) {
+                    continue;
+                }
                 Integer st = states.get(w.key);
                 boolean gone;
                 if (st == null) {
@@ -159,37 +173,66 @@ public final class ClientWatch implements AutoCloseable {
 
     /** Parses one {@code /proc/net/tcp}-format table into {@code out}. */
     public static void parse(String table, Map<Long, Integer> out) {
-        for (String line : table.split("\n")) {
-            String[] f = line.trim().split("\\s+");
-            // sl local_address rem_address st ...
-            if (f.length < 4 || !f[0].endsWith(":")) {
-                continue;
+        int n = table.length();
+        int pos = 0;
+        while (pos < n) {
+            int eol = table.indexOf('\n', pos);
+            if (eol < 0) {
+                eol = n;
             }
-            int lp = port(f[1]);
-            int rp = port(f[2]);
-            if (lp < 0 || rp < 0) {
-                continue;
-            }
-            int st;
-            try {
-                st = Integer.parseInt(f[3], 16);
-            } catch (NumberFormatException e) {
-                continue;
-            }
-            out.merge(key(lp, rp), st, (a, b) -> a == ESTABLISHED || b == ESTABLISHED ? ESTABLISHED : b);
+            parseLine(table, pos, eol, out);
+            pos = eol + 1;
         }
     }
 
-    private static int port(String hexAddress) {
-        int colon = hexAddress.lastIndexOf(':');
-        if (colon < 0) {
+    /** One line: {@code sl: local_address rem_address st ...}, addresses as {@code HEXIP:HEXPORT}. */
+    private static void parseLine(String t, int from, int to, Map<Long, Integer> out) {
+        int i = skipSpaces(t, from, to);
+        int colon = t.indexOf(':', i);
+        if (colon < 0 || colon >= to || colon + 1 >= to || t.charAt(colon + 1) != ' ') {
+            return; // the header line, or not a table line
+        }
+        int a = skipSpaces(t, colon + 1, to);
+        int aEnd = t.indexOf(' ', a);
+        if (aEnd < 0 || aEnd > to) {
+            return;
+        }
+        int b = skipSpaces(t, aEnd, to);
+        int bEnd = t.indexOf(' ', b);
+        if (bEnd < 0 || bEnd > to) {
+            return;
+        }
+        int c = skipSpaces(t, bEnd, to);
+        int lp = hex(t, t.lastIndexOf(':', aEnd - 1) + 1, aEnd);
+        int rp = hex(t, t.lastIndexOf(':', bEnd - 1) + 1, bEnd);
+        int st = hex(t, c, Math.min(to, c + 2));
+        if (lp < 0 || rp < 0 || st < 0) {
+            return;
+        }
+        out.merge(key(lp, rp), st, (x, y) -> x == ESTABLISHED || y == ESTABLISHED ? ESTABLISHED : y);
+    }
+
+    private static int skipSpaces(String t, int i, int to) {
+        while (i < to && t.charAt(i) == ' ') {
+            i++;
+        }
+        return i;
+    }
+
+    /** The hexadecimal number in {@code t[from, to)}, or -1. */
+    private static int hex(String t, int from, int to) {
+        if (from <= 0 || from >= to || to - from > 7) {
             return -1;
         }
-        try {
-            return Integer.parseInt(hexAddress.substring(colon + 1), 16);
-        } catch (NumberFormatException e) {
-            return -1;
+        int v = 0;
+        for (int i = from; i < to; i++) {
+            int d = Character.digit(t.charAt(i), 16);
+            if (d < 0) {
+                return -1;
+            }
+            v = v * 16 + d;
         }
+        return v;
     }
 
     @Override
