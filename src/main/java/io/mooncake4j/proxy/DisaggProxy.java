@@ -203,7 +203,7 @@ public final class DisaggProxy implements AutoCloseable {
                 Thread.ofVirtual().name("mooncake-proxy-http-" + id + "-", 0).factory()));
         server.createContext("/", this::handle);
         this.prober = Thread.ofVirtual().name("mooncake-proxy-probe-" + id).unstarted(this::probeLoop);
-        this.clientWatch = new ClientWatch(Duration.ofMillis(500), Duration.ofSeconds(1), "mooncake-proxy-disconnect-" + id);
+        this.clientWatch = new ClientWatch(Duration.ofSeconds(1), Duration.ofSeconds(3), "mooncake-proxy-disconnect-" + id);
     }
 
     /**

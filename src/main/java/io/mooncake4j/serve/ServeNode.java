@@ -74,10 +74,10 @@ public final class ServeNode implements AutoCloseable {
     private static final int DONE = -1;
 
     /** How often the connections of requests in flight are checked for clients that went away. */
-    static final Duration DISCONNECT_CHECK_PERIOD = Duration.ofMillis(500);
+    static final Duration DISCONNECT_CHECK_PERIOD = Duration.ofSeconds(1);
 
     /** Requests younger than this are not checked (reading the kernel's TCP table costs CPU). */
-    static final Duration DISCONNECT_CHECK_AFTER = Duration.ofSeconds(1);
+    static final Duration DISCONNECT_CHECK_AFTER = Duration.ofSeconds(3);
 
     private static final AtomicLong NODES = new AtomicLong();
 

@@ -82,7 +82,7 @@
  * abandoned and freed when the pull ends (no write of P can land in reused blocks); KV that P already holds
  * for a decode node stays held until D pulls it or the abort timeout. The JDK's HTTP server does not report
  * closed connections, so a watcher ({@link io.mooncake4j.internal.sys.ClientWatch}) reads the kernel's TCP
- * table every 500 ms for the connections of requests in flight for more than 1 s (Linux; elsewhere only a
+ * table every second for the connections of requests in flight for more than 3 s (Linux; elsewhere only a
  * failed write to a streaming client is noticed).
  *
  * <p>Not supported: more than one prompt or choice per request, logprobs, stop strings.

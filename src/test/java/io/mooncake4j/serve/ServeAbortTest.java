@@ -148,7 +148,7 @@ class ServeAbortTest {
 
     @Test
     void aDecodeRequestWhoseClientResetsIsAbandonedAndItsBlocksFreedWhenThePullEnds() throws Exception {
-        Duration abortTimeout = Duration.ofSeconds(4);
+        Duration abortTimeout = Duration.ofSeconds(14); // above the 3-5 s a disconnect takes to be seen
         ServeNode p = start(KvRole.KV_PRODUCER, abortTimeout);
         ServeNode d = start(KvRole.KV_CONSUMER, abortTimeout);
         int numBlocks = d.engine().numBlocks();
@@ -178,7 +178,7 @@ class ServeAbortTest {
 
     @Test
     void aClientThatLeavesTheProxyAbortsBothHalves() throws Exception {
-        Duration abortTimeout = Duration.ofSeconds(6);
+        Duration abortTimeout = Duration.ofSeconds(14); // above the 3-5 s a disconnect takes to be seen
         ServeNode p = start(KvRole.KV_PRODUCER, abortTimeout);
         ServeNode d = start(KvRole.KV_CONSUMER, abortTimeout);
         DisaggProxy proxy = DisaggProxy.start(ProxyConfig.builder().port(0).addPrefill(p.url(), p.bootstrapPort())
