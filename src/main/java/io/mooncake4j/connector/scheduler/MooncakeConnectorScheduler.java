@@ -525,27 +525,27 @@ public final class MooncakeConnectorScheduler {
     }
 
     /** The switches this scheduler was built with. */
-    public Options options() {
+    Options options() {
         return options;
     }
 
     /** vLLM's {@code _is_hma_required}: hybrid manager enabled and some group not full attention. */
-    public boolean isHmaRequired() {
+    boolean isHmaRequired() {
         return hmaRequired;
     }
 
     /** vLLM's {@code _has_mamba}: the configuration has Mamba/GDN layers. */
-    public boolean hasMamba() {
+    boolean hasMamba() {
         return hasMamba;
     }
 
     /** vLLM's {@code blocks_per_sw}, one entry per group (0 for non-sliding-window groups); a copy. */
-    public int[] blocksPerSw() {
+    int[] blocksPerSw() {
         return blocksPerSw.clone();
     }
 
     /** Collision guard only: the transfer ids currently owned by a P request (a copy). */
-    public Set<String> activeTransferIds() {
+    Set<String> activeTransferIds() {
         return Set.copyOf(activeTransferIds.keySet());
     }
 }

@@ -65,7 +65,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(MooncakeConnectorWorker.class);
 
     /** vLLM's message when nothing is registered, kept verbatim. */
-    public static final String NO_KV_CACHES_MESSAGE = "No KV cache tensors were registered with Mooncake.";
+    static final String NO_KV_CACHES_MESSAGE = "No KV cache tensors were registered with Mooncake.";
 
     private final MooncakeConnectorConfig config;
     private final TransferEngine engine;
@@ -409,12 +409,12 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
      * {@code send_kv_to_decode}); tests use it to observe raw messages. May be called before or
      * after {@link #registerKvCaches}; messages already queued use the handler current when they run.
      */
-    public void setSideChannelHandler(SideChannelHandler handler) {
+    void setSideChannelHandler(SideChannelHandler handler) {
         this.sideChannelHandler = Objects.requireNonNull(handler, "handler");
     }
 
     /** The handler now installed: a replacement, or the send path (null before registration). */
-    public SideChannelHandler sideChannelHandler() {
+    SideChannelHandler sideChannelHandler() {
         SideChannelHandler h = sideChannelHandler;
         return h != null ? h : sender;
     }
@@ -425,7 +425,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
      *
      * @throws IllegalStateException before the listener started, after close, or on a consumer
      */
-    public Executor senderLoop() {
+    Executor senderLoop() {
         synchronized (lock) {
             if (listener == null || closed) {
                 throw new IllegalStateException("no sender loop: " + (closed ? "worker is closed"
@@ -443,7 +443,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     }
 
     /** Counters of the side-channel listener; all zero when there is none. */
-    public ListenerStats listenerStats() {
+    ListenerStats listenerStats() {
         synchronized (lock) {
             return listener == null ? new ListenerStats(0, 0, 0, 0, 0, 0, 0) : listener.stats();
         }
@@ -457,7 +457,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     }
 
     /** The plan that was registered, or null before {@link #registerKvCaches} succeeded. */
-    public RegistrationPlan registeredPlan() {
+    RegistrationPlan registeredPlan() {
         synchronized (lock) {
             return registeredPlan;
         }
@@ -469,7 +469,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     }
 
     /** The engine; owned by the caller. */
-    public TransferEngine engine() {
+    TransferEngine engine() {
         return engine;
     }
 
@@ -477,7 +477,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         return config;
     }
 
-    public KvCacheConfig kvCacheConfig() {
+    KvCacheConfig kvCacheConfig() {
         return kvCacheConfig;
     }
 
@@ -685,7 +685,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     }
 
     /** Exceptions of background work (loops, transfer pool, pull I/O) so far; each was logged. */
-    public long backgroundErrorCount() {
+    long backgroundErrorCount() {
         return backgroundErrors.count();
     }
 
@@ -706,7 +706,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     }
 
     /** The bootstrap server this worker launched, if any (tests; embedders use its address). */
-    public Optional<MooncakeBootstrapServer> bootstrapServer() {
+    Optional<MooncakeBootstrapServer> bootstrapServer() {
         synchronized (lock) {
             return Optional.ofNullable(bootstrapServer);
         }
@@ -725,7 +725,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     }
 
     /** Side-channel facts of the send and receive paths, for tests and diagnostics; waits on the loops. */
-    public WorkerDiagnostics diagnostics() {
+    WorkerDiagnostics diagnostics() {
         int pending = -1;
         int activePulls = -1;
         long errorReplies = 0;
@@ -895,13 +895,13 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         }
 
         /** Replaces the side-channel handler (tests); default: the send path ({@code send_kv_to_decode}). */
-        public Builder sideChannelHandler(SideChannelHandler handler) {
+        Builder sideChannelHandler(SideChannelHandler handler) {
             this.sideChannelHandler = Objects.requireNonNull(handler, "handler");
             return this;
         }
 
         /** The monotonic clock of P's expiry (vLLM's {@code perf_counter}), in nanoseconds; default {@link System#nanoTime}. */
-        public Builder nanoClock(LongSupplier clock) {
+        Builder nanoClock(LongSupplier clock) {
             this.nanoClock = Objects.requireNonNull(clock, "clock");
             return this;
         }

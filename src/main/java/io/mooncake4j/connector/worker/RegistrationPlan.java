@@ -65,7 +65,7 @@ public record RegistrationPlan(
     }
 
     /** A plan not checked against an engine's GPU-memory support (no {@code deviceAccess}). */
-    public RegistrationPlan(String protocol, List<RegisteredRegion> regions, List<String> skippedLayers,
+    RegistrationPlan(String protocol, List<RegisteredRegion> regions, List<String> skippedLayers,
                             List<MemoryStorage> storages, long totalBytes, long hostBytes, List<String> locations,
                             OptionalLong memlockLimit, MemlockVerdict memlockVerdict) {
         this(protocol, regions, skippedLayers, storages, totalBytes, hostBytes, locations, memlockLimit,
@@ -83,7 +83,7 @@ public record RegistrationPlan(
      * @param memlockLimit                  the soft RLIMIT_MEMLOCK as {@link ResourceLimits#memlockSoftLimit()} reads it
      * @throws ConnectorException when a region's transfer length exceeds its block stride
      */
-    public static RegistrationPlan of(Map<String, List<KvCacheTensor>> kvCaches, KvCacheConfig kvCacheConfig,
+    static RegistrationPlan of(Map<String, List<KvCacheTensor>> kvCaches, KvCacheConfig kvCacheConfig,
                                       int physicalBlocksPerLogicalBlock, String protocol, OptionalLong memlockLimit) {
         return of(kvCaches, kvCacheConfig, physicalBlocksPerLogicalBlock, protocol, memlockLimit, null);
     }
@@ -93,7 +93,7 @@ public record RegistrationPlan(
      * (the engine's {@link TransferEngine#deviceMemoryAccess}) once per GPU location among the
      * storages; null to skip that check.
      */
-    public static RegistrationPlan of(Map<String, List<KvCacheTensor>> kvCaches, KvCacheConfig kvCacheConfig,
+    static RegistrationPlan of(Map<String, List<KvCacheTensor>> kvCaches, KvCacheConfig kvCacheConfig,
                                       int physicalBlocksPerLogicalBlock, String protocol, OptionalLong memlockLimit,
                                       Function<String, DeviceMemoryAccess> deviceAccess) {
         if (physicalBlocksPerLogicalBlock <= 0) {
