@@ -16,6 +16,8 @@ module io.mooncake4j {
     requires com.fasterxml.jackson.core;
     // optional: only io.mooncake4j.metrics uses it, and nothing else loads that package
     requires static transitive micrometer.core;
+    // optional: `serve` answers GET /metrics in Prometheus text format when it is present
+    requires static micrometer.registry.prometheus;
     requires java.net.http;
     requires jdk.httpserver;
 

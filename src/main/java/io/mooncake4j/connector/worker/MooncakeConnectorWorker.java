@@ -724,6 +724,20 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         return receiver;
     }
 
+    /**
+     * The side channel's cumulative counters (limits hit, error replies, dropped messages, background
+     * errors); all zero before registration. Reads counters only: never waits on the worker's loops.
+     */
+    public WorkerCounters counters() {
+        KvSender s = sender;
+        KvReceiver r = receiver;
+        ListenerStats l = listenerStats();
+        return new WorkerCounters(s == null ? 0 : s.limitRejections(), s == null ? 0 : s.errorReplies(),
+                l.malformedMessages(), l.repliesDropped(), l.backlogPauses(),
+                s == null ? 0 : s.placeholdersExpired(), s == null ? 0 : s.staleWaves(),
+                r == null ? 0 : r.channels().handshakeRetries(), backgroundErrors.count());
+    }
+
     /** Side-channel facts of the send and receive paths, for tests and diagnostics; waits on the loops. */
     WorkerDiagnostics diagnostics() {
         int pending = -1;
