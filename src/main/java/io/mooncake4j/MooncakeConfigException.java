@@ -17,7 +17,7 @@ public final class MooncakeConfigException extends MooncakeException {
         this.key = key;
     }
 
-    /** The configuration key (JSON path or environment variable) whose value was rejected. */
+    /** {@return the configuration key (JSON path or environment variable) whose value was rejected} */
     public String key() {
         return key;
     }

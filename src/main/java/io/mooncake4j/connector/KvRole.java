@@ -17,17 +17,17 @@ public enum KvRole {
         this.wireName = wireName;
     }
 
-    /** The value as written in {@code kv_transfer_config}. */
+    /** {@return the value as written in {@code kv_transfer_config}} */
     public String wireName() {
         return wireName;
     }
 
-    /** vLLM's {@code is_kv_producer}: true only for {@code kv_producer}. */
+    /** {@return vLLM's {@code is_kv_producer}: true only for {@code kv_producer}} */
     public boolean isProducer() {
         return this == KV_PRODUCER;
     }
 
-    /** vLLM's {@code is_kv_consumer}: true only for {@code kv_consumer}. */
+    /** {@return vLLM's {@code is_kv_consumer}: true only for {@code kv_consumer}} */
     public boolean isConsumer() {
         return this == KV_CONSUMER;
     }

@@ -43,7 +43,7 @@ public final class KvTransferParams {
         this.map = Objects.requireNonNull(map, "kv_transfer_params map");
     }
 
-    /** A view over {@code map} (not a copy). */
+    /** {@return a view over {@code map} (not a copy)} */
     public static KvTransferParams wrap(Map<String, Object> map) {
         return new KvTransferParams(map);
     }
@@ -76,22 +76,22 @@ public final class KvTransferParams {
         return new KvTransferParams(m);
     }
 
-    /** The underlying mutable map. */
+    /** {@return the underlying mutable map} */
     public Map<String, Object> asMap() {
         return map;
     }
 
-    /** Python's {@code not params} for a present map: true when it has no entries. */
+    /** {@return Python's {@code not params} for a present map: true when it has no entries} */
     public boolean isEmpty() {
         return map.isEmpty();
     }
 
-    /** Python's {@code key in params}: present, whatever the value (even {@code null}). */
+    /** {@return Python's {@code key in params}: present, whatever the value (even {@code null})} */
     public boolean containsKey(String key) {
         return map.containsKey(key);
     }
 
-    /** {@code bool(params.get("do_remote_prefill"))}. */
+    /** {@return {@code bool(params.get("do_remote_prefill"))}} */
     public boolean doRemotePrefill() {
         return isTruthy(map.get(DO_REMOTE_PREFILL));
     }
@@ -101,7 +101,7 @@ public final class KvTransferParams {
         map.put(DO_REMOTE_PREFILL, value);
     }
 
-    /** {@code bool(params.get("do_remote_decode"))}. */
+    /** {@return {@code bool(params.get("do_remote_decode"))}} */
     public boolean doRemoteDecode() {
         return isTruthy(map.get(DO_REMOTE_DECODE));
     }
@@ -111,17 +111,17 @@ public final class KvTransferParams {
         map.put(DO_REMOTE_DECODE, value);
     }
 
-    /** {@code bool(params.get("transfer_id"))}: present and truthy (a non-empty string). */
+    /** {@return {@code bool(params.get("transfer_id"))}: present and truthy (a non-empty string)} */
     public boolean hasTransferId() {
         return isTruthy(map.get(TRANSFER_ID));
     }
 
-    /** The transfer id as a string ({@link #stringValue}), or {@code null} when absent or null. */
+    /** {@return the transfer id as a string ({@link #stringValue}), or {@code null} when absent or null} */
     public String transferId() {
         return stringValue(map.get(TRANSFER_ID));
     }
 
-    /** The remote engine id as a string ({@link #stringValue}), or {@code null} when absent or null. */
+    /** {@return the remote engine id as a string ({@link #stringValue}), or {@code null} when absent or null} */
     public String remoteEngineId() {
         return stringValue(map.get(REMOTE_ENGINE_ID));
     }
@@ -152,12 +152,14 @@ public final class KvTransferParams {
         };
     }
 
-    /** Python's {@code not params} for a possibly absent map. */
+    /** {@return Python's {@code not params} for a possibly absent map} */
     public static boolean isNullOrEmpty(Map<String, Object> params) {
         return params == null || params.isEmpty();
     }
 
-    /** {@code null} stays {@code null}; a string is returned as is; anything else is {@code String.valueOf}. */
+    /**
+     * {@return {@code null} stays {@code null}; a string is returned as is; anything else is {@code String.valueOf}}
+     */
     public static String stringValue(Object v) {
         return switch (v) {
             case null -> null;

@@ -122,17 +122,17 @@ public record MooncakeConnectorConfig(
         }
     }
 
-    /** vLLM's {@code is_kv_producer}. */
+    /** {@return vLLM's {@code is_kv_producer}} */
     public boolean isProducer() {
         return kvRole.isProducer();
     }
 
-    /** vLLM's {@code is_kv_consumer}. */
+    /** {@return vLLM's {@code is_kv_consumer}} */
     public boolean isConsumer() {
         return kvRole.isConsumer();
     }
 
-    /** The sender coroutine count of vLLM ({@code 2 * num_workers}). */
+    /** {@return the sender coroutine count of vLLM ({@code 2 * num_workers})} */
     public int numSenderTasks() {
         return 2 * numWorkers;
     }
@@ -162,7 +162,7 @@ public record MooncakeConnectorConfig(
     private static final java.util.concurrent.atomic.AtomicLong TEST_ENGINE_IDS =
             new java.util.concurrent.atomic.AtomicLong();
 
-    /** A builder initialised from this configuration. */
+    /** {@return a builder initialised from this configuration} */
     public Builder toBuilder() {
         Builder b = new Builder();
         b.kvRole = kvRole;
@@ -360,7 +360,11 @@ public record MooncakeConnectorConfig(
             return this;
         }
 
-        /** {@code kv_connector_extra_config.layerwise_push}: push each layer's KV as it is saved (P). */
+        /**
+         * {@code kv_connector_extra_config.layerwise_push}: push each layer's KV as it is saved (P).
+         *
+         * @return this builder
+         */
         public Builder layerwisePush(boolean v) {
             layerwisePush = v;
             return this;

@@ -152,17 +152,17 @@ public final class MooncakeConnectorMetadata {
         return v;
     }
 
-    /** D pulls: remote engine id → (D request id → pull). */
+    /** {@return D pulls: remote engine id → (D request id → pull)} */
     public Map<String, Map<String, PullReqMeta>> reqsToRecv() {
         return Collections.unmodifiableMap(reqsToRecv);
     }
 
-    /** P sends: P request id → (transfer id, block ids per group). */
+    /** {@return P sends: P request id → (transfer id, block ids per group)} */
     public Map<String, ReqToSend> reqsToSend() {
         return Collections.unmodifiableMap(reqsToSend);
     }
 
-    /** Transfer ids of P requests that finished without a transfer. */
+    /** {@return transfer ids of P requests that finished without a transfer} */
     public Set<String> reqsNotProcessed() {
         return Collections.unmodifiableSet(reqsNotProcessed);
     }
@@ -177,12 +177,12 @@ public final class MooncakeConnectorMetadata {
         layerwiseChunks.put(Objects.requireNonNull(requestId, "requestId"), Objects.requireNonNull(chunk, "chunk"));
     }
 
-    /** Layer-wise push: P request id → the prefill chunk this step's forward pass saves. */
+    /** {@return layer-wise push: P request id → the prefill chunk this step's forward pass saves} */
     public Map<String, LayerwiseChunk> layerwiseChunks() {
         return Collections.unmodifiableMap(layerwiseChunks);
     }
 
-    /** Whether nothing is to be received, sent, saved or forgotten. */
+    /** {@return whether nothing is to be received, sent, saved or forgotten} */
     public boolean isEmpty() {
         return reqsToRecv.isEmpty() && reqsToSend.isEmpty() && reqsNotProcessed.isEmpty()
                 && layerwiseChunks.isEmpty();

@@ -53,7 +53,7 @@ public final class PullReqMeta {
         return transferId;
     }
 
-    /** Destination block ids per transfer group; owned by this object, do not modify. */
+    /** {@return destination block ids per transfer group; owned by this object, do not modify} */
     public int[][] localBlockIds() {
         return localBlockIds;
     }
@@ -66,7 +66,7 @@ public final class PullReqMeta {
         return remoteBootstrapAddr;
     }
 
-    /** Seconds on the worker's monotonic clock; {@code +inf} by default (unused by the reference code). */
+    /** {@return seconds on the worker's monotonic clock; {@code +inf} by default (unused by the reference code)} */
     public double expireTime() {
         return expireTime;
     }
@@ -75,7 +75,7 @@ public final class PullReqMeta {
         this.expireTime = expireTime;
     }
 
-    /** Remote workers that still must report this request ok. */
+    /** {@return remote workers that still must report this request ok} */
     public int pullTasksCount() {
         return pullTasksCount;
     }
@@ -84,7 +84,7 @@ public final class PullReqMeta {
         this.pullTasksCount = pullTasksCount;
     }
 
-    /** Decrements {@link #pullTasksCount()} and returns the new value. */
+    /** {@return decrements {@link #pullTasksCount()} and returns the new value} */
     public int decrementPullTasksCount() {
         return --pullTasksCount;
     }
@@ -97,7 +97,7 @@ public final class PullReqMeta {
         this.pullTasksTotal = pullTasksTotal;
     }
 
-    /** Once set, later ok/err reports for this request are ignored. */
+    /** {@return once set, later ok/err reports for this request are ignored} */
     public boolean failed() {
         return failed;
     }

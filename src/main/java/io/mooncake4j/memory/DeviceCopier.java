@@ -34,7 +34,7 @@ public final class DeviceCopier implements AutoCloseable {
         this.events = events;
     }
 
-    /** The device. */
+    /** {@return the device} */
     public int device() {
         return device;
     }

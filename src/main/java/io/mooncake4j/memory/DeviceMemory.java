@@ -28,7 +28,9 @@ public interface DeviceMemory {
         DEVICE_TO_HOST,
         DEVICE_TO_DEVICE;
 
-        /** The direction of a copy into device memory or not, from device memory or not; null for host to host. */
+        /**
+         * {@return the direction of a copy into device memory or not, from device memory or not; null for host to host}
+         */
         public static Direction of(boolean dstIsDevice, boolean srcIsDevice) {
             if (dstIsDevice) {
                 return srcIsDevice ? DEVICE_TO_DEVICE : HOST_TO_DEVICE;
@@ -45,19 +47,23 @@ public interface DeviceMemory {
      */
     interface CopyQueue extends AutoCloseable {
 
-        /** The device this queue runs on. */
+        /** {@return the device this queue runs on} */
         int device();
 
-        /** The number of completion points, indices {@code 0..events()-1}. */
+        /** {@return the number of completion points, indices {@code 0..events()-1}} */
         int events();
 
-        /** Enqueues a copy of {@code bytes} from {@code src} to {@code dst}; returns the status of the enqueue. */
+        /**
+         * {@return enqueues a copy of {@code bytes} from {@code src} to {@code dst}; returns the status of the enqueue}
+         */
         int copyAsync(long dst, long src, long bytes, Direction direction);
 
         /** Marks completion point {@code event} at the current end of the queue; returns the status. */
         int record(int event);
 
-        /** {@link #OK} when the work before completion point {@code event} is done, {@link #NOT_READY} before, else the error of a failed copy. */
+        /**
+         * {@return {@link #OK} when the work before completion point {@code event} is done, {@link #NOT_READY} before, else the error of a failed copy}
+         */
         int poll(int event);
 
         /** Waits until the work before completion point {@code event} is done; {@link #OK} or the error of a failed copy. */
@@ -77,7 +83,7 @@ public interface DeviceMemory {
      */
     interface Allocation extends MemoryStorage, AutoCloseable {
 
-        /** The device the memory is on. */
+        /** {@return the device the memory is on} */
         int device();
 
         /** Frees the memory; idempotent. */
@@ -85,16 +91,16 @@ public interface DeviceMemory {
         void close();
     }
 
-    /** A short name for logs ({@code "cuda"}). */
+    /** {@return a short name for logs ({@code "cuda"})} */
     String name();
 
-    /** Whether device memory can be used in this process. */
+    /** {@return whether device memory can be used in this process} */
     boolean isAvailable();
 
-    /** Why device memory cannot be used, with the fix; null when {@link #isAvailable()}. */
+    /** {@return why device memory cannot be used, with the fix; null when {@link #isAvailable()}} */
     RuntimeException unavailabilityCause();
 
-    /** The device whose memory {@code address} is, or -1 for host memory (always -1 when unavailable). */
+    /** {@return the device whose memory {@code address} is, or -1 for host memory (always -1 when unavailable)} */
     int deviceOf(long address);
 
     /**
@@ -122,6 +128,6 @@ public interface DeviceMemory {
         throw new UnsupportedOperationException(name() + " device memory cannot allocate; allocate with its own API");
     }
 
-    /** A description for people: implementation, devices, versions. */
+    /** {@return a description for people: implementation, devices, versions} */
     String summary();
 }

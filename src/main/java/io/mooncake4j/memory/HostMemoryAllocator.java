@@ -180,7 +180,7 @@ public final class HostMemoryAllocator implements AutoCloseable {
         return storage;
     }
 
-    /** Bytes currently allocated and not freed. */
+    /** {@return bytes currently allocated and not freed} */
     public long allocatedBytes() {
         synchronized (live) {
             return live.stream().mapToLong(HostMemoryStorage::byteSize).sum();

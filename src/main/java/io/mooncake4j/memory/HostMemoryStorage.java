@@ -47,7 +47,7 @@ public final class HostMemoryStorage implements MemoryStorage, AutoCloseable {
         return location;
     }
 
-    /** The whole allocation. */
+    /** {@return the whole allocation} */
     public MemorySegment segment() {
         if (!arena.scope().isAlive()) {
             throw new IllegalStateException("host storage at 0x" + Long.toHexString(address) + " was freed");

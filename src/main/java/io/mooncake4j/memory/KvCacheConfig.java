@@ -30,7 +30,7 @@ public record KvCacheConfig(List<KvCacheGroup> groups) {
         return new KvCacheConfig(List.of(groups));
     }
 
-    /** The spec of a layer, or empty when no group lists it (vLLM skips such layers). */
+    /** {@return the spec of a layer, or empty when no group lists it (vLLM skips such layers)} */
     public Optional<KvCacheSpec> specOf(String layerName) {
         for (KvCacheGroup g : groups) {
             if (g.layerNames().contains(layerName)) {
@@ -40,7 +40,7 @@ public record KvCacheConfig(List<KvCacheGroup> groups) {
         return Optional.empty();
     }
 
-    /** vLLM's {@code transfer_group_index_by_layer}. */
+    /** {@return vLLM's {@code transfer_group_index_by_layer}} */
     public Map<String, Integer> transferGroupIndexByLayer() {
         Map<String, Integer> out = new LinkedHashMap<>();
         for (int g = 0; g < groups.size(); g++) {
@@ -51,7 +51,7 @@ public record KvCacheConfig(List<KvCacheGroup> groups) {
         return Collections.unmodifiableMap(out);
     }
 
-    /** Whether any group is not full attention (vLLM's HMA rule at the target). */
+    /** {@return whether any group is not full attention (vLLM's HMA rule at the target)} */
     public boolean hasNonFullAttentionGroup() {
         return groups.stream().anyMatch(g -> g.spec().kind() != KvCacheSpec.Kind.FULL_ATTENTION);
     }

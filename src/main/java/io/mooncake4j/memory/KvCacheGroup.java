@@ -26,7 +26,7 @@ public record KvCacheGroup(List<String> layerNames, KvCacheSpec spec, Map<String
         this(layerNames, spec, Map.of());
     }
 
-    /** The spec of one layer of this group. */
+    /** {@return the spec of one layer of this group} */
     public KvCacheSpec specOf(String layerName) {
         return layerSpecs.getOrDefault(layerName, spec);
     }

@@ -25,7 +25,7 @@ public enum KvCacheLayout {
         this.cliName = cliName;
     }
 
-    /** The name used on the command line. */
+    /** {@return the name used on the command line} */
     public String cliName() {
         return cliName;
     }

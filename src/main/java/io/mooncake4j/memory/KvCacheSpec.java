@@ -24,7 +24,7 @@ public record KvCacheSpec(Kind kind, int blockSize, long pageSizeBytes, long unp
         /** DeepSeek K-pool tail (vLLM {@code KpoolTailSpec}). */
         KPOOL_TAIL;
 
-        /** vLLM's {@code isinstance(spec, AttentionSpec)}. */
+        /** {@return vLLM's {@code isinstance(spec, AttentionSpec)}} */
         public boolean isAttention() {
             return this == FULL_ATTENTION || this == SLIDING_WINDOW || this == KPOOL_TAIL;
         }
@@ -44,17 +44,17 @@ public record KvCacheSpec(Kind kind, int blockSize, long pageSizeBytes, long unp
         }
     }
 
-    /** A full-attention spec with unpadded pages. */
+    /** {@return a full-attention spec with unpadded pages} */
     public static KvCacheSpec fullAttention(int blockSize, long pageSizeBytes) {
         return new KvCacheSpec(Kind.FULL_ATTENTION, blockSize, pageSizeBytes, pageSizeBytes, 0);
     }
 
-    /** A sliding-window spec with unpadded pages. */
+    /** {@return a sliding-window spec with unpadded pages} */
     public static KvCacheSpec slidingWindow(int blockSize, long pageSizeBytes, int window) {
         return new KvCacheSpec(Kind.SLIDING_WINDOW, blockSize, pageSizeBytes, pageSizeBytes, window);
     }
 
-    /** A Mamba/GDN state spec. */
+    /** {@return a Mamba/GDN state spec} */
     public static KvCacheSpec mamba(int blockSize, long pageSizeBytes) {
         return new KvCacheSpec(Kind.MAMBA, blockSize, pageSizeBytes, pageSizeBytes, 0);
     }

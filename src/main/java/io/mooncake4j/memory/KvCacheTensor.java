@@ -71,14 +71,14 @@ public record KvCacheTensor(
         return Math.addExact(Math.multiplyExact((long) numBlocks - 1, stride), lastBlockSpan);
     }
 
-    /** A tensor whose blocks are dense ranges of {@code blockBytes} bytes, {@code blockStrideBytes} apart. */
+    /** {@return a tensor whose blocks are dense ranges of {@code blockBytes} bytes, {@code blockStrideBytes} apart} */
     public static KvCacheTensor dense(MemoryStorage storage, long dataAddress, int numBlocks,
                                       long blockStrideBytes, long blockBytes) {
         return new KvCacheTensor(storage, dataAddress, numBlocks, blockStrideBytes, true, blockBytes,
                 1, 0, blockBytes);
     }
 
-    /** A contiguous tensor: dense blocks laid end to end, stride = block size. */
+    /** {@return a contiguous tensor: dense blocks laid end to end, stride = block size} */
     public static KvCacheTensor contiguous(MemoryStorage storage, long dataAddress, int numBlocks, long blockBytes) {
         return dense(storage, dataAddress, numBlocks, blockBytes, blockBytes);
     }
@@ -94,7 +94,7 @@ public record KvCacheTensor(
                 Math.multiplyExact((long) subCount, subBytes), subCount, subStrideBytes, subBytes);
     }
 
-    /** Address of block {@code block}. */
+    /** {@return address of block {@code block}} */
     public long blockAddress(int block) {
         Objects.checkIndex(block, numBlocks);
         return dataAddress + block * blockStrideBytes;

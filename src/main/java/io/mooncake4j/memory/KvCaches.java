@@ -29,14 +29,14 @@ public record KvCaches(Map<String, List<KvCacheTensor>> tensorsByLayer, KvCacheC
         Objects.requireNonNull(config, "config");
     }
 
-    /** The distinct storages, in first-seen order. */
+    /** {@return the distinct storages, in first-seen order} */
     public List<MemoryStorage> storages() {
         Set<MemoryStorage> seen = new LinkedHashSet<>();
         tensorsByLayer.values().forEach(ts -> ts.forEach(t -> seen.add(t.storage())));
         return List.copyOf(seen);
     }
 
-    /** Total bytes of the distinct storages. */
+    /** {@return total bytes of the distinct storages} */
     public long totalBytes() {
         return storages().stream().mapToLong(MemoryStorage::byteSize).sum();
     }

@@ -14,7 +14,7 @@ public final class MemoryLocation {
 
     private MemoryLocation() {}
 
-    /** {@code cpu:<numaNode>}. */
+    /** {@return {@code cpu:<numaNode>}} */
     public static String cpu(int numaNode) {
         if (numaNode < 0) {
             throw new IllegalArgumentException("NUMA node must be >= 0, got " + numaNode);
@@ -22,7 +22,7 @@ public final class MemoryLocation {
         return "cpu:" + numaNode;
     }
 
-    /** {@code cuda:<gpu>}. */
+    /** {@return {@code cuda:<gpu>}} */
     public static String cuda(int gpu) {
         if (gpu < 0) {
             throw new IllegalArgumentException("GPU index must be >= 0, got " + gpu);
@@ -38,7 +38,7 @@ public final class MemoryLocation {
         return location != null && CPU.matcher(location).matches();
     }
 
-    /** The device or NUMA index of a {@code cpu:N}/{@code cuda:N} location, or -1 for {@code *}. */
+    /** {@return the device or NUMA index of a {@code cpu:N}/{@code cuda:N} location, or -1 for {@code *}} */
     public static int index(String location) {
         validate(location);
         if (WILDCARD.equals(location)) {

@@ -17,27 +17,27 @@ import java.util.Optional;
  */
 public interface MemoryStorage {
 
-    /** Absolute virtual address of the first byte. Never 0. */
+    /** {@return absolute virtual address of the first byte} Never 0. */
     long address();
 
-    /** Size in bytes. Always positive. */
+    /** {@return size in bytes} Always positive. */
     long byteSize();
 
-    /** Mooncake location string: {@code cpu:N}, {@code cuda:N} or {@code *}. */
+    /** {@return Mooncake location string: {@code cpu:N}, {@code cuda:N} or {@code *}} */
     String location();
 
-    /** The memory as a segment when it is host memory this process can read; empty otherwise. */
+    /** {@return the memory as a segment when it is host memory this process can read; empty otherwise} */
     default Optional<MemorySegment> hostSegment() {
         return Optional.empty();
     }
 
-    /** Whether {@code [addr, addr+len)} lies inside this storage. */
+    /** {@return whether {@code [addr, addr+len)} lies inside this storage} */
     default boolean contains(long addr, long len) {
         return len >= 0 && addr >= address() && len <= byteSize()
                 && addr - address() <= byteSize() - len;
     }
 
-    /** True for {@code cuda:N} locations. */
+    /** {@return true for {@code cuda:N} locations} */
     default boolean isDevice() {
         return MemoryLocation.isCuda(location());
     }

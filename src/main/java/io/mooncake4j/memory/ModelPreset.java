@@ -39,12 +39,12 @@ public record ModelPreset(String name, int numLayers, int numKvHeads, int headSi
         }
     }
 
-    /** All built-in presets. */
+    /** {@return all built-in presets} */
     public static List<ModelPreset> all() {
         return ALL;
     }
 
-    /** The preset with this name (case-insensitive). */
+    /** {@return the preset with this name (case-insensitive)} */
     public static ModelPreset byName(String name) {
         for (ModelPreset p : ALL) {
             if (p.name.equalsIgnoreCase(name)) {
@@ -78,17 +78,17 @@ public record ModelPreset(String name, int numLayers, int numKvHeads, int headSi
         return tp >= numKvHeads ? 1 : numKvHeads / tp;
     }
 
-    /** Bytes of K (or V) of one block of one layer on one rank. */
+    /** {@return bytes of K (or V) of one block of one layer on one rank} */
     public long halfPageBytes(int tp) {
         return (long) blockSize * kvHeadsPerRank(tp) * headSize * dtypeBytes;
     }
 
-    /** Bytes of one block of one layer on one rank: K and V (or the MLA latent). */
+    /** {@return bytes of one block of one layer on one rank: K and V (or the MLA latent)} */
     public long pageBytes(int tp) {
         return mla ? halfPageBytes(tp) : 2 * halfPageBytes(tp);
     }
 
-    /** vLLM's attention layer name for layer {@code i}. */
+    /** {@return vLLM's attention layer name for layer {@code i}} */
     public String layerName(int i) {
         return "model.layers." + i + ".self_attn.attn";
     }

@@ -32,7 +32,7 @@ public final class ShareableMemory {
             }
         }
 
-        /** Whether {@code [addr, addr+len)} lies inside this allocation. */
+        /** {@return whether {@code [addr, addr+len)} lies inside this allocation} */
         public boolean contains(long addr, long len) {
             return len >= 0 && addr >= address && len <= byteSize && addr - address <= byteSize - len;
         }
@@ -42,13 +42,13 @@ public final class ShareableMemory {
 
     private ShareableMemory() {}
 
-    /** The shareable allocation that wholly contains {@code [address, address+length)}, if any. */
+    /** {@return the shareable allocation that wholly contains {@code [address, address+length)}, if any} */
     public static Optional<Handle> find(long address, long length) {
         Map.Entry<Long, Handle> e = LIVE.floorEntry(address);
         return e != null && e.getValue().contains(address, length) ? Optional.of(e.getValue()) : Optional.empty();
     }
 
-    /** How many shareable allocations are alive in this process. */
+    /** {@return how many shareable allocations are alive in this process} */
     public static int liveCount() {
         return LIVE.size();
     }

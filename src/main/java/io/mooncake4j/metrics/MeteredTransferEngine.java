@@ -88,7 +88,7 @@ public final class MeteredTransferEngine implements TransferEngine {
         return Counter.builder(name).tags(tags).description(description).register(r);
     }
 
-    /** The wrapped engine. */
+    /** {@return the wrapped engine} */
     public TransferEngine delegate() {
         return delegate;
     }

@@ -18,12 +18,12 @@ public interface KvCacheBlocks {
      */
     int[][] unhashedBlockIdsAllGroups();
 
-    /** Blocks whose unhashed ids per group are {@code perGroup} (used as given, not copied). */
+    /** {@return blocks whose unhashed ids per group are {@code perGroup} (used as given, not copied)} */
     static KvCacheBlocks ofUnhashed(int[]... perGroup) {
         return () -> perGroup;
     }
 
-    /** No blocks (zero groups). */
+    /** {@return no blocks (zero groups)} */
     static KvCacheBlocks empty() {
         return () -> BlockIds.NONE;
     }

@@ -58,7 +58,7 @@ public final class MooncakeConnectorScheduler {
      */
     public record Options(boolean disableHybridKvCacheManager, boolean transferIdCollisionGuard) {
 
-        /** vLLM's defaults: hybrid KV-cache manager enabled, no collision guard. */
+        /** {@return vLLM's defaults: hybrid KV-cache manager enabled, no collision guard} */
         public static Options defaults() {
             return new Options(false, false);
         }
@@ -306,7 +306,7 @@ public final class MooncakeConnectorScheduler {
                 chunk, Math.min(first, end), total, last));
     }
 
-    /** Whether {@link #recordPrefillChunk} files chunks (layer-wise push on, full-attention groups only). */
+    /** {@return whether {@link #recordPrefillChunk} files chunks (layer-wise push on, full-attention groups only)} */
     public boolean layerwisePush() {
         return layerwise;
     }
@@ -509,17 +509,17 @@ public final class MooncakeConnectorScheduler {
         }
     }
 
-    /** This engine's id. */
+    /** {@return this engine's id} */
     public String engineId() {
         return engineId;
     }
 
-    /** This engine's role. */
+    /** {@return this engine's role} */
     public KvRole kvRole() {
         return kvRole;
     }
 
-    /** The scheduler block size in tokens. */
+    /** {@return the scheduler block size in tokens} */
     public int blockSize() {
         return blockSize;
     }

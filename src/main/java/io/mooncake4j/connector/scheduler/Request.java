@@ -9,7 +9,7 @@ import java.util.Map;
  */
 public interface Request {
 
-    /** The request id, unique within this engine (vLLM's {@code request.request_id}). */
+    /** {@return the request id, unique within this engine (vLLM's {@code request.request_id})} */
     String requestId();
 
     /**
@@ -26,6 +26,6 @@ public interface Request {
      */
     Map<String, Object> kvTransferParams();
 
-    /** The current status; read by {@code requestFinished}. */
+    /** {@return the current status; read by {@code requestFinished}} */
     RequestStatus status();
 }

@@ -23,7 +23,7 @@ public enum RequestStatus {
     /** Finished with an internal error. */
     FINISHED_ERROR;
 
-    /** vLLM's {@code RequestStatus.is_finished}. */
+    /** {@return vLLM's {@code RequestStatus.is_finished}} */
     public boolean isFinished() {
         return ordinal() >= FINISHED_STOPPED.ordinal();
     }

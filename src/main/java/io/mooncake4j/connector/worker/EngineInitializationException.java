@@ -26,7 +26,7 @@ public final class EngineInitializationException extends ConnectorException {
         this.deviceName = deviceName;
     }
 
-    /** What {@code initialize} returned. */
+    /** {@return what {@code initialize} returned} */
     public int returnCode() {
         return returnCode;
     }

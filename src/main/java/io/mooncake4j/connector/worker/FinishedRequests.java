@@ -18,7 +18,7 @@ public record FinishedRequests(Set<String> finishedSending, Set<String> finished
         finishedRecving = Set.copyOf(Objects.requireNonNull(finishedRecving, "finishedRecving"));
     }
 
-    /** Both sets empty. */
+    /** {@return both sets empty} */
     public boolean isEmpty() {
         return finishedSending.isEmpty() && finishedRecving.isEmpty();
     }

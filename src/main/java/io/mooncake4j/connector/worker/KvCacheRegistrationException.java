@@ -33,17 +33,17 @@ public final class KvCacheRegistrationException extends ConnectorException {
         this.locations = locations.toArray(String[]::new);
     }
 
-    /** The engine's return code of the last attempt. */
+    /** {@return the engine's return code of the last attempt} */
     public int returnCode() {
         return returnCode;
     }
 
-    /** How many times {@code batchRegisterMemory} was called. */
+    /** {@return how many times {@code batchRegisterMemory} was called} */
     public int attempts() {
         return attempts;
     }
 
-    /** Bytes of all storages that were to be registered. */
+    /** {@return bytes of all storages that were to be registered} */
     public long totalBytes() {
         return totalBytes;
     }
@@ -56,7 +56,7 @@ public final class KvCacheRegistrationException extends ConnectorException {
         return memlockKnown ? OptionalLong.of(memlockLimit) : OptionalLong.empty();
     }
 
-    /** The distinct locations of the storages ({@code cpu:0}, {@code cuda:1}, ...), in first-seen order. */
+    /** {@return the distinct locations of the storages ({@code cpu:0}, {@code cuda:1}, ...), in first-seen order} */
     public List<String> locations() {
         return List.of(locations);
     }

@@ -41,12 +41,12 @@ public record KvRegistration(
         }
     }
 
-    /** Number of transfer regions. */
+    /** {@return number of transfer regions} */
     public int regionCount() {
         return kvCachesBaseAddr.size();
     }
 
-    /** Base addresses of the registered storages ({@code seen_base_addresses}). */
+    /** {@return base addresses of the registered storages ({@code seen_base_addresses})} */
     public List<Long> seenBaseAddresses() {
         return storages.stream().map(MemoryStorage::address).toList();
     }

@@ -145,7 +145,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         LOG.debug("Mooncake Transfer Engine initialized at {}:{}", config.hostname(), rpcPort);
     }
 
-    /** A builder for a worker with test or embedding hooks. */
+    /** {@return a builder for a worker with test or embedding hooks} */
     public static Builder builder(MooncakeConnectorConfig config, TransferEngine engine, KvCacheConfig kvCacheConfig) {
         return new Builder(config, engine, kvCacheConfig);
     }
@@ -435,7 +435,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         }
     }
 
-    /** The ROUTER port decode workers connect to; 0 before registration and on consumers. */
+    /** {@return the ROUTER port decode workers connect to; 0 before registration and on consumers} */
     public int sideChannelPort() {
         synchronized (lock) {
             return sideChannelPort;
@@ -449,7 +449,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         }
     }
 
-    /** The registration, or null before {@link #registerKvCaches} succeeded. */
+    /** {@return the registration, or null before {@link #registerKvCaches} succeeded} */
     public KvRegistration registration() {
         synchronized (lock) {
             return registration;
@@ -463,7 +463,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         }
     }
 
-    /** The engine's RPC port (vLLM's {@code rpc_port}). */
+    /** {@return the engine's RPC port (vLLM's {@code rpc_port})} */
     public int rpcPort() {
         return rpcPort;
     }
@@ -481,12 +481,12 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         return kvCacheConfig;
     }
 
-    /** vLLM's {@code is_kv_producer}. */
+    /** {@return vLLM's {@code is_kv_producer}} */
     public boolean isKvProducer() {
         return isKvProducer;
     }
 
-    /** vLLM's {@code is_kv_consumer}. */
+    /** {@return vLLM's {@code is_kv_consumer}} */
     public boolean isKvConsumer() {
         return isKvConsumer;
     }
@@ -676,7 +676,9 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         return out;
     }
 
-    /** vLLM's {@code get_kv_connector_stats}: empty when nothing was recorded, else the stats since the last call. */
+    /**
+     * {@return vLLM's {@code get_kv_connector_stats}: empty when nothing was recorded, else the stats since the last call}
+     */
     public Optional<MooncakeKvConnectorStats> getKvConnectorStats() {
         if (xferStats.isEmpty()) {
             return Optional.empty();
@@ -689,7 +691,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         return backgroundErrors.count();
     }
 
-    /** The port of the bootstrap server this worker launched, or -1 when it launched none. */
+    /** {@return the port of the bootstrap server this worker launched, or -1 when it launched none} */
     public int bootstrapServerPort() {
         synchronized (lock) {
             return bootstrapServer == null ? -1 : bootstrapServer.port();
@@ -893,7 +895,9 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
             this.kvCacheConfig = Objects.requireNonNull(kvCacheConfig, "kvCacheConfig");
         }
 
-        /** vLLM's {@code _physical_blocks_per_logical_kv_block} (kernel blocks per logical block); default 1. */
+        /**
+         * {@return vLLM's {@code _physical_blocks_per_logical_kv_block} (kernel blocks per logical block); default 1}
+         */
         public Builder physicalBlocksPerLogicalBlock(int n) {
             if (n <= 0) {
                 throw new IllegalArgumentException("physicalBlocksPerLogicalBlock must be positive, got " + n);
@@ -902,7 +906,9 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
             return this;
         }
 
-        /** Where the soft RLIMIT_MEMLOCK comes from (tests pin it); default getrlimit(2), unlimited with CAP_IPC_LOCK. */
+        /**
+         * {@return where the soft RLIMIT_MEMLOCK comes from (tests pin it); default getrlimit(2), unlimited with CAP_IPC_LOCK}
+         */
         public Builder memlockLimit(Supplier<OptionalLong> source) {
             this.memlockLimit = Objects.requireNonNull(source, "source");
             return this;
@@ -934,13 +940,19 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
             return this;
         }
 
-        /** The address a launched bootstrap server binds; default {@value MooncakeBootstrapServer#DEFAULT_HOST} as vLLM. */
+        /**
+         * {@return the address a launched bootstrap server binds; default {@value MooncakeBootstrapServer#DEFAULT_HOST} as vLLM}
+         */
         public Builder bootstrapBindHost(String host) {
             this.bootstrapBindHost = Objects.requireNonNull(host, "host");
             return this;
         }
 
-        /** D's receive timeout is the abort timeout plus this margin (vLLM: 60 s, "let P time out first"). */
+        /**
+         * D's receive timeout is the abort timeout plus this margin (vLLM: 60 s, "let P time out first").
+         *
+         * @return this builder
+         */
         public Builder receiveTimeoutMargin(Duration margin) {
             if (margin.isNegative()) {
                 throw new IllegalArgumentException("receiveTimeoutMargin must be >= 0, got " + margin);
@@ -977,7 +989,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
             return this;
         }
 
-        /** Initialises the engine and returns the worker. */
+        /** {@return initialises the engine and returns the worker} */
         public MooncakeConnectorWorker build() {
             return new MooncakeConnectorWorker(this);
         }

@@ -117,7 +117,7 @@ public final class MooncakeKvConnectorStats {
         }
     }
 
-    /** vLLM's {@code clone_and_reset()}: a copy of the current values, leaving this instance empty. */
+    /** {@return vLLM's {@code clone_and_reset()}: a copy of the current values, leaving this instance empty} */
     public MooncakeKvConnectorStats cloneAndReset() {
         synchronized (lock) {
             MooncakeKvConnectorStats copy = snapshotLocked();
@@ -126,7 +126,7 @@ public final class MooncakeKvConnectorStats {
         }
     }
 
-    /** A copy of the current values. */
+    /** {@return a copy of the current values} */
     public MooncakeKvConnectorStats copy() {
         synchronized (lock) {
             return snapshotLocked();
@@ -139,7 +139,7 @@ public final class MooncakeKvConnectorStats {
                 Arrays.copyOf(descriptors, cap), transfers, failedTransfers, failedRecvs, expiredReqs);
     }
 
-    /** vLLM's {@code is_empty()}: no successful transfer and no failure of any kind. */
+    /** {@return vLLM's {@code is_empty()}: no successful transfer and no failure of any kind} */
     public boolean isEmpty() {
         synchronized (lock) {
             return transfers == 0 && failedTransfers == 0 && failedRecvs == 0 && expiredReqs == 0;
@@ -171,7 +171,7 @@ public final class MooncakeKvConnectorStats {
         }
     }
 
-    /** vLLM's {@code num_successful_transfers}. */
+    /** {@return vLLM's {@code num_successful_transfers}} */
     public int numSuccessfulTransfers() {
         synchronized (lock) {
             return transfers;

@@ -189,17 +189,17 @@ public record RegistrationPlan(
         return hostBytes > limit.getAsLong() ? MemlockVerdict.EXCEEDS_LIMIT : MemlockVerdict.WITHIN_LIMIT;
     }
 
-    /** True when nothing would be registered (every layer skipped, or no layers). */
+    /** {@return true when nothing would be registered (every layer skipped, or no layers)} */
     public boolean isEmpty() {
         return storages.isEmpty();
     }
 
-    /** The registered layer names, in order, each once. */
+    /** {@return the registered layer names, in order, each once} */
     public List<String> layerNames() {
         return regions.stream().map(RegisteredRegion::layerName).distinct().toList();
     }
 
-    /** Regions per storage base address. */
+    /** {@return regions per storage base address} */
     public long regionCount(MemoryStorage storage) {
         return regions.stream().filter(r -> r.storageAddress() == storage.address()).count();
     }
@@ -239,7 +239,9 @@ public record RegistrationPlan(
         return Optional.empty();
     }
 
-    /** How the engine reaches the GPU memory of this plan, one clause per location; empty without GPU memory. */
+    /**
+     * {@return how the engine reaches the GPU memory of this plan, one clause per location; empty without GPU memory}
+     */
     public Optional<String> deviceMemoryText() {
         if (deviceAccess.isEmpty()) {
             return Optional.empty();
@@ -252,7 +254,7 @@ public record RegistrationPlan(
         return Optional.of(String.join("; ", parts));
     }
 
-    /** The memlock warning for {@link MemlockVerdict#EXCEEDS_LIMIT}, naming the fix; empty otherwise. */
+    /** {@return the memlock warning for {@link MemlockVerdict#EXCEEDS_LIMIT}, naming the fix; empty otherwise} */
     public Optional<String> memlockWarning() {
         if (memlockVerdict != MemlockVerdict.EXCEEDS_LIMIT) {
             return Optional.empty();
@@ -265,7 +267,7 @@ public record RegistrationPlan(
                 Bytes.human(hostBytes), protocol, ResourceLimits.describe(memlockLimit.getAsLong())));
     }
 
-    /** One line: layers, regions, storages, bytes, locations, memlock. */
+    /** {@return one line: layers, regions, storages, bytes, locations, memlock} */
     public String summary() {
         return String.format(Locale.ROOT,
                 "%d layer(s) (%d skipped), %d region(s), %d unique storage(s), %s total at %s; protocol %s; "
@@ -274,13 +276,13 @@ public record RegistrationPlan(
                 + deviceMemoryText().map(t -> "; GPU memory " + t).orElse("");
     }
 
-    /** The memlock limit and verdict for people. */
+    /** {@return the memlock limit and verdict for people} */
     public String memlockText() {
         String limit = memlockLimit.isPresent() ? ResourceLimits.describe(memlockLimit.getAsLong()) : "unknown";
         return "limit " + limit + ", " + memlockVerdict.text();
     }
 
-    /** vLLM's parallel per-region lists plus the storages. */
+    /** {@return vLLM's parallel per-region lists plus the storages} */
     public KvRegistration kvRegistration() {
         List<Long> base = new ArrayList<>(regions.size());
         List<Long> blockLen = new ArrayList<>(regions.size());
@@ -299,7 +301,7 @@ public record RegistrationPlan(
         return new KvRegistration(base, blockLen, kvBlockLen, names, indices, groups, storages);
     }
 
-    /** A JSON-ready tree (maps, lists, strings, numbers) for {@code --json} output. */
+    /** {@return a JSON-ready tree (maps, lists, strings, numbers) for {@code --json} output} */
     public Map<String, Object> toJsonTree() {
         Map<String, Object> root = new LinkedHashMap<>();
         root.put("protocol", protocol);

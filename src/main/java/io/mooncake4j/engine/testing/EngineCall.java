@@ -22,12 +22,12 @@ public record EngineCall(EngineMethod method, int ordinal, List<Object> args, in
         args = Collections.unmodifiableList(new ArrayList<>(args)); // may hold nulls
     }
 
-    /** Argument {@code i} as a {@code long[]} (the address and length arrays of batch calls). */
+    /** {@return argument {@code i} as a {@code long[]} (the address and length arrays of batch calls)} */
     public long[] longs(int i) {
         return ((long[]) args.get(i)).clone();
     }
 
-    /** Argument {@code i} as a string. */
+    /** {@return argument {@code i} as a string} */
     public String string(int i) {
         return (String) args.get(i);
     }

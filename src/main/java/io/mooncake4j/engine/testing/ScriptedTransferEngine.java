@@ -55,31 +55,51 @@ public final class ScriptedTransferEngine implements TransferEngine {
     public static final class Script {
         private ToIntFunction<EngineCall> rule = c -> 0;
 
-        /** Every call succeeds (the default). */
+        /**
+         * Every call succeeds (the default).
+         *
+         * @return this script
+         */
         public Script succeed() {
             rule = c -> 0;
             return this;
         }
 
-        /** Every call returns {@code code}. */
+        /**
+         * Every call returns {@code code}.
+         *
+         * @return this script
+         */
         public Script alwaysReturn(int code) {
             rule = c -> code;
             return this;
         }
 
-        /** Call number {@code n} (1-based) returns {@code code}; the others succeed. */
+        /**
+         * Call number {@code n} (1-based) returns {@code code}; the others succeed.
+         *
+         * @return this script
+         */
         public Script failNthCall(int n, int code) {
             rule = c -> c.ordinal() == n ? code : 0;
             return this;
         }
 
-        /** The first {@code count} calls return {@code code}; later calls succeed. */
+        /**
+         * The first {@code count} calls return {@code code}; later calls succeed.
+         *
+         * @return this script
+         */
         public Script failFirst(int count, int code) {
             rule = c -> c.ordinal() <= count ? code : 0;
             return this;
         }
 
-        /** The code is computed from the call (its ordinal and arguments). */
+        /**
+         * The code is computed from the call (its ordinal and arguments).
+         *
+         * @return this script
+         */
         public Script answer(ToIntFunction<EngineCall> rule) {
             this.rule = Objects.requireNonNull(rule);
             return this;
@@ -129,7 +149,7 @@ public final class ScriptedTransferEngine implements TransferEngine {
         this.rpcPort = NEXT_PORT.getAndIncrement();
     }
 
-    /** The script of one method, to configure. */
+    /** {@return the script of one method, to configure} */
     public Script script(EngineMethod method) {
         synchronized (scripts) {
             return scripts.get(method);
@@ -163,19 +183,33 @@ public final class ScriptedTransferEngine implements TransferEngine {
         return this;
     }
 
-    /** What {@link #getFirstBufferAddress} answers (default: the in-JVM lookup described there). */
+    /**
+     * What {@link #getFirstBufferAddress} answers (default: the in-JVM lookup described there).
+     *
+     * @return this engine
+     */
     public ScriptedTransferEngine scriptFirstBufferAddress(FirstBufferRule rule) {
         this.firstBuffer = Objects.requireNonNull(rule, "rule");
         return this;
     }
 
-    /** What {@link #getTransferStatus} answers (default: the status recorded at submission), e.g. PENDING first. */
+    /**
+     * Scripts what {@link #getTransferStatus} answers (default: the status recorded at submission),
+     * for example PENDING for the first polls.
+     *
+     * @param rule the status of a task from the recorded one
+     * @return this engine
+     */
     public ScriptedTransferEngine scriptTransferStatus(StatusRule rule) {
         this.statusRule = Objects.requireNonNull(rule, "rule");
         return this;
     }
 
-    /** Whether transfers copy bytes between in-JVM engines (see the class comment). */
+    /**
+     * Whether transfers copy bytes between in-JVM engines (see the class comment).
+     *
+     * @return this engine
+     */
     public ScriptedTransferEngine copyData(boolean copy) {
         this.copyData = copy;
         return this;
@@ -190,14 +224,14 @@ public final class ScriptedTransferEngine implements TransferEngine {
         return this;
     }
 
-    /** Every call so far, in order. */
+    /** {@return every call so far, in order} */
     public List<EngineCall> calls() {
         synchronized (calls) {
             return List.copyOf(calls);
         }
     }
 
-    /** The calls of one method, in order. */
+    /** {@return the calls of one method, in order} */
     public List<EngineCall> calls(EngineMethod method) {
         synchronized (calls) {
             return calls.stream().filter(c -> c.method() == method).toList();
@@ -208,7 +242,7 @@ public final class ScriptedTransferEngine implements TransferEngine {
         return calls(method).size();
     }
 
-    /** The buffers currently registered. */
+    /** {@return the buffers currently registered} */
     public List<BufferRegistry.Buffer> registeredBuffers() {
         return registry.snapshot();
     }

@@ -175,17 +175,17 @@ public final class CudaAvailability {
         return Holder.PROBE;
     }
 
-    /** Whether CUDA can be used: JCuda loaded, a driver and at least one device. */
+    /** {@return whether CUDA can be used: JCuda loaded, a driver and at least one device} */
     public static boolean isAvailable() {
         return probe().cause() == null;
     }
 
-    /** Why CUDA is unavailable (message with the fix), or null when it is available. */
+    /** {@return why CUDA is unavailable (message with the fix), or null when it is available} */
     public static CudaUnavailableException unavailabilityCause() {
         return probe().cause();
     }
 
-    /** The reason CUDA is unavailable, or null when it is available. */
+    /** {@return the reason CUDA is unavailable, or null when it is available} */
     public static Reason reason() {
         CudaUnavailableException c = probe().cause();
         return c == null ? null : c.reason();
@@ -229,12 +229,12 @@ public final class CudaAvailability {
         }
     }
 
-    /** Number of visible CUDA devices; 0 when unavailable. */
+    /** {@return number of visible CUDA devices; 0 when unavailable} */
     public static int deviceCount() {
         return probe().deviceCount();
     }
 
-    /** The driver's CUDA version as {@code 1000*major + 10*minor} (13000 for 13.0); 0 when unknown. */
+    /** {@return the driver's CUDA version as {@code 1000*major + 10*minor} (13000 for 13.0); 0 when unknown} */
     public static int driverVersion() {
         return probe().driverVersion();
     }
@@ -247,18 +247,18 @@ public final class CudaAvailability {
         return probe().runtimeVersion();
     }
 
-    /** Where JCuda's native library is (or would be) unpacked; null when JCuda is missing. */
+    /** {@return where JCuda's native library is (or would be) unpacked; null when JCuda is missing} */
     public static Path nativeLibraryDirectory() {
         return probe().nativeDirectory();
     }
 
-    /** The name of GPU {@code device} as CUDA reports it ({@code "NVIDIA H200"}). */
+    /** {@return the name of GPU {@code device} as CUDA reports it ({@code "NVIDIA H200"})} */
     public static String deviceName(int device) {
         checkDevice(device);
         return JCudaBinding.deviceName(device);
     }
 
-    /** One line for logs and {@code --version}-style output. */
+    /** {@return one line for logs and {@code --version}-style output} */
     public static String summary() {
         Probe p = probe();
         if (p.cause() != null) {

@@ -52,12 +52,12 @@ public final class CudaCopies {
         }
     }
 
-    /** The direction of a copy from {@code src} into {@code dst}, by location ({@code *} detected). */
+    /** {@return the direction of a copy from {@code src} into {@code dst}, by location ({@code *} detected)} */
     public static CudaCopyKind kindOf(MemoryStorage dst, MemoryStorage src) {
         return CudaCopyKind.of(isDeviceMemory(dst), isDeviceMemory(src));
     }
 
-    /** Whether a storage is GPU memory: {@code cuda:N}, or {@code *} at a device address. */
+    /** {@return whether a storage is GPU memory: {@code cuda:N}, or {@code *} at a device address} */
     public static boolean isDeviceMemory(MemoryStorage s) {
         if (s.isDevice()) {
             return true;

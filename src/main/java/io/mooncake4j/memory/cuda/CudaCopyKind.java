@@ -20,12 +20,12 @@ public enum CudaCopyKind {
         this.code = code;
     }
 
-    /** The {@code cudaMemcpyKind} value. */
+    /** {@return the {@code cudaMemcpyKind} value} */
     public int code() {
         return code;
     }
 
-    /** The kind for a copy into device memory or not, from device memory or not. */
+    /** {@return the kind for a copy into device memory or not, from device memory or not} */
     public static CudaCopyKind of(boolean dstIsDevice, boolean srcIsDevice) {
         if (dstIsDevice) {
             return srcIsDevice ? DEVICE_TO_DEVICE : HOST_TO_DEVICE;

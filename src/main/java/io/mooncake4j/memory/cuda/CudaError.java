@@ -33,7 +33,7 @@ public final class CudaError {
 
     private CudaError() {}
 
-    /** CUDA's name for {@code code} ({@code cudaErrorInsufficientDriver}), or {@code cudaError <code>}. */
+    /** {@return CUDA's name for {@code code} ({@code cudaErrorInsufficientDriver}), or {@code cudaError <code>}} */
     public static String name(int code) {
         return switch (code) {
             case SUCCESS -> "cudaSuccess";
@@ -59,7 +59,7 @@ public final class CudaError {
         };
     }
 
-    /** {@code "cudaErrorInsufficientDriver (35)"}. */
+    /** {@return {@code "cudaErrorInsufficientDriver (35)"}} */
     public static String describe(int code) {
         return String.format(Locale.ROOT, "%s (%d)", name(code), code);
     }

@@ -44,7 +44,9 @@ public final class CudaEvent implements AutoCloseable {
         return JCudaBinding.eventRecord(event, stream.handle());
     }
 
-    /** {@link CudaError#SUCCESS} once the recorded work is done, {@link CudaError#NOT_READY} before, else the error. */
+    /**
+     * {@return {@link CudaError#SUCCESS} once the recorded work is done, {@link CudaError#NOT_READY} before, else the error}
+     */
     public int query() {
         check();
         return JCudaBinding.eventQuery(event);

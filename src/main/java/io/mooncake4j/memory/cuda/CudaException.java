@@ -23,7 +23,7 @@ public class CudaException extends TransferEngineException {
         this.errorCode = errorCode;
     }
 
-    /** The {@code cudaError_t} value; -1 when not from CUDA. */
+    /** {@return the {@code cudaError_t} value; -1 when not from CUDA} */
     public int errorCode() {
         return errorCode;
     }

@@ -70,7 +70,7 @@ public final class CudaPinnedHostAllocator implements AutoCloseable {
         return delegate.allocate(bytes);
     }
 
-    /** Bytes currently allocated and not freed. */
+    /** {@return bytes currently allocated and not freed} */
     public long allocatedBytes() {
         return delegate.allocatedBytes();
     }

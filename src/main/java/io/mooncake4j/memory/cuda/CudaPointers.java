@@ -14,7 +14,7 @@ public final class CudaPointers {
 
     private CudaPointers() {}
 
-    /** The CUDA device whose memory {@code address} is, or -1 for host memory (or no CUDA). */
+    /** {@return the CUDA device whose memory {@code address} is, or -1 for host memory (or no CUDA)} */
     public static int deviceOf(long address) {
         if (address == 0 || !CudaAvailability.isAvailable()) {
             return -1;
@@ -43,7 +43,7 @@ public final class CudaPointers {
         return device >= 0 ? MemoryLocation.cuda(device) : MemoryLocation.validate(hostLocation);
     }
 
-    /** {@link #resolveLocation(String, long, String)} for a storage. */
+    /** {@return {@link #resolveLocation(String, long, String)} for a storage} */
     public static String resolveLocation(MemoryStorage storage, String hostLocation) {
         return resolveLocation(storage.location(), storage.address(), hostLocation);
     }

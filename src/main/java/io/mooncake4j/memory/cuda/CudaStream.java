@@ -83,7 +83,9 @@ public final class CudaStream implements AutoCloseable {
         return stream;
     }
 
-    /** {@link CudaError#SUCCESS} when all enqueued work is done, {@link CudaError#NOT_READY} while some is pending, else the error. */
+    /**
+     * {@return {@link CudaError#SUCCESS} when all enqueued work is done, {@link CudaError#NOT_READY} while some is pending, else the error}
+     */
     public int query() {
         if (closed) {
             throw new IllegalStateException("stream is closed");

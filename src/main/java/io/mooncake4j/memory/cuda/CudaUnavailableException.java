@@ -15,7 +15,7 @@ public final class CudaUnavailableException extends CudaException {
         this.reason = reason;
     }
 
-    /** Why CUDA is unavailable. */
+    /** {@return why CUDA is unavailable} */
     public CudaAvailability.Reason reason() {
         return reason;
     }
