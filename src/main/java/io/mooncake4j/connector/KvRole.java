@@ -32,6 +32,13 @@ public enum KvRole {
         return this == KV_CONSUMER;
     }
 
+    /**
+     * The role whose wire name is {@code value} ({@code kv_producer}, {@code kv_consumer}, {@code kv_both}).
+     *
+     * @param value the name as in {@code kv_transfer_config}
+     * @return the role
+     * @throws io.mooncake4j.MooncakeConfigException when no role has that name
+     */
     public static KvRole parse(String value) {
         for (KvRole r : values()) {
             if (r.wireName.equals(value)) {

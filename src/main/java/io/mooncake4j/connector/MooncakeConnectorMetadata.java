@@ -40,6 +40,7 @@ public final class MooncakeConnectorMetadata {
      */
     public record ReqToSend(String transferId, int[][] localBlockIds) {
 
+        /** Copies the block ids. */
         public ReqToSend {
             Objects.requireNonNull(transferId, "transferId");
             localBlockIds = BlockIds.copyOf(localBlockIds);
@@ -76,6 +77,11 @@ public final class MooncakeConnectorMetadata {
      */
     public record LayerwiseChunk(String transferId, int[][] blockIds, int firstBlock, int totalBlocks, boolean last) {
 
+        /**
+         * Copies the block ids and checks the positions.
+         *
+         * @throws IllegalArgumentException when a position is negative
+         */
         public LayerwiseChunk {
             Objects.requireNonNull(transferId, "transferId");
             blockIds = BlockIds.copyOf(blockIds);

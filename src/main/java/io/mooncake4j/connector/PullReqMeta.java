@@ -45,10 +45,12 @@ public final class PullReqMeta {
         this.remoteBootstrapAddr = Objects.requireNonNull(remoteBootstrapAddr, "remoteBootstrapAddr");
     }
 
+    /** {@return D's request id} */
     public String dReqId() {
         return dReqId;
     }
 
+    /** {@return the transfer id shared with P} */
     public String transferId() {
         return transferId;
     }
@@ -58,10 +60,12 @@ public final class PullReqMeta {
         return localBlockIds;
     }
 
+    /** {@return P's engine id ({@code remote_engine_id})} */
     public String remoteEngineId() {
         return remoteEngineId;
     }
 
+    /** {@return P's bootstrap server URL ({@code remote_bootstrap_addr})} */
     public String remoteBootstrapAddr() {
         return remoteBootstrapAddr;
     }
@@ -71,6 +75,11 @@ public final class PullReqMeta {
         return expireTime;
     }
 
+    /**
+     * Sets vLLM's {@code expire_time} of this pull.
+     *
+     * @param expireTime the value {@link #expireTime()} then answers
+     */
     public void setExpireTime(double expireTime) {
         this.expireTime = expireTime;
     }
@@ -80,6 +89,11 @@ public final class PullReqMeta {
         return pullTasksCount;
     }
 
+    /**
+     * Sets the pulls still to finish.
+     *
+     * @param pullTasksCount the pulls left
+     */
     public void setPullTasksCount(int pullTasksCount) {
         this.pullTasksCount = pullTasksCount;
     }
@@ -89,10 +103,16 @@ public final class PullReqMeta {
         return --pullTasksCount;
     }
 
+    /** {@return the pulls this request is split into (one per P rank it reads)} */
     public int pullTasksTotal() {
         return pullTasksTotal;
     }
 
+    /**
+     * Sets the pulls this request is split into.
+     *
+     * @param pullTasksTotal the pulls in all
+     */
     public void setPullTasksTotal(int pullTasksTotal) {
         this.pullTasksTotal = pullTasksTotal;
     }
@@ -102,6 +122,11 @@ public final class PullReqMeta {
         return failed;
     }
 
+    /**
+     * Marks the request failed (or not).
+     *
+     * @param failed whether a pull of it failed
+     */
     public void setFailed(boolean failed) {
         this.failed = failed;
     }

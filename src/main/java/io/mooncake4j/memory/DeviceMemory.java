@@ -24,8 +24,11 @@ public interface DeviceMemory {
 
     /** The direction of a copy. */
     enum Direction {
+        /** From host memory to device memory. */
         HOST_TO_DEVICE,
+        /** From device memory to host memory. */
         DEVICE_TO_HOST,
+        /** Between two device buffers. */
         DEVICE_TO_DEVICE;
 
         /**

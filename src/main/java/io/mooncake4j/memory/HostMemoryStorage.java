@@ -68,6 +68,7 @@ public final class HostMemoryStorage implements MemoryStorage, AutoCloseable {
         return Optional.ofNullable(shareable);
     }
 
+    /** {@return whether the memory is still allocated (its arena not yet closed)} */
     public boolean isAlive() {
         return arena.scope().isAlive();
     }

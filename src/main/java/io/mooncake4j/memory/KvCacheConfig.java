@@ -13,6 +13,11 @@ import java.util.Optional;
  */
 public record KvCacheConfig(List<KvCacheGroup> groups) {
 
+    /**
+     * Copies the groups and checks that no layer is in two of them.
+     *
+     * @throws IllegalArgumentException when a layer is in two groups
+     */
     public KvCacheConfig {
         groups = List.copyOf(groups);
         Map<String, Integer> seen = new HashMap<>();
@@ -26,6 +31,12 @@ public record KvCacheConfig(List<KvCacheGroup> groups) {
         }
     }
 
+    /**
+     * A configuration of {@code groups}, in order.
+     *
+     * @param groups the KV-cache groups
+     * @return the configuration
+     */
     public static KvCacheConfig of(KvCacheGroup... groups) {
         return new KvCacheConfig(List.of(groups));
     }

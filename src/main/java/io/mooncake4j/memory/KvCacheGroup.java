@@ -11,6 +11,11 @@ import java.util.Objects;
  */
 public record KvCacheGroup(List<String> layerNames, KvCacheSpec spec, Map<String, KvCacheSpec> layerSpecs) {
 
+    /**
+     * Copies the collections and checks that every per-layer spec names a layer of the group.
+     *
+     * @throws IllegalArgumentException when a per-layer spec names another layer
+     */
     public KvCacheGroup {
         layerNames = List.copyOf(layerNames);
         Objects.requireNonNull(spec, "spec");
@@ -22,6 +27,12 @@ public record KvCacheGroup(List<String> layerNames, KvCacheSpec spec, Map<String
         }
     }
 
+    /**
+     * A group whose layers all have {@code spec}.
+     *
+     * @param layerNames the layers, in order
+     * @param spec       their spec
+     */
     public KvCacheGroup(List<String> layerNames, KvCacheSpec spec) {
         this(layerNames, spec, Map.of());
     }

@@ -30,6 +30,13 @@ public enum KvCacheLayout {
         return cliName;
     }
 
+    /**
+     * The layout called {@code name}.
+     *
+     * @param name a layout name, as the CLI flags spell it
+     * @return the layout
+     * @throws IllegalArgumentException when no layout has that name
+     */
     public static KvCacheLayout byName(String name) {
         for (KvCacheLayout l : values()) {
             if (l.cliName.equalsIgnoreCase(name) || l.name().equalsIgnoreCase(name)) {

@@ -30,6 +30,11 @@ public record KvCacheSpec(Kind kind, int blockSize, long pageSizeBytes, long unp
         }
     }
 
+    /**
+     * Checks the sizes.
+     *
+     * @throws IllegalArgumentException when a size is not positive or the unpadded page exceeds the page
+     */
     public KvCacheSpec {
         Objects.requireNonNull(kind, "kind");
         if (blockSize <= 0) {

@@ -40,6 +40,11 @@ public record KvCacheTensor(
         long subStrideBytes,
         long subBytes) {
 
+    /**
+     * Checks the geometry.
+     *
+     * @throws IllegalArgumentException when a count or size is not positive, or the blocks do not fit the storage
+     */
     public KvCacheTensor {
         Objects.requireNonNull(storage, "storage");
         if (numBlocks <= 0) {

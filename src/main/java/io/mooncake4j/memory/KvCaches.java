@@ -22,6 +22,7 @@ import java.util.function.LongFunction;
  */
 public record KvCaches(Map<String, List<KvCacheTensor>> tensorsByLayer, KvCacheConfig config, int numBlocks) {
 
+    /** Keeps an unmodifiable copy of the layers and their tensors, in order. */
     public KvCaches {
         Map<String, List<KvCacheTensor>> copy = new LinkedHashMap<>();
         tensorsByLayer.forEach((k, v) -> copy.put(Objects.requireNonNull(k), List.copyOf(v)));

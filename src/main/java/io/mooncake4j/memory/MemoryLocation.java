@@ -30,10 +30,20 @@ public final class MemoryLocation {
         return "cuda:" + gpu;
     }
 
+    /**
+     * {@return whether {@code location} names GPU memory ({@code cuda:N})}
+     *
+     * @param location a location string
+     */
     public static boolean isCuda(String location) {
         return location != null && CUDA.matcher(location).matches();
     }
 
+    /**
+     * {@return whether {@code location} names host memory ({@code cpu:N})}
+     *
+     * @param location a location string
+     */
     public static boolean isCpu(String location) {
         return location != null && CPU.matcher(location).matches();
     }

@@ -52,6 +52,11 @@ public interface MemoryStorage {
 
     /** A storage that only describes memory; see {@link MemoryStorage#of}. */
     record ForeignStorage(long address, long byteSize, String location) implements MemoryStorage {
+        /**
+         * Checks the address, size and location.
+         *
+         * @throws IllegalArgumentException when the address is 0, the size not positive or the location unknown
+         */
         public ForeignStorage {
             if (address == 0) {
                 throw new IllegalArgumentException("storage address must not be 0");

@@ -29,6 +29,11 @@ public record ModelPreset(String name, int numLayers, int numKvHeads, int headSi
 
     private static final List<ModelPreset> ALL = List.of(LLAMA_3_8B, LLAMA_3_70B, DEEPSEEK_V2_LITE, TINY);
 
+    /**
+     * Checks the dimensions.
+     *
+     * @throws IllegalArgumentException when a dimension is not positive or an MLA model has more than one KV head
+     */
     public ModelPreset {
         Objects.requireNonNull(name, "name");
         if (numLayers <= 0 || numKvHeads <= 0 || headSize <= 0 || dtypeBytes <= 0 || blockSize <= 0) {

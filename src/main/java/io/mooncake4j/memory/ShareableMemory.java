@@ -25,6 +25,11 @@ public final class ShareableMemory {
      * @param name     the memfd name ({@code /proc/<pid>/fd/<fd>} links to {@code /memfd:<name> (deleted)})
      */
     public record Handle(long address, long byteSize, int fd, String name) {
+        /**
+         * Checks the handle.
+         *
+         * @throws IllegalArgumentException when the address is 0, the size not positive or the descriptor negative
+         */
         public Handle {
             Objects.requireNonNull(name, "name");
             if (address == 0 || byteSize <= 0 || fd < 0) {

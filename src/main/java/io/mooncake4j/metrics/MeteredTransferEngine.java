@@ -42,10 +42,15 @@ import java.util.concurrent.ConcurrentHashMap;
  */
 public final class MeteredTransferEngine implements TransferEngine {
 
+    /** Counter of transfer requests handed to the engine. */
     public static final String TRANSFERS = "mooncake4j.engine.transfers";
+    /** Counter of the bytes of the transfer requests that succeeded. */
     public static final String BYTES = "mooncake4j.engine.bytes";
+    /** Counter of failed transfers. */
     public static final String FAILURES = "mooncake4j.engine.failures";
+    /** Counter of submissions refused because the batch was full. */
     public static final String LIMITS_HIT = "mooncake4j.engine.limits.hit";
+    /** Function counter of the requests the TCP data port rejected. */
     public static final String REJECTED_REQUESTS = "mooncake4j.engine.rejected.requests";
 
     private final TransferEngine delegate;

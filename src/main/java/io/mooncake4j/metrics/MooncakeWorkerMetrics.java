@@ -34,12 +34,19 @@ import java.util.function.ToDoubleFunction;
  */
 public final class MooncakeWorkerMetrics implements MeterBinder {
 
+    /** Pulls refused because a side-channel limit was reached. */
     public static final String LIMIT_REJECTIONS = "mooncake4j.side_channel.limit_rejections";
+    /** ERROR responses sent to D. */
     public static final String ERROR_REPLIES = "mooncake4j.side_channel.error_replies";
+    /** Messages, replies and waves dropped (tag {@code reason}). */
     public static final String DROPPED = "mooncake4j.side_channel.dropped";
+    /** Listener pauses at its byte budget. */
     public static final String BACKLOG_PAUSES = "mooncake4j.side_channel.backlog_pauses";
+    /** D pull sockets replaced after a stuck handshake. */
     public static final String HANDSHAKE_RETRIES = "mooncake4j.side_channel.handshake_retries";
+    /** Exceptions of background work. */
     public static final String BACKGROUND_ERRORS = "mooncake4j.worker.background_errors";
+    /** Gauge: 1 while the worker is healthy. */
     public static final String HEALTHY = "mooncake4j.worker.healthy";
 
     private final MooncakeConnectorWorker worker;

@@ -63,10 +63,20 @@ public final class MooncakeConnectorScheduler {
             return new Options(false, false);
         }
 
+        /**
+         * {@return these options with vLLM's {@code disable_hybrid_kv_cache_manager} set to {@code v}}
+         *
+         * @param v whether the hybrid KV-cache manager is disabled
+         */
         public Options withDisableHybridKvCacheManager(boolean v) {
             return new Options(v, transferIdCollisionGuard);
         }
 
+        /**
+         * {@return these options with the transfer-id collision guard on or off}
+         *
+         * @param v whether the guard is on
+         */
         public Options withTransferIdCollisionGuard(boolean v) {
             return new Options(disableHybridKvCacheManager, v);
         }

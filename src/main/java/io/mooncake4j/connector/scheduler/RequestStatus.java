@@ -7,10 +7,15 @@ package io.mooncake4j.connector.scheduler;
  * the rest are listed so that an embedder can map its own states one to one.
  */
 public enum RequestStatus {
+    /** Queued, not scheduled yet. */
     WAITING,
+    /** Waiting for a structured-output grammar. */
     WAITING_FOR_FSM,
+    /** D: waiting for its KV cache from P. */
     WAITING_FOR_REMOTE_KVS,
+    /** Scheduled. */
     RUNNING,
+    /** Preempted; its blocks were freed. */
     PREEMPTED,
     /** Finished by a stop string or token. */
     FINISHED_STOPPED,

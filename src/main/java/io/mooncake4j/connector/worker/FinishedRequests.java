@@ -13,6 +13,7 @@ import java.util.Set;
  */
 public record FinishedRequests(Set<String> finishedSending, Set<String> finishedRecving) {
 
+    /** Keeps unmodifiable copies of the collections. */
     public FinishedRequests {
         finishedSending = Set.copyOf(Objects.requireNonNull(finishedSending, "finishedSending"));
         finishedRecving = Set.copyOf(Objects.requireNonNull(finishedRecving, "finishedRecving"));

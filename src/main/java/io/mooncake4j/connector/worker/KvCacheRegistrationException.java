@@ -15,11 +15,17 @@ public final class KvCacheRegistrationException extends ConnectorException {
     /** vLLM's first sentence, kept verbatim. */
     public static final String MESSAGE = "Mooncake batch memory registration failed.";
 
+    /** The code the engine returned. */
     private final int returnCode;
+    /** Registration attempts made. */
     private final int attempts;
+    /** Bytes to register. */
     private final long totalBytes;
+    /** Whether the memlock limit could be read. */
     private final boolean memlockKnown;
+    /** The soft RLIMIT_MEMLOCK, when known. */
     private final long memlockLimit;
+    /** Locations of the storages. */
     private final String[] locations;
 
     KvCacheRegistrationException(String details, int returnCode, int attempts, long totalBytes,

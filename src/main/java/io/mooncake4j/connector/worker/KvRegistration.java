@@ -26,6 +26,7 @@ public record KvRegistration(
         List<Integer> registeredGroupIndices,
         List<MemoryStorage> storages) {
 
+    /** Keeps unmodifiable copies of the collections. */
     public KvRegistration {
         kvCachesBaseAddr = List.copyOf(kvCachesBaseAddr);
         blockLenPerLayer = List.copyOf(blockLenPerLayer);

@@ -473,6 +473,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         return engine;
     }
 
+    /** {@return the configuration this worker runs with} */
     public MooncakeConnectorConfig config() {
         return config;
     }

@@ -27,14 +27,23 @@ import java.util.Objects;
  */
 public final class MooncakeKvConnectorStats {
 
+    /** vLLM's {@link #reduce()} key for successful transfers. */
     public static final String NUM_SUCCESSFUL_TRANSFERS = "Num successful transfers";
+    /** vLLM's {@link #reduce()} key for the mean transfer time in ms. */
     public static final String AVG_XFER_TIME_MS = "Avg xfer time (ms)";
+    /** vLLM's {@link #reduce()} key for the 90th percentile of the transfer time in ms. */
     public static final String P90_XFER_TIME_MS = "P90 xfer time (ms)";
+    /** vLLM's {@link #reduce()} key for the mean MB per transfer. */
     public static final String AVG_MB_PER_TRANSFER = "Avg MB per transfer";
+    /** vLLM's {@link #reduce()} key for the throughput in MB/s. */
     public static final String THROUGHPUT_MB_S = "Throughput (MB/s)";
+    /** vLLM's {@link #reduce()} key for the mean descriptors per transfer. */
     public static final String AVG_NUMBER_OF_DESCRIPTORS = "Avg number of descriptors";
+    /** vLLM's {@link #reduce()} key for failed transfers. */
     public static final String NUM_FAILED_TRANSFERS = "Num failed transfers";
+    /** vLLM's {@link #reduce()} key for failed receives. */
     public static final String NUM_FAILED_RECVS = "Num failed recvs";
+    /** vLLM's {@link #reduce()} key for sends expired after the abort timeout. */
     public static final String NUM_KV_EXPIRED_REQS = "Num KV expired reqs";
 
     private final Object lock = new Object();
@@ -149,6 +158,13 @@ public final class MooncakeKvConnectorStats {
     /** Receives the successful transfers of a snapshot, one call each, in the order recorded. */
     @FunctionalInterface
     public interface TransferVisitor {
+        /**
+         * One successful transfer.
+         *
+         * @param durationSeconds its duration
+         * @param totalBytes      its bytes
+         * @param numDescriptors  its descriptors
+         */
         void transfer(double durationSeconds, long totalBytes, long numDescriptors);
     }
 
@@ -178,18 +194,21 @@ public final class MooncakeKvConnectorStats {
         }
     }
 
+    /** {@return vLLM's {@code num_failed_transfers}: failed transfers (P)} */
     public long numFailedTransfers() {
         synchronized (lock) {
             return failedTransfers;
         }
     }
 
+    /** {@return vLLM's {@code num_failed_recvs}: failed receives (D)} */
     public long numFailedRecvs() {
         synchronized (lock) {
             return failedRecvs;
         }
     }
 
+    /** {@return vLLM's {@code num_kv_expired_reqs}: sends expired after the abort timeout (P)} */
     public long numKvExpiredReqs() {
         synchronized (lock) {
             return expiredReqs;

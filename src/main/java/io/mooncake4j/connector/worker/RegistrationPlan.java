@@ -53,6 +53,7 @@ public record RegistrationPlan(
         MemlockVerdict memlockVerdict,
         Map<String, DeviceMemoryAccess> deviceAccess) {
 
+    /** Keeps unmodifiable copies of the collections. */
     public RegistrationPlan {
         deviceAccess = Collections.unmodifiableMap(new LinkedHashMap<>(deviceAccess));
         Objects.requireNonNull(protocol, "protocol");

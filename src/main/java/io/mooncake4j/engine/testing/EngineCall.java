@@ -17,6 +17,7 @@ import java.util.Objects;
  */
 public record EngineCall(EngineMethod method, int ordinal, List<Object> args, int result) {
 
+    /** Keeps an unmodifiable copy of the arguments (which may hold nulls). */
     public EngineCall {
         Objects.requireNonNull(method, "method");
         args = Collections.unmodifiableList(new ArrayList<>(args)); // may hold nulls

@@ -165,12 +165,27 @@ public final class ScriptedTransferEngine implements TransferEngine {
     /** Decides {@link #getFirstBufferAddress}: from the segment name and what this engine would answer. */
     @FunctionalInterface
     public interface FirstBufferRule {
+        /**
+         * The first buffer address to answer.
+         *
+         * @param segmentName the segment asked about
+         * @param actual      what the in-JVM lookup found
+         * @return the address to answer
+         */
         long answer(String segmentName, long actual);
     }
 
     /** Decides {@link #getTransferStatus}: from the batch, the task and the status this engine recorded. */
     @FunctionalInterface
     public interface StatusRule {
+        /**
+         * The status to answer.
+         *
+         * @param batchId   the batch asked about
+         * @param taskIndex the task asked about
+         * @param actual    the status recorded at submission
+         * @return the status to answer
+         */
         TransferStatus answer(long batchId, int taskIndex, TransferStatus actual);
     }
 
@@ -238,6 +253,11 @@ public final class ScriptedTransferEngine implements TransferEngine {
         }
     }
 
+    /**
+     * {@return how many times {@code method} was called}
+     *
+     * @param method the engine method
+     */
     public int callCount(EngineMethod method) {
         return calls(method).size();
     }
@@ -576,6 +596,7 @@ public final class ScriptedTransferEngine implements TransferEngine {
         DIRECTORY.remove(getLocalSegmentName(), this);
     }
 
+    /** {@return whether {@link #close()} was called} */
     public boolean isClosed() {
         return closed;
     }

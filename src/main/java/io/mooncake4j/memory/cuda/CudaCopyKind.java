@@ -9,9 +9,13 @@ package io.mooncake4j.memory.cuda;
  * covers copies between two GPUs (unified addressing finds both ends).
  */
 public enum CudaCopyKind {
+    /** {@code cudaMemcpyHostToHost}. */
     HOST_TO_HOST(0),
+    /** {@code cudaMemcpyHostToDevice}. */
     HOST_TO_DEVICE(1),
+    /** {@code cudaMemcpyDeviceToHost}. */
     DEVICE_TO_HOST(2),
+    /** {@code cudaMemcpyDeviceToDevice}. */
     DEVICE_TO_DEVICE(3);
 
     private final int code;

@@ -83,6 +83,7 @@ public final class CudaDeviceStorage implements DeviceMemory.Allocation {
         return location;
     }
 
+    /** {@return whether the memory is still allocated (not yet closed)} */
     public synchronized boolean isAlive() {
         return !closed;
     }

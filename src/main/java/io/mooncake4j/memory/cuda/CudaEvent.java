@@ -34,6 +34,7 @@ public final class CudaEvent implements AutoCloseable {
         return new CudaEvent(device, e);
     }
 
+    /** {@return the GPU index the event was created on} */
     public int device() {
         return device;
     }

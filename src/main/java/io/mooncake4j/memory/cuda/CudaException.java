@@ -11,13 +11,27 @@ public class CudaException extends TransferEngineException {
 
     private static final long serialVersionUID = 1L;
 
+    /** The {@code cudaError_t} of the failed call. */
     private final int errorCode;
 
+    /**
+     * A failed CUDA call.
+     *
+     * @param message   what failed
+     * @param errorCode the {@code cudaError_t} it returned
+     */
     public CudaException(String message, int errorCode) {
         super(message);
         this.errorCode = errorCode;
     }
 
+    /**
+     * A failed CUDA call with its cause.
+     *
+     * @param message   what failed
+     * @param errorCode the {@code cudaError_t} it returned
+     * @param cause     the underlying error
+     */
     public CudaException(String message, int errorCode, Throwable cause) {
         super(message, cause);
         this.errorCode = errorCode;

@@ -44,6 +44,7 @@ public final class CudaStream implements AutoCloseable {
         return new CudaStream(device, s);
     }
 
+    /** {@return the GPU index the stream was created on} */
     public int device() {
         return device;
     }

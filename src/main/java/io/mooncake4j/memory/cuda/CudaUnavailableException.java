@@ -8,6 +8,7 @@ public final class CudaUnavailableException extends CudaException {
 
     private static final long serialVersionUID = 1L;
 
+    /** Why CUDA cannot be used. */
     private final CudaAvailability.Reason reason;
 
     CudaUnavailableException(CudaAvailability.Reason reason, String message, int errorCode, Throwable cause) {
