@@ -43,7 +43,11 @@ public final class KvTransferParams {
         this.map = Objects.requireNonNull(map, "kv_transfer_params map");
     }
 
-    /** {@return a view over {@code map} (not a copy)} */
+    /**
+     * {@return a view over {@code map} (not a copy)}
+     *
+     * @param map the parameters map (not copied)
+     */
     public static KvTransferParams wrap(Map<String, Object> map) {
         return new KvTransferParams(map);
     }
@@ -51,6 +55,8 @@ public final class KvTransferParams {
     /**
      * The params a proxy gives the prefill (P) request, in vLLM's proxy key order:
      * {@code {do_remote_decode: true, do_remote_prefill: false, transfer_id}}.
+     *
+     * @param transferId the transfer id the proxy gave both P and D
      */
     public static KvTransferParams forRemoteDecode(String transferId) {
         Map<String, Object> m = new LinkedHashMap<>();
@@ -64,6 +70,10 @@ public final class KvTransferParams {
      * The params a proxy gives the decode (D) request, in vLLM's proxy key order:
      * {@code {do_remote_decode: false, do_remote_prefill: true, remote_bootstrap_addr,
      * remote_engine_id, transfer_id}}.
+     *
+     * @param transferId          the transfer id the proxy gave both P and D
+     * @param remoteEngineId      P's engine id
+     * @param remoteBootstrapAddr the URL of P's bootstrap server
      */
     public static KvTransferParams forRemotePrefill(String transferId, String remoteEngineId,
             String remoteBootstrapAddr) {
@@ -86,7 +96,11 @@ public final class KvTransferParams {
         return map.isEmpty();
     }
 
-    /** {@return Python's {@code key in params}: present, whatever the value (even {@code null})} */
+    /**
+     * {@return Python's {@code key in params}: present, whatever the value (even {@code null})}
+     *
+     * @param key the key
+     */
     public boolean containsKey(String key) {
         return map.containsKey(key);
     }
@@ -96,7 +110,11 @@ public final class KvTransferParams {
         return isTruthy(map.get(DO_REMOTE_PREFILL));
     }
 
-    /** Writes {@code do_remote_prefill}. */
+    /**
+     * Writes {@code do_remote_prefill}.
+     *
+     * @param value the flag
+     */
     public void setDoRemotePrefill(boolean value) {
         map.put(DO_REMOTE_PREFILL, value);
     }
@@ -106,7 +124,11 @@ public final class KvTransferParams {
         return isTruthy(map.get(DO_REMOTE_DECODE));
     }
 
-    /** Writes {@code do_remote_decode}. */
+    /**
+     * Writes {@code do_remote_decode}.
+     *
+     * @param value the flag
+     */
     public void setDoRemoteDecode(boolean value) {
         map.put(DO_REMOTE_DECODE, value);
     }
@@ -138,6 +160,8 @@ public final class KvTransferParams {
     /**
      * Python truthiness of a JSON-like value: {@code null}, {@code false}, numeric zero, the empty
      * string and empty collections/maps/arrays are false; everything else is true.
+     *
+     * @param v a value of the map, or null
      */
     public static boolean isTruthy(Object v) {
         return switch (v) {
@@ -152,13 +176,19 @@ public final class KvTransferParams {
         };
     }
 
-    /** {@return Python's {@code not params} for a possibly absent map} */
+    /**
+     * {@return Python's {@code not params} for a possibly absent map}
+     *
+     * @param params the request parameters, or null
+     */
     public static boolean isNullOrEmpty(Map<String, Object> params) {
         return params == null || params.isEmpty();
     }
 
     /**
      * {@return {@code null} stays {@code null}; a string is returned as is; anything else is {@code String.valueOf}}
+     *
+     * @param v a value of the map, or null
      */
     public static String stringValue(Object v) {
         return switch (v) {

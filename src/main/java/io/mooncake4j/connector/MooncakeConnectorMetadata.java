@@ -130,6 +130,9 @@ public final class MooncakeConnectorMetadata {
      * otherwise files {@code reqsToSend[requestId] = (transfer_id, localBlockIds)}. A later entry
      * for the same request id replaces the earlier one.
      *
+     * @param requestId        the request's id
+     * @param kvTransferParams the request's {@code kv_transfer_params}
+     * @param loadRemoteCache  whether D loads this request from P
      * @param localBlockIds block ids per transfer group (copied)
      * @throws ConnectorException when a required key is absent or null (vLLM: {@code KeyError})
      */
@@ -173,12 +176,21 @@ public final class MooncakeConnectorMetadata {
         return Collections.unmodifiableSet(reqsNotProcessed);
     }
 
-    /** Replaces {@link #reqsNotProcessed()} with a copy of {@code transferIds}. */
+    /**
+     * Replaces {@link #reqsNotProcessed()} with a copy of {@code transferIds}.
+     *
+     * @param transferIds the transfer ids the scheduler did not process
+     */
     public void setReqsNotProcessed(Set<String> transferIds) {
         reqsNotProcessed = new LinkedHashSet<>(transferIds);
     }
 
-    /** Files the prefill chunk of P request {@code requestId} that this step computes (layer-wise push). */
+    /**
+     * Files the prefill chunk of P request {@code requestId} that this step computes (layer-wise push).
+     *
+     * @param requestId the request's id
+     * @param chunk     the blocks to push and where they go
+     */
     public void addLayerwiseChunk(String requestId, LayerwiseChunk chunk) {
         layerwiseChunks.put(Objects.requireNonNull(requestId, "requestId"), Objects.requireNonNull(chunk, "chunk"));
     }

@@ -30,6 +30,8 @@ public final class PullReqMeta {
     private boolean failed;
 
     /**
+     * One request D pulls from P.
+     *
      * @param dReqId              this (D) engine's request id
      * @param transferId          the rendezvous key shared with P
      * @param localBlockIds       destination block ids per transfer group (copied)

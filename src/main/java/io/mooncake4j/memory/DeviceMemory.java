@@ -33,6 +33,9 @@ public interface DeviceMemory {
 
         /**
          * {@return the direction of a copy into device memory or not, from device memory or not; null for host to host}
+         *
+         * @param dstIsDevice whether the destination is device memory
+         * @param srcIsDevice whether the source is device memory
          */
         public static Direction of(boolean dstIsDevice, boolean srcIsDevice) {
             if (dstIsDevice) {
@@ -58,18 +61,33 @@ public interface DeviceMemory {
 
         /**
          * {@return enqueues a copy of {@code bytes} from {@code src} to {@code dst}; returns the status of the enqueue}
+         *
+         * @param dst       the destination address
+         * @param src       the source address
+         * @param bytes     the size in bytes
+         * @param direction the copy direction
          */
         int copyAsync(long dst, long src, long bytes, Direction direction);
 
-        /** Marks completion point {@code event} at the current end of the queue; returns the status. */
+        /**
+         * Marks completion point {@code event} at the current end of the queue; returns the status.
+         *
+         * @param event the completion point
+         */
         int record(int event);
 
         /**
          * {@return {@link #OK} when the work before completion point {@code event} is done, {@link #NOT_READY} before, else the error of a failed copy}
+         *
+         * @param event the completion point
          */
         int poll(int event);
 
-        /** Waits until the work before completion point {@code event} is done; {@link #OK} or the error of a failed copy. */
+        /**
+         * Waits until the work before completion point {@code event} is done; {@link #OK} or the error of a failed copy.
+         *
+         * @param event the completion point
+         */
         int await(int event);
 
         /** Waits for every enqueued copy; {@link #OK} or the error of a failed copy. */
@@ -103,22 +121,35 @@ public interface DeviceMemory {
     /** {@return why device memory cannot be used, with the fix; null when {@link #isAvailable()}} */
     RuntimeException unavailabilityCause();
 
-    /** {@return the device whose memory {@code address} is, or -1 for host memory (always -1 when unavailable)} */
+    /**
+     * {@return the device whose memory {@code address} is, or -1 for host memory (always -1 when unavailable)}
+     *
+     * @param address the first byte
+     */
     int deviceOf(long address);
 
     /**
      * Throws unless memory at {@code location} can be used: for {@code cuda:N}, device memory must be
      * available and device {@code N} must exist (the exception says why and how to fix it);
      * {@code cpu:N} and {@code *} always pass.
+     *
+     * @param location a memory location ({@code cpu:N}, {@code cuda:N} or {@code *})
      */
     void checkLocation(String location);
 
-    /** Opens a copy queue on {@code device} with {@code events} completion points. */
+    /**
+     * Opens a copy queue on {@code device} with {@code events} completion points.
+     *
+     * @param device the GPU index
+     * @param events the number of completion points
+     */
     CopyQueue openQueue(int device, int events);
 
     /**
      * Allocates {@code bytes} of page-locked host memory for bounce buffers; the caller closes the
      * storage after every copy using it has completed.
+     *
+     * @param bytes the size in bytes
      */
     HostMemoryStorage allocatePinned(long bytes);
 
@@ -126,6 +157,9 @@ public interface DeviceMemory {
      * Allocates {@code bytes} of device memory on {@code device} (control path: throws when device
      * memory is unavailable, with the cause and the fix, or when the device does not exist). The caller
      * closes it. Implementations that cannot allocate throw {@link UnsupportedOperationException}.
+     *
+     * @param device the GPU index
+     * @param bytes  the size in bytes
      */
     default Allocation allocate(int device, long bytes) {
         throw new UnsupportedOperationException(name() + " device memory cannot allocate; allocate with its own API");

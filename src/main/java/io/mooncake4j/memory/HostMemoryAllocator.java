@@ -55,7 +55,11 @@ public final class HostMemoryAllocator implements AutoCloseable {
         this(MemoryLocation.cpu(0));
     }
 
-    /** An allocator whose storages report the given location ({@code cpu:N} or {@code *}). */
+    /**
+     * An allocator whose storages report the given location ({@code cpu:N} or {@code *}).
+     *
+     * @param location a memory location ({@code cpu:N}, {@code cuda:N} or {@code *})
+     */
     public HostMemoryAllocator(String location) {
         this(location, HostMemoryPinner.NONE);
     }
@@ -63,6 +67,9 @@ public final class HostMemoryAllocator implements AutoCloseable {
     /**
      * An allocator whose allocations are pinned by {@code pinner} when allocated and unpinned
      * before they are freed (page-locked memory for device staging).
+     *
+     * @param location a memory location ({@code cpu:N}, {@code cuda:N} or {@code *})
+     * @param pinner   pins and unpins each allocation
      */
     public HostMemoryAllocator(String location, HostMemoryPinner pinner) {
         this.pinner = Objects.requireNonNull(pinner, "pinner");
@@ -88,6 +95,8 @@ public final class HostMemoryAllocator implements AutoCloseable {
     /**
      * Allocates {@code bytes} zeroed, page-aligned bytes: shareable when
      * {@link #shareableByDefault()} and memfd works, private otherwise.
+     *
+     * @param bytes the size in bytes
      */
     public HostMemoryStorage allocate(long bytes) {
         if (!shareableByDefault()) {
@@ -107,6 +116,7 @@ public final class HostMemoryAllocator implements AutoCloseable {
     /**
      * Allocates {@code bytes} zeroed, page-aligned, shareable bytes (memfd + {@code MAP_SHARED}).
      *
+     * @param bytes the size in bytes
      * @throws SharedMemory.SysException when memfd, ftruncate or mmap fails (with errno)
      */
     public HostMemoryStorage allocateShareable(long bytes) {
@@ -137,7 +147,11 @@ public final class HostMemoryAllocator implements AutoCloseable {
         return register(arena, segment, handle);
     }
 
-    /** Allocates {@code bytes} zeroed, page-aligned bytes that no other process can map. */
+    /**
+     * Allocates {@code bytes} zeroed, page-aligned bytes that no other process can map.
+     *
+     * @param bytes the size in bytes
+     */
     public HostMemoryStorage allocatePrivate(long bytes) {
         checkOpen(bytes);
         Arena arena = Arena.ofShared();

@@ -10,6 +10,8 @@ import java.util.Optional;
 /**
  * The KV-cache configuration of a worker (vLLM {@code KVCacheConfig}): its groups, in order.
  * The index of a group in {@link #groups()} is its transfer-group index.
+ *
+ * @param groups the KV-cache groups, in order
  */
 public record KvCacheConfig(List<KvCacheGroup> groups) {
 
@@ -41,7 +43,11 @@ public record KvCacheConfig(List<KvCacheGroup> groups) {
         return new KvCacheConfig(List.of(groups));
     }
 
-    /** {@return the spec of a layer, or empty when no group lists it (vLLM skips such layers)} */
+    /**
+     * {@return the spec of a layer, or empty when no group lists it (vLLM skips such layers)}
+     *
+     * @param layerName the layer's name, as in the KV-cache tensors map
+     */
     public Optional<KvCacheSpec> specOf(String layerName) {
         for (KvCacheGroup g : groups) {
             if (g.layerNames().contains(layerName)) {

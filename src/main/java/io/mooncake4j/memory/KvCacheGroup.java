@@ -8,6 +8,10 @@ import java.util.Objects;
  * One KV-cache group (vLLM {@code KVCacheGroupSpec}): layers that share a block table, with
  * their spec. {@code layerSpecs} may give a layer its own spec (uniform-type multi-spec groups);
  * layers absent from it use {@code spec}.
+ *
+ * @param layerNames the layers, in order
+ * @param spec       the group's KV-cache spec
+ * @param layerSpecs per-layer specs that differ from {@code spec}
  */
 public record KvCacheGroup(List<String> layerNames, KvCacheSpec spec, Map<String, KvCacheSpec> layerSpecs) {
 
@@ -37,7 +41,11 @@ public record KvCacheGroup(List<String> layerNames, KvCacheSpec spec, Map<String
         this(layerNames, spec, Map.of());
     }
 
-    /** {@return the spec of one layer of this group} */
+    /**
+     * {@return the spec of one layer of this group}
+     *
+     * @param layerName the layer's name, as in the KV-cache tensors map
+     */
     public KvCacheSpec specOf(String layerName) {
         return layerSpecs.getOrDefault(layerName, spec);
     }

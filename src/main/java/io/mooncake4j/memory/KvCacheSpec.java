@@ -49,17 +49,33 @@ public record KvCacheSpec(Kind kind, int blockSize, long pageSizeBytes, long unp
         }
     }
 
-    /** {@return a full-attention spec with unpadded pages} */
+    /**
+     * {@return a full-attention spec with unpadded pages}
+     *
+     * @param blockSize     tokens per block
+     * @param pageSizeBytes bytes of one block of one layer (its page)
+     */
     public static KvCacheSpec fullAttention(int blockSize, long pageSizeBytes) {
         return new KvCacheSpec(Kind.FULL_ATTENTION, blockSize, pageSizeBytes, pageSizeBytes, 0);
     }
 
-    /** {@return a sliding-window spec with unpadded pages} */
+    /**
+     * {@return a sliding-window spec with unpadded pages}
+     *
+     * @param blockSize     tokens per block
+     * @param pageSizeBytes bytes of one block of one layer (its page)
+     * @param window        the sliding window in tokens
+     */
     public static KvCacheSpec slidingWindow(int blockSize, long pageSizeBytes, int window) {
         return new KvCacheSpec(Kind.SLIDING_WINDOW, blockSize, pageSizeBytes, pageSizeBytes, window);
     }
 
-    /** {@return a Mamba/GDN state spec} */
+    /**
+     * {@return a Mamba/GDN state spec}
+     *
+     * @param blockSize     tokens per block
+     * @param pageSizeBytes bytes of one block of one layer (its page)
+     */
     public static KvCacheSpec mamba(int blockSize, long pageSizeBytes) {
         return new KvCacheSpec(Kind.MAMBA, blockSize, pageSizeBytes, pageSizeBytes, 0);
     }

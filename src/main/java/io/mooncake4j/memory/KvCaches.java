@@ -45,6 +45,12 @@ public record KvCaches(Map<String, List<KvCacheTensor>> tensorsByLayer, KvCacheC
     /**
      * Carves KV caches for {@code preset} at tensor-parallel size {@code tp}, allocating storage
      * through {@code allocate} (a host allocator's {@code allocate}, or a device allocator).
+     *
+     * @param preset    the model
+     * @param tp        the tensor-parallel size (each rank holds its share of the heads)
+     * @param numBlocks the number of blocks
+     * @param layout    how K and V are laid out
+     * @param allocate  allocates storage of the given size
      */
     public static KvCaches allocate(ModelPreset preset, int tp, int numBlocks, KvCacheLayout layout,
                                     LongFunction<? extends MemoryStorage> allocate) {

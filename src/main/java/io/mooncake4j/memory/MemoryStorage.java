@@ -31,7 +31,12 @@ public interface MemoryStorage {
         return Optional.empty();
     }
 
-    /** {@return whether {@code [addr, addr+len)} lies inside this storage} */
+    /**
+     * {@return whether {@code [addr, addr+len)} lies inside this storage}
+     *
+     * @param addr the first byte
+     * @param len  the number of bytes
+     */
     default boolean contains(long addr, long len) {
         return len >= 0 && addr >= address() && len <= byteSize()
                 && addr - address() <= byteSize() - len;
@@ -45,12 +50,22 @@ public interface MemoryStorage {
     /**
      * Describes memory owned by someone else (a GPU allocation, a buffer from another library).
      * Nothing is allocated or freed.
+     *
+     * @param address  the first byte
+     * @param byteSize the size in bytes
+     * @param location a memory location ({@code cpu:N}, {@code cuda:N} or {@code *})
      */
     static MemoryStorage of(long address, long byteSize, String location) {
         return new ForeignStorage(address, byteSize, location);
     }
 
-    /** A storage that only describes memory; see {@link MemoryStorage#of}. */
+    /**
+     * A storage that only describes memory; see {@link MemoryStorage#of}.
+     *
+     * @param address  the first byte
+     * @param byteSize the size in bytes
+     * @param location a memory location ({@code cpu:N}, {@code cuda:N} or {@code *})
+     */
     record ForeignStorage(long address, long byteSize, String location) implements MemoryStorage {
         /**
          * Checks the address, size and location.

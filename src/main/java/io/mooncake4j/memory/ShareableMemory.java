@@ -37,7 +37,12 @@ public final class ShareableMemory {
             }
         }
 
-        /** {@return whether {@code [addr, addr+len)} lies inside this allocation} */
+        /**
+         * {@return whether {@code [addr, addr+len)} lies inside this allocation}
+         *
+         * @param addr the first byte
+         * @param len  the number of bytes
+         */
         public boolean contains(long addr, long len) {
             return len >= 0 && addr >= address && len <= byteSize && addr - address <= byteSize - len;
         }
@@ -47,7 +52,12 @@ public final class ShareableMemory {
 
     private ShareableMemory() {}
 
-    /** {@return the shareable allocation that wholly contains {@code [address, address+length)}, if any} */
+    /**
+     * {@return the shareable allocation that wholly contains {@code [address, address+length)}, if any}
+     *
+     * @param address the first byte
+     * @param length  the number of bytes
+     */
     public static Optional<Handle> find(long address, long length) {
         Map.Entry<Long, Handle> e = LIVE.floorEntry(address);
         return e != null && e.getValue().contains(address, length) ? Optional.of(e.getValue()) : Optional.empty();

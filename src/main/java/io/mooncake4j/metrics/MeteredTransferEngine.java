@@ -69,7 +69,13 @@ public final class MeteredTransferEngine implements TransferEngine {
         final BitSet counted = new BitSet();
     }
 
-    /** Wraps {@code delegate}, registering the counters in {@code registry} with {@code tags}. */
+    /**
+     * Wraps {@code delegate}, registering the counters in {@code registry} with {@code tags}.
+     *
+     * @param delegate the engine to wrap; closing this closes it
+     * @param registry the registry the counters are registered in
+     * @param tags     tags every meter carries (for example the engine id and TP rank)
+     */
     public MeteredTransferEngine(TransferEngine delegate, MeterRegistry registry, Iterable<Tag> tags) {
         this.delegate = Objects.requireNonNull(delegate, "delegate");
         Objects.requireNonNull(registry, "registry");

@@ -64,7 +64,11 @@ public final class MooncakeConnectorMetrics implements MeterBinder {
         this(Tags.empty());
     }
 
-    /** Meters carrying {@code tags} (for example the engine id and TP rank, as vLLM's engine label). */
+    /**
+     * Meters carrying {@code tags} (for example the engine id and TP rank, as vLLM's engine label).
+     *
+     * @param tags tags every meter carries (for example the engine id and TP rank)
+     */
     public MooncakeConnectorMetrics(Iterable<Tag> tags) {
         this.tags = Tags.of(Objects.requireNonNull(tags, "tags"));
     }
@@ -99,7 +103,11 @@ public final class MooncakeConnectorMetrics implements MeterBinder {
         return Duration.ofMillis(millis);
     }
 
-    /** Adds one snapshot of the worker's statistics to every bound registry. */
+    /**
+     * Adds one snapshot of the worker's statistics to every bound registry.
+     *
+     * @param stats a drained snapshot of the worker's statistics
+     */
     public void record(MooncakeKvConnectorStats stats) {
         Objects.requireNonNull(stats, "stats");
         long failedTransfers = stats.numFailedTransfers();

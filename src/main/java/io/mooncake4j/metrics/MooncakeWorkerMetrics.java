@@ -52,7 +52,12 @@ public final class MooncakeWorkerMetrics implements MeterBinder {
     private final MooncakeConnectorWorker worker;
     private final Tags tags;
 
-    /** Meters of {@code worker} carrying {@code tags} (for example the engine id and TP rank). */
+    /**
+     * Meters of {@code worker} carrying {@code tags} (for example the engine id and TP rank).
+     *
+     * @param worker the worker whose counters are read
+     * @param tags   tags every meter carries (for example the engine id and TP rank)
+     */
     public MooncakeWorkerMetrics(MooncakeConnectorWorker worker, Iterable<Tag> tags) {
         this.worker = Objects.requireNonNull(worker, "worker");
         this.tags = Tags.of(Objects.requireNonNull(tags, "tags"));

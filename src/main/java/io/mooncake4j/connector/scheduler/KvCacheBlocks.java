@@ -18,7 +18,11 @@ public interface KvCacheBlocks {
      */
     int[][] unhashedBlockIdsAllGroups();
 
-    /** {@return blocks whose unhashed ids per group are {@code perGroup} (used as given, not copied)} */
+    /**
+     * {@return blocks whose unhashed ids per group are {@code perGroup} (used as given, not copied)}
+     *
+     * @param perGroup block ids per KV-cache group
+     */
     static KvCacheBlocks ofUnhashed(int[]... perGroup) {
         return () -> perGroup;
     }

@@ -108,12 +108,20 @@ public final class MooncakeConnectorScheduler {
     /** Collision guard only: transfer ids in {@code reqsNotProcessed} → the request that owned them. */
     private Map<String, String> abortedOwners = new HashMap<>();
 
-    /** A scheduler with {@link Options#defaults()}. */
+    /**
+     * A scheduler with {@link Options#defaults()}.
+     *
+     * @param config        the connector configuration of this rank
+     * @param kvCacheConfig the engine's KV-cache groups (vLLM's KV cache config)
+     * @param blockSize     the scheduler's block size in tokens
+     */
     public MooncakeConnectorScheduler(MooncakeConnectorConfig config, KvCacheConfig kvCacheConfig, int blockSize) {
         this(config, kvCacheConfig, blockSize, Options.defaults());
     }
 
     /**
+     * A scheduler with {@code options}.
+     *
      * @param config        the connector configuration; its role and engine id are used
      * @param kvCacheConfig the KV-cache groups of this engine; every group is a transfer group, and
      *                      its index is the group index of every per-group block-id list
@@ -167,6 +175,8 @@ public final class MooncakeConnectorScheduler {
      * answers {@code (prompt tokens − numComputedTokens, true)} when positive — the KV arrives
      * asynchronously; every other request answers {@code (0, false)}. Side-effect free.
      *
+     * @param request           the request (the embedder's view of it)
+     * @param numComputedTokens tokens already computed locally (a prefix-cache hit)
      * @throws ConnectorException when a {@code do_remote_prefill} request reaches a {@code kv_producer}
      */
     public MatchedTokens getNumNewMatchedTokens(Request request, int numComputedTokens) {
@@ -210,6 +220,7 @@ public final class MooncakeConnectorScheduler {
      *       request's {@code do_remote_decode} is set to {@code false}.</li>
      * </ul>
      *
+     * @param request the request (the embedder's view of it)
      * @param blocks            the blocks allocated to the request; may be {@code null} when
      *                          {@code numExternalTokens == 0}
      * @param numExternalTokens the count returned by {@link #getNumNewMatchedTokens} for this request
@@ -271,6 +282,9 @@ public final class MooncakeConnectorScheduler {
      * a local prefix-cache hit; the last one the partial tail block), so that the worker's
      * {@code saveKvLayer} can push each layer of them as soon as it is written.
      *
+     * @param request        the request (the embedder's view of it)
+     * @param computedBefore tokens computed before this step
+     * @param computedAfter  tokens computed after this step
      * @param blockIds the request's prompt blocks per KV-cache group (at least the blocks up to
      *                 {@code computedAfter})
      */
@@ -418,6 +432,9 @@ public final class MooncakeConnectorScheduler {
     /**
      * vLLM's {@code request_finished} for a single-group request (the facade's
      * {@code request_finished(request, block_ids)}): {@code blockIds} becomes the one group.
+     *
+     * @param request  the request (the embedder's view of it)
+     * @param blockIds block ids per KV-cache group
      */
     public RequestFinishedResult requestFinished(Request request, int[] blockIds) {
         return requestFinished(request, new int[][] {blockIds});
@@ -444,6 +461,7 @@ public final class MooncakeConnectorScheduler {
      * </ul>
      * The params returned are always {@code null}.
      *
+     * @param request the request (the embedder's view of it)
      * @param blockIds the request's block ids per KV-cache group
      */
     public RequestFinishedResult requestFinished(Request request, int[][] blockIds) {

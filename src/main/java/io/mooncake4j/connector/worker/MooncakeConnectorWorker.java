@@ -107,7 +107,13 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     /** Completed when close() starts: a call waiting on a loop returns instead of waiting for a task close may drop. */
     private final CompletableFuture<Void> closing = new CompletableFuture<>();
 
-    /** A worker with the default options; see {@link #builder}. */
+    /**
+     * A worker with the default options; see {@link #builder}.
+     *
+     * @param config        the connector configuration of this rank
+     * @param engine        the transfer engine, not yet initialised (the worker initialises it; the caller closes it)
+     * @param kvCacheConfig the engine's KV-cache groups (vLLM's KV cache config)
+     */
     public MooncakeConnectorWorker(MooncakeConnectorConfig config, TransferEngine engine, KvCacheConfig kvCacheConfig) {
         this(builder(config, engine, kvCacheConfig));
     }
@@ -145,7 +151,13 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         LOG.debug("Mooncake Transfer Engine initialized at {}:{}", config.hostname(), rpcPort);
     }
 
-    /** {@return a builder for a worker with test or embedding hooks} */
+    /**
+     * {@return a builder for a worker with test or embedding hooks}
+     *
+     * @param config        the connector configuration of this rank
+     * @param engine        the transfer engine, not yet initialised (the worker initialises it; the caller closes it)
+     * @param kvCacheConfig the engine's KV-cache groups (vLLM's KV cache config)
+     */
     public static Builder builder(MooncakeConnectorConfig config, TransferEngine engine, KvCacheConfig kvCacheConfig) {
         return new Builder(config, engine, kvCacheConfig);
     }
@@ -181,7 +193,11 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         return registerKvCaches(planRegistration(kvCaches));
     }
 
-    /** Registers a plan made by {@link #planRegistration} of this worker; see {@link #registerKvCaches(Map)}. */
+    /**
+     * Registers a plan made by {@link #planRegistration} of this worker; see {@link #registerKvCaches(Map)}.
+     *
+     * @param plan a plan made by {@link #planRegistration} of this worker
+     */
     public KvRegistration registerKvCaches(RegistrationPlan plan) {
         Objects.requireNonNull(plan, "plan");
         synchronized (lock) {
@@ -499,6 +515,8 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
      * sends ({@code reqs_to_send}, {@code reqs_not_processed}) to the sender loop, and returns at
      * once. Errors inside (and calls before {@link #registerKvCaches}) are logged and counted
      * ({@link #backgroundErrorCount()}), never dropped.
+     *
+     * @param metadata this step's connector metadata from the scheduler
      */
     public void startLoadKv(MooncakeConnectorMetadata metadata) {
         Objects.requireNonNull(metadata, "metadata");
@@ -537,6 +555,8 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
      * prefill chunks ({@link MooncakeConnectorMetadata#layerwiseChunks()}) to every D whose pull has
      * arrived; a pull that arrives later gets the layers saved so far at once. Returns at once; a
      * no-op on D, with {@code layerwise_push} off, or when the step has no chunks.
+     *
+     * @param layerName the layer's name, as in the KV-cache tensors map
      */
     public void saveKvLayer(String layerName) {
         Objects.requireNonNull(layerName, "layerName");
@@ -898,6 +918,8 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
 
         /**
          * {@return vLLM's {@code _physical_blocks_per_logical_kv_block} (kernel blocks per logical block); default 1}
+         *
+         * @param n kernel blocks per logical block
          */
         public Builder physicalBlocksPerLogicalBlock(int n) {
             if (n <= 0) {
@@ -909,6 +931,8 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
 
         /**
          * {@return where the soft RLIMIT_MEMLOCK comes from (tests pin it); default getrlimit(2), unlimited with CAP_IPC_LOCK}
+         *
+         * @param source supplies the soft limit, empty when unlimited
          */
         public Builder memlockLimit(Supplier<OptionalLong> source) {
             this.memlockLimit = Objects.requireNonNull(source, "source");
@@ -931,6 +955,9 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
          * Model facts of the heterogeneous-TP math (spec §6.10): whether the model uses MLA, and its
          * total number of KV heads. Default: not MLA, and as many heads as any TP size (no head
          * replication).
+         *
+         * @param useMla          whether the model uses MLA (one latent KV shared by all heads)
+         * @param totalNumKvHeads the model's total number of KV heads (all ranks)
          */
         public Builder model(boolean useMla, int totalNumKvHeads) {
             if (totalNumKvHeads < 1) {
@@ -943,6 +970,8 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
 
         /**
          * {@return the address a launched bootstrap server binds; default {@value MooncakeBootstrapServer#DEFAULT_HOST} as vLLM}
+         *
+         * @param host the address to bind
          */
         public Builder bootstrapBindHost(String host) {
             this.bootstrapBindHost = Objects.requireNonNull(host, "host");
@@ -952,6 +981,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         /**
          * D's receive timeout is the abort timeout plus this margin (vLLM: 60 s, "let P time out first").
          *
+         * @param margin added to the abort timeout
          * @return this builder
          */
         public Builder receiveTimeoutMargin(Duration margin) {
@@ -965,6 +995,8 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         /**
          * How long a new DEALER connection may take to complete its ZMTP handshake before it is
          * replaced (default 1 s; the n-th attempt waits n times this).
+         *
+         * @param timeout a new connection's handshake deadline
          */
         public Builder handshakeTimeout(Duration timeout) {
             if (timeout.isNegative() || timeout.isZero()) {
@@ -978,6 +1010,8 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
          * Bounds on what side-channel peers can make this worker spend: maximum ZMQ message sizes,
          * pending pulls and placeholders, the transfer-pool share of one D (see
          * {@code docs/reliability.md}); default {@link SideChannelLimits#DEFAULTS}.
+         *
+         * @param limits the side-channel bounds
          */
         public Builder sideChannelLimits(SideChannelLimits limits) {
             this.sideChannelLimits = Objects.requireNonNull(limits, "limits");

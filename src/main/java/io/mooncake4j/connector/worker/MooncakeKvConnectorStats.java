@@ -94,7 +94,13 @@ public final class MooncakeKvConnectorStats {
         }
     }
 
-    /** One successful {@code batchTransferSyncWrite}: its duration, bytes and descriptor count. */
+    /**
+     * One successful {@code batchTransferSyncWrite}: its duration, bytes and descriptor count.
+     *
+     * @param durationSeconds its duration in seconds
+     * @param totalBytes      the bytes it moved
+     * @param numDescriptors  its descriptors
+     */
     public void recordTransfer(double durationSeconds, long totalBytes, long numDescriptors) {
         synchronized (lock) {
             grow(transfers + 1);
@@ -171,6 +177,8 @@ public final class MooncakeKvConnectorStats {
     /**
      * Visits every successful transfer recorded (metrics binders turn them into histograms); the
      * values are copied first, so {@code visitor} runs without the lock.
+     *
+     * @param visitor called once per transfer
      */
     public void forEachTransfer(TransferVisitor visitor) {
         Objects.requireNonNull(visitor, "visitor");
@@ -218,6 +226,8 @@ public final class MooncakeKvConnectorStats {
     /**
      * vLLM's {@code aggregate(other)}: appends {@code other}'s values (unless it is empty) and
      * returns {@code this}. {@code other} is copied first, so the two locks are never held together.
+     *
+     * @param other the statistics to add
      */
     public MooncakeKvConnectorStats aggregate(MooncakeKvConnectorStats other) {
         Objects.requireNonNull(other, "other");

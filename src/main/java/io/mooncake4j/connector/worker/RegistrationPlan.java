@@ -200,7 +200,11 @@ public record RegistrationPlan(
         return regions.stream().map(RegisteredRegion::layerName).distinct().toList();
     }
 
-    /** {@return regions per storage base address} */
+    /**
+     * {@return regions per storage base address}
+     *
+     * @param storage a registered storage
+     */
     public long regionCount(MemoryStorage storage) {
         return regions.stream().filter(r -> r.storageAddress() == storage.address()).count();
     }

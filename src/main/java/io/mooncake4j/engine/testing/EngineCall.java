@@ -23,12 +23,20 @@ public record EngineCall(EngineMethod method, int ordinal, List<Object> args, in
         args = Collections.unmodifiableList(new ArrayList<>(args)); // may hold nulls
     }
 
-    /** {@return argument {@code i} as a {@code long[]} (the address and length arrays of batch calls)} */
+    /**
+     * {@return argument {@code i} as a {@code long[]} (the address and length arrays of batch calls)}
+     *
+     * @param i the index, from 0
+     */
     public long[] longs(int i) {
         return ((long[]) args.get(i)).clone();
     }
 
-    /** {@return argument {@code i} as a string} */
+    /**
+     * {@return argument {@code i} as a string}
+     *
+     * @param i the index, from 0
+     */
     public String string(int i) {
         return (String) args.get(i);
     }

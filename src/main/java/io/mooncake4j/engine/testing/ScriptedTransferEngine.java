@@ -55,6 +55,9 @@ public final class ScriptedTransferEngine implements TransferEngine {
     public static final class Script {
         private ToIntFunction<EngineCall> rule = c -> 0;
 
+        private Script() { // made by ScriptedTransferEngine only
+        }
+
         /**
          * Every call succeeds (the default).
          *
@@ -68,6 +71,7 @@ public final class ScriptedTransferEngine implements TransferEngine {
         /**
          * Every call returns {@code code}.
          *
+         * @param code the return code
          * @return this script
          */
         public Script alwaysReturn(int code) {
@@ -78,6 +82,8 @@ public final class ScriptedTransferEngine implements TransferEngine {
         /**
          * Call number {@code n} (1-based) returns {@code code}; the others succeed.
          *
+         * @param n    the 1-based call number
+         * @param code the return code
          * @return this script
          */
         public Script failNthCall(int n, int code) {
@@ -88,6 +94,8 @@ public final class ScriptedTransferEngine implements TransferEngine {
         /**
          * The first {@code count} calls return {@code code}; later calls succeed.
          *
+         * @param count the number of calls
+         * @param code  the return code
          * @return this script
          */
         public Script failFirst(int count, int code) {
@@ -98,6 +106,7 @@ public final class ScriptedTransferEngine implements TransferEngine {
         /**
          * The code is computed from the call (its ordinal and arguments).
          *
+         * @param rule computes the code from the call
          * @return this script
          */
         public Script answer(ToIntFunction<EngineCall> rule) {
@@ -149,14 +158,22 @@ public final class ScriptedTransferEngine implements TransferEngine {
         this.rpcPort = NEXT_PORT.getAndIncrement();
     }
 
-    /** {@return the script of one method, to configure} */
+    /**
+     * {@return the script of one method, to configure}
+     *
+     * @param method the engine method
+     */
     public Script script(EngineMethod method) {
         synchronized (scripts) {
             return scripts.get(method);
         }
     }
 
-    /** Runs {@code hook} before each call is decided (after its arguments are recorded): block, count, throw. */
+    /**
+     * Runs {@code hook} before each call is decided (after its arguments are recorded): block, count, throw.
+     *
+     * @param hook called with each call
+     */
     public ScriptedTransferEngine beforeEach(Consumer<EngineCall> hook) {
         this.beforeEach = Objects.requireNonNull(hook);
         return this;
@@ -192,6 +209,8 @@ public final class ScriptedTransferEngine implements TransferEngine {
     /**
      * What {@link #deviceMemoryAccess} answers for a location (default {@link DeviceMemoryAccess#unknown()}):
      * a test of a GPU-over-tcp server answers e.g. {@code l -> DeviceMemoryAccess.staged("test")}.
+     *
+     * @param answer how the engine reaches each GPU location
      */
     public ScriptedTransferEngine scriptDeviceMemoryAccess(Function<String, DeviceMemoryAccess> answer) {
         this.deviceAccess = Objects.requireNonNull(answer, "answer");
@@ -201,6 +220,7 @@ public final class ScriptedTransferEngine implements TransferEngine {
     /**
      * What {@link #getFirstBufferAddress} answers (default: the in-JVM lookup described there).
      *
+     * @param rule computes the code from the call
      * @return this engine
      */
     public ScriptedTransferEngine scriptFirstBufferAddress(FirstBufferRule rule) {
@@ -223,6 +243,7 @@ public final class ScriptedTransferEngine implements TransferEngine {
     /**
      * Whether transfers copy bytes between in-JVM engines (see the class comment).
      *
+     * @param copy whether transfers copy bytes between the engines of this JVM
      * @return this engine
      */
     public ScriptedTransferEngine copyData(boolean copy) {
@@ -230,7 +251,11 @@ public final class ScriptedTransferEngine implements TransferEngine {
         return this;
     }
 
-    /** Overrides the RPC port reported by {@link #getRpcPort()} (vLLM's fake reports 12345). */
+    /**
+     * Overrides the RPC port reported by {@link #getRpcPort()} (vLLM's fake reports 12345).
+     *
+     * @param port the port to report
+     */
     public ScriptedTransferEngine withRpcPort(int port) {
         if (hostname != null) {
             throw new IllegalStateException("set the port before initialize");
@@ -246,7 +271,11 @@ public final class ScriptedTransferEngine implements TransferEngine {
         }
     }
 
-    /** {@return the calls of one method, in order} */
+    /**
+     * {@return the calls of one method, in order}
+     *
+     * @param method the engine method
+     */
     public List<EngineCall> calls(EngineMethod method) {
         synchronized (calls) {
             return calls.stream().filter(c -> c.method() == method).toList();

@@ -203,6 +203,8 @@ public final class CudaAvailability {
      * Checks that memory at {@code location} can be used here: {@code cpu:N} and {@code *} always
      * pass; {@code cuda:N} needs CUDA and a device N. Throws {@link CudaUnavailableException} or
      * {@link CudaException} with the fix; {@link IllegalArgumentException} for a malformed location.
+     *
+     * @param location a memory location ({@code cpu:N}, {@code cuda:N} or {@code *})
      */
     public static void checkLocation(String location) {
         MemoryLocation.validate(location);
@@ -252,7 +254,11 @@ public final class CudaAvailability {
         return probe().nativeDirectory();
     }
 
-    /** {@return the name of GPU {@code device} as CUDA reports it ({@code "NVIDIA H200"})} */
+    /**
+     * {@return the name of GPU {@code device} as CUDA reports it ({@code "NVIDIA H200"})}
+     *
+     * @param device the GPU index
+     */
     public static String deviceName(int device) {
         checkDevice(device);
         return JCudaBinding.deviceName(device);

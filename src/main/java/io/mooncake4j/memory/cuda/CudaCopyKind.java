@@ -29,7 +29,12 @@ public enum CudaCopyKind {
         return code;
     }
 
-    /** {@return the kind for a copy into device memory or not, from device memory or not} */
+    /**
+     * {@return the kind for a copy into device memory or not, from device memory or not}
+     *
+     * @param dstIsDevice whether the destination is device memory
+     * @param srcIsDevice whether the source is device memory
+     */
     public static CudaCopyKind of(boolean dstIsDevice, boolean srcIsDevice) {
         if (dstIsDevice) {
             return srcIsDevice ? DEVICE_TO_DEVICE : HOST_TO_DEVICE;

@@ -162,6 +162,8 @@ public final class CudaDmaBuf {
     /**
      * Whether GPU {@code device} can export dma-bufs ({@code CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED});
      * empty when it can, otherwise why not. Checks the device exists first.
+     *
+     * @param device the GPU index
      */
     public static Optional<String> deviceUnsupported(int device) {
         Optional<String> u = unavailability();
@@ -195,6 +197,10 @@ public final class CudaDmaBuf {
      * widened to host pages; the result says where {@code address} lies within it. Makes the
      * device's primary context current on the calling thread first. Throws {@link CudaException}
      * with the driver's error, or {@link CudaUnavailableException}.
+     *
+     * @param device  the GPU index
+     * @param address the first byte
+     * @param length  the number of bytes
      */
     public static Export exportRange(int device, long address, long length) {
         Optional<String> u = unavailability();
@@ -226,7 +232,11 @@ public final class CudaDmaBuf {
         }
     }
 
-    /** Closes a descriptor from {@link #exportRange}; returns 0, or -1 when {@code close(2)} failed. */
+    /**
+     * Closes a descriptor from {@link #exportRange}; returns 0, or -1 when {@code close(2)} failed.
+     *
+     * @param fd the file descriptor
+     */
     public static int closeFd(int fd) {
         if (fd < 0 || Lib.CLOSE == null) {
             return -1;

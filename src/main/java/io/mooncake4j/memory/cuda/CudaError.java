@@ -52,7 +52,11 @@ public final class CudaError {
 
     private CudaError() {}
 
-    /** {@return CUDA's name for {@code code} ({@code cudaErrorInsufficientDriver}), or {@code cudaError <code>}} */
+    /**
+     * {@return CUDA's name for {@code code} ({@code cudaErrorInsufficientDriver}), or {@code cudaError <code>}}
+     *
+     * @param code a {@code cudaError_t} value
+     */
     public static String name(int code) {
         return switch (code) {
             case SUCCESS -> "cudaSuccess";
@@ -78,7 +82,11 @@ public final class CudaError {
         };
     }
 
-    /** {@return {@code "cudaErrorInsufficientDriver (35)"}} */
+    /**
+     * {@return {@code "cudaErrorInsufficientDriver (35)"}}
+     *
+     * @param code a {@code cudaError_t} value
+     */
     public static String describe(int code) {
         return String.format(Locale.ROOT, "%s (%d)", name(code), code);
     }

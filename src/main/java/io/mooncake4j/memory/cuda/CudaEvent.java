@@ -20,7 +20,11 @@ public final class CudaEvent implements AutoCloseable {
         this.event = event;
     }
 
-    /** Creates an event on GPU {@code device}. */
+    /**
+     * Creates an event on GPU {@code device}.
+     *
+     * @param device the GPU index
+     */
     public static CudaEvent create(int device) {
         CudaAvailability.checkDevice(device);
         int rc = JCudaBinding.setDevice(device);
@@ -39,7 +43,11 @@ public final class CudaEvent implements AutoCloseable {
         return device;
     }
 
-    /** Records the event at the current end of {@code stream}; returns the CUDA error code. */
+    /**
+     * Records the event at the current end of {@code stream}; returns the CUDA error code.
+     *
+     * @param stream the stream
+     */
     public int record(CudaStream stream) {
         check();
         return JCudaBinding.eventRecord(event, stream.handle());

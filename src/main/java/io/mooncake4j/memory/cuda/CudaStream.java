@@ -30,7 +30,11 @@ public final class CudaStream implements AutoCloseable {
         this.srcScratch = JCudaBinding.newPointer();
     }
 
-    /** Creates a non-blocking stream on GPU {@code device}. */
+    /**
+     * Creates a non-blocking stream on GPU {@code device}.
+     *
+     * @param device the GPU index
+     */
     public static CudaStream create(int device) {
         CudaAvailability.checkDevice(device);
         int rc = JCudaBinding.setDevice(device);
@@ -52,6 +56,11 @@ public final class CudaStream implements AutoCloseable {
     /**
      * Enqueues a copy of {@code bytes} from {@code src} to {@code dst} in direction {@code kind};
      * returns the CUDA error code of the enqueue.
+     *
+     * @param dst   the destination address
+     * @param src   the source address
+     * @param bytes the size in bytes
+     * @param kind  the copy direction
      */
     public int copyAsync(long dst, long src, long bytes, CudaCopyKind kind) {
         if (closed) {
@@ -72,6 +81,8 @@ public final class CudaStream implements AutoCloseable {
     /**
      * Makes work enqueued after this call wait until {@code event} has completed (which may be
      * recorded on another stream); returns the CUDA error code.
+     *
+     * @param event the completion point
      */
     public int waitFor(CudaEvent event) {
         if (closed) {
