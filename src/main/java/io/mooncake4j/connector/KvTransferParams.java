@@ -57,6 +57,7 @@ public final class KvTransferParams {
      * {@code {do_remote_decode: true, do_remote_prefill: false, transfer_id}}.
      *
      * @param transferId the transfer id the proxy gave both P and D
+     * @return the params of P's request
      */
     public static KvTransferParams forRemoteDecode(String transferId) {
         Map<String, Object> m = new LinkedHashMap<>();
@@ -74,6 +75,7 @@ public final class KvTransferParams {
      * @param transferId          the transfer id the proxy gave both P and D
      * @param remoteEngineId      P's engine id
      * @param remoteBootstrapAddr the URL of P's bootstrap server
+     * @return the params of D's request
      */
     public static KvTransferParams forRemotePrefill(String transferId, String remoteEngineId,
             String remoteBootstrapAddr) {
@@ -152,6 +154,8 @@ public final class KvTransferParams {
      * The remote bootstrap address as a string ({@link #stringValue}), or {@code null} when absent
      * or null. Like vLLM's scheduler, no type check is made (spec §15 #14): a number becomes its
      * decimal string, and the worker's bootstrap query then fails for that request.
+     *
+     * @return the remote bootstrap address as a string ({@link #stringValue}), or {@code null} when absent or null
      */
     public String remoteBootstrapAddr() {
         return stringValue(map.get(REMOTE_BOOTSTRAP_ADDR));
@@ -162,6 +166,7 @@ public final class KvTransferParams {
      * string and empty collections/maps/arrays are false; everything else is true.
      *
      * @param v a value of the map, or null
+     * @return whether Python would take {@code v} as true
      */
     public static boolean isTruthy(Object v) {
         return switch (v) {

@@ -157,6 +157,7 @@ public record MooncakeConnectorConfig(
      * engine's own (a {@code ScriptedTransferEngine} opens none). Change anything on the builder.
      *
      * @param role the connector role
+     * @return a builder with the preset applied
      */
     public static Builder forTesting(KvRole role) {
         return new Builder()
@@ -203,6 +204,7 @@ public record MooncakeConnectorConfig(
      *
      * @param json the {@code kv_transfer_config} JSON vLLM is given
      * @param env  the environment to read {@code VLLM_MOONCAKE_*} from (usually {@code System.getenv()})
+     * @return a builder with the JSON's values and the environment applied
      */
     public static Builder fromKvTransferConfigJson(String json, Map<String, String> env) {
         Map<String, Object> root;
@@ -472,6 +474,7 @@ public record MooncakeConnectorConfig(
          * Applies {@code VLLM_MOONCAKE_BOOTSTRAP_PORT} and {@code VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT} when set.
          *
          * @param env the environment to read {@code VLLM_MOONCAKE_*} from (usually {@code System.getenv()})
+         * @return this builder
          */
         public Builder environment(Map<String, String> env) {
             String port = env.get(ENV_BOOTSTRAP_PORT);

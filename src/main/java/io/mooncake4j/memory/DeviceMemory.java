@@ -73,6 +73,7 @@ public interface DeviceMemory {
          * Marks completion point {@code event} at the current end of the queue; returns the status.
          *
          * @param event the completion point
+         * @return the status
          */
         int record(int event);
 
@@ -87,10 +88,15 @@ public interface DeviceMemory {
          * Waits until the work before completion point {@code event} is done; {@link #OK} or the error of a failed copy.
          *
          * @param event the completion point
+         * @return {@link #OK} or the error of a failed copy
          */
         int await(int event);
 
-        /** Waits for every enqueued copy; {@link #OK} or the error of a failed copy. */
+        /**
+         * Waits for every enqueued copy; {@link #OK} or the error of a failed copy.
+         *
+         * @return {@link #OK} or the error of a failed copy
+         */
         int synchronize();
 
         /** Waits for outstanding copies and releases the queue; idempotent. */
@@ -142,6 +148,7 @@ public interface DeviceMemory {
      *
      * @param device the GPU index
      * @param events the number of completion points
+     * @return the new queue; the caller closes it
      */
     CopyQueue openQueue(int device, int events);
 
@@ -150,6 +157,7 @@ public interface DeviceMemory {
      * storage after every copy using it has completed.
      *
      * @param bytes the size in bytes
+     * @return the new storage; the caller closes it
      */
     HostMemoryStorage allocatePinned(long bytes);
 
@@ -160,6 +168,7 @@ public interface DeviceMemory {
      *
      * @param device the GPU index
      * @param bytes  the size in bytes
+     * @return the new allocation; the caller closes it
      */
     default Allocation allocate(int device, long bytes) {
         throw new UnsupportedOperationException(name() + " device memory cannot allocate; allocate with its own API");

@@ -84,6 +84,8 @@ public final class HostMemoryAllocator implements AutoCloseable {
      * Whether {@link #allocate} makes shareable memory: memfd usable here, and switched on with
      * {@code -Dmooncake4j.memory.shareable=true} or {@code MOONCAKE4J_SHAREABLE_MEMORY=1} (off by
      * default: the demo measured 15 % less KV throughput over memfd pages, docs/shm.md).
+     *
+     * @return whether {@link #allocate} makes shareable memory
      */
     public static boolean shareableByDefault() {
         String prop = System.getProperty("mooncake4j.memory.shareable");
@@ -97,6 +99,7 @@ public final class HostMemoryAllocator implements AutoCloseable {
      * {@link #shareableByDefault()} and memfd works, private otherwise.
      *
      * @param bytes the size in bytes
+     * @return the new storage; the caller closes it
      */
     public HostMemoryStorage allocate(long bytes) {
         if (!shareableByDefault()) {
@@ -117,6 +120,7 @@ public final class HostMemoryAllocator implements AutoCloseable {
      * Allocates {@code bytes} zeroed, page-aligned, shareable bytes (memfd + {@code MAP_SHARED}).
      *
      * @param bytes the size in bytes
+     * @return the new storage; the caller closes it
      * @throws SharedMemory.SysException when memfd, ftruncate or mmap fails (with errno)
      */
     public HostMemoryStorage allocateShareable(long bytes) {
@@ -151,6 +155,7 @@ public final class HostMemoryAllocator implements AutoCloseable {
      * Allocates {@code bytes} zeroed, page-aligned bytes that no other process can map.
      *
      * @param bytes the size in bytes
+     * @return the new storage; the caller closes it
      */
     public HostMemoryStorage allocatePrivate(long bytes) {
         checkOpen(bytes);

@@ -63,6 +63,8 @@ public final class HostMemoryStorage implements MemoryStorage, AutoCloseable {
     /**
      * The memfd behind this memory (fd, size, name) when it is shareable with other processes on
      * this machine; empty for private memory. The descriptor is closed when the storage is.
+     *
+     * @return the memfd behind this memory, empty for private memory
      */
     public Optional<ShareableMemory.Handle> shareable() {
         return Optional.ofNullable(shareable);

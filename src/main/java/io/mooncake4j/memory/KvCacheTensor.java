@@ -115,6 +115,7 @@ public record KvCacheTensor(
      * @param subCount         pieces per block
      * @param subStrideBytes   bytes from one piece of a block to the next
      * @param subBytes         bytes of one piece
+     * @return the tensor
      */
     public static KvCacheTensor strided(MemoryStorage storage, long dataAddress, int numBlocks,
                                         long blockStrideBytes, int subCount, long subStrideBytes, long subBytes) {
@@ -135,6 +136,8 @@ public record KvCacheTensor(
     /**
      * The dense views that become transfer regions: this tensor itself when its blocks are dense,
      * otherwise one view per piece ({@code cache[:, h]} in vLLM).
+     *
+     * @return the dense views, this tensor itself when its blocks are dense
      */
     public List<KvCacheTensor> denseRegions() {
         if (blockDense) {

@@ -51,6 +51,7 @@ public record KvCaches(Map<String, List<KvCacheTensor>> tensorsByLayer, KvCacheC
      * @param numBlocks the number of blocks
      * @param layout    how K and V are laid out
      * @param allocate  allocates storage of the given size
+     * @return the KV caches; the caller frees the storages
      */
     public static KvCaches allocate(ModelPreset preset, int tp, int numBlocks, KvCacheLayout layout,
                                     LongFunction<? extends MemoryStorage> allocate) {

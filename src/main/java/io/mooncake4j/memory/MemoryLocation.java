@@ -73,6 +73,7 @@ public final class MemoryLocation {
      * Throws {@link IllegalArgumentException} unless the string is a location this project understands.
      *
      * @param location a location string
+     * @return {@code location}, when valid
      */
     public static String validate(String location) {
         if (WILDCARD.equals(location) || isCpu(location) || isCuda(location)) {

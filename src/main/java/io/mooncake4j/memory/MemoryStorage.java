@@ -54,6 +54,7 @@ public interface MemoryStorage {
      * @param address  the first byte
      * @param byteSize the size in bytes
      * @param location a memory location ({@code cpu:N}, {@code cuda:N} or {@code *})
+     * @return a storage over that memory
      */
     static MemoryStorage of(long address, long byteSize, String location) {
         return new ForeignStorage(address, byteSize, location);

@@ -70,6 +70,7 @@ public record ModelPreset(String name, int numLayers, int numKvHeads, int headSi
      * replicated on {@code tp / heads} ranks ({@code tp % heads == 0}); MLA latents are replicated.
      *
      * @param tp the tensor-parallel size
+     * @return the KV heads of one rank
      * @throws IllegalArgumentException when {@code tp} is not positive or does not fit the KV heads
      */
     public int kvHeadsPerRank(int tp) {

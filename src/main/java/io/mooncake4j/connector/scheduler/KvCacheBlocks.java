@@ -15,6 +15,8 @@ public interface KvCacheBlocks {
      * configuration, in group order, the ids of this request's blocks that are not prefix-cache
      * hits (they have no block hash yet) — the blocks that will receive the external tokens. The
      * connector copies what it keeps; it never modifies the arrays.
+     *
+     * @return per KV-cache group, the ids of the request's blocks that are not prefix-cache hits
      */
     int[][] unhashedBlockIdsAllGroups();
 

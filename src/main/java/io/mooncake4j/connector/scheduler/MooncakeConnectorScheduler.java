@@ -177,6 +177,7 @@ public final class MooncakeConnectorScheduler {
      *
      * @param request           the request (the embedder's view of it)
      * @param numComputedTokens tokens already computed locally (a prefix-cache hit)
+     * @return the external token count and whether they load asynchronously
      * @throws ConnectorException when a {@code do_remote_prefill} request reaches a {@code kv_producer}
      */
     public MatchedTokens getNumNewMatchedTokens(Request request, int numComputedTokens) {
@@ -348,6 +349,7 @@ public final class MooncakeConnectorScheduler {
      * and non-hybrid configurations are returned unchanged. The result is always a fresh deep copy.
      *
      * @param blockIds block ids per KV-cache group
+     * @return the block ids to transfer, per group
      * @throws ConnectorException {@code "Expected N KV cache groups, got M."} when clipping applies
      *                            and the group count differs from the configuration's
      */
@@ -378,6 +380,7 @@ public final class MooncakeConnectorScheduler {
      * resets the pending state. D pulls are shipped unless this is a {@code kv_producer}; P sends
      * and not-processed transfer ids unless this is a {@code kv_consumer}.
      *
+     * @return this step's metadata for every worker
      * @throws ConnectorException when a recorded request's params lost a required key in the
      *                            meantime (the pending state is reset regardless)
      */
@@ -435,6 +438,7 @@ public final class MooncakeConnectorScheduler {
      *
      * @param request  the request (the embedder's view of it)
      * @param blockIds block ids per KV-cache group
+     * @return whether the caller must keep the blocks (P: until they are sent), and the params returned to the client
      */
     public RequestFinishedResult requestFinished(Request request, int[] blockIds) {
         return requestFinished(request, new int[][] {blockIds});
@@ -463,6 +467,7 @@ public final class MooncakeConnectorScheduler {
      *
      * @param request the request (the embedder's view of it)
      * @param blockIds the request's block ids per KV-cache group
+     * @return whether the caller must keep the blocks (P: until they are sent), and the params returned to the client
      */
     public RequestFinishedResult requestFinished(Request request, int[][] blockIds) {
         Objects.requireNonNull(blockIds, "blockIds");

@@ -15,6 +15,8 @@ public interface Request {
     /**
      * The number of prompt token ids, vLLM's {@code len(request.prompt_token_ids or [])}: 0 when
      * the prompt was given only as embeddings. The remote-prefill token count is computed from it.
+     *
+     * @return the number of prompt tokens (0 when the prompt was given only as embeddings)
      */
     int numPromptTokens();
 
@@ -23,6 +25,8 @@ public interface Request {
      * request's own mutable map, not a copy: the connector writes to it (it clears
      * {@code do_remote_prefill} after the first handling so that only one transfer happens per
      * request). Use {@link io.mooncake4j.connector.KvTransferParams} for typed access.
+     *
+     * @return the request's {@code kv_transfer_params}, or {@code null} when it has none
      */
     Map<String, Object> kvTransferParams();
 

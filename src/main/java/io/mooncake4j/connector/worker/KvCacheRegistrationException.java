@@ -57,6 +57,8 @@ public final class KvCacheRegistrationException extends ConnectorException {
     /**
      * The soft {@code RLIMIT_MEMLOCK} in bytes ({@link io.mooncake4j.internal.sys.ResourceLimits#UNLIMITED}
      * = -1 for none), empty when it could not be read.
+     *
+     * @return the soft {@code RLIMIT_MEMLOCK} in bytes (-1: unlimited), empty when it could not be read
      */
     public OptionalLong memlockLimit() {
         return memlockKnown ? OptionalLong.of(memlockLimit) : OptionalLong.empty();

@@ -168,6 +168,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
      * so that GPU memory it cannot reach is refused before registration, with the engine's reason and fix.
      *
      * @param kvCaches layer name to the layer's tensors (one fused tensor, or several such as K and V), in layer order
+     * @return the plan, to inspect or to register
      * @throws ConnectorException when a region's transfer length exceeds its block stride
      */
     public RegistrationPlan planRegistration(Map<String, List<KvCacheTensor>> kvCaches) {
@@ -197,6 +198,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
      * Registers a plan made by {@link #planRegistration} of this worker; see {@link #registerKvCaches(Map)}.
      *
      * @param plan a plan made by {@link #planRegistration} of this worker
+     * @return what was registered (vLLM's registration facts)
      */
     public KvRegistration registerKvCaches(RegistrationPlan plan) {
         Objects.requireNonNull(plan, "plan");
@@ -601,6 +603,8 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
      * vLLM's {@code get_finished}: the P requests whose blocks may be freed (sent, or expired after
      * the abort timeout) and the D requests whose load ended (received or failed) since the last
      * call. Waits briefly for both loops; never null.
+     *
+     * @return the request ids that finished sending and receiving
      */
     public FinishedRequests getFinished() {
         Set<String> sending = Set.of();
@@ -657,6 +661,8 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     /**
      * vLLM's {@code get_transfer_results}: {@link #getFinished()} plus the D requests whose load
      * failed and that are reported per request (see {@link KvConnectorTransferResults}).
+     *
+     * @return the request ids that finished sending and receiving
      */
     public KvConnectorTransferResults getTransferResults() {
         synchronized (failedNotYetFinished) {
@@ -684,6 +690,8 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     /**
      * vLLM's {@code get_block_ids_with_load_errors}: the local block ids of failed loads since the
      * last call (models whose KV groups are all full attention; see {@link KvConnectorTransferResults}).
+     *
+     * @return the block ids, possibly empty
      */
     public Set<Integer> getBlockIdsWithLoadErrors() {
         Set<Integer> out = new java.util.LinkedHashSet<>();
@@ -722,6 +730,8 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     /**
      * The base URL decode workers use as {@code remote_bootstrap_addr} for this engine
      * ({@code http://<hostname>:<bound port>}), when this worker launched the bootstrap server.
+     *
+     * @return the URL, or empty when this worker launched no bootstrap server
      */
     public Optional<String> bootstrapServerUrl() {
         int port = bootstrapServerPort();
@@ -750,6 +760,8 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     /**
      * The side channel's cumulative counters (limits hit, error replies, dropped messages, background
      * errors); all zero before registration. Reads counters only: never waits on the worker's loops.
+     *
+     * @return a snapshot of the counters
      */
     public WorkerCounters counters() {
         KvSender s = sender;
@@ -814,6 +826,8 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
      * threads of both. A thread that died was logged once at ERROR and counted; one that was
      * recreated leaves the worker healthy, one that could not be makes it unhealthy with the reason.
      * Cheap and safe from any thread.
+     *
+     * @return the health now: healthy or not, the problems, loop deaths and recoveries
      */
     public WorkerHealth health() {
         WorkerHealth h = healthMonitor.snapshot();
@@ -958,6 +972,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
          *
          * @param useMla          whether the model uses MLA (one latent KV shared by all heads)
          * @param totalNumKvHeads the model's total number of KV heads (all ranks)
+         * @return this builder
          */
         public Builder model(boolean useMla, int totalNumKvHeads) {
             if (totalNumKvHeads < 1) {
@@ -997,6 +1012,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
          * replaced (default 1 s; the n-th attempt waits n times this).
          *
          * @param timeout a new connection's handshake deadline
+         * @return this builder
          */
         public Builder handshakeTimeout(Duration timeout) {
             if (timeout.isNegative() || timeout.isZero()) {
@@ -1012,6 +1028,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
          * {@code docs/reliability.md}); default {@link SideChannelLimits#DEFAULTS}.
          *
          * @param limits the side-channel bounds
+         * @return this builder
          */
         public Builder sideChannelLimits(SideChannelLimits limits) {
             this.sideChannelLimits = Objects.requireNonNull(limits, "limits");

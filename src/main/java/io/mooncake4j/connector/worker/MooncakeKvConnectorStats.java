@@ -228,6 +228,7 @@ public final class MooncakeKvConnectorStats {
      * returns {@code this}. {@code other} is copied first, so the two locks are never held together.
      *
      * @param other the statistics to add
+     * @return this object
      */
     public MooncakeKvConnectorStats aggregate(MooncakeKvConnectorStats other) {
         Objects.requireNonNull(other, "other");
@@ -258,6 +259,8 @@ public final class MooncakeKvConnectorStats {
      * in ms (3 decimals), mean MiB per transfer (3 decimals), total MiB / total seconds (3
      * decimals; 0.0 when the total time is 0), mean descriptors (1 decimal). The failure counts
      * are {@code Long}s.
+     *
+     * @return the summary: vLLM's keys to their values
      */
     public Map<String, Number> reduce() {
         double[] dur;

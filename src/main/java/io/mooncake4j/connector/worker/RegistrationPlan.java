@@ -214,6 +214,8 @@ public record RegistrationPlan(
      * the engine said it cannot reach (its reason and fix are quoted), or, when the engine did not say,
      * GPU memory over {@code tcp} (an engine without CUDA staging). GPU memory the engine stages or
      * reaches directly is no problem.
+     *
+     * @return why the engine cannot register these storages, or empty when it can
      */
     public Optional<String> locationProblem() {
         for (MemoryStorage s : storages) {

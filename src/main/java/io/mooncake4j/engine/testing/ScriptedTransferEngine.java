@@ -173,6 +173,7 @@ public final class ScriptedTransferEngine implements TransferEngine {
      * Runs {@code hook} before each call is decided (after its arguments are recorded): block, count, throw.
      *
      * @param hook called with each call
+     * @return this engine
      */
     public ScriptedTransferEngine beforeEach(Consumer<EngineCall> hook) {
         this.beforeEach = Objects.requireNonNull(hook);
@@ -211,6 +212,7 @@ public final class ScriptedTransferEngine implements TransferEngine {
      * a test of a GPU-over-tcp server answers e.g. {@code l -> DeviceMemoryAccess.staged("test")}.
      *
      * @param answer how the engine reaches each GPU location
+     * @return this engine
      */
     public ScriptedTransferEngine scriptDeviceMemoryAccess(Function<String, DeviceMemoryAccess> answer) {
         this.deviceAccess = Objects.requireNonNull(answer, "answer");
@@ -255,6 +257,7 @@ public final class ScriptedTransferEngine implements TransferEngine {
      * Overrides the RPC port reported by {@link #getRpcPort()} (vLLM's fake reports 12345).
      *
      * @param port the port to report
+     * @return this engine
      */
     public ScriptedTransferEngine withRpcPort(int port) {
         if (hostname != null) {

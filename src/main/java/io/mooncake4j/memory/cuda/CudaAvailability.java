@@ -244,6 +244,8 @@ public final class CudaAvailability {
     /**
      * The version of the CUDA runtime linked into JCuda's JNI library ({@code 12000}: JCuda
      * 12.6.0's library reports CUDA 12.0); 0 when not loaded.
+     *
+     * @return the CUDA runtime version JCuda's library reports, 0 when not loaded
      */
     public static int runtimeVersion() {
         return probe().runtimeVersion();

@@ -28,6 +28,7 @@ public final class CudaCopies {
      * @param src   the source address
      * @param bytes the size in bytes
      * @param kind  the copy direction
+     * @return the CUDA error code
      */
     public static int copy(long dst, long src, long bytes, CudaCopyKind kind) {
         CudaAvailability.ensureAvailable();

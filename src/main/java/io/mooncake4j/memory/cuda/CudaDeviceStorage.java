@@ -37,6 +37,7 @@ public final class CudaDeviceStorage implements DeviceMemory.Allocation {
      *
      * @param device the GPU index
      * @param bytes  the size in bytes
+     * @return the new storage; the caller closes it
      */
     public static CudaDeviceStorage allocate(int device, long bytes) {
         if (bytes <= 0) {
@@ -61,6 +62,7 @@ public final class CudaDeviceStorage implements DeviceMemory.Allocation {
      *
      * @param location a memory location ({@code cpu:N}, {@code cuda:N} or {@code *})
      * @param bytes    the size in bytes
+     * @return the new storage; the caller closes it
      */
     public static CudaDeviceStorage allocate(String location, long bytes) {
         CudaAvailability.checkLocation(location);

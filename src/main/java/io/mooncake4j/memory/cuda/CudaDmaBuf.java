@@ -150,6 +150,8 @@ public final class CudaDmaBuf {
     /**
      * Why a dma-buf cannot be exported in this process (CUDA unavailable, {@code libcuda.so.1}
      * missing or too old, native access off); empty when {@link #exportRange} may be tried.
+     *
+     * @return why not, or empty when {@link #exportRange} may be tried
      */
     public static Optional<String> unavailability() {
         CudaUnavailableException c = CudaAvailability.unavailabilityCause();
@@ -164,6 +166,7 @@ public final class CudaDmaBuf {
      * empty when it can, otherwise why not. Checks the device exists first.
      *
      * @param device the GPU index
+     * @return empty when it can, otherwise why not
      */
     public static Optional<String> deviceUnsupported(int device) {
         Optional<String> u = unavailability();
@@ -201,6 +204,7 @@ public final class CudaDmaBuf {
      * @param device  the GPU index
      * @param address the first byte
      * @param length  the number of bytes
+     * @return the descriptor and where {@code address} lies in the exported range
      */
     public static Export exportRange(int device, long address, long length) {
         Optional<String> u = unavailability();
@@ -236,6 +240,7 @@ public final class CudaDmaBuf {
      * Closes a descriptor from {@link #exportRange}; returns 0, or -1 when {@code close(2)} failed.
      *
      * @param fd the file descriptor
+     * @return 0, or -1 when {@code close(2)} failed
      */
     public static int closeFd(int fd) {
         if (fd < 0 || Lib.CLOSE == null) {

@@ -24,6 +24,7 @@ public final class CudaEvent implements AutoCloseable {
      * Creates an event on GPU {@code device}.
      *
      * @param device the GPU index
+     * @return the new event; the caller closes it
      */
     public static CudaEvent create(int device) {
         CudaAvailability.checkDevice(device);
@@ -47,6 +48,7 @@ public final class CudaEvent implements AutoCloseable {
      * Records the event at the current end of {@code stream}; returns the CUDA error code.
      *
      * @param stream the stream
+     * @return the CUDA error code
      */
     public int record(CudaStream stream) {
         check();
@@ -61,7 +63,11 @@ public final class CudaEvent implements AutoCloseable {
         return JCudaBinding.eventQuery(event);
     }
 
-    /** Waits for the recorded work; returns the CUDA error code. */
+    /**
+     * Waits for the recorded work; returns the CUDA error code.
+     *
+     * @return the CUDA error code
+     */
     public int synchronize() {
         check();
         return JCudaBinding.eventSynchronize(event);

@@ -73,6 +73,7 @@ public final class CudaPinnedHostAllocator implements AutoCloseable {
      * Allocates and pins {@code bytes} zeroed, page-aligned bytes.
      *
      * @param bytes the size in bytes
+     * @return the new storage; the caller closes it
      */
     public HostMemoryStorage allocate(long bytes) {
         return delegate.allocate(bytes);

@@ -41,6 +41,7 @@ public final class CudaPointers {
      * @param declared     the location the caller declared
      * @param address      the first byte
      * @param hostLocation the location of the host memory
+     * @return the location to register the memory under
      */
     public static String resolveLocation(String declared, long address, String hostLocation) {
         MemoryLocation.validate(declared);

@@ -34,6 +34,7 @@ public final class CudaStream implements AutoCloseable {
      * Creates a non-blocking stream on GPU {@code device}.
      *
      * @param device the GPU index
+     * @return the new stream; the caller closes it
      */
     public static CudaStream create(int device) {
         CudaAvailability.checkDevice(device);
@@ -61,6 +62,7 @@ public final class CudaStream implements AutoCloseable {
      * @param src   the source address
      * @param bytes the size in bytes
      * @param kind  the copy direction
+     * @return the CUDA error code of the enqueue
      */
     public int copyAsync(long dst, long src, long bytes, CudaCopyKind kind) {
         if (closed) {
@@ -83,6 +85,7 @@ public final class CudaStream implements AutoCloseable {
      * recorded on another stream); returns the CUDA error code.
      *
      * @param event the completion point
+     * @return the CUDA error code
      */
     public int waitFor(CudaEvent event) {
         if (closed) {
@@ -105,7 +108,11 @@ public final class CudaStream implements AutoCloseable {
         return JCudaBinding.streamQuery(stream);
     }
 
-    /** Waits for all enqueued work; returns the CUDA error code (of the first failed copy, if any). */
+    /**
+     * Waits for all enqueued work; returns the CUDA error code (of the first failed copy, if any).
+     *
+     * @return the CUDA error code (of the first failed copy, if any)
+     */
     public int synchronize() {
         if (closed) {
             throw new IllegalStateException("stream is closed");
