@@ -14,10 +14,21 @@ public abstract sealed class MooncakeException extends RuntimeException
 
     private static final long serialVersionUID = 1L;
 
+    /**
+     * An error with {@code message}.
+     *
+     * @param message what went wrong
+     */
     protected MooncakeException(String message) {
         super(message);
     }
 
+    /**
+     * An error with {@code message} caused by {@code cause}.
+     *
+     * @param message what went wrong
+     * @param cause   the underlying error
+     */
     protected MooncakeException(String message, Throwable cause) {
         super(message, cause);
     }

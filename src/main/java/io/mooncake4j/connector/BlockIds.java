@@ -18,7 +18,11 @@ public final class BlockIds {
 
     private BlockIds() {}
 
-    /** A deep copy; every inner array must be non-null. */
+    /**
+     * {@return a deep copy; every inner array must be non-null}
+     *
+     * @param blockIds block ids per KV-cache group
+     */
     public static int[][] copyOf(int[][] blockIds) {
         Objects.requireNonNull(blockIds, "blockIds");
         if (blockIds.length == 0) {
@@ -31,7 +35,11 @@ public final class BlockIds {
         return out;
     }
 
-    /** Whether any group has at least one block (vLLM's {@code any(len(g) > 0 for g in block_ids)}). */
+    /**
+     * {@return whether any group has at least one block (vLLM's {@code any(len(g) > 0 for g in block_ids)})}
+     *
+     * @param blockIds block ids per KV-cache group
+     */
     public static boolean anyBlocks(int[][] blockIds) {
         for (int[] group : blockIds) {
             if (group.length > 0) {
@@ -41,7 +49,11 @@ public final class BlockIds {
         return false;
     }
 
-    /** Total number of block ids over all groups. */
+    /**
+     * {@return total number of block ids over all groups}
+     *
+     * @param blockIds block ids per KV-cache group
+     */
     public static int totalBlocks(int[][] blockIds) {
         int n = 0;
         for (int[] group : blockIds) {
@@ -50,7 +62,11 @@ public final class BlockIds {
         return n;
     }
 
-    /** Python-like rendering, e.g. {@code [[1, 2], [7]]}. */
+    /**
+     * {@return a Python-like rendering, e.g. {@code [[1, 2], [7]]}}
+     *
+     * @param blockIds block ids per KV-cache group
+     */
     public static String toString(int[][] blockIds) {
         return Arrays.deepToString(blockIds);
     }

@@ -17,21 +17,28 @@ public enum KvRole {
         this.wireName = wireName;
     }
 
-    /** The value as written in {@code kv_transfer_config}. */
+    /** {@return the value as written in {@code kv_transfer_config}} */
     public String wireName() {
         return wireName;
     }
 
-    /** vLLM's {@code is_kv_producer}: true only for {@code kv_producer}. */
+    /** {@return vLLM's {@code is_kv_producer}: true only for {@code kv_producer}} */
     public boolean isProducer() {
         return this == KV_PRODUCER;
     }
 
-    /** vLLM's {@code is_kv_consumer}: true only for {@code kv_consumer}. */
+    /** {@return vLLM's {@code is_kv_consumer}: true only for {@code kv_consumer}} */
     public boolean isConsumer() {
         return this == KV_CONSUMER;
     }
 
+    /**
+     * The role whose wire name is {@code value} ({@code kv_producer}, {@code kv_consumer}, {@code kv_both}).
+     *
+     * @param value the name as in {@code kv_transfer_config}
+     * @return the role
+     * @throws io.mooncake4j.MooncakeConfigException when no role has that name
+     */
     public static KvRole parse(String value) {
         for (KvRole r : values()) {
             if (r.wireName.equals(value)) {

@@ -43,7 +43,11 @@ public final class KvTransferParams {
         this.map = Objects.requireNonNull(map, "kv_transfer_params map");
     }
 
-    /** A view over {@code map} (not a copy). */
+    /**
+     * {@return a view over {@code map} (not a copy)}
+     *
+     * @param map the parameters map (not copied)
+     */
     public static KvTransferParams wrap(Map<String, Object> map) {
         return new KvTransferParams(map);
     }
@@ -51,6 +55,9 @@ public final class KvTransferParams {
     /**
      * The params a proxy gives the prefill (P) request, in vLLM's proxy key order:
      * {@code {do_remote_decode: true, do_remote_prefill: false, transfer_id}}.
+     *
+     * @param transferId the transfer id the proxy gave both P and D
+     * @return the params of P's request
      */
     public static KvTransferParams forRemoteDecode(String transferId) {
         Map<String, Object> m = new LinkedHashMap<>();
@@ -64,6 +71,11 @@ public final class KvTransferParams {
      * The params a proxy gives the decode (D) request, in vLLM's proxy key order:
      * {@code {do_remote_decode: false, do_remote_prefill: true, remote_bootstrap_addr,
      * remote_engine_id, transfer_id}}.
+     *
+     * @param transferId          the transfer id the proxy gave both P and D
+     * @param remoteEngineId      P's engine id
+     * @param remoteBootstrapAddr the URL of P's bootstrap server
+     * @return the params of D's request
      */
     public static KvTransferParams forRemotePrefill(String transferId, String remoteEngineId,
             String remoteBootstrapAddr) {
@@ -76,52 +88,64 @@ public final class KvTransferParams {
         return new KvTransferParams(m);
     }
 
-    /** The underlying mutable map. */
+    /** {@return the underlying mutable map} */
     public Map<String, Object> asMap() {
         return map;
     }
 
-    /** Python's {@code not params} for a present map: true when it has no entries. */
+    /** {@return Python's {@code not params} for a present map: true when it has no entries} */
     public boolean isEmpty() {
         return map.isEmpty();
     }
 
-    /** Python's {@code key in params}: present, whatever the value (even {@code null}). */
+    /**
+     * {@return Python's {@code key in params}: present, whatever the value (even {@code null})}
+     *
+     * @param key the key
+     */
     public boolean containsKey(String key) {
         return map.containsKey(key);
     }
 
-    /** {@code bool(params.get("do_remote_prefill"))}. */
+    /** {@return {@code bool(params.get("do_remote_prefill"))}} */
     public boolean doRemotePrefill() {
         return isTruthy(map.get(DO_REMOTE_PREFILL));
     }
 
-    /** Writes {@code do_remote_prefill}. */
+    /**
+     * Writes {@code do_remote_prefill}.
+     *
+     * @param value the flag
+     */
     public void setDoRemotePrefill(boolean value) {
         map.put(DO_REMOTE_PREFILL, value);
     }
 
-    /** {@code bool(params.get("do_remote_decode"))}. */
+    /** {@return {@code bool(params.get("do_remote_decode"))}} */
     public boolean doRemoteDecode() {
         return isTruthy(map.get(DO_REMOTE_DECODE));
     }
 
-    /** Writes {@code do_remote_decode}. */
+    /**
+     * Writes {@code do_remote_decode}.
+     *
+     * @param value the flag
+     */
     public void setDoRemoteDecode(boolean value) {
         map.put(DO_REMOTE_DECODE, value);
     }
 
-    /** {@code bool(params.get("transfer_id"))}: present and truthy (a non-empty string). */
+    /** {@return {@code bool(params.get("transfer_id"))}: present and truthy (a non-empty string)} */
     public boolean hasTransferId() {
         return isTruthy(map.get(TRANSFER_ID));
     }
 
-    /** The transfer id as a string ({@link #stringValue}), or {@code null} when absent or null. */
+    /** {@return the transfer id as a string ({@link #stringValue}), or {@code null} when absent or null} */
     public String transferId() {
         return stringValue(map.get(TRANSFER_ID));
     }
 
-    /** The remote engine id as a string ({@link #stringValue}), or {@code null} when absent or null. */
+    /** {@return the remote engine id as a string ({@link #stringValue}), or {@code null} when absent or null} */
     public String remoteEngineId() {
         return stringValue(map.get(REMOTE_ENGINE_ID));
     }
@@ -130,6 +154,8 @@ public final class KvTransferParams {
      * The remote bootstrap address as a string ({@link #stringValue}), or {@code null} when absent
      * or null. Like vLLM's scheduler, no type check is made (spec §15 #14): a number becomes its
      * decimal string, and the worker's bootstrap query then fails for that request.
+     *
+     * @return the remote bootstrap address as a string ({@link #stringValue}), or {@code null} when absent or null
      */
     public String remoteBootstrapAddr() {
         return stringValue(map.get(REMOTE_BOOTSTRAP_ADDR));
@@ -138,6 +164,9 @@ public final class KvTransferParams {
     /**
      * Python truthiness of a JSON-like value: {@code null}, {@code false}, numeric zero, the empty
      * string and empty collections/maps/arrays are false; everything else is true.
+     *
+     * @param v a value of the map, or null
+     * @return whether Python would take {@code v} as true
      */
     public static boolean isTruthy(Object v) {
         return switch (v) {
@@ -152,12 +181,20 @@ public final class KvTransferParams {
         };
     }
 
-    /** Python's {@code not params} for a possibly absent map. */
+    /**
+     * {@return Python's {@code not params} for a possibly absent map}
+     *
+     * @param params the request parameters, or null
+     */
     public static boolean isNullOrEmpty(Map<String, Object> params) {
         return params == null || params.isEmpty();
     }
 
-    /** {@code null} stays {@code null}; a string is returned as is; anything else is {@code String.valueOf}. */
+    /**
+     * {@return {@code null} stays {@code null}; a string is returned as is; anything else is {@code String.valueOf}}
+     *
+     * @param v a value of the map, or null
+     */
     public static String stringValue(Object v) {
         return switch (v) {
             case null -> null;

@@ -60,6 +60,11 @@ public record MooncakeConnectorConfig(
     public static final int DEFAULT_BOOTSTRAP_PORT = 8998;
     public static final Duration DEFAULT_ABORT_REQUEST_TIMEOUT = Duration.ofSeconds(480);
 
+    /**
+     * Checks the values.
+     *
+     * @throws io.mooncake4j.MooncakeConfigException when a value is missing or out of range (it names the key)
+     */
     public MooncakeConnectorConfig {
         Objects.requireNonNull(kvRole, "kvRole");
         if (engineId == null || engineId.isBlank()) {
@@ -122,21 +127,22 @@ public record MooncakeConnectorConfig(
         }
     }
 
-    /** vLLM's {@code is_kv_producer}. */
+    /** {@return vLLM's {@code is_kv_producer}} */
     public boolean isProducer() {
         return kvRole.isProducer();
     }
 
-    /** vLLM's {@code is_kv_consumer}. */
+    /** {@return vLLM's {@code is_kv_consumer}} */
     public boolean isConsumer() {
         return kvRole.isConsumer();
     }
 
-    /** The sender coroutine count of vLLM ({@code 2 * num_workers}). */
+    /** {@return the sender coroutine count of vLLM ({@code 2 * num_workers})} */
     public int numSenderTasks() {
         return 2 * numWorkers;
     }
 
+    /** {@return a builder with vLLM's defaults; the role and the engine id must be set} */
     public static Builder builder() {
         return new Builder();
     }
@@ -149,6 +155,9 @@ public record MooncakeConnectorConfig(
      * with {@code MooncakeConnectorWorker#bootstrapServerPort}; bind it to loopback too with the
      * worker builder's {@code bootstrapBindHost("127.0.0.1")}), and the engine's RPC port is the
      * engine's own (a {@code ScriptedTransferEngine} opens none). Change anything on the builder.
+     *
+     * @param role the connector role
+     * @return a builder with the preset applied
      */
     public static Builder forTesting(KvRole role) {
         return new Builder()
@@ -162,7 +171,7 @@ public record MooncakeConnectorConfig(
     private static final java.util.concurrent.atomic.AtomicLong TEST_ENGINE_IDS =
             new java.util.concurrent.atomic.AtomicLong();
 
-    /** A builder initialised from this configuration. */
+    /** {@return a builder initialised from this configuration} */
     public Builder toBuilder() {
         Builder b = new Builder();
         b.kvRole = kvRole;
@@ -192,6 +201,10 @@ public record MooncakeConnectorConfig(
      * {@code VLLM_MOONCAKE_*} variables of {@code env}. Without {@code engine_id} the engine id is a
      * random UUID (vLLM generates a uuid4). Unknown keys are ignored; a present key
      * with a wrong type or value fails with an exception naming the key.
+     *
+     * @param json the {@code kv_transfer_config} JSON vLLM is given
+     * @param env  the environment to read {@code VLLM_MOONCAKE_*} from (usually {@code System.getenv()})
+     * @return a builder with the JSON's values and the environment applied
      */
     public static Builder fromKvTransferConfigJson(String json, Map<String, String> env) {
         Map<String, Object> root;
@@ -288,85 +301,181 @@ public record MooncakeConnectorConfig(
 
         private Builder() {}
 
+        /**
+         * Sets the role ({@code kv_role}).
+         *
+         * @param v the role
+         * @return this builder
+         */
         public Builder kvRole(KvRole v) {
             kvRole = v;
             return this;
         }
 
+        /**
+         * Sets the engine id ({@code engine_id}); required.
+         *
+         * @param v a non-empty id
+         * @return this builder
+         */
         public Builder engineId(String v) {
             engineId = v;
             return this;
         }
 
+        /**
+         * Sets the transfer protocol ({@code mooncake_protocol}); default {@code rdma}.
+         *
+         * @param v {@code tcp}, {@code rdma}, ...
+         * @return this builder
+         */
         public Builder protocol(String v) {
             protocol = v;
             return this;
         }
 
+        /**
+         * Sets the P transfer threads ({@code num_workers}); default 10.
+         *
+         * @param v a positive count
+         * @return this builder
+         */
         public Builder numWorkers(int v) {
             numWorkers = v;
             return this;
         }
 
+        /**
+         * Sets the RDMA device filter ({@code device_name}); default empty.
+         *
+         * @param v device names, comma-separated, or empty
+         * @return this builder
+         */
         public Builder deviceName(String v) {
             deviceName = v;
             return this;
         }
 
+        /**
+         * Sets the bootstrap server to use instead of launching one ({@code bootstrap_server_address}).
+         *
+         * @param v {@code host:port}, or null for none
+         * @return this builder
+         */
         public Builder bootstrapServerAddress(String v) {
             bootstrapServerAddress = v;
             return this;
         }
 
+        /**
+         * Sets the port of the bootstrap server TP rank 0 launches; default 8998, 0 for any free port.
+         *
+         * @param v a port, or 0
+         * @return this builder
+         */
         public Builder bootstrapPort(int v) {
             bootstrapPort = v;
             return this;
         }
 
+        /**
+         * Sets how long P keeps a finished request's KV for D; default 480 s.
+         *
+         * @param v a positive duration
+         * @return this builder
+         */
         public Builder abortRequestTimeout(Duration v) {
             abortRequestTimeout = v;
             return this;
         }
 
+        /**
+         * Sets the address this worker advertises to peers.
+         *
+         * @param v a hostname or IP address
+         * @return this builder
+         */
         public Builder hostname(String v) {
             hostname = v;
             return this;
         }
 
+        /**
+         * Sets this rank's tensor-parallel place.
+         *
+         * @param rank the TP rank, 0 to size - 1
+         * @param size the TP size
+         * @return this builder
+         */
         public Builder tp(int rank, int size) {
             tpRank = rank;
             tpSize = size;
             return this;
         }
 
+        /**
+         * Sets this rank's pipeline-parallel place.
+         *
+         * @param rank the PP rank
+         * @param size the PP size
+         * @return this builder
+         */
         public Builder pp(int rank, int size) {
             ppRank = rank;
             ppSize = size;
             return this;
         }
 
+        /**
+         * Sets the data-parallel rank.
+         *
+         * @param v the DP rank
+         * @return this builder
+         */
         public Builder dpRank(int v) {
             dpRank = v;
             return this;
         }
 
+        /**
+         * Sets extra attempts of a failed batch registration; default 1.
+         *
+         * @param v attempts after the first, 0 or more
+         * @return this builder
+         */
         public Builder registrationRetries(int v) {
             registrationRetries = v;
             return this;
         }
 
+        /**
+         * Sets how long {@code registerKvCaches} waits for the sender listener; default 30 s.
+         *
+         * @param v a positive duration
+         * @return this builder
+         */
         public Builder listenerReadyTimeout(Duration v) {
             listenerReadyTimeout = v;
             return this;
         }
 
-        /** {@code kv_connector_extra_config.layerwise_push}: push each layer's KV as it is saved (P). */
+        /**
+         * {@code kv_connector_extra_config.layerwise_push}: push each layer's KV as it is saved (P).
+         *
+         * @param v whether P pushes each layer as it is saved
+         * @return this builder
+         */
         public Builder layerwisePush(boolean v) {
             layerwisePush = v;
             return this;
         }
 
-        /** Applies {@code VLLM_MOONCAKE_BOOTSTRAP_PORT} and {@code VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT} when set. */
+        /**
+         * Applies {@code VLLM_MOONCAKE_BOOTSTRAP_PORT} and {@code VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT} when set.
+         *
+         * @param env the environment to read {@code VLLM_MOONCAKE_*} from (usually {@code System.getenv()})
+         * @return this builder
+         */
         public Builder environment(Map<String, String> env) {
             String port = env.get(ENV_BOOTSTRAP_PORT);
             if (port != null && !port.isBlank()) {
@@ -395,6 +504,11 @@ public record MooncakeConnectorConfig(
             return this;
         }
 
+        /**
+         * {@return the configuration}
+         *
+         * @throws io.mooncake4j.MooncakeConfigException when a value is missing or out of range
+         */
         public MooncakeConnectorConfig build() {
             if (kvRole == null) {
                 throw new MooncakeConfigException("kv_role", "kv_role is required");

@@ -40,6 +40,7 @@ public final class MooncakeConnectorMetadata {
      */
     public record ReqToSend(String transferId, int[][] localBlockIds) {
 
+        /** Copies the block ids. */
         public ReqToSend {
             Objects.requireNonNull(transferId, "transferId");
             localBlockIds = BlockIds.copyOf(localBlockIds);
@@ -76,6 +77,11 @@ public final class MooncakeConnectorMetadata {
      */
     public record LayerwiseChunk(String transferId, int[][] blockIds, int firstBlock, int totalBlocks, boolean last) {
 
+        /**
+         * Copies the block ids and checks the positions.
+         *
+         * @throws IllegalArgumentException when a position is negative
+         */
         public LayerwiseChunk {
             Objects.requireNonNull(transferId, "transferId");
             blockIds = BlockIds.copyOf(blockIds);
@@ -124,6 +130,9 @@ public final class MooncakeConnectorMetadata {
      * otherwise files {@code reqsToSend[requestId] = (transfer_id, localBlockIds)}. A later entry
      * for the same request id replaces the earlier one.
      *
+     * @param requestId        the request's id
+     * @param kvTransferParams the request's {@code kv_transfer_params}
+     * @param loadRemoteCache  whether D loads this request from P
      * @param localBlockIds block ids per transfer group (copied)
      * @throws ConnectorException when a required key is absent or null (vLLM: {@code KeyError})
      */
@@ -152,37 +161,46 @@ public final class MooncakeConnectorMetadata {
         return v;
     }
 
-    /** D pulls: remote engine id → (D request id → pull). */
+    /** {@return D pulls: remote engine id → (D request id → pull)} */
     public Map<String, Map<String, PullReqMeta>> reqsToRecv() {
         return Collections.unmodifiableMap(reqsToRecv);
     }
 
-    /** P sends: P request id → (transfer id, block ids per group). */
+    /** {@return P sends: P request id → (transfer id, block ids per group)} */
     public Map<String, ReqToSend> reqsToSend() {
         return Collections.unmodifiableMap(reqsToSend);
     }
 
-    /** Transfer ids of P requests that finished without a transfer. */
+    /** {@return transfer ids of P requests that finished without a transfer} */
     public Set<String> reqsNotProcessed() {
         return Collections.unmodifiableSet(reqsNotProcessed);
     }
 
-    /** Replaces {@link #reqsNotProcessed()} with a copy of {@code transferIds}. */
+    /**
+     * Replaces {@link #reqsNotProcessed()} with a copy of {@code transferIds}.
+     *
+     * @param transferIds the transfer ids the scheduler did not process
+     */
     public void setReqsNotProcessed(Set<String> transferIds) {
         reqsNotProcessed = new LinkedHashSet<>(transferIds);
     }
 
-    /** Files the prefill chunk of P request {@code requestId} that this step computes (layer-wise push). */
+    /**
+     * Files the prefill chunk of P request {@code requestId} that this step computes (layer-wise push).
+     *
+     * @param requestId the request's id
+     * @param chunk     the blocks to push and where they go
+     */
     public void addLayerwiseChunk(String requestId, LayerwiseChunk chunk) {
         layerwiseChunks.put(Objects.requireNonNull(requestId, "requestId"), Objects.requireNonNull(chunk, "chunk"));
     }
 
-    /** Layer-wise push: P request id → the prefill chunk this step's forward pass saves. */
+    /** {@return layer-wise push: P request id → the prefill chunk this step's forward pass saves} */
     public Map<String, LayerwiseChunk> layerwiseChunks() {
         return Collections.unmodifiableMap(layerwiseChunks);
     }
 
-    /** Whether nothing is to be received, sent, saved or forgotten. */
+    /** {@return whether nothing is to be received, sent, saved or forgotten} */
     public boolean isEmpty() {
         return reqsToRecv.isEmpty() && reqsToSend.isEmpty() && reqsNotProcessed.isEmpty()
                 && layerwiseChunks.isEmpty();

@@ -30,6 +30,8 @@ public final class PullReqMeta {
     private boolean failed;
 
     /**
+     * One request D pulls from P.
+     *
      * @param dReqId              this (D) engine's request id
      * @param transferId          the rendezvous key shared with P
      * @param localBlockIds       destination block ids per transfer group (copied)
@@ -45,63 +47,88 @@ public final class PullReqMeta {
         this.remoteBootstrapAddr = Objects.requireNonNull(remoteBootstrapAddr, "remoteBootstrapAddr");
     }
 
+    /** {@return D's request id} */
     public String dReqId() {
         return dReqId;
     }
 
+    /** {@return the transfer id shared with P} */
     public String transferId() {
         return transferId;
     }
 
-    /** Destination block ids per transfer group; owned by this object, do not modify. */
+    /** {@return destination block ids per transfer group; owned by this object, do not modify} */
     public int[][] localBlockIds() {
         return localBlockIds;
     }
 
+    /** {@return P's engine id ({@code remote_engine_id})} */
     public String remoteEngineId() {
         return remoteEngineId;
     }
 
+    /** {@return P's bootstrap server URL ({@code remote_bootstrap_addr})} */
     public String remoteBootstrapAddr() {
         return remoteBootstrapAddr;
     }
 
-    /** Seconds on the worker's monotonic clock; {@code +inf} by default (unused by the reference code). */
+    /** {@return seconds on the worker's monotonic clock; {@code +inf} by default (unused by the reference code)} */
     public double expireTime() {
         return expireTime;
     }
 
+    /**
+     * Sets vLLM's {@code expire_time} of this pull.
+     *
+     * @param expireTime the value {@link #expireTime()} then answers
+     */
     public void setExpireTime(double expireTime) {
         this.expireTime = expireTime;
     }
 
-    /** Remote workers that still must report this request ok. */
+    /** {@return remote workers that still must report this request ok} */
     public int pullTasksCount() {
         return pullTasksCount;
     }
 
+    /**
+     * Sets the pulls still to finish.
+     *
+     * @param pullTasksCount the pulls left
+     */
     public void setPullTasksCount(int pullTasksCount) {
         this.pullTasksCount = pullTasksCount;
     }
 
-    /** Decrements {@link #pullTasksCount()} and returns the new value. */
+    /** {@return decrements {@link #pullTasksCount()} and returns the new value} */
     public int decrementPullTasksCount() {
         return --pullTasksCount;
     }
 
+    /** {@return the pulls this request is split into (one per P rank it reads)} */
     public int pullTasksTotal() {
         return pullTasksTotal;
     }
 
+    /**
+     * Sets the pulls this request is split into.
+     *
+     * @param pullTasksTotal the pulls in all
+     */
     public void setPullTasksTotal(int pullTasksTotal) {
         this.pullTasksTotal = pullTasksTotal;
     }
 
-    /** Once set, later ok/err reports for this request are ignored. */
+    /** {@return once set, later ok/err reports for this request are ignored} */
     public boolean failed() {
         return failed;
     }
 
+    /**
+     * Marks the request failed (or not).
+     *
+     * @param failed whether a pull of it failed
+     */
     public void setFailed(boolean failed) {
         this.failed = failed;
     }

@@ -23,6 +23,10 @@ public final class DeviceCopier implements AutoCloseable {
     /**
      * A copier for {@code device} of {@code memory} with {@code events} completion points
      * (indices {@code 0..events-1} for {@link #record} and {@link #await}).
+     *
+     * @param memory the device memory
+     * @param device the GPU index
+     * @param events the number of completion points
      */
     public DeviceCopier(DeviceMemory memory, int device, int events) {
         this.memory = Objects.requireNonNull(memory, "memory");
@@ -34,7 +38,7 @@ public final class DeviceCopier implements AutoCloseable {
         this.events = events;
     }
 
-    /** The device. */
+    /** {@return the device} */
     public int device() {
         return device;
     }
@@ -49,12 +53,24 @@ public final class DeviceCopier implements AutoCloseable {
         return queue;
     }
 
-    /** Enqueues a copy of {@code bytes} from host address {@code src} to device address {@code dst}. */
+    /**
+     * Enqueues a copy of {@code bytes} from host address {@code src} to device address {@code dst}.
+     *
+     * @param dst   the destination address
+     * @param src   the source address
+     * @param bytes the size in bytes
+     */
     public void toDevice(long dst, long src, long bytes) {
         enqueue(dst, src, bytes, DeviceMemory.Direction.HOST_TO_DEVICE);
     }
 
-    /** Enqueues a copy of {@code bytes} from device address {@code src} to host address {@code dst}. */
+    /**
+     * Enqueues a copy of {@code bytes} from device address {@code src} to host address {@code dst}.
+     *
+     * @param dst   the destination address
+     * @param src   the source address
+     * @param bytes the size in bytes
+     */
     public void toHost(long dst, long src, long bytes) {
         enqueue(dst, src, bytes, DeviceMemory.Direction.DEVICE_TO_HOST);
     }
@@ -67,12 +83,20 @@ public final class DeviceCopier implements AutoCloseable {
         check(rc, String.format(Locale.ROOT, "enqueueing a %s copy of %d bytes 0x%x -> 0x%x", dir, bytes, src, dst));
     }
 
-    /** Marks completion point {@code event} after the copies enqueued so far. */
+    /**
+     * Marks completion point {@code event} after the copies enqueued so far.
+     *
+     * @param event the completion point
+     */
     public void record(int event) {
         check(queue().record(event), "recording event " + event);
     }
 
-    /** Waits for the copies before completion point {@code event}. */
+    /**
+     * Waits for the copies before completion point {@code event}.
+     *
+     * @param event the completion point
+     */
     public void await(int event) {
         check(queue().await(event), "waiting for event " + event);
     }

@@ -55,7 +55,11 @@ public final class HostMemoryAllocator implements AutoCloseable {
         this(MemoryLocation.cpu(0));
     }
 
-    /** An allocator whose storages report the given location ({@code cpu:N} or {@code *}). */
+    /**
+     * An allocator whose storages report the given location ({@code cpu:N} or {@code *}).
+     *
+     * @param location a memory location ({@code cpu:N}, {@code cuda:N} or {@code *})
+     */
     public HostMemoryAllocator(String location) {
         this(location, HostMemoryPinner.NONE);
     }
@@ -63,6 +67,9 @@ public final class HostMemoryAllocator implements AutoCloseable {
     /**
      * An allocator whose allocations are pinned by {@code pinner} when allocated and unpinned
      * before they are freed (page-locked memory for device staging).
+     *
+     * @param location a memory location ({@code cpu:N}, {@code cuda:N} or {@code *})
+     * @param pinner   pins and unpins each allocation
      */
     public HostMemoryAllocator(String location, HostMemoryPinner pinner) {
         this.pinner = Objects.requireNonNull(pinner, "pinner");
@@ -77,6 +84,8 @@ public final class HostMemoryAllocator implements AutoCloseable {
      * Whether {@link #allocate} makes shareable memory: memfd usable here, and switched on with
      * {@code -Dmooncake4j.memory.shareable=true} or {@code MOONCAKE4J_SHAREABLE_MEMORY=1} (off by
      * default: the demo measured 15 % less KV throughput over memfd pages, docs/shm.md).
+     *
+     * @return whether {@link #allocate} makes shareable memory
      */
     public static boolean shareableByDefault() {
         String prop = System.getProperty("mooncake4j.memory.shareable");
@@ -88,6 +97,9 @@ public final class HostMemoryAllocator implements AutoCloseable {
     /**
      * Allocates {@code bytes} zeroed, page-aligned bytes: shareable when
      * {@link #shareableByDefault()} and memfd works, private otherwise.
+     *
+     * @param bytes the size in bytes
+     * @return the new storage; the caller closes it
      */
     public HostMemoryStorage allocate(long bytes) {
         if (!shareableByDefault()) {
@@ -107,6 +119,8 @@ public final class HostMemoryAllocator implements AutoCloseable {
     /**
      * Allocates {@code bytes} zeroed, page-aligned, shareable bytes (memfd + {@code MAP_SHARED}).
      *
+     * @param bytes the size in bytes
+     * @return the new storage; the caller closes it
      * @throws SharedMemory.SysException when memfd, ftruncate or mmap fails (with errno)
      */
     public HostMemoryStorage allocateShareable(long bytes) {
@@ -137,7 +151,12 @@ public final class HostMemoryAllocator implements AutoCloseable {
         return register(arena, segment, handle);
     }
 
-    /** Allocates {@code bytes} zeroed, page-aligned bytes that no other process can map. */
+    /**
+     * Allocates {@code bytes} zeroed, page-aligned bytes that no other process can map.
+     *
+     * @param bytes the size in bytes
+     * @return the new storage; the caller closes it
+     */
     public HostMemoryStorage allocatePrivate(long bytes) {
         checkOpen(bytes);
         Arena arena = Arena.ofShared();
@@ -180,7 +199,7 @@ public final class HostMemoryAllocator implements AutoCloseable {
         return storage;
     }
 
-    /** Bytes currently allocated and not freed. */
+    /** {@return bytes currently allocated and not freed} */
     public long allocatedBytes() {
         synchronized (live) {
             return live.stream().mapToLong(HostMemoryStorage::byteSize).sum();

@@ -9,12 +9,18 @@ import java.lang.foreign.MemorySegment;
  */
 public interface HostMemoryPinner {
 
-    /** Pins a fresh allocation. Throwing refuses it: the allocator frees the memory and rethrows. */
+    /**
+     * Pins a fresh allocation. Throwing refuses it: the allocator frees the memory and rethrows.
+     *
+     * @param segment the memory segment
+     */
     void pin(MemorySegment segment);
 
     /**
      * Unpins an allocation about to be freed. The memory is freed whether or not this throws;
      * the exception then propagates from {@code close()}.
+     *
+     * @param segment the memory segment
      */
     void unpin(MemorySegment segment);
 

@@ -47,7 +47,7 @@ public final class HostMemoryStorage implements MemoryStorage, AutoCloseable {
         return location;
     }
 
-    /** The whole allocation. */
+    /** {@return the whole allocation} */
     public MemorySegment segment() {
         if (!arena.scope().isAlive()) {
             throw new IllegalStateException("host storage at 0x" + Long.toHexString(address) + " was freed");
@@ -63,11 +63,14 @@ public final class HostMemoryStorage implements MemoryStorage, AutoCloseable {
     /**
      * The memfd behind this memory (fd, size, name) when it is shareable with other processes on
      * this machine; empty for private memory. The descriptor is closed when the storage is.
+     *
+     * @return the memfd behind this memory, empty for private memory
      */
     public Optional<ShareableMemory.Handle> shareable() {
         return Optional.ofNullable(shareable);
     }
 
+    /** {@return whether the memory is still allocated (its arena not yet closed)} */
     public boolean isAlive() {
         return arena.scope().isAlive();
     }

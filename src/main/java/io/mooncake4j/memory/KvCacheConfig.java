@@ -10,9 +10,16 @@ import java.util.Optional;
 /**
  * The KV-cache configuration of a worker (vLLM {@code KVCacheConfig}): its groups, in order.
  * The index of a group in {@link #groups()} is its transfer-group index.
+ *
+ * @param groups the KV-cache groups, in order
  */
 public record KvCacheConfig(List<KvCacheGroup> groups) {
 
+    /**
+     * Copies the groups and checks that no layer is in two of them.
+     *
+     * @throws IllegalArgumentException when a layer is in two groups
+     */
     public KvCacheConfig {
         groups = List.copyOf(groups);
         Map<String, Integer> seen = new HashMap<>();
@@ -26,11 +33,21 @@ public record KvCacheConfig(List<KvCacheGroup> groups) {
         }
     }
 
+    /**
+     * A configuration of {@code groups}, in order.
+     *
+     * @param groups the KV-cache groups
+     * @return the configuration
+     */
     public static KvCacheConfig of(KvCacheGroup... groups) {
         return new KvCacheConfig(List.of(groups));
     }
 
-    /** The spec of a layer, or empty when no group lists it (vLLM skips such layers). */
+    /**
+     * {@return the spec of a layer, or empty when no group lists it (vLLM skips such layers)}
+     *
+     * @param layerName the layer's name, as in the KV-cache tensors map
+     */
     public Optional<KvCacheSpec> specOf(String layerName) {
         for (KvCacheGroup g : groups) {
             if (g.layerNames().contains(layerName)) {
@@ -40,7 +57,7 @@ public record KvCacheConfig(List<KvCacheGroup> groups) {
         return Optional.empty();
     }
 
-    /** vLLM's {@code transfer_group_index_by_layer}. */
+    /** {@return vLLM's {@code transfer_group_index_by_layer}} */
     public Map<String, Integer> transferGroupIndexByLayer() {
         Map<String, Integer> out = new LinkedHashMap<>();
         for (int g = 0; g < groups.size(); g++) {
@@ -51,7 +68,7 @@ public record KvCacheConfig(List<KvCacheGroup> groups) {
         return Collections.unmodifiableMap(out);
     }
 
-    /** Whether any group is not full attention (vLLM's HMA rule at the target). */
+    /** {@return whether any group is not full attention (vLLM's HMA rule at the target)} */
     public boolean hasNonFullAttentionGroup() {
         return groups.stream().anyMatch(g -> g.spec().kind() != KvCacheSpec.Kind.FULL_ATTENTION);
     }

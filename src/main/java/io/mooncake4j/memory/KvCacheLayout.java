@@ -25,11 +25,18 @@ public enum KvCacheLayout {
         this.cliName = cliName;
     }
 
-    /** The name used on the command line. */
+    /** {@return the name used on the command line} */
     public String cliName() {
         return cliName;
     }
 
+    /**
+     * The layout called {@code name}.
+     *
+     * @param name a layout name, as the CLI flags spell it
+     * @return the layout
+     * @throws IllegalArgumentException when no layout has that name
+     */
     public static KvCacheLayout byName(String name) {
         for (KvCacheLayout l : values()) {
             if (l.cliName.equalsIgnoreCase(name) || l.name().equalsIgnoreCase(name)) {

@@ -24,12 +24,17 @@ public record KvCacheSpec(Kind kind, int blockSize, long pageSizeBytes, long unp
         /** DeepSeek K-pool tail (vLLM {@code KpoolTailSpec}). */
         KPOOL_TAIL;
 
-        /** vLLM's {@code isinstance(spec, AttentionSpec)}. */
+        /** {@return vLLM's {@code isinstance(spec, AttentionSpec)}} */
         public boolean isAttention() {
             return this == FULL_ATTENTION || this == SLIDING_WINDOW || this == KPOOL_TAIL;
         }
     }
 
+    /**
+     * Checks the sizes.
+     *
+     * @throws IllegalArgumentException when a size is not positive or the unpadded page exceeds the page
+     */
     public KvCacheSpec {
         Objects.requireNonNull(kind, "kind");
         if (blockSize <= 0) {
@@ -44,17 +49,33 @@ public record KvCacheSpec(Kind kind, int blockSize, long pageSizeBytes, long unp
         }
     }
 
-    /** A full-attention spec with unpadded pages. */
+    /**
+     * {@return a full-attention spec with unpadded pages}
+     *
+     * @param blockSize     tokens per block
+     * @param pageSizeBytes bytes of one block of one layer (its page)
+     */
     public static KvCacheSpec fullAttention(int blockSize, long pageSizeBytes) {
         return new KvCacheSpec(Kind.FULL_ATTENTION, blockSize, pageSizeBytes, pageSizeBytes, 0);
     }
 
-    /** A sliding-window spec with unpadded pages. */
+    /**
+     * {@return a sliding-window spec with unpadded pages}
+     *
+     * @param blockSize     tokens per block
+     * @param pageSizeBytes bytes of one block of one layer (its page)
+     * @param window        the sliding window in tokens
+     */
     public static KvCacheSpec slidingWindow(int blockSize, long pageSizeBytes, int window) {
         return new KvCacheSpec(Kind.SLIDING_WINDOW, blockSize, pageSizeBytes, pageSizeBytes, window);
     }
 
-    /** A Mamba/GDN state spec. */
+    /**
+     * {@return a Mamba/GDN state spec}
+     *
+     * @param blockSize     tokens per block
+     * @param pageSizeBytes bytes of one block of one layer (its page)
+     */
     public static KvCacheSpec mamba(int blockSize, long pageSizeBytes) {
         return new KvCacheSpec(Kind.MAMBA, blockSize, pageSizeBytes, pageSizeBytes, 0);
     }

@@ -40,6 +40,11 @@ public record KvCacheTensor(
         long subStrideBytes,
         long subBytes) {
 
+    /**
+     * Checks the geometry.
+     *
+     * @throws IllegalArgumentException when a count or size is not positive, or the blocks do not fit the storage
+     */
     public KvCacheTensor {
         Objects.requireNonNull(storage, "storage");
         if (numBlocks <= 0) {
@@ -71,14 +76,29 @@ public record KvCacheTensor(
         return Math.addExact(Math.multiplyExact((long) numBlocks - 1, stride), lastBlockSpan);
     }
 
-    /** A tensor whose blocks are dense ranges of {@code blockBytes} bytes, {@code blockStrideBytes} apart. */
+    /**
+     * {@return a tensor whose blocks are dense ranges of {@code blockBytes} bytes, {@code blockStrideBytes} apart}
+     *
+     * @param storage          the memory the tensor lies in
+     * @param dataAddress      the address of block 0
+     * @param numBlocks        the number of blocks
+     * @param blockStrideBytes bytes from one block to the next
+     * @param blockBytes       bytes of one block that are transferred
+     */
     public static KvCacheTensor dense(MemoryStorage storage, long dataAddress, int numBlocks,
                                       long blockStrideBytes, long blockBytes) {
         return new KvCacheTensor(storage, dataAddress, numBlocks, blockStrideBytes, true, blockBytes,
                 1, 0, blockBytes);
     }
 
-    /** A contiguous tensor: dense blocks laid end to end, stride = block size. */
+    /**
+     * {@return a contiguous tensor: dense blocks laid end to end, stride = block size}
+     *
+     * @param storage     the memory the tensor lies in
+     * @param dataAddress the address of block 0
+     * @param numBlocks   the number of blocks
+     * @param blockBytes  bytes of one block that are transferred
+     */
     public static KvCacheTensor contiguous(MemoryStorage storage, long dataAddress, int numBlocks, long blockBytes) {
         return dense(storage, dataAddress, numBlocks, blockBytes, blockBytes);
     }
@@ -87,6 +107,15 @@ public record KvCacheTensor(
      * A tensor whose blocks are {@code subCount} dense pieces {@code subStrideBytes} apart
      * (for example vLLM's FlashAttention layout {@code (2, num_blocks, ...)} viewed block-first:
      * the K piece and the V piece of a block are {@code num_blocks * half} bytes apart).
+     *
+     * @param storage          the memory the tensor lies in
+     * @param dataAddress      the address of block 0
+     * @param numBlocks        the number of blocks
+     * @param blockStrideBytes bytes from one block to the next
+     * @param subCount         pieces per block
+     * @param subStrideBytes   bytes from one piece of a block to the next
+     * @param subBytes         bytes of one piece
+     * @return the tensor
      */
     public static KvCacheTensor strided(MemoryStorage storage, long dataAddress, int numBlocks,
                                         long blockStrideBytes, int subCount, long subStrideBytes, long subBytes) {
@@ -94,7 +123,11 @@ public record KvCacheTensor(
                 Math.multiplyExact((long) subCount, subBytes), subCount, subStrideBytes, subBytes);
     }
 
-    /** Address of block {@code block}. */
+    /**
+     * {@return address of block {@code block}}
+     *
+     * @param block the block index
+     */
     public long blockAddress(int block) {
         Objects.checkIndex(block, numBlocks);
         return dataAddress + block * blockStrideBytes;
@@ -103,6 +136,8 @@ public record KvCacheTensor(
     /**
      * The dense views that become transfer regions: this tensor itself when its blocks are dense,
      * otherwise one view per piece ({@code cache[:, h]} in vLLM).
+     *
+     * @return the dense views, this tensor itself when its blocks are dense
      */
     public List<KvCacheTensor> denseRegions() {
         if (blockDense) {

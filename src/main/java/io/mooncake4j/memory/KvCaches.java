@@ -22,6 +22,7 @@ import java.util.function.LongFunction;
  */
 public record KvCaches(Map<String, List<KvCacheTensor>> tensorsByLayer, KvCacheConfig config, int numBlocks) {
 
+    /** Keeps an unmodifiable copy of the layers and their tensors, in order. */
     public KvCaches {
         Map<String, List<KvCacheTensor>> copy = new LinkedHashMap<>();
         tensorsByLayer.forEach((k, v) -> copy.put(Objects.requireNonNull(k), List.copyOf(v)));
@@ -29,14 +30,14 @@ public record KvCaches(Map<String, List<KvCacheTensor>> tensorsByLayer, KvCacheC
         Objects.requireNonNull(config, "config");
     }
 
-    /** The distinct storages, in first-seen order. */
+    /** {@return the distinct storages, in first-seen order} */
     public List<MemoryStorage> storages() {
         Set<MemoryStorage> seen = new LinkedHashSet<>();
         tensorsByLayer.values().forEach(ts -> ts.forEach(t -> seen.add(t.storage())));
         return List.copyOf(seen);
     }
 
-    /** Total bytes of the distinct storages. */
+    /** {@return total bytes of the distinct storages} */
     public long totalBytes() {
         return storages().stream().mapToLong(MemoryStorage::byteSize).sum();
     }
@@ -44,6 +45,13 @@ public record KvCaches(Map<String, List<KvCacheTensor>> tensorsByLayer, KvCacheC
     /**
      * Carves KV caches for {@code preset} at tensor-parallel size {@code tp}, allocating storage
      * through {@code allocate} (a host allocator's {@code allocate}, or a device allocator).
+     *
+     * @param preset    the model
+     * @param tp        the tensor-parallel size (each rank holds its share of the heads)
+     * @param numBlocks the number of blocks
+     * @param layout    how K and V are laid out
+     * @param allocate  allocates storage of the given size
+     * @return the KV caches; the caller frees the storages
      */
     public static KvCaches allocate(ModelPreset preset, int tp, int numBlocks, KvCacheLayout layout,
                                     LongFunction<? extends MemoryStorage> allocate) {

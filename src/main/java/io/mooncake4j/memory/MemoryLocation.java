@@ -14,7 +14,11 @@ public final class MemoryLocation {
 
     private MemoryLocation() {}
 
-    /** {@code cpu:<numaNode>}. */
+    /**
+     * {@return {@code cpu:<numaNode>}}
+     *
+     * @param numaNode the NUMA node
+     */
     public static String cpu(int numaNode) {
         if (numaNode < 0) {
             throw new IllegalArgumentException("NUMA node must be >= 0, got " + numaNode);
@@ -22,7 +26,11 @@ public final class MemoryLocation {
         return "cpu:" + numaNode;
     }
 
-    /** {@code cuda:<gpu>}. */
+    /**
+     * {@return {@code cuda:<gpu>}}
+     *
+     * @param gpu the GPU index
+     */
     public static String cuda(int gpu) {
         if (gpu < 0) {
             throw new IllegalArgumentException("GPU index must be >= 0, got " + gpu);
@@ -30,15 +38,29 @@ public final class MemoryLocation {
         return "cuda:" + gpu;
     }
 
+    /**
+     * {@return whether {@code location} names GPU memory ({@code cuda:N})}
+     *
+     * @param location a location string
+     */
     public static boolean isCuda(String location) {
         return location != null && CUDA.matcher(location).matches();
     }
 
+    /**
+     * {@return whether {@code location} names host memory ({@code cpu:N})}
+     *
+     * @param location a location string
+     */
     public static boolean isCpu(String location) {
         return location != null && CPU.matcher(location).matches();
     }
 
-    /** The device or NUMA index of a {@code cpu:N}/{@code cuda:N} location, or -1 for {@code *}. */
+    /**
+     * {@return the device or NUMA index of a {@code cpu:N}/{@code cuda:N} location, or -1 for {@code *}}
+     *
+     * @param location a location string
+     */
     public static int index(String location) {
         validate(location);
         if (WILDCARD.equals(location)) {
@@ -47,7 +69,12 @@ public final class MemoryLocation {
         return Integer.parseInt(location.substring(location.indexOf(':') + 1));
     }
 
-    /** Throws {@link IllegalArgumentException} unless the string is a location this project understands. */
+    /**
+     * Throws {@link IllegalArgumentException} unless the string is a location this project understands.
+     *
+     * @param location a location string
+     * @return {@code location}, when valid
+     */
     public static String validate(String location) {
         if (WILDCARD.equals(location) || isCpu(location) || isCuda(location)) {
             return location;

@@ -17,27 +17,32 @@ import java.util.Optional;
  */
 public interface MemoryStorage {
 
-    /** Absolute virtual address of the first byte. Never 0. */
+    /** {@return absolute virtual address of the first byte} Never 0. */
     long address();
 
-    /** Size in bytes. Always positive. */
+    /** {@return size in bytes} Always positive. */
     long byteSize();
 
-    /** Mooncake location string: {@code cpu:N}, {@code cuda:N} or {@code *}. */
+    /** {@return Mooncake location string: {@code cpu:N}, {@code cuda:N} or {@code *}} */
     String location();
 
-    /** The memory as a segment when it is host memory this process can read; empty otherwise. */
+    /** {@return the memory as a segment when it is host memory this process can read; empty otherwise} */
     default Optional<MemorySegment> hostSegment() {
         return Optional.empty();
     }
 
-    /** Whether {@code [addr, addr+len)} lies inside this storage. */
+    /**
+     * {@return whether {@code [addr, addr+len)} lies inside this storage}
+     *
+     * @param addr the first byte
+     * @param len  the number of bytes
+     */
     default boolean contains(long addr, long len) {
         return len >= 0 && addr >= address() && len <= byteSize()
                 && addr - address() <= byteSize() - len;
     }
 
-    /** True for {@code cuda:N} locations. */
+    /** {@return true for {@code cuda:N} locations} */
     default boolean isDevice() {
         return MemoryLocation.isCuda(location());
     }
@@ -45,13 +50,29 @@ public interface MemoryStorage {
     /**
      * Describes memory owned by someone else (a GPU allocation, a buffer from another library).
      * Nothing is allocated or freed.
+     *
+     * @param address  the first byte
+     * @param byteSize the size in bytes
+     * @param location a memory location ({@code cpu:N}, {@code cuda:N} or {@code *})
+     * @return a storage over that memory
      */
     static MemoryStorage of(long address, long byteSize, String location) {
         return new ForeignStorage(address, byteSize, location);
     }
 
-    /** A storage that only describes memory; see {@link MemoryStorage#of}. */
+    /**
+     * A storage that only describes memory; see {@link MemoryStorage#of}.
+     *
+     * @param address  the first byte
+     * @param byteSize the size in bytes
+     * @param location a memory location ({@code cpu:N}, {@code cuda:N} or {@code *})
+     */
     record ForeignStorage(long address, long byteSize, String location) implements MemoryStorage {
+        /**
+         * Checks the address, size and location.
+         *
+         * @throws IllegalArgumentException when the address is 0, the size not positive or the location unknown
+         */
         public ForeignStorage {
             if (address == 0) {
                 throw new IllegalArgumentException("storage address must not be 0");

@@ -29,6 +29,11 @@ public record ModelPreset(String name, int numLayers, int numKvHeads, int headSi
 
     private static final List<ModelPreset> ALL = List.of(LLAMA_3_8B, LLAMA_3_70B, DEEPSEEK_V2_LITE, TINY);
 
+    /**
+     * Checks the dimensions.
+     *
+     * @throws IllegalArgumentException when a dimension is not positive or an MLA model has more than one KV head
+     */
     public ModelPreset {
         Objects.requireNonNull(name, "name");
         if (numLayers <= 0 || numKvHeads <= 0 || headSize <= 0 || dtypeBytes <= 0 || blockSize <= 0) {
@@ -39,12 +44,16 @@ public record ModelPreset(String name, int numLayers, int numKvHeads, int headSi
         }
     }
 
-    /** All built-in presets. */
+    /** {@return all built-in presets} */
     public static List<ModelPreset> all() {
         return ALL;
     }
 
-    /** The preset with this name (case-insensitive). */
+    /**
+     * {@return the preset with this name (case-insensitive)}
+     *
+     * @param name a preset name (for example {@code tiny})
+     */
     public static ModelPreset byName(String name) {
         for (ModelPreset p : ALL) {
             if (p.name.equalsIgnoreCase(name)) {
@@ -60,6 +69,8 @@ public record ModelPreset(String name, int numLayers, int numKvHeads, int headSi
      * are split evenly ({@code heads % tp == 0}), or, when TP exceeds the heads, each head is
      * replicated on {@code tp / heads} ranks ({@code tp % heads == 0}); MLA latents are replicated.
      *
+     * @param tp the tensor-parallel size
+     * @return the KV heads of one rank
      * @throws IllegalArgumentException when {@code tp} is not positive or does not fit the KV heads
      */
     public int kvHeadsPerRank(int tp) {
@@ -78,17 +89,29 @@ public record ModelPreset(String name, int numLayers, int numKvHeads, int headSi
         return tp >= numKvHeads ? 1 : numKvHeads / tp;
     }
 
-    /** Bytes of K (or V) of one block of one layer on one rank. */
+    /**
+     * {@return bytes of K (or V) of one block of one layer on one rank}
+     *
+     * @param tp the tensor-parallel size
+     */
     public long halfPageBytes(int tp) {
         return (long) blockSize * kvHeadsPerRank(tp) * headSize * dtypeBytes;
     }
 
-    /** Bytes of one block of one layer on one rank: K and V (or the MLA latent). */
+    /**
+     * {@return bytes of one block of one layer on one rank: K and V (or the MLA latent)}
+     *
+     * @param tp the tensor-parallel size
+     */
     public long pageBytes(int tp) {
         return mla ? halfPageBytes(tp) : 2 * halfPageBytes(tp);
     }
 
-    /** vLLM's attention layer name for layer {@code i}. */
+    /**
+     * {@return vLLM's attention layer name for layer {@code i}}
+     *
+     * @param i the layer index, from 0
+     */
     public String layerName(int i) {
         return "model.layers." + i + ".self_attn.attn";
     }

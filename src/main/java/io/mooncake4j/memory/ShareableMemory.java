@@ -25,6 +25,11 @@ public final class ShareableMemory {
      * @param name     the memfd name ({@code /proc/<pid>/fd/<fd>} links to {@code /memfd:<name> (deleted)})
      */
     public record Handle(long address, long byteSize, int fd, String name) {
+        /**
+         * Checks the handle.
+         *
+         * @throws IllegalArgumentException when the address is 0, the size not positive or the descriptor negative
+         */
         public Handle {
             Objects.requireNonNull(name, "name");
             if (address == 0 || byteSize <= 0 || fd < 0) {
@@ -32,7 +37,12 @@ public final class ShareableMemory {
             }
         }
 
-        /** Whether {@code [addr, addr+len)} lies inside this allocation. */
+        /**
+         * {@return whether {@code [addr, addr+len)} lies inside this allocation}
+         *
+         * @param addr the first byte
+         * @param len  the number of bytes
+         */
         public boolean contains(long addr, long len) {
             return len >= 0 && addr >= address && len <= byteSize && addr - address <= byteSize - len;
         }
@@ -42,13 +52,18 @@ public final class ShareableMemory {
 
     private ShareableMemory() {}
 
-    /** The shareable allocation that wholly contains {@code [address, address+length)}, if any. */
+    /**
+     * {@return the shareable allocation that wholly contains {@code [address, address+length)}, if any}
+     *
+     * @param address the first byte
+     * @param length  the number of bytes
+     */
     public static Optional<Handle> find(long address, long length) {
         Map.Entry<Long, Handle> e = LIVE.floorEntry(address);
         return e != null && e.getValue().contains(address, length) ? Optional.of(e.getValue()) : Optional.empty();
     }
 
-    /** How many shareable allocations are alive in this process. */
+    /** {@return how many shareable allocations are alive in this process} */
     public static int liveCount() {
         return LIVE.size();
     }

@@ -1,6 +1,7 @@
 package io.mooncake4j.metrics;
 
 import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.FunctionCounter;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Tag;
 import io.micrometer.core.instrument.Tags;
@@ -9,6 +10,7 @@ import io.mooncake4j.engine.StatusCodes;
 import io.mooncake4j.engine.TransferEngine;
 import io.mooncake4j.engine.TransferRequest;
 import io.mooncake4j.engine.TransferStatus;
+import io.mooncake4j.engine.tcp.TcpTransferEngine;
 import java.util.BitSet;
 import java.util.List;
 import java.util.Map;
@@ -28,18 +30,28 @@ import java.util.concurrent.ConcurrentHashMap;
  *       submitted tasks seen FAILED, TIMEOUT or CANCELED (once each)</td></tr>
  *   <tr><td>{@value #LIMITS_HIT}</td><td>—</td><td>submissions refused because the batch was full
  *       ({@link StatusCodes#TOO_MANY_REQUESTS})</td></tr>
+ *   <tr><td>{@value #REJECTED_REQUESTS}</td><td>{@code server=data}</td><td>the TCP engine only
+ *       ({@code TransferEngines.create("tcp")}): requests from peers its data port rejected (outside
+ *       registered memory, bad opcode)</td></tr>
  * </table>
  *
- * <p>What the engine's own servers refuse from peers (rejected requests, per-peer limits) is not
- * seen here. {@code TransferEngines.lastError} does not see through the wrapper: ask the wrapped
+ * <p>Other refusals of the engine's own servers (handshake connections over their bound, the
+ * per-peer connection cap) are logged by the engine but not yet readable from outside it.
+ * {@code TransferEngines.lastError} does not see through the wrapper: ask the wrapped
  * engine ({@link #delegate()}). Thread-safe as the wrapped engine is; closing closes it.
  */
 public final class MeteredTransferEngine implements TransferEngine {
 
+    /** Counter of transfer requests handed to the engine. */
     public static final String TRANSFERS = "mooncake4j.engine.transfers";
+    /** Counter of the bytes of the transfer requests that succeeded. */
     public static final String BYTES = "mooncake4j.engine.bytes";
+    /** Counter of failed transfers. */
     public static final String FAILURES = "mooncake4j.engine.failures";
+    /** Counter of submissions refused because the batch was full. */
     public static final String LIMITS_HIT = "mooncake4j.engine.limits.hit";
+    /** Function counter of the requests the TCP data port rejected. */
+    public static final String REJECTED_REQUESTS = "mooncake4j.engine.rejected.requests";
 
     private final TransferEngine delegate;
     private final Counter readTransfers;
@@ -57,7 +69,13 @@ public final class MeteredTransferEngine implements TransferEngine {
         final BitSet counted = new BitSet();
     }
 
-    /** Wraps {@code delegate}, registering the counters in {@code registry} with {@code tags}. */
+    /**
+     * Wraps {@code delegate}, registering the counters in {@code registry} with {@code tags}.
+     *
+     * @param delegate the engine to wrap; closing this closes it
+     * @param registry the registry the counters are registered in
+     * @param tags     tags every meter carries (for example the engine id and TP rank)
+     */
     public MeteredTransferEngine(TransferEngine delegate, MeterRegistry registry, Iterable<Tag> tags) {
         this.delegate = Objects.requireNonNull(delegate, "delegate");
         Objects.requireNonNull(registry, "registry");
@@ -69,13 +87,19 @@ public final class MeteredTransferEngine implements TransferEngine {
         syncFailures = counter(registry, FAILURES, t.and("api", "sync"), "failed transfers");
         batchFailures = counter(registry, FAILURES, t.and("api", "batch"), "failed transfers");
         limitsHit = counter(registry, LIMITS_HIT, t, "submissions refused because the batch was full");
+        if (delegate instanceof TcpTransferEngine tcp) {
+            FunctionCounter.builder(REJECTED_REQUESTS, tcp, TcpTransferEngine::rejectedDataRequests)
+                    .tags(t.and("server", "data"))
+                    .description("requests from peers the data port rejected (outside registered memory, bad opcode)")
+                    .register(registry);
+        }
     }
 
     private static Counter counter(MeterRegistry r, String name, Tags tags, String description) {
         return Counter.builder(name).tags(tags).description(description).register(r);
     }
 
-    /** The wrapped engine. */
+    /** {@return the wrapped engine} */
     public TransferEngine delegate() {
         return delegate;
     }

@@ -40,11 +40,17 @@ import java.util.concurrent.CopyOnWriteArrayList;
  */
 public final class MooncakeConnectorMetrics implements MeterBinder {
 
+    /** Timer of each successful transfer. */
     public static final String XFER_TIME = "vllm:mooncake_xfer_time";
+    /** Summary of the bytes of each successful transfer. */
     public static final String BYTES = "vllm:mooncake_bytes_transferred";
+    /** Summary of the descriptors of each successful transfer. */
     public static final String DESCRIPTORS = "vllm:mooncake_num_descriptors";
+    /** Counter of failed transfers (P). */
     public static final String FAILED_TRANSFERS = "vllm:mooncake_num_failed_transfers";
+    /** Counter of failed receives (D). */
     public static final String FAILED_RECVS = "vllm:mooncake_num_failed_recvs";
+    /** Counter of sends expired after the abort timeout (P). */
     public static final String EXPIRED = "vllm:mooncake_num_kv_expired_reqs";
 
     private record Meters(Timer time, DistributionSummary bytes, DistributionSummary descriptors,
@@ -58,7 +64,11 @@ public final class MooncakeConnectorMetrics implements MeterBinder {
         this(Tags.empty());
     }
 
-    /** Meters carrying {@code tags} (for example the engine id and TP rank, as vLLM's engine label). */
+    /**
+     * Meters carrying {@code tags} (for example the engine id and TP rank, as vLLM's engine label).
+     *
+     * @param tags tags every meter carries (for example the engine id and TP rank)
+     */
     public MooncakeConnectorMetrics(Iterable<Tag> tags) {
         this.tags = Tags.of(Objects.requireNonNull(tags, "tags"));
     }
@@ -93,7 +103,11 @@ public final class MooncakeConnectorMetrics implements MeterBinder {
         return Duration.ofMillis(millis);
     }
 
-    /** Adds one snapshot of the worker's statistics to every bound registry. */
+    /**
+     * Adds one snapshot of the worker's statistics to every bound registry.
+     *
+     * @param stats a drained snapshot of the worker's statistics
+     */
     public void record(MooncakeKvConnectorStats stats) {
         Objects.requireNonNull(stats, "stats");
         long failedTransfers = stats.numFailedTransfers();

@@ -85,6 +85,7 @@ public final class ServeNode implements AutoCloseable {
     private final SimEngine engine;
     private final HttpServer server;
     private final ExecutorService executor;
+    private volatile MetricsRoute metrics = MetricsRoute.NONE;
     private final long created = System.currentTimeMillis() / 1000;
     private final AtomicLong seq = new AtomicLong();
     private final AtomicLong requestsOk = new AtomicLong();
@@ -142,8 +143,9 @@ public final class ServeNode implements AutoCloseable {
             deviceMemory.checkLocation("cuda:" + options.gpuId());
             placement = SimEngine.KvPlacement.gpu(deviceMemory, options.gpuId());
         }
-        SimEngine.WorkerFactory factory = sharingBootstrapPort(
-                ConnectorSimWorker.factory(engines, b -> b.bootstrapBindHost(options.host())));
+        MetricsRoute metrics = MetricsRoute.create(); // GET /metrics when Micrometer's Prometheus registry is present
+        SimEngine.WorkerFactory factory = sharingBootstrapPort(ConnectorSimWorker.factory(
+                cfg -> metrics.meter(engines.apply(cfg), cfg), b -> b.bootstrapBindHost(options.host())));
         SimEngine engine = SimEngine.start(options.connector(), options.model(), options.numBlocks(),
                 new SimEngine.Limits(options.maxNumSeqs(), options.maxNumBatchedTokens()), factory, placement,
                 SimEngine.Sampling.KV);
@@ -159,6 +161,8 @@ public final class ServeNode implements AutoCloseable {
                     options.host(), options.port(), e.getMessage()), e);
         }
         ServeNode node = new ServeNode(options, engine, server, executor);
+        metrics.bind(engine);
+        node.metrics = metrics;
         server.createContext("/", node::handle);
         server.setExecutor(executor);
         server.start();
@@ -360,6 +364,7 @@ public final class ServeNode implements AutoCloseable {
         server.stop(0);
         executor.close();
         clientWatch.close();
+        metrics.close();
         LOG.info("engine {} stopped ({})", engineId(), clean ? "drained" : "drain timed out");
     }
 
@@ -388,6 +393,20 @@ public final class ServeNode implements AutoCloseable {
                 case "/v1/models" -> {
                     requireMethod(method, "GET");
                     sendJson(ex, 200, models());
+                }
+                case "/metrics" -> {
+                    requireMethod(method, "GET");
+                    MetricsRoute m = metrics;
+                    if (!m.available()) {
+                        throw new OpenAiError(404, "NotFoundError", null,
+                                "no /metrics: io.micrometer:micrometer-registry-prometheus is not on the class path");
+                    }
+                    byte[] b = m.scrape().getBytes(StandardCharsets.UTF_8);
+                    ex.getResponseHeaders().set("Content-Type", m.contentType());
+                    ex.sendResponseHeaders(200, b.length);
+                    try (OutputStream out = ex.getResponseBody()) {
+                        out.write(b);
+                    }
                 }
                 case "/mooncake/status" -> {
                     requireMethod(method, "GET");

@@ -33,6 +33,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Consumer;
 import java.util.function.IntConsumer;
 
 import org.slf4j.Logger;
@@ -208,6 +209,7 @@ public final class SimEngine implements AutoCloseable {
     private final TpOutputAggregator aggregator;
     private final long bytesPerBlockAllRanks;
     private final MooncakeKvConnectorStats stats = new MooncakeKvConnectorStats();
+    private volatile Consumer<MooncakeKvConnectorStats> statsListener = s -> { };
     private final LinkedBlockingQueue<SimRequest> incoming = new LinkedBlockingQueue<>();
     private final java.util.concurrent.ConcurrentLinkedQueue<String[]> aborts =
             new java.util.concurrent.ConcurrentLinkedQueue<>();
@@ -399,6 +401,14 @@ public final class SimEngine implements AutoCloseable {
     /** A copy of the connector stats gathered from every rank so far. */
     public MooncakeKvConnectorStats kvConnectorStats() {
         return stats.copy();
+    }
+
+    /**
+     * Also hands each rank's statistics of each step (a drained snapshot) to {@code listener}, on the
+     * step thread: for meters ({@code MooncakeConnectorMetrics::record}). Replaces the previous one.
+     */
+    public void onKvConnectorStats(Consumer<MooncakeKvConnectorStats> listener) {
+        this.statsListener = java.util.Objects.requireNonNull(listener, "listener");
     }
 
     /**
@@ -598,7 +608,10 @@ public final class SimEngine implements AutoCloseable {
             }
             results.add(w.getTransferResults());
             invalidBlocks.addAll(w.getBlockIdsWithLoadErrors());
-            w.getKvConnectorStats().ifPresent(stats::aggregate);
+            w.getKvConnectorStats().ifPresent(s -> {
+                stats.aggregate(s);
+                statsListener.accept(s);
+            });
         }
         SimWorker.TransferResults merged = aggregator.aggregate(results);
         return update(scheduled, merged, admitted) || aborted;

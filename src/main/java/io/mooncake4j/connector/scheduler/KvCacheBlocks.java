@@ -15,15 +15,21 @@ public interface KvCacheBlocks {
      * configuration, in group order, the ids of this request's blocks that are not prefix-cache
      * hits (they have no block hash yet) — the blocks that will receive the external tokens. The
      * connector copies what it keeps; it never modifies the arrays.
+     *
+     * @return per KV-cache group, the ids of the request's blocks that are not prefix-cache hits
      */
     int[][] unhashedBlockIdsAllGroups();
 
-    /** Blocks whose unhashed ids per group are {@code perGroup} (used as given, not copied). */
+    /**
+     * {@return blocks whose unhashed ids per group are {@code perGroup} (used as given, not copied)}
+     *
+     * @param perGroup block ids per KV-cache group
+     */
     static KvCacheBlocks ofUnhashed(int[]... perGroup) {
         return () -> perGroup;
     }
 
-    /** No blocks (zero groups). */
+    /** {@return no blocks (zero groups)} */
     static KvCacheBlocks empty() {
         return () -> BlockIds.NONE;
     }

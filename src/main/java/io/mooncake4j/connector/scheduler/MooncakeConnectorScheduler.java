@@ -58,15 +58,25 @@ public final class MooncakeConnectorScheduler {
      */
     public record Options(boolean disableHybridKvCacheManager, boolean transferIdCollisionGuard) {
 
-        /** vLLM's defaults: hybrid KV-cache manager enabled, no collision guard. */
+        /** {@return vLLM's defaults: hybrid KV-cache manager enabled, no collision guard} */
         public static Options defaults() {
             return new Options(false, false);
         }
 
+        /**
+         * {@return these options with vLLM's {@code disable_hybrid_kv_cache_manager} set to {@code v}}
+         *
+         * @param v whether the hybrid KV-cache manager is disabled
+         */
         public Options withDisableHybridKvCacheManager(boolean v) {
             return new Options(v, transferIdCollisionGuard);
         }
 
+        /**
+         * {@return these options with the transfer-id collision guard on or off}
+         *
+         * @param v whether the guard is on
+         */
         public Options withTransferIdCollisionGuard(boolean v) {
             return new Options(disableHybridKvCacheManager, v);
         }
@@ -98,12 +108,20 @@ public final class MooncakeConnectorScheduler {
     /** Collision guard only: transfer ids in {@code reqsNotProcessed} → the request that owned them. */
     private Map<String, String> abortedOwners = new HashMap<>();
 
-    /** A scheduler with {@link Options#defaults()}. */
+    /**
+     * A scheduler with {@link Options#defaults()}.
+     *
+     * @param config        the connector configuration of this rank
+     * @param kvCacheConfig the engine's KV-cache groups (vLLM's KV cache config)
+     * @param blockSize     the scheduler's block size in tokens
+     */
     public MooncakeConnectorScheduler(MooncakeConnectorConfig config, KvCacheConfig kvCacheConfig, int blockSize) {
         this(config, kvCacheConfig, blockSize, Options.defaults());
     }
 
     /**
+     * A scheduler with {@code options}.
+     *
      * @param config        the connector configuration; its role and engine id are used
      * @param kvCacheConfig the KV-cache groups of this engine; every group is a transfer group, and
      *                      its index is the group index of every per-group block-id list
@@ -157,6 +175,9 @@ public final class MooncakeConnectorScheduler {
      * answers {@code (prompt tokens − numComputedTokens, true)} when positive — the KV arrives
      * asynchronously; every other request answers {@code (0, false)}. Side-effect free.
      *
+     * @param request           the request (the embedder's view of it)
+     * @param numComputedTokens tokens already computed locally (a prefix-cache hit)
+     * @return the external token count and whether they load asynchronously
      * @throws ConnectorException when a {@code do_remote_prefill} request reaches a {@code kv_producer}
      */
     public MatchedTokens getNumNewMatchedTokens(Request request, int numComputedTokens) {
@@ -200,6 +221,7 @@ public final class MooncakeConnectorScheduler {
      *       request's {@code do_remote_decode} is set to {@code false}.</li>
      * </ul>
      *
+     * @param request the request (the embedder's view of it)
      * @param blocks            the blocks allocated to the request; may be {@code null} when
      *                          {@code numExternalTokens == 0}
      * @param numExternalTokens the count returned by {@link #getNumNewMatchedTokens} for this request
@@ -261,6 +283,9 @@ public final class MooncakeConnectorScheduler {
      * a local prefix-cache hit; the last one the partial tail block), so that the worker's
      * {@code saveKvLayer} can push each layer of them as soon as it is written.
      *
+     * @param request        the request (the embedder's view of it)
+     * @param computedBefore tokens computed before this step
+     * @param computedAfter  tokens computed after this step
      * @param blockIds the request's prompt blocks per KV-cache group (at least the blocks up to
      *                 {@code computedAfter})
      */
@@ -306,7 +331,7 @@ public final class MooncakeConnectorScheduler {
                 chunk, Math.min(first, end), total, last));
     }
 
-    /** Whether {@link #recordPrefillChunk} files chunks (layer-wise push on, full-attention groups only). */
+    /** {@return whether {@link #recordPrefillChunk} files chunks (layer-wise push on, full-attention groups only)} */
     public boolean layerwisePush() {
         return layerwise;
     }
@@ -324,6 +349,7 @@ public final class MooncakeConnectorScheduler {
      * and non-hybrid configurations are returned unchanged. The result is always a fresh deep copy.
      *
      * @param blockIds block ids per KV-cache group
+     * @return the block ids to transfer, per group
      * @throws ConnectorException {@code "Expected N KV cache groups, got M."} when clipping applies
      *                            and the group count differs from the configuration's
      */
@@ -354,6 +380,7 @@ public final class MooncakeConnectorScheduler {
      * resets the pending state. D pulls are shipped unless this is a {@code kv_producer}; P sends
      * and not-processed transfer ids unless this is a {@code kv_consumer}.
      *
+     * @return this step's metadata for every worker
      * @throws ConnectorException when a recorded request's params lost a required key in the
      *                            meantime (the pending state is reset regardless)
      */
@@ -408,6 +435,10 @@ public final class MooncakeConnectorScheduler {
     /**
      * vLLM's {@code request_finished} for a single-group request (the facade's
      * {@code request_finished(request, block_ids)}): {@code blockIds} becomes the one group.
+     *
+     * @param request  the request (the embedder's view of it)
+     * @param blockIds block ids per KV-cache group
+     * @return whether the caller must keep the blocks (P: until they are sent), and the params returned to the client
      */
     public RequestFinishedResult requestFinished(Request request, int[] blockIds) {
         return requestFinished(request, new int[][] {blockIds});
@@ -434,7 +465,9 @@ public final class MooncakeConnectorScheduler {
      * </ul>
      * The params returned are always {@code null}.
      *
+     * @param request the request (the embedder's view of it)
      * @param blockIds the request's block ids per KV-cache group
+     * @return whether the caller must keep the blocks (P: until they are sent), and the params returned to the client
      */
     public RequestFinishedResult requestFinished(Request request, int[][] blockIds) {
         Objects.requireNonNull(blockIds, "blockIds");
@@ -509,43 +542,43 @@ public final class MooncakeConnectorScheduler {
         }
     }
 
-    /** This engine's id. */
+    /** {@return this engine's id} */
     public String engineId() {
         return engineId;
     }
 
-    /** This engine's role. */
+    /** {@return this engine's role} */
     public KvRole kvRole() {
         return kvRole;
     }
 
-    /** The scheduler block size in tokens. */
+    /** {@return the scheduler block size in tokens} */
     public int blockSize() {
         return blockSize;
     }
 
     /** The switches this scheduler was built with. */
-    public Options options() {
+    Options options() {
         return options;
     }
 
     /** vLLM's {@code _is_hma_required}: hybrid manager enabled and some group not full attention. */
-    public boolean isHmaRequired() {
+    boolean isHmaRequired() {
         return hmaRequired;
     }
 
     /** vLLM's {@code _has_mamba}: the configuration has Mamba/GDN layers. */
-    public boolean hasMamba() {
+    boolean hasMamba() {
         return hasMamba;
     }
 
     /** vLLM's {@code blocks_per_sw}, one entry per group (0 for non-sliding-window groups); a copy. */
-    public int[] blocksPerSw() {
+    int[] blocksPerSw() {
         return blocksPerSw.clone();
     }
 
     /** Collision guard only: the transfer ids currently owned by a P request (a copy). */
-    public Set<String> activeTransferIds() {
+    Set<String> activeTransferIds() {
         return Set.copyOf(activeTransferIds.keySet());
     }
 }

@@ -7,10 +7,15 @@ package io.mooncake4j.connector.scheduler;
  * the rest are listed so that an embedder can map its own states one to one.
  */
 public enum RequestStatus {
+    /** Queued, not scheduled yet. */
     WAITING,
+    /** Waiting for a structured-output grammar. */
     WAITING_FOR_FSM,
+    /** D: waiting for its KV cache from P. */
     WAITING_FOR_REMOTE_KVS,
+    /** Scheduled. */
     RUNNING,
+    /** Preempted; its blocks were freed. */
     PREEMPTED,
     /** Finished by a stop string or token. */
     FINISHED_STOPPED,
@@ -23,7 +28,7 @@ public enum RequestStatus {
     /** Finished with an internal error. */
     FINISHED_ERROR;
 
-    /** vLLM's {@code RequestStatus.is_finished}. */
+    /** {@return vLLM's {@code RequestStatus.is_finished}} */
     public boolean isFinished() {
         return ordinal() >= FINISHED_STOPPED.ordinal();
     }

@@ -13,9 +13,13 @@ public final class EngineInitializationException extends ConnectorException {
     /** vLLM's message, kept verbatim. */
     public static final String MESSAGE = "Mooncake Transfer Engine initialization failed.";
 
+    /** The code {@code initialize} returned. */
     private final int returnCode;
+    /** The hostname passed to {@code initialize}. */
     private final String hostname;
+    /** The protocol passed to {@code initialize}. */
     private final String protocol;
+    /** The device name passed to {@code initialize}. */
     private final String deviceName;
 
     EngineInitializationException(int returnCode, String hostname, String protocol, String deviceName) {
@@ -26,19 +30,22 @@ public final class EngineInitializationException extends ConnectorException {
         this.deviceName = deviceName;
     }
 
-    /** What {@code initialize} returned. */
+    /** {@return what {@code initialize} returned} */
     public int returnCode() {
         return returnCode;
     }
 
+    /** {@return the hostname passed to {@code initialize}} */
     public String hostname() {
         return hostname;
     }
 
+    /** {@return the protocol passed to {@code initialize}} */
     public String protocol() {
         return protocol;
     }
 
+    /** {@return the device name passed to {@code initialize}} */
     public String deviceName() {
         return deviceName;
     }

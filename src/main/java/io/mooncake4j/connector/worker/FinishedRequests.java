@@ -13,12 +13,13 @@ import java.util.Set;
  */
 public record FinishedRequests(Set<String> finishedSending, Set<String> finishedRecving) {
 
+    /** Keeps unmodifiable copies of the collections. */
     public FinishedRequests {
         finishedSending = Set.copyOf(Objects.requireNonNull(finishedSending, "finishedSending"));
         finishedRecving = Set.copyOf(Objects.requireNonNull(finishedRecving, "finishedRecving"));
     }
 
-    /** Both sets empty. */
+    /** {@return both sets empty} */
     public boolean isEmpty() {
         return finishedSending.isEmpty() && finishedRecving.isEmpty();
     }

@@ -15,11 +15,17 @@ public final class KvCacheRegistrationException extends ConnectorException {
     /** vLLM's first sentence, kept verbatim. */
     public static final String MESSAGE = "Mooncake batch memory registration failed.";
 
+    /** The code the engine returned. */
     private final int returnCode;
+    /** Registration attempts made. */
     private final int attempts;
+    /** Bytes to register. */
     private final long totalBytes;
+    /** Whether the memlock limit could be read. */
     private final boolean memlockKnown;
+    /** The soft RLIMIT_MEMLOCK, when known. */
     private final long memlockLimit;
+    /** Locations of the storages. */
     private final String[] locations;
 
     KvCacheRegistrationException(String details, int returnCode, int attempts, long totalBytes,
@@ -33,17 +39,17 @@ public final class KvCacheRegistrationException extends ConnectorException {
         this.locations = locations.toArray(String[]::new);
     }
 
-    /** The engine's return code of the last attempt. */
+    /** {@return the engine's return code of the last attempt} */
     public int returnCode() {
         return returnCode;
     }
 
-    /** How many times {@code batchRegisterMemory} was called. */
+    /** {@return how many times {@code batchRegisterMemory} was called} */
     public int attempts() {
         return attempts;
     }
 
-    /** Bytes of all storages that were to be registered. */
+    /** {@return bytes of all storages that were to be registered} */
     public long totalBytes() {
         return totalBytes;
     }
@@ -51,12 +57,14 @@ public final class KvCacheRegistrationException extends ConnectorException {
     /**
      * The soft {@code RLIMIT_MEMLOCK} in bytes ({@link io.mooncake4j.internal.sys.ResourceLimits#UNLIMITED}
      * = -1 for none), empty when it could not be read.
+     *
+     * @return the soft {@code RLIMIT_MEMLOCK} in bytes (-1: unlimited), empty when it could not be read
      */
     public OptionalLong memlockLimit() {
         return memlockKnown ? OptionalLong.of(memlockLimit) : OptionalLong.empty();
     }
 
-    /** The distinct locations of the storages ({@code cpu:0}, {@code cuda:1}, ...), in first-seen order. */
+    /** {@return the distinct locations of the storages ({@code cpu:0}, {@code cuda:1}, ...), in first-seen order} */
     public List<String> locations() {
         return List.of(locations);
     }

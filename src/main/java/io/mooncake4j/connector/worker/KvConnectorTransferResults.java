@@ -17,6 +17,7 @@ import java.util.Set;
 public record KvConnectorTransferResults(Set<String> finishedSending, Set<String> finishedRecving,
         Set<String> failedRecving) {
 
+    /** Keeps unmodifiable copies of the collections. */
     public KvConnectorTransferResults {
         finishedSending = Set.copyOf(Objects.requireNonNull(finishedSending, "finishedSending"));
         finishedRecving = Set.copyOf(Objects.requireNonNull(finishedRecving, "finishedRecving"));

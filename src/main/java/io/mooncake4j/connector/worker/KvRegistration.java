@@ -26,6 +26,7 @@ public record KvRegistration(
         List<Integer> registeredGroupIndices,
         List<MemoryStorage> storages) {
 
+    /** Keeps unmodifiable copies of the collections. */
     public KvRegistration {
         kvCachesBaseAddr = List.copyOf(kvCachesBaseAddr);
         blockLenPerLayer = List.copyOf(blockLenPerLayer);
@@ -41,12 +42,12 @@ public record KvRegistration(
         }
     }
 
-    /** Number of transfer regions. */
+    /** {@return number of transfer regions} */
     public int regionCount() {
         return kvCachesBaseAddr.size();
     }
 
-    /** Base addresses of the registered storages ({@code seen_base_addresses}). */
+    /** {@return base addresses of the registered storages ({@code seen_base_addresses})} */
     public List<Long> seenBaseAddresses() {
         return storages.stream().map(MemoryStorage::address).toList();
     }

@@ -8,7 +8,7 @@ import java.util.Locale;
  *
  * @see <a href="https://github.com/vllm-project/vllm">vllm/model_executor/models/utils.py extract_layer_index</a>
  */
-public final class LayerNames {
+final class LayerNames {
 
     private LayerNames() {}
 

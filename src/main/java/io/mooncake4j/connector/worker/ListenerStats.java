@@ -12,6 +12,6 @@ package io.mooncake4j.connector.worker;
  * @param backlogPauses     times the listener stopped reading because the messages handed to the sender loop
  *                          and not yet handled exceeded their byte budget (4 × the maximum message size)
  */
-public record ListenerStats(long messagesReceived, long malformedMessages, long handlerErrors, long repliesSent,
+record ListenerStats(long messagesReceived, long malformedMessages, long handlerErrors, long repliesSent,
                             long repliesDropped, long listenerErrors, long backlogPauses) {
 }

@@ -1,7 +1,7 @@
 package io.mooncake4j.connector.worker;
 
 /** How the host bytes to register compare with the soft {@code RLIMIT_MEMLOCK}. */
-public enum MemlockVerdict {
+enum MemlockVerdict {
     /** The protocol does not pin memory against the locked-memory limit (for example tcp). */
     NOT_APPLICABLE("not applicable for this protocol"),
     /** The limit could not be read (not Linux, or native access disabled). */

@@ -65,7 +65,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(MooncakeConnectorWorker.class);
 
     /** vLLM's message when nothing is registered, kept verbatim. */
-    public static final String NO_KV_CACHES_MESSAGE = "No KV cache tensors were registered with Mooncake.";
+    static final String NO_KV_CACHES_MESSAGE = "No KV cache tensors were registered with Mooncake.";
 
     private final MooncakeConnectorConfig config;
     private final TransferEngine engine;
@@ -107,7 +107,13 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     /** Completed when close() starts: a call waiting on a loop returns instead of waiting for a task close may drop. */
     private final CompletableFuture<Void> closing = new CompletableFuture<>();
 
-    /** A worker with the default options; see {@link #builder}. */
+    /**
+     * A worker with the default options; see {@link #builder}.
+     *
+     * @param config        the connector configuration of this rank
+     * @param engine        the transfer engine, not yet initialised (the worker initialises it; the caller closes it)
+     * @param kvCacheConfig the engine's KV-cache groups (vLLM's KV cache config)
+     */
     public MooncakeConnectorWorker(MooncakeConnectorConfig config, TransferEngine engine, KvCacheConfig kvCacheConfig) {
         this(builder(config, engine, kvCacheConfig));
     }
@@ -145,7 +151,13 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         LOG.debug("Mooncake Transfer Engine initialized at {}:{}", config.hostname(), rpcPort);
     }
 
-    /** A builder for a worker with test or embedding hooks. */
+    /**
+     * {@return a builder for a worker with test or embedding hooks}
+     *
+     * @param config        the connector configuration of this rank
+     * @param engine        the transfer engine, not yet initialised (the worker initialises it; the caller closes it)
+     * @param kvCacheConfig the engine's KV-cache groups (vLLM's KV cache config)
+     */
     public static Builder builder(MooncakeConnectorConfig config, TransferEngine engine, KvCacheConfig kvCacheConfig) {
         return new Builder(config, engine, kvCacheConfig);
     }
@@ -156,6 +168,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
      * so that GPU memory it cannot reach is refused before registration, with the engine's reason and fix.
      *
      * @param kvCaches layer name to the layer's tensors (one fused tensor, or several such as K and V), in layer order
+     * @return the plan, to inspect or to register
      * @throws ConnectorException when a region's transfer length exceeds its block stride
      */
     public RegistrationPlan planRegistration(Map<String, List<KvCacheTensor>> kvCaches) {
@@ -181,7 +194,12 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         return registerKvCaches(planRegistration(kvCaches));
     }
 
-    /** Registers a plan made by {@link #planRegistration} of this worker; see {@link #registerKvCaches(Map)}. */
+    /**
+     * Registers a plan made by {@link #planRegistration} of this worker; see {@link #registerKvCaches(Map)}.
+     *
+     * @param plan a plan made by {@link #planRegistration} of this worker
+     * @return what was registered (vLLM's registration facts)
+     */
     public KvRegistration registerKvCaches(RegistrationPlan plan) {
         Objects.requireNonNull(plan, "plan");
         synchronized (lock) {
@@ -409,12 +427,12 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
      * {@code send_kv_to_decode}); tests use it to observe raw messages. May be called before or
      * after {@link #registerKvCaches}; messages already queued use the handler current when they run.
      */
-    public void setSideChannelHandler(SideChannelHandler handler) {
+    void setSideChannelHandler(SideChannelHandler handler) {
         this.sideChannelHandler = Objects.requireNonNull(handler, "handler");
     }
 
     /** The handler now installed: a replacement, or the send path (null before registration). */
-    public SideChannelHandler sideChannelHandler() {
+    SideChannelHandler sideChannelHandler() {
         SideChannelHandler h = sideChannelHandler;
         return h != null ? h : sender;
     }
@@ -425,7 +443,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
      *
      * @throws IllegalStateException before the listener started, after close, or on a consumer
      */
-    public Executor senderLoop() {
+    Executor senderLoop() {
         synchronized (lock) {
             if (listener == null || closed) {
                 throw new IllegalStateException("no sender loop: " + (closed ? "worker is closed"
@@ -435,7 +453,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         }
     }
 
-    /** The ROUTER port decode workers connect to; 0 before registration and on consumers. */
+    /** {@return the ROUTER port decode workers connect to; 0 before registration and on consumers} */
     public int sideChannelPort() {
         synchronized (lock) {
             return sideChannelPort;
@@ -443,13 +461,13 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     }
 
     /** Counters of the side-channel listener; all zero when there is none. */
-    public ListenerStats listenerStats() {
+    ListenerStats listenerStats() {
         synchronized (lock) {
             return listener == null ? new ListenerStats(0, 0, 0, 0, 0, 0, 0) : listener.stats();
         }
     }
 
-    /** The registration, or null before {@link #registerKvCaches} succeeded. */
+    /** {@return the registration, or null before {@link #registerKvCaches} succeeded} */
     public KvRegistration registration() {
         synchronized (lock) {
             return registration;
@@ -457,36 +475,37 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     }
 
     /** The plan that was registered, or null before {@link #registerKvCaches} succeeded. */
-    public RegistrationPlan registeredPlan() {
+    RegistrationPlan registeredPlan() {
         synchronized (lock) {
             return registeredPlan;
         }
     }
 
-    /** The engine's RPC port (vLLM's {@code rpc_port}). */
+    /** {@return the engine's RPC port (vLLM's {@code rpc_port})} */
     public int rpcPort() {
         return rpcPort;
     }
 
     /** The engine; owned by the caller. */
-    public TransferEngine engine() {
+    TransferEngine engine() {
         return engine;
     }
 
+    /** {@return the configuration this worker runs with} */
     public MooncakeConnectorConfig config() {
         return config;
     }
 
-    public KvCacheConfig kvCacheConfig() {
+    KvCacheConfig kvCacheConfig() {
         return kvCacheConfig;
     }
 
-    /** vLLM's {@code is_kv_producer}. */
+    /** {@return vLLM's {@code is_kv_producer}} */
     public boolean isKvProducer() {
         return isKvProducer;
     }
 
-    /** vLLM's {@code is_kv_consumer}. */
+    /** {@return vLLM's {@code is_kv_consumer}} */
     public boolean isKvConsumer() {
         return isKvConsumer;
     }
@@ -498,6 +517,8 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
      * sends ({@code reqs_to_send}, {@code reqs_not_processed}) to the sender loop, and returns at
      * once. Errors inside (and calls before {@link #registerKvCaches}) are logged and counted
      * ({@link #backgroundErrorCount()}), never dropped.
+     *
+     * @param metadata this step's connector metadata from the scheduler
      */
     public void startLoadKv(MooncakeConnectorMetadata metadata) {
         Objects.requireNonNull(metadata, "metadata");
@@ -536,6 +557,8 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
      * prefill chunks ({@link MooncakeConnectorMetadata#layerwiseChunks()}) to every D whose pull has
      * arrived; a pull that arrives later gets the layers saved so far at once. Returns at once; a
      * no-op on D, with {@code layerwise_push} off, or when the step has no chunks.
+     *
+     * @param layerName the layer's name, as in the KV-cache tensors map
      */
     public void saveKvLayer(String layerName) {
         Objects.requireNonNull(layerName, "layerName");
@@ -580,6 +603,8 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
      * vLLM's {@code get_finished}: the P requests whose blocks may be freed (sent, or expired after
      * the abort timeout) and the D requests whose load ended (received or failed) since the last
      * call. Waits briefly for both loops; never null.
+     *
+     * @return the request ids that finished sending and receiving
      */
     public FinishedRequests getFinished() {
         Set<String> sending = Set.of();
@@ -636,6 +661,8 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     /**
      * vLLM's {@code get_transfer_results}: {@link #getFinished()} plus the D requests whose load
      * failed and that are reported per request (see {@link KvConnectorTransferResults}).
+     *
+     * @return the request ids that finished sending and receiving
      */
     public KvConnectorTransferResults getTransferResults() {
         synchronized (failedNotYetFinished) {
@@ -663,6 +690,8 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     /**
      * vLLM's {@code get_block_ids_with_load_errors}: the local block ids of failed loads since the
      * last call (models whose KV groups are all full attention; see {@link KvConnectorTransferResults}).
+     *
+     * @return the block ids, possibly empty
      */
     public Set<Integer> getBlockIdsWithLoadErrors() {
         Set<Integer> out = new java.util.LinkedHashSet<>();
@@ -676,7 +705,9 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         return out;
     }
 
-    /** vLLM's {@code get_kv_connector_stats}: empty when nothing was recorded, else the stats since the last call. */
+    /**
+     * {@return vLLM's {@code get_kv_connector_stats}: empty when nothing was recorded, else the stats since the last call}
+     */
     public Optional<MooncakeKvConnectorStats> getKvConnectorStats() {
         if (xferStats.isEmpty()) {
             return Optional.empty();
@@ -685,11 +716,11 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     }
 
     /** Exceptions of background work (loops, transfer pool, pull I/O) so far; each was logged. */
-    public long backgroundErrorCount() {
+    long backgroundErrorCount() {
         return backgroundErrors.count();
     }
 
-    /** The port of the bootstrap server this worker launched, or -1 when it launched none. */
+    /** {@return the port of the bootstrap server this worker launched, or -1 when it launched none} */
     public int bootstrapServerPort() {
         synchronized (lock) {
             return bootstrapServer == null ? -1 : bootstrapServer.port();
@@ -699,6 +730,8 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     /**
      * The base URL decode workers use as {@code remote_bootstrap_addr} for this engine
      * ({@code http://<hostname>:<bound port>}), when this worker launched the bootstrap server.
+     *
+     * @return the URL, or empty when this worker launched no bootstrap server
      */
     public Optional<String> bootstrapServerUrl() {
         int port = bootstrapServerPort();
@@ -706,7 +739,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     }
 
     /** The bootstrap server this worker launched, if any (tests; embedders use its address). */
-    public Optional<MooncakeBootstrapServer> bootstrapServer() {
+    Optional<MooncakeBootstrapServer> bootstrapServer() {
         synchronized (lock) {
             return Optional.ofNullable(bootstrapServer);
         }
@@ -724,8 +757,24 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         return receiver;
     }
 
+    /**
+     * The side channel's cumulative counters (limits hit, error replies, dropped messages, background
+     * errors); all zero before registration. Reads counters only: never waits on the worker's loops.
+     *
+     * @return a snapshot of the counters
+     */
+    public WorkerCounters counters() {
+        KvSender s = sender;
+        KvReceiver r = receiver;
+        ListenerStats l = listenerStats();
+        return new WorkerCounters(s == null ? 0 : s.limitRejections(), s == null ? 0 : s.errorReplies(),
+                l.malformedMessages(), l.repliesDropped(), l.backlogPauses(),
+                s == null ? 0 : s.placeholdersExpired(), s == null ? 0 : s.staleWaves(),
+                r == null ? 0 : r.channels().handshakeRetries(), backgroundErrors.count());
+    }
+
     /** Side-channel facts of the send and receive paths, for tests and diagnostics; waits on the loops. */
-    public WorkerDiagnostics diagnostics() {
+    WorkerDiagnostics diagnostics() {
         int pending = -1;
         int activePulls = -1;
         long errorReplies = 0;
@@ -777,6 +826,8 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
      * threads of both. A thread that died was logged once at ERROR and counted; one that was
      * recreated leaves the worker healthy, one that could not be makes it unhealthy with the reason.
      * Cheap and safe from any thread.
+     *
+     * @return the health now: healthy or not, the problems, loop deaths and recoveries
      */
     public WorkerHealth health() {
         WorkerHealth h = healthMonitor.snapshot();
@@ -879,7 +930,11 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
             this.kvCacheConfig = Objects.requireNonNull(kvCacheConfig, "kvCacheConfig");
         }
 
-        /** vLLM's {@code _physical_blocks_per_logical_kv_block} (kernel blocks per logical block); default 1. */
+        /**
+         * {@return vLLM's {@code _physical_blocks_per_logical_kv_block} (kernel blocks per logical block); default 1}
+         *
+         * @param n kernel blocks per logical block
+         */
         public Builder physicalBlocksPerLogicalBlock(int n) {
             if (n <= 0) {
                 throw new IllegalArgumentException("physicalBlocksPerLogicalBlock must be positive, got " + n);
@@ -888,20 +943,24 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
             return this;
         }
 
-        /** Where the soft RLIMIT_MEMLOCK comes from (tests pin it); default getrlimit(2), unlimited with CAP_IPC_LOCK. */
+        /**
+         * {@return where the soft RLIMIT_MEMLOCK comes from (tests pin it); default getrlimit(2), unlimited with CAP_IPC_LOCK}
+         *
+         * @param source supplies the soft limit, empty when unlimited
+         */
         public Builder memlockLimit(Supplier<OptionalLong> source) {
             this.memlockLimit = Objects.requireNonNull(source, "source");
             return this;
         }
 
         /** Replaces the side-channel handler (tests); default: the send path ({@code send_kv_to_decode}). */
-        public Builder sideChannelHandler(SideChannelHandler handler) {
+        Builder sideChannelHandler(SideChannelHandler handler) {
             this.sideChannelHandler = Objects.requireNonNull(handler, "handler");
             return this;
         }
 
         /** The monotonic clock of P's expiry (vLLM's {@code perf_counter}), in nanoseconds; default {@link System#nanoTime}. */
-        public Builder nanoClock(LongSupplier clock) {
+        Builder nanoClock(LongSupplier clock) {
             this.nanoClock = Objects.requireNonNull(clock, "clock");
             return this;
         }
@@ -910,6 +969,10 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
          * Model facts of the heterogeneous-TP math (spec §6.10): whether the model uses MLA, and its
          * total number of KV heads. Default: not MLA, and as many heads as any TP size (no head
          * replication).
+         *
+         * @param useMla          whether the model uses MLA (one latent KV shared by all heads)
+         * @param totalNumKvHeads the model's total number of KV heads (all ranks)
+         * @return this builder
          */
         public Builder model(boolean useMla, int totalNumKvHeads) {
             if (totalNumKvHeads < 1) {
@@ -920,13 +983,22 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
             return this;
         }
 
-        /** The address a launched bootstrap server binds; default {@value MooncakeBootstrapServer#DEFAULT_HOST} as vLLM. */
+        /**
+         * {@return the address a launched bootstrap server binds; default {@value MooncakeBootstrapServer#DEFAULT_HOST} as vLLM}
+         *
+         * @param host the address to bind
+         */
         public Builder bootstrapBindHost(String host) {
             this.bootstrapBindHost = Objects.requireNonNull(host, "host");
             return this;
         }
 
-        /** D's receive timeout is the abort timeout plus this margin (vLLM: 60 s, "let P time out first"). */
+        /**
+         * D's receive timeout is the abort timeout plus this margin (vLLM: 60 s, "let P time out first").
+         *
+         * @param margin added to the abort timeout
+         * @return this builder
+         */
         public Builder receiveTimeoutMargin(Duration margin) {
             if (margin.isNegative()) {
                 throw new IllegalArgumentException("receiveTimeoutMargin must be >= 0, got " + margin);
@@ -938,6 +1010,9 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         /**
          * How long a new DEALER connection may take to complete its ZMTP handshake before it is
          * replaced (default 1 s; the n-th attempt waits n times this).
+         *
+         * @param timeout a new connection's handshake deadline
+         * @return this builder
          */
         public Builder handshakeTimeout(Duration timeout) {
             if (timeout.isNegative() || timeout.isZero()) {
@@ -951,6 +1026,9 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
          * Bounds on what side-channel peers can make this worker spend: maximum ZMQ message sizes,
          * pending pulls and placeholders, the transfer-pool share of one D (see
          * {@code docs/reliability.md}); default {@link SideChannelLimits#DEFAULTS}.
+         *
+         * @param limits the side-channel bounds
+         * @return this builder
          */
         public Builder sideChannelLimits(SideChannelLimits limits) {
             this.sideChannelLimits = Objects.requireNonNull(limits, "limits");
@@ -963,7 +1041,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
             return this;
         }
 
-        /** Initialises the engine and returns the worker. */
+        /** {@return initialises the engine and returns the worker} */
         public MooncakeConnectorWorker build() {
             return new MooncakeConnectorWorker(this);
         }

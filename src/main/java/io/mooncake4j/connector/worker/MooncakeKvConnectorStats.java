@@ -27,14 +27,23 @@ import java.util.Objects;
  */
 public final class MooncakeKvConnectorStats {
 
+    /** vLLM's {@link #reduce()} key for successful transfers. */
     public static final String NUM_SUCCESSFUL_TRANSFERS = "Num successful transfers";
+    /** vLLM's {@link #reduce()} key for the mean transfer time in ms. */
     public static final String AVG_XFER_TIME_MS = "Avg xfer time (ms)";
+    /** vLLM's {@link #reduce()} key for the 90th percentile of the transfer time in ms. */
     public static final String P90_XFER_TIME_MS = "P90 xfer time (ms)";
+    /** vLLM's {@link #reduce()} key for the mean MB per transfer. */
     public static final String AVG_MB_PER_TRANSFER = "Avg MB per transfer";
+    /** vLLM's {@link #reduce()} key for the throughput in MB/s. */
     public static final String THROUGHPUT_MB_S = "Throughput (MB/s)";
+    /** vLLM's {@link #reduce()} key for the mean descriptors per transfer. */
     public static final String AVG_NUMBER_OF_DESCRIPTORS = "Avg number of descriptors";
+    /** vLLM's {@link #reduce()} key for failed transfers. */
     public static final String NUM_FAILED_TRANSFERS = "Num failed transfers";
+    /** vLLM's {@link #reduce()} key for failed receives. */
     public static final String NUM_FAILED_RECVS = "Num failed recvs";
+    /** vLLM's {@link #reduce()} key for sends expired after the abort timeout. */
     public static final String NUM_KV_EXPIRED_REQS = "Num KV expired reqs";
 
     private final Object lock = new Object();
@@ -85,7 +94,13 @@ public final class MooncakeKvConnectorStats {
         }
     }
 
-    /** One successful {@code batchTransferSyncWrite}: its duration, bytes and descriptor count. */
+    /**
+     * One successful {@code batchTransferSyncWrite}: its duration, bytes and descriptor count.
+     *
+     * @param durationSeconds its duration in seconds
+     * @param totalBytes      the bytes it moved
+     * @param numDescriptors  its descriptors
+     */
     public void recordTransfer(double durationSeconds, long totalBytes, long numDescriptors) {
         synchronized (lock) {
             grow(transfers + 1);
@@ -117,7 +132,7 @@ public final class MooncakeKvConnectorStats {
         }
     }
 
-    /** vLLM's {@code clone_and_reset()}: a copy of the current values, leaving this instance empty. */
+    /** {@return vLLM's {@code clone_and_reset()}: a copy of the current values, leaving this instance empty} */
     public MooncakeKvConnectorStats cloneAndReset() {
         synchronized (lock) {
             MooncakeKvConnectorStats copy = snapshotLocked();
@@ -126,7 +141,7 @@ public final class MooncakeKvConnectorStats {
         }
     }
 
-    /** A copy of the current values. */
+    /** {@return a copy of the current values} */
     public MooncakeKvConnectorStats copy() {
         synchronized (lock) {
             return snapshotLocked();
@@ -139,7 +154,7 @@ public final class MooncakeKvConnectorStats {
                 Arrays.copyOf(descriptors, cap), transfers, failedTransfers, failedRecvs, expiredReqs);
     }
 
-    /** vLLM's {@code is_empty()}: no successful transfer and no failure of any kind. */
+    /** {@return vLLM's {@code is_empty()}: no successful transfer and no failure of any kind} */
     public boolean isEmpty() {
         synchronized (lock) {
             return transfers == 0 && failedTransfers == 0 && failedRecvs == 0 && expiredReqs == 0;
@@ -149,12 +164,21 @@ public final class MooncakeKvConnectorStats {
     /** Receives the successful transfers of a snapshot, one call each, in the order recorded. */
     @FunctionalInterface
     public interface TransferVisitor {
+        /**
+         * One successful transfer.
+         *
+         * @param durationSeconds its duration
+         * @param totalBytes      its bytes
+         * @param numDescriptors  its descriptors
+         */
         void transfer(double durationSeconds, long totalBytes, long numDescriptors);
     }
 
     /**
      * Visits every successful transfer recorded (metrics binders turn them into histograms); the
      * values are copied first, so {@code visitor} runs without the lock.
+     *
+     * @param visitor called once per transfer
      */
     public void forEachTransfer(TransferVisitor visitor) {
         Objects.requireNonNull(visitor, "visitor");
@@ -171,25 +195,28 @@ public final class MooncakeKvConnectorStats {
         }
     }
 
-    /** vLLM's {@code num_successful_transfers}. */
+    /** {@return vLLM's {@code num_successful_transfers}} */
     public int numSuccessfulTransfers() {
         synchronized (lock) {
             return transfers;
         }
     }
 
+    /** {@return vLLM's {@code num_failed_transfers}: failed transfers (P)} */
     public long numFailedTransfers() {
         synchronized (lock) {
             return failedTransfers;
         }
     }
 
+    /** {@return vLLM's {@code num_failed_recvs}: failed receives (D)} */
     public long numFailedRecvs() {
         synchronized (lock) {
             return failedRecvs;
         }
     }
 
+    /** {@return vLLM's {@code num_kv_expired_reqs}: sends expired after the abort timeout (P)} */
     public long numKvExpiredReqs() {
         synchronized (lock) {
             return expiredReqs;
@@ -199,6 +226,9 @@ public final class MooncakeKvConnectorStats {
     /**
      * vLLM's {@code aggregate(other)}: appends {@code other}'s values (unless it is empty) and
      * returns {@code this}. {@code other} is copied first, so the two locks are never held together.
+     *
+     * @param other the statistics to add
+     * @return this object
      */
     public MooncakeKvConnectorStats aggregate(MooncakeKvConnectorStats other) {
         Objects.requireNonNull(other, "other");
@@ -229,6 +259,8 @@ public final class MooncakeKvConnectorStats {
      * in ms (3 decimals), mean MiB per transfer (3 decimals), total MiB / total seconds (3
      * decimals; 0.0 when the total time is 0), mean descriptors (1 decimal). The failure counts
      * are {@code Long}s.
+     *
+     * @return the summary: vLLM's keys to their values
      */
     public Map<String, Number> reduce() {
         double[] dur;

@@ -53,6 +53,7 @@ public record RegistrationPlan(
         MemlockVerdict memlockVerdict,
         Map<String, DeviceMemoryAccess> deviceAccess) {
 
+    /** Keeps unmodifiable copies of the collections. */
     public RegistrationPlan {
         deviceAccess = Collections.unmodifiableMap(new LinkedHashMap<>(deviceAccess));
         Objects.requireNonNull(protocol, "protocol");
@@ -65,7 +66,7 @@ public record RegistrationPlan(
     }
 
     /** A plan not checked against an engine's GPU-memory support (no {@code deviceAccess}). */
-    public RegistrationPlan(String protocol, List<RegisteredRegion> regions, List<String> skippedLayers,
+    RegistrationPlan(String protocol, List<RegisteredRegion> regions, List<String> skippedLayers,
                             List<MemoryStorage> storages, long totalBytes, long hostBytes, List<String> locations,
                             OptionalLong memlockLimit, MemlockVerdict memlockVerdict) {
         this(protocol, regions, skippedLayers, storages, totalBytes, hostBytes, locations, memlockLimit,
@@ -83,7 +84,7 @@ public record RegistrationPlan(
      * @param memlockLimit                  the soft RLIMIT_MEMLOCK as {@link ResourceLimits#memlockSoftLimit()} reads it
      * @throws ConnectorException when a region's transfer length exceeds its block stride
      */
-    public static RegistrationPlan of(Map<String, List<KvCacheTensor>> kvCaches, KvCacheConfig kvCacheConfig,
+    static RegistrationPlan of(Map<String, List<KvCacheTensor>> kvCaches, KvCacheConfig kvCacheConfig,
                                       int physicalBlocksPerLogicalBlock, String protocol, OptionalLong memlockLimit) {
         return of(kvCaches, kvCacheConfig, physicalBlocksPerLogicalBlock, protocol, memlockLimit, null);
     }
@@ -93,7 +94,7 @@ public record RegistrationPlan(
      * (the engine's {@link TransferEngine#deviceMemoryAccess}) once per GPU location among the
      * storages; null to skip that check.
      */
-    public static RegistrationPlan of(Map<String, List<KvCacheTensor>> kvCaches, KvCacheConfig kvCacheConfig,
+    static RegistrationPlan of(Map<String, List<KvCacheTensor>> kvCaches, KvCacheConfig kvCacheConfig,
                                       int physicalBlocksPerLogicalBlock, String protocol, OptionalLong memlockLimit,
                                       Function<String, DeviceMemoryAccess> deviceAccess) {
         if (physicalBlocksPerLogicalBlock <= 0) {
@@ -189,17 +190,21 @@ public record RegistrationPlan(
         return hostBytes > limit.getAsLong() ? MemlockVerdict.EXCEEDS_LIMIT : MemlockVerdict.WITHIN_LIMIT;
     }
 
-    /** True when nothing would be registered (every layer skipped, or no layers). */
+    /** {@return true when nothing would be registered (every layer skipped, or no layers)} */
     public boolean isEmpty() {
         return storages.isEmpty();
     }
 
-    /** The registered layer names, in order, each once. */
+    /** {@return the registered layer names, in order, each once} */
     public List<String> layerNames() {
         return regions.stream().map(RegisteredRegion::layerName).distinct().toList();
     }
 
-    /** Regions per storage base address. */
+    /**
+     * {@return regions per storage base address}
+     *
+     * @param storage a registered storage
+     */
     public long regionCount(MemoryStorage storage) {
         return regions.stream().filter(r -> r.storageAddress() == storage.address()).count();
     }
@@ -209,6 +214,8 @@ public record RegistrationPlan(
      * the engine said it cannot reach (its reason and fix are quoted), or, when the engine did not say,
      * GPU memory over {@code tcp} (an engine without CUDA staging). GPU memory the engine stages or
      * reaches directly is no problem.
+     *
+     * @return why the engine cannot register these storages, or empty when it can
      */
     public Optional<String> locationProblem() {
         for (MemoryStorage s : storages) {
@@ -239,7 +246,9 @@ public record RegistrationPlan(
         return Optional.empty();
     }
 
-    /** How the engine reaches the GPU memory of this plan, one clause per location; empty without GPU memory. */
+    /**
+     * {@return how the engine reaches the GPU memory of this plan, one clause per location; empty without GPU memory}
+     */
     public Optional<String> deviceMemoryText() {
         if (deviceAccess.isEmpty()) {
             return Optional.empty();
@@ -252,7 +261,7 @@ public record RegistrationPlan(
         return Optional.of(String.join("; ", parts));
     }
 
-    /** The memlock warning for {@link MemlockVerdict#EXCEEDS_LIMIT}, naming the fix; empty otherwise. */
+    /** {@return the memlock warning for {@link MemlockVerdict#EXCEEDS_LIMIT}, naming the fix; empty otherwise} */
     public Optional<String> memlockWarning() {
         if (memlockVerdict != MemlockVerdict.EXCEEDS_LIMIT) {
             return Optional.empty();
@@ -265,7 +274,7 @@ public record RegistrationPlan(
                 Bytes.human(hostBytes), protocol, ResourceLimits.describe(memlockLimit.getAsLong())));
     }
 
-    /** One line: layers, regions, storages, bytes, locations, memlock. */
+    /** {@return one line: layers, regions, storages, bytes, locations, memlock} */
     public String summary() {
         return String.format(Locale.ROOT,
                 "%d layer(s) (%d skipped), %d region(s), %d unique storage(s), %s total at %s; protocol %s; "
@@ -274,13 +283,13 @@ public record RegistrationPlan(
                 + deviceMemoryText().map(t -> "; GPU memory " + t).orElse("");
     }
 
-    /** The memlock limit and verdict for people. */
+    /** {@return the memlock limit and verdict for people} */
     public String memlockText() {
         String limit = memlockLimit.isPresent() ? ResourceLimits.describe(memlockLimit.getAsLong()) : "unknown";
         return "limit " + limit + ", " + memlockVerdict.text();
     }
 
-    /** vLLM's parallel per-region lists plus the storages. */
+    /** {@return vLLM's parallel per-region lists plus the storages} */
     public KvRegistration kvRegistration() {
         List<Long> base = new ArrayList<>(regions.size());
         List<Long> blockLen = new ArrayList<>(regions.size());
@@ -299,7 +308,7 @@ public record RegistrationPlan(
         return new KvRegistration(base, blockLen, kvBlockLen, names, indices, groups, storages);
     }
 
-    /** A JSON-ready tree (maps, lists, strings, numbers) for {@code --json} output. */
+    /** {@return a JSON-ready tree (maps, lists, strings, numbers) for {@code --json} output} */
     public Map<String, Object> toJsonTree() {
         Map<String, Object> root = new LinkedHashMap<>();
         root.put("protocol", protocol);

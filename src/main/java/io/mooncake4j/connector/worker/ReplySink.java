@@ -6,7 +6,7 @@ package io.mooncake4j.connector.worker;
  * of times (vLLM's send path answers one request with several responses).
  */
 @FunctionalInterface
-public interface ReplySink {
+interface ReplySink {
 
     /**
      * Queues {@code payload} for the peer and wakes the listener.

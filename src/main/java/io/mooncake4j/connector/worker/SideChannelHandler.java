@@ -15,7 +15,7 @@ import org.slf4j.LoggerFactory;
  * here is counted and logged once per distinct error; it never stops the listener.
  */
 @FunctionalInterface
-public interface SideChannelHandler {
+interface SideChannelHandler {
 
     /**
      * @param identity the ROUTER identity of the peer (frame 0)

@@ -28,6 +28,11 @@ public record SideChannelLimits(long maxMetadataBytes, long maxResponseBytes, in
     public static final SideChannelLimits DEFAULTS = new SideChannelLimits(DEFAULT_MAX_METADATA_BYTES,
             DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_PENDING_PER_PEER, DEFAULT_MAX_PENDING_TOTAL, 0);
 
+    /**
+     * Checks the bounds.
+     *
+     * @throws IllegalArgumentException when a bound is not positive (the transfer cap: negative)
+     */
     public SideChannelLimits {
         positive("maxMetadataBytes", maxMetadataBytes);
         positive("maxResponseBytes", maxResponseBytes);
@@ -55,18 +60,39 @@ public record SideChannelLimits(long maxMetadataBytes, long maxResponseBytes, in
         return Math.min(share, numWorkers);
     }
 
+    /**
+     * {@return these limits with {@code maxMetadataBytes = v}}
+     *
+     * @param v the largest side-channel message P reads, in bytes
+     */
     public SideChannelLimits withMaxMetadataBytes(long v) {
         return new SideChannelLimits(v, maxResponseBytes, maxPendingPerPeer, maxPendingTotal, maxTransfersPerPeer);
     }
 
+    /**
+     * {@return these limits with {@code maxResponseBytes = v}}
+     *
+     * @param v the largest response D reads, in bytes
+     */
     public SideChannelLimits withMaxResponseBytes(long v) {
         return new SideChannelLimits(maxMetadataBytes, v, maxPendingPerPeer, maxPendingTotal, maxTransfersPerPeer);
     }
 
+    /**
+     * {@return these limits with the pending bounds}
+     *
+     * @param perPeer pending pulls and placeholders per D peer
+     * @param total   pending pulls and placeholders over all peers
+     */
     public SideChannelLimits withMaxPending(int perPeer, int total) {
         return new SideChannelLimits(maxMetadataBytes, maxResponseBytes, perPeer, total, maxTransfersPerPeer);
     }
 
+    /**
+     * {@return these limits with {@code maxTransfersPerPeer = v}}
+     *
+     * @param v the transfer-pool threads one D may use at once (0: half of {@code num_workers})
+     */
     public SideChannelLimits withMaxTransfersPerPeer(int v) {
         return new SideChannelLimits(maxMetadataBytes, maxResponseBytes, maxPendingPerPeer, maxPendingTotal, v);
     }

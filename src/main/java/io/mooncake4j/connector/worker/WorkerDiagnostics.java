@@ -18,7 +18,7 @@ package io.mooncake4j.connector.worker;
  * @param wavesQueuedForShare  waves that waited because their D already used its share of P's transfer pool
  * @param reResolutions        cached remote engines D dropped (lost connection, new bootstrap URL, missing rank)
  */
-public record WorkerDiagnostics(int pendingTransfers, int activeSends, long errorReplies, long placeholdersExpired,
+record WorkerDiagnostics(int pendingTransfers, int activeSends, long errorReplies, long placeholdersExpired,
         int activePulls, long dealerConnections, long handshakeRetries, long handshakeReconnects, long backgroundErrors,
         long limitRejections, long staleWaves, long wavesQueuedForShare, long reResolutions) {
 }

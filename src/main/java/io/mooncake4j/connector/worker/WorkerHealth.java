@@ -15,6 +15,7 @@ import java.util.List;
  */
 public record WorkerHealth(boolean healthy, List<String> problems, long loopDeaths, long loopRecoveries) {
 
+    /** Keeps unmodifiable copies of the collections. */
     public WorkerHealth {
         problems = List.copyOf(problems);
     }

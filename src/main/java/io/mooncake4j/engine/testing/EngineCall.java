@@ -17,17 +17,26 @@ import java.util.Objects;
  */
 public record EngineCall(EngineMethod method, int ordinal, List<Object> args, int result) {
 
+    /** Keeps an unmodifiable copy of the arguments (which may hold nulls). */
     public EngineCall {
         Objects.requireNonNull(method, "method");
         args = Collections.unmodifiableList(new ArrayList<>(args)); // may hold nulls
     }
 
-    /** Argument {@code i} as a {@code long[]} (the address and length arrays of batch calls). */
+    /**
+     * {@return argument {@code i} as a {@code long[]} (the address and length arrays of batch calls)}
+     *
+     * @param i the index, from 0
+     */
     public long[] longs(int i) {
         return ((long[]) args.get(i)).clone();
     }
 
-    /** Argument {@code i} as a string. */
+    /**
+     * {@return argument {@code i} as a string}
+     *
+     * @param i the index, from 0
+     */
     public String string(int i) {
         return (String) args.get(i);
     }

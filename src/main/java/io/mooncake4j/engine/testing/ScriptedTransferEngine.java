@@ -55,31 +55,60 @@ public final class ScriptedTransferEngine implements TransferEngine {
     public static final class Script {
         private ToIntFunction<EngineCall> rule = c -> 0;
 
-        /** Every call succeeds (the default). */
+        private Script() { // made by ScriptedTransferEngine only
+        }
+
+        /**
+         * Every call succeeds (the default).
+         *
+         * @return this script
+         */
         public Script succeed() {
             rule = c -> 0;
             return this;
         }
 
-        /** Every call returns {@code code}. */
+        /**
+         * Every call returns {@code code}.
+         *
+         * @param code the return code
+         * @return this script
+         */
         public Script alwaysReturn(int code) {
             rule = c -> code;
             return this;
         }
 
-        /** Call number {@code n} (1-based) returns {@code code}; the others succeed. */
+        /**
+         * Call number {@code n} (1-based) returns {@code code}; the others succeed.
+         *
+         * @param n    the 1-based call number
+         * @param code the return code
+         * @return this script
+         */
         public Script failNthCall(int n, int code) {
             rule = c -> c.ordinal() == n ? code : 0;
             return this;
         }
 
-        /** The first {@code count} calls return {@code code}; later calls succeed. */
+        /**
+         * The first {@code count} calls return {@code code}; later calls succeed.
+         *
+         * @param count the number of calls
+         * @param code  the return code
+         * @return this script
+         */
         public Script failFirst(int count, int code) {
             rule = c -> c.ordinal() <= count ? code : 0;
             return this;
         }
 
-        /** The code is computed from the call (its ordinal and arguments). */
+        /**
+         * The code is computed from the call (its ordinal and arguments).
+         *
+         * @param rule computes the code from the call
+         * @return this script
+         */
         public Script answer(ToIntFunction<EngineCall> rule) {
             this.rule = Objects.requireNonNull(rule);
             return this;
@@ -129,14 +158,23 @@ public final class ScriptedTransferEngine implements TransferEngine {
         this.rpcPort = NEXT_PORT.getAndIncrement();
     }
 
-    /** The script of one method, to configure. */
+    /**
+     * {@return the script of one method, to configure}
+     *
+     * @param method the engine method
+     */
     public Script script(EngineMethod method) {
         synchronized (scripts) {
             return scripts.get(method);
         }
     }
 
-    /** Runs {@code hook} before each call is decided (after its arguments are recorded): block, count, throw. */
+    /**
+     * Runs {@code hook} before each call is decided (after its arguments are recorded): block, count, throw.
+     *
+     * @param hook called with each call
+     * @return this engine
+     */
     public ScriptedTransferEngine beforeEach(Consumer<EngineCall> hook) {
         this.beforeEach = Objects.requireNonNull(hook);
         return this;
@@ -145,43 +183,82 @@ public final class ScriptedTransferEngine implements TransferEngine {
     /** Decides {@link #getFirstBufferAddress}: from the segment name and what this engine would answer. */
     @FunctionalInterface
     public interface FirstBufferRule {
+        /**
+         * The first buffer address to answer.
+         *
+         * @param segmentName the segment asked about
+         * @param actual      what the in-JVM lookup found
+         * @return the address to answer
+         */
         long answer(String segmentName, long actual);
     }
 
     /** Decides {@link #getTransferStatus}: from the batch, the task and the status this engine recorded. */
     @FunctionalInterface
     public interface StatusRule {
+        /**
+         * The status to answer.
+         *
+         * @param batchId   the batch asked about
+         * @param taskIndex the task asked about
+         * @param actual    the status recorded at submission
+         * @return the status to answer
+         */
         TransferStatus answer(long batchId, int taskIndex, TransferStatus actual);
     }
 
     /**
      * What {@link #deviceMemoryAccess} answers for a location (default {@link DeviceMemoryAccess#unknown()}):
      * a test of a GPU-over-tcp server answers e.g. {@code l -> DeviceMemoryAccess.staged("test")}.
+     *
+     * @param answer how the engine reaches each GPU location
+     * @return this engine
      */
     public ScriptedTransferEngine scriptDeviceMemoryAccess(Function<String, DeviceMemoryAccess> answer) {
         this.deviceAccess = Objects.requireNonNull(answer, "answer");
         return this;
     }
 
-    /** What {@link #getFirstBufferAddress} answers (default: the in-JVM lookup described there). */
+    /**
+     * What {@link #getFirstBufferAddress} answers (default: the in-JVM lookup described there).
+     *
+     * @param rule computes the code from the call
+     * @return this engine
+     */
     public ScriptedTransferEngine scriptFirstBufferAddress(FirstBufferRule rule) {
         this.firstBuffer = Objects.requireNonNull(rule, "rule");
         return this;
     }
 
-    /** What {@link #getTransferStatus} answers (default: the status recorded at submission), e.g. PENDING first. */
+    /**
+     * Scripts what {@link #getTransferStatus} answers (default: the status recorded at submission),
+     * for example PENDING for the first polls.
+     *
+     * @param rule the status of a task from the recorded one
+     * @return this engine
+     */
     public ScriptedTransferEngine scriptTransferStatus(StatusRule rule) {
         this.statusRule = Objects.requireNonNull(rule, "rule");
         return this;
     }
 
-    /** Whether transfers copy bytes between in-JVM engines (see the class comment). */
+    /**
+     * Whether transfers copy bytes between in-JVM engines (see the class comment).
+     *
+     * @param copy whether transfers copy bytes between the engines of this JVM
+     * @return this engine
+     */
     public ScriptedTransferEngine copyData(boolean copy) {
         this.copyData = copy;
         return this;
     }
 
-    /** Overrides the RPC port reported by {@link #getRpcPort()} (vLLM's fake reports 12345). */
+    /**
+     * Overrides the RPC port reported by {@link #getRpcPort()} (vLLM's fake reports 12345).
+     *
+     * @param port the port to report
+     * @return this engine
+     */
     public ScriptedTransferEngine withRpcPort(int port) {
         if (hostname != null) {
             throw new IllegalStateException("set the port before initialize");
@@ -190,25 +267,34 @@ public final class ScriptedTransferEngine implements TransferEngine {
         return this;
     }
 
-    /** Every call so far, in order. */
+    /** {@return every call so far, in order} */
     public List<EngineCall> calls() {
         synchronized (calls) {
             return List.copyOf(calls);
         }
     }
 
-    /** The calls of one method, in order. */
+    /**
+     * {@return the calls of one method, in order}
+     *
+     * @param method the engine method
+     */
     public List<EngineCall> calls(EngineMethod method) {
         synchronized (calls) {
             return calls.stream().filter(c -> c.method() == method).toList();
         }
     }
 
+    /**
+     * {@return how many times {@code method} was called}
+     *
+     * @param method the engine method
+     */
     public int callCount(EngineMethod method) {
         return calls(method).size();
     }
 
-    /** The buffers currently registered. */
+    /** {@return the buffers currently registered} */
     public List<BufferRegistry.Buffer> registeredBuffers() {
         return registry.snapshot();
     }
@@ -542,6 +628,7 @@ public final class ScriptedTransferEngine implements TransferEngine {
         DIRECTORY.remove(getLocalSegmentName(), this);
     }
 
+    /** {@return whether {@link #close()} was called} */
     public boolean isClosed() {
         return closed;
     }

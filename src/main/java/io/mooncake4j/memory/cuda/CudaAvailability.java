@@ -175,17 +175,17 @@ public final class CudaAvailability {
         return Holder.PROBE;
     }
 
-    /** Whether CUDA can be used: JCuda loaded, a driver and at least one device. */
+    /** {@return whether CUDA can be used: JCuda loaded, a driver and at least one device} */
     public static boolean isAvailable() {
         return probe().cause() == null;
     }
 
-    /** Why CUDA is unavailable (message with the fix), or null when it is available. */
+    /** {@return why CUDA is unavailable (message with the fix), or null when it is available} */
     public static CudaUnavailableException unavailabilityCause() {
         return probe().cause();
     }
 
-    /** The reason CUDA is unavailable, or null when it is available. */
+    /** {@return the reason CUDA is unavailable, or null when it is available} */
     public static Reason reason() {
         CudaUnavailableException c = probe().cause();
         return c == null ? null : c.reason();
@@ -203,6 +203,8 @@ public final class CudaAvailability {
      * Checks that memory at {@code location} can be used here: {@code cpu:N} and {@code *} always
      * pass; {@code cuda:N} needs CUDA and a device N. Throws {@link CudaUnavailableException} or
      * {@link CudaException} with the fix; {@link IllegalArgumentException} for a malformed location.
+     *
+     * @param location a memory location ({@code cpu:N}, {@code cuda:N} or {@code *})
      */
     public static void checkLocation(String location) {
         MemoryLocation.validate(location);
@@ -229,12 +231,12 @@ public final class CudaAvailability {
         }
     }
 
-    /** Number of visible CUDA devices; 0 when unavailable. */
+    /** {@return number of visible CUDA devices; 0 when unavailable} */
     public static int deviceCount() {
         return probe().deviceCount();
     }
 
-    /** The driver's CUDA version as {@code 1000*major + 10*minor} (13000 for 13.0); 0 when unknown. */
+    /** {@return the driver's CUDA version as {@code 1000*major + 10*minor} (13000 for 13.0); 0 when unknown} */
     public static int driverVersion() {
         return probe().driverVersion();
     }
@@ -242,23 +244,29 @@ public final class CudaAvailability {
     /**
      * The version of the CUDA runtime linked into JCuda's JNI library ({@code 12000}: JCuda
      * 12.6.0's library reports CUDA 12.0); 0 when not loaded.
+     *
+     * @return the CUDA runtime version JCuda's library reports, 0 when not loaded
      */
     public static int runtimeVersion() {
         return probe().runtimeVersion();
     }
 
-    /** Where JCuda's native library is (or would be) unpacked; null when JCuda is missing. */
+    /** {@return where JCuda's native library is (or would be) unpacked; null when JCuda is missing} */
     public static Path nativeLibraryDirectory() {
         return probe().nativeDirectory();
     }
 
-    /** The name of GPU {@code device} as CUDA reports it ({@code "NVIDIA H200"}). */
+    /**
+     * {@return the name of GPU {@code device} as CUDA reports it ({@code "NVIDIA H200"})}
+     *
+     * @param device the GPU index
+     */
     public static String deviceName(int device) {
         checkDevice(device);
         return JCudaBinding.deviceName(device);
     }
 
-    /** One line for logs and {@code --version}-style output. */
+    /** {@return one line for logs and {@code --version}-style output} */
     public static String summary() {
         Probe p = probe();
         if (p.cause() != null) {

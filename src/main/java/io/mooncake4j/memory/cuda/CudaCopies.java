@@ -21,7 +21,15 @@ public final class CudaCopies {
 
     private CudaCopies() {}
 
-    /** Copies {@code bytes} from {@code src} to {@code dst} in direction {@code kind} and waits; returns the CUDA error code. */
+    /**
+     * Copies {@code bytes} from {@code src} to {@code dst} in direction {@code kind} and waits; returns the CUDA error code.
+     *
+     * @param dst   the destination address
+     * @param src   the source address
+     * @param bytes the size in bytes
+     * @param kind  the copy direction
+     * @return the CUDA error code
+     */
     public static int copy(long dst, long src, long bytes, CudaCopyKind kind) {
         CudaAvailability.ensureAvailable();
         if (bytes == 0) {
@@ -40,6 +48,12 @@ public final class CudaCopies {
      * Copies {@code bytes} from {@code src + srcOffset} to {@code dst + dstOffset}; throws
      * {@link IllegalArgumentException} for a range outside either storage and
      * {@link CudaException} when CUDA fails (a convenience for control-path code and tests).
+     *
+     * @param dst       the destination address
+     * @param dstOffset the offset in the destination
+     * @param src       the source address
+     * @param srcOffset the offset in the source
+     * @param bytes     the size in bytes
      */
     public static void copy(MemoryStorage dst, long dstOffset, MemoryStorage src, long srcOffset, long bytes) {
         checkRange(dst, dstOffset, bytes, "destination");
@@ -52,12 +66,21 @@ public final class CudaCopies {
         }
     }
 
-    /** The direction of a copy from {@code src} into {@code dst}, by location ({@code *} detected). */
+    /**
+     * {@return the direction of a copy from {@code src} into {@code dst}, by location ({@code *} detected)}
+     *
+     * @param dst the destination address
+     * @param src the source address
+     */
     public static CudaCopyKind kindOf(MemoryStorage dst, MemoryStorage src) {
         return CudaCopyKind.of(isDeviceMemory(dst), isDeviceMemory(src));
     }
 
-    /** Whether a storage is GPU memory: {@code cuda:N}, or {@code *} at a device address. */
+    /**
+     * {@return whether a storage is GPU memory: {@code cuda:N}, or {@code *} at a device address}
+     *
+     * @param s a storage
+     */
     public static boolean isDeviceMemory(MemoryStorage s) {
         if (s.isDevice()) {
             return true;

@@ -9,9 +9,13 @@ package io.mooncake4j.memory.cuda;
  * covers copies between two GPUs (unified addressing finds both ends).
  */
 public enum CudaCopyKind {
+    /** {@code cudaMemcpyHostToHost}. */
     HOST_TO_HOST(0),
+    /** {@code cudaMemcpyHostToDevice}. */
     HOST_TO_DEVICE(1),
+    /** {@code cudaMemcpyDeviceToHost}. */
     DEVICE_TO_HOST(2),
+    /** {@code cudaMemcpyDeviceToDevice}. */
     DEVICE_TO_DEVICE(3);
 
     private final int code;
@@ -20,12 +24,17 @@ public enum CudaCopyKind {
         this.code = code;
     }
 
-    /** The {@code cudaMemcpyKind} value. */
+    /** {@return the {@code cudaMemcpyKind} value} */
     public int code() {
         return code;
     }
 
-    /** The kind for a copy into device memory or not, from device memory or not. */
+    /**
+     * {@return the kind for a copy into device memory or not, from device memory or not}
+     *
+     * @param dstIsDevice whether the destination is device memory
+     * @param srcIsDevice whether the source is device memory
+     */
     public static CudaCopyKind of(boolean dstIsDevice, boolean srcIsDevice) {
         if (dstIsDevice) {
             return srcIsDevice ? DEVICE_TO_DEVICE : HOST_TO_DEVICE;

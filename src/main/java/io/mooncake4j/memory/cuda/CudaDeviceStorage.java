@@ -34,6 +34,10 @@ public final class CudaDeviceStorage implements DeviceMemory.Allocation {
      * Allocates {@code bytes} on GPU {@code device}. Throws {@link CudaUnavailableException} when
      * CUDA cannot be used here, {@link CudaException} when the device does not exist or
      * {@code cudaMalloc} fails (out of memory, for instance).
+     *
+     * @param device the GPU index
+     * @param bytes  the size in bytes
+     * @return the new storage; the caller closes it
      */
     public static CudaDeviceStorage allocate(int device, long bytes) {
         if (bytes <= 0) {
@@ -53,7 +57,13 @@ public final class CudaDeviceStorage implements DeviceMemory.Allocation {
         return new CudaDeviceStorage(device, JCudaBinding.address(p), bytes, p);
     }
 
-    /** Allocates {@code bytes} at {@code location}, which must be {@code cuda:N}. */
+    /**
+     * Allocates {@code bytes} at {@code location}, which must be {@code cuda:N}.
+     *
+     * @param location a memory location ({@code cpu:N}, {@code cuda:N} or {@code *})
+     * @param bytes    the size in bytes
+     * @return the new storage; the caller closes it
+     */
     public static CudaDeviceStorage allocate(String location, long bytes) {
         CudaAvailability.checkLocation(location);
         if (!MemoryLocation.isCuda(location)) {
@@ -83,11 +93,16 @@ public final class CudaDeviceStorage implements DeviceMemory.Allocation {
         return location;
     }
 
+    /** {@return whether the memory is still allocated (not yet closed)} */
     public synchronized boolean isAlive() {
         return !closed;
     }
 
-    /** Sets every byte to {@code value} ({@code cudaMemset}, synchronous). */
+    /**
+     * Sets every byte to {@code value} ({@code cudaMemset}, synchronous).
+     *
+     * @param value the byte every position gets
+     */
     public synchronized void fill(byte value) {
         if (closed) {
             throw new IllegalStateException(this + " was freed");

@@ -150,6 +150,8 @@ public final class CudaDmaBuf {
     /**
      * Why a dma-buf cannot be exported in this process (CUDA unavailable, {@code libcuda.so.1}
      * missing or too old, native access off); empty when {@link #exportRange} may be tried.
+     *
+     * @return why not, or empty when {@link #exportRange} may be tried
      */
     public static Optional<String> unavailability() {
         CudaUnavailableException c = CudaAvailability.unavailabilityCause();
@@ -162,6 +164,9 @@ public final class CudaDmaBuf {
     /**
      * Whether GPU {@code device} can export dma-bufs ({@code CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED});
      * empty when it can, otherwise why not. Checks the device exists first.
+     *
+     * @param device the GPU index
+     * @return empty when it can, otherwise why not
      */
     public static Optional<String> deviceUnsupported(int device) {
         Optional<String> u = unavailability();
@@ -195,6 +200,11 @@ public final class CudaDmaBuf {
      * widened to host pages; the result says where {@code address} lies within it. Makes the
      * device's primary context current on the calling thread first. Throws {@link CudaException}
      * with the driver's error, or {@link CudaUnavailableException}.
+     *
+     * @param device  the GPU index
+     * @param address the first byte
+     * @param length  the number of bytes
+     * @return the descriptor and where {@code address} lies in the exported range
      */
     public static Export exportRange(int device, long address, long length) {
         Optional<String> u = unavailability();
@@ -226,7 +236,12 @@ public final class CudaDmaBuf {
         }
     }
 
-    /** Closes a descriptor from {@link #exportRange}; returns 0, or -1 when {@code close(2)} failed. */
+    /**
+     * Closes a descriptor from {@link #exportRange}; returns 0, or -1 when {@code close(2)} failed.
+     *
+     * @param fd the file descriptor
+     * @return 0, or -1 when {@code close(2)} failed
+     */
     public static int closeFd(int fd) {
         if (fd < 0 || Lib.CLOSE == null) {
             return -1;

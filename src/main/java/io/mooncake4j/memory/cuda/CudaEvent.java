@@ -20,7 +20,12 @@ public final class CudaEvent implements AutoCloseable {
         this.event = event;
     }
 
-    /** Creates an event on GPU {@code device}. */
+    /**
+     * Creates an event on GPU {@code device}.
+     *
+     * @param device the GPU index
+     * @return the new event; the caller closes it
+     */
     public static CudaEvent create(int device) {
         CudaAvailability.checkDevice(device);
         int rc = JCudaBinding.setDevice(device);
@@ -34,23 +39,35 @@ public final class CudaEvent implements AutoCloseable {
         return new CudaEvent(device, e);
     }
 
+    /** {@return the GPU index the event was created on} */
     public int device() {
         return device;
     }
 
-    /** Records the event at the current end of {@code stream}; returns the CUDA error code. */
+    /**
+     * Records the event at the current end of {@code stream}; returns the CUDA error code.
+     *
+     * @param stream the stream
+     * @return the CUDA error code
+     */
     public int record(CudaStream stream) {
         check();
         return JCudaBinding.eventRecord(event, stream.handle());
     }
 
-    /** {@link CudaError#SUCCESS} once the recorded work is done, {@link CudaError#NOT_READY} before, else the error. */
+    /**
+     * {@return {@link CudaError#SUCCESS} once the recorded work is done, {@link CudaError#NOT_READY} before, else the error}
+     */
     public int query() {
         check();
         return JCudaBinding.eventQuery(event);
     }
 
-    /** Waits for the recorded work; returns the CUDA error code. */
+    /**
+     * Waits for the recorded work; returns the CUDA error code.
+     *
+     * @return the CUDA error code
+     */
     public int synchronize() {
         check();
         return JCudaBinding.eventSynchronize(event);

@@ -11,19 +11,33 @@ public class CudaException extends TransferEngineException {
 
     private static final long serialVersionUID = 1L;
 
+    /** The {@code cudaError_t} of the failed call. */
     private final int errorCode;
 
+    /**
+     * A failed CUDA call.
+     *
+     * @param message   what failed
+     * @param errorCode the {@code cudaError_t} it returned
+     */
     public CudaException(String message, int errorCode) {
         super(message);
         this.errorCode = errorCode;
     }
 
+    /**
+     * A failed CUDA call with its cause.
+     *
+     * @param message   what failed
+     * @param errorCode the {@code cudaError_t} it returned
+     * @param cause     the underlying error
+     */
     public CudaException(String message, int errorCode, Throwable cause) {
         super(message, cause);
         this.errorCode = errorCode;
     }
 
-    /** The {@code cudaError_t} value; -1 when not from CUDA. */
+    /** {@return the {@code cudaError_t} value; -1 when not from CUDA} */
     public int errorCode() {
         return errorCode;
     }

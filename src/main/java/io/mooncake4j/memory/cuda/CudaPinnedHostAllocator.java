@@ -55,7 +55,11 @@ public final class CudaPinnedHostAllocator implements AutoCloseable {
         this(MemoryLocation.cpu(0));
     }
 
-    /** An allocator whose storages report {@code location} ({@code cpu:N} or {@code *}). */
+    /**
+     * An allocator whose storages report {@code location} ({@code cpu:N} or {@code *}).
+     *
+     * @param location a memory location ({@code cpu:N}, {@code cuda:N} or {@code *})
+     */
     public CudaPinnedHostAllocator(String location) {
         MemoryLocation.validate(location);
         if (MemoryLocation.isCuda(location)) {
@@ -65,12 +69,17 @@ public final class CudaPinnedHostAllocator implements AutoCloseable {
         this.delegate = new HostMemoryAllocator(location, CUDA_HOST_REGISTER);
     }
 
-    /** Allocates and pins {@code bytes} zeroed, page-aligned bytes. */
+    /**
+     * Allocates and pins {@code bytes} zeroed, page-aligned bytes.
+     *
+     * @param bytes the size in bytes
+     * @return the new storage; the caller closes it
+     */
     public HostMemoryStorage allocate(long bytes) {
         return delegate.allocate(bytes);
     }
 
-    /** Bytes currently allocated and not freed. */
+    /** {@return bytes currently allocated and not freed} */
     public long allocatedBytes() {
         return delegate.allocatedBytes();
     }

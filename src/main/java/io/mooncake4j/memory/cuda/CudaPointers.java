@@ -14,7 +14,11 @@ public final class CudaPointers {
 
     private CudaPointers() {}
 
-    /** The CUDA device whose memory {@code address} is, or -1 for host memory (or no CUDA). */
+    /**
+     * {@return the CUDA device whose memory {@code address} is, or -1 for host memory (or no CUDA)}
+     *
+     * @param address the first byte
+     */
     public static int deviceOf(long address) {
         if (address == 0 || !CudaAvailability.isAvailable()) {
             return -1;
@@ -33,6 +37,11 @@ public final class CudaPointers {
     /**
      * The location to register {@code [address, ...)} under: {@code declared} unless it is
      * {@code *}, in which case {@code cuda:N} for device memory and {@code hostLocation} otherwise.
+     *
+     * @param declared     the location the caller declared
+     * @param address      the first byte
+     * @param hostLocation the location of the host memory
+     * @return the location to register the memory under
      */
     public static String resolveLocation(String declared, long address, String hostLocation) {
         MemoryLocation.validate(declared);
@@ -43,7 +52,12 @@ public final class CudaPointers {
         return device >= 0 ? MemoryLocation.cuda(device) : MemoryLocation.validate(hostLocation);
     }
 
-    /** {@link #resolveLocation(String, long, String)} for a storage. */
+    /**
+     * {@return {@link #resolveLocation(String, long, String)} for a storage}
+     *
+     * @param storage      the memory the tensor lies in
+     * @param hostLocation the location of the host memory
+     */
     public static String resolveLocation(MemoryStorage storage, String hostLocation) {
         return resolveLocation(storage.location(), storage.address(), hostLocation);
     }

@@ -30,7 +30,12 @@ public final class CudaStream implements AutoCloseable {
         this.srcScratch = JCudaBinding.newPointer();
     }
 
-    /** Creates a non-blocking stream on GPU {@code device}. */
+    /**
+     * Creates a non-blocking stream on GPU {@code device}.
+     *
+     * @param device the GPU index
+     * @return the new stream; the caller closes it
+     */
     public static CudaStream create(int device) {
         CudaAvailability.checkDevice(device);
         int rc = JCudaBinding.setDevice(device);
@@ -44,6 +49,7 @@ public final class CudaStream implements AutoCloseable {
         return new CudaStream(device, s);
     }
 
+    /** {@return the GPU index the stream was created on} */
     public int device() {
         return device;
     }
@@ -51,6 +57,12 @@ public final class CudaStream implements AutoCloseable {
     /**
      * Enqueues a copy of {@code bytes} from {@code src} to {@code dst} in direction {@code kind};
      * returns the CUDA error code of the enqueue.
+     *
+     * @param dst   the destination address
+     * @param src   the source address
+     * @param bytes the size in bytes
+     * @param kind  the copy direction
+     * @return the CUDA error code of the enqueue
      */
     public int copyAsync(long dst, long src, long bytes, CudaCopyKind kind) {
         if (closed) {
@@ -71,6 +83,9 @@ public final class CudaStream implements AutoCloseable {
     /**
      * Makes work enqueued after this call wait until {@code event} has completed (which may be
      * recorded on another stream); returns the CUDA error code.
+     *
+     * @param event the completion point
+     * @return the CUDA error code
      */
     public int waitFor(CudaEvent event) {
         if (closed) {
@@ -83,7 +98,9 @@ public final class CudaStream implements AutoCloseable {
         return stream;
     }
 
-    /** {@link CudaError#SUCCESS} when all enqueued work is done, {@link CudaError#NOT_READY} while some is pending, else the error. */
+    /**
+     * {@return {@link CudaError#SUCCESS} when all enqueued work is done, {@link CudaError#NOT_READY} while some is pending, else the error}
+     */
     public int query() {
         if (closed) {
             throw new IllegalStateException("stream is closed");
@@ -91,7 +108,11 @@ public final class CudaStream implements AutoCloseable {
         return JCudaBinding.streamQuery(stream);
     }
 
-    /** Waits for all enqueued work; returns the CUDA error code (of the first failed copy, if any). */
+    /**
+     * Waits for all enqueued work; returns the CUDA error code (of the first failed copy, if any).
+     *
+     * @return the CUDA error code (of the first failed copy, if any)
+     */
     public int synchronize() {
         if (closed) {
             throw new IllegalStateException("stream is closed");

@@ -8,6 +8,7 @@ public final class CudaUnavailableException extends CudaException {
 
     private static final long serialVersionUID = 1L;
 
+    /** Why CUDA cannot be used. */
     private final CudaAvailability.Reason reason;
 
     CudaUnavailableException(CudaAvailability.Reason reason, String message, int errorCode, Throwable cause) {
@@ -15,7 +16,7 @@ public final class CudaUnavailableException extends CudaException {
         this.reason = reason;
     }
 
-    /** Why CUDA is unavailable. */
+    /** {@return why CUDA is unavailable} */
     public CudaAvailability.Reason reason() {
         return reason;
     }
