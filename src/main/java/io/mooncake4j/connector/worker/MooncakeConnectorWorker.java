@@ -579,7 +579,8 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     /**
      * vLLM's {@code get_finished}: the P requests whose blocks may be freed (sent, or expired after
      * the abort timeout) and the D requests whose load ended (received or failed) since the last
-     * call. Waits briefly for both loops; never null.
+     * call. Waits briefly for P's sender loop (expiry is checked there); D's finished loads are
+     * taken from a queue the moment their answer was read, without waiting for a loop; never null.
      */
     public FinishedRequests getFinished() {
         Set<String> sending = Set.of();
@@ -591,7 +592,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         }
         KvReceiver r = receiver;
         if (!isKvProducer && r != null) {
-            recving = onLoop(r.loop(), r::fetchFinishedRecving, "fetch_finished_recving_reqs");
+            recving = r.fetchFinishedRecving(); // a thread-safe queue: no wait for D's loops (issue 13)
         }
         if (LOG.isDebugEnabled() && (!sending.isEmpty() || !recving.isEmpty())) {
             LOG.debug("Rank {}, get_finished: {} requests done sending and {} requests done recving", config.tpRank(),

@@ -38,7 +38,7 @@ import zmq.msg.MsgAllocator;
  *
  * <p>Per pull: a DEALER ({@code linger=0}) connected to the P worker sends the single metadata
  * frame (a fresh one, or one whose previous pull ended with FINISH/ERROR, see {@link #release}); responses are decoded here and handed to the pull's {@link Listener} (which
- * posts them to the receiver loop) until a {@code FINISH} or {@code ERROR}, a decode error, the
+ * records them at once, see {@link KvReceiver}) until a {@code FINISH} or {@code ERROR}, a decode error, the
  * receive timeout (vLLM's {@code RCVTIMEO}: abort timeout + 60 s, re-armed by each response), or
  * a disconnect after the handshake ends it.
  *
@@ -390,6 +390,7 @@ final class PullChannels implements AutoCloseable {
             pull.handshaken = true;
             pull.attempts = 1;
             if (pull.dealer.send(pull.payload, ZMQ.DONTWAIT)) {
+                WaveTrace.mark(WaveTrace.Point.D_PULL_SENT);
                 active.add(pull);
                 return;
             }
@@ -439,6 +440,7 @@ final class PullChannels implements AutoCloseable {
         if (!dealer.send(pull.payload, ZMQ.DONTWAIT)) {
             throw new IllegalStateException("the DEALER refused the request (errno " + dealer.errno() + ")");
         }
+        WaveTrace.mark(WaveTrace.Point.D_PULL_SENT);
     }
 
     /** Reads what arrived and checks deadlines; false when the pull is over (sockets closed). */
@@ -532,6 +534,7 @@ final class PullChannels implements AutoCloseable {
     private boolean readResponses(Pull pull, ZMQ.Poller poller) {
         byte[] msg;
         while ((msg = pull.dealer.recv(ZMQ.DONTWAIT)) != null) {
+            WaveTrace.mark(WaveTrace.Point.D_RESPONSE_READ);
             pull.handshaken = true;
             pull.receiveDeadline = System.nanoTime() + receiveTimeoutNanos;
             MooncakeXferResponse resp;

@@ -20,8 +20,10 @@
  *       {@code mooncake-bootstrap-http-<n>} serve the bootstrap server launched by TP rank 0.</li>
  *   <li>D: {@code mooncake-d-receiver-0} (the receiver loop) owns every piece of consumer state
  *       (remote agents, pull bookkeeping, finished set); {@code mooncake-d-bootstrap-0} runs the
- *       blocking {@code /query} calls; {@code mooncake-d-io-0} owns every DEALER socket. Both post
- *       results back to the receiver loop. The load-error queues are thread-safe.</li>
+ *       blocking {@code /query} calls; {@code mooncake-d-io-0} owns every DEALER socket and records a
+ *       pull's answers itself (under that pull's lock), so that {@code getFinished} sees a finished
+ *       load as soon as its {@code FINISH} is read; the bootstrap thread posts back to the receiver
+ *       loop. The finished and load-error queues are thread-safe.</li>
  * </ul>
  * The worker does not own the {@link io.mooncake4j.engine.TransferEngine} nor the KV-cache
  * memory: the caller closes those after the worker.

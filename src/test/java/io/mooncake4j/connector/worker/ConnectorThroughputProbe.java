@@ -11,10 +11,12 @@ import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Proxy;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collections;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.concurrent.locks.LockSupport;
 
 /**
  * Connector throughput against the raw engine: P → D over the real side channel, requests of 16
@@ -58,6 +60,9 @@ public final class ConnectorThroughputProbe {
         String kind = args.length > 1 ? args[1] : "mock";
         int blocks = args.length > 2 ? Integer.parseInt(args[2]) : 64;
         int perRequest = args.length > 3 ? Integer.parseInt(args[3]) : 16;
+        // how often the probe asks D's getTransferResults, as an embedder's step loop would (µs)
+        long pollNanos = (args.length > 4 ? Long.parseLong(args[4]) : 50) * 1_000;
+        int warmups = Integer.getInteger("probe.warmup", 10);
         List<Write> writes = Collections.synchronizedList(new ArrayList<>());
         try (PdTestbed bed = new PdTestbed().model(ModelPreset.LLAMA_3_8B, blocks)
                 .engines(() -> recording(kind.equals("mock") ? new ScriptedTransferEngine().copyData(true)
@@ -67,34 +72,45 @@ public final class ConnectorThroughputProbe {
             PdTestbed.Node d = bed.consumer("D", 0, 1);
             long bytesPerRound = (long) blocks * p.page() * p.model.numLayers();
             int req = 0;
-            for (int warm = 0; warm < 2; warm++) {
-                req = round(bed, p, d, req, blocks, perRequest);
+            for (int warm = 0; warm < warmups; warm++) { // both paths warm (JIT) before anything is timed
+                int from = writes.size();
+                req = round(p, d, req, blocks, perRequest, pollNanos, null);
+                replay(p, writes.subList(from, writes.size()));
             }
-            int callsBefore = writes.size();
-            long t0 = System.nanoTime();
-            long[] roundMs = new long[rounds];
+            long[] conn = new long[rounds];
+            long[] raw = new long[rounds];
+            long[][] trace = new long[rounds][];
+            int calls = 0;
             for (int r = 0; r < rounds; r++) {
-                long rs = System.nanoTime();
-                req = round(bed, p, d, req, blocks, perRequest);
-                roundMs[r] = (System.nanoTime() - rs) / 1_000_000;
+                // interleaved: each connector round, then the very same descriptor lists on the raw engine
+                int from = writes.size();
+                long[] t = new long[WaveTrace.Point.values().length + 2];
+                req = round(p, d, req, blocks, perRequest, pollNanos, t);
+                conn[r] = t[0 + t.length - 1] - t[0];
+                trace[r] = t;
+                List<Write> mine = List.copyOf(writes.subList(from, writes.size()));
+                calls += mine.size();
+                raw[r] = replay(p, mine);
             }
-            System.out.println("round latencies (ms): " + java.util.Arrays.toString(roundMs));
-            double connectorS = (System.nanoTime() - t0) / 1e9;
-            List<Write> measured = List.copyOf(writes.subList(callsBefore, writes.size()));
-            long t1 = System.nanoTime();
-            for (Write c : measured) {
-                int ret = p.transferEngine.batchTransferSyncWrite(c.target(), c.src(), c.dst(), c.len());
-                if (ret != 0) {
-                    throw new IllegalStateException("raw replay failed: " + ret);
-                }
-            }
-            double rawS = (System.nanoTime() - t1) / 1e9;
+            double connS = Arrays.stream(conn).sum() / 1e9;
+            double rawS = Arrays.stream(raw).sum() / 1e9;
             double mib = rounds * bytesPerRound / (1024.0 * 1024.0);
-            System.out.printf(Locale.ROOT, "engine=%s rounds=%d bytes/round=%d MiB requests/round=%d transfer calls=%d%n",
-                    kind, rounds, bytesPerRound >> 20, blocks / perRequest, measured.size());
-            System.out.printf(Locale.ROOT, "connector end-to-end: %.1f MiB/s (%.3f s)%n", mib / connectorS, connectorS);
-            System.out.printf(Locale.ROOT, "raw engine replay   : %.1f MiB/s (%.3f s)%n", mib / rawS, rawS);
-            System.out.printf(Locale.ROOT, "ratio               : %.1f %%%n", 100 * rawS / connectorS);
+            System.out.printf(Locale.ROOT, "engine=%s rounds=%d (after %d warm-up) bytes/round=%d MiB requests/round=%d "
+                    + "transfer calls=%d poll=%d us%n", kind, rounds, warmups, bytesPerRound >> 20, blocks / perRequest,
+                    calls, pollNanos / 1000);
+            System.out.printf(Locale.ROOT, "connector end-to-end: %.1f MiB/s (%.3f s), round p50 %.3f ms%n", mib / connS,
+                    connS, median(conn) / 1e6);
+            System.out.printf(Locale.ROOT, "raw engine replay   : %.1f MiB/s (%.3f s), round p50 %.3f ms%n", mib / rawS,
+                    rawS, median(raw) / 1e6);
+            long[] diff = new long[rounds];
+            for (int r = 0; r < rounds; r++) {
+                diff[r] = conn[r] - raw[r];
+            }
+            System.out.printf(Locale.ROOT, "ratio               : %.1f %% (raw/connector time); per round connector - raw: "
+                    + "p50 %.3f ms%n", 100 * rawS / connS, median(diff) / 1e6);
+            if (WaveTrace.ON) {
+                printBreakdown(trace);
+            }
             System.out.println("D connections: " + d.worker.diagnostics().dealerConnections() + ", handshake retries: "
                     + d.worker.diagnostics().handshakeRetries() + ", reconnects: "
                     + d.worker.diagnostics().handshakeReconnects());
@@ -102,9 +118,49 @@ public final class ConnectorThroughputProbe {
         }
     }
 
-    /** One round: every block of P to D as requests of {@code perRequest} blocks, all in flight together. */
-    private static int round(PdTestbed bed, PdTestbed.Node p, PdTestbed.Node d, int firstReq, int blocks,
-            int perRequest) {
+    private static long replay(PdTestbed.Node p, List<Write> calls) {
+        List<Write> copy = List.copyOf(calls);
+        long t0 = System.nanoTime();
+        for (Write c : copy) {
+            int ret = p.transferEngine.batchTransferSyncWrite(c.target(), c.src(), c.dst(), c.len());
+            if (ret != 0) {
+                throw new IllegalStateException("raw replay failed: " + ret);
+            }
+        }
+        return System.nanoTime() - t0;
+    }
+
+    private static double median(long[] v) {
+        long[] s = v.clone();
+        Arrays.sort(s);
+        return s.length == 0 ? 0 : s[s.length / 2];
+    }
+
+    /** Median of each step between consecutive trace points (only meaningful with one wave per round). */
+    private static void printBreakdown(long[][] trace) {
+        String[] names = new String[trace[0].length];
+        names[0] = "D startLoadKv called";
+        for (WaveTrace.Point pt : WaveTrace.Point.values()) {
+            names[pt.ordinal() + 1] = pt.name();
+        }
+        names[names.length - 1] = "D getTransferResults sees it";
+        System.out.println("per-wave breakdown (median over rounds, µs from the previous point):");
+        for (int i = 1; i < names.length; i++) {
+            long[] d = new long[trace.length];
+            for (int r = 0; r < trace.length; r++) {
+                d[r] = trace[r][i] - trace[r][i - 1];
+            }
+            System.out.printf(Locale.ROOT, "  %-30s %10.1f%n", names[i], median(d) / 1e3);
+        }
+    }
+
+    /**
+     * One round: every block of P to D as requests of {@code perRequest} blocks, all in flight together;
+     * D is polled every {@code pollNanos}. {@code t}, when given, gets the round's start, the
+     * {@link WaveTrace} points and the moment D reported the last request (all {@code nanoTime}).
+     */
+    private static int round(PdTestbed.Node p, PdTestbed.Node d, int firstReq, int blocks, int perRequest,
+            long pollNanos, long[] t) {
         int n = blocks / perRequest;
         MooncakeConnectorMetadata announce = new MooncakeConnectorMetadata();
         MooncakeConnectorMetadata fin = new MooncakeConnectorMetadata();
@@ -123,10 +179,42 @@ public final class ConnectorThroughputProbe {
         }
         p.step(announce);
         p.step(fin);
+        p.poll();
+        long start = System.nanoTime();
         d.step(pulls);
+        int left = n;
+        long deadline = start + Duration.ofSeconds(60).toNanos();
+        while (left > 0) {
+            KvConnectorTransferResults res = d.worker.getTransferResults();
+            if (!res.failedRecving().isEmpty()) {
+                throw new IllegalStateException("loads failed: " + res.failedRecving());
+            }
+            left -= res.finishedRecving().size();
+            d.finishedRecving.addAll(res.finishedRecving());
+            if (left > 0) {
+                if (System.nanoTime() - deadline > 0) {
+                    throw new IllegalStateException("round not finished within 60 s");
+                }
+                LockSupport.parkNanos(pollNanos); // the embedder's polling interval, not synchronisation
+            }
+        }
+        long end = System.nanoTime();
+        if (t != null) {
+            t[0] = start;
+            for (WaveTrace.Point pt : WaveTrace.Point.values()) {
+                t[pt.ordinal() + 1] = WaveTrace.last(pt);
+            }
+            t[t.length - 1] = end;
+        }
+        // P answered D only after recording the sends: they are in P's next get_finished
         int last = firstReq + n - 1;
-        bed.awaitAll(() -> d.finishedRecving.contains("d" + last) && p.finishedSending.contains("p" + last)
-                && d.finishedRecving.size() >= last + 1, Duration.ofSeconds(60), "round");
+        long pDeadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
+        while (!p.finishedSending.contains("p" + last)) {
+            p.poll();
+            if (System.nanoTime() - pDeadline > 0) {
+                throw new IllegalStateException("P did not report p" + last + " as sent");
+            }
+        }
         return firstReq + n;
     }
 }
