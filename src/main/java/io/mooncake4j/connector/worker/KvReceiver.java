@@ -66,6 +66,8 @@ final class KvReceiver implements AutoCloseable {
 
     // written by the receiver loop and the I/O thread, drained by the embedder's thread
     private final ConcurrentLinkedQueue<String> finishedRecvingReqs = new ConcurrentLinkedQueue<>();
+    /** The thread in {@link #awaitFinished}, woken when a request finishes; null when none waits. */
+    private volatile Thread finishWaiter;
     final ConcurrentLinkedQueue<Set<Integer>> invalidBlockIds = new ConcurrentLinkedQueue<>();
     final ConcurrentLinkedQueue<String> failedRecvReqs = new ConcurrentLinkedQueue<>();
 
@@ -312,7 +314,7 @@ final class KvReceiver implements AutoCloseable {
                 continue;
             }
             if (pm.decrementPullTasksCount() == 0) {
-                finishedRecvingReqs.add(pm.dReqId());
+                finished(pm.dReqId());
                 WaveTrace.mark(WaveTrace.Point.D_FINISHED);
             }
         }
@@ -358,7 +360,7 @@ final class KvReceiver implements AutoCloseable {
             } else {
                 invalidBlockIds.add(invalid);
             }
-            finishedRecvingReqs.add(pm.dReqId());
+            finished(pm.dReqId());
         }
         if (!failed.isEmpty()) {
             LOG.error("pulling kv_caches for {} failed: {}", failed, reason);
@@ -397,6 +399,36 @@ final class KvReceiver implements AutoCloseable {
     /** Cached engine entries dropped so far (lost connection, new bootstrap URL, missing rank); loop thread. */
     long reResolutions() {
         return reResolutions;
+    }
+
+    private void finished(String dReqId) {
+        finishedRecvingReqs.add(dReqId);
+        Thread w = finishWaiter;
+        if (w != null) {
+            java.util.concurrent.locks.LockSupport.unpark(w);
+        }
+    }
+
+    /**
+     * Waits until some finished request is queued for {@link #fetchFinishedRecving} (true), at most
+     * {@code nanos} (false), for one waiting thread at a time (an embedder with nothing else to do
+     * until a load ends; the benchmarks). Takes nothing from the queue.
+     */
+    boolean awaitFinished(long nanos) {
+        long deadline = System.nanoTime() + nanos;
+        finishWaiter = Thread.currentThread();
+        try {
+            while (finishedRecvingReqs.isEmpty()) {
+                long left = deadline - System.nanoTime();
+                if (left <= 0 || Thread.currentThread().isInterrupted()) {
+                    return false;
+                }
+                java.util.concurrent.locks.LockSupport.parkNanos(this, left);
+            }
+            return true;
+        } finally {
+            finishWaiter = null;
+        }
     }
 
     /**

@@ -665,8 +665,8 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
             if (ret == 0 && !loop.isShutdown()) {
                 byte[] answer = MooncakeXferResponseCodec.encode(answer(ready, errReqs, wErrMsg, status));
                 answeredAt = clock.getAsLong(); // not after the answer leaves: the staleness rule counts from it
-                pull.reply.send(answer);
                 WaveTrace.mark(WaveTrace.Point.P_REPLY_QUEUED);
+                pull.reply.send(answer);
             }
             long answered = answeredAt;
             try {
@@ -806,8 +806,8 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
             }
         }
         if (answeredAt == NOT_ANSWERED) {
-            send(pull.reply, MooncakeXferResponse.of(status, ok, errReqs, errMsg));
             WaveTrace.mark(WaveTrace.Point.P_REPLY_QUEUED);
+            send(pull.reply, MooncakeXferResponse.of(status, ok, errReqs, errMsg));
             pull.lastContact = clock.getAsLong();
         } else {
             pull.lastContact = answeredAt;

@@ -389,8 +389,8 @@ final class PullChannels implements AutoCloseable {
             pull.monitor = reuse.monitor();
             pull.handshaken = true;
             pull.attempts = 1;
+            WaveTrace.mark(WaveTrace.Point.D_PULL_SENT);
             if (pull.dealer.send(pull.payload, ZMQ.DONTWAIT)) {
-                WaveTrace.mark(WaveTrace.Point.D_PULL_SENT);
                 active.add(pull);
                 return;
             }
@@ -437,10 +437,10 @@ final class PullChannels implements AutoCloseable {
         poller.register(dealer, ZMQ.Poller.POLLIN);
         poller.register(monitor, ZMQ.Poller.POLLIN);
         dealer.connect(pull.address);
+        WaveTrace.mark(WaveTrace.Point.D_PULL_SENT);
         if (!dealer.send(pull.payload, ZMQ.DONTWAIT)) {
             throw new IllegalStateException("the DEALER refused the request (errno " + dealer.errno() + ")");
         }
-        WaveTrace.mark(WaveTrace.Point.D_PULL_SENT);
     }
 
     /** Reads what arrived and checks deadlines; false when the pull is over (sockets closed). */

@@ -357,8 +357,8 @@ final class SenderListener implements AutoCloseable {
     private void sendReplies(ZMQ.Socket router) {
         Reply r;
         while ((r = replies.poll()) != null) {
-            boolean ok = router.sendMore(r.identity) && router.send(r.payload, ZMQ.DONTWAIT);
             WaveTrace.mark(WaveTrace.Point.P_REPLY_SENT);
+            boolean ok = router.sendMore(r.identity) && router.send(r.payload, ZMQ.DONTWAIT);
             if (LOG.isTraceEnabled()) {
                 LOG.trace("side-channel reply of {} bytes: {}", r.payload.length, ok ? "sent" : "dropped");
             }

@@ -22,7 +22,7 @@ final class WaveTrace {
         D_LOAD_START,
         /** D: the pull's metadata encoded and handed to the I/O thread (receiver loop). */
         D_PULL_SUBMITTED,
-        /** D: the pull's metadata frame handed to its DEALER ({@code mooncake-d-io-0}). */
+        /** D: the pull's metadata frame about to go to its DEALER ({@code mooncake-d-io-0}). */
         D_PULL_SENT,
         /** P: the message read from the ROUTER ({@code mooncake-p-listener-0}). */
         P_RECEIVED,
@@ -36,9 +36,9 @@ final class WaveTrace {
         P_WRITE_START,
         /** P: the engine write returned. */
         P_WRITE_END,
-        /** P: the wave's answer queued for the listener (sender loop). */
+        /** P: the wave's answer about to be queued for the listener (transfer thread, or sender loop). */
         P_REPLY_QUEUED,
-        /** P: the answer written to the ROUTER (listener). */
+        /** P: the answer about to be written to the ROUTER (listener). */
         P_REPLY_SENT,
         /** D: the answer read from the DEALER ({@code mooncake-d-io-0}). */
         D_RESPONSE_READ,

@@ -19,16 +19,23 @@ import java.util.Map;
 import java.util.concurrent.locks.LockSupport;
 
 /**
- * Connector throughput against the raw engine: P → D over the real side channel, requests of 16
- * Llama-3-8B blocks (2 MiB each over its 32 layers; 64 blocks per round), then the same recorded
- * descriptor lists replayed straight on the same engine ({@code batchTransferSyncWrite} to the
- * same D segment). Engine {@code mock} (in-JVM byte copies) or {@code tcp} (the real TCP engine
- * on loopback). Not a test (no assertions); run:
+ * Connector throughput against the raw engine: P → D over the real side channel, each round all
+ * {@code blocks} Llama-3-8B blocks (2 MiB each over its 32 layers) as requests of
+ * {@code blocksPerRequest} blocks in one pull, reversed on D so that every block and layer is its
+ * own descriptor. Rounds are interleaved with the raw engine: after each connector round the very
+ * descriptor lists it wrote are replayed straight on the same engine ({@code batchTransferSyncWrite}
+ * to the same D segment), so both see the same machine state; both are warmed up first
+ * ({@code -Dprobe.warmup}, default 10 rounds). A connector round runs from D's {@code startLoadKv}
+ * to the {@code getTransferResults} that names its last request; D is asked after each signal of a
+ * finished load ({@code pollMicros} 0, the default) or every {@code pollMicros}. With
+ * {@code -Dmooncake4j.waveTrace=true} it prints the median per-wave breakdown ({@link WaveTrace}).
+ * Engine {@code mock} (in-JVM byte copies) or {@code tcp} (the real TCP engine on loopback). Not a
+ * test (no assertions); run:
  *
  * <pre>
  * mvn -B -o -q test-compile dependency:build-classpath -Dmdep.outputFile=target/test.classpath -Dmdep.includeScope=test
  * java --enable-native-access=ALL-UNNAMED -cp target/test-classes:target/classes:$(cat target/test.classpath) \
- *     io.mooncake4j.connector.worker.ConnectorThroughputProbe [rounds] [mock|tcp] [blocks] [blocksPerRequest]
+ *     io.mooncake4j.connector.worker.ConnectorThroughputProbe [rounds] [mock|tcp] [blocks] [blocksPerRequest] [pollMicros]
  * </pre>
  */
 public final class ConnectorThroughputProbe {
@@ -60,9 +67,13 @@ public final class ConnectorThroughputProbe {
         String kind = args.length > 1 ? args[1] : "mock";
         int blocks = args.length > 2 ? Integer.parseInt(args[2]) : 64;
         int perRequest = args.length > 3 ? Integer.parseInt(args[3]) : 16;
-        // how often the probe asks D's getTransferResults, as an embedder's step loop would (µs)
-        long pollNanos = (args.length > 4 ? Long.parseLong(args[4]) : 50) * 1_000;
+        // how often the probe asks D's getTransferResults, as an embedder's step loop would (µs); 0: it
+        // waits for D's signal that a load finished (KvReceiver.awaitFinished), then asks
+        long pollNanos = (args.length > 4 ? Long.parseLong(args[4]) : 0) * 1_000;
         int warmups = Integer.getInteger("probe.warmup", 10);
+        // one-block pulls first, so that the per-wave code is compiled as in a serving process that has
+        // served a few thousand requests (a round's own code runs once per round: it would stay interpreted)
+        int smallWarmups = Integer.getInteger("probe.smallWarmup", 3000);
         List<Write> writes = Collections.synchronizedList(new ArrayList<>());
         try (PdTestbed bed = new PdTestbed().model(ModelPreset.LLAMA_3_8B, blocks)
                 .engines(() -> recording(kind.equals("mock") ? new ScriptedTransferEngine().copyData(true)
@@ -72,6 +83,9 @@ public final class ConnectorThroughputProbe {
             PdTestbed.Node d = bed.consumer("D", 0, 1);
             long bytesPerRound = (long) blocks * p.page() * p.model.numLayers();
             int req = 0;
+            for (int warm = 0; warm < smallWarmups; warm++) {
+                req = round(p, d, req, 1, 1, pollNanos, null);
+            }
             for (int warm = 0; warm < warmups; warm++) { // both paths warm (JIT) before anything is timed
                 int from = writes.size();
                 req = round(p, d, req, blocks, perRequest, pollNanos, null);
@@ -95,9 +109,9 @@ public final class ConnectorThroughputProbe {
             double connS = Arrays.stream(conn).sum() / 1e9;
             double rawS = Arrays.stream(raw).sum() / 1e9;
             double mib = rounds * bytesPerRound / (1024.0 * 1024.0);
-            System.out.printf(Locale.ROOT, "engine=%s rounds=%d (after %d warm-up) bytes/round=%d MiB requests/round=%d "
-                    + "transfer calls=%d poll=%d us%n", kind, rounds, warmups, bytesPerRound >> 20, blocks / perRequest,
-                    calls, pollNanos / 1000);
+            System.out.printf(Locale.ROOT, "engine=%s rounds=%d (after %d one-block and %d warm-up) bytes/round=%d MiB requests/round=%d "
+                    + "transfer calls=%d poll=%s%n", kind, rounds, smallWarmups, warmups, bytesPerRound >> 20, blocks / perRequest,
+                    calls, pollNanos == 0 ? "D's signal" : pollNanos / 1000 + " us");
             System.out.printf(Locale.ROOT, "connector end-to-end: %.1f MiB/s (%.3f s), round p50 %.3f ms%n", mib / connS,
                     connS, median(conn) / 1e6);
             System.out.printf(Locale.ROOT, "raw engine replay   : %.1f MiB/s (%.3f s), round p50 %.3f ms%n", mib / rawS,
@@ -109,6 +123,18 @@ public final class ConnectorThroughputProbe {
             System.out.printf(Locale.ROOT, "ratio               : %.1f %% (raw/connector time); per round connector - raw: "
                     + "p50 %.3f ms%n", 100 * rawS / connS, median(diff) / 1e6);
             if (WaveTrace.ON) {
+                long[] outside = new long[rounds];
+                long[] slower = new long[rounds];
+                int ws = WaveTrace.Point.P_WRITE_START.ordinal() + 1;
+                int we = WaveTrace.Point.P_WRITE_END.ordinal() + 1;
+                for (int r = 0; r < rounds; r++) {
+                    long w = trace[r][we] - trace[r][ws];
+                    outside[r] = conn[r] - w;
+                    slower[r] = w - raw[r];
+                }
+                System.out.printf(Locale.ROOT, "per round, p50: connector outside its engine write %.3f ms; its engine "
+                        + "write minus the raw replay %.3f ms (valid with one write per round)%n", median(outside) / 1e6,
+                        median(slower) / 1e6);
                 printBreakdown(trace);
             }
             System.out.println("D connections: " + d.worker.diagnostics().dealerConnections() + ", handshake retries: "
@@ -144,13 +170,17 @@ public final class ConnectorThroughputProbe {
             names[pt.ordinal() + 1] = pt.name();
         }
         names[names.length - 1] = "D getTransferResults sees it";
-        System.out.println("per-wave breakdown (median over rounds, µs from the previous point):");
+        System.out.println("per-wave breakdown (µs from the previous point over the rounds: median, mean):");
         for (int i = 1; i < names.length; i++) {
             long[] d = new long[trace.length];
             for (int r = 0; r < trace.length; r++) {
                 d[r] = trace[r][i] - trace[r][i - 1];
             }
-            System.out.printf(Locale.ROOT, "  %-30s %10.1f%n", names[i], median(d) / 1e3);
+            System.out.printf(Locale.ROOT, "  %-30s %10.1f %10.1f%n", names[i], median(d) / 1e3,
+                    Arrays.stream(d).average().orElse(0) / 1e3);
+            if (Boolean.getBoolean("probe.rounds")) {
+                System.out.println("    " + Arrays.toString(Arrays.stream(d).map(x -> x / 1000).toArray()));
+            }
         }
     }
 
@@ -195,7 +225,11 @@ public final class ConnectorThroughputProbe {
                 if (System.nanoTime() - deadline > 0) {
                     throw new IllegalStateException("round not finished within 60 s");
                 }
-                LockSupport.parkNanos(pollNanos); // the embedder's polling interval, not synchronisation
+                if (pollNanos > 0) {
+                    LockSupport.parkNanos(pollNanos); // the embedder's polling interval, not synchronisation
+                } else {
+                    d.worker.receiverOrNull().awaitFinished(deadline - System.nanoTime()); // D's signal
+                }
             }
         }
         long end = System.nanoTime();

@@ -17,12 +17,18 @@ import java.util.concurrent.atomic.AtomicLong;
  * the time from the start of P's write (its engine call; the one-block copy itself takes
  * microseconds) to the first {@code getFinished} that names the request. That span contains P's
  * write, P's loop hand-off, the ZMQ round to D, D's receiver loop and the {@code getFinished} hop,
- * so it bounds "FINISH arrived at D → getFinished sees it" from above. Not a test; run:
+ * so it bounds "FINISH arrived at D → getFinished sees it" from above. With
+ * {@code -Dmooncake4j.waveTrace=true} it also reports the two spans that end at D's view
+ * ({@link WaveTrace}): from P's listener writing the FINISH to its ROUTER (loopback TCP and both
+ * JeroMQ I/O threads included) and from D's I/O thread reading it off the DEALER, each to the first
+ * {@code getFinished} naming the request. Not a test; run:
  *
  * <pre>
- * java --enable-native-access=ALL-UNNAMED -cp target/test-classes:target/classes:$(cat target/test.classpath) \
- *     io.mooncake4j.connector.worker.FinishLatencyProbe [requests]
+ * java --enable-native-access=ALL-UNNAMED -Dmooncake4j.waveTrace=true \
+ *     -cp target/test-classes:target/classes:$(cat target/test.classpath) \
+ *     io.mooncake4j.connector.worker.FinishLatencyProbe [requests] [pollMicros]
  * </pre>
+ * {@code pollMicros} (default 0: a tight loop) is the pause between two {@code getFinished} calls.
  */
 public final class FinishLatencyProbe {
 
@@ -31,8 +37,11 @@ public final class FinishLatencyProbe {
 
     public static void main(String[] args) {
         int n = args.length > 0 ? Integer.parseInt(args[0]) : 200;
+        long pollNanos = (args.length > 1 ? Long.parseLong(args[1]) : 0) * 1_000;
         AtomicLong writeStart = new AtomicLong();
         long[] lat = new long[n];
+        long[] fromSent = new long[n];
+        long[] fromRead = new long[n];
         try (PdTestbed bed = new PdTestbed().abortTimeout(Duration.ofSeconds(60))) {
             bed.engines(() -> new ScriptedTransferEngine().copyData(true).beforeEach(c -> {
                 if (c.method() == EngineMethod.BATCH_TRANSFER_SYNC_WRITE) {
@@ -51,18 +60,32 @@ public final class FinishLatencyProbe {
                     if (System.nanoTime() - deadline > 0) {
                         throw new IllegalStateException("d" + i + " not finished within 20 s");
                     }
-                    Thread.onSpinWait();
+                    if (pollNanos > 0) {
+                        java.util.concurrent.locks.LockSupport.parkNanos(pollNanos); // the embedder's step interval
+                    } else {
+                        Thread.onSpinWait();
+                    }
                 }
                 long seen = System.nanoTime();
                 if (i >= 0) {
                     lat[i] = seen - writeStart.get();
+                    fromSent[i] = seen - WaveTrace.last(WaveTrace.Point.P_REPLY_SENT);
+                    fromRead[i] = seen - WaveTrace.last(WaveTrace.Point.D_RESPONSE_READ);
                 }
                 bed.awaitAll(() -> p.finishedSending.contains("p" + t.substring(1)), Duration.ofSeconds(20), "sent");
             }
         }
+        print("P write start -> D getFinished sees it", n, lat);
+        if (WaveTrace.ON) {
+            print("P ROUTER send of FINISH -> D getFinished sees it", n, fromSent);
+            print("D DEALER read of FINISH -> D getFinished sees it", n, fromRead);
+        }
+    }
+
+    private static void print(String what, int n, long[] lat) {
         Arrays.sort(lat);
-        System.out.printf(Locale.ROOT, "P write start -> D getFinished sees it, %d one-block requests: p50 %.3f ms, "
-                + "p90 %.3f ms, p99 %.3f ms, max %.3f ms%n", n, lat[n / 2] / 1e6, lat[n * 9 / 10] / 1e6,
-                lat[Math.min(n - 1, n * 99 / 100)] / 1e6, lat[n - 1] / 1e6);
+        System.out.printf(Locale.ROOT, "%s, %d one-block requests: p50 %.3f ms, p90 %.3f ms, p99 %.3f ms, max %.3f ms%n",
+                what, n, lat[n / 2] / 1e6, lat[n * 9 / 10] / 1e6, lat[Math.min(n - 1, n * 99 / 100)] / 1e6,
+                lat[n - 1] / 1e6);
     }
 }
