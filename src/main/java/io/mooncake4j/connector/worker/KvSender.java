@@ -152,6 +152,7 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
     private List<Segment> stepSegments = new ArrayList<>();
     private final Set<String> unknownLayersLogged = new HashSet<>();
     private final LongAdder layerJobs = new LongAdder();
+    private final LongAdder coalescedLayers = new LongAdder();
 
     KvSender(String engineLabel, TransferEngine engine, MooncakeKvConnectorStats stats, BackgroundErrors errors,
             ScheduledExecutorService loop, int numWorkers, LongSupplier clock, long abortNanos, int localPpSize,
@@ -1024,6 +1025,12 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
             checkLanded(t);
             return;
         }
+        if (t.inflight > 0 && inFlightByPeer.getOrDefault(pull.peer, 0) >= perPeerShare) {
+            // a write of this request runs or waits for D's share already: rather than queue one write
+            // per layer behind it, its end pumps again and every layer saved meanwhile goes in one write
+            coalescedLayers.increment();
+            return;
+        }
         buf.clear();
         String err = null;
         try {
@@ -1196,6 +1203,11 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
     /** Layer-wise writes submitted (one per pump of a target), for diagnostics and tests. */
     long layerwiseWrites() {
         return layerJobs.sum();
+    }
+
+    /** Saved layers that waited for a running write of their request, to go with the next one. */
+    long coalescedLayers() {
+        return coalescedLayers.sum();
     }
 
     // ------------------------------------------------------------------------------ bookkeeping

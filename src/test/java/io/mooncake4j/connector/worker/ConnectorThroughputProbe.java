@@ -23,8 +23,9 @@ import java.util.concurrent.locks.LockSupport;
  * {@code blocks} Llama-3-8B blocks (2 MiB each over its 32 layers) as requests of
  * {@code blocksPerRequest} blocks in one pull, reversed on D so that every block and layer is its
  * own descriptor. Rounds are interleaved with the raw engine: after each connector round the very
- * descriptor lists it wrote are replayed straight on the same engine ({@code batchTransferSyncWrite}
- * to the same D segment), so both see the same machine state; both are warmed up first
+ * descriptor lists a connector round wrote are replayed straight on the same engine
+ * ({@code batchTransferSyncWrite} to the same D segment), right after it or, every other round,
+ * right before the next one (ABBA order), so both see the same machine state; both are warmed up first
  * ({@code -Dprobe.warmup}, default 10 rounds). A connector round runs from D's {@code startLoadKv}
  * to the {@code getTransferResults} that names its last request; D is asked after each signal of a
  * finished load ({@code pollMicros} 0, the default) or every {@code pollMicros}. With
@@ -95,16 +96,25 @@ public final class ConnectorThroughputProbe {
             long[] raw = new long[rounds];
             long[][] trace = new long[rounds][];
             int calls = 0;
+            List<Write> previous = null;
             for (int r = 0; r < rounds; r++) {
-                // interleaved: each connector round, then the very same descriptor lists on the raw engine
+                // interleaved, in ABBA order (so that neither side always goes first): the raw engine writes
+                // the very descriptor lists of a connector round, right after it or right before the next
+                boolean rawFirst = r % 2 == 1;
+                if (rawFirst) {
+                    raw[r] = replay(p, previous);
+                }
                 int from = writes.size();
                 long[] t = new long[WaveTrace.Point.values().length + 2];
                 req = round(p, d, req, blocks, perRequest, pollNanos, t);
-                conn[r] = t[0 + t.length - 1] - t[0];
+                conn[r] = t[t.length - 1] - t[0];
                 trace[r] = t;
                 List<Write> mine = List.copyOf(writes.subList(from, writes.size()));
                 calls += mine.size();
-                raw[r] = replay(p, mine);
+                if (!rawFirst) {
+                    raw[r] = replay(p, mine);
+                }
+                previous = mine;
             }
             double connS = Arrays.stream(conn).sum() / 1e9;
             double rawS = Arrays.stream(raw).sum() / 1e9;
