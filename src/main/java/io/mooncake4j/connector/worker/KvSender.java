@@ -55,7 +55,9 @@ import org.slf4j.LoggerFactory;
  * {@code ready} future whose completion posts back to the loop, and each wave arms one scheduled
  * timeout of the abort timeout. A ready wave's descriptors go to the transfer pool
  * ({@code mooncake-p-xfer-<n>}, {@code num_workers} threads), which runs the blocking
- * {@code batchTransferSyncWrite} and posts the result back to the loop.
+ * {@code batchTransferSyncWrite}, answers D itself when the write succeeded (the answer was fixed
+ * when the wave was planned; the {@link ReplySink} is thread-safe) and posts the result back to
+ * the loop, which does the bookkeeping (and answers D for a failed write).
  *
  * <p><b>Bounds (issue 9).</b> A pull is refused with an {@code ERROR} response, before anything is
  * created for it, when it would make P hold more pending transfer ids (or metadata bytes) for its D

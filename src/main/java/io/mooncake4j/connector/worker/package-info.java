@@ -16,10 +16,11 @@
  *       ({@code reqs_need_send}, finished set, planner, descriptor buffer) and runs the send path
  *       as an asynchronous state machine (readiness futures, scheduled timeouts; it never blocks);
  *       {@code mooncake-p-xfer-<n>} ({@code num_workers} threads) run the blocking
- *       {@code batchTransferSyncWrite} and post results back to the sender loop;
+ *       {@code batchTransferSyncWrite}, queue D's answer themselves when the write succeeded (it
+ *       depends on the wave alone; issue 13) and post results back to the sender loop;
  *       {@code mooncake-bootstrap-http-<n>} serve the bootstrap server launched by TP rank 0.</li>
- *   <li>D: {@code mooncake-d-receiver-0} (the receiver loop) owns every piece of consumer state
- *       (remote agents, pull bookkeeping, finished set); {@code mooncake-d-bootstrap-0} runs the
+ *   <li>D: {@code mooncake-d-receiver-0} (the receiver loop) owns the consumer state (remote
+ *       agents, bootstrap bookkeeping, the start of each pull); {@code mooncake-d-bootstrap-0} runs the
  *       blocking {@code /query} calls; {@code mooncake-d-io-0} owns every DEALER socket and records a
  *       pull's answers itself (under that pull's lock), so that {@code getFinished} sees a finished
  *       load as soon as its {@code FINISH} is read; the bootstrap thread posts back to the receiver
