@@ -45,6 +45,10 @@
  * wave; a request is answered ({@code FINISH}/{@code CONTINUE}, unchanged messages) once its last
  * layer landed, or once a failed layer's request has nothing left in flight.
  *
+ * <p><b>Per-wave timestamps.</b> {@code WaveTrace} ({@code -Dmooncake4j.waveTrace=true}, off by
+ * default) records when a pull passes each step on both workers, for the breakdown the benchmarks
+ * print ({@code docs/performance.md}, issue 13).
+ *
  * <p><b>Thread-safety.</b> Value types here are immutable. {@code MooncakeConnectorWorker} is
  * driven by one caller thread (vLLM's worker main thread: {@code registerKvCaches},
  * {@code startLoadKv}, {@code getFinished}, …); {@code close()} and the accessors may be called
