@@ -314,8 +314,8 @@ final class KvReceiver implements AutoCloseable {
                 continue;
             }
             if (pm.decrementPullTasksCount() == 0) {
-                finished(pm.dReqId());
                 WaveTrace.mark(WaveTrace.Point.D_FINISHED);
+                finished(pm.dReqId());
             }
         }
         if (LOG.isDebugEnabled() && !resp.okReqsOrEmpty().isEmpty()) {

@@ -42,7 +42,7 @@ final class WaveTrace {
         P_REPLY_SENT,
         /** D: the answer read from the DEALER ({@code mooncake-d-io-0}). */
         D_RESPONSE_READ,
-        /** D: the request recorded as finished, visible to {@code getFinished} (receiver loop). */
+        /** D: the request about to be queued as finished for {@code getFinished} ({@code mooncake-d-io-0}). */
         D_FINISHED
     }
 
