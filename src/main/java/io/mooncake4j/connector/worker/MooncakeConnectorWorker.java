@@ -641,7 +641,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     public KvConnectorTransferResults getTransferResults() {
         synchronized (failedNotYetFinished) {
             FinishedRequests f = getFinished();
-            // The receiver queues a failure before it marks the request finished (one loop task), so an id
+            // The receiver queues a failure before it marks the request finished (in one call), so an id
             // polled here belongs to this fetch's finished set or to a later one: hold it until its
             // finish is reported, so that failedRecving is always reported with (and within) finishedRecving.
             KvReceiver r = receiver;
