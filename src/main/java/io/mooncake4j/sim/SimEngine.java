@@ -327,7 +327,9 @@ public final class SimEngine implements AutoCloseable {
      * The per-layer compute model of the prefill: besides writing each layer's KV, every layer of a
      * forward pass costs {@code perLayerPer1kTokens} for each 1024 prompt tokens it computes (scaled
      * linearly). The cost is spent parked, not spinning, as a GPU's compute leaves the host's cores
-     * free. With {@code layerwise_push} on, the engine calls {@code saveKvLayer} after each layer and
+     * free, and is counted on a simulated device clock: layer after layer, fill and compute back to
+     * back, so a late wake-up of the step thread for one layer does not stretch the layers after it
+     * (as a GPU runs the kernels its host enqueued ahead). With {@code layerwise_push} on, the engine calls {@code saveKvLayer} after each layer and
      * {@code waitForSave} after the last, so P's transfer overlaps the rest of the prefill. Any thread;
      * applies from the next step.
      */
@@ -604,7 +606,8 @@ public final class SimEngine implements AutoCloseable {
                 forwardLayerwise(w, m, scheduled, layerCost);
             } else {
                 forwardWhole(m, scheduled);
-                compute(layerCost * m.numLayers());
+                // the device ran the fill, then every layer's compute: its clock, not the host's wake-ups
+                awaitDevice(System.nanoTime() + layerCost * m.numLayers());
             }
             results.add(w.getTransferResults());
             invalidBlocks.addAll(w.getBlockIdsWithLoadErrors());
@@ -621,13 +624,22 @@ public final class SimEngine implements AutoCloseable {
     private void forwardLayerwise(SimWorker w, SyntheticModel m, List<SimRequest> scheduled, long layerCost) {
         boolean digest = sampling == Sampling.KV;
         long[] layerDigest = new long[scheduled.size()];
+        // When the simulated device is done with layer l: every layer so far's KV fill (host CPU time
+        // standing in for the device's own writes) and compute, back to back on the device's clock, as
+        // a GPU runs the kernels a host enqueued ahead. A host thread that wakes late for one layer
+        // does not stretch the next ones (the device went on meanwhile); a layer is still saved only
+        // once its KV is written and its compute is over.
+        long device = System.nanoTime();
         for (int l = 0; l < m.numLayers(); l++) {
+            long fill0 = System.nanoTime();
             for (int i = 0; i < scheduled.size(); i++) {
                 SimRequest r = scheduled.get(i);
                 boolean dg = digest && !r.kvDigestKnown;
                 layerDigest[i] += m.forwardLayer(l, r.hashes, r.blocks, r.numComputedTokens, r.numTokens, dg);
             }
-            compute(layerCost);
+            long fill = System.nanoTime() - fill0;
+            device += fill + layerCost;
+            awaitDevice(device);
             w.saveKvLayer(m.layerName(l));
         }
         w.waitForSave();
@@ -641,13 +653,12 @@ public final class SimEngine implements AutoCloseable {
         }
     }
 
-    /** Spends {@code nanos} of simulated accelerator time (parked: the host's cores stay free). */
-    private static void compute(long nanos) {
-        if (nanos <= 0) {
-            return;
-        }
-        long deadline = System.nanoTime() + nanos;
-        for (long left = nanos; left > 0; left = deadline - System.nanoTime()) {
+    /**
+     * Waits (parked: the host's cores stay free) until the simulated accelerator's clock reaches
+     * {@code deadline} ({@link System#nanoTime()}); returns at once when it is past already.
+     */
+    private static void awaitDevice(long deadline) {
+        for (long left = deadline - System.nanoTime(); left > 0; left = deadline - System.nanoTime()) {
             java.util.concurrent.locks.LockSupport.parkNanos(left);
         }
     }

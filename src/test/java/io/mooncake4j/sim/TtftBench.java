@@ -24,7 +24,9 @@ import java.util.concurrent.TimeUnit;
  *       ({@code (transfer - fill) / layers}, per 1k tokens), the case where overlap matters most;</li>
  *   <li>{@code prefill}: P's prefill with that cost, alone;</li>
  *   <li>{@code ttft whole} / {@code ttft layerwise}: P start → D KV ready, P and D requests sent
- *       together as the proxy does, whole-request push vs {@code layerwise_push}.</li>
+ *       together as the proxy does, whole-request push vs {@code layerwise_push};</li>
+ *   <li>{@code lw pref} / {@code lw tail}: inside the layer-wise exchanges, P's prefill (arrival →
+ *       KV ready at P) and what D still waited after it (P KV ready → D KV ready).</li>
  * </ul>
  * Medians of {@code reps} runs. Run:
  *
@@ -53,9 +55,9 @@ public final class TtftBench {
         gpuLike = args.length > 3 && args[3].equals("gpu");
         System.out.println("per-layer cost: " + (gpuLike ? "gpu (parked compute alone = transfer time; the CPU KV "
                 + "fill comes on top)" : "balanced (fill + parked compute = transfer time)"));
-        System.out.printf(Locale.ROOT, "%-5s %7s %9s %9s %11s %9s %9s %9s %10s %9s %9s%n", "engine", "tokens",
-                "fill ms", "xfer ms", "us/layer/1k", "pref ms", "whole ms", "lw ms", "max(p,x)", "whole/max",
-                "lw/max");
+        System.out.printf(Locale.ROOT, "%-5s %7s %9s %9s %11s %9s %9s %9s %10s %9s %9s %11s %10s%n", "engine",
+                "tokens", "fill ms", "xfer ms", "us/layer/1k", "pref ms", "whole ms", "lw ms", "max(p,x)", "whole/max",
+                "lw/max", "lw pref ms", "lw tail ms");
         for (String kind : kinds) {
             for (int tokens : sizes) {
                 run(kind, tokens, reps);
@@ -91,6 +93,8 @@ public final class TtftBench {
         double prefill;
         double whole;
         double lw;
+        double lwPrefill = Double.NaN;
+        double lwTail = Double.NaN;
         long perLayer1k;
         // both bootstrap servers live through the run: D caches what a bootstrap address resolved to, and a
         // second server on a reused port would hand it the first P's stale side channel
@@ -146,17 +150,25 @@ public final class TtftBench {
                             continue;
                         }
                         List<Double> l = new ArrayList<>();
+                        List<Double> lp = new ArrayList<>();
+                        List<Double> lt = new ArrayList<>();
                         for (int r = 0; r < reps; r++) {
-                            l.add(exchange(proxy, tokens));
+                            SimProxy.Exchange e = exchangeOf(proxy, tokens);
+                            l.add(ms(e.decode().kvReadyNanos() - e.prefill().arrivalNanos()));
+                            lp.add(ms(e.prefill().kvReadyNanos() - e.prefill().arrivalNanos()));
+                            lt.add(ms(e.decode().kvReadyNanos() - e.prefill().kvReadyNanos()));
                         }
                         lw = median(l);
+                        lwPrefill = median(lp);
+                        lwTail = median(lt);
                     }
                 }
             }
         }
         double max = Math.max(prefill, xfer);
-        System.out.printf(Locale.ROOT, "%-6s %7d %9.1f %9.1f %11d %9.1f %9.1f %9.1f %10.1f %9.2f %9.2f%n", kind,
-                tokens, fill, xfer, perLayer1k / 1000, prefill, whole, lw, max, whole / max, lw / max);
+        System.out.printf(Locale.ROOT, "%-6s %7d %9.1f %9.1f %11d %9.1f %9.1f %9.1f %10.1f %9.2f %9.2f %11.1f %10.1f%n",
+                kind, tokens, fill, xfer, perLayer1k / 1000, prefill, whole, lw, max, whole / max, lw / max, lwPrefill,
+                lwTail);
     }
 
     /**
@@ -199,6 +211,12 @@ public final class TtftBench {
 
     /** P and D requests sent together: P arrival → D KV ready, ms. */
     private static double exchange(SimProxy proxy, int tokens) throws Exception {
+        SimProxy.Exchange e = exchangeOf(proxy, tokens);
+        return ms(e.decode().kvReadyNanos() - e.prefill().arrivalNanos());
+    }
+
+    /** P and D requests sent together, checked (and printed with {@code -Dttft.verbose=true}). */
+    private static SimProxy.Exchange exchangeOf(SimProxy proxy, int tokens) throws Exception {
         SimProxy.Exchange e = proxy.submit(SimProxy.newTransferId(), prompt(tokens), 1).get(5, TimeUnit.MINUTES);
         check(e.ok(), "exchange failed: " + e);
         if (Boolean.getBoolean("ttft.verbose")) {
@@ -207,7 +225,7 @@ public final class TtftBench {
                     ms(e.decode().kvReadyNanos() - e.prefill().kvReadyNanos()),
                     ms(e.decode().arrivalNanos() - e.prefill().arrivalNanos()));
         }
-        return ms(e.decode().kvReadyNanos() - e.prefill().arrivalNanos());
+        return e;
     }
 
     private static void check(boolean ok, String what) {

@@ -33,10 +33,14 @@ import org.slf4j.LoggerFactory;
  * {@code _connect_to_prefiller_bootstrap}, {@code receive_kv}, {@code process_pulling_result},
  * {@code _handle_failed_recv}; spec §6.13).
  *
- * <p>Threads: all D state lives on the receiver loop {@code mooncake-d-receiver-0}. Bootstrap
- * {@code /query} calls (blocking HTTP) run on {@code mooncake-d-bootstrap-0}, DEALER sockets on
- * {@code mooncake-d-io-0} ({@link PullChannels}); both post their results back to the loop. The
- * failure queues are thread-safe and read by the embedder's thread.
+ * <p>Threads: D state lives on the receiver loop {@code mooncake-d-receiver-0} (remote agents,
+ * bootstrap bookkeeping), except one pull's per-request bookkeeping: a pull's answers are
+ * processed where they are read, on {@code mooncake-d-io-0} ({@link PullChannels}), under the
+ * lock of that pull's request map, so that a {@code FINISH} is visible to the embedder's
+ * {@code getFinished} as soon as it is read, without a hand-off to the loop (issue 13). Bootstrap
+ * {@code /query} calls (blocking HTTP) run on {@code mooncake-d-bootstrap-0} and post their
+ * results back to the loop. The finished and failure queues are thread-safe and drained by the
+ * embedder's thread; a request's failure is queued before it is queued as finished.
  */
 final class KvReceiver implements AutoCloseable {
 
@@ -59,9 +63,11 @@ final class KvReceiver implements AutoCloseable {
     private final Map<String, String> resolvedFrom = new HashMap<>();
     private long reResolutions; // loop thread; read through reResolutions()
     private final Map<String, List<Runnable>> pendingBootstrapQueries = new HashMap<>();
-    private Set<String> finishedRecvingReqs = new LinkedHashSet<>();
 
-    // read by the embedder's thread
+    // written by the receiver loop and the I/O thread, drained by the embedder's thread
+    private final ConcurrentLinkedQueue<String> finishedRecvingReqs = new ConcurrentLinkedQueue<>();
+    /** The thread in {@link #awaitFinished}, woken when a request finishes; null when none waits. */
+    private volatile Thread finishWaiter;
     final ConcurrentLinkedQueue<Set<Integer>> invalidBlockIds = new ConcurrentLinkedQueue<>();
     final ConcurrentLinkedQueue<String> failedRecvReqs = new ConcurrentLinkedQueue<>();
 
@@ -115,6 +121,7 @@ final class KvReceiver implements AutoCloseable {
 
     /** vLLM's {@code _start_load_kv} (loop thread). */
     void startLoadKv(Map<String, Map<String, PullReqMeta>> reqsToRecv) {
+        WaveTrace.mark(WaveTrace.Point.D_LOAD_START);
         for (Map.Entry<String, Map<String, PullReqMeta>> e : reqsToRecv.entrySet()) {
             String engineId = e.getKey();
             Map<String, PullReqMeta> pullMetas = new LinkedHashMap<>(e.getValue());
@@ -226,16 +233,20 @@ final class KvReceiver implements AutoCloseable {
             pm.setPullTasksTotal(count);
         }
         byte[] payload = MooncakeXferMetadataCodec.encode(metadataFor(pullMetas));
+        WaveTrace.mark(WaveTrace.Point.D_PULL_SUBMITTED);
         for (String addr : workerAddrs) {
+            // called on the I/O thread (or on this one when the channels are closed): the request
+            // bookkeeping is done right there, under the lock of pullMetas (see the class comment)
             channels.submit(addr, payload, new PullChannels.Listener() {
                 @Override
                 public void onResponse(MooncakeXferResponse response) {
-                    post("receiver loop", () -> onPullResponse(pullMetas, reqIds, response));
+                    errors.guarded("pull answer", () -> onPullResponse(pullMetas, reqIds, response)).run();
                 }
 
                 @Override
                 public void onFailure(String reason) {
-                    post("receiver loop", () -> handleFailedRecv(pullMetas, reqIds, "transfer failed: " + reason));
+                    errors.guarded("pull failure",
+                            () -> handleFailedRecv(pullMetas, reqIds, "transfer failed: " + reason)).run();
                 }
             });
         }
@@ -285,8 +296,14 @@ final class KvReceiver implements AutoCloseable {
         processPullingResult(resp, pullMetas);
     }
 
-    /** vLLM's {@code process_pulling_result}; an id D did not ask for is ignored. */
+    /** vLLM's {@code process_pulling_result}; an id D did not ask for is ignored. Any thread: locks {@code pullMetas}. */
     private void processPullingResult(MooncakeXferResponse resp, Map<String, PullReqMeta> pullMetas) {
+        synchronized (pullMetas) {
+            processPullingResultLocked(resp, pullMetas);
+        }
+    }
+
+    private void processPullingResultLocked(MooncakeXferResponse resp, Map<String, PullReqMeta> pullMetas) {
         for (String reqId : resp.okReqsOrEmpty()) {
             PullReqMeta pm = pullMetas.get(reqId);
             if (pm == null) {
@@ -297,7 +314,8 @@ final class KvReceiver implements AutoCloseable {
                 continue;
             }
             if (pm.decrementPullTasksCount() == 0) {
-                finishedRecvingReqs.add(pm.dReqId());
+                WaveTrace.mark(WaveTrace.Point.D_FINISHED);
+                finished(pm.dReqId());
             }
         }
         if (LOG.isDebugEnabled() && !resp.okReqsOrEmpty().isEmpty()) {
@@ -308,8 +326,17 @@ final class KvReceiver implements AutoCloseable {
         }
     }
 
-    /** vLLM's {@code _handle_failed_recv}: each request reported at most once; release-only pulls not at all. */
+    /**
+     * vLLM's {@code _handle_failed_recv}: each request reported at most once; release-only pulls not
+     * at all. Any thread: locks {@code pullMetas}.
+     */
     private void handleFailedRecv(Map<String, PullReqMeta> pullMetas, List<String> reqIds, String reason) {
+        synchronized (pullMetas) {
+            handleFailedRecvLocked(pullMetas, reqIds, reason);
+        }
+    }
+
+    private void handleFailedRecvLocked(Map<String, PullReqMeta> pullMetas, List<String> reqIds, String reason) {
         List<String> failed = new ArrayList<>();
         for (String reqId : reqIds) {
             PullReqMeta pm = pullMetas.get(reqId);
@@ -333,7 +360,7 @@ final class KvReceiver implements AutoCloseable {
             } else {
                 invalidBlockIds.add(invalid);
             }
-            finishedRecvingReqs.add(pm.dReqId());
+            finished(pm.dReqId());
         }
         if (!failed.isEmpty()) {
             LOG.error("pulling kv_caches for {} failed: {}", failed, reason);
@@ -374,10 +401,49 @@ final class KvReceiver implements AutoCloseable {
         return reResolutions;
     }
 
-    /** vLLM's {@code fetch_finished_recving_reqs} (loop thread). */
+    private void finished(String dReqId) {
+        finishedRecvingReqs.add(dReqId);
+        Thread w = finishWaiter;
+        if (w != null) {
+            java.util.concurrent.locks.LockSupport.unpark(w);
+        }
+    }
+
+    /**
+     * Waits until some finished request is queued for {@link #fetchFinishedRecving} (true), at most
+     * {@code nanos} (false), for one waiting thread at a time (an embedder with nothing else to do
+     * until a load ends; the benchmarks). Takes nothing from the queue.
+     */
+    boolean awaitFinished(long nanos) {
+        long deadline = System.nanoTime() + nanos;
+        finishWaiter = Thread.currentThread();
+        try {
+            while (finishedRecvingReqs.isEmpty()) {
+                long left = deadline - System.nanoTime();
+                if (left <= 0 || Thread.currentThread().isInterrupted()) {
+                    return false;
+                }
+                java.util.concurrent.locks.LockSupport.parkNanos(this, left);
+            }
+            return true;
+        } finally {
+            finishWaiter = null;
+        }
+    }
+
+    /**
+     * vLLM's {@code fetch_finished_recving_reqs}: what finished since the last call, without waiting
+     * for any loop (the embedder's thread). A failed request's failure was queued before it.
+     */
     Set<String> fetchFinishedRecving() {
-        Set<String> out = finishedRecvingReqs;
-        finishedRecvingReqs = new LinkedHashSet<>();
+        String id = finishedRecvingReqs.poll();
+        if (id == null) {
+            return Set.of();
+        }
+        Set<String> out = new LinkedHashSet<>();
+        do {
+            out.add(id);
+        } while ((id = finishedRecvingReqs.poll()) != null);
         return out;
     }
 

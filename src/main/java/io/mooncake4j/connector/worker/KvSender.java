@@ -55,7 +55,9 @@ import org.slf4j.LoggerFactory;
  * {@code ready} future whose completion posts back to the loop, and each wave arms one scheduled
  * timeout of the abort timeout. A ready wave's descriptors go to the transfer pool
  * ({@code mooncake-p-xfer-<n>}, {@code num_workers} threads), which runs the blocking
- * {@code batchTransferSyncWrite} and posts the result back to the loop.
+ * {@code batchTransferSyncWrite}, answers D itself when the write succeeded (the answer was fixed
+ * when the wave was planned; the {@link ReplySink} is thread-safe) and posts the result back to
+ * the loop, which does the bookkeeping (and answers D for a failed write).
  *
  * <p><b>Bounds (issue 9).</b> A pull is refused with an {@code ERROR} response, before anything is
  * created for it, when it would make P hold more pending transfer ids (or metadata bytes) for its D
@@ -152,6 +154,7 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
     private List<Segment> stepSegments = new ArrayList<>();
     private final Set<String> unknownLayersLogged = new HashSet<>();
     private final LongAdder layerJobs = new LongAdder();
+    private final LongAdder coalescedLayers = new LongAdder();
 
     KvSender(String engineLabel, TransferEngine engine, MooncakeKvConnectorStats stats, BackgroundErrors errors,
             ScheduledExecutorService loop, int numWorkers, LongSupplier clock, long abortNanos, int localPpSize,
@@ -204,6 +207,7 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
         final ReplySink reply;
         final MooncakeXferMetadata meta;
         final PreparedRegions regions;
+        final Prepared prepared;
         final int pairedRemoteRanks;
         final Map<String, SendBlockMeta> pending = new LinkedHashMap<>();
         final Map<String, int[][]> remoteBlocks = new LinkedHashMap<>();
@@ -221,19 +225,89 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
         final Map<String, Target> lwTargets = new HashMap<>();
         /** Layer-wise writes of this pull on the pool or queued for its share. */
         int lwInflight;
-        /** The prepared region pairs of each local layer, built on first use. */
-        Map<String, PreparedRegions> byLayer;
 
-        Pull(byte[] identity, ReplySink reply, MooncakeXferMetadata meta, PreparedRegions regions, int paired,
+        Pull(byte[] identity, ReplySink reply, MooncakeXferMetadata meta, Prepared prepared, int paired,
                 String peer, long bytes) {
             this.peer = peer;
             this.bytes = bytes;
             this.identity = identity;
             this.reply = reply;
             this.meta = meta;
-            this.regions = regions;
+            this.prepared = prepared;
+            this.regions = prepared.regions;
             this.pairedRemoteRanks = paired;
         }
+    }
+
+    /**
+     * The region pairs prepared for one shape of D (its registration as its pull describes it, its
+     * ranks): a pure function of that shape and of this worker's fixed registration, so pulls of the
+     * same D share them (issue 13: preparing took a few hundred µs per pull). Immutable once built,
+     * except {@link #byLayer}, built on first use (sender loop).
+     */
+    private static final class Prepared {
+        final PreparedRegions regions;
+        /** The prepared region pairs of each local layer (layer-wise push), built on first use. */
+        Map<String, PreparedRegions> byLayer;
+
+        Prepared(PreparedRegions regions) {
+            this.regions = regions;
+        }
+    }
+
+    /** What the prepared regions depend on in a pull's metadata (arrays compared by content). */
+    private record ShapeKey(int tpRank, int tpSize, int ppSize, long[] base, long[] blockLens, long[] kvBlockLens,
+            List<String> names, int[] layerIndices, int[] groupIndices) {
+
+        static ShapeKey of(MooncakeXferMetadata m) {
+            return new ShapeKey(m.remoteTpRank(), m.remoteTpSize(), m.remotePpSize(), m.kvCachesBaseAddr(),
+                    m.blockLens(), m.kvBlockLens(), m.registeredLayerNames(), m.registeredLayerIndices(),
+                    m.registeredGroupIndices());
+        }
+
+        @Override
+        public boolean equals(Object o) {
+            return o instanceof ShapeKey k && tpRank == k.tpRank && tpSize == k.tpSize && ppSize == k.ppSize
+                    && Arrays.equals(base, k.base) && Arrays.equals(blockLens, k.blockLens)
+                    && Arrays.equals(kvBlockLens, k.kvBlockLens) && names.equals(k.names)
+                    && Arrays.equals(layerIndices, k.layerIndices) && Arrays.equals(groupIndices, k.groupIndices);
+        }
+
+        @Override
+        public int hashCode() {
+            int h = ((tpRank * 31 + tpSize) * 31 + ppSize) * 31 + Arrays.hashCode(base);
+            h = h * 31 + Arrays.hashCode(blockLens);
+            h = h * 31 + Arrays.hashCode(kvBlockLens);
+            h = h * 31 + names.hashCode();
+            h = h * 31 + Arrays.hashCode(layerIndices);
+            return h * 31 + Arrays.hashCode(groupIndices);
+        }
+    }
+
+    /** Shapes kept (least recently used dropped first): a few per D worker is the usual need. */
+    static final int MAX_PREPARED_SHAPES = 64;
+
+    // sender loop only
+    private final LinkedHashMap<ShapeKey, Prepared> preparedByShape = new LinkedHashMap<>(16, 0.75f, true) {
+        @Override
+        protected boolean removeEldestEntry(Map.Entry<ShapeKey, Prepared> eldest) {
+            return size() > MAX_PREPARED_SHAPES;
+        }
+    };
+
+    /** The region pairs for a pull of this shape, prepared once per shape (sender loop). */
+    private Prepared prepared(MooncakeXferMetadata meta) {
+        ShapeKey key = ShapeKey.of(meta);
+        Prepared p = preparedByShape.get(key);
+        if (p == null) {
+            List<TransferRegion> remote = planner.regions(meta.kvCachesBaseAddr(), meta.blockLens(),
+                    meta.kvBlockLens(), meta.registeredLayerNames(), meta.registeredLayerIndices(),
+                    meta.registeredGroupIndices(), groupOfLayer);
+            p = new Prepared(planner.prepare(localRegions, remote, meta.remoteTpRank(), meta.remoteTpSize(),
+                    TransferPlanner.allowPartialLayers(meta.remotePpSize(), localPpSize), layoutOfLayer));
+            preparedByShape.put(key, p);
+        }
+        return p;
     }
 
     /** A ready request of a wave, as the planner sees it. */
@@ -248,6 +322,7 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
 
     @Override
     public void onMessage(byte[] identity, List<byte[]> frames, ReplySink reply) {
+        WaveTrace.mark(WaveTrace.Point.P_HANDLER);
         try {
             if (frames.size() != 1) {
                 throw new ProtocolException(String.format(Locale.ROOT,
@@ -363,18 +438,16 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
             replyError(reply, pairing);
             return;
         }
-        List<TransferRegion> remote = planner.regions(meta.kvCachesBaseAddr(), meta.blockLens(), meta.kvBlockLens(),
-                meta.registeredLayerNames(), meta.registeredLayerIndices(), meta.registeredGroupIndices(),
-                groupOfLayer);
-        PreparedRegions prepared = planner.prepare(localRegions, remote, meta.remoteTpRank(), meta.remoteTpSize(),
-                TransferPlanner.allowPartialLayers(meta.remotePpSize(), localPpSize), layoutOfLayer);
+        Prepared cached = prepared(meta);
+        PreparedRegions prepared = cached.regions;
+        WaveTrace.mark(WaveTrace.Point.P_PREPARED);
         if (!prepared.ok()) {
             logRejected(prepared.error());
             replyError(reply, prepared.error());
             return;
         }
         int paired = topology.handshakeTargetRanks(meta.remoteTpSize()).length;
-        Pull pull = new Pull(identity, reply, meta, prepared, paired, peer, bytes);
+        Pull pull = new Pull(identity, reply, meta, cached, paired, peer, bytes);
         long now = clock.getAsLong();
         pull.lastContact = now;
         for (Map.Entry<String, MooncakeXferMetadata.ReqBlocks> e : meta.reqBlocks().entrySet()) {
@@ -555,7 +628,7 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
         }
         ready.addAll(lwDone);
         if (buf.isEmpty()) {
-            finishWave(pull, ready, errReqs, errMsg, status, 0);
+            finishWave(pull, ready, errReqs, errMsg, status, 0, NOT_ANSWERED);
             return;
         }
         String session = pull.meta.remoteHostname() + ":" + pull.meta.remotePort();
@@ -586,10 +659,23 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
             } finally {
                 writing.decrementAndGet();
             }
+            // Every byte landed: D's answer is known already (it depends on the wave alone), so it goes
+            // from here, before the hand-off of the bookkeeping to the loop (issue 13; waking the loop
+            // first lets it take this thread's core). A pull D sends after reading the answer may then
+            // reach the loop before that bookkeeping: it pairs with other transfers, and the counters
+            // it meets (pending ids, pool share) are at most this wave's higher, for that moment.
+            long answeredAt = NOT_ANSWERED;
+            if (ret == 0 && !loop.isShutdown()) {
+                byte[] answer = MooncakeXferResponseCodec.encode(answer(ready, errReqs, wErrMsg, status));
+                answeredAt = clock.getAsLong(); // not after the answer leaves: the staleness rule counts from it
+                WaveTrace.mark(WaveTrace.Point.P_REPLY_QUEUED);
+                pull.reply.send(answer);
+            }
+            long answered = answeredAt;
             try {
                 loop.execute(errors.guarded("sender loop", () -> {
                     releaseShare(peer);
-                    finishWave(pull, ready, errReqs, wErrMsg, status, ret);
+                    finishWave(pull, ready, errReqs, wErrMsg, status, ret, answered);
                 }));
             } catch (RejectedExecutionException e) {
                 LOG.debug("sender loop stopped; dropping the result of a transfer to {}", session);
@@ -603,7 +689,8 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
             return;
         }
         inFlightByPeer.put(peer, inFlight + 1);
-        submit(peer, job, () -> finishWave(pull, ready, errReqs, wErrMsg, status, -1));
+        WaveTrace.mark(WaveTrace.Point.P_WAVE_SUBMIT);
+        submit(peer, job, () -> finishWave(pull, ready, errReqs, wErrMsg, status, -1, NOT_ANSWERED));
     }
 
     private void submit(String peer, Runnable job, Runnable onRejected) {
@@ -640,6 +727,7 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
 
     /** vLLM's {@code _send_blocks}, on a transfer-pool thread. No retry. */
     private int sendBlocks(String session, long[] src, long[] dst, long[] len, long bytes) {
+        WaveTrace.mark(WaveTrace.Point.P_WRITE_START);
         long t0 = System.nanoTime();
         int ret;
         try {
@@ -648,6 +736,7 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
             errors.report("transfer pool", e);
             ret = -1;
         }
+        WaveTrace.mark(WaveTrace.Point.P_WRITE_END);
         double dt = (System.nanoTime() - t0) / 1e9;
         if (ret == 0) {
             stats.recordTransfer(dt, bytes, src.length);
@@ -660,8 +749,29 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
         return ret;
     }
 
+    /** D's answer to a wave whose write succeeded (any thread: reads only the wave's own lists). */
+    private static MooncakeXferResponse answer(List<Ready> ready, List<String> errReqs, String errMsg,
+            MooncakeXferResponseStatus status) {
+        Set<String> errSet = new HashSet<>(errReqs);
+        List<String> ok = new ArrayList<>(ready.size());
+        for (Ready r : ready) {
+            if (!errSet.contains(r.dReqId)) {
+                ok.add(r.dReqId);
+            }
+        }
+        return MooncakeXferResponse.of(status, ok, errReqs, errMsg);
+    }
+
+    /** {@link #finishWave}'s {@code answeredAt} when D has not been answered yet. */
+    private static final long NOT_ANSWERED = Long.MIN_VALUE;
+
+    /**
+     * A wave ended (sender loop): its bookkeeping, and D's answer unless the transfer thread sent
+     * it already (then {@code answeredAt} is P's clock just before it did: the write succeeded and
+     * the answer is the one this method would send), else {@link #NOT_ANSWERED}.
+     */
     private void finishWave(Pull pull, List<Ready> ready, List<String> errReqs, String errMsg,
-            MooncakeXferResponseStatus status, int ret) {
+            MooncakeXferResponseStatus status, int ret, long answeredAt) {
         pull.busy = false;
         Set<String> errSet = new HashSet<>(errReqs);
         List<String> ok = new ArrayList<>(ready.size());
@@ -698,8 +808,13 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
                 finishedSendingReqs.add(sm.pReqId);
             }
         }
-        send(pull.reply, MooncakeXferResponse.of(status, ok, errReqs, errMsg));
-        pull.lastContact = clock.getAsLong();
+        if (answeredAt == NOT_ANSWERED) {
+            WaveTrace.mark(WaveTrace.Point.P_REPLY_QUEUED);
+            send(pull.reply, MooncakeXferResponse.of(status, ok, errReqs, errMsg));
+            pull.lastContact = clock.getAsLong();
+        } else {
+            pull.lastContact = answeredAt;
+        }
         if (status == MooncakeXferResponseStatus.FINISH || pull.done) {
             end(pull);
         } else if (!pull.readyNow.isEmpty()) {
@@ -912,6 +1027,12 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
             checkLanded(t);
             return;
         }
+        if (t.inflight > 0 && inFlightByPeer.getOrDefault(pull.peer, 0) >= perPeerShare) {
+            // a write of this request runs or waits for D's share already: rather than queue one write
+            // per layer behind it, its end pumps again and every layer saved meanwhile goes in one write
+            coalescedLayers.increment();
+            return;
+        }
         buf.clear();
         String err = null;
         try {
@@ -1022,7 +1143,8 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
     }
 
     private Map<String, PreparedRegions> regionsByLayer(Pull pull) {
-        if (pull.byLayer == null) {
+        Prepared cached = pull.prepared;
+        if (cached.byLayer == null) {
             Map<String, List<TransferRegion>> loc = new LinkedHashMap<>();
             Map<String, List<TransferRegion>> rem = new LinkedHashMap<>();
             List<TransferRegion> l = pull.regions.local();
@@ -1036,9 +1158,9 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
                 out.put(e.getKey(), planner.preparePairs(e.getValue(), rem.get(e.getKey()), pull.meta.remoteTpRank(),
                         pull.meta.remoteTpSize()));
             }
-            pull.byLayer = out;
+            cached.byLayer = out;
         }
-        return pull.byLayer;
+        return cached.byLayer;
     }
 
     private void onLayerWritten(Target t, int ret) {
@@ -1083,6 +1205,11 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
     /** Layer-wise writes submitted (one per pump of a target), for diagnostics and tests. */
     long layerwiseWrites() {
         return layerJobs.sum();
+    }
+
+    /** Saved layers that waited for a running write of their request, to go with the next one. */
+    long coalescedLayers() {
+        return coalescedLayers.sum();
     }
 
     // ------------------------------------------------------------------------------ bookkeeping

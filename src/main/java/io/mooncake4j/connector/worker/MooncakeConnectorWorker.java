@@ -602,7 +602,8 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     /**
      * vLLM's {@code get_finished}: the P requests whose blocks may be freed (sent, or expired after
      * the abort timeout) and the D requests whose load ended (received or failed) since the last
-     * call. Waits briefly for both loops; never null.
+     * call. Waits briefly for P's sender loop (expiry is checked there); D's finished loads are
+     * taken from a queue the moment their answer was read, without waiting for a loop; never null.
      *
      * @return the request ids that finished sending and receiving
      */
@@ -616,7 +617,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         }
         KvReceiver r = receiver;
         if (!isKvProducer && r != null) {
-            recving = onLoop(r.loop(), r::fetchFinishedRecving, "fetch_finished_recving_reqs");
+            recving = r.fetchFinishedRecving(); // a thread-safe queue: no wait for D's loops (issue 13)
         }
         if (LOG.isDebugEnabled() && (!sending.isEmpty() || !recving.isEmpty())) {
             LOG.debug("Rank {}, get_finished: {} requests done sending and {} requests done recving", config.tpRank(),
@@ -667,7 +668,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     public KvConnectorTransferResults getTransferResults() {
         synchronized (failedNotYetFinished) {
             FinishedRequests f = getFinished();
-            // The receiver queues a failure before it marks the request finished (one loop task), so an id
+            // The receiver queues a failure before it marks the request finished (in one call), so an id
             // polled here belongs to this fetch's finished set or to a later one: hold it until its
             // finish is reported, so that failedRecving is always reported with (and within) finishedRecving.
             KvReceiver r = receiver;

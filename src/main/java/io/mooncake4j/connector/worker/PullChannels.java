@@ -38,7 +38,7 @@ import zmq.msg.MsgAllocator;
  *
  * <p>Per pull: a DEALER ({@code linger=0}) connected to the P worker sends the single metadata
  * frame (a fresh one, or one whose previous pull ended with FINISH/ERROR, see {@link #release}); responses are decoded here and handed to the pull's {@link Listener} (which
- * posts them to the receiver loop) until a {@code FINISH} or {@code ERROR}, a decode error, the
+ * records them at once, see {@link KvReceiver}) until a {@code FINISH} or {@code ERROR}, a decode error, the
  * receive timeout (vLLM's {@code RCVTIMEO}: abort timeout + 60 s, re-armed by each response), or
  * a disconnect after the handshake ends it.
  *
@@ -389,6 +389,7 @@ final class PullChannels implements AutoCloseable {
             pull.monitor = reuse.monitor();
             pull.handshaken = true;
             pull.attempts = 1;
+            WaveTrace.mark(WaveTrace.Point.D_PULL_SENT);
             if (pull.dealer.send(pull.payload, ZMQ.DONTWAIT)) {
                 active.add(pull);
                 return;
@@ -436,6 +437,7 @@ final class PullChannels implements AutoCloseable {
         poller.register(dealer, ZMQ.Poller.POLLIN);
         poller.register(monitor, ZMQ.Poller.POLLIN);
         dealer.connect(pull.address);
+        WaveTrace.mark(WaveTrace.Point.D_PULL_SENT);
         if (!dealer.send(pull.payload, ZMQ.DONTWAIT)) {
             throw new IllegalStateException("the DEALER refused the request (errno " + dealer.errno() + ")");
         }
@@ -532,6 +534,7 @@ final class PullChannels implements AutoCloseable {
     private boolean readResponses(Pull pull, ZMQ.Poller poller) {
         byte[] msg;
         while ((msg = pull.dealer.recv(ZMQ.DONTWAIT)) != null) {
+            WaveTrace.mark(WaveTrace.Point.D_RESPONSE_READ);
             pull.handshaken = true;
             pull.receiveDeadline = System.nanoTime() + receiveTimeoutNanos;
             MooncakeXferResponse resp;

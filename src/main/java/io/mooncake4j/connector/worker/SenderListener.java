@@ -357,6 +357,7 @@ final class SenderListener implements AutoCloseable {
     private void sendReplies(ZMQ.Socket router) {
         Reply r;
         while ((r = replies.poll()) != null) {
+            WaveTrace.mark(WaveTrace.Point.P_REPLY_SENT);
             boolean ok = router.sendMore(r.identity) && router.send(r.payload, ZMQ.DONTWAIT);
             if (LOG.isTraceEnabled()) {
                 LOG.trace("side-channel reply of {} bytes: {}", r.payload.length, ok ? "sent" : "dropped");
@@ -389,6 +390,7 @@ final class SenderListener implements AutoCloseable {
                 frames.add(f);
             }
             received.increment();
+            WaveTrace.mark(WaveTrace.Point.P_RECEIVED);
             if (LOG.isTraceEnabled()) {
                 LOG.trace("side-channel message: {} payload frame(s)", frames.size());
             }

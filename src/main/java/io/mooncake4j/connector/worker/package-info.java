@@ -16,12 +16,15 @@
  *       ({@code reqs_need_send}, finished set, planner, descriptor buffer) and runs the send path
  *       as an asynchronous state machine (readiness futures, scheduled timeouts; it never blocks);
  *       {@code mooncake-p-xfer-<n>} ({@code num_workers} threads) run the blocking
- *       {@code batchTransferSyncWrite} and post results back to the sender loop;
+ *       {@code batchTransferSyncWrite}, queue D's answer themselves when the write succeeded (it
+ *       depends on the wave alone; issue 13) and post results back to the sender loop;
  *       {@code mooncake-bootstrap-http-<n>} serve the bootstrap server launched by TP rank 0.</li>
- *   <li>D: {@code mooncake-d-receiver-0} (the receiver loop) owns every piece of consumer state
- *       (remote agents, pull bookkeeping, finished set); {@code mooncake-d-bootstrap-0} runs the
- *       blocking {@code /query} calls; {@code mooncake-d-io-0} owns every DEALER socket. Both post
- *       results back to the receiver loop. The load-error queues are thread-safe.</li>
+ *   <li>D: {@code mooncake-d-receiver-0} (the receiver loop) owns the consumer state (remote
+ *       agents, bootstrap bookkeeping, the start of each pull); {@code mooncake-d-bootstrap-0} runs the
+ *       blocking {@code /query} calls; {@code mooncake-d-io-0} owns every DEALER socket and records a
+ *       pull's answers itself (under that pull's lock), so that {@code getFinished} sees a finished
+ *       load as soon as its {@code FINISH} is read; the bootstrap thread posts back to the receiver
+ *       loop. The finished and load-error queues are thread-safe.</li>
  * </ul>
  * The worker does not own the {@link io.mooncake4j.engine.TransferEngine} nor the KV-cache
  * memory: the caller closes those after the worker.
@@ -41,6 +44,10 @@
  * and hands its descriptors to the transfer pool under the same staleness check and per-D share as a
  * wave; a request is answered ({@code FINISH}/{@code CONTINUE}, unchanged messages) once its last
  * layer landed, or once a failed layer's request has nothing left in flight.
+ *
+ * <p><b>Per-wave timestamps.</b> {@code WaveTrace} ({@code -Dmooncake4j.waveTrace=true}, off by
+ * default) records when a pull passes each step on both workers, for the breakdown the benchmarks
+ * print ({@code docs/performance.md}, issue 13).
  *
  * <p><b>Thread-safety.</b> Value types here are immutable. {@code MooncakeConnectorWorker} is
  * driven by one caller thread (vLLM's worker main thread: {@code registerKvCaches},

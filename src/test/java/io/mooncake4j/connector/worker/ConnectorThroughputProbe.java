@@ -11,22 +11,32 @@ import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Proxy;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collections;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.concurrent.locks.LockSupport;
 
 /**
- * Connector throughput against the raw engine: P → D over the real side channel, requests of 16
- * Llama-3-8B blocks (2 MiB each over its 32 layers; 64 blocks per round), then the same recorded
- * descriptor lists replayed straight on the same engine ({@code batchTransferSyncWrite} to the
- * same D segment). Engine {@code mock} (in-JVM byte copies) or {@code tcp} (the real TCP engine
- * on loopback). Not a test (no assertions); run:
+ * Connector throughput against the raw engine: P → D over the real side channel, each round all
+ * {@code blocks} Llama-3-8B blocks (2 MiB each over its 32 layers) as requests of
+ * {@code blocksPerRequest} blocks in one pull, reversed on D so that every block and layer is its
+ * own descriptor. Rounds are interleaved with the raw engine: after each connector round the very
+ * descriptor lists a connector round wrote are replayed straight on the same engine
+ * ({@code batchTransferSyncWrite} to the same D segment), right after it or, every other round,
+ * right before the next one (ABBA order), so both see the same machine state; both are warmed up first
+ * ({@code -Dprobe.warmup}, default 10 rounds). A connector round runs from D's {@code startLoadKv}
+ * to the {@code getTransferResults} that names its last request; D is asked after each signal of a
+ * finished load ({@code pollMicros} 0, the default) or every {@code pollMicros}. With
+ * {@code -Dmooncake4j.waveTrace=true} it prints the median per-wave breakdown ({@link WaveTrace}).
+ * Engine {@code mock} (in-JVM byte copies) or {@code tcp} (the real TCP engine on loopback). Not a
+ * test (no assertions); run:
  *
  * <pre>
  * mvn -B -o -q test-compile dependency:build-classpath -Dmdep.outputFile=target/test.classpath -Dmdep.includeScope=test
  * java --enable-native-access=ALL-UNNAMED -cp target/test-classes:target/classes:$(cat target/test.classpath) \
- *     io.mooncake4j.connector.worker.ConnectorThroughputProbe [rounds] [mock|tcp] [blocks] [blocksPerRequest]
+ *     io.mooncake4j.connector.worker.ConnectorThroughputProbe [rounds] [mock|tcp] [blocks] [blocksPerRequest] [pollMicros]
  * </pre>
  */
 public final class ConnectorThroughputProbe {
@@ -58,6 +68,13 @@ public final class ConnectorThroughputProbe {
         String kind = args.length > 1 ? args[1] : "mock";
         int blocks = args.length > 2 ? Integer.parseInt(args[2]) : 64;
         int perRequest = args.length > 3 ? Integer.parseInt(args[3]) : 16;
+        // how often the probe asks D's getTransferResults, as an embedder's step loop would (µs); 0: it
+        // waits for D's signal that a load finished (KvReceiver.awaitFinished), then asks
+        long pollNanos = (args.length > 4 ? Long.parseLong(args[4]) : 0) * 1_000;
+        int warmups = Integer.getInteger("probe.warmup", 10);
+        // one-block pulls first, so that the per-wave code is compiled as in a serving process that has
+        // served a few thousand requests (a round's own code runs once per round: it would stay interpreted)
+        int smallWarmups = Integer.getInteger("probe.smallWarmup", 3000);
         List<Write> writes = Collections.synchronizedList(new ArrayList<>());
         try (PdTestbed bed = new PdTestbed().model(ModelPreset.LLAMA_3_8B, blocks)
                 .engines(() -> recording(kind.equals("mock") ? new ScriptedTransferEngine().copyData(true)
@@ -67,34 +84,69 @@ public final class ConnectorThroughputProbe {
             PdTestbed.Node d = bed.consumer("D", 0, 1);
             long bytesPerRound = (long) blocks * p.page() * p.model.numLayers();
             int req = 0;
-            for (int warm = 0; warm < 2; warm++) {
-                req = round(bed, p, d, req, blocks, perRequest);
+            for (int warm = 0; warm < smallWarmups; warm++) {
+                req = round(p, d, req, 1, 1, pollNanos, null);
             }
-            int callsBefore = writes.size();
-            long t0 = System.nanoTime();
-            long[] roundMs = new long[rounds];
+            for (int warm = 0; warm < warmups; warm++) { // both paths warm (JIT) before anything is timed
+                int from = writes.size();
+                req = round(p, d, req, blocks, perRequest, pollNanos, null);
+                replay(p, writes.subList(from, writes.size()));
+            }
+            long[] conn = new long[rounds];
+            long[] raw = new long[rounds];
+            long[][] trace = new long[rounds][];
+            int calls = 0;
+            List<Write> previous = null;
             for (int r = 0; r < rounds; r++) {
-                long rs = System.nanoTime();
-                req = round(bed, p, d, req, blocks, perRequest);
-                roundMs[r] = (System.nanoTime() - rs) / 1_000_000;
-            }
-            System.out.println("round latencies (ms): " + java.util.Arrays.toString(roundMs));
-            double connectorS = (System.nanoTime() - t0) / 1e9;
-            List<Write> measured = List.copyOf(writes.subList(callsBefore, writes.size()));
-            long t1 = System.nanoTime();
-            for (Write c : measured) {
-                int ret = p.transferEngine.batchTransferSyncWrite(c.target(), c.src(), c.dst(), c.len());
-                if (ret != 0) {
-                    throw new IllegalStateException("raw replay failed: " + ret);
+                // interleaved, in ABBA order (so that neither side always goes first): the raw engine writes
+                // the very descriptor lists of a connector round, right after it or right before the next
+                boolean rawFirst = r % 2 == 1;
+                if (rawFirst) {
+                    raw[r] = replay(p, previous);
                 }
+                int from = writes.size();
+                long[] t = new long[WaveTrace.Point.values().length + 2];
+                req = round(p, d, req, blocks, perRequest, pollNanos, t);
+                conn[r] = t[t.length - 1] - t[0];
+                trace[r] = t;
+                List<Write> mine = List.copyOf(writes.subList(from, writes.size()));
+                calls += mine.size();
+                if (!rawFirst) {
+                    raw[r] = replay(p, mine);
+                }
+                previous = mine;
             }
-            double rawS = (System.nanoTime() - t1) / 1e9;
+            double connS = Arrays.stream(conn).sum() / 1e9;
+            double rawS = Arrays.stream(raw).sum() / 1e9;
             double mib = rounds * bytesPerRound / (1024.0 * 1024.0);
-            System.out.printf(Locale.ROOT, "engine=%s rounds=%d bytes/round=%d MiB requests/round=%d transfer calls=%d%n",
-                    kind, rounds, bytesPerRound >> 20, blocks / perRequest, measured.size());
-            System.out.printf(Locale.ROOT, "connector end-to-end: %.1f MiB/s (%.3f s)%n", mib / connectorS, connectorS);
-            System.out.printf(Locale.ROOT, "raw engine replay   : %.1f MiB/s (%.3f s)%n", mib / rawS, rawS);
-            System.out.printf(Locale.ROOT, "ratio               : %.1f %%%n", 100 * rawS / connectorS);
+            System.out.printf(Locale.ROOT, "engine=%s rounds=%d (after %d one-block and %d warm-up) bytes/round=%d MiB requests/round=%d "
+                    + "transfer calls=%d poll=%s%n", kind, rounds, smallWarmups, warmups, bytesPerRound >> 20, blocks / perRequest,
+                    calls, pollNanos == 0 ? "D's signal" : pollNanos / 1000 + " us");
+            System.out.printf(Locale.ROOT, "connector end-to-end: %.1f MiB/s (%.3f s), round p50 %.3f ms%n", mib / connS,
+                    connS, median(conn) / 1e6);
+            System.out.printf(Locale.ROOT, "raw engine replay   : %.1f MiB/s (%.3f s), round p50 %.3f ms%n", mib / rawS,
+                    rawS, median(raw) / 1e6);
+            long[] diff = new long[rounds];
+            for (int r = 0; r < rounds; r++) {
+                diff[r] = conn[r] - raw[r];
+            }
+            System.out.printf(Locale.ROOT, "ratio               : %.1f %% (raw/connector time); per round connector - raw: "
+                    + "p50 %.3f ms%n", 100 * rawS / connS, median(diff) / 1e6);
+            if (WaveTrace.ON) {
+                long[] outside = new long[rounds];
+                long[] slower = new long[rounds];
+                int ws = WaveTrace.Point.P_WRITE_START.ordinal() + 1;
+                int we = WaveTrace.Point.P_WRITE_END.ordinal() + 1;
+                for (int r = 0; r < rounds; r++) {
+                    long w = trace[r][we] - trace[r][ws];
+                    outside[r] = conn[r] - w;
+                    slower[r] = w - raw[r];
+                }
+                System.out.printf(Locale.ROOT, "per round, p50: connector outside its engine write %.3f ms; its engine "
+                        + "write minus the raw replay %.3f ms (valid with one write per round)%n", median(outside) / 1e6,
+                        median(slower) / 1e6);
+                printBreakdown(trace);
+            }
             System.out.println("D connections: " + d.worker.diagnostics().dealerConnections() + ", handshake retries: "
                     + d.worker.diagnostics().handshakeRetries() + ", reconnects: "
                     + d.worker.diagnostics().handshakeReconnects());
@@ -102,9 +154,53 @@ public final class ConnectorThroughputProbe {
         }
     }
 
-    /** One round: every block of P to D as requests of {@code perRequest} blocks, all in flight together. */
-    private static int round(PdTestbed bed, PdTestbed.Node p, PdTestbed.Node d, int firstReq, int blocks,
-            int perRequest) {
+    private static long replay(PdTestbed.Node p, List<Write> calls) {
+        List<Write> copy = List.copyOf(calls);
+        long t0 = System.nanoTime();
+        for (Write c : copy) {
+            int ret = p.transferEngine.batchTransferSyncWrite(c.target(), c.src(), c.dst(), c.len());
+            if (ret != 0) {
+                throw new IllegalStateException("raw replay failed: " + ret);
+            }
+        }
+        return System.nanoTime() - t0;
+    }
+
+    private static double median(long[] v) {
+        long[] s = v.clone();
+        Arrays.sort(s);
+        return s.length == 0 ? 0 : s[s.length / 2];
+    }
+
+    /** Median of each step between consecutive trace points (only meaningful with one wave per round). */
+    private static void printBreakdown(long[][] trace) {
+        String[] names = new String[trace[0].length];
+        names[0] = "D startLoadKv called";
+        for (WaveTrace.Point pt : WaveTrace.Point.values()) {
+            names[pt.ordinal() + 1] = pt.name();
+        }
+        names[names.length - 1] = "D getTransferResults sees it";
+        System.out.println("per-wave breakdown (µs from the previous point over the rounds: median, mean):");
+        for (int i = 1; i < names.length; i++) {
+            long[] d = new long[trace.length];
+            for (int r = 0; r < trace.length; r++) {
+                d[r] = trace[r][i] - trace[r][i - 1];
+            }
+            System.out.printf(Locale.ROOT, "  %-30s %10.1f %10.1f%n", names[i], median(d) / 1e3,
+                    Arrays.stream(d).average().orElse(0) / 1e3);
+            if (Boolean.getBoolean("probe.rounds")) {
+                System.out.println("    " + Arrays.toString(Arrays.stream(d).map(x -> x / 1000).toArray()));
+            }
+        }
+    }
+
+    /**
+     * One round: every block of P to D as requests of {@code perRequest} blocks, all in flight together;
+     * D is polled every {@code pollNanos}. {@code t}, when given, gets the round's start, the
+     * {@link WaveTrace} points and the moment D reported the last request (all {@code nanoTime}).
+     */
+    private static int round(PdTestbed.Node p, PdTestbed.Node d, int firstReq, int blocks, int perRequest,
+            long pollNanos, long[] t) {
         int n = blocks / perRequest;
         MooncakeConnectorMetadata announce = new MooncakeConnectorMetadata();
         MooncakeConnectorMetadata fin = new MooncakeConnectorMetadata();
@@ -123,10 +219,46 @@ public final class ConnectorThroughputProbe {
         }
         p.step(announce);
         p.step(fin);
+        p.poll();
+        long start = System.nanoTime();
         d.step(pulls);
+        int left = n;
+        long deadline = start + Duration.ofSeconds(60).toNanos();
+        while (left > 0) {
+            KvConnectorTransferResults res = d.worker.getTransferResults();
+            if (!res.failedRecving().isEmpty()) {
+                throw new IllegalStateException("loads failed: " + res.failedRecving());
+            }
+            left -= res.finishedRecving().size();
+            d.finishedRecving.addAll(res.finishedRecving());
+            if (left > 0) {
+                if (System.nanoTime() - deadline > 0) {
+                    throw new IllegalStateException("round not finished within 60 s");
+                }
+                if (pollNanos > 0) {
+                    LockSupport.parkNanos(pollNanos); // the embedder's polling interval, not synchronisation
+                } else {
+                    d.worker.receiverOrNull().awaitFinished(deadline - System.nanoTime()); // D's signal
+                }
+            }
+        }
+        long end = System.nanoTime();
+        if (t != null) {
+            t[0] = start;
+            for (WaveTrace.Point pt : WaveTrace.Point.values()) {
+                t[pt.ordinal() + 1] = WaveTrace.last(pt);
+            }
+            t[t.length - 1] = end;
+        }
+        // P answered D only after recording the sends: they are in P's next get_finished
         int last = firstReq + n - 1;
-        bed.awaitAll(() -> d.finishedRecving.contains("d" + last) && p.finishedSending.contains("p" + last)
-                && d.finishedRecving.size() >= last + 1, Duration.ofSeconds(60), "round");
+        long pDeadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
+        while (!p.finishedSending.contains("p" + last)) {
+            p.poll();
+            if (System.nanoTime() - pDeadline > 0) {
+                throw new IllegalStateException("P did not report p" + last + " as sent");
+            }
+        }
         return firstReq + n;
     }
 }

@@ -10,6 +10,7 @@ import java.time.Duration;
 import java.util.Arrays;
 import java.util.Locale;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.locks.LockSupport;
 
 /**
  * How soon D's embedder sees a finished load (issue 13): P writes one block, answers FINISH, and
@@ -17,22 +18,36 @@ import java.util.concurrent.atomic.AtomicLong;
  * the time from the start of P's write (its engine call; the one-block copy itself takes
  * microseconds) to the first {@code getFinished} that names the request. That span contains P's
  * write, P's loop hand-off, the ZMQ round to D, D's receiver loop and the {@code getFinished} hop,
- * so it bounds "FINISH arrived at D → getFinished sees it" from above. Not a test; run:
+ * so it bounds "FINISH arrived at D → getFinished sees it" from above. With
+ * {@code -Dmooncake4j.waveTrace=true} it also reports the two spans that end at D's view
+ * ({@link WaveTrace}): from P's listener writing the FINISH to its ROUTER (loopback TCP and both
+ * JeroMQ I/O threads included) and from D's I/O thread reading it off the DEALER, each to the first
+ * {@code getFinished} naming the request. Not a test; run:
  *
  * <pre>
- * java --enable-native-access=ALL-UNNAMED -cp target/test-classes:target/classes:$(cat target/test.classpath) \
- *     io.mooncake4j.connector.worker.FinishLatencyProbe [requests]
+ * java --enable-native-access=ALL-UNNAMED -Dmooncake4j.waveTrace=true \
+ *     -cp target/test-classes:target/classes:$(cat target/test.classpath) \
+ *     io.mooncake4j.connector.worker.FinishLatencyProbe [requests] [spin|signal|pollMicros]
  * </pre>
+ * How D's embedder waits: {@code spin} (default) calls {@code getFinished} in a tight loop,
+ * {@code signal} parks until D signals a finished load ({@code KvReceiver.awaitFinished}), a number
+ * pauses that many µs between calls. {@code -Dprobe.warmup} requests (default 2000) run first. The
+ * last line is a same-run reference: one plain hand-off between two threads with the same wait.
  */
 public final class FinishLatencyProbe {
 
     private FinishLatencyProbe() {
     }
 
-    public static void main(String[] args) {
+    public static void main(String[] args) throws InterruptedException {
         int n = args.length > 0 ? Integer.parseInt(args[0]) : 200;
+        String mode = args.length > 1 ? args[1] : "spin";
+        long pollNanos = mode.equals("spin") || mode.equals("signal") ? 0 : Long.parseLong(mode) * 1_000;
+        int warmups = Integer.getInteger("probe.warmup", 2000); // the per-request code compiled, as in a server
         AtomicLong writeStart = new AtomicLong();
         long[] lat = new long[n];
+        long[] fromSent = new long[n];
+        long[] fromRead = new long[n];
         try (PdTestbed bed = new PdTestbed().abortTimeout(Duration.ofSeconds(60))) {
             bed.engines(() -> new ScriptedTransferEngine().copyData(true).beforeEach(c -> {
                 if (c.method() == EngineMethod.BATCH_TRANSFER_SYNC_WRITE) {
@@ -41,7 +56,7 @@ public final class FinishLatencyProbe {
             }));
             PdTestbed.Node p = bed.producer("P", 0, 1, null);
             PdTestbed.Node d = bed.consumer("D", 0, 1);
-            for (int i = -20; i < n; i++) { // 20 warm-up requests
+            for (int i = -warmups; i < n; i++) {
                 String t = "X" + i;
                 p.step(announce("p" + i, t));
                 p.step(finished("p" + i, t, 1));
@@ -51,18 +66,87 @@ public final class FinishLatencyProbe {
                     if (System.nanoTime() - deadline > 0) {
                         throw new IllegalStateException("d" + i + " not finished within 20 s");
                     }
-                    Thread.onSpinWait();
+                    if (pollNanos > 0) {
+                        LockSupport.parkNanos(pollNanos); // the embedder's step interval
+                    } else if (mode.equals("signal")) {
+                        d.worker.receiverOrNull().awaitFinished(deadline - System.nanoTime());
+                    } else {
+                        Thread.onSpinWait();
+                    }
                 }
                 long seen = System.nanoTime();
                 if (i >= 0) {
                     lat[i] = seen - writeStart.get();
+                    fromSent[i] = seen - WaveTrace.last(WaveTrace.Point.P_REPLY_SENT);
+                    fromRead[i] = seen - WaveTrace.last(WaveTrace.Point.D_RESPONSE_READ);
                 }
-                bed.awaitAll(() -> p.finishedSending.contains("p" + t.substring(1)), Duration.ofSeconds(20), "sent");
+                // P's own get_finished, so that its sent set does not grow (P answered before recording it)
+                while (!p.worker.getFinished().finishedSending().contains("p" + i)) {
+                    if (System.nanoTime() - deadline > 0) {
+                        throw new IllegalStateException("p" + i + " not reported sent within 20 s");
+                    }
+                    Thread.onSpinWait();
+                }
             }
         }
+        System.out.println("embedder's wait: " + (pollNanos > 0 ? "getFinished every " + pollNanos / 1000 + " us"
+                : mode.equals("signal") ? "parked until D's signal, then getFinished" : "getFinished in a tight loop"));
+        print("P write start -> D getFinished sees it", n, lat);
+        if (WaveTrace.ON) {
+            print("P ROUTER send of FINISH -> D getFinished sees it", n, fromSent);
+            print("D DEALER read of FINISH -> D getFinished sees it", n, fromRead);
+        }
+        print("reference, same run: one plain thread hand-off (queue + the same wait)", n, handOffs(n, mode, pollNanos));
+    }
+
+    /**
+     * What one thread hand-off costs on this machine now: a thread stamps the time and queues it (as
+     * D's I/O thread queues a finished request), the main thread waits as the embedder did above.
+     */
+    private static long[] handOffs(int n, String mode, long pollNanos) throws InterruptedException {
+        java.util.concurrent.ConcurrentLinkedQueue<Long> q = new java.util.concurrent.ConcurrentLinkedQueue<>();
+        java.util.concurrent.SynchronousQueue<Boolean> go = new java.util.concurrent.SynchronousQueue<>();
+        Thread main = Thread.currentThread();
+        long[] lat = new long[n];
+        Thread sender = new Thread(() -> {
+            try {
+                while (go.take()) {
+                    LockSupport.parkNanos(200_000); // let the main thread settle into its wait
+                    q.add(System.nanoTime());
+                    LockSupport.unpark(main);
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }, "probe-hand-off");
+        sender.setDaemon(true);
+        sender.start();
+        for (int i = -200; i < n; i++) {
+            go.put(Boolean.TRUE);
+            Long stamp;
+            while ((stamp = q.poll()) == null) {
+                if (pollNanos > 0) {
+                    LockSupport.parkNanos(pollNanos);
+                } else if (mode.equals("signal")) {
+                    LockSupport.park();
+                } else {
+                    Thread.onSpinWait();
+                }
+            }
+            long seen = System.nanoTime();
+            if (i >= 0) {
+                lat[i] = seen - stamp;
+            }
+        }
+        go.put(Boolean.FALSE);
+        sender.join();
+        return lat;
+    }
+
+    private static void print(String what, int n, long[] lat) {
         Arrays.sort(lat);
-        System.out.printf(Locale.ROOT, "P write start -> D getFinished sees it, %d one-block requests: p50 %.3f ms, "
-                + "p90 %.3f ms, p99 %.3f ms, max %.3f ms%n", n, lat[n / 2] / 1e6, lat[n * 9 / 10] / 1e6,
-                lat[Math.min(n - 1, n * 99 / 100)] / 1e6, lat[n - 1] / 1e6);
+        System.out.printf(Locale.ROOT, "%s, %d samples: p50 %.3f ms, p90 %.3f ms, p99 %.3f ms, max %.3f ms%n",
+                what, n, lat[n / 2] / 1e6, lat[n * 9 / 10] / 1e6, lat[Math.min(n - 1, n * 99 / 100)] / 1e6,
+                lat[n - 1] / 1e6);
     }
 }

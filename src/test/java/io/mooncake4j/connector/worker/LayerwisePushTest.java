@@ -14,7 +14,9 @@ import io.mooncake4j.engine.testing.EngineMethod;
 import io.mooncake4j.engine.testing.ScriptedTransferEngine;
 import java.time.Duration;
 import java.util.Set;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
@@ -51,6 +53,16 @@ class LayerwisePushTest {
         return p.engine.callCount(EngineMethod.BATCH_TRANSFER_SYNC_WRITE);
     }
 
+    /** Layers {@code [0, layers)} of D's block {@code dBlock} hold P's block {@code pBlock}. */
+    private static boolean landed(PdTestbed.Node p, int pBlock, PdTestbed.Node d, int dBlock, int layers) {
+        for (int l = 0; l < layers; l++) {
+            if (p.block(l, pBlock).mismatch(d.block(l, dBlock)) != -1) {
+                return false;
+            }
+        }
+        return true;
+    }
+
     @Test
     void layerwiseBytesEqualWholeRequestBytesAndFinishComesOnlyAfterTheLastLayer() {
         try (PdTestbed bed = new PdTestbed()) {
@@ -66,19 +78,23 @@ class LayerwisePushTest {
             bed.awaitAll(() -> p.worker.diagnostics().activeSends() == 2, WAIT, "both pulls at P");
             p.step(chunk("pl", "Y", 0, 4, true, 1, 2, 3, 9));
             saveLayers(p, 0, LAYERS - 1);
-            bed.awaitAll(() -> writes(p) == LAYERS - 1, WAIT, "the first layers written");
+            // saved layers that find a write of theirs running go together with the next one
+            bed.awaitAll(() -> landed(p, 9, lw, 20, LAYERS - 1) && landed(p, 1, lw, 5, LAYERS - 1), WAIT,
+                    "the first layers written");
+            int early = writes(p);
+            assertTrue(early >= 1 && early <= LAYERS - 1, "layer-wise writes of the first layers: " + early);
             // P cannot have answered D yet: its FINISH needs the last layer
             lw.poll();
             assertFalse(lw.finishedRecving.contains("dl"), "D finished before P saved the last layer");
             saveLayers(p, LAYERS - 1, LAYERS);
             p.worker.waitForSave();
             bed.awaitAll(() -> lw.finishedRecving.contains("dl"), WAIT, "dl received");
-            assertEquals(LAYERS, writes(p), "one write per layer, nothing at request_finished");
+            assertEquals(early + 1, writes(p), "the last layer in one more write");
             p.step(finished("pw", "X", 1, 2, 3, 9));
             p.step(finished("pl", "Y", 1, 2, 3, 9));
             bed.awaitAll(() -> whole.finishedRecving.contains("dw") && p.finishedSending.equals(Set.of("pw", "pl")),
                     WAIT, "dw received, both sends finished");
-            assertEquals(LAYERS + 1, writes(p), "request_finished of Y wrote nothing more");
+            assertEquals(early + 2, writes(p), "request_finished of Y wrote nothing more");
             for (int b : new int[] {5, 6, 7, 20}) {
                 for (int l = 0; l < LAYERS; l++) {
                     assertEquals(-1, whole.block(l, b).mismatch(lw.block(l, b)), "layer " + l + " block " + b);
@@ -87,6 +103,44 @@ class LayerwisePushTest {
             PdTestbed.assertSameTpCopy(p, 9, lw, 20);
             assertTrue(lw.failedRecving.isEmpty() && lw.blocksWithLoadErrors.isEmpty());
             assertEquals(0, p.worker.diagnostics().pendingTransfers());
+        }
+    }
+
+    @Test
+    void layersSavedWhileAWriteOfTheRequestRunsGoTogetherInTheNextWrite() throws Exception {
+        CountDownLatch release = new CountDownLatch(1);
+        AtomicInteger writeCalls = new AtomicInteger();
+        try (PdTestbed bed = new PdTestbed()) {
+            bed.engines(() -> new ScriptedTransferEngine().copyData(true).beforeEach(c -> {
+                if (c.method() == EngineMethod.BATCH_TRANSFER_SYNC_WRITE && writeCalls.getAndIncrement() == 0) {
+                    try {
+                        release.await(30, TimeUnit.SECONDS); // holds layer 0's write
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                    }
+                }
+            }));
+            PdTestbed.Node p = layerwiseProducer(bed);
+            PdTestbed.Node d = bed.consumer("D", 0, 1);
+            p.fill(1, 2);
+            p.step(announce("p1", "X"));
+            d.step(pull("d1", "X", "P", p.bootstrapUrl(), 4, 5));
+            bed.awaitAll(() -> p.worker.diagnostics().activeSends() == 1, WAIT, "pull at P");
+            p.step(chunk("p1", "X", 0, 2, true, 1, 2));
+            saveLayers(p, 0, 1);
+            bed.awaitAll(() -> writeCalls.get() == 1, WAIT, "layer 0's write running");
+            saveLayers(p, 1, LAYERS);
+            p.worker.waitForSave();
+            p.worker.getFinished(); // runs on P's sender loop after the saves: they have been handled
+            assertEquals(1, writeCalls.get(), "nothing queued behind the running write");
+            release.countDown();
+            bed.awaitAll(() -> d.finishedRecving.contains("d1"), WAIT, "d1 received");
+            assertEquals(2, writeCalls.get(), "every layer saved during the first write went in the second");
+            PdTestbed.assertSameTpCopy(p, 1, d, 4);
+            PdTestbed.assertSameTpCopy(p, 2, d, 5);
+            assertTrue(d.failedRecving.isEmpty());
+        } finally {
+            release.countDown();
         }
     }
 
@@ -128,13 +182,15 @@ class LayerwisePushTest {
             p.step(chunk("p1", "X", 0, 4, false, 1, 2));
             saveLayers(p, 0, LAYERS);
             p.worker.waitForSave();
-            bed.awaitAll(() -> writes(p) == LAYERS, WAIT, "chunk 1 written layer by layer");
+            bed.awaitAll(() -> landed(p, 2, d, 6, LAYERS), WAIT, "chunk 1 written layer by layer");
+            int chunk1 = writes(p);
+            assertTrue(chunk1 >= 1 && chunk1 <= LAYERS, "writes of chunk 1: " + chunk1);
             d.poll();
             assertFalse(d.finishedRecving.contains("d1"), "not finished after a non-last chunk");
             p.step(chunk("p1", "X", 2, 4, true, 3, 9));
             p.worker.waitForSave(); // no saveKvLayer: the forward pass's end pushes every layer at once
             bed.awaitAll(() -> d.finishedRecving.contains("d1"), WAIT, "d1 received");
-            assertEquals(LAYERS + 1, writes(p));
+            assertEquals(chunk1 + 1, writes(p), "chunk 2 in one write");
             PdTestbed.assertSameTpCopy(p, 2, d, 6);
             PdTestbed.assertSameTpCopy(p, 3, d, 7);
             PdTestbed.assertSameTpCopy(p, 9, d, 20);
