@@ -206,6 +206,7 @@ public class CoreEngine implements TransferEngine {
             this.segmentName = PeerAddress.format(h, server.port());
             this.rpc = server;
             List<Transport> installed = new ArrayList<>();
+            List<String> skipped = new ArrayList<>();
             Context ctx = new Context(h, segmentName, filter);
             for (String name : plan.all()) {
                 boolean required = plan.required().contains(name);
@@ -213,6 +214,7 @@ public class CoreEngine implements TransferEngine {
                 String why = required ? null : c.precheck().apply(protocol == null ? "" : protocol, filter);
                 if (why != null) {
                     LOG.debug("transport {} not installed: {}", name, why);
+                    skipped.add(name + ": " + why);
                     continue;
                 }
                 Transport t = c.factory().get();
@@ -228,16 +230,18 @@ public class CoreEngine implements TransferEngine {
                         server.close();
                         rpc = null;
                         segmentName = null;
-                        return fail("initialize: transport " + name + ": " + e.getMessage());
+                        return fail("initialize(protocol \"" + protocol + "\"): " + e.getMessage());
                     }
                     LOG.info("transport {} not installed: {}", name, e.getMessage());
+                    skipped.add(name + ": " + e.getMessage());
                 }
             }
             if (installed.isEmpty()) {
                 server.close();
                 rpc = null;
                 segmentName = null;
-                return fail("initialize: no transport could be installed; see the log");
+                return fail("initialize(protocol \"" + protocol + "\"): no transport could be installed: "
+                        + String.join("; ", skipped));
             }
             Transport[] ts = installed.toArray(new Transport[0]);
             transports = ts;
@@ -269,8 +273,8 @@ public class CoreEngine implements TransferEngine {
         return out;
     }
 
-    /** The installed transport named {@code name}, or null (presets use it for their getters). */
-    protected final Transport transport(String name) {
+    /** The installed transport named {@code name}, or null (presets use it for their getters; tests). */
+    public final Transport transport(String name) {
         for (Transport t : transports) {
             if (t.name().equals(name)) {
                 return t;
@@ -504,6 +508,7 @@ public class CoreEngine implements TransferEngine {
         synchronized (lifecycle) {
             Transport[] ts = transports;
             if (closed || router == null) {
+                lastError = "registerMemory: the engine is " + (closed ? "closed" : "not initialized");
                 return ErrorCodes.INVALID_ARGUMENT;
             }
             for (int i = 0; i < locs.length; i++) {

@@ -83,6 +83,19 @@ final class CorePeer implements RemoteSegment {
         return null;
     }
 
+    /** Bytes from {@code addr} (at most {@code len}) that adjacent advertised buffers cover without a gap. */
+    long coveredFrom(long addr, long len) {
+        long done = 0;
+        while (done < len) {
+            SegmentDescriptor.Buffer b = buffer(addr + done, 1);
+            if (b == null) {
+                break;
+            }
+            done += Math.min(len - done, b.addr() + b.length() - (addr + done));
+        }
+        return done;
+    }
+
     @Override
     public boolean refresh() {
         return table.refresh(this);

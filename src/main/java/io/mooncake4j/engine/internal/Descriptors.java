@@ -26,7 +26,8 @@ final class Descriptors {
         private int tcpPort;
         private List<SegmentDescriptor.Device> devices;
         private Map<String, List<List<String>>> matrix;
-        private final Map<Long, List<List<Long>>> keys = new HashMap<>();
+        private final List<long[]> rdmaOwners = new ArrayList<>();
+        private final List<SegmentDescriptor.Buffer> rdmaEntries = new ArrayList<>();
         private final Map<String, Object> top = new LinkedHashMap<>();
         private final Map<Long, Map<String, Object>> perBuffer = new HashMap<>();
 
@@ -47,8 +48,9 @@ final class Descriptors {
         }
 
         @Override
-        public void bufferKeys(long address, List<Long> rkey, List<Long> lkey) {
-            keys.put(address, List.of(rkey, lkey));
+        public void rdmaBuffer(long owner, SegmentDescriptor.Buffer entry) {
+            rdmaOwners.add(new long[] {owner});
+            rdmaEntries.add(entry);
         }
 
         @Override
@@ -64,19 +66,18 @@ final class Descriptors {
         SegmentDescriptor build() {
             boolean rdma = devices != null;
             List<SegmentDescriptor.Buffer> out = new ArrayList<>(buffers.size());
-            for (BufferRegistry.Buffer b : buffers) {
-                SegmentDescriptor.Buffer e;
-                List<List<Long>> k = keys.get(b.address());
-                if (rdma) {
-                    e = new SegmentDescriptor.Buffer(b.location(), b.address(), b.length(),
-                            k == null ? List.of() : k.get(0), k == null ? List.of() : k.get(1));
-                } else {
-                    e = SegmentDescriptor.Buffer.tcp(name, b.address(), b.length());
+            if (rdma) {
+                for (int i = 0; i < rdmaEntries.size(); i++) {
+                    SegmentDescriptor.Buffer e = rdmaEntries.get(i);
+                    if (e.addr() == rdmaOwners.get(i)[0]) { // extensions describe a buffer from its base
+                        e = withExtensions(e, e.addr());
+                    }
+                    out.add(e);
                 }
-                for (var x : perBuffer.getOrDefault(b.address(), Map.of()).entrySet()) {
-                    e = e.withExtension(x.getKey(), x.getValue());
+            } else {
+                for (BufferRegistry.Buffer b : buffers) {
+                    out.add(withExtensions(SegmentDescriptor.Buffer.tcp(name, b.address(), b.length()), b.address()));
                 }
-                out.add(e);
             }
             SegmentDescriptor d = rdma
                     ? new SegmentDescriptor(name, "rdma", tcpPort, tcpPort > 0 ? 2 : 1, SegmentDescriptor.now(), null,
@@ -86,6 +87,13 @@ final class Descriptors {
                 d = d.withExtension(x.getKey(), x.getValue());
             }
             return d;
+        }
+
+        private SegmentDescriptor.Buffer withExtensions(SegmentDescriptor.Buffer e, long base) {
+            for (var x : perBuffer.getOrDefault(base, Map.of()).entrySet()) {
+                e = e.withExtension(x.getKey(), x.getValue());
+            }
+            return e;
         }
     }
 }

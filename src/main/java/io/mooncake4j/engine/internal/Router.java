@@ -93,6 +93,11 @@ final class Router {
             }
             long len = b.length[i];
             BufferRegistry.Buffer lb = registry.find(b.local[i], len);
+            boolean spans = false;
+            if (lb == null && localCoveredFrom(b.local[i], len) == len) {
+                lb = registry.find(b.local[i], 1); // adjacent buffers: for a transport that spans them
+                spans = true;
+            }
             if (lb == null) {
                 LOG.warn("transfer of {} bytes from local 0x{}: not inside registered memory", len,
                         Long.toHexString(b.local[i]));
@@ -101,10 +106,14 @@ final class Router {
                 continue;
             }
             SegmentDescriptor.Buffer rb = p.buffer(b.remote[i], len);
-            if (rb == null && !refreshed) {
+            if (rb == null && !refreshed && p.coveredFrom(b.remote[i], len) != len) {
                 refreshed = true;
                 p.refresh();
                 rb = p.buffer(b.remote[i], len);
+            }
+            if (rb == null && p.coveredFrom(b.remote[i], len) == len) {
+                rb = p.buffer(b.remote[i], 1);
+                spans = true;
             }
             if (rb == null) {
                 LOG.warn("transfer of {} bytes at 0x{} of {}: not inside the peer's registered buffers", len,
@@ -114,7 +123,7 @@ final class Router {
                 continue;
             }
             LocalBuffer local = LocalBuffer.of(lb.address(), lb.length(), lb.location());
-            int t = choose(p, local, rb, 0);
+            int t = choose(p, local, rb, 0, spans);
             if (t < 0) {
                 if (unroutable.incrementAndGet() <= 10) {
                     LOG.warn("transfer of {} bytes to {}: no installed transport reaches its buffer at 0x{} "
@@ -165,11 +174,12 @@ final class Router {
     }
 
     /** The first transport at or after {@code start} that can move between {@code local} and {@code remote}; -1 if none. */
-    private int choose(CorePeer p, LocalBuffer local, SegmentDescriptor.Buffer remote, int start) {
+    private int choose(CorePeer p, LocalBuffer local, SegmentDescriptor.Buffer remote, int start, boolean spans) {
         MemoryKind remoteKind = MemoryKind.ofLocation(remote.name());
         for (int t = start; t < transports.length; t++) {
             TransportCapabilities c = caps[t];
-            if (p.unreachableOver(t) || !c.moves(local.kind(), remoteKind) || !c.mooncakeWire() && !p.isMooncake4j()) {
+            if (p.unreachableOver(t) || !c.moves(local.kind(), remoteKind) || !c.mooncakeWire() && !p.isMooncake4j()
+                    || spans && !c.spansBuffers()) {
                 continue;
             }
             if (transports[t].canTransfer(p, local, remote)) {
@@ -194,7 +204,7 @@ final class Router {
                 p.markUnreachable(from);
             }
             SegmentDescriptor.Buffer rb = p.buffer(b.remote[i], b.length[i]);
-            next = rb == null ? -1 : choose(p, local, rb, from + 1);
+            next = rb == null ? -1 : choose(p, local, rb, from + 1, false);
             if (next < 0) {
                 return false;
             }
@@ -208,6 +218,19 @@ final class Router {
         }
         transports[next].submit(p, new Slices(this, b, p, next, i, 1, null, new LocalBuffer[] {local}));
         return true;
+    }
+
+    /** Bytes from {@code addr} (at most {@code len}) that adjacent registered buffers cover without a gap. */
+    private long localCoveredFrom(long addr, long len) {
+        long done = 0;
+        while (done < len) {
+            BufferRegistry.Buffer b = registry.find(addr + done, 1);
+            if (b == null) {
+                break;
+            }
+            done += Math.min(len - done, b.address() + b.length() - (addr + done));
+        }
+        return done;
     }
 
     /** A transfer to the own segment: both ranges inside registered memory, then one copy. */

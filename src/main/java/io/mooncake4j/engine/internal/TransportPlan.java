@@ -65,8 +65,7 @@ record TransportPlan(List<String> required, List<String> optional) {
             if (!offered.contains(r)) {
                 throw new TransferEngineException(String.format(Locale.ROOT,
                         "protocol \"%s\" is not served by this engine (it offers %s); create the engine with "
-                                + "TransferEngines.create(\"auto\") or use protocol \"tcp\" (and MC_FORCE_TCP=1 on "
-                                + "C++ peers)", r, offered));
+                                + "TransferEngines.create(\"%s\") or TransferEngines.create(\"auto\")", r, offered, r));
             }
         }
         optional.retainAll(offered);

@@ -57,7 +57,7 @@ public final class TcpTransport implements Transport {
     private static final Logger LOG = LoggerFactory.getLogger(TcpTransport.class);
     private static final AtomicInteger ENGINES = new AtomicInteger();
     private static final TransportCapabilities CAPABILITIES = new TransportCapabilities(
-            Set.of(MemoryKind.HOST, MemoryKind.CUDA), Set.of(MemoryKind.HOST, MemoryKind.CUDA), false, true);
+            Set.of(MemoryKind.HOST, MemoryKind.CUDA), Set.of(MemoryKind.HOST, MemoryKind.CUDA), false, true, false);
     /** How long {@link #makeRoomForPeer} waits for a just-finished peer's lanes to settle. */
     private static final long MAKE_ROOM_SETTLE_NANOS = TimeUnit.MILLISECONDS.toNanos(200);
 
@@ -136,10 +136,15 @@ public final class TcpTransport implements Transport {
      * {@code deviceMemory}: staged through its pinned bounce buffers over the network, copied with its
      * queues for transfers to the own segment.
      */
-    public TcpTransport(TcpConfig config, DeviceMemory deviceMemory, StagingConfig staging) {
+    TcpTransport(TcpConfig config, DeviceMemory deviceMemory, StagingConfig staging) {
         this.config = Objects.requireNonNull(config, "config");
         this.staging = new DeviceStaging(Objects.requireNonNull(deviceMemory, "deviceMemory"), staging);
         this.memory = new LocalMemory(TimeUnit.MILLISECONDS.toNanos(config.unregisterWaitMs()), this.staging);
+    }
+
+    /** A transport with explicit settings; GPU memory through CUDA, staging settings from the environment. */
+    public TcpTransport(TcpConfig config) {
+        this(config, io.mooncake4j.memory.cuda.CudaDeviceMemory.INSTANCE, StagingConfig.fromEnvironment());
     }
 
     /** The core settings that go with a TCP configuration (handshake, transfer timeout, segment cap). */
