@@ -19,9 +19,11 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * The behaviour every {@link TransferEngine} transport must show, run against each transport by a
- * subclass: the local short-circuit, TCP between two engines on 127.0.0.1, the scripted in-JVM
- * engine in copy mode.
+ * The behaviour every {@link TransferEngine} must show, run by a subclass against each transport
+ * alone (tcp and shm between two engines in one JVM, rdma over the emulated fabric and over real
+ * verbs where present), the local short-circuit, the engine core with every transport installed,
+ * and the scripted in-JVM engine in copy mode. Transport-specific properties (lanes, endpoints,
+ * mappings, wire bytes) stay in each transport's own tests.
  */
 public abstract class TransferEngineContractTest {
 
@@ -111,6 +113,49 @@ public abstract class TransferEngineContractTest {
         for (int i = 0; i < n; i += 37) {
             assertArrayEquals(bytes(local.segment(), i * 8192L, 8192),
                     bytes(remote.segment(), (n - 1 - i) * 8192L, 8192), "descriptor " + i);
+        }
+    }
+
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void eightThreadsWritingAndReadingBackTheirOwnRangesAllSeeTheirBytes() throws Exception {
+        int threads = 8;
+        long region = BUF / 2 / threads; // first half of local: sources; second half: read-back
+        java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(threads);
+        try {
+            List<java.util.concurrent.Future<Integer>> results = new ArrayList<>();
+            for (int t = 0; t < threads; t++) {
+                long base = t * region;
+                int seed = t;
+                results.add(pool.submit(() -> {
+                    MemorySegment src = local.segment().asSlice(base, region);
+                    MemorySegment back = local.segment().asSlice(BUF / 2 + base, region);
+                    int bad = 0;
+                    for (int round = 0; round < 6; round++) {
+                        fill(src, seed * 1000L + round);
+                        back.fill((byte) 0);
+                        long half = region / 2;
+                        if (pair.initiator().batchTransferSyncWrite(pair.targetName(),
+                                new long[] {local.address() + base, local.address() + base + half},
+                                new long[] {remote.address() + base + half, remote.address() + base},
+                                new long[] {half, half}) != 0
+                                || pair.initiator().batchTransferSyncRead(pair.targetName(),
+                                        new long[] {local.address() + BUF / 2 + base},
+                                        new long[] {remote.address() + base}, new long[] {region}) != 0
+                                || !java.util.Arrays.equals(bytes(src, half, half), bytes(back, 0, half))
+                                || !java.util.Arrays.equals(bytes(src, 0, half), bytes(back, half, half))) {
+                            bad++;
+                        }
+                    }
+                    return bad;
+                }));
+            }
+            for (java.util.concurrent.Future<Integer> f : results) {
+                assertEquals(0, f.get(50, TimeUnit.SECONDS), "rounds whose bytes did not come back");
+            }
+        } finally {
+            pool.shutdownNow();
+            assertTrue(pool.awaitTermination(10, TimeUnit.SECONDS));
         }
     }
 

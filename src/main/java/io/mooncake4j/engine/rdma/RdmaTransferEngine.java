@@ -16,7 +16,12 @@ import java.util.function.Supplier;
  */
 public final class RdmaTransferEngine extends CoreEngine {
 
-    /** A notification received through the handshake port (Notify, type 2). */
+    /**
+     * A notification received through the handshake port (Notify, type 2).
+     *
+     * @param name    the sender's name field
+     * @param message the notification text
+     */
     public record Notify(String name, String message) {}
 
     private final RdmaEngineConfig config;

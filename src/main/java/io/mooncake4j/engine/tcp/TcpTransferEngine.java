@@ -26,7 +26,12 @@ import java.util.List;
  */
 public final class TcpTransferEngine extends CoreEngine {
 
-    /** A notification received through the handshake port (Notify, type 2). */
+    /**
+     * A notification received through the handshake port (Notify, type 2).
+     *
+     * @param name    the sender's name field
+     * @param message the notification text
+     */
     public record Notify(String name, String message) {}
 
     /** An engine configured from the environment ({@link TcpConfig#fromEnvironment()}). */
