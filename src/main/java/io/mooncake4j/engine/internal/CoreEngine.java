@@ -327,9 +327,10 @@ public class CoreEngine implements TransferEngine {
             }
             closed = true;
         }
+        // nothing new is posted; the transports drain or cut what is in flight, and only then are the
+        // tasks failed, so a caller woken by the failure finds no transport touching its memory
         for (CoreBatch b : batches.all()) {
             b.aborted = true;
-            b.failAll(TaskBatch.FAILED);
         }
         peers.close();
         HandshakeServer r = rpc;
@@ -343,6 +344,9 @@ public class CoreEngine implements TransferEngine {
             } catch (RuntimeException e) {
                 LOG.error("transport {} failed to uninstall", ts[i].name(), e);
             }
+        }
+        for (CoreBatch b : batches.all()) {
+            b.failAll(TaskBatch.FAILED);
         }
         if (segmentName != null) {
             LOG.info("transfer engine {} closed", segmentName);

@@ -21,7 +21,7 @@ final class CorePeer implements RemoteSegment {
     private final PeerTable table;
     private volatile SegmentDescriptor descriptor;
     /** Bit t set: transport t failed this peer with UNREACHABLE since the last refresh. */
-    private volatile long unreachable;
+    private final java.util.concurrent.atomic.AtomicLong unreachable = new java.util.concurrent.atomic.AtomicLong();
     /** Transports whose first fallback for this peer was logged. */
     final Set<Integer> fallbackLogged = ConcurrentHashMap.newKeySet();
 
@@ -50,7 +50,7 @@ final class CorePeer implements RemoteSegment {
     void replace(SegmentDescriptor d, boolean endpointsChanged) {
         descriptor = d;
         if (endpointsChanged) {
-            unreachable = 0;
+            unreachable.set(0);
         }
     }
 
@@ -102,11 +102,11 @@ final class CorePeer implements RemoteSegment {
     }
 
     boolean unreachableOver(int transport) {
-        return (unreachable >>> transport & 1) != 0;
+        return (unreachable.get() >>> transport & 1) != 0;
     }
 
-    synchronized void markUnreachable(int transport) {
-        unreachable |= 1L << transport;
+    void markUnreachable(int transport) {
+        unreachable.getAndUpdate(u -> u | 1L << transport);
     }
 
     @Override

@@ -127,27 +127,28 @@ final class PeerTable {
         }
     }
 
-    /** Re-fetches {@code p}'s descriptor from the name it advertises; false (logged) on failure. */
+    /**
+     * Re-fetches {@code p}'s descriptor from the name it advertises; false (logged) on failure. No
+     * lock is held across the fetch or while the transports forget the peer (a transport may call
+     * this holding its own per-peer lock, and {@code forget} takes that lock).
+     */
     boolean refresh(CorePeer p) {
-        synchronized (p) {
-            SegmentDescriptor d = p.descriptor();
-            SegmentDescriptor fresh;
-            try {
-                fresh = client.fetchDescriptor(PeerAddress.parse(d.name(), settings.handshake().defaultPort()),
-                        "{}\n");
-            } catch (HandshakeException e) {
-                LOG.warn("cannot refresh segment {}: {}", d.name(), e.getMessage());
-                return false;
-            }
-            boolean moved = !sameEndpoints(d, fresh);
-            if (moved) {
-                LOG.info("segment {} refreshed: data port {} -> {}, {} buffers", d.name(), d.tcpDataPort(),
-                        fresh.tcpDataPort(), fresh.buffers().size());
-                forget.accept(p);
-            }
-            p.replace(fresh, moved);
-            return true;
+        SegmentDescriptor d = p.descriptor();
+        SegmentDescriptor fresh;
+        try {
+            fresh = client.fetchDescriptor(PeerAddress.parse(d.name(), settings.handshake().defaultPort()), "{}\n");
+        } catch (HandshakeException e) {
+            LOG.warn("cannot refresh segment {}: {}", d.name(), e.getMessage());
+            return false;
         }
+        boolean moved = !sameEndpoints(d, fresh);
+        if (moved) {
+            LOG.info("segment {} refreshed: data port {} -> {}, {} buffers", d.name(), d.tcpDataPort(),
+                    fresh.tcpDataPort(), fresh.buffers().size());
+            forget.accept(p);
+        }
+        p.replace(fresh, moved);
+        return true;
     }
 
     /** Whether two descriptors of a peer reach it the same way (buffers and timestamp aside). */

@@ -80,6 +80,8 @@ final class Router {
     void route(CoreBatch b, CorePeer p, int from, int n, int[] idx) {
         LocalBuffer[] lbs = new LocalBuffer[n];
         int[] chosen = new int[n];
+        BufferRegistry.Buffer lastBuffer = null; // consecutive tasks mostly lie in one buffer
+        LocalBuffer lastLocal = null;
         boolean refreshed = false;
         int first = -1;
         boolean uniform = true;
@@ -122,7 +124,11 @@ final class Router {
                 uniform = false;
                 continue;
             }
-            LocalBuffer local = LocalBuffer.of(lb.address(), lb.length(), lb.location());
+            if (lb != lastBuffer) {
+                lastBuffer = lb;
+                lastLocal = LocalBuffer.of(lb.address(), lb.length(), lb.location());
+            }
+            LocalBuffer local = lastLocal;
             int t = choose(p, local, rb, 0, spans);
             if (t < 0) {
                 if (unroutable.incrementAndGet() <= 10) {
