@@ -77,10 +77,9 @@ final class RdmaBatch {
     private void end(int i, int f, String why) {
         if (f == OK) {
             group.complete(i);
-        } else if (aborted()) {
-            group.fail(i, SliceFailure.TIMEOUT, "batch aborted");
-        } else {
-            group.fail(i, f == UNREACHABLE ? SliceFailure.UNREACHABLE : SliceFailure.TRANSIENT, why);
+        } else { // of an aborted batch the core ends it FAILED without a fallback (a timed-out one is already TIMEOUT)
+            group.fail(i, f == UNREACHABLE ? SliceFailure.UNREACHABLE : SliceFailure.TRANSIENT,
+                    aborted() ? "abandoned (batch aborted or transport closing)" : why);
         }
         if (open.decrementAndGet() == 0) {
             onDone.run();
