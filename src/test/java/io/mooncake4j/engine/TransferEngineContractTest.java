@@ -38,6 +38,11 @@ public abstract class TransferEngineContractTest {
     /** Releases what {@link #createPair} created. */
     protected abstract void closePair(Pair pair);
 
+    /** Whether {@code openSegment} fetches a peer's descriptor over the network (not the scripted engine). */
+    protected boolean fetchesDescriptors() {
+        return true;
+    }
+
     protected HostMemoryAllocator alloc;
     protected HostMemoryStorage local;
     protected HostMemoryStorage remote;
@@ -156,6 +161,52 @@ public abstract class TransferEngineContractTest {
         } finally {
             pool.shutdownNow();
             assertTrue(pool.awaitTermination(10, TimeUnit.SECONDS));
+        }
+    }
+
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void anUnresponsivePeerStallsOnlyItsOwnOpeners() throws Exception {
+        org.junit.jupiter.api.Assumptions.assumeTrue(fetchesDescriptors(), "no descriptor fetch to stall");
+        java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newCachedThreadPool();
+        java.util.concurrent.atomic.AtomicInteger accepts = new java.util.concurrent.atomic.AtomicInteger();
+        List<java.net.Socket> accepted = new java.util.concurrent.CopyOnWriteArrayList<>();
+        // a peer that accepts Metadata requests and never answers
+        try (java.net.ServerSocket silent = new java.net.ServerSocket(0, 50, java.net.InetAddress.getLoopbackAddress())) {
+            Thread.ofPlatform().daemon(true).name("test-silent-peer").start(() -> {
+                while (!silent.isClosed()) {
+                    try {
+                        accepted.add(silent.accept());
+                        accepts.incrementAndGet();
+                    } catch (java.io.IOException e) {
+                        return; // closed
+                    }
+                }
+            });
+            String dead = "127.0.0.1:" + silent.getLocalPort();
+            TransferEngine e = pair.initiator();
+            var first = java.util.concurrent.CompletableFuture.supplyAsync(() -> e.openSegment(dead), pool);
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+            while (accepts.get() < 1) { // its fetch is in flight
+                assertTrue(System.nanoTime() < deadline, "the fetch never reached the silent peer");
+                Thread.onSpinWait();
+            }
+            var second = java.util.concurrent.CompletableFuture.supplyAsync(() -> e.openSegment(dead), pool);
+            long other = java.util.concurrent.CompletableFuture.supplyAsync(() -> e.openSegment(pair.targetName()), pool)
+                    .get(10, TimeUnit.SECONDS);
+            assertTrue(other >= 0, "another segment opens while the silent one is being fetched");
+            assertEquals(other, e.openSegment(pair.targetName()), "and is cached");
+            assertTrue(!first.isDone() && !second.isDone());
+            silent.close();
+            for (java.net.Socket s : accepted) {
+                s.close(); // the fetch fails: both callers of that name get -1 from the one fetch
+            }
+            assertEquals(-1L, first.get(20, TimeUnit.SECONDS));
+            assertEquals(-1L, second.get(20, TimeUnit.SECONDS));
+            assertEquals(1, accepts.get(), "one fetch per name in flight");
+        } finally {
+            pool.shutdownNow();
+            assertTrue(pool.awaitTermination(30, TimeUnit.SECONDS));
         }
     }
 
