@@ -18,7 +18,13 @@ import java.util.Objects;
  */
 public final class BufferRegistry {
 
-    /** One registered buffer. */
+    /**
+     * One registered buffer.
+     *
+     * @param address  base virtual address
+     * @param length   bytes
+     * @param location registration location ({@code "*"}, {@code "cpu:N"}, {@code "cuda:N"})
+     */
     public record Buffer(long address, long length, String location) {
         public Buffer {
             Objects.requireNonNull(location, "location");

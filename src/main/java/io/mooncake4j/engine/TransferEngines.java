@@ -1,20 +1,26 @@
 package io.mooncake4j.engine;
 
-import io.mooncake4j.engine.rdma.RdmaTransferEngine;
+import io.mooncake4j.engine.internal.CoreEngine;
+import io.mooncake4j.engine.rdma.RdmaTransport;
+import io.mooncake4j.engine.shm.ShmTransport;
+import io.mooncake4j.engine.tcp.TcpConfig;
 import io.mooncake4j.engine.tcp.TcpTransferEngine;
+import io.mooncake4j.engine.tcp.TcpTransport;
 import io.mooncake4j.engine.testing.ScriptedTransferEngine;
 import java.util.List;
 import java.util.Locale;
 
 /**
  * Creates engines by kind. The kind is what {@code bin/mooncake4j --engine} and embedders pass:
- * {@code "mock"} is the in-JVM {@link ScriptedTransferEngine}; {@code "tcp"} is
- * {@link TcpTransferEngine}, wire-compatible with Mooncake's TCP transport in P2P-handshake mode
- * and configured from Mooncake's {@code MC_*} environment variables; {@code "rdma"} is
- * {@link RdmaTransferEngine} over libibverbs, wire-compatible with Mooncake's RDMA transport;
- * {@code "auto"} picks TCP or RDMA at {@code initialize} from its {@code protocol} argument
- * ({@code "tcp"}, {@code "rdma"}, or {@code "auto"}/{@code ""}: RDMA when a device is usable, else
- * TCP with one WARN).
+ * {@code "mock"} is the in-JVM {@link ScriptedTransferEngine}; {@code "tcp"} is the engine core
+ * with the tcp transport only ({@link TcpTransferEngine}), wire-compatible with Mooncake's TCP
+ * transport in P2P-handshake mode; {@code "auto"}, {@code "rdma"} and {@code "shm"} are the engine
+ * core with every transport (shm, rdma, tcp), of which {@code initialize}'s {@code protocol}
+ * installs ({@code "tcp"}: tcp; {@code "rdma"}: rdma and tcp; {@code "shm"}: shm and tcp;
+ * {@code "auto"}/{@code ""}: all that can run here, rdma only where a device is usable) and
+ * {@code MC_TRANSPORTS} restricts; each request then goes over the cheapest transport that
+ * reaches its peer, falling back to the next on failure. All are configured from Mooncake's
+ * {@code MC_*} environment variables.
  */
 public final class TransferEngines {
 
@@ -22,7 +28,7 @@ public final class TransferEngines {
 
     /** Kinds {@link #create} accepts. */
     public static List<String> kinds() {
-        return List.of("mock", "tcp", "rdma", "auto");
+        return List.of("mock", "tcp", "rdma", "shm", "auto");
     }
 
     /** A new, uninitialised engine of {@code kind}. */
@@ -30,11 +36,19 @@ public final class TransferEngines {
         return switch (kind.toLowerCase(Locale.ROOT)) {
             case "mock" -> new ScriptedTransferEngine().copyData(true);
             case "tcp" -> new TcpTransferEngine();
-            case "rdma" -> new RdmaTransferEngine();
-            case "auto" -> new ProtocolSelectingEngine();
+            case "rdma", "shm", "auto" -> allTransports();
             default -> throw new TransferEngineException(String.format(Locale.ROOT,
                     "unknown engine kind '%s'; available: %s", kind, kinds()));
         };
+    }
+
+    /** The core offering shm, rdma (over libibverbs) and tcp. */
+    private static TransferEngine allTransports() {
+        TcpConfig tcp = TcpConfig.fromEnvironment();
+        return new CoreEngine(TcpTransport.coreSettings(tcp), List.of(
+                new CoreEngine.Candidate("shm", ShmTransport::new),
+                new CoreEngine.Candidate("rdma", RdmaTransport::new, RdmaTransport::autoPrecheck),
+                new CoreEngine.Candidate("tcp", () -> new TcpTransport(tcp))), System.getenv());
     }
 
     /**
@@ -43,10 +57,6 @@ public final class TransferEngines {
      * or null when the engine keeps no such message. CLI commands print it and exit non-zero.
      */
     public static String lastError(TransferEngine engine) {
-        return switch (engine) {
-            case RdmaTransferEngine r -> r.lastError();
-            case ProtocolSelectingEngine p -> p.lastError();
-            default -> null;
-        };
+        return engine instanceof CoreEngine c ? c.lastError() : null;
     }
 }

@@ -98,7 +98,7 @@ class CliErrorsTest {
     @Test
     void anEngineThatCannotStartIsARuntimeFailureWithACliMessage() {
         Result r;
-        try (LogCapture logs = LogCapture.start("io.mooncake4j.engine.rdma")) {
+        try (LogCapture logs = LogCapture.start("io.mooncake4j.engine")) {
             r = run("register", "--engine", "rdma");
             if (r.code() == 0) {
                 return; // this host has a working RDMA device: nothing to report

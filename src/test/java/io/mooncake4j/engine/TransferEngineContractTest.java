@@ -19,9 +19,11 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * The behaviour every {@link TransferEngine} transport must show, run against each transport by a
- * subclass: the local short-circuit, TCP between two engines on 127.0.0.1, the scripted in-JVM
- * engine in copy mode.
+ * The behaviour every {@link TransferEngine} must show, run by a subclass against each transport
+ * alone (tcp and shm between two engines in one JVM, rdma over the emulated fabric and over real
+ * verbs where present), the local short-circuit, the engine core with every transport installed,
+ * and the scripted in-JVM engine in copy mode. Transport-specific properties (lanes, endpoints,
+ * mappings, wire bytes) stay in each transport's own tests.
  */
 public abstract class TransferEngineContractTest {
 
@@ -35,6 +37,11 @@ public abstract class TransferEngineContractTest {
 
     /** Releases what {@link #createPair} created. */
     protected abstract void closePair(Pair pair);
+
+    /** Whether {@code openSegment} fetches a peer's descriptor over the network (not the scripted engine). */
+    protected boolean fetchesDescriptors() {
+        return true;
+    }
 
     protected HostMemoryAllocator alloc;
     protected HostMemoryStorage local;
@@ -111,6 +118,95 @@ public abstract class TransferEngineContractTest {
         for (int i = 0; i < n; i += 37) {
             assertArrayEquals(bytes(local.segment(), i * 8192L, 8192),
                     bytes(remote.segment(), (n - 1 - i) * 8192L, 8192), "descriptor " + i);
+        }
+    }
+
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void eightThreadsWritingAndReadingBackTheirOwnRangesAllSeeTheirBytes() throws Exception {
+        int threads = 8;
+        long region = BUF / 2 / threads; // first half of local: sources; second half: read-back
+        java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(threads);
+        try {
+            List<java.util.concurrent.Future<Integer>> results = new ArrayList<>();
+            for (int t = 0; t < threads; t++) {
+                long base = t * region;
+                int seed = t;
+                results.add(pool.submit(() -> {
+                    MemorySegment src = local.segment().asSlice(base, region);
+                    MemorySegment back = local.segment().asSlice(BUF / 2 + base, region);
+                    int bad = 0;
+                    for (int round = 0; round < 6; round++) {
+                        fill(src, seed * 1000L + round);
+                        back.fill((byte) 0);
+                        long half = region / 2;
+                        if (pair.initiator().batchTransferSyncWrite(pair.targetName(),
+                                new long[] {local.address() + base, local.address() + base + half},
+                                new long[] {remote.address() + base + half, remote.address() + base},
+                                new long[] {half, half}) != 0
+                                || pair.initiator().batchTransferSyncRead(pair.targetName(),
+                                        new long[] {local.address() + BUF / 2 + base},
+                                        new long[] {remote.address() + base}, new long[] {region}) != 0
+                                || !java.util.Arrays.equals(bytes(src, half, half), bytes(back, 0, half))
+                                || !java.util.Arrays.equals(bytes(src, 0, half), bytes(back, half, half))) {
+                            bad++;
+                        }
+                    }
+                    return bad;
+                }));
+            }
+            for (java.util.concurrent.Future<Integer> f : results) {
+                assertEquals(0, f.get(50, TimeUnit.SECONDS), "rounds whose bytes did not come back");
+            }
+        } finally {
+            pool.shutdownNow();
+            assertTrue(pool.awaitTermination(10, TimeUnit.SECONDS));
+        }
+    }
+
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void anUnresponsivePeerStallsOnlyItsOwnOpeners() throws Exception {
+        org.junit.jupiter.api.Assumptions.assumeTrue(fetchesDescriptors(), "no descriptor fetch to stall");
+        java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newCachedThreadPool();
+        java.util.concurrent.atomic.AtomicInteger accepts = new java.util.concurrent.atomic.AtomicInteger();
+        List<java.net.Socket> accepted = new java.util.concurrent.CopyOnWriteArrayList<>();
+        // a peer that accepts Metadata requests and never answers
+        try (java.net.ServerSocket silent = new java.net.ServerSocket(0, 50, java.net.InetAddress.getLoopbackAddress())) {
+            Thread.ofPlatform().daemon(true).name("test-silent-peer").start(() -> {
+                while (!silent.isClosed()) {
+                    try {
+                        accepted.add(silent.accept());
+                        accepts.incrementAndGet();
+                    } catch (java.io.IOException e) {
+                        return; // closed
+                    }
+                }
+            });
+            String dead = "127.0.0.1:" + silent.getLocalPort();
+            TransferEngine e = pair.initiator();
+            var first = java.util.concurrent.CompletableFuture.supplyAsync(() -> e.openSegment(dead), pool);
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+            while (accepts.get() < 1) { // its fetch is in flight
+                assertTrue(System.nanoTime() < deadline, "the fetch never reached the silent peer");
+                Thread.onSpinWait();
+            }
+            var second = java.util.concurrent.CompletableFuture.supplyAsync(() -> e.openSegment(dead), pool);
+            long other = java.util.concurrent.CompletableFuture.supplyAsync(() -> e.openSegment(pair.targetName()), pool)
+                    .get(10, TimeUnit.SECONDS);
+            assertTrue(other >= 0, "another segment opens while the silent one is being fetched");
+            assertEquals(other, e.openSegment(pair.targetName()), "and is cached");
+            assertTrue(!first.isDone() && !second.isDone());
+            silent.close();
+            for (java.net.Socket s : accepted) {
+                s.close(); // the fetch fails: both callers of that name get -1 from the one fetch
+            }
+            assertEquals(-1L, first.get(20, TimeUnit.SECONDS));
+            assertEquals(-1L, second.get(20, TimeUnit.SECONDS));
+            assertEquals(1, accepts.get(), "one fetch per name in flight");
+        } finally {
+            pool.shutdownNow();
+            assertTrue(pool.awaitTermination(30, TimeUnit.SECONDS));
         }
     }
 

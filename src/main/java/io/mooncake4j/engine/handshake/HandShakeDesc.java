@@ -23,9 +23,14 @@ import java.util.Objects;
  * @see <a href="https://github.com/kvcache-ai/Mooncake">Mooncake</a>
  *      {@code mooncake-transfer-engine/src/transfer_metadata.cpp} ({@code TransferHandshakeUtil})
  *
+ * @param localNicPath the sender's NIC path ({@code host:port@device})
+ * @param peerNicPath  the NIC path it connects to
+ * @param localGid     the sender's GID, Mooncake's text form
+ * @param localLid     the sender's LID (0 on RoCE)
  * @param qpNums   QP numbers, unsigned 32-bit
  * @param readyAck null when the key is absent
  * @param replyMsg {@code ""} = accepted; anything else is a rejection
+ * @param payload  Mooncake's opaque payload field ({@code ""})
  */
 public record HandShakeDesc(String localNicPath, String peerNicPath, String localGid, int localLid,
         List<Long> qpNums, Boolean readyAck, String replyMsg, String payload) {

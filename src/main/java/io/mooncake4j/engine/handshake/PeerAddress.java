@@ -10,6 +10,7 @@ import java.net.Inet6Address;
  * ({@code MC_HANDSHAKE_PORT}).
  *
  * @param host without brackets
+ * @param port the port
  */
 public record PeerAddress(String host, int port) {
 

@@ -17,7 +17,11 @@ public final class PortBinder {
     /** Mooncake's number of tries. */
     public static final int TRIES = 500;
 
-    /** Binds something to an address; throws when the port is taken. */
+    /**
+     * Binds something to an address; throws when the port is taken.
+     *
+     * @param <T> what is bound (a server socket, a channel)
+     */
     @FunctionalInterface
     public interface Binder<T> {
         T bind(InetSocketAddress address) throws IOException;

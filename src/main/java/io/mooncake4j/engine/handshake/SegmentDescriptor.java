@@ -41,7 +41,14 @@ import java.util.Set;
  * descriptor. They are kept by {@link #parse} and written by {@link #toJson}; other unknown keys
  * are dropped.
  *
+ * @param name           the segment name {@code host:rpcPort}
+ * @param protocol       Mooncake's protocol ({@code tcp}, {@code rdma}, ...)
+ * @param tcpDataPort    the TCP transport's data port (0 when none)
+ * @param tcpProtoVersion 2 for pipelined v2 framing, 1 for Mooncake's v1
+ * @param timestamp      when the descriptor was built (Mooncake's format)
  * @param rdmaServerName null when absent
+ * @param buffers        the registered buffers, in the owner's order
+ * @param devices        RDMA devices (empty for TCP)
  * @param priorityMatrix empty for TCP
  * @param extensions     top-level {@code mc4j_*} fields (JSON values), empty for a C++ peer
  */
@@ -65,6 +72,8 @@ public record SegmentDescriptor(String name, String protocol, int tcpDataPort, i
      * One buffer entry.
      *
      * @param name   TCP: the server name; RDMA: the location ({@code cpu:0}, ...)
+     * @param addr   the buffer's first byte in the owner's address space
+     * @param length bytes
      * @param rkey   one key per device (RDMA), null for TCP
      * @param lkey   one key per device (RDMA), null for TCP
      * @param extensions {@code mc4j_*} fields of this entry, empty unless a mooncake4j transport set some
@@ -102,7 +111,13 @@ public record SegmentDescriptor(String name, String protocol, int tcpDataPort, i
         }
     }
 
-    /** One RDMA device entry. */
+    /**
+     * One RDMA device entry.
+     *
+     * @param name the device name
+     * @param lid  its LID (0 on RoCE)
+     * @param gid  its GID, Mooncake's text form
+     */
     public record Device(String name, int lid, String gid) {
         public Device {
             Objects.requireNonNull(name, "name");

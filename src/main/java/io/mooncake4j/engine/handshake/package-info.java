@@ -13,7 +13,7 @@
  *   <tr><td>0</td><td>8</td><td>length</td><td>u64 little-endian: type byte + payload (legacy: payload only);
  *       1..{@code MC_HANDSHAKE_MAX_LENGTH}</td></tr>
  *   <tr><td>8</td><td>1</td><td>type</td><td>0 Connection, 1 Metadata, 2 Notify, 3 Probe; absent in legacy
- *       frames (first byte 0x04..0x7F, normally {@code '{'})</td></tr>
+ *       frames (first byte 0x04..0x7F, normally an opening brace)</td></tr>
  *   <tr><td>9</td><td>length−1</td><td>payload</td><td>UTF-8 JSON, sorted keys, compact, trailing LF</td></tr>
  * </table>
  *

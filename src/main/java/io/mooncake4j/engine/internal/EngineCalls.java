@@ -26,7 +26,11 @@ public final class EngineCalls<B extends TaskBatch> {
 
     private static final Logger LOG = LoggerFactory.getLogger(EngineCalls.class);
 
-    /** What an engine does that this class cannot. */
+    /**
+     * What an engine does that this class cannot.
+     *
+     * @param <B> the engine's batch type
+     */
     public interface Hooks<B extends TaskBatch> {
 
         /** Whether the engine is closed (every call then fails). */

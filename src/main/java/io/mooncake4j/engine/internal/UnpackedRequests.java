@@ -7,6 +7,13 @@ import java.util.function.ToIntFunction;
 /**
  * The requests of one {@code submitTransfer} call as parallel arrays (the form the transports'
  * submit paths take), with each opcode mapped to the transport's own code.
+ *
+ * @param size    number of requests
+ * @param ops     opcode per request, in the engine's code
+ * @param targets segment id per request
+ * @param local   local address per request
+ * @param remote  address in the target segment per request
+ * @param lengths bytes per request
  */
 public record UnpackedRequests(int size, int[] ops, long[] targets, long[] local, long[] remote, long[] lengths) {
 

@@ -35,6 +35,10 @@ public final class GidSelection {
     /**
      * One GID table slot as probed: the entry ({@code null} when the query failed) and the name
      * of the network device bound to it ({@code ""} when none).
+     *
+     * @param index  the GID table index
+     * @param entry  what the query returned, or null
+     * @param netdev the bound network device, {@code ""} when none
      */
     public record Candidate(int index, GidEntry entry, String netdev) {
         public Candidate {
@@ -42,7 +46,13 @@ public final class GidSelection {
         }
     }
 
-    /** A ranked choice. */
+    /**
+     * A ranked choice.
+     *
+     * @param index    the GID table index chosen
+     * @param gid      its GID
+     * @param gidClass why it ranked where it did
+     */
     public record Choice(int index, Gid gid, GidClass gidClass) {}
 
     private GidSelection() {}

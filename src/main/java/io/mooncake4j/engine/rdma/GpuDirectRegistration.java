@@ -90,7 +90,7 @@ final class GpuDirectRegistration {
                 }
             }
         } catch (RuntimeException e) {
-            RdmaTransferEngine.closeMrs(mrs);
+            RdmaTransport.closeMrs(mrs);
             Arrays.fill(mrs, null);
             throw e;
         } finally {
@@ -130,7 +130,7 @@ final class GpuDirectRegistration {
      * {@link DeviceMemoryAccess.Kind#UNSUPPORTED} with the cause and the fix when CUDA (or GPU N)
      * is unavailable. Other locations: {@link DeviceMemoryAccess.Kind#UNKNOWN}.
      */
-    /** {@link RdmaTransferEngine#deviceMemoryAccess}. */
+    /** {@link RdmaTransport#deviceMemoryAccess}. */
     DeviceMemoryAccess access(String location) {
         if (!MemoryLocation.isCuda(location)) {
             return DeviceMemoryAccess.unknown();

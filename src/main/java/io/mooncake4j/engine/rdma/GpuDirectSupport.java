@@ -14,7 +14,12 @@ import java.util.Optional;
  */
 public interface GpuDirectSupport {
 
-    /** A range exported as a dma-buf: the descriptor, and the requested address's offset within the exported range. */
+    /**
+     * A range exported as a dma-buf.
+     *
+     * @param fd     the dma-buf file descriptor
+     * @param offset the requested address's offset within the exported range
+     */
     record DmaBuf(int fd, long offset) {}
 
     /** Why GPU memory cannot be used in this process at all (with the fix); empty when it can. */

@@ -14,8 +14,15 @@ import java.util.Map;
  * registered it ({@code host}, {@code dma-buf}, {@code peer-memory}). Immutable (the MR objects
  * are closed by the engine when the registration goes).
  *
+ * @param owner     the address the caller registered (the piece's buffer)
+ * @param address   this piece's first byte
+ * @param length    this piece's bytes
+ * @param location  as published ({@code cpu:N}, {@code cuda:N})
+ * @param mrs       one memory region per context
+ * @param lkeys     {@code mrs[i].lkey()}, unboxed for the data path
  * @param order     context indexes to use, preferred first (from the location's matrix row)
  * @param preferred how many of {@code order} are preferred
+ * @param paths     how each context registered it
  */
 record LocalRegistration(long owner, long address, long length, String location, MemoryRegion[] mrs, int[] lkeys,
         int[] order, int preferred, String[] paths) {

@@ -30,10 +30,21 @@ public final class NicSelection {
     /** The conventional sysfs mount point. */
     public static final Path SYSFS = Path.of("/sys");
 
-    /** A NIC and its locality; {@code numaNode} is -1 and {@code pciPath} empty when unknown. */
+    /**
+     * A NIC and its locality.
+     *
+     * @param name     the device name ({@code mlx5_0})
+     * @param numaNode its NUMA node, -1 when unknown
+     * @param pciPath  its PCI path in sysfs, empty when unknown
+     */
     public record Nic(String name, int numaNode, String pciPath) {}
 
-    /** One row of Mooncake's {@code priority_matrix}: preferred NICs, then the other usable ones. */
+    /**
+     * One row of Mooncake's {@code priority_matrix}.
+     *
+     * @param preferred the NICs closest to the memory
+     * @param available the other usable ones
+     */
     public record Preference(List<String> preferred, List<String> available) {
         public Preference {
             preferred = List.copyOf(preferred);

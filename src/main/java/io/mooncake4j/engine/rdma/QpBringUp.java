@@ -18,7 +18,13 @@ public final class QpBringUp {
 
     private QpBringUp() {}
 
-    /** The peer's half of a Connection message for one QP. */
+    /**
+     * The peer's half of a Connection message for one QP.
+     *
+     * @param gid   the peer NIC's GID
+     * @param lid   its LID (0 on RoCE)
+     * @param qpNum the peer QP's number
+     */
     public record Peer(Gid gid, int lid, int qpNum) {}
 
     /**

@@ -26,7 +26,12 @@ public final class RdmaAvailability {
         NO_DEVICES
     }
 
-    /** A reason and its actionable message. */
+    /**
+     * A reason and its actionable message.
+     *
+     * @param reason  what is missing
+     * @param message the cause and the fix, in words
+     */
     public record Cause(Reason reason, String message) {}
 
     /** {@code ENOSYS} on Linux. */

@@ -67,7 +67,7 @@ final class RdmaContext {
     private volatile boolean failed;
 
     RdmaContext(int index, Device device, int lid, Gid gid, int gidIndex, int activeMtu, int cqe, String nicPath,
-            RdmaTransferEngine engine) {
+            RdmaTransport engine) {
         this.index = index;
         this.name = device.name();
         this.device = device;
@@ -196,7 +196,7 @@ final class RdmaContext {
      * that still finds none registers again). Endpoints with nothing queued are not touched, so the
      * cost does not grow with the number of connected peers.
      */
-    void pumpAwaiting(RdmaTransferEngine engine) {
+    void pumpAwaiting(RdmaTransport engine) {
         for (int n = awaitingRoom.size(); n > 0; n--) {
             RdmaEndpoint e = awaitingRoom.poll();
             if (e == null) {
@@ -258,7 +258,7 @@ final class RdmaContext {
         pollerCpus = (java.util.BitSet) cpus.clone();
     }
 
-    private void pollLoop(RdmaTransferEngine engine) {
+    private void pollLoop(RdmaTransport engine) {
         java.util.BitSet cpus = pollerCpus;
         if (!cpus.isEmpty()) {
             if (io.mooncake4j.internal.sys.ThreadTuning.bindToCpus(cpus)) {

@@ -196,7 +196,7 @@ final class RdmaEndpoint {
      * {@code engine.abandon} instead. On a post failure other than a full queue the endpoint
      * breaks and {@code true} is returned: the caller must then call {@link #breakDown}.
      */
-    boolean pump(RdmaTransferEngine engine) {
+    boolean pump(RdmaTransport engine) {
         lock.lock();
         try {
             pumps++;
@@ -215,7 +215,7 @@ final class RdmaEndpoint {
                         Slice s = queue.pollFirst();
                         RdmaBatch b = s.batch;
                         b.inFlight.incrementAndGet(); // before the abort check: an aborter waits for it
-                        if (b.aborted) {
+                        if (b.aborted()) {
                             b.inFlight.decrementAndGet();
                             engine.abandon(s);
                             continue;

@@ -16,6 +16,8 @@ import java.util.function.Supplier;
  * Settings of an {@link RdmaTransferEngine}: the {@code MC_*} RDMA tunables, the handshake
  * (RPC port) settings, the synchronous-transfer deadline and where locality and limits come from.
  *
+ * @param settings          the {@code MC_*} RDMA tunables
+ * @param handshake         the handshake (RPC port) settings
  * @param transferTimeoutMs {@code MC_TRANSFER_TIMEOUT} (s, minimum 5, default 30) in ms; the sync
  *                          helpers add 1 ns per byte, as Mooncake's Python binding does
  * @param memlockLimit      the {@code RLIMIT_MEMLOCK} soft limit (empty = unknown); tests inject one

@@ -11,7 +11,25 @@ import org.slf4j.LoggerFactory;
  * Mooncake's {@code loadGlobalConfig}, a value that does not parse or is out of range is ignored
  * (with a WARN here) and the default kept.
  *
- * @param gidIndex {@code MC_GID_INDEX} (else {@code NCCL_IB_GID_INDEX}); -1 = automatic selection
+ * @param sliceSize         {@code MC_SLICE_SIZE}: bytes per work request
+ * @param fragmentLimit     a tail up to this many bytes past a slice stays in the last slice
+ *                          ({@code MC_FRAGMENT_RATIO})
+ * @param retryCnt          {@code MC_RETRY_CNT}: attempts per slice over other paths
+ * @param numQpPerEp        {@code MC_NUM_QP_PER_EP}: RC QPs per endpoint
+ * @param maxWr             {@code MC_MAX_WR}: outstanding work requests per QP
+ * @param maxSge            {@code MC_MAX_SGE}: scatter/gather entries per work request
+ * @param maxInline         {@code MC_MAX_INLINE}: inline data bytes
+ * @param maxCqePerCtx      {@code MC_MAX_CQE_PER_CTX}: CQ entries per device
+ * @param maxEpPerCtx       {@code MC_MAX_EP_PER_CTX}: endpoints per device
+ * @param ibPort            {@code MC_IB_PORT}: the device port used
+ * @param gidIndex          {@code MC_GID_INDEX} (else {@code NCCL_IB_GID_INDEX}); -1 = automatic selection
+ * @param autoGidMaxRetries {@code MC_AUTO_GID_MAX_RETRIES}: re-probes of the automatic GID choice
+ * @param pkeyIndex         {@code MC_PKEY_INDEX}
+ * @param mtuBytes          {@code MC_MTU}: path MTU in bytes (0: the port's active MTU)
+ * @param trafficClass      {@code MC_IB_TC}: traffic class of the GRH
+ * @param serviceLevel      {@code MC_IB_SL}: service level
+ * @param maxMrSize         {@code MC_MAX_MR_SIZE}: larger buffers are registered in pieces
+ * @param relaxedOrdering   {@code MC_IB_PCI_RELAXED_ORDERING}: register with relaxed ordering
  */
 public record RdmaSettings(int sliceSize, int fragmentLimit, int retryCnt, int numQpPerEp, int maxWr, int maxSge,
                            int maxInline, int maxCqePerCtx, int maxEpPerCtx, int ibPort, int gidIndex,

@@ -22,6 +22,8 @@ final class Slice {
     int length;
     int lkey;
     int rkey;
+    /** Whether an attempt failed because its endpoint could not be brought up (QP handshake). */
+    boolean unreachable;
     /** Attempts made so far (0 before the first post). */
     int attempt;
     /** Spreads slices over NICs; the path of attempt k is derived from it (§5.2). */
@@ -120,6 +122,7 @@ final class Slice {
         /** Returns a slice to the pool and drops its references. */
         void release(Slice s) {
             s.batch = null;
+            s.unreachable = false;
             s.peer = null;
             s.endpoint = null;
             live.decrement();

@@ -5,24 +5,24 @@
  * {@code RLIMIT_MEMLOCK}) and {@link io.mooncake4j.engine.rdma.NicSelection} ({@code device_name}
  * filter, NUMA/PCI preferences from sysfs, the descriptor's {@code priority_matrix}).
  *
- * <p>The transport: {@link io.mooncake4j.engine.rdma.RdmaTransferEngine} (engine kind
- * {@code "rdma"}) over an {@link io.mooncake4j.engine.rdma.RdmaProvider} —
+ * <p>The transport: {@link io.mooncake4j.engine.rdma.RdmaTransport}, installed by the engine core
+ * (kinds {@code "rdma"}/{@code "auto"}; {@link io.mooncake4j.engine.rdma.RdmaTransferEngine} is the
+ * core with rdma alone), over an {@link io.mooncake4j.engine.rdma.RdmaProvider} —
  * {@link io.mooncake4j.engine.rdma.VerbsRdmaProvider} in production, an emulated fabric in the
  * tests. Per device an {@code RdmaContext} (CQ, poller thread, endpoints by peer NIC path); per
  * peer NIC path an {@code RdmaEndpoint} ({@code MC_NUM_QP_PER_EP} RC QPs, queue of slices,
- * reusable work-request array); {@code Slice}/{@code RdmaBatch}/{@code PeerSegment} hold the data
- * path's state in pooled objects and primitive arrays. Native calls go through the
+ * reusable work-request array); {@code Slice} (one work request), {@code RdmaBatch} (the state
+ * of one slice group the core handed over) and {@code PeerSegment} (a peer descriptor flattened)
+ * hold the data path's state in pooled objects and primitive arrays. Native calls go through the
  * module-private bindings in {@code io.mooncake4j.engine.rdma.verbs}. GPU memory is registered
  * for GPUDirect RDMA (dma-buf, else peer memory) through a
  * {@link io.mooncake4j.engine.rdma.GpuDirectSupport} ({@code GpuDirectSupport.cuda()} in
  * production, a fake in tests). See {@code docs/rdma.md}.
  *
- * <p>Small helpers the engine delegates to (kept self-contained so that they can move into an
- * rdma transport later): {@code LocalRegistration}/{@code LocalRegistrations} (registered
- * ranges, pieces above {@code max_mr_size}, lock-free lookups), {@code ParallelRegistration}
- * ({@code ibv_reg_mr} on every device at once), {@code PeerSegments} (opened peers, one
- * descriptor fetch per name in flight), {@code AsyncEventMonitor} (device events → NIC
- * selection).
+ * <p>Small helpers the transport delegates to: {@code LocalRegistration}/{@code LocalRegistrations}
+ * (registered ranges, pieces above {@code max_mr_size}, lock-free lookups),
+ * {@code ParallelRegistration} ({@code ibv_reg_mr} on every device at once),
+ * {@code AsyncEventMonitor} (device events → NIC selection).
  *
  * <p>Threads: per device a poller {@code mooncake-rdma-poller-N} and an event reader
  * {@code mooncake-rdma-events-N} (platform, engine lifetime); platform
@@ -31,8 +31,8 @@
  * carrier; short-lived {@code mooncake-rdma-register-N} while a large buffer is pinned on
  * several devices.
  *
- * <p>Ownership and thread-safety: the engine owns its contexts, endpoints, registrations and
- * threads and releases them in {@code close()} (QPs, CQs, MRs, PDs, contexts in that order; a
+ * <p>Ownership and thread-safety: the transport owns its contexts, endpoints, registrations and
+ * threads and releases them in {@code uninstall()} (QPs, CQs, MRs, PDs, contexts in that order; a
  * device whose poller does not stop is left open rather than freed under it); it
  * is thread-safe. The helpers ({@code MemlockCheck}, {@code NicSelection}, {@code GidSelection},
  * {@code QpBringUp}, {@code ProtocolSelection}, settings records) are stateless or immutable

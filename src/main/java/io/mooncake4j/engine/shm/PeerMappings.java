@@ -27,7 +27,14 @@ final class PeerMappings implements AutoCloseable {
 
     private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(PeerMappings.class);
 
-    /** A mapped remote buffer, or why it could not be mapped. */
+    /**
+     * A mapped remote buffer, or why it could not be mapped.
+     *
+     * @param buffer  the peer's descriptor entry
+     * @param memory  the mapping (null when refused)
+     * @param arena   what closes the mapping (null when refused)
+     * @param refusal why it was not mapped (null when mapped)
+     */
     record Mapping(SegmentDescriptor.Buffer buffer, MemorySegment memory, Arena arena, String refusal) {
         boolean usable() {
             return memory != null;

@@ -24,13 +24,20 @@ public final class ShmAdvert {
 
     private ShmAdvert() {}
 
-    /** The peer-level facts. */
+    /**
+     * The peer-level facts.
+     *
+     * @param machine where the peer runs
+     * @param pid     its process id (for {@code /proc/<pid>/fd} and {@code process_vm_*})
+     */
     public record Peer(MachineIdentity machine, int pid) {}
 
     /**
      * One buffer's facts: {@code memfd} null (and {@code fd} -1) for a {@code vm}-only buffer.
      *
+     * @param fd     the memfd's descriptor number in the peer, -1 for a {@code vm}-only buffer
      * @param offset bytes from the start of the memfd to the buffer's first byte
+     * @param memfd  the memfd's name, null for a {@code vm}-only buffer
      */
     public record Buffer(int fd, long offset, String memfd) {
         public boolean mappable() {

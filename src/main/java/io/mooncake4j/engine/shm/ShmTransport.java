@@ -39,7 +39,7 @@ public final class ShmTransport implements Transport {
 
     private static final Logger LOG = LoggerFactory.getLogger(ShmTransport.class);
     private static final TransportCapabilities CAPABILITIES = new TransportCapabilities(Set.of(MemoryKind.HOST),
-            Set.of(MemoryKind.HOST), true, false);
+            Set.of(MemoryKind.HOST), true, false, false);
 
     private final MachineIdentity identity;
     private final long pid = ProcessHandle.current().pid();

@@ -22,8 +22,13 @@ public interface DescriptorContribution {
      */
     void rdmaDevices(List<SegmentDescriptor.Device> devices, Map<String, List<List<String>>> priorityMatrix);
 
-    /** Per-device {@code rkey}/{@code lkey} of the buffer based at {@code address}. */
-    void bufferKeys(long address, List<Long> rkey, List<Long> lkey);
+    /**
+     * An RDMA buffer entry (named by location, per-device {@code rkey}/{@code lkey}) for the
+     * registered buffer based at {@code owner}; a buffer split into several memory regions has one
+     * entry per piece, in the order given. When a transport contributes RDMA devices, the
+     * descriptor lists these entries (registration order) instead of TCP-shaped ones.
+     */
+    void rdmaBuffer(long owner, SegmentDescriptor.Buffer entry);
 
     /** A top-level extension field {@code key} (must start with {@code "mc4j_"}). */
     void segmentExtension(String key, Object value);

@@ -1,7 +1,5 @@
 package io.mooncake4j.engine.spi;
 
-import java.util.Locale;
-
 /** The kinds of memory a buffer can live in, from its registration location. */
 public enum MemoryKind {
     /** Host DRAM ({@code "*"}, {@code "cpu"}, {@code "cpu:N"}). */
@@ -11,6 +9,6 @@ public enum MemoryKind {
 
     /** The kind of a registration location ({@code cuda:N} is CUDA, everything else host). */
     public static MemoryKind ofLocation(String location) {
-        return location != null && location.toLowerCase(Locale.ROOT).startsWith("cuda") ? CUDA : HOST;
+        return location != null && location.regionMatches(true, 0, "cuda", 0, 4) ? CUDA : HOST; // no allocation
     }
 }

@@ -32,4 +32,11 @@ public interface RemoteSegment {
 
     /** The advertised buffer that wholly contains {@code [addr, addr+len)}, or null. */
     SegmentDescriptor.Buffer buffer(long addr, long len);
+
+    /**
+     * Fetches the peer's descriptor again (a transport calls this when its connection to the peer
+     * died: the peer may have restarted on other ports). When it changed, every transport's
+     * {@link Transport#forget} runs first. False (logged) when the fetch failed.
+     */
+    boolean refresh();
 }

@@ -1,5 +1,7 @@
 package io.mooncake4j.engine.spi;
 
+import io.mooncake4j.engine.internal.TaskBatch;
+
 /**
  * Slices of one batch bound for one peer, handed to {@link Transport#submit} as indexed views (no
  * per-slice allocation). Slice {@code i} moves {@link #length(int)} bytes between local address
@@ -11,6 +13,12 @@ package io.mooncake4j.engine.spi;
  * {@link #fail}; later calls for the same slice are ignored. Once {@link #aborted()} is true
  * (the caller timed out or the engine is closing) it must not touch the slice's memory again and
  * should fail what it still holds.
+ *
+ * <p>Every group is a view of tasks of one core batch ({@link #batch()}, {@link #task(int)}): a
+ * transport whose worker threads already speak in batch tasks (tcp's lanes) may end a task on the
+ * batch directly with {@link TaskBatch#finish}, which is what {@link #complete}/{@link #fail} do
+ * minus the fallback; the core therefore puts such a transport last in its order (its failures are
+ * final).
  */
 public interface SliceGroup {
 
@@ -39,4 +47,13 @@ public interface SliceGroup {
 
     /** Whether the batch was given up; see the class comment. */
     boolean aborted();
+
+    /** The core batch these slices belong to. */
+    TaskBatch batch();
+
+    /** The batch task index of slice {@code i}. */
+    int task(int i);
+
+    /** Whether slice {@code i} is task {@code task(0) + i} for every {@code i} (a contiguous run of tasks). */
+    boolean contiguous();
 }

@@ -1,5 +1,8 @@
 package io.mooncake4j.engine.spi;
 
+import io.mooncake4j.engine.DeviceMemoryAccess;
+import io.mooncake4j.engine.internal.TaskBatch;
+
 import java.util.List;
 
 /**
@@ -54,9 +57,53 @@ public interface Transport {
      */
     boolean canTransfer(RemoteSegment peer, LocalBuffer local, io.mooncake4j.engine.handshake.SegmentDescriptor.Buffer remote);
 
+    /**
+     * Whether the peer's descriptor advertises what this transport needs at all (tcp: a data port;
+     * rdma: devices), regardless of buffers. A peer no installed transport reaches gets
+     * {@link io.mooncake4j.engine.StatusCodes#NOT_SUPPORTED_TRANSPORT} at submission.
+     */
+    default boolean reaches(RemoteSegment peer) {
+        return true;
+    }
+
     /** Starts moving {@code slices} to or from {@code peer}; ends each slice as {@link SliceGroup} says. */
     void submit(RemoteSegment peer, SliceGroup slices);
 
     /** Drops per-peer state for {@code peer} (its descriptor is being refreshed, or the engine forgets it). */
     default void forget(RemoteSegment peer) {}
+
+    /**
+     * Returns once none of this transport's threads touches the memory of {@code batch}, which
+     * was given up (its waiting tasks are already failed), or once the deadline passed (then it
+     * cuts the connections still touching it).
+     */
+    default void evict(TaskBatch batch, long deadlineNanos) {}
+
+    /**
+     * The location of a buffer registered as {@code "*"} when this transport recognises it as
+     * device memory ({@code cuda:N}), else null (host memory as far as it knows).
+     */
+    default String detectLocation(long address) {
+        return null;
+    }
+
+    /** Whether and how this transport moves GPU memory at {@code location}; UNKNOWN when it does not say. */
+    default DeviceMemoryAccess deviceMemoryAccess(String location) {
+        return DeviceMemoryAccess.unknown();
+    }
+
+    /**
+     * A transfer inside this process where one side is device memory (the core copies host to
+     * host itself): {@link #COPIED}, {@link #COPY_FAILED} (logged), or {@link #COPY_UNSUPPORTED}.
+     */
+    default int copyLocal(long src, LocalBuffer srcBuffer, long dst, LocalBuffer dstBuffer, long length) {
+        return COPY_UNSUPPORTED;
+    }
+
+    /** {@link #copyLocal}: done. */
+    int COPIED = 1;
+    /** {@link #copyLocal}: this transport does not copy such memory. */
+    int COPY_UNSUPPORTED = 0;
+    /** {@link #copyLocal}: it tried and failed. */
+    int COPY_FAILED = -1;
 }

@@ -12,9 +12,12 @@ import java.util.Set;
  * @param sameMachineOnly true when the peer must run on this machine ({@code shm}, CUDA IPC)
  * @param mooncakeWire    true when it speaks a wire Mooncake's C++ engine speaks ({@code tcp},
  *                        {@code rdma}); only such transports are offered to C++ peers
+ * @param spansBuffers    true when one slice may span adjacent registered buffers on either side
+ *                        ({@code rdma}, as Mooncake's slice-length calculator); the core then
+ *                        passes the buffers each range starts in
  */
 public record TransportCapabilities(Set<MemoryKind> localKinds, Set<MemoryKind> remoteKinds,
-        boolean sameMachineOnly, boolean mooncakeWire) {
+        boolean sameMachineOnly, boolean mooncakeWire, boolean spansBuffers) {
 
     public TransportCapabilities {
         localKinds = Set.copyOf(Objects.requireNonNull(localKinds, "localKinds"));

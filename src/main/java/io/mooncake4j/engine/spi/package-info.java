@@ -28,5 +28,8 @@
  * its registration lock); {@code canTransfer} and {@code submit} from any caller thread, many at
  * once; a transport completes slices from whichever thread it likes, and must not block the
  * submitting thread on the network for longer than its own bounded timeouts.
+ *
+ * <p>Order: the core tries installed transports as {@code shm}, {@code rdma}, {@code tcp};
+ * {@code tcp} is last, and its lanes end tasks on the core's batch directly (no fallback after it).
  */
 package io.mooncake4j.engine.spi;

@@ -1,5 +1,6 @@
 package io.mooncake4j.engine.tcp;
 
+import io.mooncake4j.engine.internal.TaskBatch;
 import io.mooncake4j.engine.BufferRegistry.Buffer;
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
@@ -65,7 +66,7 @@ final class Lane {
 
     // single-producer (sender) / single-consumer (receiver) ring of in-flight requests
     private final int capacity;
-    private final Batch[] ringBatch;
+    private final TaskBatch[] ringBatch;
     private final int[] ringTask;
     private final byte[] ringOp;
     private final long[] ringDeadline;
@@ -84,11 +85,11 @@ final class Lane {
     /** Set by {@link Peer#claim} (under the peer's lock) when it hands over a task, cleared by the sender when staged. */
     volatile boolean busy;
     /** v1 writes staged but not yet written (complete once written); sender thread only. */
-    private final Batch[] v1Batch;
+    private final TaskBatch[] v1Batch;
     private final int[] v1Task;
     private int v1Count;
-    private volatile Batch sendBatch;
-    private volatile Batch recvBatch;
+    private volatile TaskBatch sendBatch;
+    private volatile TaskBatch recvBatch;
     /** Bounce buffers for GPU memory, created on first use; owned by the sender / receiver thread. */
     private Stager sendStager;
     private Stager recvStager;
@@ -99,11 +100,11 @@ final class Lane {
         this.peer = peer;
         this.name = name;
         capacity = peer.config.window();
-        ringBatch = new Batch[capacity];
+        ringBatch = new TaskBatch[capacity];
         ringTask = new int[capacity];
         ringOp = new byte[capacity];
         ringDeadline = new long[capacity];
-        v1Batch = new Batch[capacity];
+        v1Batch = new TaskBatch[capacity];
         v1Task = new int[capacity];
         slot = peer.memory.slot(() -> kill("registered buffer unregistered while in use"));
         sender = Thread.ofPlatform().daemon(true).name("mooncake-initiator-send-" + name).unstarted(this::sendLoop);
@@ -141,7 +142,7 @@ final class Lane {
         MemorySegment stageSegment = MemorySegment.ofBuffer(stage);
         try {
             while (!stopped) {
-                Batch b;
+                TaskBatch b;
                 try {
                     b = peer.claim(this);
                 } catch (InterruptedException e) {
@@ -159,7 +160,7 @@ final class Lane {
                     sendBatch = b;
                     try {
                         if (!healthy) {
-                            b.finish(i, Batch.FAILED);
+                            b.finish(i, TaskBatch.FAILED);
                         } else if (!b.aborted && !b.isTerminal(i)) {
                             healthy = sendOne(ch, b, i, views, stage, stageSegment);
                         }
@@ -191,7 +192,7 @@ final class Lane {
 
     private void failUnsentV1() {
         for (int k = 0; k < v1Count; k++) {
-            v1Batch[k].finish(v1Task[k], Batch.FAILED);
+            v1Batch[k].finish(v1Task[k], TaskBatch.FAILED);
             v1Batch[k] = null;
         }
         v1Count = 0;
@@ -217,7 +218,7 @@ final class Lane {
             stage.clear();
         }
         for (int k = 0; k < v1Count; k++) {
-            v1Batch[k].finish(v1Task[k], Batch.COMPLETED);
+            v1Batch[k].finish(v1Task[k], TaskBatch.COMPLETED);
             v1Batch[k] = null;
         }
         v1Count = 0;
@@ -225,7 +226,7 @@ final class Lane {
     }
 
     /** Stages (or, for large WRITE bodies, sends) one request; false when the connection failed (task failed). */
-    private boolean sendOne(SocketChannel ch, Batch b, int i, LocalMemory.Views views, ByteBuffer stage,
+    private boolean sendOne(SocketChannel ch, TaskBatch b, int i, LocalMemory.Views views, ByteBuffer stage,
             MemorySegment stageSegment) {
         boolean v2 = peer.v2();
         int op = b.opcode[i];
@@ -237,7 +238,7 @@ final class Lane {
         if (stage.remaining() < staged || tail - head >= capacity) {
             // make room; the target must see the staged requests before the ring can drain
             if (!flush(ch, stage) || !awaitSpace(ch)) {
-                b.finish(i, Batch.FAILED);
+                b.finish(i, TaskBatch.FAILED);
                 return false;
             }
         }
@@ -246,13 +247,13 @@ final class Lane {
         if (write) {
             lb = peer.memory.registry.find(local, len);
             if (lb == null || !slot.enter(0, lb)) {
-                b.finish(i, Batch.FAILED);
+                b.finish(i, TaskBatch.FAILED);
                 return true;
             }
             dev = DeviceStaging.deviceOf(lb);
             if (dev >= 0 && sendStager() == null) {
                 slot.exit(0);
-                b.finish(i, Batch.FAILED);
+                b.finish(i, TaskBatch.FAILED);
                 return true;
             }
         }
@@ -266,12 +267,12 @@ final class Lane {
             }
             if (dev >= 0) { // GPU memory: the header goes now, the body through the bounce buffers
                 if (!flush(ch, stage)) {
-                    b.finish(i, Batch.FAILED);
+                    b.finish(i, TaskBatch.FAILED);
                     return false;
                 }
                 int rc = sendStager.send(ch, dev, local, len);
                 if (rc != Stager.OK) {
-                    b.finish(i, Batch.FAILED);
+                    b.finish(i, TaskBatch.FAILED);
                     kill(String.format(Locale.ROOT, "GPU copy for a write of %d bytes from 0x%x failed (%d)", len,
                             local, rc));
                     return false;
@@ -283,7 +284,7 @@ final class Lane {
             stage.position(stage.position() + first);
             if (first < len) { // large body: send what is staged, then the rest straight from memory
                 if (!flush(ch, stage)) {
-                    b.finish(i, Batch.FAILED);
+                    b.finish(i, TaskBatch.FAILED);
                     return false;
                 }
                 long done = first;
@@ -297,7 +298,7 @@ final class Lane {
                 }
             }
         } catch (IOException e) {
-            b.finish(i, Batch.FAILED);
+            b.finish(i, TaskBatch.FAILED);
             kill("send failed: " + e.getMessage());
             return false;
         } finally {
@@ -309,11 +310,11 @@ final class Lane {
     }
 
     /** After a WRITE body was staged or sent: v2 waits for the status, v1 completes once written. */
-    private boolean afterBody(Batch b, int i, int opcode, boolean v2, ByteBuffer stage) {
+    private boolean afterBody(TaskBatch b, int i, int opcode, boolean v2, ByteBuffer stage) {
         if (v2) {
             push(b, i, opcode);
         } else if (stage.position() == 0) {
-            b.finish(i, Batch.COMPLETED); // large v1 write: already on the wire
+            b.finish(i, TaskBatch.COMPLETED); // large v1 write: already on the wire
         } else {
             v1Batch[v1Count] = b;
             v1Task[v1Count] = i;
@@ -395,7 +396,7 @@ final class Lane {
         return channel == ch && !stopped;
     }
 
-    private void push(Batch b, int i, int op) {
+    private void push(TaskBatch b, int i, int op) {
         long t = tail;
         int k = index(t);
         ringBatch[k] = b;
@@ -428,7 +429,7 @@ final class Lane {
                     return; // stopped and nothing in flight
                 }
                 int k = index(h);
-                Batch b = ringBatch[k];
+                TaskBatch b = ringBatch[k];
                 int i = ringTask[k];
                 int op = ringOp[k];
                 long deadline = ringDeadline[k];
@@ -440,7 +441,7 @@ final class Lane {
                 } finally {
                     recvBatch = null;
                 }
-                b.finish(i, ok ? Batch.COMPLETED : Batch.FAILED);
+                b.finish(i, ok ? TaskBatch.COMPLETED : TaskBatch.FAILED);
                 if (ok) {
                     ringBatch[k] = null;
                     head = h + 1;
@@ -462,7 +463,7 @@ final class Lane {
         }
     }
 
-    private boolean receiveOne(SocketChannel ch, Batch b, int i, int op, long deadline, ByteBuffer in,
+    private boolean receiveOne(SocketChannel ch, TaskBatch b, int i, int op, long deadline, ByteBuffer in,
             MemorySegment inSegment, LocalMemory.Views views) {
         try {
             if ((op & TcpWire.V2_FLAG) != 0) {
@@ -573,7 +574,7 @@ final class Lane {
         long t = tail;
         for (long q = head; q < t; q++) {
             int k = index(q);
-            ringBatch[k].finish(ringTask[k], Batch.FAILED);
+            ringBatch[k].finish(ringTask[k], TaskBatch.FAILED);
             ringBatch[k] = null;
         }
         head = t;
@@ -606,7 +607,7 @@ final class Lane {
     }
 
     /** Whether this lane is sending, receiving or holding in flight a task of {@code b}. */
-    boolean touches(Batch b) {
+    boolean touches(TaskBatch b) {
         if (sendBatch == b || recvBatch == b) {
             return true;
         }
@@ -620,7 +621,7 @@ final class Lane {
     }
 
     /** Waits until neither thread works on {@code b}. */
-    void awaitNotUsing(Batch b, long deadlineNanos) {
+    void awaitNotUsing(TaskBatch b, long deadlineNanos) {
         while ((sendBatch == b || recvBatch == b) && System.nanoTime() < deadlineNanos) {
             LockSupport.parkNanos(50_000);
         }

@@ -1,5 +1,6 @@
 package io.mooncake4j.engine.tcp;
 
+import io.mooncake4j.engine.internal.TaskBatch;
 import io.mooncake4j.engine.handshake.SegmentDescriptor;
 import java.net.InetSocketAddress;
 import java.util.ArrayDeque;
@@ -25,18 +26,18 @@ final class Peer {
      * {@code tasks}, or the range {@code [next, end)} when {@code tasks} is null.
      */
     private static final class Work {
-        final Batch batch;
+        final TaskBatch batch;
         final int[] tasks;
         final int end;
         int next;
 
-        Work(Batch batch, int[] tasks) {
+        Work(TaskBatch batch, int[] tasks) {
             this.batch = batch;
             this.tasks = tasks;
             this.end = tasks.length;
         }
 
-        Work(Batch batch, int from, int to) {
+        Work(TaskBatch batch, int from, int to) {
             this.batch = batch;
             this.tasks = null;
             this.next = from;
@@ -135,12 +136,12 @@ final class Peer {
      * Queues the tasks {@code [from, to)} of {@code batch} unless this peer was retired for
      * idleness; false (nothing failed) when it was, so that the caller opens a fresh peer.
      */
-    boolean offer(Batch batch, int from, int to) {
+    boolean offer(TaskBatch batch, int from, int to) {
         return offer(new Work(batch, from, to));
     }
 
-    /** Like {@link #offer(Batch, int, int)} for the given task indices. */
-    boolean offer(Batch batch, int[] tasks) {
+    /** Like {@link #offer(TaskBatch, int, int)} for the given task indices. */
+    boolean offer(TaskBatch batch, int[] tasks) {
         return offer(new Work(batch, tasks));
     }
 
@@ -163,12 +164,12 @@ final class Peer {
     }
 
     /** Queues tasks of {@code batch}; they fail at once if this peer is dead. */
-    void enqueue(Batch batch, int[] tasks) {
+    void enqueue(TaskBatch batch, int[] tasks) {
         enqueue(new Work(batch, tasks));
     }
 
     /** Queues the tasks {@code [from, to)} of {@code batch} (tasks already terminal are skipped by the lanes). */
-    void enqueue(Batch batch, int from, int to) {
+    void enqueue(TaskBatch batch, int from, int to) {
         enqueue(new Work(batch, from, to));
     }
 
@@ -177,7 +178,7 @@ final class Peer {
         try {
             if (dead) {
                 for (int k = w.next; k < w.end; k++) {
-                    w.batch.finish(w.task(k), Batch.FAILED);
+                    w.batch.finish(w.task(k), TaskBatch.FAILED);
                 }
                 return;
             }
@@ -192,7 +193,7 @@ final class Peer {
      * Blocks until a task is available and claims it: returns its batch and stores its index in
      * {@link Lane#claimed}; null when the peer is dead or closed.
      */
-    Batch claim(Lane lane) throws InterruptedException {
+    TaskBatch claim(Lane lane) throws InterruptedException {
         lock.lock();
         try {
             while (true) {
@@ -224,7 +225,7 @@ final class Peer {
      * Claims the next task without waiting (to stage several small requests into one write):
      * its batch, or null when nothing is queued right now.
      */
-    Batch tryClaim(Lane lane) {
+    TaskBatch tryClaim(Lane lane) {
         lock.lock();
         try {
             while (!dead) {
@@ -259,7 +260,7 @@ final class Peer {
             dead = true;
             for (Work w : queue) {
                 for (int k = w.next; k < w.end; k++) {
-                    w.batch.finish(w.task(k), Batch.FAILED);
+                    w.batch.finish(w.task(k), TaskBatch.FAILED);
                 }
             }
             queue.clear();
@@ -277,7 +278,7 @@ final class Peer {
     }
 
     /** Kills the lanes working on {@code batch} (after it was aborted) and waits until they left it. */
-    void evict(Batch batch, long deadlineNanos) {
+    void evict(TaskBatch batch, long deadlineNanos) {
         for (Lane l : lanes) {
             if (l.touches(batch)) {
                 l.kill("batch " + batch.id + " aborted");

@@ -1,8 +1,8 @@
 /**
- * Mooncake's TCP transport, both sides, and the engine that ties it to the P2P handshake:
- * {@link io.mooncake4j.engine.tcp.TcpTransferEngine} (kind {@code "tcp"} of
- * {@link io.mooncake4j.engine.TransferEngines}). Internal to the module apart from the engine,
- * which embedders obtain through the factory.
+ * Mooncake's TCP transport, both sides: {@link io.mooncake4j.engine.tcp.TcpTransport} (the
+ * {@code tcp} transport of the engine core), and {@link io.mooncake4j.engine.tcp.TcpTransferEngine},
+ * the core with tcp alone (kind {@code "tcp"} of {@link io.mooncake4j.engine.TransferEngines}).
+ * Internal to the module apart from that engine, which embedders obtain through the factory.
  *
  * <h2>Request header (initiator → target), 24 bytes</h2>
  * <table>
@@ -40,7 +40,7 @@
  * exactly Mooncake's byte sequence.
  *
  * <h2>Ownership and threads</h2>
- * The engine owns a handshake server, a {@code TcpDataServer} (acceptor thread, pooled platform
+ * The transport owns a {@code TcpDataServer} (acceptor thread, pooled platform
  * threads for busy connections, one selector thread where idle connections wait holding no thread
  * and no buffer, a virtual idle reaper closing connections idle past
  * {@code MOONCAKE4J_TCP_DATA_IDLE_TIMEOUT_SEC}) and, per resolved
@@ -52,7 +52,9 @@
  * that many fit one system call. The steady state allocates nothing per descriptor. Unregistering
  * memory waits (bounded, {@code MOONCAKE4J_UNREGISTER_WAIT_MS}) for transfers using it and then
  * aborts them by closing their connections, so memory is never touched after
- * {@code unregisterMemory} returned. All public methods of the engine are thread-safe.
+ * {@code unregisterMemory} returned. The handshake server, descriptors, batches and the local
+ * short-circuit are the engine core's ({@code engine.internal}); lanes end tasks on the core's
+ * {@code TaskBatch} directly. All public methods are thread-safe.
  *
  * <h2>GPU memory</h2>
  * Buffers registered at {@code cuda:N} (declared, or {@code *} resolved through the engine's
@@ -60,7 +62,7 @@
  * cross the socket through pinned bounce buffers with pipelined asynchronous copies
  * ({@code Stager}: device-to-host of the next chunks overlaps the send of the current one,
  * host-to-device of a received chunk overlaps the receive of the next); transfers to the own
- * segment are one device copy. Lane threads own a stager each; data-port sessions and local copies
+ * segment are one device copy (the core asks this transport for it: {@code copyLocal}). Lane threads own a stager each; data-port sessions and local copies
  * borrow from a bounded per-engine pool ({@code DeviceStaging}) and wait when it is exhausted. Every
  * staging call waits for its copies before it returns, so the unregistration guarantee holds for GPU
  * memory too. Settings: {@code MOONCAKE4J_TCP_STAGING_*} ({@code StagingConfig}); details in

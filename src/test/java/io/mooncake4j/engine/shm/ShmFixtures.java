@@ -56,6 +56,11 @@ final class ShmFixtures {
             }
             return null;
         }
+
+        @Override
+        public boolean refresh() {
+            return false; // a fixed descriptor
+        }
     }
 
     /** Slices with recorded outcomes: null = pending, "" = done, else the failure. */
@@ -120,6 +125,22 @@ final class ShmFixtures {
         @Override
         public boolean aborted() {
             return aborted;
+        }
+
+        /** No core batch behind these slices (shm ends slices through complete/fail only). */
+        @Override
+        public io.mooncake4j.engine.internal.TaskBatch batch() {
+            return null;
+        }
+
+        @Override
+        public int task(int i) {
+            return i;
+        }
+
+        @Override
+        public boolean contiguous() {
+            return true;
         }
 
         boolean allDone() {

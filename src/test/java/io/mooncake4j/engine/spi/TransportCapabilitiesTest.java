@@ -24,7 +24,7 @@ class TransportCapabilitiesTest {
     @Test
     void capabilitiesMatchBothSides() {
         TransportCapabilities hostOnly = new TransportCapabilities(Set.of(MemoryKind.HOST), Set.of(MemoryKind.HOST),
-                true, false);
+                true, false, false);
         assertTrue(hostOnly.moves(MemoryKind.HOST, MemoryKind.HOST));
         assertFalse(hostOnly.moves(MemoryKind.CUDA, MemoryKind.HOST));
         assertFalse(hostOnly.moves(MemoryKind.HOST, MemoryKind.CUDA));

@@ -15,6 +15,11 @@ class ScriptedCopyContractTest extends TransferEngineContractTest {
     }
 
     @Override
+    protected boolean fetchesDescriptors() {
+        return false;
+    }
+
+    @Override
     protected void closePair(Pair pair) {
         pair.initiator().close();
         pair.target().close();

@@ -6,6 +6,9 @@ import java.util.Locale;
  * One asynchronous device event ({@code struct ibv_async_event}): its {@code enum ibv_event_type}
  * and, for port events, the port number (0 otherwise; for CQ/QP/SRQ/WQ events the element is an
  * object pointer the transport does not need, since the CQ's and QPs' completions tell it).
+ *
+ * @param type {@code event_type}
+ * @param port {@code element.port_num} of a port event, else 0
  */
 public record AsyncEvent(int type, int port) {
 

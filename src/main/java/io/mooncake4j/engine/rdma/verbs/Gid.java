@@ -8,6 +8,8 @@ import java.util.Locale;
  * A 16-byte {@code union ibv_gid}. {@link #toString()} is Mooncake's wire form: lowercase
  * {@code %02x} bytes joined by {@code ':'} (47 characters), as in the handshake's
  * {@code local_gid} and the descriptor's {@code devices[].gid}.
+ *
+ * @param raw the 16 bytes, network order
  */
 public record Gid(byte[] raw) {
 

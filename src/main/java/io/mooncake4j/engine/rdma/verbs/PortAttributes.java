@@ -3,6 +3,13 @@ package io.mooncake4j.engine.rdma.verbs;
 /**
  * The {@code struct ibv_port_attr} fields the transport reads. {@code state}
  * {@link #PORT_ACTIVE} is required (Mooncake rejects other states); {@code lid} is 0 on RoCE.
+ *
+ * @param state     {@code state}
+ * @param maxMtu    {@code max_mtu} ({@code enum ibv_mtu})
+ * @param activeMtu {@code active_mtu} ({@code enum ibv_mtu})
+ * @param gidTblLen {@code gid_tbl_len}
+ * @param lid       {@code lid}
+ * @param linkLayer {@code link_layer}
  */
 public record PortAttributes(int state, int maxMtu, int activeMtu, int gidTblLen, int lid, int linkLayer) {
 

@@ -3,6 +3,19 @@ package io.mooncake4j.engine.rdma.verbs;
 /**
  * INIT→RTR attributes of an RC QP (Mooncake {@code RdmaEndPoint::doSetupConnection}): the peer's
  * GID, LID and QP number, and the path parameters. {@code pathMtu} is an {@code enum ibv_mtu}.
+ *
+ * @param pathMtu         {@code path_mtu}
+ * @param destGid         {@code ah_attr.grh.dgid}
+ * @param sgidIndex       {@code ah_attr.grh.sgid_index}
+ * @param hopLimit        {@code ah_attr.grh.hop_limit}
+ * @param trafficClass    {@code ah_attr.grh.traffic_class}
+ * @param destLid         {@code ah_attr.dlid}
+ * @param serviceLevel    {@code ah_attr.sl}
+ * @param portNum         {@code ah_attr.port_num}
+ * @param destQpNum       {@code dest_qp_num}
+ * @param rqPsn           {@code rq_psn}
+ * @param maxDestRdAtomic {@code max_dest_rd_atomic}
+ * @param minRnrTimer     {@code min_rnr_timer}
  */
 public record RtrAttributes(int pathMtu, Gid destGid, int sgidIndex, int hopLimit, int trafficClass, int destLid,
                             int serviceLevel, int portNum, int destQpNum, int rqPsn, int maxDestRdAtomic,

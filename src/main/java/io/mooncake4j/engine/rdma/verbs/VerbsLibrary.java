@@ -13,7 +13,13 @@ public final class VerbsLibrary {
 
     private VerbsLibrary() {}
 
-    /** Outcome of {@link #probeDevices()}: a device count, or the errno of a failed list. */
+    /**
+     * Outcome of {@link #probeDevices()}: a device count, or the errno of a failed list.
+     *
+     * @param deviceCount devices listed
+     * @param errno       the errno of a failed list, 0 otherwise
+     * @param message     why the library could not be used, or null
+     */
     public record DeviceProbe(int deviceCount, int errno, String message) {
         public boolean listed() {
             return errno == 0 && message == null;

@@ -8,7 +8,7 @@ import java.util.Map;
 
 /**
  * A TCP-shaped segment descriptor carrying one transport's extension fields, for a transport that
- * runs without the engine core (the stand-in {@code ShmDirectEngine}) and for its tests. The
+ * is driven without the engine core (the shm transport's tests). The
  * transport's typed RDMA/TCP contributions are ignored: only its {@code mc4j_*} fields are kept.
  */
 public final class ExtensionDescriptors {
@@ -27,7 +27,7 @@ public final class ExtensionDescriptors {
             public void rdmaDevices(List<SegmentDescriptor.Device> d, Map<String, List<List<String>>> m) {}
 
             @Override
-            public void bufferKeys(long address, List<Long> rkey, List<Long> lkey) {}
+            public void rdmaBuffer(long owner, SegmentDescriptor.Buffer entry) {}
 
             @Override
             public void segmentExtension(String key, Object value) {

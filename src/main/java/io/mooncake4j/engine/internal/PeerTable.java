@@ -1,0 +1,178 @@
+package io.mooncake4j.engine.internal;
+
+import io.mooncake4j.engine.handshake.HandshakeClient;
+import io.mooncake4j.engine.handshake.HandshakeException;
+import io.mooncake4j.engine.handshake.PeerAddress;
+import io.mooncake4j.engine.handshake.SegmentDescriptor;
+import java.util.Collection;
+import java.util.Map;
+import java.util.Objects;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Consumer;
+import java.util.function.Supplier;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The peer segments {@code openSegment} resolved, and their descriptor cache. Names map to the
+ * segment of their resolved identity (the data address a TCP peer advertises, else the
+ * descriptor's name), so aliases of one engine ({@code localhost:p}, {@code 127.0.0.1:p}) share one
+ * id and one set of connections; an alias of this engine is segment 0. No lock is held across a
+ * fetch; concurrent opens of one name share it ({@link SegmentOpenings}). At most
+ * {@link CoreSettings#maxSegments()} names are accepted. Thread-safe.
+ */
+final class PeerTable {
+
+    private static final Logger LOG = LoggerFactory.getLogger(PeerTable.class);
+
+    private final CoreSettings settings;
+    private final HandshakeClient client;
+    private final Supplier<SegmentDescriptor> local;
+    private final Consumer<CorePeer> forget;
+    private final SegmentOpenings opening;
+    /** Every name resolved (aliases included) → id; written under itself. */
+    private final Map<String, Long> ids = new ConcurrentHashMap<>();
+    /** Resolved identity → id; written under {@link #ids}. */
+    private final Map<String, Long> identities = new ConcurrentHashMap<>();
+    private final Map<Long, CorePeer> peers = new ConcurrentHashMap<>();
+    private final AtomicLong nextId = new AtomicLong(1);
+    private final AtomicLong limitHits = new AtomicLong();
+    private volatile boolean closed;
+
+    /**
+     * @param local  this engine's descriptor (sent with each fetch, and to recognise aliases of itself)
+     * @param forget drops every transport's state for a peer whose endpoints changed on refresh
+     */
+    PeerTable(CoreSettings settings, HandshakeClient client, Supplier<SegmentDescriptor> local,
+            Consumer<CorePeer> forget) {
+        this.settings = settings;
+        this.client = client;
+        this.local = local;
+        this.forget = forget;
+        this.opening = new SegmentOpenings(settings.handshake().clientRequestTimeoutMs() + 5_000L);
+    }
+
+    /** The id of peer name {@code n} (normalised, not the own name), fetching its descriptor once; -1 on failure. */
+    long open(String n) {
+        Long id = ids.get(n);
+        if (id != null) {
+            return id;
+        }
+        return opening.open(n, this::fetchAndRegister);
+    }
+
+    CorePeer get(long id) {
+        return peers.get(id);
+    }
+
+    Collection<CorePeer> all() {
+        return peers.values();
+    }
+
+    /** Descriptor fetches in flight now (tests). */
+    int openingsInFlight() {
+        return opening.inFlight();
+    }
+
+    void close() {
+        closed = true;
+    }
+
+    private long fetchAndRegister(String n) {
+        Long id = ids.get(n);
+        if (id != null) {
+            return id;
+        }
+        if (ids.size() >= settings.maxSegments()) {
+            if (limitHits.incrementAndGet() <= 10) {
+                LOG.warn("openSegment({}) refused: {} segment names are open (MOONCAKE4J_TCP_MAX_SEGMENTS)", n,
+                        ids.size());
+            }
+            return -1;
+        }
+        SegmentDescriptor d;
+        try {
+            d = client.fetchDescriptor(PeerAddress.parse(n, settings.handshake().defaultPort()), local.get().toJson());
+        } catch (HandshakeException e) {
+            LOG.warn("openSegment({}) failed: {}", n, e.getMessage());
+            return -1;
+        }
+        String key = identity(d);
+        synchronized (ids) {
+            if (closed) {
+                return -1;
+            }
+            id = ids.get(n);
+            if (id != null) {
+                return id;
+            }
+            long sid;
+            if (key.equals(identity(local.get()))) {
+                sid = 0; // an alias of this engine's own segment
+            } else {
+                Long existing = identities.get(key);
+                if (existing != null) {
+                    sid = existing;
+                } else {
+                    sid = nextId.getAndIncrement();
+                    peers.put(sid, new CorePeer(sid, key, d, this));
+                    identities.put(key, sid);
+                }
+            }
+            ids.put(n, sid);
+            LOG.debug("opened segment {} as {} ({}): protocol {}, data port {}, {} buffers", n, sid, key,
+                    d.protocol(), d.tcpDataPort(), d.buffers().size());
+            return sid;
+        }
+    }
+
+    /**
+     * Re-fetches {@code p}'s descriptor from the name it advertises; false (logged) on failure. No
+     * lock is held across the fetch or while the transports forget the peer (a transport may call
+     * this holding its own per-peer lock, and {@code forget} takes that lock).
+     */
+    boolean refresh(CorePeer p) {
+        SegmentDescriptor d = p.descriptor();
+        SegmentDescriptor fresh;
+        try {
+            fresh = client.fetchDescriptor(PeerAddress.parse(d.name(), settings.handshake().defaultPort()), "{}\n");
+        } catch (HandshakeException e) {
+            LOG.warn("cannot refresh segment {}: {}", d.name(), e.getMessage());
+            return false;
+        }
+        boolean moved = !sameEndpoints(d, fresh);
+        if (moved) {
+            LOG.info("segment {} refreshed: data port {} -> {}, {} buffers", d.name(), d.tcpDataPort(),
+                    fresh.tcpDataPort(), fresh.buffers().size());
+            forget.accept(p);
+        }
+        p.replace(fresh, moved);
+        return true;
+    }
+
+    /** Whether two descriptors of a peer reach it the same way (buffers and timestamp aside). */
+    static boolean sameEndpoints(SegmentDescriptor a, SegmentDescriptor b) {
+        return a.name().equals(b.name()) && a.protocol().equals(b.protocol()) && a.tcpDataPort() == b.tcpDataPort()
+                && a.tcpProtoVersion() == b.tcpProtoVersion() && a.devices().equals(b.devices())
+                && Objects.equals(a.extensions(), b.extensions());
+    }
+
+    /**
+     * The identity aliases share: the resolved data address TCP lanes connect to
+     * ({@code tcp:<ip>:<dataPort>}) when the peer advertises one, else the descriptor's name.
+     */
+    static String identity(SegmentDescriptor d) {
+        if (d.tcpDataPort() <= 0) {
+            return "name:" + d.name();
+        }
+        String host = d.host();
+        String ip;
+        try {
+            ip = java.net.InetAddress.getByName(host).getHostAddress();
+        } catch (java.net.UnknownHostException e) {
+            ip = "unresolved/" + host;
+        }
+        return "tcp:" + ip + ":" + d.tcpDataPort();
+    }
+}

@@ -1,0 +1,101 @@
+package io.mooncake4j.engine.internal;
+
+import io.mooncake4j.engine.spi.LocalBuffer;
+import io.mooncake4j.engine.spi.SliceFailure;
+import io.mooncake4j.engine.spi.SliceGroup;
+
+/**
+ * The core's {@link SliceGroup}: tasks of one {@link CoreBatch} bound for one peer over one
+ * transport, either a contiguous run ({@code idx == null}) or listed. A retryable failure goes back
+ * to the {@link Router} for the next capable transport; anything else ends the task.
+ */
+final class Slices implements SliceGroup {
+
+    private static final int WRITE = io.mooncake4j.engine.TransferRequest.Opcode.WRITE.wire();
+
+    private final Router router;
+    private final CoreBatch batch;
+    private final CorePeer peer;
+    private final int transport;
+    private final int from;
+    private final int count;
+    private final int[] idx;
+    private final LocalBuffer[] buffers;
+
+    Slices(Router router, CoreBatch batch, CorePeer peer, int transport, int from, int count, int[] idx,
+            LocalBuffer[] buffers) {
+        this.router = router;
+        this.batch = batch;
+        this.peer = peer;
+        this.transport = transport;
+        this.from = from;
+        this.count = count;
+        this.idx = idx;
+        this.buffers = buffers;
+    }
+
+    @Override
+    public int size() {
+        return count;
+    }
+
+    @Override
+    public int task(int i) {
+        return idx == null ? from + i : idx[i];
+    }
+
+    @Override
+    public boolean contiguous() {
+        return idx == null;
+    }
+
+    @Override
+    public boolean isWrite(int i) {
+        return batch.opcode[task(i)] == WRITE;
+    }
+
+    @Override
+    public long local(int i) {
+        return batch.local[task(i)];
+    }
+
+    @Override
+    public long remote(int i) {
+        return batch.remote[task(i)];
+    }
+
+    @Override
+    public long length(int i) {
+        return batch.length[task(i)];
+    }
+
+    @Override
+    public LocalBuffer localBuffer(int i) {
+        return buffers[i];
+    }
+
+    @Override
+    public void complete(int i) {
+        batch.finish(task(i), TaskBatch.COMPLETED);
+    }
+
+    @Override
+    public void fail(int i, SliceFailure failure, String why) {
+        int t = task(i);
+        if (failure.retryable() && !batch.aborted && router.fallBack(batch, peer, t, transport, buffers[i], failure,
+                why)) {
+            return;
+        }
+        batch.finish(t, failure == SliceFailure.TIMEOUT ? TaskBatch.TIMEOUT : TaskBatch.FAILED);
+    }
+
+    @Override
+    public boolean aborted() {
+        return batch.aborted;
+    }
+
+    @Override
+    public CoreBatch batch() {
+        return batch;
+    }
+}
