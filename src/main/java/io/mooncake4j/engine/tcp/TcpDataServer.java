@@ -335,12 +335,6 @@ final class TcpDataServer implements AutoCloseable {
     static final int GRACE_MS = 50;
     /** Rejections logged at WARN per server; later ones at DEBUG. */
     static final int WARN_LIMIT = 20;
-    /**
-     * Status frames of WRITEs wait in the session's output buffer while the next requests are
-     * already readable (one write, and one wake-up of the initiator's receiver, for several), until
-     * the session would wait for input or the held requests' bodies reach this many bytes.
-     */
-    static final int HOLD_BYTES = 256 * 1024;
     /** Body remainders at least this large are read straight into registered memory. */
     static final int DIRECT_THRESHOLD = 32 * 1024;
 
@@ -482,8 +476,6 @@ final class TcpDataServer implements AutoCloseable {
         final LocalMemory.Views views = new LocalMemory.Views(memory);
         private String peer;
         private IoBuffers io;
-        /** Body bytes of the WRITEs whose status frames wait in {@code io.out}. */
-        private long heldBytes;
         /** The selector this session's thread waits in (its buffers' one), for {@link #abort()} to wake. */
         private volatile java.nio.channels.Selector waitingIn;
         /** This session's key in {@code io.selector}, null when not registered there. */
@@ -552,26 +544,17 @@ final class TcpDataServer implements AutoCloseable {
             }
         }
 
-        /**
-         * Reads at least one byte into {@code b} (which has room), waiting as needed; -1 on EOF. Held
-         * outgoing frames are sent before it waits.
-         */
+        /** Reads at least one byte into {@code b} (which has room), waiting as needed; -1 on EOF. */
         private int read(ByteBuffer b) throws IOException {
             while (true) {
                 int r = ch.read(b);
                 if (r != 0) {
                     if (r > 0) {
                         lastActive = System.nanoTime();
-                    } else {
-                        flushAtEof();
                     }
                     return r;
                 }
-                if (io.out.position() > 0) {
-                    flush(io.out);
-                } else {
-                    await(java.nio.channels.SelectionKey.OP_READ, 0);
-                }
+                await(java.nio.channels.SelectionKey.OP_READ, 0);
             }
         }
 
@@ -615,15 +598,12 @@ final class TcpDataServer implements AutoCloseable {
             boolean lastLarge = false;
             while (!closed) {
                 if (io.in.remaining() == 0) {
+                    flush(io.out);
                     // what is already there (after a large request just its header, so that its body
-                    // can go straight to memory); when nothing is, send the held frames and wait up
-                    // to the grace period
+                    // can go straight to memory); when nothing is, wait up to the grace period
                     int got = readNow(io.in, lastLarge ? TcpWire.HEADER_BYTES : io.in.capacity());
-                    if (got == 0) {
-                        flush(io.out);
-                        if (graceWait()) {
-                            got = readNow(io.in, lastLarge ? TcpWire.HEADER_BYTES : io.in.capacity());
-                        }
+                    if (got == 0 && graceWait()) {
+                        got = readNow(io.in, lastLarge ? TcpWire.HEADER_BYTES : io.in.capacity());
                     }
                     if (got < 0) {
                         return false;
@@ -638,6 +618,7 @@ final class TcpDataServer implements AutoCloseable {
                 ByteBuffer in = io.in;
                 ByteBuffer out = io.out;
                 if (in.remaining() < TcpWire.HEADER_BYTES) {
+                    flush(out);
                     // after a large request expect another: read just the header so its body can go
                     // straight into memory; after small ones read ahead to pick up several at once
                     if (!fill(in, TcpWire.HEADER_BYTES, lastLarge ? TcpWire.HEADER_BYTES : in.capacity())) {
@@ -692,10 +673,6 @@ final class TcpDataServer implements AutoCloseable {
                                 flush(out);
                             }
                             out.putLong(TcpWire.STATUS_OK);
-                            heldBytes += size;
-                            if (heldBytes >= HOLD_BYTES) {
-                                flush(out);
-                            }
                         }
                     } else {
                         // status (v2) and the body's first bytes go out with the pending frames, the rest direct
@@ -786,6 +763,7 @@ final class TcpDataServer implements AutoCloseable {
                     done += n;
                     continue;
                 }
+                flush(out);
                 long left = size - done;
                 int r;
                 if (left >= DIRECT_THRESHOLD) {
@@ -840,23 +818,11 @@ final class TcpDataServer implements AutoCloseable {
             }
             if (r > 0) {
                 lastActive = System.nanoTime();
-            } else if (r < 0) {
-                flushAtEof();
             }
             return r;
         }
 
-        /** At EOF: sends the held status frames (a peer that only shut down its output still reads them). */
-        private void flushAtEof() {
-            try {
-                flush(io.out);
-            } catch (IOException e) {
-                LOG.debug("data session with {}: status frames held at EOF: {}", peer, e.toString());
-            }
-        }
-
         private void flush(ByteBuffer out) throws IOException {
-            heldBytes = 0;
             if (out.position() == 0) {
                 return;
             }
