@@ -27,11 +27,18 @@ import org.slf4j.LoggerFactory;
 /**
  * The target side of the TCP transport (Mooncake {@code ServerSession}): a listener on the data
  * port; a busy connection is served on a pooled platform thread ({@code mooncake-target-tcp-N-pM},
- * blocking I/O, 64 KiB pooled buffers; virtual threads beyond 1024 busy connections), and a
- * connection that receives nothing for {@value #GRACE_MS} ms waits for its next request in one
- * selector ({@code mooncake-target-idle-N}) holding no thread and no buffer. So both Mooncake's
- * one-shot clients (a connection per request, many at once) and persistent lanes are served, and
- * idle connections cost no platform thread.
+ * 64 KiB pooled buffers; virtual threads beyond 1024 busy connections), and a connection that
+ * receives nothing for {@value #GRACE_MS} ms waits for its next request in one selector
+ * ({@code mooncake-target-idle-N}) holding no thread and no buffer. So both Mooncake's one-shot
+ * clients (a connection per request, many at once) and persistent lanes are served, and idle
+ * connections cost no platform thread.
+ *
+ * <p>Sockets stay non-blocking for their whole life (no mode switch, no timed read per request):
+ * a busy session reads and writes until the call would block, and then waits in the selector that
+ * comes with its pooled buffers ({@link IoBuffers#selector}; the grace period is that selector's
+ * timeout). Closing a session from another thread (reaper, cap, unregistration, {@link #close()})
+ * wakes that selector. GPU requests and the linger after a rejection switch the socket to blocking
+ * mode for their duration.
  * Limits ({@link TcpConfig}): a connection idle (waiting for a header, or stalled inside a request
  * with no byte moved) for longer than {@link TcpConfig#dataIdleTimeoutMs()} is closed by the reaper
  * ({@code mooncake-target-reaper-N}, a virtual thread); at most {@link TcpConfig#maxDataConnections()}
@@ -201,8 +208,8 @@ final class TcpDataServer implements AutoCloseable {
 
     /**
      * The idle selector ({@code mooncake-target-idle-N}, one platform thread per data port): sessions
-     * waiting for their next request are registered here in non-blocking mode; when one becomes
-     * readable it is switched back to blocking mode and handed to a pooled platform thread.
+     * waiting for their next request are registered here; when one becomes readable it is handed to
+     * a pooled platform thread.
      */
     private void idleLoop() {
         List<Session> ready = new ArrayList<>();
@@ -212,7 +219,6 @@ final class TcpDataServer implements AutoCloseable {
                 Session s;
                 while ((s = toRegister.poll()) != null) {
                     try {
-                        s.ch.configureBlocking(false);
                         s.ch.register(idleSelector, java.nio.channels.SelectionKey.OP_READ, s);
                     } catch (IOException | RuntimeException e) {
                         LOG.debug("data session {}: cannot wait for its next request: {}", s.name, e.toString());
@@ -237,17 +243,10 @@ final class TcpDataServer implements AutoCloseable {
                 if (ready.isEmpty()) {
                     continue;
                 }
-                idleSelector.selectNow(); // deregisters the cancelled keys: the channels may block again
+                idleSelector.selectNow(); // deregisters the cancelled keys (a session may park again at once)
                 for (Session r : ready) {
                     r.waitingForHeader = false;
                     r.lastActive = System.nanoTime();
-                    try {
-                        r.ch.configureBlocking(true);
-                    } catch (IOException | RuntimeException e) {
-                        LOG.debug("data session {}: {}", r.name, e.toString());
-                        r.end();
-                        continue;
-                    }
                     try {
                         sessionPool.execute(r::busyPhase);
                     } catch (RejectedExecutionException e) {
@@ -296,6 +295,17 @@ final class TcpDataServer implements AutoCloseable {
             } catch (IOException e) {
                 LOG.debug("TCP_NODELAY: {}", e.getMessage());
             }
+            try {
+                c.configureBlocking(false); // for good: busy sessions wait in their selector, idle ones in the idle one
+            } catch (IOException e) {
+                LOG.debug("data connection: cannot switch to non-blocking mode: {}", e.getMessage());
+                try {
+                    c.close();
+                } catch (IOException e2) {
+                    LOG.debug("close: {}", e2.getMessage());
+                }
+                continue;
+            }
             if (sessions.size() >= maxConnections && !makeRoom()) {
                 if (refused.incrementAndGet() <= 10) {
                     LOG.warn("data port {}: {} connections open, none idle (MOONCAKE4J_TCP_DATA_MAX_CONNECTIONS); "
@@ -321,7 +331,7 @@ final class TcpDataServer implements AutoCloseable {
 
     private static final int LINGER_MS = 2000;
     private static final int MAX_PLATFORM_SESSIONS = 1024;
-    /** How long a busy session waits for its next request on its platform thread before moving to a virtual one. */
+    /** How long a busy session waits for its next request on its thread before it moves to the idle selector. */
     static final int GRACE_MS = 50;
     /** Rejections logged at WARN per server; later ones at DEBUG. */
     static final int WARN_LIMIT = 20;
@@ -331,24 +341,38 @@ final class TcpDataServer implements AutoCloseable {
     /**
      * A session's socket buffers: input is read in large chunks and parsed (headers and small
      * bodies of pipelined requests come in one {@code read}); status frames and small READ bodies
-     * are gathered and written when the session would otherwise block. One per thread, reused by
-     * the pooled session threads.
+     * are gathered and written when the session would otherwise block; and the selector the busy
+     * session waits in when its socket would block. Held by one busy session at a time, pooled.
      */
     private static final class IoBuffers {
         final ByteBuffer in = ByteBuffer.allocateDirect(64 * 1024).order(ByteOrder.LITTLE_ENDIAN);
         final ByteBuffer out = ByteBuffer.allocateDirect(64 * 1024).order(ByteOrder.LITTLE_ENDIAN);
         final MemorySegment inSegment = MemorySegment.ofBuffer(in);
         final MemorySegment outSegment = MemorySegment.ofBuffer(out);
+        /** Holds at most the key of the session holding these buffers (none while pooled). */
+        final java.nio.channels.Selector selector;
+
+        IoBuffers() throws IOException {
+            selector = java.nio.channels.Selector.open();
+        }
     }
+
+    /** Every {@link IoBuffers} made, for closing their selectors in {@link #close()}. */
+    private final java.util.concurrent.ConcurrentLinkedQueue<IoBuffers> allIo =
+            new java.util.concurrent.ConcurrentLinkedQueue<>();
 
     /** Buffers of sessions waiting for their next header, for the next busy session (bounded by the busy peak). */
     private final java.util.concurrent.ConcurrentLinkedQueue<IoBuffers> ioPool =
             new java.util.concurrent.ConcurrentLinkedQueue<>();
 
-    private IoBuffers borrowIo() {
+    private IoBuffers borrowIo() throws IOException {
         IoBuffers io = ioPool.poll();
         if (io == null) {
             io = new IoBuffers();
+            allIo.add(io);
+            if (closed) {
+                io.selector.close();
+            }
         }
         io.in.clear().flip();
         io.out.clear();
@@ -377,6 +401,12 @@ final class TcpDataServer implements AutoCloseable {
         }
 
         void lingerAndDiscard() {
+            try {
+                blocking(true); // the linger reads with a timeout through the socket's stream
+            } catch (IOException | RuntimeException e) {
+                LOG.debug("linger after rejection: {}", e.toString());
+                return;
+            }
             lingerAndDiscardOn(ch);
         }
 
@@ -385,6 +415,10 @@ final class TcpDataServer implements AutoCloseable {
                 ch.close();
             } catch (IOException e) {
                 LOG.debug("close: {}", e.getMessage());
+            }
+            java.nio.channels.Selector w = waitingIn;
+            if (w != null) {
+                w.wakeup(); // a busy session waiting for its socket sees the close
             }
         }
 
@@ -421,12 +455,9 @@ final class TcpDataServer implements AutoCloseable {
                 LOG.error("data session with {} failed", peer, e);
                 throw e;
             } finally {
-                // after a hand-off the session (and its io field) belongs to the waiting thread: hands off
+                // after a hand-off the session belongs to the idle selector (its buffers are back in the pool)
                 if (!handedOff) {
-                    if (io != null) {
-                        ioPool.add(io);
-                        io = null;
-                    }
+                    releaseIo();
                     end();
                 }
             }
@@ -443,61 +474,145 @@ final class TcpDataServer implements AutoCloseable {
         }
 
         final LocalMemory.Views views = new LocalMemory.Views(memory);
-        final byte[] graceBytes = new byte[TcpWire.HEADER_BYTES];
-        private java.io.InputStream timedIn;
         private String peer;
         private IoBuffers io;
+        /** The selector this session's thread waits in (its buffers' one), for {@link #abort()} to wake. */
+        private volatile java.nio.channels.Selector waitingIn;
+        /** This session's key in {@code io.selector}, null when not registered there. */
+        private java.nio.channels.SelectionKey key;
 
-        /**
-         * Waits up to {@link #GRACE_MS} on this platform thread for the next request's first bytes
-         * (the common case of a busy lane): their count, 0 when none came, -1 on EOF.
-         */
-        private java.io.InputStream timedIn() throws IOException {
-            if (timedIn == null) {
-                ch.socket().setSoTimeout(GRACE_MS);
-                timedIn = ch.socket().getInputStream();
+        /** Returns the buffers to the pool, first taking this channel out of their selector. */
+        private void releaseIo() {
+            IoBuffers b = io;
+            if (b == null) {
+                return;
             }
-            return timedIn;
+            io = null;
+            waitingIn = null;
+            if (deregister(b)) {
+                ioPool.add(b);
+            }
         }
 
-        private int graceRead() throws IOException {
-            timedIn();
+        /** Cancels this session's key in {@code b}'s selector and flushes it; false when the selector is unusable. */
+        private boolean deregister(IoBuffers b) {
+            if (key == null) {
+                return true;
+            }
+            key.cancel();
+            key = null;
+            try {
+                b.selector.selectNow();
+                return true;
+            } catch (IOException | RuntimeException e) {
+                LOG.debug("data session {}: selector: {}", name, e.toString());
+                return false;
+            }
+        }
+
+        /**
+         * Waits until the socket is ready for {@code ops} ({@code OP_READ} or {@code OP_WRITE}), at most
+         * {@code timeoutMs} (0: no limit; the session's close wakes it). True when ready, false on timeout.
+         */
+        private boolean await(int ops, long timeoutMs) throws IOException {
+            try {
+                return awaitIn(io.selector, ops, timeoutMs);
+            } catch (java.nio.channels.ClosedSelectorException e) {
+                throw new IOException("data port closed", e);
+            }
+        }
+
+        private boolean awaitIn(java.nio.channels.Selector sel, int ops, long timeoutMs) throws IOException {
+            if (key == null) {
+                key = ch.register(sel, ops); // throws ClosedChannelException once closed
+            } else if (key.interestOps() != ops) {
+                key.interestOps(ops);
+            }
+            waitingIn = sel;
+            try {
+                if (!ch.isOpen()) {
+                    throw new java.nio.channels.ClosedChannelException();
+                }
+                int n = timeoutMs > 0 ? sel.select(timeoutMs) : sel.select();
+                sel.selectedKeys().clear();
+                if (!ch.isOpen()) {
+                    throw new java.nio.channels.ClosedChannelException();
+                }
+                return n > 0;
+            } finally {
+                waitingIn = null;
+            }
+        }
+
+        /** Reads at least one byte into {@code b} (which has room), waiting as needed; -1 on EOF. */
+        private int read(ByteBuffer b) throws IOException {
+            while (true) {
+                int r = ch.read(b);
+                if (r != 0) {
+                    if (r > 0) {
+                        lastActive = System.nanoTime();
+                    }
+                    return r;
+                }
+                await(java.nio.channels.SelectionKey.OP_READ, 0);
+            }
+        }
+
+        /** Writes all of {@code b}, waiting as needed. */
+        private void writeFully(ByteBuffer b) throws IOException {
+            while (b.hasRemaining()) {
+                if (ch.write(b) > 0) {
+                    lastActive = System.nanoTime();
+                } else {
+                    await(java.nio.channels.SelectionKey.OP_WRITE, 0);
+                }
+            }
+        }
+
+        /** Switches the socket to blocking mode for a GPU request or the linger (leaving the selector first). */
+        private void blocking(boolean on) throws IOException {
+            if (on && io != null && !deregister(io)) {
+                throw new IOException("data session " + name + ": selector unusable");
+            }
+            ch.configureBlocking(on);
+        }
+
+        /**
+         * Waits up to {@link #GRACE_MS} on this thread for the next request's first bytes (the common
+         * case of a busy lane): true when readable, false when none came.
+         */
+        private boolean graceWait() throws IOException {
             waitingForHeader = true;
             lastActive = System.nanoTime();
             try {
-                int r = timedIn.read(graceBytes, 0, graceBytes.length);
-                return r < 0 ? -1 : r;
-            } catch (java.net.SocketTimeoutException e) {
-                return 0;
+                return await(java.nio.channels.SelectionKey.OP_READ, GRACE_MS);
             } finally {
                 waitingForHeader = false;
                 lastActive = System.nanoTime();
             }
         }
 
-        /** Serves requests; true when the session paused and was handed to a waiting virtual thread, false at its end. */
+        /** Serves requests; true when the session paused and was handed to the idle selector, false at its end. */
         private boolean serve() throws IOException {
             io = borrowIo();
             boolean lastLarge = false;
             while (!closed) {
                 if (io.in.remaining() == 0) {
                     flush(io.out);
-                }
-                // bytes already waiting (one ioctl): read them as before; else wait up to the grace period
-                if (io.in.remaining() == 0 && timedIn().available() == 0) {
-                    int got = graceRead();
+                    // what is already there (after a large request just its header, so that its body
+                    // can go straight to memory); when nothing is, wait up to the grace period
+                    int got = readNow(io.in, lastLarge ? TcpWire.HEADER_BYTES : io.in.capacity());
+                    if (got == 0 && graceWait()) {
+                        got = readNow(io.in, lastLarge ? TcpWire.HEADER_BYTES : io.in.capacity());
+                    }
                     if (got < 0) {
                         return false;
                     }
                     if (got == 0) {
-                        ioPool.add(io);
-                        io = null;
+                        releaseIo();
                         parkIdle();
                         return true;
                     }
-                    io.in.clear();
-                    io.in.put(graceBytes, 0, got);
-                    io.in.flip();
                 }
                 IoBuffers io = this.io;
                 ByteBuffer in = io.in;
@@ -578,10 +693,7 @@ final class TcpDataServer implements AutoCloseable {
                         while (done < size) {
                             ByteBuffer body = views.view(buf, addr + done, size - done);
                             int n = body.remaining();
-                            while (body.hasRemaining()) {
-                                ch.write(body);
-                                lastActive = System.nanoTime();
-                            }
+                            writeFully(body);
                             done += n;
                         }
                     }
@@ -606,6 +718,7 @@ final class TcpDataServer implements AutoCloseable {
             if (st == null) {
                 return false;
             }
+            blocking(true); // the stager's copies loop on blocking reads and writes
             try {
                 int rc;
                 if (op == TcpWire.OP_WRITE) {
@@ -627,6 +740,9 @@ final class TcpDataServer implements AutoCloseable {
                     LOG.warn("data session with {}: GPU copy for a {} of {} bytes at 0x{} (cuda:{}) failed ({}); "
                             + "closing", peer, op == TcpWire.OP_WRITE ? "write" : "read", size,
                             Long.toHexString(addr), dev, rc);
+                }
+                if (rc == Stager.OK) {
+                    blocking(false);
                 }
                 return rc == Stager.OK;
             } finally {
@@ -651,13 +767,13 @@ final class TcpDataServer implements AutoCloseable {
                 long left = size - done;
                 int r;
                 if (left >= DIRECT_THRESHOLD) {
-                    r = ch.read(views.view(buf, addr + done, left));
+                    r = read(views.view(buf, addr + done, left));
                     if (r > 0) {
                         done += r;
                     }
                 } else {
                     in.clear();
-                    r = ch.read(in);
+                    r = read(in);
                     in.flip();
                 }
                 if (r < 0) {
@@ -665,7 +781,6 @@ final class TcpDataServer implements AutoCloseable {
                             peer, done, size, Long.toHexString(addr));
                     return false;
                 }
-                lastActive = System.nanoTime();
             }
             return true;
         }
@@ -679,10 +794,9 @@ final class TcpDataServer implements AutoCloseable {
             in.limit(Math.max(need, Math.min(max, in.capacity())));
             try {
                 while (in.position() < need) {
-                    if (ch.read(in) < 0) {
+                    if (read(in) < 0) {
                         return false;
                     }
-                    lastActive = System.nanoTime();
                 }
                 return true;
             } finally {
@@ -690,15 +804,30 @@ final class TcpDataServer implements AutoCloseable {
             }
         }
 
+        /**
+         * With {@code in} empty: reads what the socket holds now, at most {@code max} bytes, without
+         * waiting; the count (0 when nothing is there), -1 on EOF. {@code in} stays in read mode.
+         */
+        private int readNow(ByteBuffer in, int max) throws IOException {
+            in.clear().limit(Math.min(max, in.capacity()));
+            int r;
+            try {
+                r = ch.read(in);
+            } finally {
+                in.flip();
+            }
+            if (r > 0) {
+                lastActive = System.nanoTime();
+            }
+            return r;
+        }
+
         private void flush(ByteBuffer out) throws IOException {
             if (out.position() == 0) {
                 return;
             }
             out.flip();
-            while (out.hasRemaining()) {
-                ch.write(out);
-                lastActive = System.nanoTime();
-            }
+            writeFully(out);
             out.clear();
         }
     }
@@ -754,6 +883,13 @@ final class TcpDataServer implements AutoCloseable {
             Thread t = s.thread;
             if (t != null) {
                 join(t);
+            }
+        }
+        for (IoBuffers b : allIo) {
+            try {
+                b.selector.close();
+            } catch (IOException e) {
+                LOG.debug("closing a session selector: {}", e.getMessage());
             }
         }
     }

@@ -41,8 +41,9 @@
  *
  * <h2>Ownership and threads</h2>
  * The transport owns a {@code TcpDataServer} (acceptor thread, pooled platform
- * threads for busy connections, one selector thread where idle connections wait holding no thread
- * and no buffer, a virtual idle reaper closing connections idle past
+ * threads for busy connections on non-blocking sockets, each waiting in the selector of its pooled
+ * buffers, one selector thread where idle connections wait holding no thread and no buffer, a
+ * virtual idle reaper closing connections idle past
  * {@code MOONCAKE4J_TCP_DATA_IDLE_TIMEOUT_SEC}) and, per resolved
  * peer data address (aliases share one), a {@code Peer} with lanes (a sender and a receiver platform
  * thread per connection), closed when unused for {@code MOONCAKE4J_TCP_PEER_IDLE_TIMEOUT_SEC} and
