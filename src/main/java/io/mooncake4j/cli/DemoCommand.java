@@ -22,9 +22,44 @@ final class DemoCommand implements CliCommand {
 
     private final DemoRunner.Workers workers;
     private final DeviceMemory deviceMemory;
+    /** The engines the default workers made (null with injected workers): what each transport moved. */
+    private final EngineTally tally;
 
     DemoCommand() {
-        this(ConnectorSimWorker::factory, CudaDeviceMemory.INSTANCE);
+        this(new EngineTally(), CudaDeviceMemory.INSTANCE);
+    }
+
+    private DemoCommand(EngineTally tally, DeviceMemory deviceMemory) {
+        this.workers = tally;
+        this.deviceMemory = deviceMemory;
+        this.tally = tally;
+    }
+
+    /** Real engines of the requested kind, remembered so the table can say which transport moved the KV. */
+    private static final class EngineTally implements DemoRunner.Workers {
+        private final java.util.List<io.mooncake4j.engine.TransferEngine> engines =
+                new java.util.concurrent.CopyOnWriteArrayList<>();
+
+        @Override
+        public io.mooncake4j.sim.SimEngine.WorkerFactory factory(String protocol) {
+            return ConnectorSimWorker.factory(cfg -> {
+                io.mooncake4j.engine.TransferEngine e = io.mooncake4j.engine.TransferEngines.create(protocol);
+                engines.add(e);
+                return e;
+            });
+        }
+
+        /** Bytes per transport summed over the engines made since the last call (P's engines move the KV). */
+        java.util.Map<String, Long> drain() {
+            java.util.Map<String, Long> sum = new java.util.LinkedHashMap<>();
+            for (io.mooncake4j.engine.TransferEngine e : engines) {
+                if (e instanceof io.mooncake4j.engine.internal.CoreEngine c) {
+                    c.bytesByTransport().forEach((k, v) -> sum.merge(k, v, Long::sum));
+                }
+            }
+            engines.clear();
+            return sum;
+        }
     }
 
     /** A command whose engines get their workers from {@code workers} (tests); GPU memory through CUDA. */
@@ -39,6 +74,7 @@ final class DemoCommand implements CliCommand {
     DemoCommand(DemoRunner.Workers workers, DeviceMemory deviceMemory) {
         this.workers = Objects.requireNonNull(workers, "workers");
         this.deviceMemory = Objects.requireNonNull(deviceMemory, "deviceMemory");
+        this.tally = null;
     }
 
     @Override
@@ -73,8 +109,9 @@ final class DemoCommand implements CliCommand {
                 "  --decode-tokens N     tokens each D request generates, default " + d.decodeTokens(),
                 "  --p-tp N              tensor-parallel size of P, default " + d.pTp(),
                 "  --d-tp N              tensor-parallel size of D, default " + d.dTp(),
-                "  --engine KIND         tcp, or mock for the in-JVM engine, default " + d.protocol()
-                        + " (--protocol is the same flag)",
+"  --engine KIND         tcp; auto or shm (the engine core with every transport that runs here, KV in",
+                "                        shareable memory, so P -> D goes over shm); or mock for the in-JVM engine;",
+                "                        default " + d.protocol() + " (--protocol is the same flag)",
                 "  --num-blocks N        blocks per rank of each engine; default: what fits 2 GiB of KV per engine,",
                 "                        at most 4 x what the requests in flight need",
                 "  --concurrency N       requests in flight, default " + d.concurrency(),
@@ -139,6 +176,9 @@ final class DemoCommand implements CliCommand {
                 }
             }
         }
+        if (tally != null) {
+            tally.drain();
+        }
         if (warmup > 0) {
             DemoRunner.Report w = DemoRunner.run(withRequests(o, warmup), workers,
                     new PrintStream(java.io.OutputStream.nullOutputStream(), true, java.nio.charset.StandardCharsets.UTF_8),
@@ -150,8 +190,19 @@ final class DemoCommand implements CliCommand {
                 return w.exitCode();
             }
         }
+        if (tally != null) {
+            tally.drain(); // the warm-up's engines are closed; count the measured run only
+        }
         DemoRunner.Report r = DemoRunner.run(o, workers, out, deviceMemory);
-        r.print(out);
+        java.util.Map<String, String> extra = new java.util.LinkedHashMap<>();
+        java.util.Map<String, Long> by = tally == null ? java.util.Map.of() : tally.drain();
+        if (!by.isEmpty()) {
+            StringBuilder b = new StringBuilder();
+            by.forEach((k, v) -> b.append(b.isEmpty() ? "" : ", ")
+                    .append(String.format(Locale.ROOT, "%s %.2f GiB", k, v / (double) (1L << 30))));
+            extra.put("KV by transport", b + " (handed to each by the engines, P's writes)");
+        }
+        r.print(out, extra);
         return r.exitCode();
     }
 
@@ -205,6 +256,10 @@ final class DemoCommand implements CliCommand {
         int gpu = nonNegative(flags, "gpu-id", 0);
         int pGpu = nonNegative(flags, "p-gpu", gpu);
         int dGpu = nonNegative(flags, "d-gpu", gpu);
+        if (device.equals("cuda") && (protocol.equals("auto") || protocol.equals("shm"))) {
+            throw new Flags.UsageException("--device cuda needs --engine tcp: --engine " + protocol
+                    + " puts the KV in shareable host memory");
+        }
         if (device.equals("cuda") && protocol.equals("mock")) {
             throw new Flags.UsageException("--device cuda needs --engine tcp: the mock engine copies KV with the "
                     + "CPU and would touch GPU memory directly");
@@ -234,8 +289,8 @@ final class DemoCommand implements CliCommand {
                     + " disagree (they are the same flag)");
         }
         String v = (engine != null ? engine : protocol != null ? protocol : def).toLowerCase(Locale.ROOT);
-        if (!v.equals("tcp") && !v.equals("mock")) {
-            throw new Flags.UsageException("--engine must be tcp or mock, got '" + v + "'");
+        if (!v.equals("tcp") && !v.equals("mock") && !v.equals("auto") && !v.equals("shm")) {
+            throw new Flags.UsageException("--engine must be tcp, auto, shm or mock, got '" + v + "'");
         }
         return v;
     }

@@ -193,6 +193,16 @@ public final class DemoRunner {
 
         /** The final table. */
         public void print(PrintStream out) {
+            print(out, Map.of());
+        }
+
+        /**
+         * The final table with {@code extraRows} (label to text, in their order) after the CPU time.
+         *
+         * @param out       where to print
+         * @param extraRows rows the caller measured outside the run (e.g. bytes per transport)
+         */
+        public void print(PrintStream out, Map<String, String> extraRows) {
             Options o = options;
             out.printf(Locale.ROOT, "%nmooncake4j demo: %s, P tp %d -> D tp %d, protocol %s, %d requests x %d tokens "
                     + "(%d shared), %d decode tokens%n", o.model().name(), o.pTp(), o.dTp(), o.protocol(),
@@ -217,6 +227,7 @@ public final class DemoRunner {
                 row(out, "CPU time", String.format(Locale.ROOT, "%.1f s in this process over the run, %.2f s per GiB "
                         + "of KV", cpuSeconds, cpuSeconds / (bytesMoved / (double) (1L << 30))));
             }
+            extraRows.forEach((k, v) -> row(out, k, v));
             row(out, "failures", Integer.toString(failed));
             printStats(out, "connector stats P", pStats);
             printStats(out, "connector stats D", dStats);
@@ -258,8 +269,9 @@ public final class DemoRunner {
      * @param deviceMemory GPU memory for {@code cuda}; ignored (may be null) for {@code cpu}
      */
     public static Report run(Options o, Workers workers, PrintStream progress, DeviceMemory deviceMemory) {
-        SimEngine.KvPlacement pPlace = SimEngine.KvPlacement.host();
-        SimEngine.KvPlacement dPlace = SimEngine.KvPlacement.host();
+        boolean shm = o.protocol().equals("auto") || o.protocol().equals("shm");
+        SimEngine.KvPlacement pPlace = shm ? SimEngine.KvPlacement.sharedHost() : SimEngine.KvPlacement.host();
+        SimEngine.KvPlacement dPlace = shm ? SimEngine.KvPlacement.sharedHost() : SimEngine.KvPlacement.host();
         if (o.onGpu()) {
             if (deviceMemory == null) {
                 throw new IllegalArgumentException("KV caches on the GPU need a DeviceMemory");

@@ -104,23 +104,34 @@ public final class SimEngine implements AutoCloseable {
      * @param deviceMemory null for host memory
      * @param device       the GPU index, -1 for host memory
      */
-    public record KvPlacement(DeviceMemory deviceMemory, int device) {
+    public record KvPlacement(DeviceMemory deviceMemory, int device, boolean shareable) {
 
         public KvPlacement {
             if ((deviceMemory == null) != (device < 0)) {
                 throw new IllegalArgumentException("a GPU placement needs a DeviceMemory and a device >= 0, host "
                         + "memory neither; got " + deviceMemory + ", " + device);
             }
+            if (shareable && deviceMemory != null) {
+                throw new IllegalArgumentException("only host memory is shareable (memfd); GPU memory is not");
+            }
         }
 
-        /** Host memory. */
+        /** Host memory, private unless {@link HostMemoryAllocator#shareableByDefault()} says otherwise. */
         public static KvPlacement host() {
-            return new KvPlacement(null, -1);
+            return new KvPlacement(null, -1, false);
+        }
+
+        /**
+         * Shareable host memory ({@link HostMemoryAllocator#allocateShareable}: memfd, {@code MAP_SHARED}),
+         * so a peer engine on this machine can map it and the {@code shm} transport can move it.
+         */
+        public static KvPlacement sharedHost() {
+            return new KvPlacement(null, -1, true);
         }
 
         /** Memory of GPU {@code device}, allocated and reached through {@code deviceMemory}. */
         public static KvPlacement gpu(DeviceMemory deviceMemory, int device) {
-            return new KvPlacement(Objects.requireNonNull(deviceMemory, "deviceMemory"), device);
+            return new KvPlacement(Objects.requireNonNull(deviceMemory, "deviceMemory"), device, false);
         }
 
         /** Whether this is GPU memory. */
@@ -257,7 +268,8 @@ public final class SimEngine implements AutoCloseable {
         try {
             for (int r = 0; r < tp; r++) {
                 KvCaches caches = KvCaches.allocate(preset, tp, numBlocks, KvCacheLayout.FUSED,
-                        placement.onGpu() ? this::allocateOnDevice : allocator::allocate);
+                        placement.onGpu() ? this::allocateOnDevice
+                                : placement.shareable() ? allocator::allocateShareable : allocator::allocate);
                 if (first == null) {
                     first = caches;
                 }

@@ -50,7 +50,7 @@ class DemoCommandTest {
     @Test
     void shouldRejectBadFlagsWithUsageErrors() {
         assertTrue(assertThrows(Flags.UsageException.class, () -> parse("--protocol", "rdma")).getMessage()
-                .contains("tcp or mock"));
+                .contains("--engine must be tcp, auto, shm or mock"));
         assertTrue(assertThrows(Flags.UsageException.class, () -> parse("--model", "deepseek-v2-lite")).getMessage()
                 .contains("MLA"));
         assertTrue(assertThrows(Flags.UsageException.class, () -> parse("--model", "nope")).getMessage()

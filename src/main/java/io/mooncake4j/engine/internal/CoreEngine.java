@@ -283,6 +283,24 @@ public class CoreEngine implements TransferEngine {
         return null;
     }
 
+    /**
+     * Bytes handed to each installed transport so far, in selection order (a slice that fell back
+     * counts for both transports); empty before {@link #initialize}.
+     *
+     * @return transport name to bytes
+     */
+    public java.util.Map<String, Long> bytesByTransport() {
+        Router r = router;
+        java.util.Map<String, Long> out = new java.util.LinkedHashMap<>();
+        Transport[] ts = transports;
+        if (r != null && r.size() == ts.length) {
+            for (int t = 0; t < ts.length; t++) {
+                out.put(ts[t].name(), r.routedBytes(t));
+            }
+        }
+        return out;
+    }
+
     /** Slices moved to another transport after a retryable failure, so far. */
     public long fallbackSlices() {
         Router r = router;

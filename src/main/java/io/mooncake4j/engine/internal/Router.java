@@ -41,11 +41,17 @@ final class Router {
     final ReadWriteLock localCopies = new ReentrantReadWriteLock();
     private final AtomicLong fallbacks = new AtomicLong();
     private final AtomicLong unroutable = new AtomicLong();
+    /** Per transport (index as in {@link #transports}): bytes of the slices handed to it, fallbacks included. */
+    private final AtomicLong[] routedBytes;
 
     Router(Transport[] transports, BufferRegistry registry) {
         this.transports = transports;
         this.registry = registry;
         this.caps = new TransportCapabilities[transports.length];
+        this.routedBytes = new AtomicLong[transports.length];
+        for (int i = 0; i < transports.length; i++) {
+            routedBytes[i] = new AtomicLong();
+        }
         for (int i = 0; i < transports.length; i++) {
             caps[i] = transports[i].capabilities();
         }
@@ -59,6 +65,16 @@ final class Router {
     /** Slices no installed transport could take, so far. */
     long unroutable() {
         return unroutable.get();
+    }
+
+    /** How many transports this router selects among. */
+    int size() {
+        return transports.length;
+    }
+
+    /** Bytes of the slices handed to transport {@code t} so far (a slice that fell back counts for both). */
+    long routedBytes(int t) {
+        return routedBytes[t].get();
     }
 
     /** Whether some installed transport reaches {@code p} at all. */
@@ -140,6 +156,7 @@ final class Router {
                 continue;
             }
             b.via[i] = (byte) t;
+            routedBytes[t].addAndGet(len);
             lbs[k] = local;
             chosen[k] = t;
             kept++;
@@ -217,6 +234,7 @@ final class Router {
             b.via[i] = (byte) next;
         }
         fallbacks.incrementAndGet();
+        routedBytes[next].addAndGet(b.length[i]);
         if (p.fallbackLogged.add(from)) {
             LOG.warn("{} could not move a slice to {} ({}: {}); it and later ones go over {} "
                     + "(logged once per peer and transport)", transports[from].name(), p.name(),

@@ -66,7 +66,8 @@ public final class ProtocolSelection {
                     }
                 }
                 if (warned.compareAndSet(false, true)) {
-                    LOG.warn("protocol '{}': falling back to TCP: {}", p.isEmpty() ? "auto" : p, why);
+                    LOG.warn("protocol '{}': no RDMA here, the other transports carry every transfer (tcp; shm between "
+                            + "engines on this machine): {}", p.isEmpty() ? "auto" : p, why);
                 }
                 return TCP;
             }
