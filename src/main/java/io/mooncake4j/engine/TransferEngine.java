@@ -199,6 +199,18 @@ public interface TransferEngine extends AutoCloseable {
      */
     int freeBatchId(long batchId);
 
+    /**
+     * The engine's own counts of what it refused, dropped or rerouted (data-port rejections,
+     * handshake connections over their bounds, peer and segment caps, fallbacks), for monitoring.
+     * Cheap to call (a few volatile reads); readable at any time, also after {@link #close()}.
+     * The default, for an engine that counts none of these, is {@link EngineCounters#NONE}.
+     *
+     * @return the counts since this engine was created
+     */
+    default EngineCounters counters() {
+        return EngineCounters.NONE;
+    }
+
     /** Stops the engine and releases its sockets and threads. Idempotent. */
     @Override
     void close();
