@@ -18,6 +18,9 @@ import java.util.Objects;
  */
 public final class BufferRegistry {
 
+    /** An empty registry. */
+    public BufferRegistry() {}
+
     /**
      * One registered buffer.
      *
@@ -26,16 +29,27 @@ public final class BufferRegistry {
      * @param location registration location ({@code "*"}, {@code "cpu:N"}, {@code "cuda:N"})
      */
     public record Buffer(long address, long length, String location) {
+        /**
+         * Checks the location.
+         *
+         * @throws NullPointerException when {@code location} is null
+         */
         public Buffer {
             Objects.requireNonNull(location, "location");
         }
 
-        /** Exclusive end, as an unsigned value. */
+        /** {@return the exclusive end address, as an unsigned value} */
         public long end() {
             return address + length;
         }
 
-        /** Whether {@code [addr, addr+len)} lies inside this buffer (no overflow). */
+        /**
+         * Whether a range lies wholly inside this buffer (unsigned, without overflow).
+         *
+         * @param addr first address of the range
+         * @param len  bytes in the range
+         * @return whether {@code [addr, addr+len)} lies inside this buffer
+         */
         public boolean contains(long addr, long len) {
             return len >= 0 && Long.compareUnsigned(addr, address) >= 0
                     && Long.compareUnsigned(len, length) <= 0
@@ -48,12 +62,27 @@ public final class BufferRegistry {
     // sorted by unsigned address; replaced, never mutated
     private volatile Buffer[] buffers = EMPTY;
 
-    /** Registers one buffer; returns 0 or a negative {@link ErrorCodes} value. */
+    /**
+     * Registers one buffer.
+     *
+     * @param address  base address (not 0)
+     * @param length   bytes (positive, not wrapping past the end of the address space)
+     * @param location registration location
+     * @return 0, {@link ErrorCodes#INVALID_ARGUMENT} or {@link ErrorCodes#ADDRESS_OVERLAPPED}
+     */
     public synchronized int register(long address, long length, String location) {
         return registerBatch(new long[] {address}, new long[] {length}, new String[] {location});
     }
 
-    /** Registers all buffers or none; returns 0 or a negative {@link ErrorCodes} value. */
+    /**
+     * Registers all buffers or none.
+     *
+     * @param addresses base addresses
+     * @param lengths   byte lengths, one per address
+     * @param locations registration locations, one per address
+     * @return 0, {@link ErrorCodes#INVALID_ARGUMENT} (null or unequal arrays, a bad buffer) or
+     *         {@link ErrorCodes#ADDRESS_OVERLAPPED}; nothing is registered unless 0
+     */
     public synchronized int registerBatch(long[] addresses, long[] lengths, String[] locations) {
         if (addresses == null || lengths == null || locations == null
                 || addresses.length != lengths.length || addresses.length != locations.length) {
@@ -79,7 +108,12 @@ public final class BufferRegistry {
         return ErrorCodes.OK;
     }
 
-    /** Unregisters the buffer based at {@code address}; returns 0 or {@link ErrorCodes#ADDRESS_NOT_REGISTERED}. */
+    /**
+     * Unregisters one buffer.
+     *
+     * @param address the exact base of a registered buffer
+     * @return 0, or {@link ErrorCodes#ADDRESS_NOT_REGISTERED} when no buffer starts there
+     */
     public synchronized int unregister(long address) {
         Buffer[] cur = buffers;
         int idx = indexOfBase(cur, address);
@@ -93,14 +127,25 @@ public final class BufferRegistry {
         return ErrorCodes.OK;
     }
 
-    /** The registered buffer based exactly at {@code address}, or null. */
+    /**
+     * Looks a buffer up by its base.
+     *
+     * @param address a base address
+     * @return the registered buffer based exactly at {@code address}, or null
+     */
     public Buffer byBase(long address) {
         Buffer[] cur = buffers;
         int idx = indexOfBase(cur, address);
         return idx < 0 ? null : cur[idx];
     }
 
-    /** The buffer that wholly contains {@code [address, address+length)}, or null. Lock-free. */
+    /**
+     * Looks up the buffer that holds a range. Lock-free.
+     *
+     * @param address first address of the range
+     * @param length  bytes in the range
+     * @return the buffer that wholly contains {@code [address, address+length)}, or null
+     */
     public Buffer find(long address, long length) {
         Buffer[] cur = buffers;
         int lo = 0;
@@ -122,16 +167,21 @@ public final class BufferRegistry {
         return b.contains(address, length) ? b : null;
     }
 
-    /** The registered buffers, sorted by address. */
+    /** {@return the registered buffers, sorted by unsigned address (an immutable copy)} */
     public List<Buffer> snapshot() {
         return List.of(buffers);
     }
 
+    /** {@return the number of registered buffers} */
     public int size() {
         return buffers.length;
     }
 
-    /** Removes every buffer; returns what was registered. */
+    /**
+     * Removes every buffer.
+     *
+     * @return what was registered, sorted by address
+     */
     public synchronized List<Buffer> clear() {
         List<Buffer> out = new ArrayList<>(List.of(buffers));
         buffers = EMPTY;

@@ -25,32 +25,52 @@ public record DeviceMemoryAccess(Kind kind, String description) {
         DIRECT
     }
 
+    /**
+     * Checks the fields.
+     *
+     * @throws NullPointerException when {@code kind} or {@code description} is null
+     */
     public DeviceMemoryAccess {
         Objects.requireNonNull(kind, "kind");
         Objects.requireNonNull(description, "description");
     }
 
-    /** The engine does not say. */
+    /** {@return the answer of an engine that does not say} */
     public static DeviceMemoryAccess unknown() {
         return new DeviceMemoryAccess(Kind.UNKNOWN, "the engine does not report GPU memory support");
     }
 
-    /** The engine cannot reach the memory; {@code problem} says why and how to fix it. */
+    /**
+     * The engine cannot reach the memory.
+     *
+     * @param problem why, and how to fix it
+     * @return an {@link Kind#UNSUPPORTED} answer
+     */
     public static DeviceMemoryAccess unsupported(String problem) {
         return new DeviceMemoryAccess(Kind.UNSUPPORTED, problem);
     }
 
-    /** The engine stages the memory through host buffers, as {@code how} describes. */
+    /**
+     * The engine stages the memory through host buffers.
+     *
+     * @param how how it stages (for example which copy engine and buffer size)
+     * @return a {@link Kind#STAGED} answer
+     */
     public static DeviceMemoryAccess staged(String how) {
         return new DeviceMemoryAccess(Kind.STAGED, how);
     }
 
-    /** The engine's NIC reaches the memory directly, as {@code how} describes. */
+    /**
+     * The engine's NIC reaches the memory directly.
+     *
+     * @param how which device reaches it and through what
+     * @return a {@link Kind#DIRECT} answer
+     */
     public static DeviceMemoryAccess direct(String how) {
         return new DeviceMemoryAccess(Kind.DIRECT, how);
     }
 
-    /** Whether registration of such memory is expected to work. */
+    /** {@return whether registration of such memory is expected to work (staged or direct)} */
     public boolean allowed() {
         return kind == Kind.STAGED || kind == Kind.DIRECT;
     }

@@ -26,12 +26,18 @@ public final class TransferEngines {
 
     private TransferEngines() {}
 
-    /** Kinds {@link #create} accepts. */
+    /** {@return the kinds {@link #create} accepts} */
     public static List<String> kinds() {
         return List.of("mock", "tcp", "rdma", "shm", "auto");
     }
 
-    /** A new, uninitialised engine of {@code kind}. */
+    /**
+     * Creates an engine; the caller owns it and must close it.
+     *
+     * @param kind one of {@link #kinds()}, in any case
+     * @return a new, uninitialised engine of that kind
+     * @throws TransferEngineException for an unknown kind
+     */
     public static TransferEngine create(String kind) {
         return switch (kind.toLowerCase(Locale.ROOT)) {
             case "mock" -> new ScriptedTransferEngine().copyData(true);
@@ -55,6 +61,9 @@ public final class TransferEngines {
      * Why the last {@code initialize} of an engine made here failed, in words that name the cause
      * and the fix (for RDMA: no devices / ENOSYS / libibverbs missing, suggesting {@code "tcp"}),
      * or null when the engine keeps no such message. CLI commands print it and exit non-zero.
+     *
+     * @param engine an engine made by {@link #create}
+     * @return the message of the last failed {@code initialize}, or null
      */
     public static String lastError(TransferEngine engine) {
         return engine instanceof CoreEngine c ? c.lastError() : null;

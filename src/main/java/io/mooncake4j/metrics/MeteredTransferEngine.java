@@ -6,16 +6,17 @@ import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Tag;
 import io.micrometer.core.instrument.Tags;
 import io.mooncake4j.engine.DeviceMemoryAccess;
+import io.mooncake4j.engine.EngineCounters;
 import io.mooncake4j.engine.StatusCodes;
 import io.mooncake4j.engine.TransferEngine;
 import io.mooncake4j.engine.TransferRequest;
 import io.mooncake4j.engine.TransferStatus;
-import io.mooncake4j.engine.tcp.TcpTransferEngine;
 import java.util.BitSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.ToLongFunction;
 
 /**
  * A {@link TransferEngine} that counts what this side asks of the engine it wraps, for any engine:
@@ -30,14 +31,33 @@ import java.util.concurrent.ConcurrentHashMap;
  *       submitted tasks seen FAILED, TIMEOUT or CANCELED (once each)</td></tr>
  *   <tr><td>{@value #LIMITS_HIT}</td><td>—</td><td>submissions refused because the batch was full
  *       ({@link StatusCodes#TOO_MANY_REQUESTS})</td></tr>
- *   <tr><td>{@value #REJECTED_REQUESTS}</td><td>{@code server=data}</td><td>the TCP engine only
- *       ({@code TransferEngines.create("tcp")}): requests from peers its data port rejected (outside
- *       registered memory, bad opcode)</td></tr>
  * </table>
  *
- * <p>Other refusals of the engine's own servers (handshake connections over their bound, the
- * per-peer connection cap) are logged by the engine but not yet readable from outside it.
- * {@code TransferEngines.lastError} does not see through the wrapper: ask the wrapped
+ * <table>
+ *   <caption>Function counters over the engine's own {@link TransferEngine#counters()} (read at
+ *   each scrape; 0 for an engine that does not count them, such as {@code "mock"})</caption>
+ *   <tr><th>name</th><th>tags</th><th>counts ({@link EngineCounters} field)</th></tr>
+ *   <tr><td>{@value #REJECTED_REQUESTS}</td><td>{@code server=data}</td><td>requests from peers the TCP
+ *       data port rejected: outside registered memory, bad opcode ({@code rejectedDataRequests})</td></tr>
+ *   <tr><td>{@value #REJECTED_REQUESTS}</td><td>{@code server=handshake}</td><td>handshake (RPC port)
+ *       connections dropped for malformed input ({@code rejectedHandshakes})</td></tr>
+ *   <tr><td>{@value #CLOSED_CONNECTIONS}</td><td>{@code server=handshake, reason=cap}</td><td>handshake
+ *       connections closed to make room at the connection cap ({@code evictedHandshakes})</td></tr>
+ *   <tr><td>{@value #CLOSED_CONNECTIONS}</td><td>{@code server=handshake, reason=deadline}</td><td>handshake
+ *       connections closed at the request deadline ({@code expiredHandshakes})</td></tr>
+ *   <tr><td>{@value #CLOSED_CONNECTIONS}</td><td>{@code server=data, reason=idle}</td><td>TCP data-port
+ *       connections closed idle, or to make room at their cap ({@code idleClosedDataSessions})</td></tr>
+ *   <tr><td>{@value #CAP_REFUSALS}</td><td>{@code cap=segments}</td><td>{@code openSegment} refused at
+ *       {@code MOONCAKE4J_TCP_MAX_SEGMENTS} open names ({@code segmentLimitHits})</td></tr>
+ *   <tr><td>{@value #CAP_REFUSALS}</td><td>{@code cap=peers}</td><td>TCP peer connections not opened at
+ *       {@code MOONCAKE4J_TCP_MAX_PEERS} busy peers ({@code peerLimitHits})</td></tr>
+ *   <tr><td>{@value #FALLBACK_SLICES}</td><td>—</td><td>slices moved to another transport after a
+ *       retryable failure ({@code fallbackSlices})</td></tr>
+ *   <tr><td>{@value #UNROUTABLE_SLICES}</td><td>—</td><td>slices failed because no installed transport
+ *       reaches the peer's buffer ({@code unroutableSlices})</td></tr>
+ * </table>
+ *
+ * <p>{@code TransferEngines.lastError} does not see through the wrapper: ask the wrapped
  * engine ({@link #delegate()}). Thread-safe as the wrapped engine is; closing closes it.
  */
 public final class MeteredTransferEngine implements TransferEngine {
@@ -50,8 +70,19 @@ public final class MeteredTransferEngine implements TransferEngine {
     public static final String FAILURES = "mooncake4j.engine.failures";
     /** Counter of submissions refused because the batch was full. */
     public static final String LIMITS_HIT = "mooncake4j.engine.limits.hit";
-    /** Function counter of the requests the TCP data port rejected. */
+    /**
+     * Function counter of the requests (tag {@code server=data}) and handshake connections
+     * ({@code server=handshake}) the engine's servers rejected.
+     */
     public static final String REJECTED_REQUESTS = "mooncake4j.engine.rejected.requests";
+    /** Function counter of the connections the engine's servers closed on their own (tags {@code server, reason}). */
+    public static final String CLOSED_CONNECTIONS = "mooncake4j.engine.closed.connections";
+    /** Function counter of the refusals at the segment and peer caps (tag {@code cap}). */
+    public static final String CAP_REFUSALS = "mooncake4j.engine.cap.refusals";
+    /** Function counter of the slices moved to another transport after a retryable failure. */
+    public static final String FALLBACK_SLICES = "mooncake4j.engine.fallback.slices";
+    /** Function counter of the slices no installed transport could route. */
+    public static final String UNROUTABLE_SLICES = "mooncake4j.engine.unroutable.slices";
 
     private final TransferEngine delegate;
     private final Counter readTransfers;
@@ -87,16 +118,40 @@ public final class MeteredTransferEngine implements TransferEngine {
         syncFailures = counter(registry, FAILURES, t.and("api", "sync"), "failed transfers");
         batchFailures = counter(registry, FAILURES, t.and("api", "batch"), "failed transfers");
         limitsHit = counter(registry, LIMITS_HIT, t, "submissions refused because the batch was full");
-        if (delegate instanceof TcpTransferEngine tcp) {
-            FunctionCounter.builder(REJECTED_REQUESTS, tcp, TcpTransferEngine::rejectedDataRequests)
-                    .tags(t.and("server", "data"))
-                    .description("requests from peers the data port rejected (outside registered memory, bad opcode)")
-                    .register(registry);
-        }
+        engineCounter(registry, REJECTED_REQUESTS, t.and("server", "data"), EngineCounters::rejectedDataRequests,
+                "requests from peers the TCP data port rejected (outside registered memory, bad opcode)");
+        engineCounter(registry, REJECTED_REQUESTS, t.and("server", "handshake"), EngineCounters::rejectedHandshakes,
+                "handshake connections dropped for malformed input");
+        engineCounter(registry, CLOSED_CONNECTIONS, t.and("server", "handshake").and("reason", "cap"),
+                EngineCounters::evictedHandshakes, "handshake connections closed to make room at the connection cap");
+        engineCounter(registry, CLOSED_CONNECTIONS, t.and("server", "handshake").and("reason", "deadline"),
+                EngineCounters::expiredHandshakes, "handshake connections closed at the request deadline");
+        engineCounter(registry, CLOSED_CONNECTIONS, t.and("server", "data").and("reason", "idle"),
+                EngineCounters::idleClosedDataSessions, "TCP data connections closed idle or to make room at the cap");
+        engineCounter(registry, CAP_REFUSALS, t.and("cap", "segments"), EngineCounters::segmentLimitHits,
+                "openSegment calls refused at the segment cap");
+        engineCounter(registry, CAP_REFUSALS, t.and("cap", "peers"), EngineCounters::peerLimitHits,
+                "TCP peer connections not opened at the peer cap");
+        engineCounter(registry, FALLBACK_SLICES, t, EngineCounters::fallbackSlices,
+                "slices moved to another transport after a retryable failure");
+        engineCounter(registry, UNROUTABLE_SLICES, t, EngineCounters::unroutableSlices,
+                "slices no installed transport could route");
+    }
+
+    private void engineCounter(MeterRegistry r, String name, Tags tags, ToLongFunction<EngineCounters> field,
+            String description) {
+        TransferEngine e = delegate;
+        FunctionCounter.builder(name, e, x -> field.applyAsLong(x.counters()))
+                .tags(tags).description(description).register(r);
     }
 
     private static Counter counter(MeterRegistry r, String name, Tags tags, String description) {
         return Counter.builder(name).tags(tags).description(description).register(r);
+    }
+
+    @Override
+    public EngineCounters counters() {
+        return delegate.counters();
     }
 
     /** {@return the wrapped engine} */

@@ -11,7 +11,9 @@
  *       {@code vllm:mooncake_num_failed_recvs}, {@code vllm:mooncake_num_kv_expired_reqs} (counters).</li>
  *   <li>{@link io.mooncake4j.metrics.MeteredTransferEngine}: a {@link io.mooncake4j.engine.TransferEngine}
  *       decorator counting what this side asks of any engine: transfers, bytes, failures, and the
- *       batch-capacity limit hit ({@code mooncake4j.engine.*}).</li>
+ *       batch-capacity limit hit ({@code mooncake4j.engine.*}); and exposing the engine's own
+ *       {@link io.mooncake4j.engine.TransferEngine#counters()} (rejected requests, closed
+ *       connections, cap refusals, fallback and unroutable slices) as function counters.</li>
  * </ul>
  *
  * <p>Threads: meters are thread-safe; {@code record} is called by the embedder's step thread, the

@@ -1,5 +1,6 @@
 package io.mooncake4j.metrics;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import io.micrometer.core.instrument.MeterRegistry;
@@ -7,12 +8,30 @@ import io.micrometer.core.instrument.Tags;
 import io.micrometer.core.instrument.Timer;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.mooncake4j.connector.worker.MooncakeKvConnectorStats;
+import io.mooncake4j.engine.EngineCounters;
 import io.mooncake4j.engine.StatusCodes;
+import io.mooncake4j.engine.TransferEngine;
 import io.mooncake4j.engine.TransferRequest;
 import io.mooncake4j.engine.TransferStatus;
+import io.mooncake4j.engine.handshake.HandshakeClient;
+import io.mooncake4j.engine.handshake.HandshakeConfig;
+import io.mooncake4j.engine.handshake.PeerAddress;
+import io.mooncake4j.engine.internal.CoreEngine;
+import io.mooncake4j.engine.rdma.RdmaTransport;
+import io.mooncake4j.engine.shm.ShmTransport;
+import io.mooncake4j.engine.tcp.TcpConfig;
+import io.mooncake4j.engine.tcp.TcpTransport;
+import io.mooncake4j.engine.tcp.TcpWire;
 import io.mooncake4j.engine.testing.EngineMethod;
 import io.mooncake4j.engine.testing.ScriptedTransferEngine;
+import io.mooncake4j.memory.HostMemoryAllocator;
+import io.mooncake4j.memory.HostMemoryStorage;
+import java.io.IOException;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.Socket;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -80,5 +99,72 @@ class MetricsTest {
         assertEquals(1, count(registry, MeteredTransferEngine.FAILURES, "api", "batch"));
         assertEquals(1, count(registry, MeteredTransferEngine.LIMITS_HIT));
         assertEquals(true, scripted.isClosed());
+    }
+
+    private static double functionCount(MeterRegistry r, String name, String... tags) {
+        return r.get(name).tags(tags).functionCounter().count();
+    }
+
+    /**
+     * The core as {@code TransferEngines.create("auto")} builds it (shm, rdma where usable, tcp),
+     * but on OS-assigned loopback ports.
+     */
+    private static CoreEngine autoEngine() {
+        TcpConfig tcp = TcpConfig.fromEnvironment(Map.of(), HandshakeConfig.ephemeral(InetAddress.getLoopbackAddress()));
+        return new CoreEngine(TcpTransport.coreSettings(tcp), List.of(
+                new CoreEngine.Candidate("shm", ShmTransport::new),
+                new CoreEngine.Candidate("rdma", RdmaTransport::new, RdmaTransport::autoPrecheck),
+                new CoreEngine.Candidate("tcp", () -> new TcpTransport(tcp))), Map.of());
+    }
+
+    @Test
+    void theEngineDecoratorReadsTheCountersOfAnAutoEngine() throws IOException {
+        SimpleMeterRegistry registry = new SimpleMeterRegistry();
+        try (HostMemoryAllocator alloc = new HostMemoryAllocator();
+                MeteredTransferEngine e = new MeteredTransferEngine(autoEngine(), registry, Tags.of("engine", "p0"))) {
+            assertEquals(0, e.initialize("127.0.0.1", TransferEngine.P2P_HANDSHAKE, "auto", ""));
+            HostMemoryStorage buf = alloc.allocate(1 << 16);
+            assertEquals(0, e.registerMemory(buf.address(), 1 << 16, "cpu:0"));
+            assertEquals(0, functionCount(registry, MeteredTransferEngine.REJECTED_REQUESTS, "server", "data"));
+
+            // a raw peer writes 64 bytes that end past the registered buffer: the data port refuses
+            PeerAddress rpc = new PeerAddress("127.0.0.1", e.getRpcPort());
+            int dataPort = new HandshakeClient(HandshakeConfig.ephemeral(InetAddress.getLoopbackAddress()))
+                    .fetchDescriptor(rpc, "{}\n").tcpDataPort();
+            try (Socket s = new Socket()) {
+                s.connect(new InetSocketAddress("127.0.0.1", dataPort), 5000);
+                s.setSoTimeout(10_000);
+                s.getOutputStream().write(TcpWire.header(64, buf.address() + (1 << 16) - 32, 0x81));
+                s.getOutputStream().write(new byte[64]);
+                assertArrayEquals(TcpWire.status(TcpWire.STATUS_ADDR_REJECTED), s.getInputStream().readAllBytes());
+            }
+            assertEquals(1, functionCount(registry, MeteredTransferEngine.REJECTED_REQUESTS, "server", "data"));
+            assertEquals(1, e.counters().rejectedDataRequests());
+
+            // a frame with an invalid type byte on the RPC port: the handshake server drops it
+            assertEquals(0, functionCount(registry, MeteredTransferEngine.REJECTED_REQUESTS, "server", "handshake"));
+            try (Socket s = new Socket()) {
+                s.connect(new InetSocketAddress("127.0.0.1", e.getRpcPort()), 5000);
+                s.setSoTimeout(10_000);
+                s.getOutputStream().write(new byte[] {4, 0, 0, 0, 0, 0, 0, 0, (byte) 0x80, '{', '}', '\n'});
+                s.shutdownOutput();
+                assertEquals(0, s.getInputStream().readAllBytes().length);
+            }
+            assertEquals(1, functionCount(registry, MeteredTransferEngine.REJECTED_REQUESTS, "server", "handshake"));
+            assertEquals(0, functionCount(registry, MeteredTransferEngine.CAP_REFUSALS, "cap", "segments"));
+            assertEquals(0, functionCount(registry, MeteredTransferEngine.UNROUTABLE_SLICES));
+        }
+    }
+
+    @Test
+    void anEngineThatCountsNothingReadsZero() {
+        SimpleMeterRegistry registry = new SimpleMeterRegistry();
+        try (MeteredTransferEngine e = new MeteredTransferEngine(new ScriptedTransferEngine(), registry, Tags.empty())) {
+            assertEquals(0, functionCount(registry, MeteredTransferEngine.REJECTED_REQUESTS, "server", "data"));
+            assertEquals(0, functionCount(registry, MeteredTransferEngine.CLOSED_CONNECTIONS,
+                    "server", "handshake", "reason", "cap"));
+            assertEquals(0, functionCount(registry, MeteredTransferEngine.FALLBACK_SLICES));
+            assertEquals(EngineCounters.NONE, e.counters());
+        }
     }
 }

@@ -2,6 +2,7 @@ package io.mooncake4j.engine.internal;
 
 import io.mooncake4j.engine.BufferRegistry;
 import io.mooncake4j.engine.DeviceMemoryAccess;
+import io.mooncake4j.engine.EngineCounters;
 import io.mooncake4j.engine.ErrorCodes;
 import io.mooncake4j.engine.StatusCodes;
 import io.mooncake4j.engine.TransferEngine;
@@ -299,6 +300,24 @@ public class CoreEngine implements TransferEngine {
             }
         }
         return out;
+    }
+
+    /** {@inheritDoc} Sums the handshake server's, the peer table's, the router's and every transport's. */
+    @Override
+    public EngineCounters counters() {
+        HandshakeServer s = rpc;
+        Router r = router;
+        EngineCounters c = new EngineCounters(0, 0,
+                s == null ? 0 : s.rejectedConnections(),
+                s == null ? 0 : s.evictedConnections(),
+                s == null ? 0 : s.expiredConnections(),
+                peers.limitHits(), 0,
+                r == null ? 0 : r.fallbacks(),
+                r == null ? 0 : r.unroutable());
+        for (Transport t : transports) {
+            c = c.plus(t.counters());
+        }
+        return c;
     }
 
     /** Slices moved to another transport after a retryable failure, so far. */

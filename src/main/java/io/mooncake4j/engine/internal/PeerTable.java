@@ -53,6 +53,11 @@ final class PeerTable {
         this.opening = new SegmentOpenings(settings.handshake().clientRequestTimeoutMs() + 5_000L);
     }
 
+    /** {@code open} calls refused at {@link CoreSettings#maxSegments()} so far. */
+    long limitHits() {
+        return limitHits.get();
+    }
+
     /** The id of peer name {@code n} (normalised, not the own name), fetching its descriptor once; -1 on failure. */
     long open(String n) {
         Long id = ids.get(n);

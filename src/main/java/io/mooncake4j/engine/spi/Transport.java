@@ -1,6 +1,7 @@
 package io.mooncake4j.engine.spi;
 
 import io.mooncake4j.engine.DeviceMemoryAccess;
+import io.mooncake4j.engine.EngineCounters;
 import io.mooncake4j.engine.internal.TaskBatch;
 
 import java.util.List;
@@ -71,6 +72,16 @@ public interface Transport {
 
     /** Drops per-peer state for {@code peer} (its descriptor is being refreshed, or the engine forgets it). */
     default void forget(RemoteSegment peer) {}
+
+    /**
+     * What this transport itself refused or dropped so far (its servers' rejections, its peer
+     * cap); the engine core adds its own counts and sums over its transports. Any thread.
+     *
+     * @return the transport's counts; {@link EngineCounters#NONE} by default
+     */
+    default EngineCounters counters() {
+        return EngineCounters.NONE;
+    }
 
     /**
      * Returns once none of this transport's threads touches the memory of {@code batch}, which

@@ -2,6 +2,7 @@ package io.mooncake4j.engine.tcp;
 
 import io.mooncake4j.engine.BufferRegistry.Buffer;
 import io.mooncake4j.engine.DeviceMemoryAccess;
+import io.mooncake4j.engine.EngineCounters;
 import io.mooncake4j.engine.ErrorCodes;
 import io.mooncake4j.engine.handshake.SegmentDescriptor;
 import io.mooncake4j.engine.internal.CoreSettings;
@@ -463,6 +464,12 @@ public final class TcpTransport implements Transport {
     long rejectedDataRequests() {
         TcpDataServer d = data;
         return d == null ? 0 : d.rejectedRequests();
+    }
+
+    @Override
+    public EngineCounters counters() {
+        return new EngineCounters(rejectedDataRequests(), idleClosedDataSessions(), 0, 0, 0, 0,
+                peerLimitHits.get(), 0, 0);
     }
 
     int openDataSessions() {

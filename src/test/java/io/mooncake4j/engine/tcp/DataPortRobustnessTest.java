@@ -89,6 +89,7 @@ class DataPortRobustnessTest {
         assertArrayEquals(TcpWire.status(TcpWire.STATUS_ADDR_REJECTED), got);
         assertUntouched();
         assertEquals(rejectedBefore + 1, engine.rejectedDataRequests());
+        assertEquals(engine.rejectedDataRequests(), engine.counters().rejectedDataRequests());
     }
 
     @Test

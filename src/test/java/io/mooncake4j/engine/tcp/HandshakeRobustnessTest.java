@@ -119,10 +119,12 @@ class HandshakeRobustnessTest {
             hex("0400000000000000 80 7B7D0A"),                // type byte 0x80
             hex("0400000000000000 FF 7B7D0A"),                // type byte 0xFF
         };
+        long before = engine.counters().rejectedHandshakes();
         for (byte[] b : bad) {
             assertEquals(0, exchange(b).length, HexFormat.of().formatHex(b));
             assertEquals(0, engine.sendProbe(engine.getLocalSegmentName()), "still serving");
         }
+        assertEquals(before + bad.length, engine.counters().rejectedHandshakes(), "each dropped connection counted");
     }
 
     @Test

@@ -174,7 +174,10 @@ class PeerIdentityAndLimitsTest {
         int port = target.getRpcPort();
         assertTrue(initiator.openSegment("127.0.0.1:" + port) > 0);
         assertTrue(initiator.openSegment("localhost:" + port) > 0);
+        assertEquals(0, initiator.counters().segmentLimitHits());
         assertEquals(-1, initiator.openSegment("127.1:" + port), "a third name is refused");
+        assertEquals(1, initiator.counters().segmentLimitHits(), "the refusal is counted");
         assertTrue(initiator.openSegment("localhost:" + port) > 0, "known names still open");
+        assertEquals(1, initiator.counters().segmentLimitHits());
     }
 }
