@@ -1,5 +1,11 @@
 package io.mooncake4j.engine.internal;
 
+// Over 800 lines: this is the whole TransferEngine API of the core (initialize and close order,
+// registration against every transport, segment opening, batches, the sync calls, notifies,
+// counters); each entry point is short and the helpers it delegates to (Router, PeerTable,
+// CoreBatch, HandshakeService) already live in their own files. Splitting the API itself would
+// spread the one lock order (registry, then transports) over several classes.
+
 import io.mooncake4j.engine.BufferRegistry;
 import io.mooncake4j.engine.DeviceMemoryAccess;
 import io.mooncake4j.engine.EngineCounters;

@@ -1,5 +1,10 @@
 package io.mooncake4j.engine.tcp;
 
+// Over 800 lines: the data port's server is one connection state machine (accept, busy sessions
+// on non-blocking sockets and their per-buffer selectors, the idle selector, the reaper, caps,
+// unregistration, GPU staging) whose parts hand one connection between them; the invariants
+// (a connection holds a thread or a buffer only while busy) are easier to keep in one file.
+
 import io.mooncake4j.engine.BufferRegistry.Buffer;
 import io.mooncake4j.engine.handshake.HandshakeConfig;
 import io.mooncake4j.engine.handshake.PortBinder;
