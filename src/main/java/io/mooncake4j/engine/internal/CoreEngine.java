@@ -4,7 +4,7 @@ package io.mooncake4j.engine.internal;
 // registration against every transport, segment opening, batches, the sync calls, notifies,
 // counters); each entry point is short and the helpers it delegates to (Router, PeerTable,
 // CoreBatch, HandshakeService) already live in their own files. Splitting the API itself would
-// spread the one lock order (registry, then transports) over several classes.
+// spread the initialize and close ordering (transports drained before tasks fail) over classes.
 
 import io.mooncake4j.engine.BufferRegistry;
 import io.mooncake4j.engine.DeviceMemoryAccess;
