@@ -199,7 +199,7 @@ final class DemoCommand implements CliCommand {
         if (!by.isEmpty()) {
             StringBuilder b = new StringBuilder();
             by.forEach((k, v) -> b.append(b.isEmpty() ? "" : ", ")
-                    .append(String.format(Locale.ROOT, "%s %.2f GiB", k, v / (double) (1L << 30))));
+                    .append(k).append(' ').append(io.mooncake4j.internal.sys.Bytes.human(v)));
             extra.put("KV by transport", b + " (handed to each by the engines, P's writes)");
         }
         r.print(out, extra);

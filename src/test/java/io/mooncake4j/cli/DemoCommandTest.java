@@ -95,6 +95,29 @@ class DemoCommandTest {
     }
 
     @Test
+    void engineAutoMovesTheKvOverShmBetweenTheTwoEnginesOfThisJvm() throws Exception {
+        // real engines (the core with every transport that runs here) over shareable KV memory:
+        // the same-machine shm transport must carry P's writes, and every byte still verifies at D
+        ByteArrayOutputStream buf = new ByteArrayOutputStream();
+        int code;
+        try (io.mooncake4j.testlog.LogCapture logs = io.mooncake4j.testlog.LogCapture.start("io.mooncake4j");
+             PrintStream out = new PrintStream(buf, true, StandardCharsets.UTF_8)) {
+            code = new DemoCommand().run(Flags.parse(List.of("--model", "tiny", "--requests", "4",
+                    "--prompt-tokens", "64", "--engine", "auto", "--num-blocks", "16", "--timeout", "40")), out, out);
+        }
+        String text = buf.toString(StandardCharsets.UTF_8);
+        assertEquals(0, code, text);
+        assertTrue(text.contains("OK: every byte verified"), text);
+        java.util.regex.Matcher moved = java.util.regex.Pattern.compile("KV bytes moved +\\S+ \\S+ \\((\\d+) bytes\\)")
+                .matcher(text);
+        assertTrue(moved.find(), text);
+        assertTrue(Long.parseLong(moved.group(1)) > 0, text);
+        java.util.regex.Matcher m = java.util.regex.Pattern.compile("KV by transport +shm ([^,]+), tcp 0 B").matcher(text);
+        assertTrue(m.find(), "P's writes all went over shm: " + text);
+        assertTrue(!m.group(1).equals("0 B"), text);
+    }
+
+    @Test
     void shouldPrintTheTableAndExitZeroWhenEverythingVerified() throws Exception {
         LoopbackHub hub = new LoopbackHub();
         ByteArrayOutputStream buf = new ByteArrayOutputStream();
