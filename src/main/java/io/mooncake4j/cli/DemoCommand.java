@@ -150,7 +150,7 @@ final class DemoCommand implements CliCommand {
         if (processes) {
             if (o.onGpu() || !o.protocol().equals("tcp") || o.numBlocks() != 0) {
                 throw new Flags.UsageException("--processes runs serve nodes over TCP with KV in host memory; "
-                        + "it takes no --device cuda, --protocol mock or --num-blocks");
+                        + "it takes no --device cuda, --num-blocks, and no --protocol but tcp");
             }
             try {
                 return ProcessDemo.run(o, warmup, out, err);
