@@ -54,8 +54,13 @@ import zmq.msg.MsgAllocator;
  * afresh. So when a DEALER has not completed its handshake after {@link #NUDGE_AFTER_MS}, this
  * class "nudges" the context's I/O thread by binding and closing a throwaway socket on
  * {@code 127.0.0.1}, which heals every lost registration on it without touching the pull's
- * connection ({@link #pollerNudges()}). As a last resort, when no handshake is seen within three
- * handshake timeouts (times the attempt number), the DEALER is closed and the request sent again
+ * connection ({@link #pollerNudges()}). The loss can also strike after the greetings: JeroMQ
+ * reports {@code HANDSHAKE_PROTOCOL} (and cancels its own handshake timer) once the peer's greeting
+ * is read, while the rest of ours, the READY exchange and the request still wait for that
+ * registration; so the nudges go on, backing off, until the pull's first answer is read (without
+ * them such a pull hung, unnoticed, until its receive deadline). As a last resort, when no
+ * handshake is seen within three handshake timeouts (times the attempt number), the DEALER is
+ * closed and the request sent again
  * on a fresh one; the request cannot have reached P before the handshake, so resending is safe.
  *
  * <p><b>A disconnect after the handshake</b> (issue 9, "no write after abandonment"): the ROUTER
@@ -90,7 +95,7 @@ final class PullChannels implements AutoCloseable {
     static final long NO_RECONNECT_MS = 2_000;
     static final long PROBE_TIMEOUT_MS = 2_000;
     private static final AtomicLong PROBE_IDS = new AtomicLong();
-    /** A DEALER without a handshake after this long makes the loop nudge JeroMQ's I/O thread. */
+    /** A DEALER without a handshake (or, later, an answer) after this long makes the loop nudge JeroMQ's I/O thread. */
     static final long NUDGE_AFTER_MS = 100;
     /** Nudges for one DEALER back off (doubling) up to this interval: an unreachable P costs little. */
     static final long NUDGE_MAX_INTERVAL_MS = 1_600;
@@ -114,7 +119,8 @@ final class PullChannels implements AutoCloseable {
         final Listener listener;
         ZMQ.Socket dealer;
         ZMQ.Socket monitor;
-        boolean handshaken;
+        boolean handshaken; // JeroMQ's HANDSHAKE_PROTOCOL (greetings exchanged) or an answer was read
+        boolean answered; // a response of this pull was read
         long handshakeDeadline;
         long nudgeAt;
         long nudgeDelayMs;
@@ -389,6 +395,8 @@ final class PullChannels implements AutoCloseable {
             pull.monitor = reuse.monitor();
             pull.handshaken = true;
             pull.attempts = 1;
+            pull.nudgeDelayMs = NUDGE_AFTER_MS;
+            pull.nudgeAt = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(NUDGE_AFTER_MS);
             WaveTrace.mark(WaveTrace.Point.D_PULL_SENT);
             if (pull.dealer.send(pull.payload, ZMQ.DONTWAIT)) {
                 active.add(pull);
@@ -454,6 +462,11 @@ final class PullChannels implements AutoCloseable {
                             + "pull is lost; the pull fails at its receive deadline (P starts no write after it)",
                             pull.address);
                 }
+                if (!pull.handshaken) {
+                    // the READY exchange is still ahead and JeroMQ just cancelled its handshake timer
+                    pull.nudgeDelayMs = NUDGE_AFTER_MS;
+                    pull.nudgeAt = now + TimeUnit.MILLISECONDS.toNanos(NUDGE_AFTER_MS);
+                }
                 pull.handshaken = true;
             } else if (e == ZMonitor.Event.DISCONNECTED && !pull.handshaken) {
                 handshakeReconnects.increment(); // JeroMQ's handshake timer dropped a stuck connection; it reconnects
@@ -501,7 +514,7 @@ final class PullChannels implements AutoCloseable {
                 return false;
             }
         }
-        if (!pull.handshaken && !pull.disconnected && now - pull.nudgeAt > 0) {
+        if (!pull.answered && !pull.disconnected && now - pull.nudgeAt > 0) {
             pull.nudgeDelayMs = Math.min(NUDGE_MAX_INTERVAL_MS, 2 * pull.nudgeDelayMs);
             pull.nudgeAt = now + TimeUnit.MILLISECONDS.toNanos(pull.nudgeDelayMs);
             nudge(now);
@@ -536,6 +549,7 @@ final class PullChannels implements AutoCloseable {
         while ((msg = pull.dealer.recv(ZMQ.DONTWAIT)) != null) {
             WaveTrace.mark(WaveTrace.Point.D_RESPONSE_READ);
             pull.handshaken = true;
+            pull.answered = true;
             pull.receiveDeadline = System.nanoTime() + receiveTimeoutNanos;
             MooncakeXferResponse resp;
             try {
