@@ -343,6 +343,12 @@ final class KvReceiver implements AutoCloseable {
             if (pm == null || pm.failed()) {
                 continue;
             }
+            if (pm.pullTasksTotal() > 0 && pm.pullTasksCount() <= 0) {
+                // every pull of it already succeeded and its finish was reported: a later failure of
+                // the same connection (P died before answering the pull's other requests) is not its
+                // failure; reporting it again would finish it twice and mark blocks it no longer owns
+                continue;
+            }
             pm.setFailed(true);
             failed.add(reqId);
             stats.recordFailedRecv();

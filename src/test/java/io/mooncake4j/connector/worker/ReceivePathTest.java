@@ -117,6 +117,38 @@ class ReceivePathTest {
     }
 
     @Test
+    void aRequestAlreadyLoadedIsNotFailedWhenPDiesBeforeAnsweringTheRestOfItsPull() {
+        // one pull carries d1 and d2; P answers d1 (CONTINUE) and dies before d2: d1 finished loaded,
+        // d2 failed, and only d2's block is reported (found by scripts/multihost.sh: d1 finished a second
+        // time and its block, reused by a later request, failed that request)
+        try (PdTestbed bed = new PdTestbed().abortTimeout(Duration.ofSeconds(30));
+             MooncakeBootstrapServer boot = new MooncakeBootstrapServer("127.0.0.1", 0);
+             ZContext ctx = new ZContext()) {
+            ZMQ.Socket router = ctx.createSocket(SocketType.ROUTER);
+            router.setLinger(0);
+            int port = router.bindToRandomPort("tcp://127.0.0.1");
+            boot.start();
+            register(boot, "Q", 0, "tcp://127.0.0.1:" + port);
+            PdTestbed.Node d = bed.consumer("D", 0, 1);
+            io.mooncake4j.connector.MooncakeConnectorMetadata m = pull("d1", "X1", "Q", url(boot), 3);
+            PdTestbed.addPull(m, "d2", "X2", "Q", url(boot), 4);
+            d.step(m);
+            byte[] identity = router.recv(0);
+            assertTrue(router.hasReceiveMore(), "D's request has a body frame");
+            router.recv(0); // D's metadata
+            router.sendMore(identity);
+            router.send(io.mooncake4j.connector.wire.MooncakeXferResponseCodec.encode(
+                    io.mooncake4j.connector.wire.MooncakeXferResponse.of(
+                            io.mooncake4j.connector.wire.MooncakeXferResponseStatus.CONTINUE, List.of("d1"), null, null)), 0);
+            bed.awaitAll(() -> d.finishedRecving.contains("d1"), Duration.ofSeconds(20), "d1 loaded");
+            assertEquals(Set.of(), d.blocksWithLoadErrors, "d1 loaded fine");
+            router.close(); // P dies with d2 unanswered; its port refuses the probe
+            bed.awaitAll(() -> d.finishedRecving.contains("d2"), Duration.ofSeconds(20), "d2 failed");
+            assertEquals(Set.of(4), d.blocksWithLoadErrors, "only d2's block failed");
+        }
+    }
+
+    @Test
     void producerKilledMidPullFailsTheLoadLongBeforeTheReceiveTimeout() {
         try (PdTestbed bed = new PdTestbed().abortTimeout(Duration.ofSeconds(30))) {
             PdTestbed.Node p = bed.producer("P", 0, 1, null);
