@@ -45,6 +45,16 @@ class ReceivePathTest {
         }
     }
 
+    /** A bare ROUTER standing in for P's side channel, registered at {@code boot} (started here) as {@code engineId}. */
+    private static ZMQ.Socket fakePrefill(ZContext ctx, MooncakeBootstrapServer boot, String engineId) {
+        ZMQ.Socket router = ctx.createSocket(SocketType.ROUTER);
+        router.setLinger(0);
+        int port = router.bindToRandomPort("tcp://127.0.0.1");
+        boot.start();
+        register(boot, engineId, 0, "tcp://127.0.0.1:" + port);
+        return router;
+    }
+
     @Test
     void unreachableBootstrapServerFailsTheLoadAndTheRequestStillFinishes() {
         MooncakeBootstrapServer gone = new MooncakeBootstrapServer("127.0.0.1", 0);
@@ -100,11 +110,7 @@ class ReceivePathTest {
         try (PdTestbed bed = new PdTestbed().abortTimeout(Duration.ofSeconds(1));
              MooncakeBootstrapServer boot = new MooncakeBootstrapServer("127.0.0.1", 0);
              ZContext ctx = new ZContext()) {
-            ZMQ.Socket router = ctx.createSocket(SocketType.ROUTER);
-            router.setLinger(0);
-            int port = router.bindToRandomPort("tcp://127.0.0.1");
-            boot.start();
-            register(boot, "Q", 0, "tcp://127.0.0.1:" + port);
+            ZMQ.Socket router = fakePrefill(ctx, boot, "Q");
             PdTestbed.Node d = bed.node(KvRole.KV_CONSUMER, "D", 0, 1, null,
                     b -> b.receiveTimeoutMargin(Duration.ofMillis(500)));
             long t0 = System.nanoTime();
@@ -124,11 +130,7 @@ class ReceivePathTest {
         try (PdTestbed bed = new PdTestbed().abortTimeout(Duration.ofSeconds(30));
              MooncakeBootstrapServer boot = new MooncakeBootstrapServer("127.0.0.1", 0);
              ZContext ctx = new ZContext()) {
-            ZMQ.Socket router = ctx.createSocket(SocketType.ROUTER);
-            router.setLinger(0);
-            int port = router.bindToRandomPort("tcp://127.0.0.1");
-            boot.start();
-            register(boot, "Q", 0, "tcp://127.0.0.1:" + port);
+            ZMQ.Socket router = fakePrefill(ctx, boot, "Q");
             PdTestbed.Node d = bed.consumer("D", 0, 1);
             io.mooncake4j.connector.MooncakeConnectorMetadata m = pull("d1", "X1", "Q", url(boot), 3);
             PdTestbed.addPull(m, "d2", "X2", "Q", url(boot), 4);
