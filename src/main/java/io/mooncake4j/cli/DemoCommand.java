@@ -1,17 +1,25 @@
 package io.mooncake4j.cli;
 
+import io.mooncake4j.engine.TransferEngine;
+import io.mooncake4j.engine.TransferEngines;
+import io.mooncake4j.engine.internal.CoreEngine;
+import io.mooncake4j.internal.sys.Bytes;
 import io.mooncake4j.memory.DeviceMemory;
 import io.mooncake4j.memory.ModelPreset;
 import io.mooncake4j.memory.cuda.CudaDeviceMemory;
 import io.mooncake4j.sim.ConnectorSimWorker;
 import io.mooncake4j.sim.DemoRunner;
+import io.mooncake4j.sim.SimEngine;
 
 import java.io.PrintStream;
 import java.time.Duration;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
+import java.util.concurrent.CopyOnWriteArrayList;
 
 /**
  * {@code bin/mooncake4j demo}: a bootstrap server, a P engine and a D engine on loopback in this
@@ -37,23 +45,22 @@ final class DemoCommand implements CliCommand {
 
     /** Real engines of the requested kind, remembered so the table can say which transport moved the KV. */
     private static final class EngineTally implements DemoRunner.Workers {
-        private final java.util.List<io.mooncake4j.engine.TransferEngine> engines =
-                new java.util.concurrent.CopyOnWriteArrayList<>();
+        private final List<TransferEngine> engines = new CopyOnWriteArrayList<>();
 
         @Override
-        public io.mooncake4j.sim.SimEngine.WorkerFactory factory(String protocol) {
+        public SimEngine.WorkerFactory factory(String protocol) {
             return ConnectorSimWorker.factory(cfg -> {
-                io.mooncake4j.engine.TransferEngine e = io.mooncake4j.engine.TransferEngines.create(protocol);
+                TransferEngine e = TransferEngines.create(protocol);
                 engines.add(e);
                 return e;
             });
         }
 
         /** Bytes per transport summed over the engines made since the last call (P's engines move the KV). */
-        java.util.Map<String, Long> drain() {
-            java.util.Map<String, Long> sum = new java.util.LinkedHashMap<>();
-            for (io.mooncake4j.engine.TransferEngine e : engines) {
-                if (e instanceof io.mooncake4j.engine.internal.CoreEngine c) {
+        Map<String, Long> drain() {
+            Map<String, Long> sum = new LinkedHashMap<>();
+            for (TransferEngine e : engines) {
+                if (e instanceof CoreEngine c) {
                     c.bytesByTransport().forEach((k, v) -> sum.merge(k, v, Long::sum));
                 }
             }
@@ -176,9 +183,6 @@ final class DemoCommand implements CliCommand {
                 }
             }
         }
-        if (tally != null) {
-            tally.drain();
-        }
         if (warmup > 0) {
             DemoRunner.Report w = DemoRunner.run(withRequests(o, warmup), workers,
                     new PrintStream(java.io.OutputStream.nullOutputStream(), true, java.nio.charset.StandardCharsets.UTF_8),
@@ -194,12 +198,12 @@ final class DemoCommand implements CliCommand {
             tally.drain(); // the warm-up's engines are closed; count the measured run only
         }
         DemoRunner.Report r = DemoRunner.run(o, workers, out, deviceMemory);
-        java.util.Map<String, String> extra = new java.util.LinkedHashMap<>();
-        java.util.Map<String, Long> by = tally == null ? java.util.Map.of() : tally.drain();
+        Map<String, String> extra = new LinkedHashMap<>();
+        Map<String, Long> by = tally == null ? Map.of() : tally.drain();
         if (!by.isEmpty()) {
             StringBuilder b = new StringBuilder();
             by.forEach((k, v) -> b.append(b.isEmpty() ? "" : ", ")
-                    .append(k).append(' ').append(io.mooncake4j.internal.sys.Bytes.human(v)));
+                    .append(k).append(' ').append(Bytes.human(v)));
             extra.put("KV by transport", b + " (handed to each by the engines, P's writes)");
         }
         r.print(out, extra);

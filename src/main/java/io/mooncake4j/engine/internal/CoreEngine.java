@@ -296,9 +296,9 @@ public class CoreEngine implements TransferEngine {
      *
      * @return transport name to bytes
      */
-    public java.util.Map<String, Long> bytesByTransport() {
+    public Map<String, Long> bytesByTransport() {
         Router r = router;
-        java.util.Map<String, Long> out = new java.util.LinkedHashMap<>();
+        Map<String, Long> out = new LinkedHashMap<>();
         Transport[] ts = transports;
         if (r != null && r.size() == ts.length) {
             for (int t = 0; t < ts.length; t++) {
