@@ -63,7 +63,7 @@ public final class FinishLatencyProbe {
                 String t = "X" + i;
                 p.step(announce("p" + i, t));
                 p.step(finished("p" + i, t, 1));
-                java.util.Map<String, long[]> before = sched && i >= 0 ? schedstat() : null;
+                java.util.Map<String, long[]> before = sched && i >= 0 ? ThreadSchedStats.snapshot() : null;
                 d.step(pull("d" + i, t, "P", p.bootstrapUrl(), 2));
                 long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
                 while (!d.worker.getFinished().finishedRecving().contains("d" + i)) {
@@ -90,7 +90,7 @@ public final class FinishLatencyProbe {
                     pt[pt.length - 1] = seen;
                     points[i] = pt;
                     if (sched) {
-                        schedDelta[i] = schedDiff(before, schedstat());
+                        schedDelta[i] = ThreadSchedStats.notable(ThreadSchedStats.diff(before, ThreadSchedStats.snapshot()));
                     }
                 }
                 // P's own get_finished, so that its sent set does not grow (P answered before recording it)
@@ -187,42 +187,6 @@ public final class FinishLatencyProbe {
             }
             System.out.println(line);
         }
-    }
-
-    /**
-     * Every thread of this process: {@code tid/name} to {run time, run-queue wait} in ns, from
-     * Linux's {@code /proc/self/task/<tid>/schedstat} (empty elsewhere).
-     */
-    private static java.util.Map<String, long[]> schedstat() {
-        java.util.Map<String, long[]> out = new java.util.HashMap<>();
-        java.io.File[] tasks = new java.io.File("/proc/self/task").listFiles();
-        if (tasks == null) {
-            return out;
-        }
-        for (java.io.File task : tasks) {
-            try {
-                String comm = java.nio.file.Files.readString(task.toPath().resolve("comm")).strip();
-                String[] f = java.nio.file.Files.readString(task.toPath().resolve("schedstat")).strip().split(" ");
-                out.put(task.getName() + "/" + comm, new long[] {Long.parseLong(f[0]), Long.parseLong(f[1])});
-            } catch (java.io.IOException | RuntimeException e) {
-                // the thread ended meanwhile
-            }
-        }
-        return out;
-    }
-
-    /** The threads whose run-queue wait grew by 0.2 ms or more between two snapshots: name=wait/ran µs. */
-    private static String schedDiff(java.util.Map<String, long[]> before, java.util.Map<String, long[]> after) {
-        StringBuilder sb = new StringBuilder("waited/ran us:");
-        after.forEach((k, a) -> {
-            long[] b = before.getOrDefault(k, new long[2]);
-            long waited = a[1] - b[1];
-            long ran = a[0] - b[0];
-            if (waited >= 200_000 || ran >= 1_000_000) {
-                sb.append(' ').append(k).append('=').append(waited / 1000).append('/').append(ran / 1000);
-            }
-        });
-        return sb.toString();
     }
 
     private static void print(String what, int n, long[] lat) {
