@@ -58,7 +58,10 @@ import zmq.msg.MsgAllocator;
  * reports {@code HANDSHAKE_PROTOCOL} (and cancels its own handshake timer) once the peer's greeting
  * is read, while the rest of ours, the READY exchange and the request still wait for that
  * registration; so the nudges go on, backing off, until the pull's first answer is read (without
- * them such a pull hung, unnoticed, until its receive deadline). As a last resort, when no
+ * them such a pull hung, unnoticed, until its receive deadline). A pull on a reused connection
+ * (one that already carried an answer, see {@link #release}) is not nudged: the loss strikes only
+ * when a connection's handles are swapped at connect time, and each nudge (a socket bound and
+ * closed) costs JeroMQ's I/O and reaper threads CPU while a long write runs (issue 13). As a last resort, when no
  * handshake is seen within three handshake timeouts (times the attempt number), the DEALER is
  * closed and the request sent again
  * on a fresh one; the request cannot have reached P before the handshake, so resending is safe.
@@ -121,6 +124,7 @@ final class PullChannels implements AutoCloseable {
         ZMQ.Socket monitor;
         boolean handshaken; // JeroMQ's HANDSHAKE_PROTOCOL (greetings exchanged) or an answer was read
         boolean answered; // a response of this pull was read
+        boolean reused; // on an idle connection that carried an answer before: its registration works, no nudges
         long handshakeDeadline;
         long nudgeAt;
         long nudgeDelayMs;
@@ -392,6 +396,7 @@ final class PullChannels implements AutoCloseable {
             pull.dealer = reuse.dealer();
             pull.monitor = reuse.monitor();
             pull.handshaken = true;
+            pull.reused = true;
             pull.attempts = 1;
             pull.nudgeDelayMs = NUDGE_AFTER_MS;
             pull.nudgeAt = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(NUDGE_AFTER_MS);
@@ -417,6 +422,7 @@ final class PullChannels implements AutoCloseable {
         connectionsOpened.increment();
         pull.attempts++;
         pull.handshaken = false;
+        pull.reused = false;
         // Attempt n lets JeroMQ's own handshake timer drop a stuck connection after n handshake
         // timeouts and reconnect (the request stays queued in the socket: nothing is written before
         // the handshake); this socket is replaced only if that did not help within three times as
@@ -512,7 +518,7 @@ final class PullChannels implements AutoCloseable {
                 return false;
             }
         }
-        if (!pull.answered && !pull.disconnected && now - pull.nudgeAt > 0) {
+        if (!pull.answered && !pull.reused && !pull.disconnected && now - pull.nudgeAt > 0) {
             pull.nudgeDelayMs = Math.min(NUDGE_MAX_INTERVAL_MS, 2 * pull.nudgeDelayMs);
             pull.nudgeAt = now + TimeUnit.MILLISECONDS.toNanos(pull.nudgeDelayMs);
             nudge(now);

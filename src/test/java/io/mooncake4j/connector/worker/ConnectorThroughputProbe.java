@@ -159,7 +159,8 @@ public final class ConnectorThroughputProbe {
             }
             System.out.println("D connections: " + d.worker.diagnostics().dealerConnections() + ", handshake retries: "
                     + d.worker.diagnostics().handshakeRetries() + ", reconnects: "
-                    + d.worker.diagnostics().handshakeReconnects());
+                    + d.worker.diagnostics().handshakeReconnects() + ", poller nudges: "
+                    + d.worker.receiverOrNull().channels().pollerNudges());
             System.out.println("stats: " + p.worker.getKvConnectorStats().map(MooncakeKvConnectorStats::reduce));
         }
     }
