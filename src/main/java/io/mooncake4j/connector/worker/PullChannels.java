@@ -61,10 +61,10 @@ import zmq.msg.MsgAllocator;
  * them such a pull hung, unnoticed, until its receive deadline). A pull on a reused connection
  * (one that already carried an answer, see {@link #release}) is not nudged: the loss strikes only
  * when a connection's handles are swapped at connect time, and each nudge (a socket bound and
- * closed) costs JeroMQ's I/O and reaper threads CPU while a long write runs (issue 13). As a last resort, when no
- * handshake is seen within three handshake timeouts (times the attempt number), the DEALER is
- * closed and the request sent again
- * on a fresh one; the request cannot have reached P before the handshake, so resending is safe.
+ * closed) costs JeroMQ's I/O and reaper threads CPU while a long write runs (issue 13). As a last
+ * resort, when no handshake is seen within three handshake timeouts (times the attempt number),
+ * the DEALER is closed and the request sent again on a fresh one; the request cannot have reached
+ * P before the handshake, so resending is safe.
  *
  * <p><b>A disconnect after the handshake</b> (issue 9, "no write after abandonment"): the ROUTER
  * gives a reconnecting peer a new identity, so the answer is lost; but whether P can still write
