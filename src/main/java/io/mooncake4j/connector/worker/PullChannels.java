@@ -58,10 +58,13 @@ import zmq.msg.MsgAllocator;
  * reports {@code HANDSHAKE_PROTOCOL} (and cancels its own handshake timer) once the peer's greeting
  * is read, while the rest of ours, the READY exchange and the request still wait for that
  * registration; so the nudges go on, backing off, until the pull's first answer is read (without
- * them such a pull hung, unnoticed, until its receive deadline). As a last resort, when no
- * handshake is seen within three handshake timeouts (times the attempt number), the DEALER is
- * closed and the request sent again
- * on a fresh one; the request cannot have reached P before the handshake, so resending is safe.
+ * them such a pull hung, unnoticed, until its receive deadline). A pull on a reused connection
+ * (one that already carried an answer, see {@link #release}) is not nudged: the loss strikes only
+ * when a connection's handles are swapped at connect time, and each nudge (a socket bound and
+ * closed) costs JeroMQ's I/O and reaper threads CPU while a long write runs (issue 13). As a last
+ * resort, when no handshake is seen within three handshake timeouts (times the attempt number),
+ * the DEALER is closed and the request sent again on a fresh one; the request cannot have reached
+ * P before the handshake, so resending is safe.
  *
  * <p><b>A disconnect after the handshake</b> (issue 9, "no write after abandonment"): the ROUTER
  * gives a reconnecting peer a new identity, so the answer is lost; but whether P can still write
@@ -121,6 +124,7 @@ final class PullChannels implements AutoCloseable {
         ZMQ.Socket monitor;
         boolean handshaken; // JeroMQ's HANDSHAKE_PROTOCOL (greetings exchanged) or an answer was read
         boolean answered; // a response of this pull was read
+        boolean reused; // on an idle connection that carried an answer before: its registration works, no nudges
         long handshakeDeadline;
         long nudgeAt;
         long nudgeDelayMs;
@@ -282,28 +286,26 @@ final class PullChannels implements AutoCloseable {
     private void run() {
         try {
             while (running) {
-                ZMQ.Poller poller = context.poller(16);
-                try {
-                    serve(poller);
-                } catch (RuntimeException | Error e) {
-                    if (!running) {
-                        break;
+                try (SocketWaiter poller = new SocketWaiter()) {
+                    try {
+                        serve(poller);
+                    } catch (RuntimeException | Error e) {
+                        if (!running) {
+                            break;
+                        }
+                        health.died(thread.getName() + " (D side-channel I/O)", e, true);
+                        abandonAll(poller, "the Mooncake pull I/O thread failed: " + e, true);
+                        health.recovered(thread.getName());
                     }
-                    health.died(thread.getName() + " (D side-channel I/O)", e, true);
-                    abandonAll(poller, "the Mooncake pull I/O thread failed: " + e, true);
-                    health.recovered(thread.getName());
-                }
-                Throwable dead = ioThreadDeath;
-                if (dead != null && running) {
-                    ioThreadDeath = null;
-                    health.died("JeroMQ I/O thread of D's side channel", dead, true);
-                    abandonAll(poller, "the JeroMQ I/O thread of the Mooncake receiver died: " + dead, false);
-                    poller.close();
-                    // the dead context cannot be terminated (its I/O thread would never acknowledge); drop it
-                    context = newContext();
-                    health.recovered("JeroMQ I/O thread of D's side channel");
-                } else {
-                    poller.close();
+                    Throwable dead = ioThreadDeath;
+                    if (dead != null && running) {
+                        ioThreadDeath = null;
+                        health.died("JeroMQ I/O thread of D's side channel", dead, true);
+                        abandonAll(poller, "the JeroMQ I/O thread of the Mooncake receiver died: " + dead, false);
+                        // the dead context cannot be terminated (its I/O thread would never acknowledge); drop it
+                        context = newContext();
+                        health.recovered("JeroMQ I/O thread of D's side channel");
+                    }
                 }
             }
         } finally {
@@ -317,7 +319,7 @@ final class PullChannels implements AutoCloseable {
     }
 
     /** Fails every pull in flight and forgets every connection; closes the sockets when {@code close}. */
-    private void abandonAll(ZMQ.Poller poller, String reason, boolean close) {
+    private void abandonAll(SocketWaiter poller, String reason, boolean close) {
         for (Pull pull : active) {
             if (close) {
                 closeSockets(pull, poller);
@@ -337,8 +339,8 @@ final class PullChannels implements AutoCloseable {
     }
 
     /** The loop on one context; returns when stopping or when the context's I/O thread died. */
-    private void serve(ZMQ.Poller poller) {
-        poller.register(wakePipe.source(), ZMQ.Poller.POLLIN);
+    private void serve(SocketWaiter poller) {
+        poller.register(wakePipe.source());
         ByteBuffer drain = ByteBuffer.allocate(64);
         while (running && ioThreadDeath == null) {
             try {
@@ -348,7 +350,7 @@ final class PullChannels implements AutoCloseable {
                     throw fault;
                 }
                 long waitMs = MAX_POLL_MS;
-                poller.poll(waitMs);
+                poller.await(waitMs);
                 wakePending.set(false);
                 drain.clear();
                 while (wakePipe.source().read(drain) > 0) {
@@ -379,7 +381,7 @@ final class PullChannels implements AutoCloseable {
         }
     }
 
-    private void start(Pull pull, ZMQ.Poller poller) {
+    private void start(Pull pull, SocketWaiter poller) {
         pullsStarted.increment();
         pull.receiveDeadline = System.nanoTime() + receiveTimeoutNanos;
         ArrayDeque<Idle> pool = idle.get(pull.address);
@@ -394,6 +396,7 @@ final class PullChannels implements AutoCloseable {
             pull.dealer = reuse.dealer();
             pull.monitor = reuse.monitor();
             pull.handshaken = true;
+            pull.reused = true;
             pull.attempts = 1;
             pull.nudgeDelayMs = NUDGE_AFTER_MS;
             pull.nudgeAt = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(NUDGE_AFTER_MS);
@@ -415,10 +418,11 @@ final class PullChannels implements AutoCloseable {
         }
     }
 
-    private void open(Pull pull, ZMQ.Poller poller) {
+    private void open(Pull pull, SocketWaiter poller) {
         connectionsOpened.increment();
         pull.attempts++;
         pull.handshaken = false;
+        pull.reused = false;
         // Attempt n lets JeroMQ's own handshake timer drop a stuck connection after n handshake
         // timeouts and reconnect (the request stays queued in the socket: nothing is written before
         // the handshake); this socket is replaced only if that did not help within three times as
@@ -442,8 +446,8 @@ final class PullChannels implements AutoCloseable {
         pull.monitor = monitor;
         monitor.setLinger(0);
         monitor.connect(monitorAddr);
-        poller.register(dealer, ZMQ.Poller.POLLIN);
-        poller.register(monitor, ZMQ.Poller.POLLIN);
+        poller.register(dealer);
+        poller.register(monitor);
         dealer.connect(pull.address);
         WaveTrace.mark(WaveTrace.Point.D_PULL_SENT);
         if (!dealer.send(pull.payload, ZMQ.DONTWAIT)) {
@@ -452,7 +456,7 @@ final class PullChannels implements AutoCloseable {
     }
 
     /** Reads what arrived and checks deadlines; false when the pull is over (sockets closed). */
-    private boolean service(Pull pull, long now, ZMQ.Poller poller) {
+    private boolean service(Pull pull, long now, SocketWaiter poller) {
         ZEvent ev;
         while ((ev = ZEvent.recv(pull.monitor, ZMQ.DONTWAIT)) != null) {
             ZMonitor.Event e = ev.getEvent();
@@ -514,7 +518,7 @@ final class PullChannels implements AutoCloseable {
                 return false;
             }
         }
-        if (!pull.answered && !pull.disconnected && now - pull.nudgeAt > 0) {
+        if (!pull.answered && !pull.reused && !pull.disconnected && now - pull.nudgeAt > 0) {
             pull.nudgeDelayMs = Math.min(NUDGE_MAX_INTERVAL_MS, 2 * pull.nudgeDelayMs);
             pull.nudgeAt = now + TimeUnit.MILLISECONDS.toNanos(pull.nudgeDelayMs);
             nudge(now);
@@ -544,7 +548,7 @@ final class PullChannels implements AutoCloseable {
     }
 
     /** Reads every waiting response; false when the pull ended (FINISH/ERROR/undecodable). */
-    private boolean readResponses(Pull pull, ZMQ.Poller poller) {
+    private boolean readResponses(Pull pull, SocketWaiter poller) {
         byte[] msg;
         while ((msg = pull.dealer.recv(ZMQ.DONTWAIT)) != null) {
             WaveTrace.mark(WaveTrace.Point.D_RESPONSE_READ);
@@ -576,7 +580,7 @@ final class PullChannels implements AutoCloseable {
      * next pull to the same P worker (fewer new connections, hence fewer stuck handshakes); vLLM
      * opens a fresh DEALER per pull, which the P side cannot tell apart.
      */
-    private void release(Pull pull, ZMQ.Poller poller) {
+    private void release(Pull pull, SocketWaiter poller) {
         ArrayDeque<Idle> pool = idle.computeIfAbsent(pull.address, a -> new ArrayDeque<>());
         if (running && pool.size() < MAX_IDLE_PER_PEER) {
             pool.addLast(new Idle(pull.address, pull.dealer, pull.monitor));
@@ -627,7 +631,7 @@ final class PullChannels implements AutoCloseable {
     }
 
     /** Drops idle connections that disconnected or received something unexpected. */
-    private void serviceIdle(ZMQ.Poller poller) {
+    private void serviceIdle(SocketWaiter poller) {
         for (Iterator<ArrayDeque<Idle>> qi = idle.values().iterator(); qi.hasNext(); ) {
             ArrayDeque<Idle> q = qi.next();
             for (Iterator<Idle> it = q.iterator(); it.hasNext(); ) {
@@ -698,7 +702,7 @@ final class PullChannels implements AutoCloseable {
         return true;
     }
 
-    private static void closeIdle(Idle i, ZMQ.Poller poller) {
+    private static void closeIdle(Idle i, SocketWaiter poller) {
         if (poller != null) {
             poller.unregister(i.dealer());
             poller.unregister(i.monitor());
@@ -725,7 +729,7 @@ final class PullChannels implements AutoCloseable {
         }
     }
 
-    private static void closeSockets(Pull pull, ZMQ.Poller poller) {
+    private static void closeSockets(Pull pull, SocketWaiter poller) {
         if (pull.dealer != null) {
             if (poller != null) {
                 poller.unregister(pull.dealer);

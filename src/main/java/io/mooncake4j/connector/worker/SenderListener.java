@@ -35,7 +35,8 @@ import zmq.msg.MsgAllocator;
  * is the only thread that touches it. Received messages are handed to {@code mooncake-p-sender-0},
  * a single-thread executor that runs the {@link SideChannelHandler}. Replies from any thread go
  * into a {@link ConcurrentLinkedQueue}; the sender of a reply wakes the listener through a
- * {@link Pipe} registered with the ZMQ poller (a pipe write is thread-safe, a ZMQ socket is not).
+ * {@link Pipe} the listener waits on with the ROUTER ({@link SocketWaiter}; a pipe write is
+ * thread-safe, a ZMQ socket is not).
  *
  * <p>Unlike vLLM (spec §15 #6) nothing a peer sends ends the listener: a message with the wrong
  * frame count is counted and delivered, an exception in the handler or the loop is logged once
@@ -123,6 +124,7 @@ final class SenderListener implements AutoCloseable {
     private volatile boolean ioThreadDied;
     private final ZMQ.Context context;
     private final Pipe wakePipe;
+    private final ByteBuffer wakeDrain = ByteBuffer.allocate(64); // listener thread only
     private final Thread thread;
     private final ScheduledExecutorService senderLoop;
     // the sender loop's current thread (the pool replaces one that a task killed)
@@ -304,9 +306,9 @@ final class SenderListener implements AutoCloseable {
 
     /** The loop over one ROUTER; returns when stopping, throws what it cannot handle itself. */
     private void serve(ZMQ.Socket router) {
-        try (ZMQ.Poller poller = context.poller(2)) {
-            poller.register(router, ZMQ.Poller.POLLIN);
-            int wakeIdx = poller.register(wakePipe.source(), ZMQ.Poller.POLLIN);
+        try (SocketWaiter poller = new SocketWaiter()) { // not ZMQ.Poller: see SocketWaiter
+            poller.register(router);
+            poller.register(wakePipe.source());
             boolean moreInput = false;
             while (running) {
                 try {
@@ -315,10 +317,8 @@ final class SenderListener implements AutoCloseable {
                         injectedFault = null;
                         throw fault;
                     }
-                    poller.poll(moreInput ? 0 : POLL_MS);
-                    if (poller.pollin(wakeIdx)) {
-                        drainWakePipe();
-                    }
+                    poller.await(moreInput ? 0 : POLL_MS);
+                    drainWakePipe(); // a non-blocking read: cheaper than asking which channel was ready
                     sendReplies(router);
                     // read whether or not the poller reported POLLIN: a ZMQ socket's readiness is
                     // edge-triggered, so a missed edge must not leave messages unread
@@ -332,6 +332,8 @@ final class SenderListener implements AutoCloseable {
                     loopError(e);
                 } catch (RuntimeException e) {
                     loopError(e);
+                } catch (IOException e) {
+                    loopError(new java.io.UncheckedIOException("waiting for the ROUTER failed", e));
                 }
             }
         }
@@ -344,7 +346,8 @@ final class SenderListener implements AutoCloseable {
 
     private void drainWakePipe() {
         wakePending.set(false); // before draining replies: a later waker writes again
-        ByteBuffer buf = ByteBuffer.allocate(64);
+        ByteBuffer buf = wakeDrain;
+        buf.clear();
         try {
             while (wakePipe.source().read(buf) > 0) {
                 buf.clear();

@@ -26,6 +26,8 @@
  *       load as soon as its {@code FINISH} is read; the bootstrap thread posts back to the receiver
  *       loop. The finished and load-error queues are thread-safe.</li>
  * </ul>
+ * The listener and {@code mooncake-d-io-0} wait on their sockets through {@code SocketWaiter}, not
+ * JeroMQ's {@code ZMQ.Poller}, which can spin a core for a scheduler tick (issue 13).
  * The worker does not own the {@link io.mooncake4j.engine.TransferEngine} nor the KV-cache
  * memory: the caller closes those after the worker.
  *

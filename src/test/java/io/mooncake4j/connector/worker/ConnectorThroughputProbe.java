@@ -29,7 +29,8 @@ import java.util.concurrent.locks.LockSupport;
  * ({@code -Dprobe.warmup}, default 10 rounds). A connector round runs from D's {@code startLoadKv}
  * to the {@code getTransferResults} that names its last request; D is asked after each signal of a
  * finished load ({@code pollMicros} 0, the default) or every {@code pollMicros}. With
- * {@code -Dmooncake4j.waveTrace=true} it prints the median per-wave breakdown ({@link WaveTrace}).
+ * {@code -Dmooncake4j.waveTrace=true} it prints the median per-wave breakdown ({@link WaveTrace}); with
+ * {@code -Dprobe.threadCpu=true} each thread's CPU time and run-queue wait per connector round (Linux).
  * Engine {@code mock} (in-JVM byte copies) or {@code tcp} (the real TCP engine on loopback). Not a
  * test (no assertions); run:
  *
@@ -96,6 +97,8 @@ public final class ConnectorThroughputProbe {
             long[] raw = new long[rounds];
             long[][] trace = new long[rounds][];
             int calls = 0;
+            boolean cpu = Boolean.getBoolean("probe.threadCpu");
+            Map<String, long[]> cpuSum = new java.util.HashMap<>(); // per thread over the connector rounds
             List<Write> previous = null;
             for (int r = 0; r < rounds; r++) {
                 // interleaved, in ABBA order (so that neither side always goes first): the raw engine writes
@@ -106,7 +109,11 @@ public final class ConnectorThroughputProbe {
                 }
                 int from = writes.size();
                 long[] t = new long[WaveTrace.Point.values().length + 2];
+                Map<String, long[]> before = cpu ? ThreadSchedStats.snapshot() : null;
                 req = round(p, d, req, blocks, perRequest, pollNanos, t);
+                if (cpu) {
+                    ThreadSchedStats.addByName(cpuSum, ThreadSchedStats.diff(before, ThreadSchedStats.snapshot()));
+                }
                 conn[r] = t[t.length - 1] - t[0];
                 trace[r] = t;
                 List<Write> mine = List.copyOf(writes.subList(from, writes.size()));
@@ -147,11 +154,30 @@ public final class ConnectorThroughputProbe {
                         median(slower) / 1e6);
                 printBreakdown(trace);
             }
+            if (cpu) {
+                printThreadCpu(cpuSum, rounds, Arrays.stream(conn).sum() / (double) rounds);
+            }
             System.out.println("D connections: " + d.worker.diagnostics().dealerConnections() + ", handshake retries: "
                     + d.worker.diagnostics().handshakeRetries() + ", reconnects: "
-                    + d.worker.diagnostics().handshakeReconnects());
+                    + d.worker.diagnostics().handshakeReconnects() + ", poller nudges: "
+                    + d.worker.receiverOrNull().channels().pollerNudges());
             System.out.println("stats: " + p.worker.getKvConnectorStats().map(MooncakeKvConnectorStats::reduce));
         }
+    }
+
+    /**
+     * CPU time and run-queue wait per connector round of each thread that ran at least 0.1 ms per
+     * round, most CPU first (from {@link ThreadSchedStats}; the round includes P's bookkeeping after D saw
+     * the last request only as far as it ran before D's report).
+     */
+    private static void printThreadCpu(Map<String, long[]> sum, int rounds, double roundNanos) {
+        System.out.printf(Locale.ROOT, "thread CPU per connector round (round mean %.2f ms): ms on CPU (%% of the round), "
+                + "ms runnable without a core%n", roundNanos / 1e6);
+        sum.entrySet().stream().filter(e -> e.getValue()[0] / rounds >= 100_000)
+                .sorted((a, b) -> Long.compare(b.getValue()[0], a.getValue()[0]))
+                .forEach(e -> System.out.printf(Locale.ROOT, "  %-28s %8.2f (%5.1f %%) %8.2f%n", e.getKey(),
+                        e.getValue()[0] / 1e6 / rounds, 100.0 * e.getValue()[0] / rounds / roundNanos,
+                        e.getValue()[1] / 1e6 / rounds));
     }
 
     private static long replay(PdTestbed.Node p, List<Write> calls) {

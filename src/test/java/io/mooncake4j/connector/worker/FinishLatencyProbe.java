@@ -48,6 +48,9 @@ public final class FinishLatencyProbe {
         long[] lat = new long[n];
         long[] fromSent = new long[n];
         long[] fromRead = new long[n];
+        long[][] points = new long[n][]; // every trace point of each sample, and the moment D saw it last
+        boolean sched = Boolean.getBoolean("probe.schedstat");
+        String[] schedDelta = new String[n]; // per sample: the threads that waited for a CPU (run queue) or ran long
         try (PdTestbed bed = new PdTestbed().abortTimeout(Duration.ofSeconds(60))) {
             bed.engines(() -> new ScriptedTransferEngine().copyData(true).beforeEach(c -> {
                 if (c.method() == EngineMethod.BATCH_TRANSFER_SYNC_WRITE) {
@@ -60,6 +63,7 @@ public final class FinishLatencyProbe {
                 String t = "X" + i;
                 p.step(announce("p" + i, t));
                 p.step(finished("p" + i, t, 1));
+                java.util.Map<String, long[]> before = sched && i >= 0 ? ThreadSchedStats.snapshot() : null;
                 d.step(pull("d" + i, t, "P", p.bootstrapUrl(), 2));
                 long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
                 while (!d.worker.getFinished().finishedRecving().contains("d" + i)) {
@@ -79,6 +83,15 @@ public final class FinishLatencyProbe {
                     lat[i] = seen - writeStart.get();
                     fromSent[i] = seen - WaveTrace.last(WaveTrace.Point.P_REPLY_SENT);
                     fromRead[i] = seen - WaveTrace.last(WaveTrace.Point.D_RESPONSE_READ);
+                    long[] pt = new long[WaveTrace.Point.values().length + 1];
+                    for (WaveTrace.Point q : WaveTrace.Point.values()) {
+                        pt[q.ordinal()] = WaveTrace.last(q);
+                    }
+                    pt[pt.length - 1] = seen;
+                    points[i] = pt;
+                    if (sched) {
+                        schedDelta[i] = ThreadSchedStats.notable(ThreadSchedStats.diff(before, ThreadSchedStats.snapshot()));
+                    }
                 }
                 // P's own get_finished, so that its sent set does not grow (P answered before recording it)
                 while (!p.worker.getFinished().finishedSending().contains("p" + i)) {
@@ -95,6 +108,7 @@ public final class FinishLatencyProbe {
         if (WaveTrace.ON) {
             print("P ROUTER send of FINISH -> D getFinished sees it", n, fromSent);
             print("D DEALER read of FINISH -> D getFinished sees it", n, fromRead);
+            printTail(points, schedDelta, Integer.getInteger("probe.tail", 10));
         }
         print("reference, same run: one plain thread hand-off (queue + the same wait)", n, handOffs(n, mode, pollNanos));
     }
@@ -141,6 +155,38 @@ public final class FinishLatencyProbe {
         go.put(Boolean.FALSE);
         sender.join();
         return lat;
+    }
+
+    /**
+     * The {@code k} slowest samples (P write start → seen), step by step: the µs from each trace point
+     * to the next one this sample passed, so that a tail sample shows which hop held it.
+     */
+    private static void printTail(long[][] points, String[] sched, int k) {
+        WaveTrace.Point[] all = WaveTrace.Point.values();
+        int ws = WaveTrace.Point.P_WRITE_START.ordinal();
+        Integer[] order = new Integer[points.length];
+        for (int i = 0; i < order.length; i++) {
+            order[i] = i;
+        }
+        Arrays.sort(order, (a, b) -> Long.compare(points[b][all.length] - points[b][ws],
+                points[a][all.length] - points[a][ws]));
+        StringBuilder head = new StringBuilder("slowest samples, us from the previous point:");
+        for (int j = ws + 1; j <= all.length; j++) {
+            head.append(' ').append(j < all.length ? all[j].name() : "SEEN");
+        }
+        System.out.println(head);
+        for (int r = 0; r < Math.min(k, order.length); r++) {
+            long[] pt = points[order[r]];
+            StringBuilder line = new StringBuilder(String.format(Locale.ROOT, "  #%d total %.3f ms:", order[r],
+                    (pt[all.length] - pt[ws]) / 1e6));
+            for (int j = ws + 1; j <= all.length; j++) {
+                line.append(String.format(Locale.ROOT, " %d", (pt[j] - pt[j - 1]) / 1000));
+            }
+            if (sched[order[r]] != null) {
+                line.append("; ").append(sched[order[r]]);
+            }
+            System.out.println(line);
+        }
     }
 
     private static void print(String what, int n, long[] lat) {
