@@ -10,14 +10,16 @@ import java.util.Map;
  * What the {@code cuda-ipc} transport advertises in a segment descriptor, under the extension key
  * {@value #KEY} (Mooncake's C++ decoder ignores unknown fields, so the descriptor stays its):
  * <ul>
- *   <li>top level: {@code {"process": "<token>", "pid": <pid>}}: which process made the handles
- *       (a handle cannot be opened in the process that made it; the pid is for logs);</li>
+ *   <li>top level: {@code {"machine": "<machine identity>", "process": "<token>", "pid": <pid>}}:
+ *       where the handles were made (equal to this engine's
+ *       {@link io.mooncake4j.engine.spi.MachineIdentity} for a peer on this host in this boot) and by
+ *       which process (a handle cannot be opened in the process that made it; the pid is for logs);</li>
  *   <li>a GPU buffer: {@code {"handle": "<128 hex digits>", "offset": <bytes>, "size": <bytes>,
  *       "device": "<GPU uuid>", "pci": "<bus id>"}}: the IPC handle of the allocation the buffer
  *       lies in, the buffer's offset in it, the allocation's size, and the GPU it lives on;</li>
  *   <li>a host buffer, or a GPU buffer whose memory could not be exported: nothing.</li>
  * </ul>
- * "Same machine" is the core's {@code mc4j_machine}. Decoding is pure and total: a malformed
+ * Decoding is pure and total: a malformed
  * entry yields a {@link Parsed} with the reason (the transport logs it once and uses the next
  * transport), never an exception.
  */
@@ -33,10 +35,11 @@ public final class CudaIpcAdvert {
     /**
      * The peer-level facts.
      *
-     * @param process the token of the process that made the handles
+     * @param machine the machine identity of the process that made the handles
+     * @param process the token of that process
      * @param pid     its pid (logs only)
      */
-    public record Peer(String process, long pid) {}
+    public record Peer(String machine, String process, long pid) {}
 
     /**
      * One buffer's facts.
@@ -57,8 +60,9 @@ public final class CudaIpcAdvert {
      */
     public record Parsed(Buffer buffer, String error) {}
 
-    static Map<String, Object> peer(String process, long pid) {
+    static Map<String, Object> peer(String machine, String process, long pid) {
         Map<String, Object> m = new LinkedHashMap<>();
+        m.put("machine", machine);
         m.put("process", process);
         m.put("pid", pid);
         return m;
@@ -79,11 +83,12 @@ public final class CudaIpcAdvert {
         if (!(d.extensions().get(KEY) instanceof Map<?, ?> m)) {
             return null;
         }
-        if (!(m.get("process") instanceof String p) || p.isEmpty() || p.length() > 128) {
+        if (!(m.get("process") instanceof String p) || p.isEmpty() || p.length() > 128
+                || !(m.get("machine") instanceof String machine) || machine.isEmpty()) {
             return null;
         }
         long pid = m.get("pid") instanceof Long l ? l : -1;
-        return new Peer(p, pid);
+        return new Peer(machine, p, pid);
     }
 
     /**

@@ -71,6 +71,7 @@ public final class CudaIpcTransport implements Transport {
     private final Map<Long, PeerHandles> peers = new ConcurrentHashMap<>();
     private final Set<Long> malformedLogged = ConcurrentHashMap.newKeySet();
     private volatile int cap = DEFAULT_MAX_HANDLES;
+    private volatile String machine = io.mooncake4j.engine.spi.MachineIdentity.local();
     private volatile boolean installed;
 
     /** A local allocation exported once: every buffer inside it advertises the same handle (one open per peer). */
@@ -130,6 +131,9 @@ public final class CudaIpcTransport implements Transport {
         }
         if (context != null) {
             cap = maxHandles(context.environment());
+            if (context.machineId() != null) {
+                machine = context.machineId();
+            }
         }
         installed = true;
         if (context != null) {
@@ -233,7 +237,7 @@ public final class CudaIpcTransport implements Transport {
         if (a.isEmpty()) {
             return; // nothing to open: peers are not offered cuda-ipc at all
         }
-        out.segmentExtension(CudaIpcAdvert.KEY, CudaIpcAdvert.peer(driver.processToken(), pid));
+        out.segmentExtension(CudaIpcAdvert.KEY, CudaIpcAdvert.peer(machine, driver.processToken(), pid));
         for (Map.Entry<Long, Map<String, Object>> e : a.entrySet()) {
             out.bufferExtension(e.getKey(), CudaIpcAdvert.KEY, e.getValue());
         }
@@ -290,12 +294,9 @@ public final class CudaIpcTransport implements Transport {
         if (h != null && h.descriptor() == d) {
             return h;
         }
-        if (!peer.isMooncake4j() || !peer.sameMachine()) {
-            return null;
-        }
         CudaIpcAdvert.Peer p = CudaIpcAdvert.peerOf(d);
-        if (p == null || p.process().equals(driver.processToken())) {
-            return null; // no advert, or our own handles (a process cannot open those)
+        if (p == null || !p.machine().equals(machine) || p.process().equals(driver.processToken())) {
+            return null; // no advert, another machine, or our own handles (a process cannot open those)
         }
         PeerHandles fresh = new PeerHandles(driver, d, peer.name(), cap);
         PeerHandles old;

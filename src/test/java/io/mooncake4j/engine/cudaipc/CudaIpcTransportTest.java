@@ -291,9 +291,15 @@ class CudaIpcTransportTest {
         SegmentDescriptor d = describe(List.of(a), target);
         SegmentDescriptor.Buffer ra = d.buffers().get(0);
         assertTrue(initiator.canTransfer(new Peer(20, d), local(), ra));
-        assertFalse(initiator.canTransfer(new Peer(21, d, false, true), local(), ra), "another machine");
-        assertFalse(initiator.reaches(new Peer(21, d, false, true)));
-        assertFalse(initiator.canTransfer(new Peer(22, d, true, false), local(), ra), "a C++ peer");
+        @SuppressWarnings("unchecked")
+        Map<String, Object> top = new LinkedHashMap<>((Map<String, Object>) d.extensions().get(CudaIpcAdvert.KEY));
+        top.put("machine", "another-host/another-boot");
+        SegmentDescriptor elsewhere = d.withExtension(CudaIpcAdvert.KEY, top);
+        assertFalse(initiator.canTransfer(new Peer(21, elsewhere), local(), ra), "another machine");
+        assertFalse(initiator.reaches(new Peer(21, elsewhere)));
+        SegmentDescriptor cpp = withBuffer(SegmentDescriptor.tcp("h:1", 1, List.of()),
+                SegmentDescriptor.Buffer.tcp("h:1", ra.addr(), ra.length()));
+        assertFalse(initiator.canTransfer(new Peer(22, cpp), local(), cpp.buffers().get(0)), "a C++ peer");
         assertFalse(initiator.canTransfer(new Peer(24, d), LocalBuffer.of(0x1000, 64, "cpu:0"), ra), "host memory");
         // the target's own descriptor, seen by the target itself (two engines in one process)
         try (FakeDeviceMemory.DeviceBuffer mine = gpus.allocate(1, 4096)) {
@@ -341,7 +347,7 @@ class CudaIpcTransportTest {
 
             @Override
             public String machineId() {
-                return "m";
+                return io.mooncake4j.engine.spi.MachineIdentity.local();
             }
 
             @Override
@@ -369,11 +375,16 @@ class CudaIpcTransportTest {
         };
     }
 
-    /** A peer segment backed by a parsed descriptor. */
-    record Peer(long id, SegmentDescriptor descriptor, boolean sameMachine, boolean isMooncake4j)
-            implements RemoteSegment {
-        Peer(long id, SegmentDescriptor descriptor) {
-            this(id, descriptor, true, true);
+    /** A peer segment backed by a parsed descriptor (the transport reads "same machine" from its own advert). */
+    record Peer(long id, SegmentDescriptor descriptor) implements RemoteSegment {
+        @Override
+        public boolean sameMachine() {
+            return false; // the core's view; cuda-ipc does not rely on it
+        }
+
+        @Override
+        public boolean isMooncake4j() {
+            return !descriptor.extensions().isEmpty();
         }
 
         @Override
@@ -383,7 +394,7 @@ class CudaIpcTransportTest {
 
         @Override
         public String machineId() {
-            return sameMachine ? "m" : "elsewhere";
+            return null;
         }
 
         @Override
