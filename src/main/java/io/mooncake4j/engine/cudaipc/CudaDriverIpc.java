@@ -31,9 +31,9 @@ import java.util.concurrent.ConcurrentLinkedQueue;
  * {@code CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS}), {@code cuIpcCloseMemHandle}, {@code cuDeviceGetUuid},
  * {@code cuDeviceGetPCIBusId}, and copies as {@code cuMemcpyAsync} (unified addressing infers the
  * direction and crosses devices) on a stream of the local GPU, then {@code cuStreamSynchronize}.
- * Every call first makes the device's primary context (the one the CUDA runtime and
- * {@code cudaMalloc} use) current on the calling thread; the context is retained once per device
- * and released in {@link #shutdown}.
+ * Every call pushes the device's primary context (the one the CUDA runtime and
+ * {@code cudaMalloc} use) onto the calling thread's context stack and pops it afterwards; the
+ * context is retained once per device and released in {@link #shutdown}.
  *
  * <p>Nothing is linked before {@link #unavailability()} is asked, and only where
  * {@link CudaAvailability} found a GPU, so machines without one never load {@code libcuda.so.1}
@@ -59,10 +59,10 @@ final class CudaDriverIpc implements IpcDriver {
     private static final class Lib {
         static final MethodHandle INIT;            // (int flags) int
         static final MethodHandle DEVICE_GET;      // (int* dev, int ordinal) int
-        static final MethodHandle DEVICE_COUNT;    // (int* count) int
         static final MethodHandle CTX_RETAIN;      // (CUcontext* ctx, int dev) int
         static final MethodHandle CTX_RELEASE;     // (int dev) int
-        static final MethodHandle CTX_SET;         // (CUcontext ctx) int
+        static final MethodHandle CTX_PUSH;        // (CUcontext ctx) int
+        static final MethodHandle CTX_POP;         // (CUcontext* ctx) int
         static final MethodHandle UUID_OF;         // (CUuuid* uuid, int dev) int
         static final MethodHandle PCI_BUS_ID;      // (char* id, int len, int dev) int
         static final MethodHandle ADDRESS_RANGE;   // (CUdeviceptr* base, size_t* size, CUdeviceptr p) int
@@ -91,30 +91,32 @@ final class CudaDriverIpc implements IpcDriver {
                     List<String> missing = new ArrayList<>();
                     h[0] = link(linker, cuda, missing, FunctionDescriptor.of(JAVA_INT, JAVA_INT), "cuInit");
                     h[1] = link(linker, cuda, missing, FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_INT), "cuDeviceGet");
-                    h[2] = link(linker, cuda, missing, FunctionDescriptor.of(JAVA_INT, ADDRESS), "cuDeviceGetCount");
-                    h[3] = link(linker, cuda, missing, FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_INT),
+                    h[2] = link(linker, cuda, missing, FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_INT),
                             "cuDevicePrimaryCtxRetain");
-                    h[4] = link(linker, cuda, missing, FunctionDescriptor.of(JAVA_INT, JAVA_INT),
+                    h[3] = link(linker, cuda, missing, FunctionDescriptor.of(JAVA_INT, JAVA_INT),
                             "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease");
-                    h[5] = link(linker, cuda, missing, FunctionDescriptor.of(JAVA_INT, ADDRESS), "cuCtxSetCurrent");
-                    h[6] = link(linker, cuda, missing, FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_INT),
+                    h[4] = link(linker, cuda, missing, FunctionDescriptor.of(JAVA_INT, ADDRESS),
+                            "cuCtxPushCurrent_v2", "cuCtxPushCurrent");
+                    h[16] = link(linker, cuda, missing, FunctionDescriptor.of(JAVA_INT, ADDRESS),
+                            "cuCtxPopCurrent_v2", "cuCtxPopCurrent");
+                    h[5] = link(linker, cuda, missing, FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_INT),
                             "cuDeviceGetUuid_v2", "cuDeviceGetUuid");
-                    h[7] = link(linker, cuda, missing, FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_INT, JAVA_INT),
+                    h[6] = link(linker, cuda, missing, FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_INT, JAVA_INT),
                             "cuDeviceGetPCIBusId");
-                    h[8] = link(linker, cuda, missing, FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, JAVA_LONG),
+                    h[7] = link(linker, cuda, missing, FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, JAVA_LONG),
                             "cuMemGetAddressRange_v2");
-                    h[9] = link(linker, cuda, missing, FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_LONG),
+                    h[8] = link(linker, cuda, missing, FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_LONG),
                             "cuIpcGetMemHandle");
-                    h[10] = link(linker, cuda, missing, FunctionDescriptor.of(JAVA_INT, ADDRESS, HANDLE, JAVA_INT),
+                    h[9] = link(linker, cuda, missing, FunctionDescriptor.of(JAVA_INT, ADDRESS, HANDLE, JAVA_INT),
                             "cuIpcOpenMemHandle_v2", "cuIpcOpenMemHandle");
-                    h[11] = link(linker, cuda, missing, FunctionDescriptor.of(JAVA_INT, JAVA_LONG), "cuIpcCloseMemHandle");
-                    h[12] = link(linker, cuda, missing, FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_INT), "cuStreamCreate");
-                    h[13] = link(linker, cuda, missing, FunctionDescriptor.of(JAVA_INT, ADDRESS),
+                    h[10] = link(linker, cuda, missing, FunctionDescriptor.of(JAVA_INT, JAVA_LONG), "cuIpcCloseMemHandle");
+                    h[11] = link(linker, cuda, missing, FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_INT), "cuStreamCreate");
+                    h[12] = link(linker, cuda, missing, FunctionDescriptor.of(JAVA_INT, ADDRESS),
                             "cuStreamDestroy_v2", "cuStreamDestroy");
-                    h[14] = link(linker, cuda, missing, FunctionDescriptor.of(JAVA_INT, ADDRESS), "cuStreamSynchronize");
-                    h[15] = link(linker, cuda, missing,
+                    h[13] = link(linker, cuda, missing, FunctionDescriptor.of(JAVA_INT, ADDRESS), "cuStreamSynchronize");
+                    h[14] = link(linker, cuda, missing,
                             FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_LONG, ADDRESS), "cuMemcpyAsync");
-                    h[16] = link(linker, cuda, missing, FunctionDescriptor.of(JAVA_INT, JAVA_INT, ADDRESS), "cuGetErrorName");
+                    h[15] = link(linker, cuda, missing, FunctionDescriptor.of(JAVA_INT, JAVA_INT, ADDRESS), "cuGetErrorName");
                     if (!missing.isEmpty()) {
                         failure = "libcuda.so.1 lacks " + missing + " (driver too old for CUDA 12; upgrade it)";
                     }
@@ -126,21 +128,21 @@ final class CudaDriverIpc implements IpcDriver {
             }
             INIT = h[0];
             DEVICE_GET = h[1];
-            DEVICE_COUNT = h[2];
-            CTX_RETAIN = h[3];
-            CTX_RELEASE = h[4];
-            CTX_SET = h[5];
-            UUID_OF = h[6];
-            PCI_BUS_ID = h[7];
-            ADDRESS_RANGE = h[8];
-            IPC_GET = h[9];
-            IPC_OPEN = h[10];
-            IPC_CLOSE = h[11];
-            STREAM_CREATE = h[12];
-            STREAM_DESTROY = h[13];
-            STREAM_SYNC = h[14];
-            MEMCPY_ASYNC = h[15];
-            ERROR_NAME = h[16];
+            CTX_RETAIN = h[2];
+            CTX_RELEASE = h[3];
+            CTX_PUSH = h[4];
+            CTX_POP = h[16];
+            UUID_OF = h[5];
+            PCI_BUS_ID = h[6];
+            ADDRESS_RANGE = h[7];
+            IPC_GET = h[8];
+            IPC_OPEN = h[9];
+            IPC_CLOSE = h[10];
+            STREAM_CREATE = h[11];
+            STREAM_DESTROY = h[12];
+            STREAM_SYNC = h[13];
+            MEMCPY_ASYNC = h[14];
+            ERROR_NAME = h[15];
             if (failure == null) {
                 try {
                     int rc = (int) INIT.invokeExact(0);
@@ -169,7 +171,6 @@ final class CudaDriverIpc implements IpcDriver {
 
     private final Map<Integer, Long> contexts = new ConcurrentHashMap<>();
     private final Map<Integer, ConcurrentLinkedQueue<Long>> streams = new ConcurrentHashMap<>();
-    private volatile List<String> uuids;
 
     @Override
     public String unavailability() {
@@ -185,7 +186,11 @@ final class CudaDriverIpc implements IpcDriver {
         return PROCESS;
     }
 
-    /** Makes {@code device}'s primary context current on this thread (retained once). */
+    /**
+     * Pushes {@code device}'s primary context (retained once) onto this thread's context stack;
+     * {@link #leave} pops it, so the caller's own current context (a runtime user's
+     * {@code cudaSetDevice}) is what it was before.
+     */
     private void enter(int device) throws Failure {
         try {
             Long ctx = contexts.get(device);
@@ -205,7 +210,7 @@ final class CudaDriverIpc implements IpcDriver {
                     }
                 }
             }
-            check("cuCtxSetCurrent(cuda:" + device + ")", (int) Lib.CTX_SET.invokeExact(MemorySegment.ofAddress(ctx)));
+            check("cuCtxPushCurrent(cuda:" + device + ")", (int) Lib.CTX_PUSH.invokeExact(MemorySegment.ofAddress(ctx)));
         } catch (Failure f) {
             throw f;
         } catch (Throwable t) {
@@ -213,9 +218,20 @@ final class CudaDriverIpc implements IpcDriver {
         }
     }
 
+    /** Pops what {@link #enter} pushed. */
+    private static void leave() {
+        try (Arena a = Arena.ofConfined()) {
+            int rc = (int) Lib.CTX_POP.invokeExact(a.allocate(ADDRESS));
+            if (rc != 0) {
+                org.slf4j.LoggerFactory.getLogger(CudaDriverIpc.class).warn("cuCtxPopCurrent failed: {}", errorName(rc));
+            }
+        } catch (Throwable t) {
+            org.slf4j.LoggerFactory.getLogger(CudaDriverIpc.class).warn("cuCtxPopCurrent failed", t);
+        }
+    }
+
     @Override
     public DeviceId device(int device) throws Failure {
-        enter(device);
         try (Arena a = Arena.ofConfined()) {
             MemorySegment dev = a.allocate(JAVA_INT);
             check("cuDeviceGet(" + device + ")", (int) Lib.DEVICE_GET.invokeExact(dev, device));
@@ -240,52 +256,40 @@ final class CudaDriverIpc implements IpcDriver {
     }
 
     @Override
-    public int deviceByUuid(String uuid) {
-        List<String> u = uuids;
-        if (u == null) {
-            List<String> found = new ArrayList<>();
-            try (Arena a = Arena.ofConfined()) {
-                MemorySegment n = a.allocate(JAVA_INT);
-                if ((int) Lib.DEVICE_COUNT.invokeExact(n) == 0) {
-                    for (int i = 0; i < n.get(JAVA_INT, 0); i++) {
-                        found.add(device(i).uuid());
-                    }
-                }
-            } catch (Throwable t) {
-                found.clear(); // unknown: open in the local buffer's context instead
-            }
-            uuids = u = List.copyOf(found);
-        }
-        return u.indexOf(uuid);
-    }
-
-    @Override
     public Range allocation(int device, long address) throws Failure {
         enter(device);
-        try (Arena a = Arena.ofConfined()) {
-            MemorySegment base = a.allocate(JAVA_LONG);
-            MemorySegment size = a.allocate(JAVA_LONG);
-            check(String.format(Locale.ROOT, "cuMemGetAddressRange(0x%x)", address),
-                    (int) Lib.ADDRESS_RANGE.invokeExact(base, size, address));
-            return new Range(base.get(JAVA_LONG, 0), size.get(JAVA_LONG, 0));
-        } catch (Failure f) {
-            throw f;
-        } catch (Throwable t) {
-            throw unexpected(t);
+        try {
+            try (Arena a = Arena.ofConfined()) {
+                MemorySegment base = a.allocate(JAVA_LONG);
+                MemorySegment size = a.allocate(JAVA_LONG);
+                check(String.format(Locale.ROOT, "cuMemGetAddressRange(0x%x)", address),
+                        (int) Lib.ADDRESS_RANGE.invokeExact(base, size, address));
+                return new Range(base.get(JAVA_LONG, 0), size.get(JAVA_LONG, 0));
+            } catch (Failure f) {
+                throw f;
+            } catch (Throwable t) {
+                throw unexpected(t);
+            }
+        } finally {
+            leave();
         }
     }
 
     @Override
     public byte[] exportHandle(int device, long base) throws Failure {
         enter(device);
-        try (Arena a = Arena.ofConfined()) {
-            MemorySegment h = a.allocate(HANDLE);
-            check(String.format(Locale.ROOT, "cuIpcGetMemHandle(0x%x)", base), (int) Lib.IPC_GET.invokeExact(h, base));
-            return h.toArray(JAVA_BYTE);
-        } catch (Failure f) {
-            throw f;
-        } catch (Throwable t) {
-            throw unexpected(t);
+        try {
+            try (Arena a = Arena.ofConfined()) {
+                MemorySegment h = a.allocate(HANDLE);
+                check(String.format(Locale.ROOT, "cuIpcGetMemHandle(0x%x)", base), (int) Lib.IPC_GET.invokeExact(h, base));
+                return h.toArray(JAVA_BYTE);
+            } catch (Failure f) {
+                throw f;
+            } catch (Throwable t) {
+                throw unexpected(t);
+            }
+        } finally {
+            leave();
         }
     }
 
@@ -295,17 +299,21 @@ final class CudaDriverIpc implements IpcDriver {
             throw new Failure("cuIpcOpenMemHandle", -1, "a handle of " + handle.length + " bytes");
         }
         enter(device);
-        try (Arena a = Arena.ofConfined()) {
-            MemorySegment h = a.allocate(HANDLE);
-            h.copyFrom(MemorySegment.ofArray(handle));
-            MemorySegment out = a.allocate(JAVA_LONG);
-            check("cuIpcOpenMemHandle(cuda:" + device + ")",
-                    (int) Lib.IPC_OPEN.invokeExact(out, h, LAZY_ENABLE_PEER_ACCESS));
-            return out.get(JAVA_LONG, 0);
-        } catch (Failure f) {
-            throw f;
-        } catch (Throwable t) {
-            throw unexpected(t);
+        try {
+            try (Arena a = Arena.ofConfined()) {
+                MemorySegment h = a.allocate(HANDLE);
+                h.copyFrom(MemorySegment.ofArray(handle));
+                MemorySegment out = a.allocate(JAVA_LONG);
+                check("cuIpcOpenMemHandle(cuda:" + device + ")",
+                        (int) Lib.IPC_OPEN.invokeExact(out, h, LAZY_ENABLE_PEER_ACCESS));
+                return out.get(JAVA_LONG, 0);
+            } catch (Failure f) {
+                throw f;
+            } catch (Throwable t) {
+                throw unexpected(t);
+            }
+        } finally {
+            leave();
         }
     }
 
@@ -313,41 +321,49 @@ final class CudaDriverIpc implements IpcDriver {
     public void close(int device, long mapped) throws Failure {
         enter(device);
         try {
-            check(String.format(Locale.ROOT, "cuIpcCloseMemHandle(0x%x)", mapped), (int) Lib.IPC_CLOSE.invokeExact(mapped));
-        } catch (Failure f) {
-            throw f;
-        } catch (Throwable t) {
-            throw unexpected(t);
+            try {
+                check(String.format(Locale.ROOT, "cuIpcCloseMemHandle(0x%x)", mapped), (int) Lib.IPC_CLOSE.invokeExact(mapped));
+            } catch (Failure f) {
+                throw f;
+            } catch (Throwable t) {
+                throw unexpected(t);
+            }
+        } finally {
+            leave();
         }
     }
 
     @Override
     public void copy(int device, long dst, long src, long bytes) throws Failure {
         enter(device);
-        ConcurrentLinkedQueue<Long> pool = streams.computeIfAbsent(device, d -> new ConcurrentLinkedQueue<>());
-        Long stream = pool.poll();
         try {
-            if (stream == null) {
-                try (Arena a = Arena.ofConfined()) {
-                    MemorySegment out = a.allocate(ADDRESS);
-                    check("cuStreamCreate(cuda:" + device + ")", (int) Lib.STREAM_CREATE.invokeExact(out, STREAM_NON_BLOCKING));
-                    stream = out.get(ADDRESS, 0).address();
+            ConcurrentLinkedQueue<Long> pool = streams.computeIfAbsent(device, d -> new ConcurrentLinkedQueue<>());
+            Long stream = pool.poll();
+            try {
+                if (stream == null) {
+                    try (Arena a = Arena.ofConfined()) {
+                        MemorySegment out = a.allocate(ADDRESS);
+                        check("cuStreamCreate(cuda:" + device + ")", (int) Lib.STREAM_CREATE.invokeExact(out, STREAM_NON_BLOCKING));
+                        stream = out.get(ADDRESS, 0).address();
+                    }
+                }
+                MemorySegment s = MemorySegment.ofAddress(stream);
+                check(String.format(Locale.ROOT, "cuMemcpyAsync(0x%x <- 0x%x, %d B)", dst, src, bytes),
+                        (int) Lib.MEMCPY_ASYNC.invokeExact(dst, src, bytes, s));
+                check("cuStreamSynchronize", (int) Lib.STREAM_SYNC.invokeExact(s));
+                pool.add(stream);
+                stream = null;
+            } catch (Failure f) {
+                throw f;
+            } catch (Throwable t) {
+                throw unexpected(t);
+            } finally {
+                if (stream != null) { // a failed copy: the stream may be in an error state, drop it
+                    destroy(stream);
                 }
             }
-            MemorySegment s = MemorySegment.ofAddress(stream);
-            check(String.format(Locale.ROOT, "cuMemcpyAsync(0x%x <- 0x%x, %d B)", dst, src, bytes),
-                    (int) Lib.MEMCPY_ASYNC.invokeExact(dst, src, bytes, s));
-            check("cuStreamSynchronize", (int) Lib.STREAM_SYNC.invokeExact(s));
-            pool.add(stream);
-            stream = null;
-        } catch (Failure f) {
-            throw f;
-        } catch (Throwable t) {
-            throw unexpected(t);
         } finally {
-            if (stream != null) { // a failed copy: the stream may be in an error state, drop it
-                destroy(stream);
-            }
+            leave();
         }
     }
 
@@ -376,6 +392,7 @@ final class CudaDriverIpc implements IpcDriver {
             for (Long s; (s = e.getValue().poll()) != null;) {
                 destroy(s);
             }
+            leave();
         }
         synchronized (contexts) {
             for (Integer d : List.copyOf(contexts.keySet())) {

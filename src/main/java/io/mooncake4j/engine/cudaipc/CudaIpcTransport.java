@@ -259,7 +259,7 @@ public final class CudaIpcTransport implements Transport {
             return false;
         }
         CudaIpcAdvert.Buffer advert = advert(peer, h, remote);
-        return advert != null && h.mayLease(advert, openDevice(advert, dev));
+        return advert != null && h.mayLease(advert, dev);
     }
 
     /** The remote entry's advert; null (a malformed one logged once per peer) when there is none. */
@@ -276,12 +276,6 @@ public final class CudaIpcTransport implements Transport {
             return null;
         }
         return p.buffer();
-    }
-
-    /** The local device whose context maps {@code advert}: the owning GPU where this process sees it, else {@code dev}. */
-    private int openDevice(CudaIpcAdvert.Buffer advert, int dev) {
-        int owner = driver.deviceByUuid(advert.device());
-        return owner >= 0 ? owner : dev;
     }
 
     /**
@@ -343,7 +337,7 @@ public final class CudaIpcTransport implements Transport {
         }
         PeerHandles.Opened o;
         try {
-            o = h.lease(advert, openDevice(advert, dev));
+            o = h.lease(advert, dev);
         } catch (PeerHandles.Refusal r) {
             s.fail(i, r.unreachable ? SliceFailure.UNREACHABLE : SliceFailure.TRANSIENT, r.getMessage());
             return;

@@ -42,14 +42,6 @@ public interface IpcDriver {
     DeviceId device(int device) throws Failure;
 
     /**
-     * The local device index whose UUID is {@code uuid}, or -1 when no visible device has it.
-     *
-     * @param uuid a UUID from {@link #device}
-     * @return the local index, or -1
-     */
-    int deviceByUuid(String uuid);
-
-    /**
      * The allocation (as {@code cuMemAlloc}/{@code cudaMalloc} made it) containing
      * {@code address} on {@code device}: IPC handles cover whole allocations, so a buffer inside one
      * is advertised as handle + offset.
@@ -73,7 +65,8 @@ public interface IpcDriver {
 
     /**
      * Maps another process's allocation into this one ({@code cuIpcOpenMemHandle}, peer access
-     * enabled lazily), in {@code device}'s context.
+     * enabled lazily), in {@code device}'s context: the allocation may live on another GPU, which
+     * then needs peer access to {@code device}.
      *
      * @param device the local device whose context maps it
      * @param handle {@link #HANDLE_BYTES} bytes from the other process's {@link #exportHandle}

@@ -144,16 +144,6 @@ public final class FakeIpcDriver implements IpcDriver {
         return new DeviceId(Machine.uuid(device), String.format(Locale.ROOT, "0000:%02x:00.0", 0x10 + device));
     }
 
-    @Override
-    public int deviceByUuid(String uuid) {
-        for (int d = 0; d < machine.devices; d++) {
-            if (Machine.uuid(d).equals(uuid)) {
-                return d;
-            }
-        }
-        return -1;
-    }
-
     private FakeDeviceMemory.DeviceBuffer ownAt(long address) {
         for (FakeDeviceMemory.DeviceBuffer b : own) {
             if (Long.compareUnsigned(address - b.address(), b.byteSize()) < 0) {
