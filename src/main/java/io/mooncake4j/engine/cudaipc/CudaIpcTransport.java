@@ -178,6 +178,8 @@ public final class CudaIpcTransport implements Transport {
     @Override
     public synchronized int registerBuffers(List<LocalBuffer> buffers) {
         Map<Long, Map<String, Object>> next = new HashMap<>(adverts);
+        int unshared = 0;
+        String firstReason = null;
         for (LocalBuffer b : buffers) {
             if (b.kind() != MemoryKind.CUDA) {
                 continue;
@@ -207,11 +209,15 @@ public final class CudaIpcTransport implements Transport {
                 }
                 next.put(b.address(), CudaIpcAdvert.buffer(handle, off, r.bytes(), id));
                 ex.buffers.add(b.address());
-            } catch (IpcDriver.Failure e) {
-                // not a refusal: the buffer goes over the next transport
-                LOG.info("cuda-ipc: buffer at 0x{} ({}) is not shared over CUDA IPC, other transports move it: {}",
-                        Long.toHexString(b.address()), b.location(), e.getMessage());
+            } catch (IpcDriver.Failure e) { // not a refusal: the buffer goes over the next transport
+                if (unshared++ == 0) {
+                    firstReason = String.format(Locale.ROOT, "0x%x (%s): %s", b.address(), b.location(), e.getMessage());
+                }
             }
+        }
+        if (unshared > 0) { // one line per registration call, however many buffers
+            LOG.info("cuda-ipc: {} GPU buffer(s) not shared over CUDA IPC, other transports move them; first {}",
+                    unshared, firstReason);
         }
         adverts = Map.copyOf(next);
         return ErrorCodes.OK;
