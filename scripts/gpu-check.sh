@@ -128,7 +128,7 @@ if { [ "$status" = 0 ] || [ "$status" = 1 ]; } && [ "${GPU_CHECK_CLI:-1}" = 1 ];
   # initiator's GPU (default: the target's; another index exercises the cross-device path).
   ipc_gpu=${GPU_CHECK_IPC_GPU:-$gpu}
   MC_TRANSPORTS=cuda-ipc,tcp timeout 60 "${cli[@]}" bench --mode=target --protocol=auto --local_server_name=127.0.0.1 \
-      --use_vram --gpu_id="$gpu" --buffer_size=64M --duration=45 >"$clidir/ipc-target.out" 2>&1 &
+      --use_vram --gpu_id="$gpu" --buffer_size=256M --duration=45 >"$clidir/ipc-target.out" 2>&1 &
   ipid=$!
   segment=
   for _ in $(seq 1 300); do
