@@ -10,8 +10,10 @@
 #                                                on the GPU machine (Linux x86_64, offline, no JDK
 #                                                needed): default 256 MiB, 5 iterations, cuda:0
 #
-# Then it runs the CLI on the GPU: bench --use_vram (plain and --verify) and demo --device cuda
-# --requests 8 (GPU_CHECK_CLI=0 skips this; about 30 s more).
+# Then it runs the CLI on the GPU: bench --use_vram (plain and --verify), demo --device cuda
+# --requests 8, and bench --use_vram --verify between two processes over the cuda-ipc transport
+# (MC_TRANSPORTS=cuda-ipc,tcp; every byte must go by cuda-ipc) (GPU_CHECK_CLI=0 skips this; about
+# 40 s more).
 #
 # Exit status: 0 all passed, 1 a test, the benchmark or a CLI run failed, 2 CUDA unavailable (the
 # cause and its fix are printed), 3 bundle missing, 124 the 280 s time limit hit. Details: docs/gpu.md.
@@ -70,8 +72,8 @@ timeout 280 "$JAVA_HOME/bin/java" --enable-native-access=ALL-UNNAMED -Xss1m \
   io.mooncake4j.memory.cuda.GpuCheck "$@" || status=$?
 if [ "$status" = 124 ]; then echo "RESULT: TIMEOUT (280 s)"; fi
 
-# The CLI on the GPU: bench --use_vram (GPU buffers on both sides, TCP staging, --verify) and
-# demo --device cuda (KV caches of P and D on the GPU). Skipped when CUDA is unavailable (status 2),
+# The CLI on the GPU: bench --use_vram (GPU buffers on both sides, TCP staging, --verify),
+# demo --device cuda (KV caches of P and D on the GPU) and bench over cuda-ipc. Skipped when CUDA is unavailable (status 2),
 # the bundle is missing or the time limit was hit. GPU_CHECK_CLI=0 skips it.
 if { [ "$status" = 0 ] || [ "$status" = 1 ]; } && [ "${GPU_CHECK_CLI:-1}" = 1 ]; then
   gpu=${3:-0}
@@ -119,6 +121,46 @@ if { [ "$status" = 0 ] || [ "$status" = 1 ]; } && [ "${GPU_CHECK_CLI:-1}" = 1 ];
     cli_status=1
   fi
   grep -E '^  (requests|KV caches|KV bytes verified|throughput) ' "$clidir/demo.out" || tail -n 5 "$clidir/demo.out"
+  # cuda-ipc: GPU->GPU between two processes over CUDA IPC handles (a handle cannot be opened in the
+  # process that made it, so target and initiator are separate JVMs). Both run with
+  # MC_TRANSPORTS=cuda-ipc,tcp; the initiator's "Bytes by transport" line must show every byte on
+  # cuda-ipc and none on tcp, and --verify reads every byte back. GPU_CHECK_IPC_GPU picks the
+  # initiator's GPU (default: the target's; another index exercises the cross-device path).
+  ipc_gpu=${GPU_CHECK_IPC_GPU:-$gpu}
+  MC_TRANSPORTS=cuda-ipc,tcp timeout 60 "${cli[@]}" bench --mode=target --protocol=auto --local_server_name=127.0.0.1 \
+      --use_vram --gpu_id="$gpu" --buffer_size=256M --duration=45 >"$clidir/ipc-target.out" 2>&1 &
+  ipid=$!
+  segment=
+  for _ in $(seq 1 300); do
+    segment=$(sed -n 's/.*listening on \([^ ]*\).*/\1/p' "$clidir/ipc-target.out" | head -n1)
+    [ -n "$segment" ] && break
+    kill -0 "$ipid" 2>/dev/null || break
+    sleep 0.2
+  done
+  if [ -z "$segment" ]; then
+    echo "cli bench cuda-ipc: FAIL (the target printed no 'listening on' line):"; tail -n 5 "$clidir/ipc-target.out"
+    cli_status=1
+  elif MC_TRANSPORTS=cuda-ipc,tcp timeout 40 "${cli[@]}" bench --mode=initiator --protocol=auto \
+      --local_server_name=127.0.0.1 --segment_id="$segment" --use_vram --gpu_id="$ipc_gpu" --threads=4 \
+      --batch_size=16 --block_size=1M --duration=4 --verify --memcpy_baseline=false >"$clidir/ipc-initiator.out" 2>&1; then
+    by=$(grep -m1 '^Bytes by transport:' "$clidir/ipc-initiator.out" || true)
+    ipc_bytes=$(printf '%s' "$by" | sed -n 's/.*cuda-ipc \([0-9.]* [KMGTP]*i*B\).*/\1/p')
+    tcp_bytes=$(printf '%s' "$by" | sed -n 's/.*tcp \([0-9.]* [KMGTP]*i*B\).*/\1/p')
+    if [ -n "$ipc_bytes" ] && [ "$ipc_bytes" != "0 B" ] && [ "$tcp_bytes" = "0 B" ]; then
+      echo "cli bench cuda-ipc cuda:$ipc_gpu -> cuda:$gpu --verify: PASS: $(grep -m1 'Test completed' "$clidir/ipc-initiator.out")"
+      echo "  $by"
+      grep -m1 '^Verify:' "$clidir/ipc-initiator.out" || true
+    else
+      echo "cli bench cuda-ipc --verify: FAIL: the bytes did not all go by cuda-ipc: ${by:-no 'Bytes by transport' line}"
+      grep -iE 'cuda-ipc|could not move' "$clidir/ipc-initiator.out" "$clidir/ipc-target.out" | head -n 5 || true
+      cli_status=1
+    fi
+  else
+    echo "cli bench cuda-ipc --verify: FAIL:"; tail -n 5 "$clidir/ipc-initiator.out"
+    cli_status=1
+  fi
+  kill "$ipid" 2>/dev/null || true
+  wait "$ipid" 2>/dev/null || true
   echo "CLI RESULT: $([ "$cli_status" = 0 ] && echo PASS || echo FAIL) (outputs in $clidir)"
   if [ "$cli_status" != 0 ] && [ "$status" = 0 ]; then status=1; fi
 fi

@@ -516,6 +516,13 @@ final class BenchCommand implements CliCommand {
                 micros(all.max()));
         out.printf(Locale.ROOT, "Descriptors: %.0f /s%n", batches * (double) o.batchSize() * (o.verify() ? 2 : 1)
                 / duration);
+        if (engine instanceof io.mooncake4j.engine.internal.CoreEngine core && !core.bytesByTransport().isEmpty()) {
+            StringBuilder by = new StringBuilder();
+            core.bytesByTransport().forEach((k, v) -> by.append(by.isEmpty() ? "" : ", ").append(k).append(' ')
+                    .append(Bytes.human(v)));
+            out.printf(Locale.ROOT, "Bytes by transport: %s (handed to each by this engine, fallbacks counted twice)%n",
+                    by);
+        }
         if (o.verify()) {
             out.printf(Locale.ROOT, "Verify: %d batches written and read back, %s compared, every byte matched "
                     + "(throughput counts both directions%s)%n", batches, Bytes.human(batches * o.blockSize()

@@ -1,5 +1,6 @@
 package io.mooncake4j.engine;
 
+import io.mooncake4j.engine.cudaipc.CudaIpcTransport;
 import io.mooncake4j.engine.internal.CoreEngine;
 import io.mooncake4j.engine.rdma.RdmaTransport;
 import io.mooncake4j.engine.shm.ShmTransport;
@@ -15,9 +16,10 @@ import java.util.Locale;
  * {@code "mock"} is the in-JVM {@link ScriptedTransferEngine}; {@code "tcp"} is the engine core
  * with the tcp transport only ({@link TcpTransferEngine}), wire-compatible with Mooncake's TCP
  * transport in P2P-handshake mode; {@code "auto"}, {@code "rdma"} and {@code "shm"} are the engine
- * core with every transport (shm, rdma, tcp), of which {@code initialize}'s {@code protocol}
+ * core with every transport (cuda-ipc, shm, rdma, tcp), of which {@code initialize}'s {@code protocol}
  * installs ({@code "tcp"}: tcp; {@code "rdma"}: rdma and tcp; {@code "shm"}: shm and tcp;
- * {@code "auto"}/{@code ""}: all that can run here, rdma only where a device is usable) and
+ * {@code "auto"}/{@code ""}: all that can run here, rdma only where a device is usable, cuda-ipc only
+ * where an NVIDIA driver is) and
  * {@code MC_TRANSPORTS} restricts; each request then goes over the cheapest transport that
  * reaches its peer, falling back to the next on failure. All are configured from Mooncake's
  * {@code MC_*} environment variables.
@@ -48,10 +50,11 @@ public final class TransferEngines {
         };
     }
 
-    /** The core offering shm, rdma (over libibverbs) and tcp. */
+    /** The core offering cuda-ipc, shm, rdma (over libibverbs) and tcp. */
     private static TransferEngine allTransports() {
         TcpConfig tcp = TcpConfig.fromEnvironment();
         return new CoreEngine(TcpTransport.coreSettings(tcp), List.of(
+                new CoreEngine.Candidate(CudaIpcTransport.NAME, CudaIpcTransport::new, CudaIpcTransport::autoPrecheck),
                 new CoreEngine.Candidate("shm", ShmTransport::new),
                 new CoreEngine.Candidate("rdma", RdmaTransport::new, RdmaTransport::autoPrecheck),
                 new CoreEngine.Candidate("tcp", () -> new TcpTransport(tcp))), System.getenv());

@@ -47,7 +47,7 @@ import org.slf4j.LoggerFactory;
  * {@link BufferRegistry}, the handshake server and client, the peer descriptors and their cache
  * ({@link PeerTable}), the batch table and the asynchronous and synchronous APIs
  * ({@link EngineCalls}), argument checks, the local short-circuit, and the choice of transport per
- * slice with fallback ({@link Router}). Transports ({@link Transport}: tcp, rdma, shm) only move
+ * slice with fallback ({@link Router}). Transports ({@link Transport}: tcp, rdma, shm, cuda-ipc) only move
  * bytes; which ones are installed follows {@code protocol} and {@code MC_TRANSPORTS}
  * ({@link TransportPlan}).
  *

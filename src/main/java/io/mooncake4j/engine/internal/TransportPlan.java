@@ -17,7 +17,8 @@ import java.util.Set;
  *       and tcp beside it for peers or buffers rdma cannot reach;</li>
  *   <li>{@code "shm"}: shm (required) and tcp;</li>
  *   <li>{@code "auto"}, {@code ""}, null: every transport the engine offers that can run here
- *       (rdma only where a device is usable, as Mooncake's auto-discovery; one WARN otherwise).</li>
+ *       (rdma only where a device is usable, as Mooncake's auto-discovery; one WARN otherwise;
+ *       cuda-ipc only where an NVIDIA driver is present).</li>
  * </ul>
  * {@code MC_TRANSPORTS} (a comma-separated list of names) restricts that set; naming away a
  * required transport fails. The result keeps the core's order of preference ({@link #ORDER}).
@@ -27,8 +28,11 @@ import java.util.Set;
  */
 record TransportPlan(List<String> required, List<String> optional) {
 
-    /** The order of preference: cheapest first; tcp last (its failures are final, see SliceGroup). */
-    static final List<String> ORDER = List.of("shm", "rdma", "tcp");
+    /**
+     * The order of preference: cheapest first ({@code cuda-ipc} moves GPU memory only, {@code shm}
+     * host memory only, both on one machine); tcp last (its failures are final, see SliceGroup).
+     */
+    static final List<String> ORDER = List.of("cuda-ipc", "shm", "rdma", "tcp");
     /** The environment variable restricting the set. */
     static final String RESTRICT = "MC_TRANSPORTS";
 

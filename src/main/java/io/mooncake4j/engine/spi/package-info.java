@@ -1,6 +1,6 @@
 /**
  * The transport SPI: what the engine core ({@code io.mooncake4j.engine}) asks of a way of moving
- * bytes ({@code tcp}, {@code rdma}, {@code shm}), after Mooncake TENT's shape. Module-private.
+ * bytes ({@code tcp}, {@code rdma}, {@code shm}, {@code cuda-ipc}), after Mooncake TENT's shape. Module-private.
  *
  * <p>The core owns everything a transport must not repeat: initialisation, the local segment and
  * its {@link io.mooncake4j.engine.BufferRegistry}, the handshake server and client, the peer
@@ -29,7 +29,8 @@
  * once; a transport completes slices from whichever thread it likes, and must not block the
  * submitting thread on the network for longer than its own bounded timeouts.
  *
- * <p>Order: the core tries installed transports as {@code shm}, {@code rdma}, {@code tcp};
+ * <p>Order: the core tries installed transports as {@code cuda-ipc}, {@code shm}, {@code rdma},
+ * {@code tcp};
  * {@code tcp} is last, and its lanes end tasks on the core's batch directly (no fallback after it).
  */
 package io.mooncake4j.engine.spi;

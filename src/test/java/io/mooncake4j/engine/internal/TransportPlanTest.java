@@ -34,6 +34,16 @@ class TransportPlanTest {
     }
 
     @Test
+    void cudaIpcComesFirstAndMcTransportsNamesIt() {
+        Set<String> withIpc = Set.of("cuda-ipc", "shm", "rdma", "tcp");
+        assertEquals(List.of("cuda-ipc", "shm", "rdma", "tcp"), TransportPlan.resolve("auto", withIpc, Map.of()).all());
+        assertEquals(List.of("cuda-ipc", "tcp"),
+                TransportPlan.resolve("auto", withIpc, Map.of("MC_TRANSPORTS", "tcp,cuda-ipc")).all());
+        assertEquals(List.of("shm", "tcp"), TransportPlan.resolve("shm", withIpc, Map.of()).all(),
+                "only auto installs cuda-ipc");
+    }
+
+    @Test
     void anEngineOfferingFewerTransportsRefusesTheOthersByName() {
         TransferEngineException e = assertThrows(TransferEngineException.class,
                 () -> TransportPlan.resolve("rdma", Set.of("tcp"), Map.of()));
