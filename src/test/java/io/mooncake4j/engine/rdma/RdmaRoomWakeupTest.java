@@ -22,14 +22,15 @@ import org.junit.jupiter.api.Timeout;
  * all arrive between its room check and its registration with the poller (a lost wake-up: the
  * poller pumps waiting endpoints only after completions, and none come any more). The interleaving
  * is forced: the NIC holds the first work requests ({@code autoProgress(false)}), and at the moment
- * the submitter registers to wait for room, the test lets them complete and waits until the poller
- * has handled them and gone idle.
+ * the submitter registers to wait for room (the QP is full by the engine's count, or the driver's
+ * send queue refused the post with {@code ENOMEM}), the test lets them complete and waits until the
+ * poller has handled them and gone idle.
  */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class RdmaRoomWakeupTest {
 
     private static final int SLICE = 4096;
-    /** MC_MAX_WR × MC_NUM_QP_PER_EP: the work requests one endpoint holds. */
+    /** Work requests the NIC (or the driver's send queue) holds before room runs out. */
     private static final int DEPTH = 4;
 
     private final HostMemoryAllocator alloc = new HostMemoryAllocator();
@@ -49,15 +50,31 @@ class RdmaRoomWakeupTest {
 
     @Test
     void completionsThatFreeRoomJustBeforeTheEndpointWaitsForRoomStillGetItPumped() {
+        // one slice per task: the submitter posts DEPTH and queues DEPTH more, and its last pump finds the QP
+        // full and registers; no later pump of its own follows (the batch is all dispatched)
+        runWithCompletionsBeforeTheRegistration(DEPTH, 0, 2 * DEPTH);
+    }
+
+    @Test
+    void aSendQueueFullOnPostIsRetriedWhenItsCompletionsCameBeforeTheRegistration() {
+        // the driver's queue holds half of MC_MAX_WR: the post of the one chain of 2 × DEPTH fails with ENOMEM
+        // after DEPTH, and the endpoint registers to wait for room
+        runWithCompletionsBeforeTheRegistration(2 * DEPTH, DEPTH, 2 * DEPTH);
+    }
+
+    /**
+     * Writes {@code tasks} one-slice tasks over one QP of {@code maxWr} work requests; the first
+     * time the submitter is about to register to wait for room, the NIC completes everything held
+     * and the poller handles it and goes idle. The write must still complete (before the fix it
+     * stalled until MC_TRANSFER_TIMEOUT and returned -1).
+     */
+    private void runWithCompletionsBeforeTheRegistration(int maxWr, int sendQueueDepth, int tasks) {
         EmulatedRdmaProvider fabric = new EmulatedRdmaProvider("emu0", "emu1");
         Map<String, String> env = Map.of("MC_SLICE_SIZE", Integer.toString(SLICE), "MC_MAX_WR",
-                Integer.toString(DEPTH), "MC_NUM_QP_PER_EP", "1", "MC_TRANSFER_TIMEOUT", "5");
+                Integer.toString(maxWr), "MC_NUM_QP_PER_EP", "1", "MC_TRANSFER_TIMEOUT", "5");
         target = EmulatedEngines.started(fabric, "emu0", EmulatedEngines.config(env));
         initiator = EmulatedEngines.started(fabric, "emu1", EmulatedEngines.config(env));
-        assertEquals(DEPTH, initiator.settings().maxWr(), "no clamping: one QP of " + DEPTH + " work requests");
-        // one slice each: the submitter posts DEPTH and queues DEPTH more, its last pump finds the QP full and
-        // registers; no later pump of its own follows (the batch is all dispatched)
-        int tasks = 2 * DEPTH;
+        assertEquals(maxWr, initiator.settings().maxWr(), "no clamping: one QP of " + maxWr + " work requests");
         long bytes = (long) tasks * SLICE;
         HostMemoryStorage local = alloc.allocate(bytes);
         HostMemoryStorage remote = alloc.allocate(bytes);
@@ -88,8 +105,8 @@ class RdmaRoomWakeupTest {
             if (Thread.currentThread() != submitter || !fired.compareAndSet(false, true)) {
                 return;
             }
-            // the submitter found the QP full (DEPTH posted, held by the NIC) and is about to register: now the
-            // NIC completes them all and the poller handles them and goes idle before the registration lands
+            // the submitter found no room (work held by the NIC) and is about to register: now the NIC completes
+            // it all and the poller handles it and goes idle before the registration lands
             fabric.progress();
             if (!awaitTrue(() -> ctx.cqOutstanding() == 0)) {
                 hookProblem.set("the poller did not handle the completions");
@@ -101,10 +118,10 @@ class RdmaRoomWakeupTest {
             }
             fabric.autoProgress(true); // from here on work completes as it is posted
         };
-        fabric.autoProgress(false);
+        fabric.sendQueueDepth(sendQueueDepth).autoProgress(false);
         int rc = initiator.batchTransferSyncWrite(peer, src, dst, len);
         ctx.beforeAwaitRoom = null;
-        assertTrue(fired.get(), "the submitter found the endpoint full and registered to wait for room");
+        assertTrue(fired.get(), "the submitter found no room and registered to wait for it");
         assertEquals(null, hookProblem.get());
         assertEquals(0, rc, "every slice was posted once room came back (no wait for MC_TRANSFER_TIMEOUT)");
         assertArrayEquals(local.segment().toArray(ValueLayout.JAVA_BYTE), remote.segment().toArray(
