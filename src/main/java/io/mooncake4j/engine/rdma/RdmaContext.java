@@ -188,7 +188,12 @@ final class RdmaContext {
         return endpoints.size();
     }
 
-    /** Registers {@code e} (once) to be pumped when completions free room. */
+    /**
+     * Registers {@code e} (once) to be pumped when completions free room. The poller looks at the
+     * registrations only after handling completions, so a caller that found no room must check
+     * again after this call: completions handled between its check and the registration would
+     * otherwise leave it stranded with nothing outstanding to bring the poller back.
+     */
     void awaitRoom(RdmaEndpoint e) {
         Runnable hook = beforeAwaitRoom;
         if (hook != null) {
