@@ -61,6 +61,10 @@ final class RdmaContext {
     /** Endpoints with queued slices that found no room (QP depth or CQ size); pumped after completions. */
     private final java.util.concurrent.ConcurrentLinkedQueue<RdmaEndpoint> awaitingRoom =
             new java.util.concurrent.ConcurrentLinkedQueue<>();
+    /** Tests: runs on the posting thread (endpoint lock held) when it found no room, before it registers; null otherwise. */
+    volatile Runnable beforeAwaitRoom;
+    /** Times the poller went idle (nothing outstanding on the CQ); written by the poller only (tests). */
+    private volatile long idleRounds;
     /** In NIC selection (false after a port or device failure event). */
     private volatile boolean active = true;
     /** A device fatal error was reported: out of selection for good. */
@@ -184,8 +188,17 @@ final class RdmaContext {
         return endpoints.size();
     }
 
-    /** Registers {@code e} (once) to be pumped when completions free room. */
+    /**
+     * Registers {@code e} (once) to be pumped when completions free room. The poller looks at the
+     * registrations only after handling completions, so a caller that found no room must check
+     * again after this call: completions handled between its check and the registration would
+     * otherwise leave it stranded with nothing outstanding to bring the poller back.
+     */
     void awaitRoom(RdmaEndpoint e) {
+        Runnable hook = beforeAwaitRoom;
+        if (hook != null) {
+            hook.run();
+        }
         if (e.awaitingRoom.compareAndSet(false, true)) {
             awaitingRoom.add(e);
         }
@@ -236,8 +249,18 @@ final class RdmaContext {
         cqOutstanding.decrementAndGet();
     }
 
+    /** Whether at least one more CQ entry can be reserved now. */
+    boolean cqHasRoom() {
+        return cqOutstanding.get() < cqCapacity;
+    }
+
     int cqOutstanding() {
         return cqOutstanding.get();
+    }
+
+    /** How often the poller went idle (tests: after this advances, it has handled every completion before). */
+    long idleRounds() {
+        return idleRounds;
     }
 
     void wakePoller() {
@@ -325,6 +348,7 @@ final class RdmaContext {
                     LockSupport.parkNanos(this, PARK_NS);
                 }
             } else {
+                idleRounds = idleRounds + 1; // single writer
                 sleeping = true;
                 if (cqOutstanding.get() == 0 && running) {
                     LockSupport.parkNanos(this, 50_000_000L);

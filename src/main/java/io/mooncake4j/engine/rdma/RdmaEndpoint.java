@@ -203,6 +203,7 @@ final class RdmaEndpoint {
             if (state != CONNECTED || destroyed) {
                 return false;
             }
+            rounds:
             while (!queue.isEmpty()) {
                 int posted = 0;
                 int n = 0;
@@ -235,6 +236,7 @@ final class RdmaEndpoint {
                         continue;
                     }
                     wrs.chain(first, count);
+                    int before = outstanding.get(q); // posting is under the lock: only completions lower it meanwhile
                     int rc = qps[q].postSend(wrs, first);
                     if (rc != 0) {
                         int bad = wrs.badIndex();
@@ -252,6 +254,12 @@ final class RdmaEndpoint {
                         if (rc == ENOMEM) {
                             nextQp = (q + 1) % qps.length;
                             ctx.awaitRoom(this); // room comes back with completions
+                            if (outstanding.get(q) < before - (n - firstBad)) {
+                                continue rounds; // one completed since the post: the poller may have looked already
+                            }
+                            if (posted > 0) {
+                                ctx.wakePoller();
+                            }
                             return false;
                         }
                         LOG.warn("ibv_post_send to {} on {} failed: {}; rebuilding the endpoint", peerNicPath,
@@ -263,7 +271,13 @@ final class RdmaEndpoint {
                 }
                 nextQp = (nextQp + 1) % qps.length;
                 if (posted == 0) {
-                    ctx.awaitRoom(this); // no room anywhere: the poller pumps this endpoint after completions
+                    // no room anywhere: the poller pumps this endpoint after completions. Registered first, then
+                    // checked again: completions that freed room between the check above and the registration
+                    // were handled by a poller that did not see this endpoint yet, and none may follow
+                    ctx.awaitRoom(this);
+                    if (roomNow()) {
+                        continue;
+                    }
                     return false;
                 }
                 ctx.wakePoller();
@@ -272,6 +286,19 @@ final class RdmaEndpoint {
         } finally {
             lock.unlock();
         }
+    }
+
+    /** Whether some QP and the CQ have room now (the re-check after registering to wait for room). */
+    private boolean roomNow() {
+        if (!ctx.cqHasRoom()) {
+            return false;
+        }
+        for (int q = 0; q < qps.length; q++) {
+            if (outstanding.get(q) < maxWr) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /** How often {@link #pump} ran (tests: the poller must not pump idle endpoints). */

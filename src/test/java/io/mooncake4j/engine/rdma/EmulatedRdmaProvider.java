@@ -58,6 +58,7 @@ final class EmulatedRdmaProvider implements RdmaProvider {
     private int nextKey = 0x100;
     private int nextQpn = 0x11;
     private boolean autoProgress = true;
+    private int sendQueueDepth;
     private int failStatus;
     private int failSkip;
     private int failCount;
@@ -116,6 +117,17 @@ final class EmulatedRdmaProvider implements RdmaProvider {
     synchronized EmulatedRdmaProvider registrationRendezvous(int parties, long timeoutMs) {
         registrationRendezvous = parties <= 0 ? null : new CyclicBarrier(parties);
         rendezvousTimeoutMs = timeoutMs;
+        return this;
+    }
+
+    /**
+     * Send queues hold at most {@code n} pending work requests (0: as many as the QP was created
+     * with): {@code ibv_post_send} fails with {@code ENOMEM} before the engine's {@code MC_MAX_WR}
+     * count is reached, as on a driver whose queue is shallower than asked for. Shows only while
+     * work is held ({@code autoProgress(false)}).
+     */
+    synchronized EmulatedRdmaProvider sendQueueDepth(int n) {
+        sendQueueDepth = n;
         return this;
     }
 
@@ -731,8 +743,9 @@ final class EmulatedRdmaProvider implements RdmaProvider {
                     wrs.recordBadRequest(first);
                     return EINVAL;
                 }
+                int depth = sendQueueDepth > 0 ? Math.min(sendQueueDepth, caps.maxSendWr()) : caps.maxSendWr();
                 for (int i = first; i >= 0; i = wrs.next(i)) {
-                    if (pending.size() >= caps.maxSendWr()) {
+                    if (pending.size() >= depth) {
                         wrs.recordBadRequest(i);
                         return ENOMEM;
                     }

@@ -57,7 +57,8 @@ public final class EmulatedRdmaThroughput {
                 }
             }
             String name = target.getLocalSegmentName();
-            CyclicBarrier start = new CyclicBarrier(threads + 1);
+            CyclicBarrier warmedUp = new CyclicBarrier(threads + 1);
+            CyclicBarrier start = new CyclicBarrier(threads + 1); // the window opens once every thread warmed up
             AtomicLong batches = new AtomicLong();
             AtomicLong workerBytes = new AtomicLong();
             long[] endAt = new long[1];
@@ -77,6 +78,7 @@ public final class EmulatedRdmaThroughput {
                         initiator.batchTransferSyncWrite(name, src, dst, len);
                     }
                     try {
+                        warmedUp.await();
                         start.await();
                         long mine0 = allocatedBytes(Thread.currentThread());
                         while (System.nanoTime() < endAt[0]) {
@@ -91,6 +93,7 @@ public final class EmulatedRdmaThroughput {
                     }
                 }));
             }
+            warmedUp.await();
             long posts0 = fabric.postCalls();
             long wrs0 = fabric.postedRequests();
             long alloc0 = allocatedBytes();

@@ -246,7 +246,9 @@ class RdmaTransportTest {
         HostMemoryStorage remote = alloc.allocate(BUF);
         assertEquals(0, initiator.registerMemory(local.address(), BUF, "cpu:0"));
         assertEquals(0, target.registerMemory(remote.address(), BUF, "cpu:0"));
-        assertEquals(0, write(local, remote, 4096)); // connected
+        // connected through the asynchronous API, which has no deadline: under load the bring-up alone may take
+        // longer than this engine's 200 ms MC_TRANSFER_TIMEOUT (a sync write here failed that way on a busy machine)
+        assertEquals(TransferStatus.State.COMPLETED, writeAsync(local, remote, 4096));
         local.segment().fill((byte) 1);
         remote.segment().fill((byte) 2);
         fabric.autoProgress(false); // the "NIC" stalls: nothing completes
@@ -259,7 +261,18 @@ class RdmaTransportTest {
         }
         assertEquals(0, initiator.liveSlices());
         fabric.autoProgress(true);
-        assertEquals(0, write(local, remote, 4096), "fresh endpoints after the flush");
+        assertEquals(TransferStatus.State.COMPLETED, writeAsync(local, remote, 4096), "fresh endpoints after the flush");
+    }
+
+    /** A write through the asynchronous API (no MC_TRANSFER_TIMEOUT), awaited; its final state. */
+    private TransferStatus.State writeAsync(HostMemoryStorage local, HostMemoryStorage remote, long len) {
+        long seg = initiator.openSegment(target.getLocalSegmentName());
+        long batch = initiator.allocateBatchId(1);
+        assertEquals(StatusCodes.OK, initiator.submitTransfer(batch,
+                List.of(TransferRequest.write(local.address(), seg, remote.address(), len))));
+        TransferStatus.State st = await(initiator, batch, 0).state();
+        assertEquals(StatusCodes.OK, initiator.freeBatchId(batch));
+        return st;
     }
 
     @Test
