@@ -205,8 +205,23 @@ final class DemoCommand implements CliCommand {
         if (tally != null) {
             tally.drain(); // the warm-up's engines are closed; count the measured run only
         }
+        boolean byThread = "1".equals(System.getenv(ProcessDemo.THREAD_CPU_ENV))
+                && java.nio.file.Files.isDirectory(java.nio.file.Path.of("/proc/self/task"));
+        long pid = ProcessHandle.current().pid();
+        Map<String, Long> threadsAtStart = byThread ? ProcessDemo.ThreadTicks.of(pid) : Map.of();
         DemoRunner.Report r = DemoRunner.run(o, workers, out, deviceMemory);
         Map<String, String> extra = new LinkedHashMap<>();
+        if (byThread) {
+            StringBuilder b = new StringBuilder();
+            ProcessDemo.ThreadTicks.delta(threadsAtStart, ProcessDemo.ThreadTicks.of(pid)).forEach((k, v) -> {
+                if (v >= 5) {
+                    b.append(b.isEmpty() ? "" : ", ").append(String.format(Locale.ROOT, "%s %.2f", k,
+                            v / (double) ProcessDemo.ThreadTicks.HZ));
+                }
+            });
+            extra.put("CPU by thread group", b + " (s; " + ProcessDemo.THREAD_CPU_ENV + "=1; the run with its "
+                    + "engines' start and stop; Linux thread names are cut at 15 characters)");
+        }
         Map<String, Long> by = tally == null ? Map.of() : tally.drain();
         if (!by.isEmpty()) {
             StringBuilder b = new StringBuilder();

@@ -375,6 +375,8 @@ final class ProcessDemo {
     /** One line: CPU seconds each process spent in the timed run, and their sum per GiB of KV that reached D. */
     private static void printCpu(PrintStream out, List<Child> children, long[] start, long[] end, long kvBytes) {
         StringBuilder sb = new StringBuilder();
+        StringBuilder perGib = new StringBuilder();
+        double gib = kvBytes / (double) (1L << 30);
         double total = 0;
         for (int i = 0; i < start.length; i++) {
             if (start[i] < 0 || end[i] < 0) {
@@ -382,11 +384,15 @@ final class ProcessDemo {
             }
             double s = (end[i] - start[i]) / 1e9;
             total += s;
-            sb.append(i == start.length - 1 ? "client" : children.get(i).role).append(String.format(Locale.ROOT,
-                    " %.1f s, ", s));
+            String role = i == start.length - 1 ? "client" : children.get(i).role;
+            sb.append(role).append(String.format(Locale.ROOT, " %.1f s, ", s));
+            perGib.append(role).append(String.format(Locale.ROOT, " %.3f, ", s / gib));
         }
         out.printf(Locale.ROOT, "  %-28s %stotal %.1f s%s%n", "CPU time over the run", sb, total, kvBytes > 0
-                ? String.format(Locale.ROOT, " (%.2f s per GiB of KV)", total / (kvBytes / (double) (1L << 30))) : "");
+                ? String.format(Locale.ROOT, " (%.2f s per GiB of KV)", total / gib) : "");
+        if (kvBytes > 0) {
+            out.printf(Locale.ROOT, "  %-28s %stotal %.3f%n", "CPU s per GiB of KV", perGib, total / gib);
+        }
     }
 
     /** SIGTERM to every child still running (serve drains, the proxy stops), newest first; SIGKILL after {@code wait}. */
