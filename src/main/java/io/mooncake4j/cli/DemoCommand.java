@@ -136,14 +136,18 @@ final class DemoCommand implements CliCommand {
                 "  --layer-compute-us N  prefill compute per layer per 1k prompt tokens, in microseconds (spent",
                 "                        parked, like GPU time), default 0: the synthetic KV fill only",
                 "  --warmup N            first send N requests of the same shape, not counted (with --processes",
-                "                        through the same processes), so the figures are of warmed-up JVMs; default 0");
+                "                        through the same processes), so the figures are of warmed-up JVMs; default 0",
+                "  --sampling prompt|kv  how the synthetic model picks tokens: prompt (default) from the prompt alone,",
+                "                        D verifying the KV it received; kv from the KV each engine holds, as serve",
+                "                        nodes do (P then also digests the KV it writes): the in-JVM run like for like",
+                "                        with --processes, whose nodes always sample from the KV");
     }
 
     @Override
     public Set<String> flagNames() {
         return Set.of("model", "requests", "prompt-tokens", "shared-prefix", "decode-tokens", "p-tp", "d-tp", "engine",
                 "protocol", "num-blocks", "concurrency", "seed", "device", "gpu-id", "p-gpu", "d-gpu", "timeout", "processes",
-                "layerwise", "layer-compute-us", "warmup");
+                "layerwise", "layer-compute-us", "warmup", "sampling");
     }
 
     @Override
@@ -155,6 +159,10 @@ final class DemoCommand implements CliCommand {
         }
         DemoRunner.Options o = parse(flags);
         if (processes) {
+            if (flags.string("sampling", "kv").equalsIgnoreCase("prompt")) {
+                throw new Flags.UsageException("--processes runs serve nodes, which always sample from the KV "
+                        + "(--sampling kv); --sampling prompt is for the in-JVM demo");
+            }
             if (o.onGpu() || !o.protocol().equals("tcp") || o.numBlocks() != 0) {
                 throw new Flags.UsageException("--processes runs serve nodes over TCP with KV in host memory; "
                         + "it takes no --device cuda, --num-blocks, and no --protocol but tcp");
@@ -197,8 +205,23 @@ final class DemoCommand implements CliCommand {
         if (tally != null) {
             tally.drain(); // the warm-up's engines are closed; count the measured run only
         }
+        boolean byThread = "1".equals(System.getenv(ProcessDemo.THREAD_CPU_ENV))
+                && java.nio.file.Files.isDirectory(java.nio.file.Path.of("/proc/self/task"));
+        long pid = ProcessHandle.current().pid();
+        Map<String, Long> threadsAtStart = byThread ? ProcessDemo.ThreadTicks.of(pid) : Map.of();
         DemoRunner.Report r = DemoRunner.run(o, workers, out, deviceMemory);
         Map<String, String> extra = new LinkedHashMap<>();
+        if (byThread) {
+            StringBuilder b = new StringBuilder();
+            ProcessDemo.ThreadTicks.delta(threadsAtStart, ProcessDemo.ThreadTicks.of(pid)).forEach((k, v) -> {
+                if (v >= 5) {
+                    b.append(b.isEmpty() ? "" : ", ").append(String.format(Locale.ROOT, "%s %.2f", k,
+                            v / (double) ProcessDemo.ThreadTicks.HZ));
+                }
+            });
+            extra.put("CPU by thread group", b + " (s; " + ProcessDemo.THREAD_CPU_ENV + "=1; the run with its "
+                    + "engines' start and stop; Linux thread names are cut at 15 characters)");
+        }
         Map<String, Long> by = tally == null ? Map.of() : tally.drain();
         if (!by.isEmpty()) {
             StringBuilder b = new StringBuilder();
@@ -214,7 +237,7 @@ final class DemoCommand implements CliCommand {
     static DemoRunner.Options withRequests(DemoRunner.Options o, int requests) {
         return new DemoRunner.Options(o.model(), requests, o.promptTokens(), o.sharedPrefixTokens(), o.decodeTokens(),
                 o.pTp(), o.dTp(), o.protocol(), o.numBlocks(), o.concurrency(), o.seed() + 1, o.timeout(), o.device(),
-                o.pGpu(), o.dGpu(), o.layerwise(), o.layerCompute());
+                o.pGpu(), o.dGpu(), o.layerwise(), o.layerCompute(), o.sampling());
     }
 
     /** The options the flags ask for (rejects unknown flags). */
@@ -277,11 +300,17 @@ final class DemoCommand implements CliCommand {
             throw new Flags.UsageException("--layerwise needs --device cpu: the synthetic model writes GPU caches "
                     + "in whole forward passes");
         }
+        String samplingName = flags.string("sampling", "prompt").toLowerCase(Locale.ROOT);
+        SimEngine.Sampling sampling = switch (samplingName) {
+            case "prompt" -> SimEngine.Sampling.PROMPT;
+            case "kv" -> SimEngine.Sampling.KV;
+            default -> throw new Flags.UsageException("--sampling must be prompt or kv, got '" + samplingName + "'");
+        };
         flags.rejectUnknown();
         flags.rejectPositional();
         return new DemoRunner.Options(model, requests, promptTokens, shared, decode, pTp, dTp, protocol, numBlocks,
                 concurrency, seed, Duration.ofSeconds(timeout), device, pGpu, dGpu, layerwise,
-                Duration.ofNanos(layerUs * 1000L));
+                Duration.ofNanos(layerUs * 1000L), sampling);
     }
 
     /** {@code --engine}, or its other spelling {@code --protocol}; both given must agree. */

@@ -228,9 +228,20 @@ final class ProcessDemo {
         List<String> left;
         long[] cpuAtStart = new long[children.size() + 1];
         long[] cpuAtEnd = new long[children.size() + 1];
+        boolean byThread = threadCpuWanted();
+        List<Map<String, Long>> threadsAtStart = new ArrayList<>();
+        List<Map<String, Long>> threadsAtEnd = new ArrayList<>();
         try {
-            r = client.run(() -> cpuTimes(children, cpuAtStart));
+            r = client.run(() -> {
+                cpuTimes(children, cpuAtStart);
+                if (byThread) {
+                    threadCpu(children, threadsAtStart);
+                }
+            });
             cpuTimes(children, cpuAtEnd);
+            if (byThread) {
+                threadCpu(children, threadsAtEnd);
+            }
             left = client.awaitDrained(List.of(URI.create(pUrl), URI.create(dUrl)), Duration.ofSeconds(90));
         } finally {
             client.close();
@@ -252,12 +263,101 @@ final class ProcessDemo {
                     "KV received at D", Bytes.human(received), received / r.seconds() / (1L << 30), mismatched);
         }
         printCpu(out, children, cpuAtStart, cpuAtEnd, received);
+        if (byThread) {
+            printThreadCpu(out, children, threadsAtStart, threadsAtEnd, cpuAtStart, cpuAtEnd);
+        }
         r.print(out, "demo --processes");
         rc = r.wrong() == 0 && r.ok() == o.requests() && left.isEmpty() && mismatched <= 0 ? 0 : 1;
         rc = stopAll(children, Duration.ofSeconds(60), err) ? rc : 1;
         out.println(rc == 0 ? "OK: every completion equals the kv_both reference; every process exited cleanly"
                 : "FAILED");
         return rc;
+    }
+
+    /** Environment variable: {@code 1} adds the CPU of each process's thread groups over the timed run (Linux). */
+    static final String THREAD_CPU_ENV = "MOONCAKE4J_DEMO_THREAD_CPU";
+
+    private static boolean threadCpuWanted() {
+        return "1".equals(System.getenv(THREAD_CPU_ENV)) && Files.isDirectory(Path.of("/proc/self/task"));
+    }
+
+    /** Per child, then this JVM: CPU clock ticks (user + system) so far per thread group ({@link #threadGroup}). */
+    private static void threadCpu(List<Child> children, List<Map<String, Long>> into) {
+        for (Child c : children) {
+            into.add(ThreadTicks.of(c.process.pid()));
+        }
+        into.add(ThreadTicks.of(ProcessHandle.current().pid()));
+    }
+
+    /**
+     * Per process, its thread groups' CPU seconds over the timed run, largest first; threads that ended
+     * in the run are in {@code exited/other} (the process's total less the groups').
+     */
+    private static void printThreadCpu(PrintStream out, List<Child> children, List<Map<String, Long>> start,
+            List<Map<String, Long>> end, long[] cpuStart, long[] cpuEnd) {
+        out.printf(Locale.ROOT, "  %-28s (%s=1; CPU s of each thread group over the run, Linux thread names are "
+                + "cut at 15 characters)%n", "CPU by thread group", THREAD_CPU_ENV);
+        for (int i = 0; i < start.size() && i < end.size(); i++) {
+            Map<String, Long> d = ThreadTicks.delta(start.get(i), end.get(i));
+            double total = (cpuEnd[i] - cpuStart[i]) / 1e9;
+            double sum = 0;
+            StringBuilder sb = new StringBuilder();
+            for (Map.Entry<String, Long> e : d.entrySet()) {
+                double s = e.getValue() / (double) ThreadTicks.HZ;
+                sum += s;
+                if (s >= 0.05) {
+                    sb.append(String.format(Locale.ROOT, "%s %.2f, ", e.getKey(), s));
+                }
+            }
+            sb.append(String.format(Locale.ROOT, "exited/other %.2f", Math.max(0, total - sum)));
+            out.printf(Locale.ROOT, "    %-10s %s%n", i < children.size() ? children.get(i).role : "client", sb);
+        }
+    }
+
+    /** CPU ticks per thread group read from {@code /proc/PID/task/TID/stat} (Linux). */
+    static final class ThreadTicks {
+        /** Clock ticks per second of {@code utime}/{@code stime} ({@code USER_HZ}, 100 on Linux). */
+        static final int HZ = 100;
+
+        private ThreadTicks() {}
+
+        static Map<String, Long> of(long pid) {
+            Map<String, Long> m = new java.util.HashMap<>();
+            try (var tasks = Files.list(Path.of("/proc", Long.toString(pid), "task"))) {
+                for (Path t : tasks.toList()) {
+                    try {
+                        String stat = Files.readString(t.resolve("stat"), StandardCharsets.US_ASCII);
+                        int open = stat.indexOf('(');
+                        int close = stat.lastIndexOf(')');
+                        String[] f = stat.substring(close + 2).split(" ");
+                        // after "pid (comm) ": state is f[0], utime f[11], stime f[12]
+                        long ticks = Long.parseLong(f[11]) + Long.parseLong(f[12]);
+                        m.merge(group(stat.substring(open + 1, close)), ticks, Long::sum);
+                    } catch (IOException | RuntimeException gone) {
+                        // the thread ended while listed
+                    }
+                }
+            } catch (IOException | RuntimeException e) {
+                // the process ended
+            }
+            return m;
+        }
+
+        /** A thread name without its trailing number ({@code C2 CompilerThread0} and {@code 1} are one group). */
+        static String group(String comm) {
+            return comm.replaceAll("[-#]?[0-9]+$", "").replaceAll("-[0-9]+-", "-N-");
+        }
+
+        /** Ticks per group from {@code a} to {@code b}, largest first. */
+        static Map<String, Long> delta(Map<String, Long> a, Map<String, Long> b) {
+            Map<String, Long> d = new java.util.LinkedHashMap<>();
+            b.entrySet().stream()
+                    .map(e -> Map.entry(e.getKey(), e.getValue() - a.getOrDefault(e.getKey(), 0L)))
+                    .filter(e -> e.getValue() > 0)
+                    .sorted(Map.Entry.<String, Long>comparingByValue().reversed())
+                    .forEach(e -> d.put(e.getKey(), e.getValue()));
+            return d;
+        }
     }
 
     /** CPU time so far of each child, then of this JVM (the client), in nanoseconds (-1 when unknown). */
@@ -275,6 +375,8 @@ final class ProcessDemo {
     /** One line: CPU seconds each process spent in the timed run, and their sum per GiB of KV that reached D. */
     private static void printCpu(PrintStream out, List<Child> children, long[] start, long[] end, long kvBytes) {
         StringBuilder sb = new StringBuilder();
+        StringBuilder perGib = new StringBuilder();
+        double gib = kvBytes / (double) (1L << 30);
         double total = 0;
         for (int i = 0; i < start.length; i++) {
             if (start[i] < 0 || end[i] < 0) {
@@ -282,11 +384,15 @@ final class ProcessDemo {
             }
             double s = (end[i] - start[i]) / 1e9;
             total += s;
-            sb.append(i == start.length - 1 ? "client" : children.get(i).role).append(String.format(Locale.ROOT,
-                    " %.1f s, ", s));
+            String role = i == start.length - 1 ? "client" : children.get(i).role;
+            sb.append(role).append(String.format(Locale.ROOT, " %.1f s, ", s));
+            perGib.append(role).append(String.format(Locale.ROOT, " %.3f, ", s / gib));
         }
         out.printf(Locale.ROOT, "  %-28s %stotal %.1f s%s%n", "CPU time over the run", sb, total, kvBytes > 0
-                ? String.format(Locale.ROOT, " (%.2f s per GiB of KV)", total / (kvBytes / (double) (1L << 30))) : "");
+                ? String.format(Locale.ROOT, " (%.2f s per GiB of KV)", total / gib) : "");
+        if (kvBytes > 0) {
+            out.printf(Locale.ROOT, "  %-28s %stotal %.3f%n", "CPU s per GiB of KV", perGib, total / gib);
+        }
     }
 
     /** SIGTERM to every child still running (serve drains, the proxy stops), newest first; SIGKILL after {@code wait}. */

@@ -683,14 +683,17 @@ public final class ServeNode implements AutoCloseable {
             Map<String, Object> delta = new LinkedHashMap<>();
             delta.put("role", "assistant");
             delta.put("content", "");
-            event(out, chunk(req, id, delta, null));
+            event(out, chunk(req, id, delta, null), true);
         }
         int sent = 0;
         for (int t = first; t != DONE; t = take(tokens)) {
             sent++;
             String piece = SyntheticTokenizer.decode(t);
             Object payload = req.chat() ? Map.of("content", piece) : piece;
-            event(out, chunk(req, id, payload, sent == req.maxTokens() ? "length" : null));
+            boolean last = sent == req.maxTokens();
+            // each token goes out as it is made; the last one waits for the end of the request (the same
+            // engine step), so that it, the usage and [DONE] leave in one write instead of three
+            event(out, chunk(req, id, payload, last ? "length" : null), !last);
         }
         String error = null;
         try {
@@ -704,12 +707,12 @@ public final class ServeNode implements AutoCloseable {
         }
         if (error != null || sent < req.maxTokens()) {
             event(out, OpenAiError.body(500, "InternalServerError", null, error != null ? error
-                    : "the request ended after " + sent + " of " + req.maxTokens() + " tokens"));
+                    : "the request ended after " + sent + " of " + req.maxTokens() + " tokens"), false);
         } else if (req.includeUsage()) {
             Map<String, Object> u = header(req, id, true);
             u.put("choices", List.of());
             u.put("usage", usage(req.prompt().length, sent));
-            event(out, u);
+            event(out, u, false);
         }
         out.write("data: [DONE]\n\n".getBytes(StandardCharsets.UTF_8));
         out.flush();
@@ -727,9 +730,12 @@ public final class ServeNode implements AutoCloseable {
         return m;
     }
 
-    private static void event(OutputStream out, Object json) throws IOException {
+    /** One server-sent event; {@code flush}: sent now, else with what is written next. */
+    private static void event(OutputStream out, Object json, boolean flush) throws IOException {
         out.write(("data: " + Json.write(json) + "\n\n").getBytes(StandardCharsets.UTF_8));
-        out.flush();
+        if (flush) {
+            out.flush();
+        }
     }
 
     private static int take(BlockingQueue<Integer> q) {

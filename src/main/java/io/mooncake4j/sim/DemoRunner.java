@@ -70,13 +70,19 @@ public final class DemoRunner {
      * @param layerwise          P pushes each layer's KV as its prefill writes it ({@code layerwise_push})
      * @param layerCompute       the prefill's compute per layer per 1024 prompt tokens
      *                           ({@link SimEngine#layerCompute}); zero: the KV fill only
+     * @param sampling           how both engines' synthetic model picks tokens: {@link SimEngine.Sampling#PROMPT}
+     *                           (the demo's default: from the prompt alone, D verifies the KV it received) or
+     *                           {@link SimEngine.Sampling#KV} (as {@code serve} nodes: from the KV each engine
+     *                           holds, so P also digests the KV it writes; like for like with
+     *                           {@code demo --processes})
      */
     public record Options(ModelPreset model, int requests, int promptTokens, int sharedPrefixTokens,
                           int decodeTokens, int pTp, int dTp, String protocol, int numBlocks, int concurrency,
                           long seed, Duration timeout, String device, int pGpu, int dGpu, boolean layerwise,
-                          Duration layerCompute) {
+                          Duration layerCompute, SimEngine.Sampling sampling) {
 
         public Options {
+            Objects.requireNonNull(sampling, "sampling");
             Objects.requireNonNull(layerCompute, "layerCompute");
             if (layerCompute.isNegative()) {
                 throw new IllegalArgumentException("layer compute must be >= 0, got " + layerCompute);
@@ -103,6 +109,14 @@ public final class DemoRunner {
             if (sharedPrefixTokens < 0 || sharedPrefixTokens > promptTokens) {
                 throw new IllegalArgumentException("shared prefix must be within 0.." + promptTokens);
             }
+        }
+
+        /** Options with tokens sampled from the prompt ({@link SimEngine.Sampling#PROMPT}, the demo's default). */
+        public Options(ModelPreset model, int requests, int promptTokens, int sharedPrefixTokens, int decodeTokens,
+                int pTp, int dTp, String protocol, int numBlocks, int concurrency, long seed, Duration timeout,
+                String device, int pGpu, int dGpu, boolean layerwise, Duration layerCompute) {
+            this(model, requests, promptTokens, sharedPrefixTokens, decodeTokens, pTp, dTp, protocol, numBlocks,
+                    concurrency, seed, timeout, device, pGpu, dGpu, layerwise, layerCompute, SimEngine.Sampling.PROMPT);
         }
 
         /** Options with whole-request push and no per-layer compute cost. */
@@ -207,6 +221,10 @@ public final class DemoRunner {
             out.printf(Locale.ROOT, "%nmooncake4j demo: %s, P tp %d -> D tp %d, protocol %s, %d requests x %d tokens "
                     + "(%d shared), %d decode tokens%n", o.model().name(), o.pTp(), o.dTp(), o.protocol(),
                     o.requests(), o.promptTokens(), o.sharedPrefixTokens(), o.decodeTokens());
+            if (o.sampling() == SimEngine.Sampling.KV) {
+                row(out, "sampling", "kv: tokens from the KV each engine holds (P digests the KV it writes, D the "
+                        + "KV it received), as serve nodes do");
+            }
             row(out, "KV caches", o.onGpu() ? String.format(Locale.ROOT, "GPU: P on cuda:%d, D on cuda:%d", o.pGpu(),
                     o.dGpu()) : "host memory");
             row(out, "requests", String.format(Locale.ROOT, "%d ok, %d failed", ok, failed));
@@ -306,9 +324,10 @@ public final class DemoRunner {
                     .tp(0, o.pTp()).layerwisePush(o.layerwise()).build();
             MooncakeConnectorConfig dCfg = base.kvRole(KvRole.KV_CONSUMER).engineId("demo-decode")
                     .tp(0, o.dTp()).build();
-            try (SimEngine p = SimEngine.start(pCfg, o.model(), pBlocks, limits, workers.factory(o.protocol()), pPlace);
+            try (SimEngine p = SimEngine.start(pCfg, o.model(), pBlocks, limits, workers.factory(o.protocol()), pPlace,
+                    o.sampling());
                  SimEngine d = SimEngine.start(dCfg, o.model(), dBlocks, limits, workers.factory(o.protocol()),
-                         dPlace)) {
+                         dPlace, o.sampling())) {
                 p.layerCompute(o.layerCompute());
                 String engineId = SimProxy.resolveEngineId(url, 0);
                 progress.printf(Locale.ROOT, "bootstrap server %s; P %s: tp %d, %d blocks/rank, %s KV in %s; "

@@ -68,6 +68,46 @@ class DemoCommandTest {
     }
 
     @Test
+    void shouldSampleFromThePromptByDefaultAndFromTheKvWhenAsked() {
+        assertEquals(io.mooncake4j.sim.SimEngine.Sampling.PROMPT, parse().sampling());
+        assertEquals(io.mooncake4j.sim.SimEngine.Sampling.KV, parse("--sampling", "kv").sampling());
+        assertEquals(io.mooncake4j.sim.SimEngine.Sampling.KV, parse("--sampling", "KV").sampling());
+        assertTrue(assertThrows(Flags.UsageException.class, () -> parse("--sampling", "random")).getMessage()
+                .contains("--sampling must be prompt or kv, got 'random'"));
+        assertEquals(io.mooncake4j.sim.SimEngine.Sampling.KV, DemoCommand.withRequests(parse("--sampling", "kv"), 3)
+                .sampling(), "the warm-up runs the same way");
+    }
+
+    @Test
+    void shouldRejectPromptSamplingWithProcesses() {
+        ByteArrayOutputStream buf = new ByteArrayOutputStream();
+        int code;
+        try (PrintStream out = new PrintStream(buf, true, StandardCharsets.UTF_8)) {
+            code = Main.run(new String[] {"demo", "--processes", "--sampling", "prompt"}, out, out);
+        }
+        String text = buf.toString(StandardCharsets.UTF_8);
+        assertEquals(2, code, text);
+        assertTrue(text.contains("always sample from the KV"), text);
+    }
+
+    @Test
+    void shouldRunInJvmWithTokensSampledFromTheKvEachEngineHolds() {
+        // P's first token comes from the digest of the KV it wrote, D's from the KV it received: the run
+        // passes only when the two agree for every request (and every byte verifies)
+        ByteArrayOutputStream buf = new ByteArrayOutputStream();
+        int code;
+        try (PrintStream out = new PrintStream(buf, true, StandardCharsets.UTF_8)) {
+            code = new DemoCommand().run(Flags.parse(List.of("--model", "tiny", "--requests", "4", "--prompt-tokens",
+                    "70", "--shared-prefix", "16", "--protocol", "mock", "--num-blocks", "24", "--sampling", "kv",
+                    "--timeout", "40")), out, out);
+        }
+        String text = buf.toString(StandardCharsets.UTF_8);
+        assertEquals(0, code, text);
+        assertTrue(text.contains("sampling             kv: tokens from the KV each engine holds"), text);
+        assertTrue(text.contains("4 ok, 0 failed") && text.contains("OK: every byte verified"), text);
+    }
+
+    @Test
     void shouldRejectAPositionalArgumentWithExitCode2() {
         ByteArrayOutputStream buf = new ByteArrayOutputStream();
         int code;
