@@ -37,6 +37,12 @@ import java.util.concurrent.TimeUnit;
  * java --enable-native-access=ALL-UNNAMED -Xmx2g -cp target/test-classes:target/classes:$(cat target/test.classpath) \
  *     io.mooncake4j.sim.TtftBench [reps] [mock,tcp] [1024,8192,32768] [balanced|gpu]
  * </pre>
+ *
+ * <p>{@code -Dttft.nice=N} gives both P engines {@code transfer_thread_nice: N};
+ * {@code -Dttft.verbose=true} prints every exchange. After each row, the medians of where P's
+ * prefill time went, alone and inside the layer-wise exchanges ({@link Evidence}: the step
+ * thread's on-CPU time, run-queue wait and parked time from the kernel's schedstat, its fill /
+ * device-wait / hook split, the other thread groups' CPU over the same window).
  */
 public final class TtftBench {
 
@@ -56,7 +62,8 @@ public final class TtftBench {
                 .mapToInt(Integer::parseInt).toArray();
         gpuLike = args.length > 3 && args[3].equals("gpu");
         System.out.println("per-layer cost: " + (gpuLike ? "gpu (parked compute alone = transfer time; the CPU KV "
-                + "fill comes on top)" : "balanced (fill + parked compute = transfer time)"));
+                + "fill comes on top)" : "balanced (fill + parked compute = transfer time)")
+                + "; P's transfer_thread_nice " + Integer.getInteger("ttft.nice", 0) + " (-Dttft.nice)");
         System.out.printf(Locale.ROOT, "%-5s %7s %9s %9s %11s %9s %9s %9s %10s %9s %9s %11s %10s%n", "engine",
                 "tokens", "fill ms", "xfer ms", "us/layer/1k", "pref ms", "whole ms", "lw ms", "max(p,x)", "whole/max",
                 "lw/max", "lw pref ms", "lw tail ms");
@@ -88,7 +95,8 @@ public final class TtftBench {
         int blocks = (tokens + MODEL.blockSize() - 1) / MODEL.blockSize() + 4;
         SimEngine.Limits limits = new SimEngine.Limits(4, 8192);
         MooncakeConnectorConfig.Builder base = MooncakeConnectorConfig.builder().protocol("tcp")
-                .hostname("127.0.0.1").numWorkers(2).abortRequestTimeout(Duration.ofSeconds(30));
+                .hostname("127.0.0.1").numWorkers(2).abortRequestTimeout(Duration.ofSeconds(30))
+                .transferThreadNice(Integer.getInteger("ttft.nice", 0));
         MooncakeConnectorConfig dCfg = base.kvRole(KvRole.KV_CONSUMER).engineId("bench-d").tp(0, 1).build();
         double fill;
         double xfer;
