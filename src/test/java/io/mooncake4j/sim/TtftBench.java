@@ -217,7 +217,7 @@ public final class TtftBench {
      * on-CPU time of the other thread groups of this JVM.
      */
     record Evidence(double wallMs, double fwdMs, double fillMs, double devMs, double hookMs, double stepCpuMs,
-            double stepRunqMs, double stepPreempted, double xferCpuMs, double senderCpuMs, double tcpCpuMs,
+            double stepRunqMs, double stepPreempted, double xferCpuMs, double senderCpuMs, double tcpCpuMs, double tcpDCpuMs,
             double dCpuMs, double gcJitCpuMs, double jvmCpuMs, double jvmRunqMs) {
 
         static Evidence of(long wallNanos, long[] f0, long[] f1, Map<String, ThreadTimes.Counters> t) {
@@ -235,7 +235,8 @@ public final class TtftBench {
                     ms(f1[3] - f0[3]), ms(step.cpuNanos()), ms(step.waitNanos()), step.involuntary(),
                     ms(ThreadTimes.sum(t, "mooncake-p-xfer").cpuNanos()),
                     ms(ThreadTimes.sum(t, "mooncake-p-send").cpuNanos()),
-                    ms(ThreadTimes.sum(t, "mooncake-initia").cpuNanos() + ThreadTimes.sum(t, "mooncake-target").cpuNanos()),
+                    ms(ThreadTimes.sum(t, "mooncake-initia").cpuNanos()),
+                    ms(ThreadTimes.sum(t, "mooncake-target").cpuNanos()),
                     ms(ThreadTimes.sum(t, "mooncake-d-").cpuNanos()), gcJit, ms(all.cpuNanos()), ms(all.waitNanos()));
         }
 
@@ -245,16 +246,16 @@ public final class TtftBench {
             return new Evidence(m.apply(Evidence::wallMs), m.apply(Evidence::fwdMs), m.apply(Evidence::fillMs),
                     m.apply(Evidence::devMs), m.apply(Evidence::hookMs), m.apply(Evidence::stepCpuMs),
                     m.apply(Evidence::stepRunqMs), m.apply(Evidence::stepPreempted), m.apply(Evidence::xferCpuMs),
-                    m.apply(Evidence::senderCpuMs), m.apply(Evidence::tcpCpuMs), m.apply(Evidence::dCpuMs),
+                    m.apply(Evidence::senderCpuMs), m.apply(Evidence::tcpCpuMs), m.apply(Evidence::tcpDCpuMs), m.apply(Evidence::dCpuMs),
                     m.apply(Evidence::gcJitCpuMs), m.apply(Evidence::jvmCpuMs), m.apply(Evidence::jvmRunqMs));
         }
 
         String describe() {
             return String.format(Locale.ROOT, "pref %.1f = step cpu %.1f + runq %.1f + parked %.1f (preempted %d) | "
-                    + "fwd %.1f: fill %.1f, dev %.1f, hooks %.2f | others' cpu: xfer %.1f, sender %.1f, tcp %.1f, "
+                    + "fwd %.1f: fill %.1f, dev %.1f, hooks %.2f | others' cpu: xfer %.1f, sender %.1f, tcp P %.1f, tcp D %.1f, "
                     + "D %.1f, gc+jit %.1f; JVM cpu %.1f (%.2f cores), runq %.1f | pref - runq %.1f", wallMs, stepCpuMs,
                     stepRunqMs, Math.max(0, wallMs - stepCpuMs - stepRunqMs), (long) stepPreempted, fwdMs, fillMs,
-                    devMs, hookMs, xferCpuMs, senderCpuMs, tcpCpuMs, dCpuMs, gcJitCpuMs, jvmCpuMs, jvmCpuMs / wallMs,
+                    devMs, hookMs, xferCpuMs, senderCpuMs, tcpCpuMs, tcpDCpuMs, dCpuMs, gcJitCpuMs, jvmCpuMs, jvmCpuMs / wallMs,
                     jvmRunqMs, wallMs - stepRunqMs);
         }
     }
