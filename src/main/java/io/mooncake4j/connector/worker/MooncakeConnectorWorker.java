@@ -595,9 +595,11 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         return layerHookPosts.sum();
     }
 
-    /** Posts a layer hook to the sender loop; true when the step had chunks to act on (it was posted or failed). */
+    /** Posts a layer hook to the sender loop; true when a step had named chunks (posted, or reported as failed). */
     private boolean postLayerwise(String what, java.util.function.Consumer<KvSender> action) {
-        if (isKvConsumer || !config.layerwisePush()) {
+        if (isKvConsumer || !config.layerwisePush() || !layerwiseForwardOpen) {
+            // no chunk since the last waitForSave: the sender loop would find nothing to do (and the
+            // worker's lock is not taken on the model runner's thread once per layer)
             return false;
         }
         KvSender s = sender;
@@ -605,10 +607,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         if (s == null || loop == null) {
             backgroundErrors.report(what, new IllegalStateException(what
                     + " before registerKvCaches (or after close); ignored"));
-            return false;
-        }
-        if (!layerwiseForwardOpen) {
-            return false; // no chunk since the last waitForSave: the sender loop would find nothing to do
+            return true;
         }
         layerHookPosts.increment();
         try {
