@@ -35,6 +35,10 @@ import java.util.UUID;
  * @param layerwisePush          {@code kv_connector_extra_config.layerwise_push} (mooncake4j, default false): P pushes
  *                               each layer's KV as the forward pass saves it ({@code saveKvLayer}) instead of the
  *                               whole request after it finished; D and the wire are unchanged
+ * @param transferThreadNice     {@code kv_connector_extra_config.transfer_thread_nice} (mooncake4j, 0..19, default 0):
+ *                               the Linux nice value of P's transfer threads (and of the engine threads they start),
+ *                               so that on a host whose cores are all busy the model runner's thread (a prefill
+ *                               overlapping a layer-wise push) gets a core before them; 0 leaves them as they are
  */
 public record MooncakeConnectorConfig(
         KvRole kvRole,
@@ -53,7 +57,8 @@ public record MooncakeConnectorConfig(
         int dpRank,
         int registrationRetries,
         Duration listenerReadyTimeout,
-        boolean layerwisePush) {
+        boolean layerwisePush,
+        int transferThreadNice) {
 
     public static final String ENV_BOOTSTRAP_PORT = "VLLM_MOONCAKE_BOOTSTRAP_PORT";
     public static final String ENV_ABORT_REQUEST_TIMEOUT = "VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT";
@@ -108,6 +113,11 @@ public record MooncakeConnectorConfig(
                     "registration_retries must be >= 0, got " + registrationRetries);
         }
         Objects.requireNonNull(listenerReadyTimeout, "listenerReadyTimeout");
+        if (transferThreadNice < 0 || transferThreadNice > 19) {
+            throw new MooncakeConfigException("kv_connector_extra_config.transfer_thread_nice",
+                    "kv_connector_extra_config.transfer_thread_nice must be an integer in 0..19, got "
+                            + transferThreadNice);
+        }
     }
 
     private static void checkHostPort(String addr) {
@@ -191,6 +201,7 @@ public record MooncakeConnectorConfig(
         b.registrationRetries = registrationRetries;
         b.listenerReadyTimeout = listenerReadyTimeout;
         b.layerwisePush = layerwisePush;
+        b.transferThreadNice = transferThreadNice;
         return b;
     }
 
@@ -261,6 +272,15 @@ public record MooncakeConnectorConfig(
                 }
                 b.layerwisePush(v);
             }
+            Object nice = extra.get("transfer_thread_nice");
+            if (nice != null) {
+                if (!(nice instanceof Long l) || l < 0 || l > 19) {
+                    throw new MooncakeConfigException("kv_connector_extra_config.transfer_thread_nice",
+                            "kv_connector_extra_config.transfer_thread_nice must be an integer in 0..19, got "
+                                    + Json.write(nice));
+                }
+                b.transferThreadNice((int) (long) l);
+            }
         }
         return b.environment(env);
     }
@@ -298,6 +318,7 @@ public record MooncakeConnectorConfig(
         private int registrationRetries = 1;
         private Duration listenerReadyTimeout = Duration.ofSeconds(30);
         private boolean layerwisePush;
+        private int transferThreadNice;
 
         private Builder() {}
 
@@ -471,6 +492,17 @@ public record MooncakeConnectorConfig(
         }
 
         /**
+         * {@code kv_connector_extra_config.transfer_thread_nice}: the nice value of P's transfer threads.
+         *
+         * @param v 0 (unchanged, the default) to 19 (yield a contended core to everything else)
+         * @return this builder
+         */
+        public Builder transferThreadNice(int v) {
+            transferThreadNice = v;
+            return this;
+        }
+
+        /**
          * Applies {@code VLLM_MOONCAKE_BOOTSTRAP_PORT} and {@code VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT} when set.
          *
          * @param env the environment to read {@code VLLM_MOONCAKE_*} from (usually {@code System.getenv()})
@@ -516,7 +548,7 @@ public record MooncakeConnectorConfig(
             return new MooncakeConnectorConfig(kvRole, engineId, protocol, numWorkers, deviceName,
                     Optional.ofNullable(bootstrapServerAddress), bootstrapPort, abortRequestTimeout, hostname,
                     tpRank, tpSize, ppRank, ppSize, dpRank, registrationRetries, listenerReadyTimeout,
-                    layerwisePush);
+                    layerwisePush, transferThreadNice);
         }
     }
 }

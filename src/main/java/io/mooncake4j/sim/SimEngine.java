@@ -232,6 +232,16 @@ public final class SimEngine implements AutoCloseable {
     private volatile Snapshot snapshot = new Snapshot(0, 0, 0, 0, 0, 0, 0, 0);
     /** Compute cost of one layer per 1024 prompt tokens computed, in nanoseconds (0: the KV fill only). */
     private volatile long layerComputeNanosPer1k;
+    /**
+     * Where the step thread's forward passes spent their time, cumulative (written by the step loop
+     * only, read by diagnostics): the KV fill, waits for the simulated device, and the connector's
+     * layer hooks ({@code saveKvLayer} / {@code waitForSave}).
+     */
+    private volatile long fillNanos;
+    private volatile long deviceWaitNanos;
+    private volatile long hookNanos;
+    private volatile long hookCalls;
+    private volatile long forwardNanos;
 
     // step-loop state
     private final ArrayDeque<SimRequest> waiting = new ArrayDeque<>();
@@ -350,6 +360,15 @@ public final class SimEngine implements AutoCloseable {
             throw new IllegalArgumentException("layer compute must be >= 0, got " + perLayerPer1kTokens);
         }
         layerComputeNanosPer1k = perLayerPer1kTokens.toNanos();
+    }
+
+    /**
+     * Diagnostics (benchmarks): the step thread's cumulative time in forward passes with work, ns:
+     * {@code {wall, KV fill, waits for the simulated device, connector layer hooks, hook calls}}.
+     * Any thread; each value is current as of the last forward pass that ended.
+     */
+    long[] forwardTimes() {
+        return new long[] {forwardNanos, fillNanos, deviceWaitNanos, hookNanos, hookCalls};
     }
 
     /** Whether prefill pushes KV layer by layer ({@code layerwise_push} on, host caches, full attention). */
@@ -614,12 +633,22 @@ public final class SimEngine implements AutoCloseable {
             // keeps per-pull bookkeeping (pull_tasks_count, failed) in the PullReqMeta objects
             w.startLoadKv(rank == 0 ? meta : copyOf(meta));
             SyntheticModel m = models.get(rank);
+            long forward0 = scheduled.isEmpty() ? 0 : System.nanoTime();
             if (layerwise && !scheduled.isEmpty()) {
                 forwardLayerwise(w, m, scheduled, layerCost);
             } else {
+                long fill0 = System.nanoTime();
                 forwardWhole(m, scheduled);
+                long wait0 = System.nanoTime();
                 // the device ran the fill, then every layer's compute: its clock, not the host's wake-ups
-                awaitDevice(System.nanoTime() + layerCost * m.numLayers());
+                awaitDevice(wait0 + layerCost * m.numLayers());
+                if (!scheduled.isEmpty()) {
+                    fillNanos += wait0 - fill0;
+                    deviceWaitNanos += System.nanoTime() - wait0;
+                }
+            }
+            if (!scheduled.isEmpty()) {
+                forwardNanos += System.nanoTime() - forward0;
             }
             results.add(w.getTransferResults());
             invalidBlocks.addAll(w.getBlockIdsWithLoadErrors());
@@ -642,6 +671,9 @@ public final class SimEngine implements AutoCloseable {
         // does not stretch the next ones (the device went on meanwhile); a layer is still saved only
         // once its KV is written and its compute is over.
         long device = System.nanoTime();
+        long fillSum = 0;
+        long waitSum = 0;
+        long hookSum = 0;
         for (int l = 0; l < m.numLayers(); l++) {
             long fill0 = System.nanoTime();
             for (int i = 0; i < scheduled.size(); i++) {
@@ -649,12 +681,23 @@ public final class SimEngine implements AutoCloseable {
                 boolean dg = digest && !r.kvDigestKnown;
                 layerDigest[i] += m.forwardLayer(l, r.hashes, r.blocks, r.numComputedTokens, r.numTokens, dg);
             }
-            long fill = System.nanoTime() - fill0;
+            long wait0 = System.nanoTime();
+            long fill = wait0 - fill0;
+            fillSum += fill;
             device += fill + layerCost;
             awaitDevice(device);
+            long hook0 = System.nanoTime();
+            waitSum += hook0 - wait0;
             w.saveKvLayer(m.layerName(l));
+            hookSum += System.nanoTime() - hook0;
         }
+        long hook0 = System.nanoTime();
         w.waitForSave();
+        hookSum += System.nanoTime() - hook0;
+        fillNanos += fillSum;
+        deviceWaitNanos += waitSum;
+        hookNanos += hookSum;
+        hookCalls += m.numLayers() + 1;
         if (digest) {
             for (int i = 0; i < scheduled.size(); i++) {
                 SimRequest r = scheduled.get(i);

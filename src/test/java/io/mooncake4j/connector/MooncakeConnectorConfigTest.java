@@ -64,6 +64,26 @@ class MooncakeConnectorConfigTest {
     }
 
     @Test
+    void transferThreadNiceIsAnIntegerIn0To19DefaultingTo0() {
+        assertEquals(0, MooncakeConnectorConfig.fromKvTransferConfigJson(
+                "{\"kv_role\":\"kv_producer\",\"engine_id\":\"p\"}", Map.of()).build().transferThreadNice());
+        MooncakeConnectorConfig c = MooncakeConnectorConfig.fromKvTransferConfigJson("{\"kv_role\":\"kv_producer\","
+                + "\"engine_id\":\"p\",\"kv_connector_extra_config\":{\"transfer_thread_nice\":10}}", Map.of()).build();
+        assertEquals(10, c.transferThreadNice());
+        assertEquals(10, c.toBuilder().build().transferThreadNice());
+        for (String bad : new String[] {"20", "-1", "\"5\"", "1.5"}) {
+            MooncakeConfigException e = assertThrows(MooncakeConfigException.class,
+                    () -> MooncakeConnectorConfig.fromKvTransferConfigJson("{\"kv_role\":\"kv_producer\",\"engine_id\""
+                            + ":\"p\",\"kv_connector_extra_config\":{\"transfer_thread_nice\":" + bad + "}}", Map.of())
+                            .build(), bad);
+            assertEquals("kv_connector_extra_config.transfer_thread_nice", e.key());
+        }
+        MooncakeConfigException e = assertThrows(MooncakeConfigException.class, () -> MooncakeConnectorConfig.builder()
+                .kvRole(KvRole.KV_PRODUCER).engineId("p").transferThreadNice(20).build());
+        assertEquals("kv_connector_extra_config.transfer_thread_nice", e.key());
+    }
+
+    @Test
     void missingEngineIdBecomesAFreshUuid4AsInVllm() {
         String a = MooncakeConnectorConfig.fromKvTransferConfigJson("{\"kv_role\":\"kv_both\"}", Map.of()).build()
                 .engineId();

@@ -9,8 +9,10 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.Map;
 import java.util.Locale;
 import java.util.SplittableRandom;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -35,6 +37,12 @@ import java.util.concurrent.TimeUnit;
  * java --enable-native-access=ALL-UNNAMED -Xmx2g -cp target/test-classes:target/classes:$(cat target/test.classpath) \
  *     io.mooncake4j.sim.TtftBench [reps] [mock,tcp] [1024,8192,32768] [balanced|gpu]
  * </pre>
+ *
+ * <p>{@code -Dttft.nice=N} gives both P engines {@code transfer_thread_nice: N};
+ * {@code -Dttft.verbose=true} prints every exchange. After each row, the medians of where P's
+ * prefill time went, alone and inside the layer-wise exchanges ({@link Evidence}: the step
+ * thread's on-CPU time, run-queue wait and parked time from the kernel's schedstat, its fill /
+ * device-wait / hook split, the other thread groups' CPU over the same window).
  */
 public final class TtftBench {
 
@@ -54,7 +62,8 @@ public final class TtftBench {
                 .mapToInt(Integer::parseInt).toArray();
         gpuLike = args.length > 3 && args[3].equals("gpu");
         System.out.println("per-layer cost: " + (gpuLike ? "gpu (parked compute alone = transfer time; the CPU KV "
-                + "fill comes on top)" : "balanced (fill + parked compute = transfer time)"));
+                + "fill comes on top)" : "balanced (fill + parked compute = transfer time)")
+                + "; P's transfer_thread_nice " + Integer.getInteger("ttft.nice", 0) + " (-Dttft.nice)");
         System.out.printf(Locale.ROOT, "%-5s %7s %9s %9s %11s %9s %9s %9s %10s %9s %9s %11s %10s%n", "engine",
                 "tokens", "fill ms", "xfer ms", "us/layer/1k", "pref ms", "whole ms", "lw ms", "max(p,x)", "whole/max",
                 "lw/max", "lw pref ms", "lw tail ms");
@@ -86,7 +95,8 @@ public final class TtftBench {
         int blocks = (tokens + MODEL.blockSize() - 1) / MODEL.blockSize() + 4;
         SimEngine.Limits limits = new SimEngine.Limits(4, 8192);
         MooncakeConnectorConfig.Builder base = MooncakeConnectorConfig.builder().protocol("tcp")
-                .hostname("127.0.0.1").numWorkers(2).abortRequestTimeout(Duration.ofSeconds(30));
+                .hostname("127.0.0.1").numWorkers(2).abortRequestTimeout(Duration.ofSeconds(30))
+                .transferThreadNice(Integer.getInteger("ttft.nice", 0));
         MooncakeConnectorConfig dCfg = base.kvRole(KvRole.KV_CONSUMER).engineId("bench-d").tp(0, 1).build();
         double fill;
         double xfer;
@@ -96,6 +106,9 @@ public final class TtftBench {
         double lwPrefill = Double.NaN;
         double lwTail = Double.NaN;
         long perLayer1k;
+        List<Evidence> aloneEv = new ArrayList<>();
+        List<Evidence> lwEv = new ArrayList<>();
+        String load0 = loadAverage();
         // both bootstrap servers live through the run: D caches what a bootstrap address resolved to, and a
         // second server on a reused port would hand it the first P's stale side channel
         try (SimEngine d = SimEngine.start(dCfg, MODEL, blocks, limits, workers(kind));
@@ -152,8 +165,13 @@ public final class TtftBench {
                         List<Double> l = new ArrayList<>();
                         List<Double> lp = new ArrayList<>();
                         List<Double> lt = new ArrayList<>();
+                        List<Evidence> ev = new ArrayList<>();
                         for (int r = 0; r < reps; r++) {
-                            SimProxy.Exchange e = exchangeOf(proxy, tokens);
+                            // P's prefill alone on this same P, interleaved with the exchanges
+                            aloneEv.add(prefillAloneOf(p, tokens));
+                            List<SimProxy.Exchange> one = new ArrayList<>();
+                            ev.add(exchangeWithEvidence(proxy, p, d, tokens, one));
+                            SimProxy.Exchange e = one.get(0);
                             l.add(ms(e.decode().kvReadyNanos() - e.prefill().arrivalNanos()));
                             lp.add(ms(e.prefill().kvReadyNanos() - e.prefill().arrivalNanos()));
                             lt.add(ms(e.decode().kvReadyNanos() - e.prefill().kvReadyNanos()));
@@ -161,6 +179,7 @@ public final class TtftBench {
                         lw = median(l);
                         lwPrefill = median(lp);
                         lwTail = median(lt);
+                        lwEv.addAll(ev);
                     }
                 }
             }
@@ -169,6 +188,76 @@ public final class TtftBench {
         System.out.printf(Locale.ROOT, "%-6s %7d %9.1f %9.1f %11d %9.1f %9.1f %9.1f %10.1f %9.2f %9.2f %11.1f %10.1f%n",
                 kind, tokens, fill, xfer, perLayer1k / 1000, prefill, whole, lw, max, whole / max, lw / max, lwPrefill,
                 lwTail);
+        if (!aloneEv.isEmpty() && !lwEv.isEmpty()) {
+            System.out.println("  P's prefill, medians, ms (step thread: on-CPU, runnable waiting for a core, parked; its "
+                    + "forward passes: KV fill, parked for the device, saveKvLayer+waitForSave; other threads' on-CPU "
+                    + "over the same window):");
+            System.out.println("    alone: " + Evidence.medians(aloneEv).describe());
+            System.out.println("    lw:    " + Evidence.medians(lwEv).describe());
+            System.out.println("    load average " + load0 + " -> " + loadAverage() + ", " + CORES + " cores");
+        }
+    }
+
+    private static final int CORES = Runtime.getRuntime().availableProcessors();
+
+    private static String loadAverage() {
+        try {
+            String[] f = java.nio.file.Files.readString(java.nio.file.Path.of("/proc/loadavg")).split(" ");
+            return f[0] + " " + f[1] + " " + f[2];
+        } catch (java.io.IOException e) {
+            return "?";
+        }
+    }
+
+    /**
+     * Where the time of one measured prefill went, ms, over the window from its submission to its KV
+     * being ready at P (its first token): P's step thread (wall; on-CPU, runnable but waiting for a
+     * core, and the rest: parked or blocked, from the kernel; its forward passes' KV fill, waits for
+     * the simulated device and connector hooks, from {@link SimEngine#forwardTimes()}), and the
+     * on-CPU time of the other thread groups of this JVM.
+     */
+    record Evidence(double wallMs, double fwdMs, double fillMs, double devMs, double hookMs, double stepCpuMs,
+            double stepRunqMs, double stepPreempted, double xferCpuMs, double senderCpuMs, double tcpCpuMs, double tcpDCpuMs,
+            double dCpuMs, double gcJitCpuMs, double jvmCpuMs, double jvmRunqMs) {
+
+        static Evidence of(long wallNanos, long[] f0, long[] f1, Map<String, ThreadTimes.Counters> t) {
+            ThreadTimes.Counters step = ThreadTimes.sum(t, "mooncake-p-engi");
+            ThreadTimes.Counters all = ThreadTimes.sum(t, "");
+            double gcJit = 0;
+            for (Map.Entry<String, ThreadTimes.Counters> e : t.entrySet()) {
+                String n = e.getKey();
+                if (n.startsWith("GC ") || n.startsWith("G1 ") || n.startsWith("C1 ") || n.startsWith("C2 ")
+                        || n.startsWith("VM ")) {
+                    gcJit += ms(e.getValue().cpuNanos());
+                }
+            }
+            return new Evidence(ms(wallNanos), ms(f1[0] - f0[0]), ms(f1[1] - f0[1]), ms(f1[2] - f0[2]),
+                    ms(f1[3] - f0[3]), ms(step.cpuNanos()), ms(step.waitNanos()), step.involuntary(),
+                    ms(ThreadTimes.sum(t, "mooncake-p-xfer").cpuNanos()),
+                    ms(ThreadTimes.sum(t, "mooncake-p-send").cpuNanos()),
+                    ms(ThreadTimes.sum(t, "mooncake-initia").cpuNanos()),
+                    ms(ThreadTimes.sum(t, "mooncake-target").cpuNanos()),
+                    ms(ThreadTimes.sum(t, "mooncake-d-").cpuNanos()), gcJit, ms(all.cpuNanos()), ms(all.waitNanos()));
+        }
+
+        static Evidence medians(List<Evidence> xs) {
+            java.util.function.Function<java.util.function.ToDoubleFunction<Evidence>, Double> m = f -> median(
+                    xs.stream().map(e -> f.applyAsDouble(e)).toList());
+            return new Evidence(m.apply(Evidence::wallMs), m.apply(Evidence::fwdMs), m.apply(Evidence::fillMs),
+                    m.apply(Evidence::devMs), m.apply(Evidence::hookMs), m.apply(Evidence::stepCpuMs),
+                    m.apply(Evidence::stepRunqMs), m.apply(Evidence::stepPreempted), m.apply(Evidence::xferCpuMs),
+                    m.apply(Evidence::senderCpuMs), m.apply(Evidence::tcpCpuMs), m.apply(Evidence::tcpDCpuMs), m.apply(Evidence::dCpuMs),
+                    m.apply(Evidence::gcJitCpuMs), m.apply(Evidence::jvmCpuMs), m.apply(Evidence::jvmRunqMs));
+        }
+
+        String describe() {
+            return String.format(Locale.ROOT, "pref %.1f = step cpu %.1f + runq %.1f + parked %.1f (preempted %d) | "
+                    + "fwd %.1f: fill %.1f, dev %.1f, hooks %.2f | others' cpu: xfer %.1f, sender %.1f, tcp P %.1f, tcp D %.1f, "
+                    + "D %.1f, gc+jit %.1f; JVM cpu %.1f (%.2f cores), runq %.1f | pref - runq %.1f", wallMs, stepCpuMs,
+                    stepRunqMs, Math.max(0, wallMs - stepCpuMs - stepRunqMs), (long) stepPreempted, fwdMs, fillMs,
+                    devMs, hookMs, xferCpuMs, senderCpuMs, tcpCpuMs, tcpDCpuMs, dCpuMs, gcJitCpuMs, jvmCpuMs, jvmCpuMs / wallMs,
+                    jvmRunqMs, wallMs - stepRunqMs);
+        }
     }
 
     /**
@@ -191,9 +280,44 @@ public final class TtftBench {
 
     /** P's prefill of a plain request (no transfer): arrival → KV ready, ms. */
     private static double prefillAlone(SimEngine p, int tokens) throws Exception {
-        SimResult r = p.submit(SimProxy.newTransferId(), prompt(tokens), 1, null).get(5, TimeUnit.MINUTES);
+        return prefillAloneOf(p, tokens).wallMs();
+    }
+
+    /** P's prefill of a plain request (no transfer), with where its time went. */
+    private static Evidence prefillAloneOf(SimEngine p, int tokens) throws Exception {
+        int[] prompt = prompt(tokens);
+        long[] f0 = p.forwardTimes();
+        ThreadTimes t0 = ThreadTimes.snapshot();
+        CompletableFuture<ThreadTimes> atToken = new CompletableFuture<>();
+        SimResult r = p.submit(SimProxy.newTransferId(), prompt, 1, null, t -> atToken.complete(ThreadTimes.snapshot()))
+                .get(5, TimeUnit.MINUTES);
+        long[] f1 = p.forwardTimes();
         check(r.ok(), "prefill alone failed: " + r);
-        return ms(r.kvReadyNanos() - r.arrivalNanos());
+        return Evidence.of(r.kvReadyNanos() - r.arrivalNanos(), f0, f1, atToken.get().since(t0));
+    }
+
+    /**
+     * P and D requests sent together as {@link SimProxy#submit} does, with where P's prefill time
+     * went: the thread counters are taken at the submission and when P's first token is sampled
+     * (on P's step thread, right after its KV is ready).
+     */
+    private static Evidence exchangeWithEvidence(SimProxy proxy, SimEngine p, SimEngine d, int tokens,
+            List<SimProxy.Exchange> out) throws Exception {
+        String transferId = SimProxy.newTransferId();
+        int[] prompt = prompt(tokens);
+        long[] f0 = p.forwardTimes();
+        ThreadTimes t0 = ThreadTimes.snapshot();
+        CompletableFuture<ThreadTimes> atToken = new CompletableFuture<>();
+        CompletableFuture<SimResult> pf = p.submit(transferId + "-p", prompt, 1, SimProxy.prefillParams(transferId),
+                t -> atToken.complete(ThreadTimes.snapshot()));
+        CompletableFuture<SimResult> df = d.submit(transferId + "-d", prompt, 1,
+                SimProxy.decodeParams(transferId, proxy.remoteEngineId(), proxy.bootstrapUrl()));
+        SimProxy.Exchange e = new SimProxy.Exchange(transferId, pf.get(5, TimeUnit.MINUTES), df.get(5, TimeUnit.MINUTES));
+        long[] f1 = p.forwardTimes();
+        check(e.ok(), "exchange failed: " + e);
+        verbose(e);
+        out.add(e);
+        return Evidence.of(e.prefill().kvReadyNanos() - e.prefill().arrivalNanos(), f0, f1, atToken.get().since(t0));
     }
 
     /** D's load of a request P has prefilled already: D arrival → D KV ready, ms. */
@@ -219,13 +343,17 @@ public final class TtftBench {
     private static SimProxy.Exchange exchangeOf(SimProxy proxy, int tokens) throws Exception {
         SimProxy.Exchange e = proxy.submit(SimProxy.newTransferId(), prompt(tokens), 1).get(5, TimeUnit.MINUTES);
         check(e.ok(), "exchange failed: " + e);
+        verbose(e);
+        return e;
+    }
+
+    private static void verbose(SimProxy.Exchange e) {
         if (Boolean.getBoolean("ttft.verbose")) {
             System.out.printf(Locale.ROOT, "  exchange: P prefill %.1f ms, P ready -> D ready %.1f ms, D arrival - P "
                     + "arrival %.1f ms%n", ms(e.prefill().kvReadyNanos() - e.prefill().arrivalNanos()),
                     ms(e.decode().kvReadyNanos() - e.prefill().kvReadyNanos()),
                     ms(e.decode().arrivalNanos() - e.prefill().arrivalNanos()));
         }
-        return e;
     }
 
     private static void check(boolean ok, String what) {

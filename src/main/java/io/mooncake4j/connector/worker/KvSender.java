@@ -17,6 +17,7 @@ import io.mooncake4j.connector.worker.plan.TransferPlanningException;
 import io.mooncake4j.connector.worker.plan.TransferRegion;
 import io.mooncake4j.connector.worker.plan.TransferTopology;
 import io.mooncake4j.engine.TransferEngine;
+import io.mooncake4j.internal.sys.ThreadTuning;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -155,6 +156,8 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
     private final Set<String> unknownLayersLogged = new HashSet<>();
     private final LongAdder layerJobs = new LongAdder();
     private final LongAdder coalescedLayers = new LongAdder();
+    private final java.util.concurrent.atomic.AtomicBoolean niceRefusedLogged =
+            new java.util.concurrent.atomic.AtomicBoolean();
 
     KvSender(String engineLabel, TransferEngine engine, MooncakeKvConnectorStats stats, BackgroundErrors errors,
             ScheduledExecutorService loop, int numWorkers, LongSupplier clock, long abortNanos, int localPpSize,
@@ -168,6 +171,20 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
             ScheduledExecutorService loop, int numWorkers, LongSupplier clock, long abortNanos, int localPpSize,
             TransferPlanner planner, List<TransferRegion> localRegions, ToIntFunction<String> groupOfLayer,
             Function<String, LayerLayout> layoutOfLayer, SideChannelLimits limits, boolean layerwise) {
+        this(engineLabel, engine, stats, errors, loop, numWorkers, clock, abortNanos, localPpSize, planner,
+                localRegions, groupOfLayer, layoutOfLayer, limits, layerwise, 0);
+    }
+
+    /**
+     * As above; {@code transferThreadNice > 0} makes each transfer thread set that nice value when it
+     * starts (and so the engine threads it starts: Linux threads inherit it), warned once where the
+     * system refuses.
+     */
+    KvSender(String engineLabel, TransferEngine engine, MooncakeKvConnectorStats stats, BackgroundErrors errors,
+            ScheduledExecutorService loop, int numWorkers, LongSupplier clock, long abortNanos, int localPpSize,
+            TransferPlanner planner, List<TransferRegion> localRegions, ToIntFunction<String> groupOfLayer,
+            Function<String, LayerLayout> layoutOfLayer, SideChannelLimits limits, boolean layerwise,
+            int transferThreadNice) {
         this.layerwise = layerwise;
         LinkedHashSet<String> names = new LinkedHashSet<>();
         for (TransferRegion r : localRegions) {
@@ -195,7 +212,15 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
         AtomicInteger n = new AtomicInteger();
         this.xferPool = new ThreadPoolExecutor(numWorkers, numWorkers, 0, TimeUnit.MILLISECONDS,
                 new LinkedBlockingQueue<>(), r -> {
-                    Thread t = new Thread(r, "mooncake-p-xfer-" + n.getAndIncrement());
+                    Runnable body = transferThreadNice == 0 ? r : () -> {
+                        if (!ThreadTuning.setNice(transferThreadNice) && !niceRefusedLogged.getAndSet(true)) {
+                            LOG.warn("{}: transfer_thread_nice {}: the system refused to set it (not Linux, or no "
+                                    + "native access); P's transfer threads keep their priority", engineLabel,
+                                    transferThreadNice);
+                        }
+                        r.run();
+                    };
+                    Thread t = new Thread(body, "mooncake-p-xfer-" + n.getAndIncrement());
                     t.setDaemon(true);
                     return t;
                 });

@@ -92,6 +92,13 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     private volatile SideChannelHandler sideChannelHandler;
     // set once under lock before the loops accept work; read by the embedder's thread
     private volatile KvSender sender;
+    /**
+     * A step since the last {@link #waitForSave} named layer-wise chunks (the model runner's thread:
+     * {@code startLoadKv}, {@code saveKvLayer}, {@code waitForSave}); while false the layer hooks
+     * post nothing.
+     */
+    private volatile boolean layerwiseForwardOpen;
+    private final java.util.concurrent.atomic.LongAdder layerHookPosts = new java.util.concurrent.atomic.LongAdder();
     private volatile KvReceiver receiver;
     /** Failed pulls polled before their finish was fetched (guarded by itself; see getTransferResults). */
     private final Set<String> failedNotYetFinished = new java.util.LinkedHashSet<>();
@@ -397,7 +404,8 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
                     KvReceiver.ints(reg.registeredGroupIndices()), groupOfLayer());
             sender = new KvSender(config.engineId(), engine, xferStats, backgroundErrors, l.senderLoop(),
                     config.numWorkers(), nanoClock, config.abortRequestTimeout().toNanos(), config.ppSize(), planner,
-                    local, groupOfLayer(), layoutOfLayer(), sideChannelLimits, config.layerwisePush());
+                    local, groupOfLayer(), layoutOfLayer(), sideChannelLimits, config.layerwisePush(),
+                    config.transferThreadNice());
         }
         long timeoutMs = config.listenerReadyTimeout().toMillis();
         int port;
@@ -532,6 +540,9 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
                 r.post("receiver loop", () -> r.startLoadKv(metadata.reqsToRecv()));
             }
         }
+        if (!metadata.layerwiseChunks().isEmpty()) {
+            layerwiseForwardOpen = true;
+        }
         if (!isKvConsumer && (!metadata.reqsToSend().isEmpty() || !metadata.reqsNotProcessed().isEmpty()
                 || !metadata.layerwiseChunks().isEmpty())) {
             KvSender s = sender;
@@ -556,7 +567,9 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
      * the device). With {@code layerwise_push} on, P starts writing that layer of this step's
      * prefill chunks ({@link MooncakeConnectorMetadata#layerwiseChunks()}) to every D whose pull has
      * arrived; a pull that arrives later gets the layers saved so far at once. Returns at once; a
-     * no-op on D, with {@code layerwise_push} off, or when the step has no chunks.
+     * no-op on D, with {@code layerwise_push} off, or when no step since the last
+     * {@link #waitForSave} named chunks (nothing is handed to the sender loop then: a plain or
+     * decode-only step costs the model runner no thread hand-off per layer).
      *
      * @param layerName the layer's name, as in the KV-cache tensors map
      */
@@ -572,25 +585,37 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
      * (D learns of them through the side channel); a no-op where {@link #saveKvLayer} is.
      */
     public void waitForSave() {
-        postLayerwise("waitForSave", KvSender::onForwardDone);
+        if (postLayerwise("waitForSave", KvSender::onForwardDone)) {
+            layerwiseForwardOpen = false;
+        }
     }
 
-    private void postLayerwise(String what, java.util.function.Consumer<KvSender> action) {
-        if (isKvConsumer || !config.layerwisePush()) {
-            return;
+    /** Hook tasks handed to the sender loop by {@link #saveKvLayer} / {@link #waitForSave} (tests). */
+    long layerHookPosts() {
+        return layerHookPosts.sum();
+    }
+
+    /** Posts a layer hook to the sender loop; true when a step had named chunks (posted, or reported as failed). */
+    private boolean postLayerwise(String what, java.util.function.Consumer<KvSender> action) {
+        if (isKvConsumer || !config.layerwisePush() || !layerwiseForwardOpen) {
+            // no chunk since the last waitForSave: the sender loop would find nothing to do (and the
+            // worker's lock is not taken on the model runner's thread once per layer)
+            return false;
         }
         KvSender s = sender;
         Executor loop = senderLoopOrNull();
         if (s == null || loop == null) {
             backgroundErrors.report(what, new IllegalStateException(what
                     + " before registerKvCaches (or after close); ignored"));
-            return;
+            return true;
         }
+        layerHookPosts.increment();
         try {
             loop.execute(backgroundErrors.guarded("sender loop", () -> action.accept(s)));
         } catch (RejectedExecutionException e) {
             backgroundErrors.report(what, e);
         }
+        return true;
     }
 
     private Executor senderLoopOrNull() {

@@ -45,7 +45,11 @@
  * loop, which pairs each saved layer of the step's prefill chunks with every D pull already there
  * and hands its descriptors to the transfer pool under the same staleness check and per-D share as a
  * wave; a request is answered ({@code FINISH}/{@code CONTINUE}, unchanged messages) once its last
- * layer landed, or once a failed layer's request has nothing left in flight.
+ * layer landed, or once a failed layer's request has nothing left in flight. A forward pass whose
+ * step named no chunk posts nothing. With {@code transfer_thread_nice} (0..19) the transfer-pool
+ * threads ({@code mooncake-p-xfer-<n>}) set that Linux nice value when they start, and the engine
+ * threads they start (the TCP lanes) inherit it: on a host whose cores are all busy the model
+ * runner keeps its core while a layer-wise push overlaps its prefill.
  *
  * <p><b>Per-wave timestamps.</b> {@code WaveTrace} ({@code -Dmooncake4j.waveTrace=true}, off by
  * default) records when a pull passes each step on both workers, for the breakdown the benchmarks

@@ -7,7 +7,8 @@ import java.lang.invoke.MethodHandle;
 import java.util.Locale;
 
 /**
- * Per-thread scheduling knobs for latency-critical threads (completion pollers), through FFM.
+ * Per-thread scheduling knobs for latency-critical threads (completion pollers) and background ones
+ * (P's transfer threads, {@link #setNice}), through FFM.
  * Linux only; elsewhere, or without native access, every call reports false and changes nothing.
  */
 public final class ThreadTuning {
@@ -16,6 +17,10 @@ public final class ThreadTuning {
     static final int PR_SET_TIMERSLACK = 29;
     private static final MethodHandle PRCTL = lookup();
     private static final MethodHandle SCHED_SETAFFINITY = lookupAffinity();
+    /** {@code PRIO_PROCESS} ({@code sys/resource.h}); with who = 0 Linux applies it to the calling thread. */
+    static final int PRIO_PROCESS = 0;
+    private static final MethodHandle SETPRIORITY = lookupPriority("setpriority", true);
+    private static final MethodHandle GETPRIORITY = lookupPriority("getpriority", false);
 
     private ThreadTuning() {}
 
@@ -46,6 +51,57 @@ public final class ThreadTuning {
                             ValueLayout.ADDRESS))).orElse(null);
         } catch (RuntimeException e) {
             return null;
+        }
+    }
+
+    private static MethodHandle lookupPriority(String name, boolean set) {
+        if (PRCTL == null) {
+            return null;
+        }
+        try {
+            Linker linker = Linker.nativeLinker();
+            // int setpriority(int which, id_t who, int prio); int getpriority(int which, id_t who)
+            FunctionDescriptor fd = set
+                    ? FunctionDescriptor.of(ValueLayout.JAVA_INT, ValueLayout.JAVA_INT, ValueLayout.JAVA_INT,
+                            ValueLayout.JAVA_INT)
+                    : FunctionDescriptor.of(ValueLayout.JAVA_INT, ValueLayout.JAVA_INT, ValueLayout.JAVA_INT);
+            return linker.defaultLookup().find(name).map(a -> linker.downcallHandle(a, fd)).orElse(null);
+        } catch (RuntimeException e) {
+            return null;
+        }
+    }
+
+    /**
+     * Sets the calling thread's nice value ({@code setpriority(PRIO_PROCESS, 0, nice)}: on Linux a
+     * per-thread attribute, inherited by the threads it starts afterwards). Raising it (a lower
+     * priority: the thread yields a contended core to nice-0 threads) needs no privilege; lowering
+     * it below the current value usually does. True when the kernel accepted it.
+     *
+     * @param nice -20 (highest priority) to 19 (lowest)
+     */
+    public static boolean setNice(int nice) {
+        if (SETPRIORITY == null || nice < -20 || nice > 19) {
+            return false;
+        }
+        try {
+            return (int) SETPRIORITY.invokeExact(PRIO_PROCESS, 0, nice) == 0;
+        } catch (Throwable t) {
+            return false;
+        }
+    }
+
+    /**
+     * The calling thread's nice value ({@code getpriority(PRIO_PROCESS, 0)}), or
+     * {@link Integer#MIN_VALUE} where it cannot be read (not Linux, no native access).
+     */
+    public static int nice() {
+        if (GETPRIORITY == null) {
+            return Integer.MIN_VALUE;
+        }
+        try {
+            return (int) GETPRIORITY.invokeExact(PRIO_PROCESS, 0);
+        } catch (Throwable t) {
+            return Integer.MIN_VALUE;
         }
     }
 

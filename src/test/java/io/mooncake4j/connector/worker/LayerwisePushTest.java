@@ -285,4 +285,58 @@ class LayerwisePushTest {
         }
     }
 
+    @Test
+    void aForwardPassWithoutLayerwiseChunksHandsNothingToTheSenderLoop() {
+        try (PdTestbed bed = new PdTestbed()) {
+            PdTestbed.Node p = layerwiseProducer(bed);
+            PdTestbed.Node d = bed.consumer("D", 0, 1);
+            p.fill(1, 2);
+            p.step(new MooncakeConnectorMetadata()); // a step with no prefill chunk (decode, or nothing)
+            saveLayers(p, 0, LAYERS);
+            p.worker.waitForSave();
+            assertEquals(0, p.worker.layerHookPosts(), "no hand-off per layer without a chunk");
+            p.step(announce("p1", "X"));
+            d.step(pull("d1", "X", "P", p.bootstrapUrl(), 4, 5));
+            p.step(chunk("p1", "X", 0, 2, true, 1, 2));
+            saveLayers(p, 0, LAYERS);
+            p.worker.waitForSave();
+            assertEquals(LAYERS + 1, p.worker.layerHookPosts(), "each layer and the end of the pass");
+            saveLayers(p, 0, LAYERS); // a later pass of a step without chunks
+            p.worker.waitForSave();
+            assertEquals(LAYERS + 1, p.worker.layerHookPosts(), "nothing after the chunk's waitForSave");
+            bed.awaitAll(() -> d.finishedRecving.contains("d1"), WAIT, "d1 received");
+            PdTestbed.assertSameTpCopy(p, 1, d, 4);
+            PdTestbed.assertSameTpCopy(p, 2, d, 5);
+            assertTrue(d.failedRecving.isEmpty());
+        }
+    }
+
+    @Test
+    void transferThreadsRunAtTheConfiguredNiceValue() {
+        org.junit.jupiter.api.Assumptions.assumeTrue(io.mooncake4j.internal.sys.ThreadTuning.nice() == 0,
+                "Linux, run at nice 0");
+        java.util.concurrent.ConcurrentLinkedQueue<Integer> nices = new java.util.concurrent.ConcurrentLinkedQueue<>();
+        try (PdTestbed bed = new PdTestbed()) {
+            bed.engines(() -> new ScriptedTransferEngine().copyData(true).beforeEach(c -> {
+                if (c.method() == EngineMethod.BATCH_TRANSFER_SYNC_WRITE) {
+                    nices.add(io.mooncake4j.internal.sys.ThreadTuning.nice());
+                }
+            }));
+            PdTestbed.Node p = bed.node(KvRole.KV_PRODUCER, "P", 0, 1, null,
+                    c -> c.layerwisePush(true).transferThreadNice(7), b -> { });
+            PdTestbed.Node d = bed.consumer("D", 0, 1);
+            p.fill(1, 2);
+            p.step(announce("p1", "X"));
+            d.step(pull("d1", "X", "P", p.bootstrapUrl(), 4, 5));
+            bed.awaitAll(() -> p.worker.diagnostics().activeSends() == 1, WAIT, "pull at P");
+            p.step(chunk("p1", "X", 0, 2, true, 1, 2));
+            saveLayers(p, 0, LAYERS);
+            p.worker.waitForSave();
+            bed.awaitAll(() -> d.finishedRecving.contains("d1"), WAIT, "d1 received");
+            assertFalse(nices.isEmpty(), "writes seen");
+            assertTrue(nices.stream().allMatch(n -> n == 7), "nice values of the writing threads: " + nices);
+            assertEquals(0, io.mooncake4j.internal.sys.ThreadTuning.nice(), "the caller's own is unchanged");
+            PdTestbed.assertSameTpCopy(p, 1, d, 4);
+        }
+    }
 }

@@ -45,4 +45,34 @@ class ThreadTuningTest {
         assertTrue(ok[1], "sched_setaffinity to CPU " + cpu);
         assertFalse(ok[2], "an empty set changes nothing");
     }
+
+    @Test
+    void aThreadCanLowerItsOwnPriorityAndTheThreadsItStartsInheritIt() throws Exception {
+        org.junit.jupiter.api.Assumptions.assumeTrue(java.nio.file.Files.exists(java.nio.file.Path.of("/proc/self/stat")),
+                "Linux needed");
+        int[] seen = new int[4];
+        boolean[] ok = new boolean[3];
+        Thread t = Thread.ofPlatform().start(() -> {
+            seen[0] = ThreadTuning.nice();
+            ok[0] = ThreadTuning.setNice(seen[0] + 3 > 19 ? 19 : seen[0] + 3);
+            seen[1] = ThreadTuning.nice();
+            Thread child = Thread.ofPlatform().start(() -> seen[2] = ThreadTuning.nice());
+            try {
+                child.join();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            ok[1] = ThreadTuning.setNice(20);
+            ok[2] = ThreadTuning.setNice(-21);
+            seen[3] = ThreadTuning.nice();
+        });
+        t.join();
+        int main = ThreadTuning.nice();
+        assertTrue(ok[0], "setpriority");
+        assertEquals(Math.min(19, seen[0] + 3), seen[1], "the thread's own nice value");
+        assertEquals(seen[1], seen[2], "a thread started afterwards inherits it");
+        assertFalse(ok[1] || ok[2], "out of range: refused");
+        assertEquals(seen[1], seen[3], "a refused value changes nothing");
+        assertEquals(seen[0], main, "per thread: the caller's is unchanged");
+    }
 }
