@@ -536,7 +536,12 @@ public final class ServeNode implements AutoCloseable {
         }
     }
 
-    /** Submits to the engine, counting the request in flight until the engine is done with it. */
+    /**
+     * Submits to the engine, counting the request in flight until the engine is done with it. The future
+     * returned completes (as the engine's) only after that bookkeeping: an answer sent once it completes
+     * is never seen by a client before {@code /mooncake/status} counts the request done and frees its slot
+     * (the engine completes its own future first, and wakes a waiter on it before its other dependents).
+     */
     private CompletableFuture<SimResult> submit(String id, CompletionRequest req, BlockingQueue<Integer> tokens) {
         synchronized (inFlightLock) {
             if (draining || engine.failure() != null) {
@@ -559,7 +564,7 @@ public final class ServeNode implements AutoCloseable {
             released();
             throw e;
         }
-        f.whenComplete((r, e) -> {
+        return f.whenComplete((r, e) -> {
             if (r != null && r.error() == null) {
                 requestsOk.incrementAndGet();
             } else {
@@ -574,7 +579,6 @@ public final class ServeNode implements AutoCloseable {
                 tokens.add(DONE);
             }
         });
-        return f;
     }
 
     private void released() {

@@ -430,6 +430,10 @@ public final class DemoRunner {
             req[i] = finishNanos[i] == 0 ? Double.NaN : (finishNanos[i] - submitNanos[i]) / 1e6;
         }
         double[] reqSorted = Arrays.stream(req).filter(v -> !Double.isNaN(v)).sorted().toArray();
+        // an engine takes its workers' connector stats at each step: a transfer P recorded just before D's
+        // last answer reaches p.kvConnectorStats() only at P's next step (a failed one was seen missing)
+        awaitWholeStep(p);
+        awaitWholeStep(d);
         MooncakeKvConnectorStats ps = p.kvConnectorStats();
         MooncakeKvConnectorStats ds = d.kvConnectorStats();
         return new Report(o, ok, failed,
@@ -445,6 +449,15 @@ public final class DemoRunner {
     }
 
     /** CPU time (user + system) of this process so far, or -1 when the platform does not tell. */
+    /** Waits, at most 2 s, until {@code e} ran a step that began after this call (an idle engine steps every 50 ms). */
+    private static void awaitWholeStep(SimEngine e) {
+        long target = e.snapshot().steps() + 2;
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(2);
+        while (e.snapshot().steps() < target && e.failure() == null && System.nanoTime() - deadline < 0) {
+            java.util.concurrent.locks.LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(1));
+        }
+    }
+
     private static long processCpuNanos() {
         return ProcessHandle.current().info().totalCpuDuration().map(java.time.Duration::toNanos).orElse(-1L);
     }

@@ -93,10 +93,20 @@ class ServeMetricsTest {
         Map<String, Object> dParams = ServeNodeTest.returnedParams(pr);
         assertEquals(200, post(d, "/v1/completions",
                 ServeNodeTest.completion(false, 4, false, dParams)).status());
-        // P reports the transfer in the step after it finished
-        await("P's transfer statistics", () -> p.engine().kvConnectorStats().numSuccessfulTransfers() >= 1);
-
-        HttpResponse<String> pm = scrape(p);
+        // P reports the transfer in the step after it finished; its step thread adds the step's statistics to
+        // kvConnectorStats() and only then hands them to the meters: wait for the scraped text itself
+        java.util.concurrent.atomic.AtomicReference<HttpResponse<String>> scraped =
+                new java.util.concurrent.atomic.AtomicReference<>();
+        await("P's transfer statistics in its /metrics", () -> {
+            try {
+                scraped.set(scrape(p));
+            } catch (Exception e) {
+                throw new AssertionError(e);
+            }
+            return scraped.get().statusCode() == 200 && scraped.get().body().lines()
+                    .anyMatch(l -> l.startsWith("vllm:mooncake_xfer_time_seconds_count{") && !l.endsWith(" 0.0"));
+        });
+        HttpResponse<String> pm = scraped.get();
         assertEquals(200, pm.statusCode(), pm.body());
         assertTrue(pm.headers().firstValue("Content-Type").orElse("").startsWith("text/plain"), pm.headers().toString());
         String pText = pm.body();

@@ -36,14 +36,20 @@ class ListenerBacklogTest {
                 for (int i = 0; i < messages; i++) {
                     dealer.send(new byte[size]);
                 }
-                bed.awaitAll(() -> p.worker.listenerStats().backlogPauses() > 0, Duration.ofSeconds(20),
-                        "the listener pauses");
+                // not bed.awaitAll: it polls P's getFinished, which waits for the stalled sender loop (up to its
+                // 30 s loop-call timeout, reported as a background error) and made this test take 30 s
+                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+                while (p.worker.listenerStats().backlogPauses() == 0) {
+                    assertTrue(System.nanoTime() - deadline < 0, "the listener did not pause within 20 s");
+                    java.util.concurrent.locks.LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(2));
+                }
                 long read = p.worker.listenerStats().messagesReceived();
                 assertTrue(read < messages, "stopped reading at the budget: read " + read);
                 assertTrue(read * (size + 5) <= (1 << 20) + 2L * (size + 5), "read " + read + " messages");
                 release.countDown();
                 bed.awaitAll(() -> handled.get() == messages, Duration.ofSeconds(30), "every message handled");
                 assertEquals(messages, p.worker.listenerStats().messagesReceived());
+                assertEquals(0, p.worker.backgroundErrorCount(), "no loop call timed out");
             }
         } finally {
             release.countDown();

@@ -241,7 +241,10 @@ class RdmaTransportTest {
     void aTimedOutTransferLeavesNoWorkThatCouldTouchTheCallersBuffersAfterReturn() {
         EmulatedRdmaProvider fabric = new EmulatedRdmaProvider("emu0", "emu1");
         target = EmulatedEngines.started(fabric, "emu0");
-        initiator = EmulatedEngines.started(fabric, "emu1", EmulatedEngines.config().withTransferTimeoutMs(200));
+        // the timeout bounds every sync transfer of this initiator, also the healthy ones before and after the stall
+        // (the first one brings the QPs up; the last one brings fresh ones up after the flush): 200 ms fired on
+        // those under CPU load; 2 s is still far below the default 30 s and only the stalled write waits for it
+        initiator = EmulatedEngines.started(fabric, "emu1", EmulatedEngines.config().withTransferTimeoutMs(2_000));
         HostMemoryStorage local = alloc.allocate(BUF);
         HostMemoryStorage remote = alloc.allocate(BUF);
         assertEquals(0, initiator.registerMemory(local.address(), BUF, "cpu:0"));

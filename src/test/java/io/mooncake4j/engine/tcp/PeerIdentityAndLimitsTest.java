@@ -139,7 +139,9 @@ class PeerIdentityAndLimitsTest {
     @Test
     void idlePeersAreClosedAndReopenedOnTheNextTransfer() {
         TcpTransferEngine target = engine(TcpEngines.config());
-        TcpTransferEngine initiator = engine(TcpEngines.config().withPeerLimits(300, 256, 4096));
+        // 2 s idle timeout, not less: the checks right after the write that the peer and its lanes are live
+        // race with it (a test thread descheduled for 300 ms under load would find the peer closed already)
+        TcpTransferEngine initiator = engine(TcpEngines.config().withPeerLimits(2_000, 256, 4096));
         HostMemoryStorage dst = registered(target);
         HostMemoryStorage src = registered(initiator);
         assertWrite(initiator, target.getLocalSegmentName(), src, dst, 1);
