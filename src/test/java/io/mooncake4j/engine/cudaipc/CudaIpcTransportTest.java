@@ -1,5 +1,6 @@
 package io.mooncake4j.engine.cudaipc;
 
+import io.mooncake4j.engine.spi.RecordedSlices;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -9,12 +10,10 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.mooncake4j.engine.handshake.SegmentDescriptor;
-import io.mooncake4j.engine.internal.TaskBatch;
 import io.mooncake4j.engine.spi.ExtensionDescriptors;
 import io.mooncake4j.engine.spi.LocalBuffer;
 import io.mooncake4j.engine.spi.RemoteSegment;
 import io.mooncake4j.engine.spi.SliceFailure;
-import io.mooncake4j.engine.spi.SliceGroup;
 import io.mooncake4j.engine.spi.TransportException;
 import io.mooncake4j.internal.json.Json;
 import io.mooncake4j.memory.FakeDeviceMemory;
@@ -146,7 +145,7 @@ class CudaIpcTransportTest {
         assertTrue(initiator.canTransfer(peer, local(), ra));
         fill(localMem.contents(), 7);
 
-        Slices s = new Slices().add(true, localMem.address(), b.address() + 777, 1000)
+        RecordedSlices s = RecordedSlices.device().add(true, localMem.address(), b.address() + 777, 1000)
                 .add(true, localMem.address() + 1000, a.address() + 5, 3000);
         initiator.submit(peer, s);
         assertTrue(s.allDone(), s.outcome::toString);
@@ -157,7 +156,7 @@ class CudaIpcTransportTest {
         assertEquals(0, remoteMem.contents().get(ValueLayout.JAVA_BYTE, (128 << 10) + 776), "nothing before the slice");
 
         fill(remoteMem.contents(), 99);
-        Slices r = new Slices().add(false, localMem.address() + 4096, b.address() + 10, 2048);
+        RecordedSlices r = RecordedSlices.device().add(false, localMem.address() + 4096, b.address() + 10, 2048);
         initiator.submit(peer, r);
         assertTrue(r.allDone(), r.outcome::toString);
         assertArrayEquals(remoteMem.contents().asSlice((128 << 10) + 10, 2048).toArray(ValueLayout.JAVA_BYTE),
@@ -173,7 +172,7 @@ class CudaIpcTransportTest {
         LocalBuffer a = remoteBuffer(0, ALLOC);
         assertEquals(0, target.registerBuffers(List.of(a)));
         Peer peer = new Peer(2, describe(List.of(a), target));
-        Slices first = new Slices().add(true, localMem.address(), a.address(), 64);
+        RecordedSlices first = RecordedSlices.device().add(true, localMem.address(), a.address(), 64);
         initiator.submit(peer, first);
         assertTrue(first.allDone(), first.outcome::toString);
 
@@ -182,7 +181,7 @@ class CudaIpcTransportTest {
             initiator.forget(peer); // a descriptor refresh while the copy runs
             closesSeenDuringCopy.set(initiatorDriver.closes());
         });
-        Slices during = new Slices().add(true, localMem.address(), a.address() + 64, 64);
+        RecordedSlices during = RecordedSlices.device().add(true, localMem.address(), a.address() + 64, 64);
         initiator.submit(peer, during);
         assertTrue(during.allDone(), during.outcome::toString);
         assertEquals(0, closesSeenDuringCopy.get(), "not unmapped under the copy");
@@ -190,7 +189,7 @@ class CudaIpcTransportTest {
         assertEquals(0, initiatorDriver.liveAliases());
 
         initiatorDriver.duringCopy(null);
-        Slices again = new Slices().add(true, localMem.address(), a.address(), 64);
+        RecordedSlices again = RecordedSlices.device().add(true, localMem.address(), a.address(), 64);
         initiator.submit(peer, again); // opens afresh for the peer's (re-fetched) descriptor
         assertTrue(again.allDone(), again.outcome::toString);
         assertEquals(2, initiatorDriver.opens());
@@ -209,7 +208,7 @@ class CudaIpcTransportTest {
         SegmentDescriptor.Buffer ra = peer.descriptor().buffers().get(0);
         initiatorDriver.refuseOpens("CUDA_ERROR_MAP_FAILED (another container?)");
         assertTrue(initiator.canTransfer(peer, local(), ra), "not known before trying");
-        Slices s = new Slices().add(true, localMem.address(), a.address(), 64);
+        RecordedSlices s = RecordedSlices.device().add(true, localMem.address(), a.address(), 64);
         initiator.submit(peer, s);
         assertEquals(SliceFailure.UNREACHABLE, s.failures.get(0));
         assertTrue(s.outcome.get(0).contains("CUDA_ERROR_MAP_FAILED"), s.outcome.get(0));
@@ -228,12 +227,12 @@ class CudaIpcTransportTest {
             capped.install(context(Map.of(CudaIpcTransport.MAX_HANDLES_ENV, "1")));
             try {
                 Peer peer = new Peer(4, describe(List.of(a, b), target));
-                Slices s = new Slices().add(true, localMem.address(), a.address(), 64);
+                RecordedSlices s = RecordedSlices.device().add(true, localMem.address(), a.address(), 64);
                 capped.submit(peer, s);
                 assertTrue(s.allDone(), s.outcome::toString);
                 assertFalse(capped.canTransfer(peer, local(), peer.descriptor().buffers().get(1)), "cap reached");
                 assertTrue(capped.canTransfer(peer, local(), peer.descriptor().buffers().get(0)), "the open one stays");
-                Slices t = new Slices().add(true, localMem.address(), b.address(), 64);
+                RecordedSlices t = RecordedSlices.device().add(true, localMem.address(), b.address(), 64);
                 capped.submit(peer, t); // a race past canTransfer: retryable, one slice only
                 assertEquals(SliceFailure.TRANSIENT, t.failures.get(0));
                 assertTrue(t.outcome.get(0).contains(CudaIpcTransport.MAX_HANDLES_ENV), t.outcome.get(0));
@@ -273,7 +272,7 @@ class CudaIpcTransportTest {
                 Peer peer = new Peer(id++, withBuffer(d, forged));
                 assertFalse(initiator.canTransfer(peer, local(), forged), c.getKey());
                 assertFalse(initiator.canTransfer(peer, local(), forged), c.getKey());
-                Slices s = new Slices().add(true, localMem.address(), forged.addr(), 64);
+                RecordedSlices s = RecordedSlices.device().add(true, localMem.address(), forged.addr(), 64);
                 initiator.submit(peer, s);
                 assertEquals(SliceFailure.UNREACHABLE, s.failures.get(0));
             }
@@ -410,89 +409,6 @@ class CudaIpcTransportTest {
         @Override
         public boolean refresh() {
             return false;
-        }
-    }
-
-    /** Slices with recorded outcomes: null = pending, "" = done, else the failure. */
-    static final class Slices implements SliceGroup {
-        final List<long[]> slices = new ArrayList<>();
-        final List<String> outcome = new ArrayList<>();
-        final List<SliceFailure> failures = new ArrayList<>();
-
-        Slices add(boolean write, long local, long remote, long length) {
-            slices.add(new long[] {write ? 1 : 0, local, remote, length});
-            outcome.add(null);
-            failures.add(null);
-            return this;
-        }
-
-        boolean allDone() {
-            return outcome.stream().allMatch(""::equals);
-        }
-
-        @Override
-        public int size() {
-            return slices.size();
-        }
-
-        @Override
-        public boolean isWrite(int i) {
-            return slices.get(i)[0] == 1;
-        }
-
-        @Override
-        public long local(int i) {
-            return slices.get(i)[1];
-        }
-
-        @Override
-        public long remote(int i) {
-            return slices.get(i)[2];
-        }
-
-        @Override
-        public long length(int i) {
-            return slices.get(i)[3];
-        }
-
-        @Override
-        public LocalBuffer localBuffer(int i) {
-            return LocalBuffer.of(local(i), length(i), "cuda:0");
-        }
-
-        @Override
-        public void complete(int i) {
-            if (outcome.get(i) == null) {
-                outcome.set(i, "");
-            }
-        }
-
-        @Override
-        public void fail(int i, SliceFailure failure, String why) {
-            if (outcome.get(i) == null) {
-                outcome.set(i, why);
-                failures.set(i, failure);
-            }
-        }
-
-        @Override
-        public boolean aborted() {
-            return false;
-        }
-
-        @Override
-        public TaskBatch batch() {
-            throw new UnsupportedOperationException();
-        }
-
-        @Override
-        public int task(int i) {
-            return i;
-        }
-
-        @Override
-        public boolean contiguous() {
-            return true;
         }
     }
 }

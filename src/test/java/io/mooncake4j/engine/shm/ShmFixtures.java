@@ -4,8 +4,6 @@ import io.mooncake4j.engine.handshake.SegmentDescriptor;
 import io.mooncake4j.engine.spi.ExtensionDescriptors;
 import io.mooncake4j.engine.spi.LocalBuffer;
 import io.mooncake4j.engine.spi.RemoteSegment;
-import io.mooncake4j.engine.spi.SliceFailure;
-import io.mooncake4j.engine.spi.SliceGroup;
 import io.mooncake4j.engine.spi.Transport;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
@@ -63,90 +61,6 @@ final class ShmFixtures {
         }
     }
 
-    /** Slices with recorded outcomes: null = pending, "" = done, else the failure. */
-    static final class Slices implements SliceGroup {
-        final List<long[]> slices = new ArrayList<>(); // write?1:0, local, remote, length
-        final List<String> outcome = new ArrayList<>();
-        final List<SliceFailure> failures = new ArrayList<>();
-        volatile boolean aborted;
-
-        Slices add(boolean write, long local, long remote, long length) {
-            slices.add(new long[] {write ? 1 : 0, local, remote, length});
-            outcome.add(null);
-            failures.add(null);
-            return this;
-        }
-
-        @Override
-        public int size() {
-            return slices.size();
-        }
-
-        @Override
-        public boolean isWrite(int i) {
-            return slices.get(i)[0] == 1;
-        }
-
-        @Override
-        public long local(int i) {
-            return slices.get(i)[1];
-        }
-
-        @Override
-        public long remote(int i) {
-            return slices.get(i)[2];
-        }
-
-        @Override
-        public long length(int i) {
-            return slices.get(i)[3];
-        }
-
-        @Override
-        public LocalBuffer localBuffer(int i) {
-            return LocalBuffer.of(local(i), length(i), "cpu:0");
-        }
-
-        @Override
-        public synchronized void complete(int i) {
-            if (outcome.get(i) == null) {
-                outcome.set(i, "");
-            }
-        }
-
-        @Override
-        public synchronized void fail(int i, SliceFailure failure, String why) {
-            if (outcome.get(i) == null) {
-                outcome.set(i, failure + ": " + why);
-                failures.set(i, failure);
-            }
-        }
-
-        @Override
-        public boolean aborted() {
-            return aborted;
-        }
-
-        /** No core batch behind these slices (shm ends slices through complete/fail only). */
-        @Override
-        public io.mooncake4j.engine.internal.TaskBatch batch() {
-            return null;
-        }
-
-        @Override
-        public int task(int i) {
-            return i;
-        }
-
-        @Override
-        public boolean contiguous() {
-            return true;
-        }
-
-        boolean allDone() {
-            return outcome.stream().allMatch(""::equals);
-        }
-    }
 
     /** Deterministic bytes: what {@code fill} writes and {@code firstMismatch} checks. */
     static void fill(MemorySegment s, long seed) {

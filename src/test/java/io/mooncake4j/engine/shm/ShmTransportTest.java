@@ -1,5 +1,6 @@
 package io.mooncake4j.engine.shm;
 
+import io.mooncake4j.engine.spi.RecordedSlices;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
@@ -99,7 +100,7 @@ class ShmTransportTest {
             ShmFixtures.fill(local, 5);
             SegmentDescriptor.Buffer rb = peer.descriptor().buffers().get(0);
             assertTrue(initiator.canTransfer(peer, LocalBuffer.of(local.address(), 1000, "cpu:0"), rb));
-            ShmFixtures.Slices s = new ShmFixtures.Slices().add(true, local.address(), rb.addr() + 777, 1000);
+            RecordedSlices s = RecordedSlices.host().add(true, local.address(), rb.addr() + 777, 1000);
             initiator.submit(peer, s);
             assertTrue(s.allDone(), s.outcome::toString);
             assertEquals(-1, ShmFixtures.firstMismatch(remoteMem.segment().asSlice(4096 + 777, 1000), 5));
@@ -119,7 +120,7 @@ class ShmTransportTest {
                 d.timestamp(), null, List.of(forged), List.of(), Map.of(), d.extensions());
         ShmFixtures.Peer peer = new ShmFixtures.Peer(2, bad);
         assertFalse(initiator.canTransfer(peer, LocalBuffer.of(remoteMem.address(), 8, "cpu:0"), forged));
-        ShmFixtures.Slices s = new ShmFixtures.Slices().add(true, remoteMem.address(), forged.addr(), 8);
+        RecordedSlices s = RecordedSlices.host().add(true, remoteMem.address(), forged.addr(), 8);
         initiator.submit(peer, s);
         assertEquals(SliceFailure.UNREACHABLE, s.failures.get(0));
         assertTrue(s.outcome.get(0).contains("someone-else"), s.outcome.get(0));
@@ -135,7 +136,7 @@ class ShmTransportTest {
         SegmentDescriptor d2 = ShmFixtures.describe("h:1", List.of(), target);
         ShmFixtures.Peer refreshed = new ShmFixtures.Peer(3, d2);
         assertNull(refreshed.buffer(remoteBuf.address(), 8));
-        ShmFixtures.Slices s = new ShmFixtures.Slices().add(true, remoteMem.address(), remoteBuf.address(), 8);
+        RecordedSlices s = RecordedSlices.host().add(true, remoteMem.address(), remoteBuf.address(), 8);
         initiator.submit(refreshed, s);
         assertEquals(SliceFailure.UNREACHABLE, s.failures.get(0));
         assertEquals(0, initiator.mappedBuffers(3));
@@ -152,7 +153,7 @@ class ShmTransportTest {
         ShmFixtures.Peer cppPeer = new ShmFixtures.Peer(5, SegmentDescriptor.parse(cpp.toJson()));
         assertFalse(initiator.canTransfer(cppPeer, LocalBuffer.of(remoteMem.address(), 8, "cpu:0"),
                 cppPeer.descriptor().buffers().get(0)));
-        ShmFixtures.Slices s = new ShmFixtures.Slices().add(true, remoteMem.address(), rb.addr(), 8);
+        RecordedSlices s = RecordedSlices.host().add(true, remoteMem.address(), rb.addr(), 8);
         s.aborted = true;
         initiator.submit(peer, s);
         assertEquals(SliceFailure.TIMEOUT, s.failures.get(0));

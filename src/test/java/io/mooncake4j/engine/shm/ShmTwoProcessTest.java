@@ -1,5 +1,6 @@
 package io.mooncake4j.engine.shm;
 
+import io.mooncake4j.engine.spi.RecordedSlices;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
@@ -93,7 +94,7 @@ class ShmTwoProcessTest {
             LocalBuffer lb = LocalBuffer.of(local.address(), local.byteSize(), "cpu:0");
             assertTrue(t.canTransfer(peer, lb, remote));
             // read the child's pattern in 16 slices of 64 KiB
-            ShmFixtures.Slices read = new ShmFixtures.Slices();
+            RecordedSlices read = RecordedSlices.host();
             for (int i = 0; i < 16; i++) {
                 read.add(false, local.address() + i * 65536L, remote.addr() + i * 65536L, 65536);
             }
@@ -102,7 +103,7 @@ class ShmTwoProcessTest {
             assertEquals(-1, ShmFixtures.firstMismatch(local, 1));
             // write a new pattern and let the child check every byte
             ShmFixtures.fill(local, 3);
-            t.submit(peer, new ShmFixtures.Slices().add(true, local.address(), remote.addr(), remote.length()));
+            t.submit(peer, RecordedSlices.host().add(true, local.address(), remote.addr(), remote.length()));
             assertEquals("OK", ask("check shared 3"));
             assertEquals(1, t.mappedBuffers(7)); // mapped once for all slices
             t.forget(peer);
@@ -121,12 +122,12 @@ class ShmTwoProcessTest {
         try (Arena a = Arena.ofConfined()) {
             MemorySegment local = a.allocate(remote.length(), 4096);
             assertTrue(t.canTransfer(peer, LocalBuffer.of(local.address(), local.byteSize(), "cpu:0"), remote));
-            ShmFixtures.Slices read = new ShmFixtures.Slices().add(false, local.address(), remote.addr(), remote.length());
+            RecordedSlices read = RecordedSlices.host().add(false, local.address(), remote.addr(), remote.length());
             t.submit(peer, read);
             assertTrue(read.allDone(), read.outcome::toString);
             assertEquals(-1, ShmFixtures.firstMismatch(local, 2));
             ShmFixtures.fill(local, 4);
-            ShmFixtures.Slices write = new ShmFixtures.Slices().add(true, local.address(), remote.addr(), remote.length());
+            RecordedSlices write = RecordedSlices.host().add(true, local.address(), remote.addr(), remote.length());
             t.submit(peer, write);
             assertTrue(write.allDone(), write.outcome::toString);
             assertEquals("OK", ask("check private 4"));
@@ -145,7 +146,7 @@ class ShmTwoProcessTest {
             MemorySegment local = a.allocate(4096);
             SegmentDescriptor.Buffer remote = desc.buffers().get(0);
             assertFalse(t.canTransfer(peer, LocalBuffer.of(local.address(), 4096, "cpu:0"), remote));
-            ShmFixtures.Slices s = new ShmFixtures.Slices().add(true, local.address(), remote.addr(), 4096);
+            RecordedSlices s = RecordedSlices.host().add(true, local.address(), remote.addr(), 4096);
             t.submit(peer, s);
             assertEquals(SliceFailure.UNREACHABLE, s.failures.get(0));
         } finally {
