@@ -138,7 +138,10 @@ public final class DisaggProxy implements AutoCloseable {
             return requests.get();
         }
 
-        /** Requests whose D answer reached the client whole. */
+        /**
+         * Requests whose D answer was sent to the client whole; counted before the answer's last byte
+         * leaves, so a client that has read its answer sees it here.
+         */
         public long succeeded() {
             return succeeded.get();
         }
@@ -740,9 +743,7 @@ public final class DisaggProxy implements AutoCloseable {
                 return;
             }
             ex.getResponseHeaders().set("Content-Type", type);
-            ex.sendResponseHeaders(dr.statusCode(), body.length == 0 ? -1 : body.length);
-            ex.getResponseBody().write(body);
-            stats.succeeded.incrementAndGet();
+            sendCounted(ex, dr.statusCode(), body);
             return;
         }
         // A stalled D stream is cut at the request deadline.
@@ -782,6 +783,35 @@ public final class DisaggProxy implements AutoCloseable {
         } finally {
             cutoff.cancel(false);
             closeQuietly(in);
+        }
+    }
+
+    /**
+     * Sends a whole answer and counts it as succeeded before its last byte leaves, so that a client
+     * that has read the answer always sees the count (a body over the server's 8 KiB buffer goes out
+     * as it is written, before {@code write} returns). A failure detected while sending uncounts it.
+     */
+    private void sendCounted(HttpExchange ex, int status, byte[] body) throws IOException {
+        boolean counted = false;
+        try {
+            if (body.length == 0) {
+                stats.succeeded.incrementAndGet();
+                counted = true;
+                ex.sendResponseHeaders(status, -1); // the headers are the whole answer
+                return;
+            }
+            ex.sendResponseHeaders(status, body.length);
+            OutputStream out = ex.getResponseBody();
+            out.write(body, 0, body.length - 1);
+            stats.succeeded.incrementAndGet();
+            counted = true;
+            out.write(body, body.length - 1, 1);
+            out.flush(); // a client gone by now shows here, not only at close
+        } catch (IOException e) {
+            if (counted) {
+                stats.succeeded.decrementAndGet();
+            }
+            throw e;
         }
     }
 

@@ -196,6 +196,42 @@ class DisaggProxyTest {
         assertEquals(24, proxy.stats().succeeded());
     }
 
+    /**
+     * An answer larger than the JDK server's 8 KiB buffer leaves while it is written; a client that has
+     * read it whole must already see it counted (the count is read once, with no waiting).
+     */
+    @Test
+    void shouldCountAnAnswerAsSucceededBeforeAClientCanHaveReadItWhole() throws Exception {
+        FakeNode p = keep(FakeNode.prefill(1, kv));
+        FakeNode d = keep(FakeNode.decode(kv));
+        DisaggProxy proxy = proxy(List.of(p), List.of(d));
+        await(proxy::isReady, "ready");
+        String plain = letters(64 << 10);
+        String streamed = letters(400); // one event per character: about 18 KiB
+        for (int i = 0; i < 3; i++) {
+            HttpResponse<String> r = postAsync(proxy, plain, false).get();
+            assertEquals(200, r.statusCode(), r.body());
+            assertTrue(r.body().length() > 8 << 10, "body of " + r.body().length() + " chars");
+            assertEquals(FakeNode.expected(plain), text(r, false));
+            assertEquals(2 * i + 1, proxy.stats().succeeded(), "plain answer " + i + " read but not counted");
+            r = postAsync(proxy, streamed, true).get();
+            assertEquals(200, r.statusCode(), r.body());
+            assertTrue(r.body().length() > 8 << 10, "stream of " + r.body().length() + " chars");
+            assertEquals(FakeNode.expected(streamed), text(r, true));
+            assertEquals(2 * i + 2, proxy.stats().succeeded(), "streamed answer " + i + " read but not counted");
+        }
+        assertEquals(List.of(), p.errors);
+        assertEquals(List.of(), d.errors);
+    }
+
+    private static String letters(int n) {
+        StringBuilder sb = new StringBuilder(n);
+        for (int i = 0; i < n; i++) {
+            sb.append((char) ('a' + i % 26));
+        }
+        return sb.toString();
+    }
+
     @Test
     void shouldGiveAClearErrorWhenAPrefillFailsAndKeepServingThroughTheOthers() throws Exception {
         FakeNode bad = keep(FakeNode.prefill(1, kv));

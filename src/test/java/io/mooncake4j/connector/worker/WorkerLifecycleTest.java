@@ -138,14 +138,17 @@ class WorkerLifecycleTest {
         }
     }
 
+    /**
+     * P's {@code getFinished} waits on the sender loop (expiry is checked there); a close that starts
+     * while it waits on a busy loop ends the wait at once. (D's {@code getFinished} waits on no loop.)
+     */
     @Test
-    void aCallWaitingOnTheReceiverLoopReturnsAsSoonAsCloseStarts() throws Exception {
+    void aGetFinishedWaitingOnTheSenderLoopReturnsAsSoonAsCloseStarts() throws Exception {
         try (PdTestbed bed = new PdTestbed()) {
-            PdTestbed.Node d = bed.consumer("D", 0, 1);
-            KvReceiver r = d.worker.receiverOrNull();
+            PdTestbed.Node p = bed.producer("P", 0, 1, null);
             CountDownLatch blocked = new CountDownLatch(1);
             CountDownLatch release = new CountDownLatch(1);
-            r.loop().execute(() -> { // a receiver loop that is busy for longer than close() waits for it
+            p.worker.listenerOrNull().senderLoop().execute(() -> { // busy for longer than the test waits
                 blocked.countDown();
                 try {
                     release.await(20, TimeUnit.SECONDS);
@@ -154,21 +157,33 @@ class WorkerLifecycleTest {
                 }
             });
             assertTrue(blocked.await(10, TimeUnit.SECONDS));
-            CompletableFuture<FinishedRequests> call = new CompletableFuture<>();
-            Thread caller = new Thread(() -> call.complete(d.worker.getFinished()), "test-step-loop");
-            caller.start();
-            Thread closer = new Thread(d.worker::close, "test-closer");
-            long start = System.nanoTime();
-            closer.start();
-            // before the fix the call waited for the loop-call timeout (30 s): close() stopped the
-            // loop with its task still queued
-            FinishedRequests f = call.get(5, TimeUnit.SECONDS);
-            assertTrue(System.nanoTime() - start < TimeUnit.SECONDS.toNanos(5));
-            assertEquals(Set.of(), f.finishedRecving());
-            release.countDown();
-            caller.join(10_000);
+            Thread closer = new Thread(p.worker::close, "test-closer");
+            try {
+                CompletableFuture<FinishedRequests> call = new CompletableFuture<>();
+                Thread caller = new Thread(() -> call.complete(p.worker.getFinished()), "test-step-loop");
+                caller.start();
+                // the call is parked in its bounded wait for the loop, not yet answered
+                long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+                while (caller.getState() != Thread.State.TIMED_WAITING) {
+                    assertTrue(System.nanoTime() < until, "getFinished never waited: " + caller.getState());
+                    Thread.onSpinWait();
+                }
+                assertFalse(call.isDone(), "getFinished answered although the sender loop is busy");
+                long start = System.nanoTime();
+                closer.start();
+                // without the close signal the call would wait out the loop-call timeout (30 s):
+                // close() stops the loop with the call's task still queued
+                FinishedRequests f = call.get(5, TimeUnit.SECONDS);
+                assertTrue(System.nanoTime() - start < TimeUnit.SECONDS.toNanos(5));
+                assertEquals(new FinishedRequests(Set.of(), Set.of()), f);
+                caller.join(10_000);
+                assertFalse(caller.isAlive());
+            } finally {
+                release.countDown(); // close() quiesces the sender loop: it ends once the loop is free
+            }
             closer.join(20_000);
             assertFalse(closer.isAlive());
+            assertEquals(0, p.worker.backgroundErrorCount(), "no loop-call timeout reported");
         }
     }
 }

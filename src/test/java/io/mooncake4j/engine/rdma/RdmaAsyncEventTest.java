@@ -67,6 +67,17 @@ class RdmaAsyncEventTest {
         }
     }
 
+    /**
+     * Waits until the events injected on {@code device} so far are handled, not only counted (the
+     * monitor counts an event before acting on it): a neutral marker (SM_CHANGE, only logged) is queued
+     * behind them on the device's single reader thread, which counts it only after it has finished the
+     * earlier ones. {@code counted} is the number of events, all devices, the engine has read before the marker.
+     */
+    private void awaitHandled(EmulatedRdmaProvider fabric, String device, long counted) {
+        fabric.injectAsyncEvent(device, AsyncEvent.SM_CHANGE, 1);
+        await(() -> initiator.asyncEvents() == counted + 1, "events on " + device + " handled");
+    }
+
     private static long uses(List<String> log, String device) {
         return log.stream().filter(l -> l.contains(" " + device + "->")).count(); // "ok emu0->emu2"
     }
@@ -97,7 +108,7 @@ class RdmaAsyncEventTest {
     void eventsOnAnotherPortAreCountedButChangeNothing() {
         EmulatedRdmaProvider fabric = start();
         fabric.injectAsyncEvent("emu1", AsyncEvent.PORT_ERR, 2);
-        await(() -> initiator.asyncEvents() == 1, "event read");
+        awaitHandled(fabric, "emu1", 1);
         assertTrue(initiator.inactiveDevices().isEmpty());
         assertEquals(0, initiator.portDownEvents());
     }
@@ -108,7 +119,7 @@ class RdmaAsyncEventTest {
         fabric.injectAsyncEvent("emu1", AsyncEvent.DEVICE_FATAL, 0);
         await(() -> initiator.inactiveDevices().equals(List.of("emu1")), "emu1 out");
         fabric.injectAsyncEvent("emu1", AsyncEvent.PORT_ACTIVE, 1);
-        await(() -> initiator.asyncEvents() == 2, "second event read");
+        awaitHandled(fabric, "emu1", 2);
         assertEquals(List.of("emu1"), initiator.inactiveDevices(), "a failed device does not come back");
         int before = fabric.pathLog().size();
         assertEquals(0, write());
