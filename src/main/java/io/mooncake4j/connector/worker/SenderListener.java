@@ -46,7 +46,8 @@ import zmq.msg.MsgAllocator;
  * ({@link SideChannelLimits#maxMetadataBytes()}): JeroMQ checks a frame's declared size before it
  * allocates, and drops the peer that declared too much. Messages handed to the sender loop and not yet
  * handled are bounded in bytes ({@link #backlogBudget}); above it the listener stops reading and
- * ZMQ's receive high-water mark pushes back on the peers. An {@link Error} that escapes the loop
+ * ZMQ's receive high-water mark pushes back on the peers, until the handler task that brings the backlog
+ * back under the budget wakes it (it does not wait for its poll bound). An {@link Error} that escapes the loop
  * (say an {@code OutOfMemoryError}) is reported to the {@link HealthMonitor} and the ROUTER is
  * recreated on the same port; the death of one of JeroMQ's I/O threads (its context's uncaught
  * exception handler) cannot be recovered in-process (the dead thread keeps the port) and marks the
@@ -118,6 +119,10 @@ final class SenderListener implements AutoCloseable {
     private final MsgAllocator allocator; // JeroMQ's (or a test's), guarded
     private final long backlogBudget;
     private final AtomicLong backlogBytes = new AtomicLong();
+    // set by the listener when it stops reading at the backlog budget; the handler task that brings the
+    // backlog back under it clears it and wakes the listener (else it would wait out its poll bound)
+    private final AtomicBoolean backlogPaused = new AtomicBoolean();
+    private final long pollMs;
     // a fault the next loop iteration throws (tests)
     private volatile Error injectedFault;
     // set when one of the context's JeroMQ I/O threads died: the context can then never be terminated
@@ -145,10 +150,22 @@ final class SenderListener implements AutoCloseable {
     private final LongAdder repliesDropped = new LongAdder();
     private final LongAdder listenerErrors = new LongAdder();
     private final LongAdder backlogPauses = new LongAdder();
+    private final LongAdder backlogWakeUps = new LongAdder(); // tests
 
     /** Creates the context, pipe and threads and starts listening; {@link #ready()} completes with the port. */
     SenderListener(String hostname, Supplier<SideChannelHandler> handler, SideChannelLimits limits,
             HealthMonitor health, MsgAllocator allocator, Supplier<? extends Quiesce> quiesce) throws IOException {
+        this(hostname, handler, limits, health, allocator, quiesce, POLL_MS);
+    }
+
+    /** As above, with the loop's poll bound (tests: a long bound shows that nothing waits for it). */
+    SenderListener(String hostname, Supplier<SideChannelHandler> handler, SideChannelLimits limits,
+            HealthMonitor health, MsgAllocator allocator, Supplier<? extends Quiesce> quiesce, long pollMs)
+            throws IOException {
+        if (pollMs <= 0) {
+            throw new IllegalArgumentException("pollMs must be positive: " + pollMs);
+        }
+        this.pollMs = pollMs;
         this.quiesce = Objects.requireNonNull(quiesce, "quiesce");
         this.hostname = Objects.requireNonNull(hostname, "hostname");
         this.handler = Objects.requireNonNull(handler, "handler");
@@ -317,7 +334,7 @@ final class SenderListener implements AutoCloseable {
                         injectedFault = null;
                         throw fault;
                     }
-                    poller.await(moreInput ? 0 : POLL_MS);
+                    poller.await(moreInput ? 0 : pollMs);
                     drainWakePipe(); // a non-blocking read: cheaper than asking which channel was ready
                     sendReplies(router);
                     // read whether or not the poller reported POLLIN: a ZMQ socket's readiness is
@@ -376,7 +393,7 @@ final class SenderListener implements AutoCloseable {
     /** Reads up to {@link #RECV_BATCH} messages; true when the batch filled up (more may be waiting). */
     private boolean receive(ZMQ.Socket router) {
         for (int i = 0; i < RECV_BATCH; i++) {
-            if (backlogBytes.get() > backlogBudget) {
+            if (backlogBytes.get() > backlogBudget && pauseOnBacklog()) {
                 backlogPauses.increment();
                 return false; // the sender loop is behind: leave the rest in ZMQ's queues (its HWM pushes back)
             }
@@ -408,6 +425,29 @@ final class SenderListener implements AutoCloseable {
         return true;
     }
 
+    /**
+     * Whether the listener is to stop reading: flags the pause, then checks the backlog again, so that a
+     * handler that brought it under the budget in between is not missed (it checks the flag after it
+     * lowered the backlog: one of the two sees the other's write).
+     */
+    private boolean pauseOnBacklog() {
+        backlogPaused.set(true); // left set when drained meanwhile: a handler then wakes us once, harmlessly
+        return backlogBytes.get() > backlogBudget;
+    }
+
+    /** Called by a handler task after it lowered the backlog to {@code now}: wakes a listener paused on it. */
+    private void backlogLowered(long now) {
+        if (now <= backlogBudget && backlogPaused.get() && backlogPaused.compareAndSet(true, false)) {
+            backlogWakeUps.increment();
+            wake();
+        }
+    }
+
+    /** Times a handler task woke the listener because the backlog went back under its budget (tests). */
+    long backlogWakeUps() {
+        return backlogWakeUps.sum();
+    }
+
     private void dispatch(byte[] identity, List<byte[]> frames) {
         ReplySink sink = payload -> reply(identity, payload);
         long bytes = identity.length;
@@ -424,7 +464,7 @@ final class SenderListener implements AutoCloseable {
                     handlerErrors.increment();
                     reportOnce("handler", e);
                 } finally {
-                    backlogBytes.addAndGet(-held);
+                    backlogLowered(backlogBytes.addAndGet(-held));
                 }
             });
         } catch (RejectedExecutionException e) {
