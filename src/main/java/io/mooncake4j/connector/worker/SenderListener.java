@@ -2,6 +2,9 @@ package io.mooncake4j.connector.worker;
 
 import java.io.IOException;
 import java.nio.ByteBuffer;
+import java.nio.channels.CancelledKeyException;
+import java.nio.channels.ClosedChannelException;
+import java.nio.channels.ClosedSelectorException;
 import java.nio.channels.Pipe;
 import java.util.ArrayList;
 import java.util.List;
@@ -189,7 +192,7 @@ final class SenderListener implements AutoCloseable {
             ioThreadDied = true;
             health.died("JeroMQ I/O thread " + t.getName() + " of P's side channel on " + hostname, e, false);
         });
-        context.setNotificationExceptionHandler((t, e) -> reportOnce("JeroMQ I/O", e));
+        context.setNotificationExceptionHandler(this::jeromqNotification);
         ScheduledThreadPoolExecutor loop = new ScheduledThreadPoolExecutor(1, r -> {
             Thread t = new Thread(r, "mooncake-p-sender-0");
             t.setDaemon(true);
@@ -488,11 +491,39 @@ final class SenderListener implements AutoCloseable {
         if (wakePending.compareAndSet(false, true)) {
             try {
                 wakePipe.sink().write(ByteBuffer.wrap(new byte[] {1}));
+            } catch (ClosedChannelException e) {
+                if (!closed.get()) {
+                    reportOnce("wake-up", e);
+                } else {
+                    // a reply from a transfer thread that passed reply()'s running check as close() ran
+                    LOG.debug("wake-up after close: the listener has stopped");
+                }
             } catch (IOException e) {
-                // closed during shutdown, or broken: the bounded poll still picks the work up
+                // broken: the bounded poll still picks the work up
                 reportOnce("wake-up", e);
             }
         }
+    }
+
+    /**
+     * What JeroMQ's pollers (its I/O thread and its reaper) report: an exception they survived. While
+     * close() tears the ROUTER and the context down they can meet a channel or selector the teardown closed
+     * already (read from JeroMQ 0.6.0's code, not reproduced here): a mailbox read on a closed pipe
+     * ({@code Signaler.recv} turns the {@link ClosedChannelException} into a {@code ZError.IOException}),
+     * and {@code Ctx.destroy}, which closes every selector of the context, the reaper's among them, before
+     * it waits for the reaper's thread ({@link ClosedSelectorException}, {@link CancelledKeyException}).
+     * Once close() has begun those are the orderly end of the side channel, logged at DEBUG; anything else,
+     * or at any other time, is reported as an error.
+     */
+    void jeromqNotification(Thread t, Throwable e) {
+        Throwable c = e instanceof zmq.ZError.IOException && e.getCause() != null ? e.getCause() : e;
+        if (closed.get() && (c instanceof ClosedSelectorException || c instanceof ClosedChannelException
+                || c instanceof CancelledKeyException)) {
+            LOG.debug("JeroMQ thread {} met a closed channel or selector while the side channel closed: {}",
+                    t == null ? "?" : t.getName(), e.toString());
+            return;
+        }
+        reportOnce("JeroMQ I/O", e);
     }
 
     private void reportOnce(String where, Throwable e) {
