@@ -2,6 +2,9 @@ package io.mooncake4j.connector.worker;
 
 import java.io.IOException;
 import java.nio.ByteBuffer;
+import java.nio.channels.CancelledKeyException;
+import java.nio.channels.ClosedChannelException;
+import java.nio.channels.ClosedSelectorException;
 import java.nio.channels.Pipe;
 import java.util.ArrayList;
 import java.util.List;
@@ -46,7 +49,8 @@ import zmq.msg.MsgAllocator;
  * ({@link SideChannelLimits#maxMetadataBytes()}): JeroMQ checks a frame's declared size before it
  * allocates, and drops the peer that declared too much. Messages handed to the sender loop and not yet
  * handled are bounded in bytes ({@link #backlogBudget}); above it the listener stops reading and
- * ZMQ's receive high-water mark pushes back on the peers. An {@link Error} that escapes the loop
+ * ZMQ's receive high-water mark pushes back on the peers, until the handler task that brings the backlog
+ * back under the budget wakes it (it does not wait for its poll bound). An {@link Error} that escapes the loop
  * (say an {@code OutOfMemoryError}) is reported to the {@link HealthMonitor} and the ROUTER is
  * recreated on the same port; the death of one of JeroMQ's I/O threads (its context's uncaught
  * exception handler) cannot be recovered in-process (the dead thread keeps the port) and marks the
@@ -118,6 +122,10 @@ final class SenderListener implements AutoCloseable {
     private final MsgAllocator allocator; // JeroMQ's (or a test's), guarded
     private final long backlogBudget;
     private final AtomicLong backlogBytes = new AtomicLong();
+    // set by the listener when it stops reading at the backlog budget; the handler task that brings the
+    // backlog back under it clears it and wakes the listener (else it would wait out its poll bound)
+    private final AtomicBoolean backlogPaused = new AtomicBoolean();
+    private final long pollMs;
     // a fault the next loop iteration throws (tests)
     private volatile Error injectedFault;
     // set when one of the context's JeroMQ I/O threads died: the context can then never be terminated
@@ -145,10 +153,22 @@ final class SenderListener implements AutoCloseable {
     private final LongAdder repliesDropped = new LongAdder();
     private final LongAdder listenerErrors = new LongAdder();
     private final LongAdder backlogPauses = new LongAdder();
+    private final LongAdder backlogWakeUps = new LongAdder(); // tests
 
     /** Creates the context, pipe and threads and starts listening; {@link #ready()} completes with the port. */
     SenderListener(String hostname, Supplier<SideChannelHandler> handler, SideChannelLimits limits,
             HealthMonitor health, MsgAllocator allocator, Supplier<? extends Quiesce> quiesce) throws IOException {
+        this(hostname, handler, limits, health, allocator, quiesce, POLL_MS);
+    }
+
+    /** As above, with the loop's poll bound (tests: a long bound shows that nothing waits for it). */
+    SenderListener(String hostname, Supplier<SideChannelHandler> handler, SideChannelLimits limits,
+            HealthMonitor health, MsgAllocator allocator, Supplier<? extends Quiesce> quiesce, long pollMs)
+            throws IOException {
+        if (pollMs <= 0) {
+            throw new IllegalArgumentException("pollMs must be positive: " + pollMs);
+        }
+        this.pollMs = pollMs;
         this.quiesce = Objects.requireNonNull(quiesce, "quiesce");
         this.hostname = Objects.requireNonNull(hostname, "hostname");
         this.handler = Objects.requireNonNull(handler, "handler");
@@ -172,7 +192,7 @@ final class SenderListener implements AutoCloseable {
             ioThreadDied = true;
             health.died("JeroMQ I/O thread " + t.getName() + " of P's side channel on " + hostname, e, false);
         });
-        context.setNotificationExceptionHandler((t, e) -> reportOnce("JeroMQ I/O", e));
+        context.setNotificationExceptionHandler(this::jeromqNotification);
         ScheduledThreadPoolExecutor loop = new ScheduledThreadPoolExecutor(1, r -> {
             Thread t = new Thread(r, "mooncake-p-sender-0");
             t.setDaemon(true);
@@ -317,7 +337,7 @@ final class SenderListener implements AutoCloseable {
                         injectedFault = null;
                         throw fault;
                     }
-                    poller.await(moreInput ? 0 : POLL_MS);
+                    poller.await(moreInput ? 0 : pollMs);
                     drainWakePipe(); // a non-blocking read: cheaper than asking which channel was ready
                     sendReplies(router);
                     // read whether or not the poller reported POLLIN: a ZMQ socket's readiness is
@@ -376,7 +396,7 @@ final class SenderListener implements AutoCloseable {
     /** Reads up to {@link #RECV_BATCH} messages; true when the batch filled up (more may be waiting). */
     private boolean receive(ZMQ.Socket router) {
         for (int i = 0; i < RECV_BATCH; i++) {
-            if (backlogBytes.get() > backlogBudget) {
+            if (backlogBytes.get() > backlogBudget && pauseOnBacklog()) {
                 backlogPauses.increment();
                 return false; // the sender loop is behind: leave the rest in ZMQ's queues (its HWM pushes back)
             }
@@ -408,6 +428,29 @@ final class SenderListener implements AutoCloseable {
         return true;
     }
 
+    /**
+     * Whether the listener is to stop reading: flags the pause, then checks the backlog again, so that a
+     * handler that brought it under the budget in between is not missed (it checks the flag after it
+     * lowered the backlog: one of the two sees the other's write).
+     */
+    private boolean pauseOnBacklog() {
+        backlogPaused.set(true); // left set when drained meanwhile: a handler then wakes us once, harmlessly
+        return backlogBytes.get() > backlogBudget;
+    }
+
+    /** Called by a handler task after it lowered the backlog to {@code now}: wakes a listener paused on it. */
+    private void backlogLowered(long now) {
+        if (now <= backlogBudget && backlogPaused.get() && backlogPaused.compareAndSet(true, false)) {
+            backlogWakeUps.increment();
+            wake();
+        }
+    }
+
+    /** Times a handler task woke the listener because the backlog went back under its budget (tests). */
+    long backlogWakeUps() {
+        return backlogWakeUps.sum();
+    }
+
     private void dispatch(byte[] identity, List<byte[]> frames) {
         ReplySink sink = payload -> reply(identity, payload);
         long bytes = identity.length;
@@ -424,7 +467,7 @@ final class SenderListener implements AutoCloseable {
                     handlerErrors.increment();
                     reportOnce("handler", e);
                 } finally {
-                    backlogBytes.addAndGet(-held);
+                    backlogLowered(backlogBytes.addAndGet(-held));
                 }
             });
         } catch (RejectedExecutionException e) {
@@ -448,11 +491,39 @@ final class SenderListener implements AutoCloseable {
         if (wakePending.compareAndSet(false, true)) {
             try {
                 wakePipe.sink().write(ByteBuffer.wrap(new byte[] {1}));
+            } catch (ClosedChannelException e) {
+                if (!closed.get()) {
+                    reportOnce("wake-up", e);
+                } else {
+                    // a reply from a transfer thread that passed reply()'s running check as close() ran
+                    LOG.debug("wake-up after close: the listener has stopped");
+                }
             } catch (IOException e) {
-                // closed during shutdown, or broken: the bounded poll still picks the work up
+                // broken: the bounded poll still picks the work up
                 reportOnce("wake-up", e);
             }
         }
+    }
+
+    /**
+     * What JeroMQ's pollers (its I/O thread and its reaper) report: an exception they survived. While
+     * close() tears the ROUTER and the context down they can meet a channel or selector the teardown closed
+     * already (read from JeroMQ 0.6.0's code, not reproduced here): a mailbox read on a closed pipe
+     * ({@code Signaler.recv} turns the {@link ClosedChannelException} into a {@code ZError.IOException}),
+     * and {@code Ctx.destroy}, which closes every selector of the context, the reaper's among them, before
+     * it waits for the reaper's thread ({@link ClosedSelectorException}, {@link CancelledKeyException}).
+     * Once close() has begun those are the orderly end of the side channel, logged at DEBUG; anything else,
+     * or at any other time, is reported as an error.
+     */
+    void jeromqNotification(Thread t, Throwable e) {
+        Throwable c = e instanceof zmq.ZError.IOException && e.getCause() != null ? e.getCause() : e;
+        if (closed.get() && (c instanceof ClosedSelectorException || c instanceof ClosedChannelException
+                || c instanceof CancelledKeyException)) {
+            LOG.debug("JeroMQ thread {} met a closed channel or selector while the side channel closed: {}",
+                    t == null ? "?" : t.getName(), e.toString());
+            return;
+        }
+        reportOnce("JeroMQ I/O", e);
     }
 
     private void reportOnce(String where, Throwable e) {

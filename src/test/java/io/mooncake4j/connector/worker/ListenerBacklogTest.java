@@ -8,6 +8,8 @@ import java.time.Duration;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.locks.LockSupport;
+import java.util.function.BooleanSupplier;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
@@ -41,7 +43,7 @@ class ListenerBacklogTest {
                 long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
                 while (p.worker.listenerStats().backlogPauses() == 0) {
                     assertTrue(System.nanoTime() - deadline < 0, "the listener did not pause within 20 s");
-                    java.util.concurrent.locks.LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(2));
+                    LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(2));
                 }
                 long read = p.worker.listenerStats().messagesReceived();
                 assertTrue(read < messages, "stopped reading at the budget: read " + read);
@@ -53,6 +55,49 @@ class ListenerBacklogTest {
             }
         } finally {
             release.countDown();
+        }
+    }
+
+    /**
+     * Once the sender loop catches up, the handler task that brings the backlog back under the budget wakes
+     * the listener: it does not wait for its poll bound (set to 10 minutes here, far beyond the deadlines).
+     */
+    @Test
+    void theListenerIsWokenWhenItsBacklogDrainsNotLeftToItsPollBound() throws Exception {
+        CountDownLatch release = new CountDownLatch(1);
+        AtomicInteger handled = new AtomicInteger();
+        int messages = 1500;
+        int size = 1000; // 1.5 MB in all; budget max(4 x 1 KiB, 1 MiB) = 1 MiB
+        try (SenderListener l = new SenderListener("127.0.0.1", () -> (identity, frames, reply) -> {
+                    release.await(30, TimeUnit.SECONDS); // the sender loop is stalled
+                    handled.incrementAndGet();
+                }, SideChannelLimits.DEFAULTS.withMaxMetadataBytes(1024), new HealthMonitor(), null, () -> null,
+                TimeUnit.MINUTES.toMillis(10))) {
+            int port = l.ready().get(20, TimeUnit.SECONDS);
+            try (PdTestbed.RawDealer dealer = new PdTestbed.RawDealer(port)) {
+                for (int i = 0; i < messages; i++) {
+                    dealer.send(new byte[size]);
+                }
+                await(() -> l.stats().backlogPauses() > 0, "the listener paused at its budget");
+                assertTrue(l.stats().messagesReceived() < messages, "read " + l.stats().messagesReceived());
+                assertEquals(0, l.backlogWakeUps(), "no handler finished before the release");
+                release.countDown();
+                await(() -> handled.get() == messages, "every message read and handled");
+                // the handler that crossed back under the budget counted its wake-up before the later tasks ran
+                assertTrue(l.backlogWakeUps() >= 1, "woken by the drain: " + l.backlogWakeUps());
+                assertEquals(messages, l.stats().messagesReceived());
+                assertEquals(0, l.stats().listenerErrors());
+            }
+        } finally {
+            release.countDown();
+        }
+    }
+
+    private static void await(BooleanSupplier condition, String what) {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+        while (!condition.getAsBoolean()) {
+            assertTrue(System.nanoTime() - deadline < 0, what + ": not within 20 s");
+            LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(2));
         }
     }
 }

@@ -1,0 +1,80 @@
+package io.mooncake4j.connector.worker;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+
+import io.mooncake4j.testlog.LogCapture;
+import java.nio.channels.ClosedChannelException;
+import java.nio.channels.ClosedSelectorException;
+import java.time.Duration;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.slf4j.event.Level;
+
+/**
+ * An orderly close of P's listener (a node stopped by SIGTERM closes its workers) logs nothing at WARN or
+ * above; a real failure is still an ERROR.
+ */
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
+class SenderListenerQuietCloseTest {
+
+    private static final byte[] PING = "ping".getBytes(java.nio.charset.StandardCharsets.US_ASCII);
+
+    private static SenderListener echoListener() throws Exception {
+        return new SenderListener("127.0.0.1", () -> (identity, frames, reply) -> reply.send(frames.getFirst()),
+                SideChannelLimits.DEFAULTS, new HealthMonitor(), null, () -> null);
+    }
+
+    @Test
+    void closingWithConnectedPeersLogsNoWarningOrError() throws Exception {
+        try (LogCapture logs = LogCapture.start(SenderListener.class)) {
+            for (int i = 0; i < 25; i++) {
+                SenderListener l = echoListener();
+                int port = l.ready().get(20, TimeUnit.SECONDS);
+                try (PdTestbed.RawDealer a = new PdTestbed.RawDealer(port);
+                        PdTestbed.RawDealer b = new PdTestbed.RawDealer(port)) {
+                    a.send(PING);
+                    b.send(PING);
+                    a.send(PING); // left unanswered or answered: either way, no error at close
+                    awaitReplies(l, 2);
+                    l.close(); // the peers are still connected
+                }
+                assertFalse(l.alive());
+            }
+            logs.assertNone(Level.WARN);
+        }
+    }
+
+    /** What JeroMQ's pollers report when the teardown closes a channel or selector under them (see the listener). */
+    @Test
+    void aSelectorClosedWhileTheContextTerminatesIsNotAnErrorButAtOtherTimesItIs() throws Exception {
+        try (LogCapture logs = LogCapture.start(SenderListener.class)) {
+            SenderListener l = echoListener();
+            l.ready().get(20, TimeUnit.SECONDS);
+            Thread reaper = new Thread(() -> {}, "reaper-1");
+            l.jeromqNotification(reaper, new ClosedSelectorException());
+            logs.assertLogged(Level.ERROR, "JeroMQ I/O");
+            assertEquals(1, logs.events(Level.ERROR).size());
+
+            l.close();
+            l.jeromqNotification(reaper, new ClosedSelectorException());
+            l.jeromqNotification(reaper, new ClosedChannelException());
+            l.jeromqNotification(reaper, new zmq.ZError.IOException(new ClosedChannelException()));
+            assertEquals(1, logs.events(Level.ERROR).size(), "nothing more for what the teardown closed");
+            l.jeromqNotification(reaper, new IllegalStateException("a real failure during close"));
+            logs.assertLogged(Level.ERROR, "a real failure during close");
+        }
+    }
+
+    private static void awaitReplies(SenderListener l, long n) {
+        long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
+        while (l.stats().repliesSent() < n) {
+            if (System.nanoTime() - deadline > 0) {
+                throw new AssertionError("fewer than " + n + " replies within 20 s: " + l.stats());
+            }
+            java.util.concurrent.locks.LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(1));
+        }
+    }
+
+}
