@@ -1,5 +1,6 @@
 package io.mooncake4j.engine.cudaipc;
 
+import io.mooncake4j.engine.spi.FixedPeer;
 import io.mooncake4j.engine.spi.RecordedSlices;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -12,7 +13,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.mooncake4j.engine.handshake.SegmentDescriptor;
 import io.mooncake4j.engine.spi.ExtensionDescriptors;
 import io.mooncake4j.engine.spi.LocalBuffer;
-import io.mooncake4j.engine.spi.RemoteSegment;
 import io.mooncake4j.engine.spi.SliceFailure;
 import io.mooncake4j.engine.spi.TransportException;
 import io.mooncake4j.internal.json.Json;
@@ -137,7 +137,7 @@ class CudaIpcTransportTest {
         LocalBuffer a = remoteBuffer(0, 64 << 10);
         LocalBuffer b = remoteBuffer(128 << 10, 64 << 10);
         assertEquals(0, target.registerBuffers(List.of(a, b)));
-        Peer peer = new Peer(1, describe(List.of(a, b), target));
+        FixedPeer peer = FixedPeer.asCore(1, describe(List.of(a, b), target));
         SegmentDescriptor.Buffer ra = peer.descriptor().buffers().get(0);
         SegmentDescriptor.Buffer rb = peer.descriptor().buffers().get(1);
         assertEquals(CudaIpcAdvert.bufferOf(ra).buffer().handleHex(), CudaIpcAdvert.bufferOf(rb).buffer().handleHex(),
@@ -171,7 +171,7 @@ class CudaIpcTransportTest {
     void forgetAndUninstallCloseTheHandlesOnlyAfterTheCopyHoldingThemEnded() throws Exception {
         LocalBuffer a = remoteBuffer(0, ALLOC);
         assertEquals(0, target.registerBuffers(List.of(a)));
-        Peer peer = new Peer(2, describe(List.of(a), target));
+        FixedPeer peer = FixedPeer.asCore(2, describe(List.of(a), target));
         RecordedSlices first = RecordedSlices.device().add(true, localMem.address(), a.address(), 64);
         initiator.submit(peer, first);
         assertTrue(first.allDone(), first.outcome::toString);
@@ -204,7 +204,7 @@ class CudaIpcTransportTest {
     void aHandleThatWillNotOpenFailsItsSliceAsUnreachableAndIsNotOfferedAgain() throws Exception {
         LocalBuffer a = remoteBuffer(0, ALLOC);
         assertEquals(0, target.registerBuffers(List.of(a)));
-        Peer peer = new Peer(3, describe(List.of(a), target));
+        FixedPeer peer = FixedPeer.asCore(3, describe(List.of(a), target));
         SegmentDescriptor.Buffer ra = peer.descriptor().buffers().get(0);
         initiatorDriver.refuseOpens("CUDA_ERROR_MAP_FAILED (another container?)");
         assertTrue(initiator.canTransfer(peer, local(), ra), "not known before trying");
@@ -226,7 +226,7 @@ class CudaIpcTransportTest {
             CudaIpcTransport capped = new CudaIpcTransport(initiatorDriver);
             capped.install(context(Map.of(CudaIpcTransport.MAX_HANDLES_ENV, "1")));
             try {
-                Peer peer = new Peer(4, describe(List.of(a, b), target));
+                FixedPeer peer = FixedPeer.asCore(4, describe(List.of(a, b), target));
                 RecordedSlices s = RecordedSlices.device().add(true, localMem.address(), a.address(), 64);
                 capped.submit(peer, s);
                 assertTrue(s.allDone(), s.outcome::toString);
@@ -269,7 +269,7 @@ class CudaIpcTransportTest {
                 SegmentDescriptor.Buffer forged = real.withExtension(CudaIpcAdvert.KEY, bad);
                 String err = CudaIpcAdvert.bufferOf(forged).error();
                 assertTrue(err != null && err.contains(c.getKey()), c.getKey() + ": " + err);
-                Peer peer = new Peer(id++, withBuffer(d, forged));
+                FixedPeer peer = FixedPeer.asCore(id++, withBuffer(d, forged));
                 assertFalse(initiator.canTransfer(peer, local(), forged), c.getKey());
                 assertFalse(initiator.canTransfer(peer, local(), forged), c.getKey());
                 RecordedSlices s = RecordedSlices.device().add(true, localMem.address(), forged.addr(), 64);
@@ -289,21 +289,21 @@ class CudaIpcTransportTest {
         assertEquals(0, target.registerBuffers(List.of(a)));
         SegmentDescriptor d = describe(List.of(a), target);
         SegmentDescriptor.Buffer ra = d.buffers().get(0);
-        assertTrue(initiator.canTransfer(new Peer(20, d), local(), ra));
+        assertTrue(initiator.canTransfer(FixedPeer.asCore(20, d), local(), ra));
         @SuppressWarnings("unchecked")
         Map<String, Object> top = new LinkedHashMap<>((Map<String, Object>) d.extensions().get(CudaIpcAdvert.KEY));
         top.put("machine", "another-host/another-boot");
         SegmentDescriptor elsewhere = d.withExtension(CudaIpcAdvert.KEY, top);
-        assertFalse(initiator.canTransfer(new Peer(21, elsewhere), local(), ra), "another machine");
-        assertFalse(initiator.reaches(new Peer(21, elsewhere)));
+        assertFalse(initiator.canTransfer(FixedPeer.asCore(21, elsewhere), local(), ra), "another machine");
+        assertFalse(initiator.reaches(FixedPeer.asCore(21, elsewhere)));
         SegmentDescriptor cpp = withBuffer(SegmentDescriptor.tcp("h:1", 1, List.of()),
                 SegmentDescriptor.Buffer.tcp("h:1", ra.addr(), ra.length()));
-        assertFalse(initiator.canTransfer(new Peer(22, cpp), local(), cpp.buffers().get(0)), "a C++ peer");
-        assertFalse(initiator.canTransfer(new Peer(24, d), LocalBuffer.of(0x1000, 64, "cpu:0"), ra), "host memory");
+        assertFalse(initiator.canTransfer(FixedPeer.asCore(22, cpp), local(), cpp.buffers().get(0)), "a C++ peer");
+        assertFalse(initiator.canTransfer(FixedPeer.asCore(24, d), LocalBuffer.of(0x1000, 64, "cpu:0"), ra), "host memory");
         // the target's own descriptor, seen by the target itself (two engines in one process)
         try (FakeDeviceMemory.DeviceBuffer mine = gpus.allocate(1, 4096)) {
             targetDriver.own(mine);
-            assertFalse(target.canTransfer(new Peer(23, d), LocalBuffer.of(mine.address(), 4096, "cuda:1"), ra),
+            assertFalse(target.canTransfer(FixedPeer.asCore(23, d), LocalBuffer.of(mine.address(), 4096, "cuda:1"), ra),
                     "a process cannot open its own handles");
         }
         assertThrows(TransportException.class, () -> new CudaIpcTransport(
@@ -372,43 +372,5 @@ class CudaIpcTransportTest {
                 throw new UnsupportedOperationException();
             }
         };
-    }
-
-    /** A peer segment backed by a parsed descriptor (the transport reads "same machine" from its own advert). */
-    record Peer(long id, SegmentDescriptor descriptor) implements RemoteSegment {
-        @Override
-        public boolean sameMachine() {
-            return false; // the core's view; cuda-ipc does not rely on it
-        }
-
-        @Override
-        public boolean isMooncake4j() {
-            return !descriptor.extensions().isEmpty();
-        }
-
-        @Override
-        public String name() {
-            return descriptor.name();
-        }
-
-        @Override
-        public String machineId() {
-            return null;
-        }
-
-        @Override
-        public SegmentDescriptor.Buffer buffer(long addr, long len) {
-            for (SegmentDescriptor.Buffer b : descriptor.buffers()) {
-                if (b.contains(addr, len)) {
-                    return b;
-                }
-            }
-            return null;
-        }
-
-        @Override
-        public boolean refresh() {
-            return false;
-        }
     }
 }

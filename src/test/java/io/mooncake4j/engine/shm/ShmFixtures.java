@@ -3,7 +3,6 @@ package io.mooncake4j.engine.shm;
 import io.mooncake4j.engine.handshake.SegmentDescriptor;
 import io.mooncake4j.engine.spi.ExtensionDescriptors;
 import io.mooncake4j.engine.spi.LocalBuffer;
-import io.mooncake4j.engine.spi.RemoteSegment;
 import io.mooncake4j.engine.spi.Transport;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
@@ -22,45 +21,6 @@ final class ShmFixtures {
         }
         return SegmentDescriptor.parse(ExtensionDescriptors.describe(name, 1, bufs, t).toJson());
     }
-
-    /** A peer segment backed by a parsed descriptor. */
-    record Peer(long id, SegmentDescriptor descriptor) implements RemoteSegment {
-        @Override
-        public String name() {
-            return descriptor.name();
-        }
-
-        @Override
-        public String machineId() {
-            return null;
-        }
-
-        @Override
-        public boolean sameMachine() {
-            return true;
-        }
-
-        @Override
-        public boolean isMooncake4j() {
-            return true;
-        }
-
-        @Override
-        public SegmentDescriptor.Buffer buffer(long addr, long len) {
-            for (SegmentDescriptor.Buffer b : descriptor.buffers()) {
-                if (b.contains(addr, len)) {
-                    return b;
-                }
-            }
-            return null;
-        }
-
-        @Override
-        public boolean refresh() {
-            return false; // a fixed descriptor
-        }
-    }
-
 
     /** Deterministic bytes: what {@code fill} writes and {@code firstMismatch} checks. */
     static void fill(MemorySegment s, long seed) {

@@ -1,5 +1,6 @@
 package io.mooncake4j.engine.shm;
 
+import io.mooncake4j.engine.spi.FixedPeer;
 import io.mooncake4j.engine.spi.RecordedSlices;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -94,7 +95,7 @@ class ShmTransportTest {
 
     @Test
     void copiesIntoAnUnalignedOffsetOfTheRemoteBuffer() throws Exception {
-        ShmFixtures.Peer peer = new ShmFixtures.Peer(1, ShmFixtures.describe("h:1", List.of(remoteBuf), target));
+        FixedPeer peer = FixedPeer.sameMachine(1, ShmFixtures.describe("h:1", List.of(remoteBuf), target));
         try (Arena a = Arena.ofConfined()) {
             MemorySegment local = a.allocate(1000);
             ShmFixtures.fill(local, 5);
@@ -118,7 +119,7 @@ class ShmTransportTest {
         SegmentDescriptor.Buffer forged = real.withExtension("mc4j_shm", adv);
         SegmentDescriptor bad = new SegmentDescriptor(d.name(), d.protocol(), d.tcpDataPort(), d.tcpProtoVersion(),
                 d.timestamp(), null, List.of(forged), List.of(), Map.of(), d.extensions());
-        ShmFixtures.Peer peer = new ShmFixtures.Peer(2, bad);
+        FixedPeer peer = FixedPeer.sameMachine(2, bad);
         assertFalse(initiator.canTransfer(peer, LocalBuffer.of(remoteMem.address(), 8, "cpu:0"), forged));
         RecordedSlices s = RecordedSlices.host().add(true, remoteMem.address(), forged.addr(), 8);
         initiator.submit(peer, s);
@@ -129,12 +130,12 @@ class ShmTransportTest {
     @Test
     void aDescriptorRefreshUnmapsTheOldMappings() throws Exception {
         SegmentDescriptor d1 = ShmFixtures.describe("h:1", List.of(remoteBuf), target);
-        ShmFixtures.Peer peer = new ShmFixtures.Peer(3, d1);
+        FixedPeer peer = FixedPeer.sameMachine(3, d1);
         LocalBuffer local = LocalBuffer.of(remoteMem.address(), 8, "cpu:0");
         assertTrue(initiator.canTransfer(peer, local, d1.buffers().get(0)));
         assertEquals(1, initiator.mappedBuffers(3));
         SegmentDescriptor d2 = ShmFixtures.describe("h:1", List.of(), target);
-        ShmFixtures.Peer refreshed = new ShmFixtures.Peer(3, d2);
+        FixedPeer refreshed = FixedPeer.sameMachine(3, d2);
         assertNull(refreshed.buffer(remoteBuf.address(), 8));
         RecordedSlices s = RecordedSlices.host().add(true, remoteMem.address(), remoteBuf.address(), 8);
         initiator.submit(refreshed, s);
@@ -145,12 +146,12 @@ class ShmTransportTest {
     @Test
     void declinesGpuBuffersCppPeersAndAbortedBatches() throws Exception {
         SegmentDescriptor d = ShmFixtures.describe("h:1", List.of(remoteBuf), target);
-        ShmFixtures.Peer peer = new ShmFixtures.Peer(4, d);
+        FixedPeer peer = FixedPeer.sameMachine(4, d);
         SegmentDescriptor.Buffer rb = d.buffers().get(0);
         assertFalse(initiator.canTransfer(peer, new LocalBuffer(0x1000, 8, "cuda:0", MemoryKind.CUDA), rb));
         SegmentDescriptor cpp = SegmentDescriptor.tcp("cpp:1", 5, List.of(
                 SegmentDescriptor.Buffer.tcp("cpp:1", rb.addr(), rb.length())));
-        ShmFixtures.Peer cppPeer = new ShmFixtures.Peer(5, SegmentDescriptor.parse(cpp.toJson()));
+        FixedPeer cppPeer = FixedPeer.sameMachine(5, SegmentDescriptor.parse(cpp.toJson()));
         assertFalse(initiator.canTransfer(cppPeer, LocalBuffer.of(remoteMem.address(), 8, "cpu:0"),
                 cppPeer.descriptor().buffers().get(0)));
         RecordedSlices s = RecordedSlices.host().add(true, remoteMem.address(), rb.addr(), 8);

@@ -1,5 +1,6 @@
 package io.mooncake4j.engine.shm;
 
+import io.mooncake4j.engine.spi.FixedPeer;
 import io.mooncake4j.engine.spi.RecordedSlices;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -88,7 +89,7 @@ class ShmTwoProcessTest {
         SegmentDescriptor.Buffer remote = desc.buffers().get(0);
         ShmTransport t = new ShmTransport();
         t.install(null);
-        ShmFixtures.Peer peer = new ShmFixtures.Peer(7, desc);
+        FixedPeer peer = FixedPeer.sameMachine(7, desc);
         try (Arena a = Arena.ofConfined()) {
             MemorySegment local = a.allocate(remote.length(), 4096);
             LocalBuffer lb = LocalBuffer.of(local.address(), local.byteSize(), "cpu:0");
@@ -118,7 +119,7 @@ class ShmTwoProcessTest {
         SegmentDescriptor.Buffer remote = desc.buffers().get(1);
         ShmTransport t = new ShmTransport();
         t.install(null);
-        ShmFixtures.Peer peer = new ShmFixtures.Peer(8, desc);
+        FixedPeer peer = FixedPeer.sameMachine(8, desc);
         try (Arena a = Arena.ofConfined()) {
             MemorySegment local = a.allocate(remote.length(), 4096);
             assertTrue(t.canTransfer(peer, LocalBuffer.of(local.address(), local.byteSize(), "cpu:0"), remote));
@@ -141,7 +142,7 @@ class ShmTwoProcessTest {
     void aTransportOnAnotherMachineIdentityDeclinesAndFailsSlicesAsUnreachable() throws Exception {
         ShmTransport t = new ShmTransport(new MachineIdentity("other-boot", MachineIdentity.local().pidNamespace()));
         t.install(null);
-        ShmFixtures.Peer peer = new ShmFixtures.Peer(9, desc);
+        FixedPeer peer = FixedPeer.sameMachine(9, desc);
         try (Arena a = Arena.ofConfined()) {
             MemorySegment local = a.allocate(4096);
             SegmentDescriptor.Buffer remote = desc.buffers().get(0);
