@@ -763,13 +763,14 @@ public class CoreEngine implements TransferEngine {
             if (b.size() + n > b.capacity) {
                 return StatusCodes.TOO_MANY_REQUESTS;
             }
+            long checked = 0; // the target last found known and reachable (0: none yet; 0 is the own segment)
             for (int i = 0; i < n; i++) {
                 long t = targets == null ? targetAll : targets[i];
                 int op = ops == null ? opAll : ops[i];
                 if (op != READ && op != WRITE || lens[i] < 0) {
                     return StatusCodes.INVALID_ARGUMENT;
                 }
-                if (t != 0) {
+                if (t != 0 && t != checked) {
                     CorePeer p = peers.get(t);
                     if (p == null) {
                         return StatusCodes.INVALID_ARGUMENT;
@@ -777,6 +778,7 @@ public class CoreEngine implements TransferEngine {
                     if (!r.reachable(p)) {
                         return StatusCodes.NOT_SUPPORTED_TRANSPORT;
                     }
+                    checked = t;
                 }
             }
             first = b.size();

@@ -99,6 +99,9 @@ final class Router {
         int[] chosen = new int[n];
         BufferRegistry.Buffer lastBuffer = null; // consecutive tasks mostly lie in one buffer
         LocalBuffer lastLocal = null;
+        SegmentDescriptor.Buffer lastRemote = null; // and go to one peer buffer: the same choice again
+        boolean lastSpans = false;
+        int lastChoice = -1;
         boolean refreshed = false;
         int first = -1;
         boolean uniform = true;
@@ -146,7 +149,15 @@ final class Router {
                 lastLocal = LocalBuffer.of(lb.address(), lb.length(), lb.location());
             }
             LocalBuffer local = lastLocal;
-            int t = choose(p, local, rb, 0, spans);
+            int t;
+            if (lastChoice >= 0 && rb == lastRemote && local == lastLocal && spans == lastSpans) {
+                t = lastChoice; // the same pair of buffers as the task before: the same transport
+            } else {
+                t = choose(p, local, rb, 0, spans);
+                lastRemote = rb;
+                lastSpans = spans;
+                lastChoice = t;
+            }
             if (t < 0) {
                 if (unroutable.incrementAndGet() <= 10) {
                     LOG.warn("transfer of {} bytes to {}: no installed transport reaches its buffer at 0x{} "
