@@ -257,40 +257,22 @@ final class CudaDriverIpc implements IpcDriver {
 
     @Override
     public Range allocation(int device, long address) throws Failure {
-        enter(device);
-        try {
-            try (Arena a = Arena.ofConfined()) {
-                MemorySegment base = a.allocate(JAVA_LONG);
-                MemorySegment size = a.allocate(JAVA_LONG);
-                check(String.format(Locale.ROOT, "cuMemGetAddressRange(0x%x)", address),
-                        (int) Lib.ADDRESS_RANGE.invokeExact(base, size, address));
-                return new Range(base.get(JAVA_LONG, 0), size.get(JAVA_LONG, 0));
-            } catch (Failure f) {
-                throw f;
-            } catch (Throwable t) {
-                throw unexpected(t);
-            }
-        } finally {
-            leave();
-        }
+        return inContext(device, a -> {
+            MemorySegment base = a.allocate(JAVA_LONG);
+            MemorySegment size = a.allocate(JAVA_LONG);
+            check(String.format(Locale.ROOT, "cuMemGetAddressRange(0x%x)", address),
+                    (int) Lib.ADDRESS_RANGE.invokeExact(base, size, address));
+            return new Range(base.get(JAVA_LONG, 0), size.get(JAVA_LONG, 0));
+        });
     }
 
     @Override
     public byte[] exportHandle(int device, long base) throws Failure {
-        enter(device);
-        try {
-            try (Arena a = Arena.ofConfined()) {
-                MemorySegment h = a.allocate(HANDLE);
-                check(String.format(Locale.ROOT, "cuIpcGetMemHandle(0x%x)", base), (int) Lib.IPC_GET.invokeExact(h, base));
-                return h.toArray(JAVA_BYTE);
-            } catch (Failure f) {
-                throw f;
-            } catch (Throwable t) {
-                throw unexpected(t);
-            }
-        } finally {
-            leave();
-        }
+        return inContext(device, a -> {
+            MemorySegment h = a.allocate(HANDLE);
+            check(String.format(Locale.ROOT, "cuIpcGetMemHandle(0x%x)", base), (int) Lib.IPC_GET.invokeExact(h, base));
+            return h.toArray(JAVA_BYTE);
+        });
     }
 
     @Override
@@ -298,36 +280,42 @@ final class CudaDriverIpc implements IpcDriver {
         if (handle.length != HANDLE_BYTES) {
             throw new Failure("cuIpcOpenMemHandle", -1, "a handle of " + handle.length + " bytes");
         }
-        enter(device);
-        try {
-            try (Arena a = Arena.ofConfined()) {
-                MemorySegment h = a.allocate(HANDLE);
-                h.copyFrom(MemorySegment.ofArray(handle));
-                MemorySegment out = a.allocate(JAVA_LONG);
-                check("cuIpcOpenMemHandle(cuda:" + device + ")",
-                        (int) Lib.IPC_OPEN.invokeExact(out, h, LAZY_ENABLE_PEER_ACCESS));
-                return out.get(JAVA_LONG, 0);
-            } catch (Failure f) {
-                throw f;
-            } catch (Throwable t) {
-                throw unexpected(t);
-            }
-        } finally {
-            leave();
-        }
+        return inContext(device, a -> {
+            MemorySegment h = a.allocate(HANDLE);
+            h.copyFrom(MemorySegment.ofArray(handle));
+            MemorySegment out = a.allocate(JAVA_LONG);
+            check("cuIpcOpenMemHandle(cuda:" + device + ")",
+                    (int) Lib.IPC_OPEN.invokeExact(out, h, LAZY_ENABLE_PEER_ACCESS));
+            return out.get(JAVA_LONG, 0);
+        });
     }
 
     @Override
     public void close(int device, long mapped) throws Failure {
+        inContext(device, a -> {
+            check(String.format(Locale.ROOT, "cuIpcCloseMemHandle(0x%x)", mapped), (int) Lib.IPC_CLOSE.invokeExact(mapped));
+            return null;
+        });
+    }
+
+    /** A driver call made with {@code device}'s primary context current, with a confined arena for its arguments. */
+    @FunctionalInterface
+    private interface DriverCall<T> {
+        T run(Arena arena) throws Throwable;
+    }
+
+    /**
+     * Runs {@code call} with {@code device}'s context current (the caller's restored after); a
+     * throwable other than a Failure becomes one.
+     */
+    private <T> T inContext(int device, DriverCall<T> call) throws Failure {
         enter(device);
-        try {
-            try {
-                check(String.format(Locale.ROOT, "cuIpcCloseMemHandle(0x%x)", mapped), (int) Lib.IPC_CLOSE.invokeExact(mapped));
-            } catch (Failure f) {
-                throw f;
-            } catch (Throwable t) {
-                throw unexpected(t);
-            }
+        try (Arena a = Arena.ofConfined()) {
+            return call.run(a);
+        } catch (Failure f) {
+            throw f;
+        } catch (Throwable t) {
+            throw unexpected(t);
         } finally {
             leave();
         }
