@@ -33,7 +33,8 @@ import java.util.regex.Pattern;
  * {@code bin/mooncake4j demo --processes}: the demo as separate processes on loopback — a P
  * {@code serve} JVM, a D {@code serve} JVM, a {@code kv_both} reference {@code serve} JVM and a
  * {@code proxy} JVM — with the demo's workload sent through the proxy by a {@link WorkloadClient} in this
- * JVM, every completion checked against the reference node's, then the nodes checked to have freed every
+ * JVM, every completion checked against the reference node's (the reference answers every request first
+ * and is then stopped, before the timed run, and must exit cleanly), then the nodes checked to have freed every
  * block and stopped with SIGTERM (each must exit 0). Each child's output goes to a log file in a temporary
  * directory, which is removed when the run ends, also when it fails (the end of every log is printed to the
  * error stream then) or when this JVM is stopped (a shutdown hook stops the children and removes it).
@@ -233,12 +234,15 @@ final class ProcessDemo {
         List<Map<String, Long>> threadsAtEnd = new ArrayList<>();
         try {
             r = client.run(() -> {
-                cpuTimes(children, cpuAtStart);
+                // every reference answer is in: the reference JVM stops, so the timed run has the machine
+                // to P, D, the proxy and the client, as the in-JVM demo has it to its one JVM
+                stopReference(ref, err);
+                cpuTimes(children, cpuAtStart, null);
                 if (byThread) {
                     threadCpu(children, threadsAtStart);
                 }
             });
-            cpuTimes(children, cpuAtEnd);
+            cpuTimes(children, cpuAtEnd, cpuAtStart);
             if (byThread) {
                 threadCpu(children, threadsAtEnd);
             }
@@ -360,10 +364,34 @@ final class ProcessDemo {
         }
     }
 
-    /** CPU time so far of each child, then of this JVM (the client), in nanoseconds (-1 when unknown). */
-    private static void cpuTimes(List<Child> children, long[] into) {
+    /**
+     * Stops the reference node (SIGTERM; it drains and must exit 0 or 143, which {@link #stopAll} checks at the
+     * end); a node that does not stop within 60 s is killed and reported.
+     */
+    private static void stopReference(Child ref, PrintStream err) {
+        ref.process.destroy();
+        try {
+            if (!ref.process.waitFor(60, TimeUnit.SECONDS)) {
+                err.println("mooncake4j demo: the reference node did not stop within 60 s after SIGTERM; killing it");
+                ref.process.destroyForcibly();
+                ref.process.waitFor(10, TimeUnit.SECONDS);
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            ref.process.destroyForcibly();
+        }
+    }
+
+    /**
+     * CPU time so far of each child, then of this JVM (the client), in nanoseconds (-1 when unknown); 0 for a
+     * child that had exited at the start reading ({@code start} null: this is it; the reference, stopped before
+     * the timed run), so it counts as no CPU in the run.
+     */
+    private static void cpuTimes(List<Child> children, long[] into, long[] start) {
         for (int i = 0; i < children.size() && i < into.length - 1; i++) {
-            into[i] = cpuNanos(children.get(i).process.toHandle());
+            Process p = children.get(i).process;
+            boolean exitedBefore = start == null ? !p.isAlive() : start[i] == 0;
+            into[i] = exitedBefore ? 0 : cpuNanos(p.toHandle());
         }
         into[into.length - 1] = cpuNanos(ProcessHandle.current());
     }
@@ -385,6 +413,9 @@ final class ProcessDemo {
             double s = (end[i] - start[i]) / 1e9;
             total += s;
             String role = i == start.length - 1 ? "client" : children.get(i).role;
+            if (i < children.size() && start[i] == 0 && end[i] == 0) {
+                role += " (stopped before the run)";
+            }
             sb.append(role).append(String.format(Locale.ROOT, " %.1f s, ", s));
             perGib.append(role).append(String.format(Locale.ROOT, " %.3f, ", s / gib));
         }

@@ -14,10 +14,7 @@ import java.io.OutputStream;
 import java.net.ConnectException;
 import java.net.InetSocketAddress;
 import java.net.URI;
-import java.net.http.HttpClient;
 import java.net.http.HttpConnectTimeoutException;
-import java.net.http.HttpRequest;
-import java.net.http.HttpResponse;
 import java.net.http.HttpTimeoutException;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -33,7 +30,6 @@ import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutionException;
-import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
@@ -75,7 +71,7 @@ import java.util.concurrent.atomic.AtomicLong;
  * {@code GET /v1/models} (forwarded to a D).
  *
  * <p><b>Threads and ownership:</b> one virtual thread per client connection (the JDK's {@code HttpServer}),
- * the {@link HttpClient}'s own threads for P and D, one virtual prober thread
+ * one virtual thread per call to a P or D ({@link Http1Client}, {@code mooncake-proxy-client-<n>-<m>}), one virtual prober thread
  * {@code mooncake-proxy-probe-<n>} and one disconnect watcher {@code mooncake-proxy-disconnect-<n>}. Node state is held in volatile fields written by the prober and by
  * request threads that see a node fail. {@link #close()} stops accepting, then stops the prober.
  */
@@ -89,9 +85,8 @@ public final class DisaggProxy implements AutoCloseable {
     private final ProxyConfig config;
     private final List<Prefill> prefills = new ArrayList<>();
     private final List<Decode> decodes = new ArrayList<>();
-    private final HttpClient http;
+    private final Http1Client http;
     private final ClientWatch clientWatch;
-    private final ExecutorService httpExecutor;
     private final HttpServer server;
     private final Thread prober;
     private final Semaphore inFlight;
@@ -184,20 +179,13 @@ public final class DisaggProxy implements AutoCloseable {
         config.decode().forEach(d -> decodes.add(new Decode(d)));
         this.inFlight = new Semaphore(config.maxInFlight());
         long id = IDS.getAndIncrement();
-        this.httpExecutor = Executors.newThreadPerTaskExecutor(
+        this.http = new Http1Client(Http1Client.Limits.defaults(config.probeTimeout()),
                 Thread.ofVirtual().name("mooncake-proxy-client-" + id + "-", 0).factory());
-        this.http = HttpClient.newBuilder()
-                .version(HttpClient.Version.HTTP_1_1)
-                .followRedirects(HttpClient.Redirect.NEVER)
-                .connectTimeout(config.probeTimeout())
-                .executor(httpExecutor)
-                .build();
         HttpServer s;
         try {
             s = HttpServer.create(new InetSocketAddress(config.host(), config.port()), 1024);
         } catch (IOException e) {
             http.close();
-            httpExecutor.close();
             throw new IOException(String.format(Locale.ROOT, "cannot listen on %s:%d (%s); is the port in use?",
                     config.host(), config.port(), e.getMessage()), e);
         }
@@ -253,7 +241,6 @@ public final class DisaggProxy implements AutoCloseable {
             Thread.currentThread().interrupt();
         }
         http.close();
-        httpExecutor.close();
         clientWatch.close();
         LOG.info("proxy on port {} closed: {}", port(), stats.asMap());
     }
@@ -307,18 +294,21 @@ public final class DisaggProxy implements AutoCloseable {
 
     private void probePrefill(Prefill p) {
         try {
-            HttpResponse<String> h = http.send(get(p.node.url().resolve("/health")), HttpResponse.BodyHandlers.ofString());
-            if (h.statusCode() != 200) {
-                p.problem = "GET /health answered " + h.statusCode();
+            int health = getStatus(p.node.url().resolve("/health"));
+            if (health != 200) {
+                p.problem = "GET /health answered " + health;
                 return;
             }
             URI q = URI.create(p.node.bootstrapAddr() + "/query");
-            HttpResponse<String> r = http.send(get(q), HttpResponse.BodyHandlers.ofString());
-            if (r.statusCode() != 200) {
-                p.problem = "GET " + q + " answered " + r.statusCode();
-                return;
+            String answer;
+            try (Http1Client.Response r = http.send(get(q))) {
+                if (r.statusCode() != 200) {
+                    p.problem = "GET " + q + " answered " + r.statusCode();
+                    return;
+                }
+                answer = r.bodyString(MAX_NODE_BODY);
             }
-            Map<String, Object> body = Json.parseObject(r.body());
+            Map<String, Object> body = Json.parseObject(answer);
             Map<Integer, String> ids = new TreeMap<>();
             for (Map.Entry<String, Object> e : body.entrySet()) {
                 int rank;
@@ -340,27 +330,23 @@ public final class DisaggProxy implements AutoCloseable {
             p.problem = "";
             p.up = true;
             LOG.info("prefill node {} ready: dp_size={}, engine ids {}", p.node.url(), ids.size(), ids);
-        } catch (IOException | JsonException e) {
+        } catch (IOException | IllegalArgumentException e) {
             p.problem = describe(e);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
         }
     }
 
     private void probeDecode(Decode d) {
         try {
-            HttpResponse<String> h = http.send(get(d.node.url().resolve("/health")), HttpResponse.BodyHandlers.ofString());
-            if (h.statusCode() == 200) {
+            int health = getStatus(d.node.url().resolve("/health"));
+            if (health == 200) {
                 d.up = true;
                 d.problem = "";
                 LOG.info("decode node {} is back", d.node.url());
             } else {
-                d.problem = "GET /health answered " + h.statusCode();
+                d.problem = "GET /health answered " + health;
             }
         } catch (IOException e) {
             d.problem = describe(e);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
         }
     }
 
@@ -370,21 +356,26 @@ public final class DisaggProxy implements AutoCloseable {
      */
     private void checkUp(URI url, java.util.function.Consumer<Throwable> down) {
         try {
-            HttpResponse<Void> h = http.send(get(url.resolve("/health")), HttpResponse.BodyHandlers.discarding());
-            if (h.statusCode() == 503) {
+            if (getStatus(url.resolve("/health")) == 503) {
                 down.accept(new IOException("GET /health answered 503 (draining or stopped)"));
             }
         } catch (HttpTimeoutException slow) {
             // still in rotation
         } catch (IOException e) {
             down.accept(e);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
         }
     }
 
-    private HttpRequest get(URI uri) {
-        return HttpRequest.newBuilder(uri).timeout(config.probeTimeout()).GET().build();
+    private Http1Client.Request get(URI uri) {
+        return Http1Client.Request.get(uri, config.probeTimeout());
+    }
+
+    /** A GET's status; its body (bounded) is read and dropped so that the connection can be reused. */
+    private int getStatus(URI uri) throws IOException {
+        try (Http1Client.Response r = http.send(get(uri))) {
+            r.bodyString(MAX_NODE_BODY);
+            return r.statusCode();
+        }
     }
 
     private void markDown(Prefill p, Throwable cause) {
@@ -532,20 +523,15 @@ public final class DisaggProxy implements AutoCloseable {
             return;
         }
         try {
-            HttpResponse<InputStream> r = http.send(get(d.node.url().resolve("/v1/models")),
-                    HttpResponse.BodyHandlers.ofInputStream());
+            Http1Client.Response r = http.send(get(d.node.url().resolve("/v1/models")));
             byte[] body = readBounded(r.body(), MAX_NODE_BODY);
-            ex.getResponseHeaders().set("Content-Type",
-                    r.headers().firstValue("Content-Type").orElse("application/json"));
+            ex.getResponseHeaders().set("Content-Type", r.header("Content-Type").orElse("application/json"));
             ex.sendResponseHeaders(r.statusCode(), body.length == 0 ? -1 : body.length);
             ex.getResponseBody().write(body);
         } catch (IOException e) {
             markDown(d, e);
             sendError(ex, 502, "upstream_error", "decode node " + d.node.url() + " failed on GET /v1/models: "
                     + describe(e));
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            sendError(ex, 503, "service_unavailable", "proxy is shutting down");
         }
     }
 
@@ -625,15 +611,17 @@ public final class DisaggProxy implements AutoCloseable {
         dParams.put("transfer_id", transferId);
         dBody.put("kv_transfer_params", dParams);
 
-        HttpRequest.Builder pb = post(route.prefill.node.url().resolve(path), pBody, requestId)
-                .header("X-data-parallel-rank", Integer.toString(route.dpRank));
-        HttpRequest.Builder db = post(route.decode.node.url().resolve(path), dBody, requestId);
+        Map<String, String> pHeaders = new LinkedHashMap<>();
+        Map<String, String> dHeaders = new LinkedHashMap<>();
+        pHeaders.put("X-data-parallel-rank", Integer.toString(route.dpRank));
         if (auth != null) {
-            pb.header("Authorization", auth);
-            db.header("Authorization", auth);
+            pHeaders.put("Authorization", auth);
+            dHeaders.put("Authorization", auth);
         }
-        CompletableFuture<HttpResponse<InputStream>> pf = http.sendAsync(pb.build(), HttpResponse.BodyHandlers.ofInputStream());
-        CompletableFuture<HttpResponse<InputStream>> df = http.sendAsync(db.build(), HttpResponse.BodyHandlers.ofInputStream());
+        CompletableFuture<Http1Client.Response> pf = http.sendAsync(post(route.prefill.node.url().resolve(path), pBody,
+                requestId, pHeaders));
+        CompletableFuture<Http1Client.Response> df = http.sendAsync(post(route.decode.node.url().resolve(path), dBody,
+                requestId, dHeaders));
         String pName = "prefill node " + route.prefill.node.url();
         String dName = "decode node " + route.decode.node.url();
         // a client that goes away cancels both halves: the nodes see their connections close and abort
@@ -657,7 +645,7 @@ public final class DisaggProxy implements AutoCloseable {
                 answerFailure(ex, df, route.decode, dName, transferId);
                 return;
             }
-            HttpResponse<InputStream> pr;
+            Http1Client.Response pr;
             try {
                 pr = pf.get(remaining(deadline), TimeUnit.NANOSECONDS);
             } catch (ExecutionException e) {
@@ -679,7 +667,7 @@ public final class DisaggProxy implements AutoCloseable {
                 sendNodeError(ex, pr.statusCode(), pAnswer, pName, transferId);
                 return;
             }
-            HttpResponse<InputStream> dr;
+            Http1Client.Response dr;
             try {
                 dr = df.get(remaining(deadline), TimeUnit.NANOSECONDS);
             } catch (ExecutionException e) {
@@ -728,10 +716,10 @@ public final class DisaggProxy implements AutoCloseable {
     }
 
     /** Streams or copies D's successful answer to the client. */
-    private void relay(HttpExchange ex, HttpResponse<InputStream> dr, boolean stream, String dName, String transferId,
+    private void relay(HttpExchange ex, Http1Client.Response dr, boolean stream, String dName, String transferId,
             long deadline) throws IOException {
         InputStream in = dr.body();
-        String type = dr.headers().firstValue("Content-Type").orElse(stream ? "text/event-stream" : "application/json");
+        String type = dr.header("Content-Type").orElse(stream ? "text/event-stream" : "application/json");
         if (!stream) {
             byte[] body;
             try {
@@ -815,10 +803,10 @@ public final class DisaggProxy implements AutoCloseable {
         }
     }
 
-    private void answerFailure(HttpExchange ex, CompletableFuture<HttpResponse<InputStream>> f, Decode d,
+    private void answerFailure(HttpExchange ex, CompletableFuture<Http1Client.Response> f, Decode d,
             String name, String transferId) throws IOException {
         try {
-            HttpResponse<InputStream> r = f.getNow(null);
+            Http1Client.Response r = f.getNow(null);
             sendNodeError(ex, r.statusCode(), readBounded(r.body(), MAX_NODE_BODY), name, transferId);
         } catch (CompletionException | CancellationException e) {
             Throwable c = unwrap(e);
@@ -830,7 +818,7 @@ public final class DisaggProxy implements AutoCloseable {
         }
     }
 
-    private static boolean failedOrError(CompletableFuture<HttpResponse<InputStream>> f) {
+    private static boolean failedOrError(CompletableFuture<Http1Client.Response> f) {
         if (!f.isDone()) {
             return false;
         }
@@ -864,12 +852,13 @@ public final class DisaggProxy implements AutoCloseable {
         sendError(ex, client ? status : 502, client ? "invalid_request_error" : "upstream_error", msg);
     }
 
-    private HttpRequest.Builder post(URI uri, Map<String, Object> body, String requestId) {
-        return HttpRequest.newBuilder(uri)
-                .timeout(config.requestTimeout())
-                .header("Content-Type", "application/json")
-                .header("X-Request-Id", requestId)
-                .POST(HttpRequest.BodyPublishers.ofString(Json.write(body)));
+    private Http1Client.Request post(URI uri, Map<String, Object> body, String requestId, Map<String, String> extra) {
+        Map<String, String> h = new LinkedHashMap<>();
+        h.put("Content-Type", "application/json");
+        h.put("X-Request-Id", requestId);
+        h.putAll(extra);
+        return Http1Client.Request.post(uri, h, Json.write(body).getBytes(StandardCharsets.UTF_8),
+                config.requestTimeout());
     }
 
     // ---------------------------------------------------------------- helpers
@@ -933,7 +922,7 @@ public final class DisaggProxy implements AutoCloseable {
         return Math.max(0, deadline - System.nanoTime());
     }
 
-    private static void cancel(CompletableFuture<HttpResponse<InputStream>> f) {
+    private static void cancel(CompletableFuture<Http1Client.Response> f) {
         if (!f.cancel(true) && f.isDone() && !f.isCompletedExceptionally()) {
             closeQuietly(f.getNow(null).body());
         }

@@ -9,9 +9,6 @@ import java.io.InputStream;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.net.URI;
-import java.net.http.HttpClient;
-import java.net.http.HttpRequest;
-import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -171,15 +168,15 @@ public final class WorkloadClient implements AutoCloseable {
     }
 
     private final Options o;
-    private final HttpClient http;
+    private final Http1Client http;
     private final ExecutorService exec;
     private final Map<String, CompletableFuture<Outcome>> references = new ConcurrentHashMap<>();
 
     public WorkloadClient(Options options) {
         this.o = options;
         this.exec = Executors.newThreadPerTaskExecutor(Thread.ofVirtual().name("mooncake-workload-", 0).factory());
-        this.http = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).executor(exec)
-                .connectTimeout(Duration.ofSeconds(10)).build();
+        this.http = new Http1Client(Http1Client.Limits.defaults(Duration.ofSeconds(10)),
+                Thread.ofVirtual().name("mooncake-workload-http-", 0).factory());
     }
 
     /** The workload's requests (deterministic in the seed). */
@@ -390,12 +387,11 @@ public final class WorkloadClient implements AutoCloseable {
     Outcome send(URI base, Item it, boolean stream, long deadline) {
         long t0 = System.nanoTime();
         String path = it.chat() ? "/v1/chat/completions" : "/v1/completions";
-        HttpRequest req = HttpRequest.newBuilder(base.resolve(path))
-                .timeout(Duration.ofNanos(Math.max(1, deadline - t0)))
-                .header("Content-Type", "application/json")
-                .POST(HttpRequest.BodyPublishers.ofString(Json.write(it.body(o.model(), stream)))).build();
         try {
-            HttpResponse<InputStream> r = http.send(req, HttpResponse.BodyHandlers.ofInputStream());
+            Http1Client.Request req = Http1Client.Request.post(base.resolve(path), Map.of("Content-Type",
+                    "application/json"), Json.write(it.body(o.model(), stream)).getBytes(StandardCharsets.UTF_8),
+                    Duration.ofNanos(Math.max(1, deadline - t0)));
+            Http1Client.Response r = http.send(req);
             // A stream is read as server-sent events whatever its Content-Type: vLLM's example proxy labels
             // the events it passes through application/json.
             if (r.statusCode() != 200 || !stream) {
@@ -426,6 +422,10 @@ public final class WorkloadClient implements AutoCloseable {
                     String data = line.substring(6).trim();
                     if (data.equals("[DONE]")) {
                         done = true;
+                        // read to the stream's end (the server ends it here) so that the connection is reused
+                        for (int extra = 0; extra < 16 && in.readLine() != null; extra++) {
+                            // nothing follows [DONE] in an OpenAI stream but blank lines
+                        }
                         break;
                     }
                     Map<String, Object> ev = Json.parseObject(data);
@@ -448,9 +448,6 @@ public final class WorkloadClient implements AutoCloseable {
             return new Outcome(200, text.toString(), null, ttft, lat);
         } catch (IOException | JsonException | ClassCastException | NullPointerException e) {
             return new Outcome(0, null, "transport: " + e, 0, System.nanoTime() - t0);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            return new Outcome(0, null, "interrupted", 0, System.nanoTime() - t0);
         }
     }
 
@@ -505,11 +502,16 @@ public final class WorkloadClient implements AutoCloseable {
             boolean drained = false;
             while (System.nanoTime() < end) {
                 try {
-                    HttpResponse<String> r = http.send(HttpRequest.newBuilder(n.resolve("/mooncake/status"))
-                            .timeout(Duration.ofSeconds(5)).GET().build(), HttpResponse.BodyHandlers.ofString());
-                    Map<String, Object> s = Json.parseObject(r.body());
-                    last = r.body();
-                    if (r.statusCode() == 200 && num(s, "in_flight") == 0 && num(s, "holding_kv_for_decode") == 0
+                    int status;
+                    String body;
+                    try (Http1Client.Response r = http.send(Http1Client.Request.get(n.resolve("/mooncake/status"),
+                            Duration.ofSeconds(5)))) {
+                        status = r.statusCode();
+                        body = r.bodyString(1 << 20);
+                    }
+                    Map<String, Object> s = Json.parseObject(body);
+                    last = body;
+                    if (status == 200 && num(s, "in_flight") == 0 && num(s, "holding_kv_for_decode") == 0
                             && num(s, "running") == 0 && num(s, "waiting") == 0
                             && num(s, "free_blocks") == num(s, "num_blocks")) {
                         drained = true;
