@@ -48,9 +48,10 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * timeout runs until the response's headers are in ({@link HttpTimeoutException}), and after that bounds
  * each read of the body (a body that stalls longer fails the read with {@link HttpTimeoutException}).
  *
- * <p>A request sent on a reused connection that the upstream had already closed (no byte of an answer
- * came back) is sent once more on a new connection, as other HTTP/1.1 clients do; any other failure is
- * the caller's.
+ * <p>A {@code GET} or {@code HEAD} sent on a reused connection that the upstream had already closed (no
+ * byte of an answer came back) is sent once more on a new connection, as other HTTP/1.1 clients do; a
+ * {@code POST} is never sent twice (RFC 9110 section 9.2.2: the upstream may have acted on it), its failure is
+ * the caller's, as is any other.
  *
  * <p><b>Threads and ownership:</b> {@link #send} blocks the calling thread (meant for virtual threads);
  * {@link #sendAsync} runs it on a new thread from the factory given at construction. A {@link Response}
@@ -253,6 +254,7 @@ final class Http1Client implements AutoCloseable {
         String key = host + ":" + port;
         long deadline = System.nanoTime() + r.timeout().toNanos();
         byte[] head = head(r, key);
+        boolean idempotent = r.method().equals("GET") || r.method().equals("HEAD");
         for (int attempt = 0; ; attempt++) {
             Conn c = attempt == 0 ? pooled(key) : null;
             boolean reused = c != null;
@@ -272,8 +274,12 @@ final class Http1Client implements AutoCloseable {
                 return readResponse(c, r.method(), deadline, r.timeout());
             } catch (StaleConnection e) {
                 c.close();
-                if (!reused || call.aborted()) {
-                    throw new IOException("connection closed by the upstream before an answer", e);
+                if (call.aborted()) {
+                    throw new CancellationException("request cancelled");
+                }
+                if (!reused || !idempotent) {
+                    throw new IOException("connection closed by the upstream before an answer"
+                            + (reused ? " (a kept-alive connection; not resent)" : ""), e);
                 }
                 // the upstream closed an idle pooled connection: once more on a fresh one
             } catch (IOException | RuntimeException e) {
@@ -281,7 +287,7 @@ final class Http1Client implements AutoCloseable {
                 if (call.aborted()) {
                     throw new CancellationException("request cancelled");
                 }
-                if (reused && !c.answered && e instanceof java.net.SocketException) {
+                if (reused && idempotent && !c.answered && e instanceof java.net.SocketException) {
                     continue; // reset on a pooled connection before any answer: same as stale
                 }
                 throw e;

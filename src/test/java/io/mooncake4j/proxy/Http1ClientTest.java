@@ -330,6 +330,26 @@ class Http1ClientTest {
     }
 
     @Test
+    void aPostOnAPooledConnectionTheServerClosedIsNotSentTwice() throws Exception {
+        List<String> seen = new CopyOnWriteArrayList<>();
+        Server s = new Server((in, out, conn) -> {
+            String req = readRequest(in);
+            seen.add(req);
+            if (conn == 0) {
+                write(out, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+                seen.add(String.valueOf(readRequest(in))); // the POST arrives; the connection closes unanswered
+            }
+        });
+        Http1Client c = client();
+        assertEquals("200 ok", get(c, s.uri("/")));
+        IOException e = assertThrows(IOException.class, () -> c.send(Http1Client.Request.post(s.uri("/p"), Map.of(),
+                new byte[3], Duration.ofSeconds(5))));
+        assertTrue(e.getMessage().contains("not resent"), e.getMessage());
+        assertEquals(List.of("GET / HTTP/1.1", "POST /p HTTP/1.1"), seen);
+        assertEquals(1, s.accepted.get(), "no second connection for the POST");
+    }
+
+    @Test
     void aFreshConnectionClosedBeforeAnAnswerIsNotRetried() throws Exception {
         Server s = new Server((in, out, conn) -> readRequest(in));
         Http1Client c = client();
