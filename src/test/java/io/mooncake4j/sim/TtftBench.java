@@ -62,6 +62,11 @@ public final class TtftBench {
         int[] sizes = Arrays.stream((args.length > 2 ? args[2] : "1024,8192,32768").split(","))
                 .mapToInt(Integer::parseInt).toArray();
         gpuLike = args.length > 3 && args[3].equals("gpu");
+        // the instrument itself compiled before anything is measured (else the JIT compiles it inside the windows)
+        ThreadTimes w0 = ThreadTimes.snapshot();
+        for (int i = 0; i < SNAPSHOT_WARMUP; i++) {
+            ThreadTimes.snapshot().since(w0);
+        }
         System.out.println("per-layer cost: " + (gpuLike ? "gpu (parked compute alone = transfer time; the CPU KV "
                 + "fill comes on top)" : "balanced (fill + parked compute = transfer time)")
                 + "; P's transfer_thread_nice " + Integer.getInteger("ttft.nice", 0) + " (-Dttft.nice)");
@@ -211,14 +216,18 @@ public final class TtftBench {
                     + "; on-CPU ms/run-queue ms/times run: " + Window.describe(xferWin));
             Evidence alone = Evidence.medians(aloneEv);
             int chunks = (tokens + limits.maxNumBatchedTokens() - 1) / limits.maxNumBatchedTokens();
-            System.out.println("    " + floor(max, lw, prefill, alone.jvmCpuMs(), alone.stepCpuMs(), xfer,
-                    median(xferWin.stream().map(Window::cpuMs).toList()),
-                    median(lwWin.stream().map(Window::cpuMs).toList()), chunks * MODEL.numLayers()));
+            System.out.println("    " + floor(max, lw, prefill, alone.jvmCpuMs() - alone.gcJitCpuMs(), alone.stepCpuMs(), xfer,
+                    median(xferWin.stream().map(w -> w.cpuMs() - w.jitMs()).toList()),
+                    median(lwWin.stream().map(w -> w.cpuMs() - w.jitMs()).toList()), chunks * MODEL.numLayers())
+                    + String.format(Locale.ROOT, " (JIT compiler threads left out: %.1f ms in the lw exchange)",
+                    median(lwWin.stream().map(Window::jitMs).toList())));
             System.out.println("    load average " + load0 + " -> " + loadAverage() + ", " + CORES + " cores");
         }
     }
 
     private static final int CORES = Runtime.getRuntime().availableProcessors();
+    /** Thread-counter snapshots taken before the first cell, so that the JIT has compiled the instrument. */
+    private static final int SNAPSHOT_WARMUP = Integer.getInteger("ttft.snapshotWarmup", 400);
     /** Exchanges before each P's measured ones (connections, and the JIT out of the measured windows). */
     private static final int WARMUP = Integer.getInteger("ttft.warmup", 3);
 
@@ -247,6 +256,11 @@ public final class TtftBench {
 
         double cpuMs() {
             return ms(ThreadTimes.sum(groups, "").cpuNanos());
+        }
+
+        /** On-CPU ms of the JIT's compiler threads (a warm-up cost, left out of the floors). */
+        double jitMs() {
+            return ms(ThreadTimes.sum(groups, "C1 ").cpuNanos() + ThreadTimes.sum(groups, "C2 ").cpuNanos());
         }
 
         double runqMs() {
