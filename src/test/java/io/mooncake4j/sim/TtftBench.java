@@ -39,7 +39,7 @@ import java.util.concurrent.TimeUnit;
  * </pre>
  *
  * <p>{@code -Dttft.nice=N} gives both P engines {@code transfer_thread_nice: N}; {@code
- * -Dttft.warmup=N} (default 3) exchanges warm each P up before its measured ones;
+ * -Dttft.warmup=N} (default 5) exchanges warm each P up before its measured ones;
  * {@code -Dttft.verbose=true} prints every exchange. After each row, the medians of where P's
  * prefill time went, alone and inside the layer-wise exchanges ({@link Evidence}: the step
  * thread's on-CPU time, run-queue wait and parked time from the kernel's schedstat, its fill /
@@ -229,7 +229,7 @@ public final class TtftBench {
     /** Thread-counter snapshots taken before the first cell, so that the JIT has compiled the instrument. */
     private static final int SNAPSHOT_WARMUP = Integer.getInteger("ttft.snapshotWarmup", 400);
     /** Exchanges before each P's measured ones (connections, and the JIT out of the measured windows). */
-    private static final int WARMUP = Integer.getInteger("ttft.warmup", 3);
+    private static final int WARMUP = Integer.getInteger("ttft.warmup", 5);
 
     /** Thread counters taken on D's step thread when a named request's KV load ends (before D verifies it). */
     private static final Map<String, CompletableFuture<ThreadTimes>> D_LOADED =
