@@ -242,6 +242,8 @@ public final class SimEngine implements AutoCloseable {
     private volatile long hookNanos;
     private volatile long hookCalls;
     private volatile long forwardNanos;
+    /** Diagnostics (benchmarks): told a request's id on the step thread when its remote KV load ended (D). */
+    private volatile java.util.function.Consumer<String> kvLoadedListener;
 
     // step-loop state
     private final ArrayDeque<SimRequest> waiting = new ArrayDeque<>();
@@ -369,6 +371,15 @@ public final class SimEngine implements AutoCloseable {
      */
     long[] forwardTimes() {
         return new long[] {forwardNanos, fillNanos, deviceWaitNanos, hookNanos, hookCalls};
+    }
+
+    /**
+     * Diagnostics (benchmarks): {@code listener} is told the id of each request whose remote KV load
+     * ends (D), on the step thread, right when its KV-ready time is taken and before the received KV
+     * is verified; null removes it. Keep it short.
+     */
+    void onKvLoaded(java.util.function.Consumer<String> listener) {
+        kvLoadedListener = listener;
     }
 
     /** Whether prefill pushes KV layer by layer ({@code layerwise_push} on, host caches, full attention). */
@@ -900,6 +911,14 @@ public final class SimEngine implements AutoCloseable {
     /** D: the load of {@code r} ended (all ranks reported it). */
     private void onRemoteKvLoaded(SimRequest r, boolean failedPerRequest) {
         r.kvReadyNanos = System.nanoTime();
+        java.util.function.Consumer<String> l = kvLoadedListener;
+        if (l != null) {
+            try {
+                l.accept(r.id);
+            } catch (RuntimeException e) {
+                LOG.warn("engine {}: the KV-loaded listener failed for request {}", engineId(), r.id, e);
+            }
+        }
         if (r.abortReason != null) {
             for (int[] group : r.blocks) {
                 for (int b : group) {

@@ -38,7 +38,8 @@ import java.util.concurrent.TimeUnit;
  *     io.mooncake4j.sim.TtftBench [reps] [mock,tcp] [1024,8192,32768] [balanced|gpu]
  * </pre>
  *
- * <p>{@code -Dttft.nice=N} gives both P engines {@code transfer_thread_nice: N};
+ * <p>{@code -Dttft.nice=N} gives both P engines {@code transfer_thread_nice: N}; {@code
+ * -Dttft.warmup=N} (default 5) exchanges warm each P up before its measured ones;
  * {@code -Dttft.verbose=true} prints every exchange. After each row, the medians of where P's
  * prefill time went, alone and inside the layer-wise exchanges ({@link Evidence}: the step
  * thread's on-CPU time, run-queue wait and parked time from the kernel's schedstat, its fill /
@@ -61,6 +62,11 @@ public final class TtftBench {
         int[] sizes = Arrays.stream((args.length > 2 ? args[2] : "1024,8192,32768").split(","))
                 .mapToInt(Integer::parseInt).toArray();
         gpuLike = args.length > 3 && args[3].equals("gpu");
+        // the instrument itself compiled before anything is measured (else the JIT compiles it inside the windows)
+        ThreadTimes w0 = ThreadTimes.snapshot();
+        for (int i = 0; i < SNAPSHOT_WARMUP; i++) {
+            ThreadTimes.snapshot().since(w0);
+        }
         System.out.println("per-layer cost: " + (gpuLike ? "gpu (parked compute alone = transfer time; the CPU KV "
                 + "fill comes on top)" : "balanced (fill + parked compute = transfer time)")
                 + "; P's transfer_thread_nice " + Integer.getInteger("ttft.nice", 0) + " (-Dttft.nice)");
@@ -108,12 +114,15 @@ public final class TtftBench {
         long perLayer1k;
         List<Evidence> aloneEv = new ArrayList<>();
         List<Evidence> lwEv = new ArrayList<>();
+        List<Window> xferWin = new ArrayList<>();
+        List<Window> lwWin = new ArrayList<>();
         String load0 = loadAverage();
         // both bootstrap servers live through the run: D caches what a bootstrap address resolved to, and a
         // second server on a reused port would hand it the first P's stale side channel
         try (SimEngine d = SimEngine.start(dCfg, MODEL, blocks, limits, workers(kind));
              MooncakeBootstrapServer bsWhole = new MooncakeBootstrapServer("127.0.0.1", 0);
              MooncakeBootstrapServer bsLw = new MooncakeBootstrapServer("127.0.0.1", 0)) {
+            d.onKvLoaded(TtftBench::snapshotOnKvLoaded);
             bsWhole.start();
             bsLw.start();
             {
@@ -124,12 +133,16 @@ public final class TtftBench {
                 try (SimEngine p = SimEngine.start(pCfg, MODEL, blocks, limits, workers(kind))) {
                     String engineId = SimProxy.resolveEngineId(url, 0);
                     SimProxy proxy = new SimProxy(p, d, url, engineId);
-                    warmUp(proxy, tokens); // connections, JIT
+                    for (int i = 0; i < WARMUP; i++) {
+                        warmUp(proxy, tokens); // connections, JIT
+                    }
                     List<Double> f = new ArrayList<>();
                     List<Double> x = new ArrayList<>();
                     for (int r = 0; r < reps; r++) {
                         f.add(prefillAlone(p, tokens));
-                        x.add(transferAlone(p, d, engineId, url, tokens));
+                        Window xw = transferAlone(p, d, engineId, url, tokens);
+                        x.add(xw.wallMs());
+                        xferWin.add(xw);
                     }
                     fill = median(f);
                     xfer = median(x);
@@ -157,7 +170,9 @@ public final class TtftBench {
                         p.layerCompute(Duration.ofNanos(perLayer1k));
                         SimProxy proxy = new SimProxy(p, d, url, SimProxy.resolveEngineId(url, 0));
                         try {
-                            exchange(proxy, tokens); // connections, JIT
+                            for (int i = 0; i < WARMUP; i++) {
+                                exchange(proxy, tokens); // connections, JIT
+                            }
                         } catch (IllegalStateException e) {
                             System.out.println("  (first exchange with a new layer-wise P got no answer; new P)");
                             continue;
@@ -170,7 +185,7 @@ public final class TtftBench {
                             // P's prefill alone on this same P, interleaved with the exchanges
                             aloneEv.add(prefillAloneOf(p, tokens));
                             List<SimProxy.Exchange> one = new ArrayList<>();
-                            ev.add(exchangeWithEvidence(proxy, p, d, tokens, one));
+                            ev.add(exchangeWithEvidence(proxy, p, d, tokens, one, lwWin));
                             SimProxy.Exchange e = one.get(0);
                             l.add(ms(e.decode().kvReadyNanos() - e.prefill().arrivalNanos()));
                             lp.add(ms(e.prefill().kvReadyNanos() - e.prefill().arrivalNanos()));
@@ -194,11 +209,138 @@ public final class TtftBench {
                     + "over the same window):");
             System.out.println("    alone: " + Evidence.medians(aloneEv).describe());
             System.out.println("    lw:    " + Evidence.medians(lwEv).describe());
+            System.out.println("    lw exchange, P arrival -> D KV ready, " + String.format(Locale.ROOT, "%.1f ms",
+                    median(lwWin.stream().map(Window::wallMs).toList())) + "; every thread group's on-CPU ms/run-queue ms/times run: "
+                    + Window.describe(lwWin));
+            System.out.println("    xfer alone, D arrival -> D KV ready, " + String.format(Locale.ROOT, "%.1f ms", xfer)
+                    + "; on-CPU ms/run-queue ms/times run: " + Window.describe(xferWin));
+            Evidence alone = Evidence.medians(aloneEv);
+            int chunks = (tokens + limits.maxNumBatchedTokens() - 1) / limits.maxNumBatchedTokens();
+            System.out.println("    " + floor(max, lw, prefill, alone.jvmCpuMs() - alone.gcJitCpuMs(), alone.stepCpuMs(), xfer,
+                    median(xferWin.stream().map(w -> w.cpuMs() - w.jitMs()).toList()),
+                    median(lwWin.stream().map(w -> w.cpuMs() - w.jitMs()).toList()), chunks * MODEL.numLayers())
+                    + String.format(Locale.ROOT, " (JIT compiler threads left out: %.1f ms in the lw exchange)",
+                    median(lwWin.stream().map(Window::jitMs).toList())));
             System.out.println("    load average " + load0 + " -> " + loadAverage() + ", " + CORES + " cores");
         }
     }
 
     private static final int CORES = Runtime.getRuntime().availableProcessors();
+    /** Thread-counter snapshots taken before the first cell, so that the JIT has compiled the instrument. */
+    private static final int SNAPSHOT_WARMUP = Integer.getInteger("ttft.snapshotWarmup", 400);
+    /** Exchanges before each P's measured ones (connections, and the JIT out of the measured windows). */
+    private static final int WARMUP = Integer.getInteger("ttft.warmup", 5);
+
+    /** Thread counters taken on D's step thread when a named request's KV load ends (before D verifies it). */
+    private static final Map<String, CompletableFuture<ThreadTimes>> D_LOADED =
+            new java.util.concurrent.ConcurrentHashMap<>();
+
+    private static void snapshotOnKvLoaded(String dReqId) {
+        CompletableFuture<ThreadTimes> f = D_LOADED.remove(dReqId);
+        if (f != null) {
+            f.complete(ThreadTimes.snapshot());
+        }
+    }
+
+    private static CompletableFuture<ThreadTimes> atKvLoaded(String dReqId) {
+        CompletableFuture<ThreadTimes> f = new CompletableFuture<>();
+        D_LOADED.put(dReqId, f);
+        return f;
+    }
+
+    /**
+     * Every thread group's on-CPU time and run-queue wait over one window ({@code wallMs}): a whole
+     * layer-wise exchange (P arrival → D KV ready) or a transfer alone (D arrival → D KV ready).
+     */
+    record Window(double wallMs, Map<String, ThreadTimes.Counters> groups) {
+
+        double cpuMs() {
+            return ms(ThreadTimes.sum(groups, "").cpuNanos());
+        }
+
+        /** On-CPU ms of the JIT's compiler threads (a warm-up cost, left out of the floors). */
+        double jitMs() {
+            return ms(ThreadTimes.sum(groups, "C1 ").cpuNanos() + ThreadTimes.sum(groups, "C2 ").cpuNanos());
+        }
+
+        double runqMs() {
+            return ms(ThreadTimes.sum(groups, "").waitNanos());
+        }
+
+        /**
+         * Per group, medians over {@code ws} of on-CPU ms, run-queue ms and times it was run on a
+         * core (the kernel's timeslices: wake-ups plus preemptions), largest CPU first.
+         */
+        static Map<String, double[]> medianByGroup(List<Window> ws) {
+            java.util.Set<String> names = new java.util.TreeSet<>();
+            ws.forEach(w -> names.addAll(w.groups().keySet()));
+            Map<String, double[]> out = new java.util.LinkedHashMap<>();
+            names.stream().map(n -> Map.entry(n, new double[] {
+                    median(ws.stream().map(w -> ms(cpuOf(w, n))).toList()),
+                    median(ws.stream().map(w -> ms(runqOf(w, n))).toList()),
+                    median(ws.stream().map(w -> (double) slicesOf(w, n)).toList())}))
+                    .sorted((a, b) -> Double.compare(b.getValue()[0], a.getValue()[0]))
+                    .forEach(e -> out.put(e.getKey(), e.getValue()));
+            return out;
+        }
+
+        private static long cpuOf(Window w, String n) {
+            ThreadTimes.Counters c = w.groups().get(n);
+            return c == null ? 0 : c.cpuNanos();
+        }
+
+        private static long slicesOf(Window w, String n) {
+            ThreadTimes.Counters c = w.groups().get(n);
+            return c == null ? 0 : c.slices();
+        }
+
+        private static long runqOf(Window w, String n) {
+            ThreadTimes.Counters c = w.groups().get(n);
+            return c == null ? 0 : c.waitNanos();
+        }
+
+        static String describe(List<Window> ws) {
+            StringBuilder b = new StringBuilder();
+            for (Map.Entry<String, double[]> e : medianByGroup(ws).entrySet()) {
+                double[] v = e.getValue();
+                if (v[0] >= 0.5 || v[1] >= 0.5) {
+                    b.append(String.format(Locale.ROOT, "%s%s %.1f/%.1f/%d", b.isEmpty() ? "" : ", ", e.getKey(), v[0],
+                            v[1], (long) v[2]));
+                }
+            }
+            return b.toString();
+        }
+    }
+
+    /**
+     * The floor of one cell on this machine, two ways, as ms and against {@code max(prefill,
+     * transfer)}. CPU sum: the exchange cannot end before its threads' CPU time, spread over every
+     * core, has run: from the references (P's prefill alone + the transfer alone, i.e. P's send and
+     * D's receive) and from the layer-wise exchanges' own threads. Co-location: P's step thread
+     * shares the cores with the transfer's busy threads (alone it kept {@code xferCpu / xfer}
+     * cores busy: P's copy or sending lanes and, here in the same host, D's receiving sessions);
+     * with fair scheduling it gets {@code cores / (1 + that)} of a core while it fills, so the fill
+     * stretches by the inverse and the prefill with it, and D's KV is ready one saved layer after.
+     * A miss above the co-location floor is not the machine's sharing; one below 1.15 x max of
+     * the floor is.
+     */
+    static String floor(double max, double lw, double pref, double prefCpu, double stepCpu, double xfer,
+            double xferCpu, double lwCpu, int saves) {
+        double refs = (prefCpu + xferCpu) / CORES;
+        double exch = lwCpu / CORES;
+        double busy = xferCpu / xfer; // cores the transfer alone kept busy
+        double share = Math.min(1, CORES / (1 + busy));
+        double coloc = pref + stepCpu * (1 / share - 1) + xfer / saves;
+        String verdict = Math.max(refs, coloc) > 1.15 * max ? "the machine: "
+                + (refs > 1.15 * max ? "the CPU to run" : "sharing " + CORES + " cores with the transfer's threads")
+                + " needs more than 1.15 x max"
+                : lw <= 1.15 * max ? "met" : "not the machine: the floors are within 1.15 x max";
+        return String.format(Locale.ROOT, "floors on %d cores: cpu sum refs (prefill %.1f + xfer %.1f cpu ms) / %d = %.1f "
+                + "ms = %.2f x max, lw exchange's cpu %.1f / %d = %.1f ms = %.2f x max; co-location (xfer alone busy %.2f "
+                + "cores, step gets %.2f of a core, its %.1f cpu ms stretch) %.1f ms = %.2f x max; lw / max %.2f -> %s",
+                CORES, prefCpu, xferCpu, CORES, refs, refs / max, lwCpu, CORES, exch, exch / max, busy, share, stepCpu,
+                coloc, coloc / max, lw / max, verdict);
+    }
 
     private static String loadAverage() {
         try {
@@ -302,10 +444,11 @@ public final class TtftBench {
      * (on P's step thread, right after its KV is ready).
      */
     private static Evidence exchangeWithEvidence(SimProxy proxy, SimEngine p, SimEngine d, int tokens,
-            List<SimProxy.Exchange> out) throws Exception {
+            List<SimProxy.Exchange> out, List<Window> windows) throws Exception {
         String transferId = SimProxy.newTransferId();
         int[] prompt = prompt(tokens);
         long[] f0 = p.forwardTimes();
+        CompletableFuture<ThreadTimes> loaded = atKvLoaded(transferId + "-d");
         ThreadTimes t0 = ThreadTimes.snapshot();
         CompletableFuture<ThreadTimes> atToken = new CompletableFuture<>();
         CompletableFuture<SimResult> pf = p.submit(transferId + "-p", prompt, 1, SimProxy.prefillParams(transferId),
@@ -317,20 +460,23 @@ public final class TtftBench {
         check(e.ok(), "exchange failed: " + e);
         verbose(e);
         out.add(e);
+        windows.add(new Window(ms(e.decode().kvReadyNanos() - e.prefill().arrivalNanos()), loaded.get().since(t0)));
         return Evidence.of(e.prefill().kvReadyNanos() - e.prefill().arrivalNanos(), f0, f1, atToken.get().since(t0));
     }
 
-    /** D's load of a request P has prefilled already: D arrival → D KV ready, ms. */
-    private static double transferAlone(SimEngine p, SimEngine d, String engineId, String url, int tokens)
+    /** D's load of a request P has prefilled already: D arrival → D KV ready, with every thread's CPU over it. */
+    private static Window transferAlone(SimEngine p, SimEngine d, String engineId, String url, int tokens)
             throws Exception {
         String tid = SimProxy.newTransferId();
         int[] prompt = prompt(tokens);
         var pf = p.submit(tid + "-p", prompt, 1, SimProxy.prefillParams(tid));
         SimResult pr = pf.get(5, TimeUnit.MINUTES);
+        CompletableFuture<ThreadTimes> loaded = atKvLoaded(tid + "-d");
+        ThreadTimes t0 = ThreadTimes.snapshot();
         SimResult dr = d.submit(tid + "-d", prompt, 1, SimProxy.decodeParams(tid, engineId, url))
                 .get(5, TimeUnit.MINUTES);
         check(pr.ok() && dr.ok(), "transfer alone failed: " + dr);
-        return ms(dr.kvReadyNanos() - dr.arrivalNanos());
+        return new Window(ms(dr.kvReadyNanos() - dr.arrivalNanos()), loaded.get().since(t0));
     }
 
     /** P and D requests sent together: P arrival → D KV ready, ms. */

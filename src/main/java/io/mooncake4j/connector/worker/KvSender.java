@@ -156,6 +156,17 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
     private final Set<String> unknownLayersLogged = new HashSet<>();
     private final LongAdder layerJobs = new LongAdder();
     private final LongAdder coalescedLayers = new LongAdder();
+    /** The model runner's tasks ({@link #offerFromModelRunner}) not run yet, in call order. */
+    private final java.util.concurrent.ConcurrentLinkedQueue<Runnable> layerHooks =
+            new java.util.concurrent.ConcurrentLinkedQueue<>();
+    /** A task that runs {@link #layerHooks} is queued on the sender loop and has not started. */
+    private final java.util.concurrent.atomic.AtomicBoolean hookDrainQueued =
+            new java.util.concurrent.atomic.AtomicBoolean();
+    /** Layer-wise writes submitted whose result the sender loop has not handled (loop writes, any thread reads). */
+    private final AtomicInteger layerWritesInFlight = new AtomicInteger();
+    /** Every live layer-wise target has a write in flight (sender loop writes; a hint for {@link #offerFromModelRunner}). */
+    private volatile boolean everyTargetWriting;
+    private final LongAdder hookWakeups = new LongAdder();
     private final java.util.concurrent.atomic.AtomicBoolean niceRefusedLogged =
             new java.util.concurrent.atomic.AtomicBoolean();
 
@@ -904,6 +915,64 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
     }
 
     /**
+     * Hands a task of the model runner's thread to the sender loop: a layer hook ({@code
+     * saveKvLayer} / {@code waitForSave}, {@code mustWake} false) or the step's metadata ({@link
+     * #recordSendReqs}, true). All of them run on the loop in call order, through one queue. The
+     * loop is woken for a hook only when nothing else would run it soon: while every layer-wise
+     * target has a write in flight, the first write's result runs the queue (a layer saved then
+     * would wait for that write anyway), and a run of the queue already handed to the loop takes
+     * everything added before it starts. So a forward pass whose transfer lags hands the loop one
+     * task per write instead of one per layer; the layers saved meanwhile go in the next write as
+     * before. {@link #fetchFinishedSending} runs the queue first (the model runner's earlier calls).
+     */
+    void offerFromModelRunner(Runnable task, boolean mustWake) {
+        layerHooks.add(task);
+        // the count is read after the add: a write counted here decrements it on the loop, then runs the queue
+        if (!mustWake && everyTargetWriting && layerWritesInFlight.get() > 0) {
+            return;
+        }
+        if (hookDrainQueued.compareAndSet(false, true)) {
+            hookWakeups.increment();
+            try {
+                loop.execute(errors.guarded("sender loop", () -> {
+                    hookDrainQueued.set(false); // a task added from now on is taken by this run or queues another
+                    runLayerHooks();
+                }));
+            } catch (RejectedExecutionException e) {
+                hookDrainQueued.set(false);
+                throw e;
+            }
+        }
+    }
+
+    /** Runs the model runner's queued tasks in call order (sender loop). */
+    private void runLayerHooks() {
+        for (Runnable h = layerHooks.poll(); h != null; h = layerHooks.poll()) {
+            h.run(); // each is guarded by the worker: one failing does not drop the rest
+        }
+    }
+
+    /** Tasks handed to the sender loop to run the model runner's queue (diagnostics and tests). */
+    long layerHookWakeups() {
+        return hookWakeups.sum();
+    }
+
+    /** Sender loop: whether every live layer-wise target has a write in flight (see {@link #offerFromModelRunner}). */
+    private void refreshHookHint() {
+        boolean any = false;
+        boolean all = true;
+        for (Pull pull : activePulls) {
+            for (Target t : pull.lwTargets.values()) {
+                if (!t.landed && t.failed == null && !pull.done) {
+                    any = true;
+                    all &= t.inflight > 0;
+                }
+            }
+        }
+        everyTargetWriting = any && all;
+    }
+
+    /**
      * The step's metadata named the prefill chunks this forward pass saves (sender loop, before the
      * step's {@link #onLayerSaved} calls). Chunks of the previous step that were never closed by
      * {@link #onForwardDone} are closed first (their missing layers are pushed whole).
@@ -1090,6 +1159,7 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
         buf.clear();
         t.inflight++;
         pull.lwInflight++;
+        layerWritesInFlight.incrementAndGet();
         t.sm.sending++; // blocks expiry while P writes from these blocks
         layerJobs.increment();
         long contact = pull.lastContact;
@@ -1121,10 +1191,12 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
         if (inFlight >= perPeerShare) {
             wavesQueuedForShare.increment();
             queuedByPeer.computeIfAbsent(peer, k -> new ArrayDeque<>()).addLast(job);
+            refreshHookHint();
             return;
         }
         inFlightByPeer.put(peer, inFlight + 1);
         submit(peer, job, () -> onLayerWritten(t, -1));
+        refreshHookHint();
     }
 
     /** Appends the descriptors of {@code ev} for {@code t} to {@link #buf}; a per-request error, or null. */
@@ -1192,6 +1264,9 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
         t.inflight--;
         t.pull.lwInflight--;
         t.sm.sending--;
+        layerWritesInFlight.decrementAndGet();
+        everyTargetWriting = false; // until refreshed below: a hook from now on wakes the loop
+        runLayerHooks(); // the hooks that counted on this write's result (offerFromModelRunner)
         if (ret != 0 && t.failed == null) {
             if (ret == STALE) {
                 staleWaves.increment();
@@ -1208,6 +1283,7 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
         } else {
             checkLanded(t);
         }
+        refreshHookHint();
     }
 
     /** Every byte of {@code t} landed, or it failed and nothing of it is in flight: its wave can answer D. */
@@ -1291,6 +1367,7 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
 
     /** vLLM's {@code fetch_finished_sending_reqs} with expiry (§6.12); placeholders expire too (§15 #3 fixed). */
     Set<String> fetchFinishedSending() {
+        runLayerHooks();
         Set<String> out = finishedSendingReqs;
         finishedSendingReqs = new LinkedHashSet<>();
         long now = clock.getAsLong();

@@ -553,7 +553,9 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
                                 + metadata.reqsToSend().keySet()));
             } else {
                 try {
-                    loop.execute(backgroundErrors.guarded("sender loop", () -> s.recordSendReqs(metadata)));
+                    // through the queue of the layer hooks: after the last pass's, before the next pass's
+                    s.offerFromModelRunner(backgroundErrors.guarded("sender loop", () -> s.recordSendReqs(metadata)),
+                            true);
                 } catch (RejectedExecutionException e) {
                     backgroundErrors.report("startLoadKv", e);
                 }
@@ -590,9 +592,18 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         }
     }
 
-    /** Hook tasks handed to the sender loop by {@link #saveKvLayer} / {@link #waitForSave} (tests). */
+    /** Hook calls handed to the sender loop by {@link #saveKvLayer} / {@link #waitForSave} (tests). */
     long layerHookPosts() {
         return layerHookPosts.sum();
+    }
+
+    /**
+     * Sender-loop tasks the model runner's hand-offs (layer hooks, a step's metadata) woke the loop
+     * with: fewer than hook calls while layer-wise writes run (tests).
+     */
+    long layerHookWakeups() {
+        KvSender s = sender;
+        return s == null ? 0 : s.layerHookWakeups();
     }
 
     /** Posts a layer hook to the sender loop; true when a step had named chunks (posted, or reported as failed). */
@@ -611,7 +622,8 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         }
         layerHookPosts.increment();
         try {
-            loop.execute(backgroundErrors.guarded("sender loop", () -> action.accept(s)));
+            // queued in call order; the loop is woken only when no layer-wise write's result will run it
+            s.offerFromModelRunner(backgroundErrors.guarded("sender loop", () -> action.accept(s)), false);
         } catch (RejectedExecutionException e) {
             backgroundErrors.report(what, e);
         }

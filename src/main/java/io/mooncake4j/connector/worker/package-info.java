@@ -41,8 +41,10 @@
  * after D may have abandoned the blocks (the rule is in {@code docs/differences-from-vllm.md}).
  *
  * <p><b>Layer-wise push (issue 13, opt-in: {@code kv_connector_extra_config.layerwise_push}).</b>
- * {@code saveKvLayer} and {@code waitForSave} (the model runner's thread) only post to the sender
- * loop, which pairs each saved layer of the step's prefill chunks with every D pull already there
+ * {@code saveKvLayer} and {@code waitForSave} (the model runner's thread) only hand a task to the
+ * sender loop, through one queue in call order with the step's metadata ({@code
+ * KvSender.offerFromModelRunner}); a hook wakes the loop only when some layer-wise target has no
+ * write in flight, else the first write's result runs the queue. The loop pairs each saved layer of the step's prefill chunks with every D pull already there
  * and hands its descriptors to the transfer pool under the same staleness check and per-D share as a
  * wave; a request is answered ({@code FINISH}/{@code CONTINUE}, unchanged messages) once its last
  * layer landed, or once a failed layer's request has nothing left in flight. A forward pass whose

@@ -144,6 +144,89 @@ class LayerwisePushTest {
         }
     }
 
+    /** An engine whose first write waits for {@code release}; {@code writeCalls} counts the writes. */
+    private static void holdFirstWrite(PdTestbed bed, CountDownLatch release, AtomicInteger writeCalls) {
+        bed.engines(() -> new ScriptedTransferEngine().copyData(true).beforeEach(c -> {
+            if (c.method() == EngineMethod.BATCH_TRANSFER_SYNC_WRITE && writeCalls.getAndIncrement() == 0) {
+                try {
+                    release.await(30, TimeUnit.SECONDS);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }
+        }));
+    }
+
+    @Test
+    void layersSavedWhileTheRequestsWriteRunsDoNotWakeTheSenderLoopPerLayer() throws Exception {
+        CountDownLatch release = new CountDownLatch(1);
+        AtomicInteger writeCalls = new AtomicInteger();
+        try (PdTestbed bed = new PdTestbed()) {
+            holdFirstWrite(bed, release, writeCalls);
+            PdTestbed.Node p = layerwiseProducer(bed);
+            PdTestbed.Node d = bed.consumer("D", 0, 1);
+            p.fill(1, 2);
+            p.step(announce("p1", "X"));
+            d.step(pull("d1", "X", "P", p.bootstrapUrl(), 4, 5));
+            bed.awaitAll(() -> p.worker.diagnostics().activeSends() == 1, WAIT, "pull at P");
+            p.step(chunk("p1", "X", 0, 2, true, 1, 2));
+            saveLayers(p, 0, 1);
+            bed.awaitAll(() -> writeCalls.get() == 1, WAIT, "layer 0's write running");
+            long wakeups = p.worker.layerHookWakeups();
+            assertTrue(wakeups >= 1, "layer 0 woke the loop: no write was in flight");
+            saveLayers(p, 1, LAYERS);
+            p.worker.waitForSave();
+            assertEquals(wakeups, p.worker.layerHookWakeups(), "no wake-up per layer while the write runs");
+            assertEquals(LAYERS + 1, p.worker.layerHookPosts(), "every hook handed over");
+            p.worker.getFinished(); // runs the queued hooks on P's sender loop first
+            assertEquals(1, writeCalls.get(), "nothing queued behind the running write");
+            release.countDown();
+            bed.awaitAll(() -> d.finishedRecving.contains("d1"), WAIT, "d1 received");
+            assertEquals(2, writeCalls.get(), "every layer saved during the first write went in the second");
+            PdTestbed.assertSameTpCopy(p, 1, d, 4);
+            PdTestbed.assertSameTpCopy(p, 2, d, 5);
+            assertTrue(d.failedRecving.isEmpty());
+        } finally {
+            release.countDown();
+        }
+    }
+
+    @Test
+    void hooksQueuedBehindARunningWriteApplyToTheirOwnPassNotToTheNextStepsChunks() throws Exception {
+        CountDownLatch release = new CountDownLatch(1);
+        AtomicInteger writeCalls = new AtomicInteger();
+        try (PdTestbed bed = new PdTestbed()) {
+            holdFirstWrite(bed, release, writeCalls);
+            PdTestbed.Node p = layerwiseProducer(bed);
+            PdTestbed.Node d = bed.consumer("D", 0, 1);
+            p.fill(1, 2); // p1's KV; p2's block 3 is written only in its own pass below
+            p.step(announce("p1", "X"));
+            p.step(announce("p2", "Y"));
+            d.step(pull("d1", "X", "P", p.bootstrapUrl(), 4, 5));
+            d.step(pull("d2", "Y", "P", p.bootstrapUrl(), 6));
+            bed.awaitAll(() -> p.worker.diagnostics().activeSends() == 2, WAIT, "both pulls at P");
+            p.step(chunk("p1", "X", 0, 2, true, 1, 2));
+            saveLayers(p, 0, 1);
+            bed.awaitAll(() -> writeCalls.get() == 1, WAIT, "p1's layer 0 write running");
+            saveLayers(p, 1, LAYERS);
+            p.worker.waitForSave(); // p1's pass ends; its hooks wait for the running write's result
+            p.step(chunk("p2", "Y", 0, 1, true, 3)); // the next step: its chunks come after those hooks
+            release.countDown();
+            bed.awaitAll(() -> d.finishedRecving.contains("d1"), WAIT, "d1 received");
+            assertFalse(d.finishedRecving.contains("d2"), "p2 saved no layer yet");
+            p.fill(3);
+            saveLayers(p, 0, LAYERS);
+            p.worker.waitForSave();
+            bed.awaitAll(() -> d.finishedRecving.contains("d2"), WAIT, "d2 received");
+            PdTestbed.assertSameTpCopy(p, 1, d, 4);
+            PdTestbed.assertSameTpCopy(p, 2, d, 5);
+            PdTestbed.assertSameTpCopy(p, 3, d, 6); // not pushed before its pass wrote it
+            assertTrue(d.failedRecving.isEmpty());
+        } finally {
+            release.countDown();
+        }
+    }
+
     @Test
     void aPullArrivingAfterSomeLayersGetsThemAtOnceThenTheRest() {
         try (PdTestbed bed = new PdTestbed()) {
