@@ -119,6 +119,28 @@ public final class ConnectorThroughputProbe {
                 req = round(p, d, req, blocks, perRequest, pollNanos, null);
                 replay(p, writes.subList(from, writes.size()));
             }
+            // then more full rounds (3 at a time, at most 30) until the JIT compiler threads were on a CPU for at
+            // most 1 % of them: on 2 shared cores the compile queue lags the fixed warm-up, and a compiler thread
+            // busy during a connector round but not during its replay (the connector's per-wave code is the one
+            // still being compiled) is a difference the connector would not have in a server that ran for a while
+            int settle = 0;
+            if (Boolean.parseBoolean(System.getProperty("probe.jitSettle", "true")) && JvmActivity.jitCpuNanos() >= 0) {
+                for (int batch = 0; batch < 10; batch++) {
+                    long c0 = JvmActivity.jitCpuNanos();
+                    long t0 = System.nanoTime();
+                    for (int k = 0; k < 3; k++) {
+                        int from = writes.size();
+                        req = round(p, d, req, blocks, perRequest, pollNanos, null);
+                        replay(p, writes.subList(from, writes.size()));
+                        settle++;
+                    }
+                    if (JvmActivity.jitCpuNanos() - c0 <= (System.nanoTime() - t0) / 100) {
+                        break;
+                    }
+                }
+            }
+            long jitAtStart = JvmActivity.jitCpuNanos();
+            long[] gcAtStart = JvmActivity.gc();
             long[] conn = new long[rounds];
             long[] raw = new long[rounds];
             long[] connWrite = new long[rounds]; // the connector's engine calls in the round, timed as replay times its own
@@ -163,12 +185,17 @@ public final class ConnectorThroughputProbe {
                 }
                 previous = mine;
             }
+            long jitDuring = JvmActivity.jitCpuNanos() - jitAtStart;
+            long[] gcAtEnd = JvmActivity.gc();
             double connS = Arrays.stream(conn).sum() / 1e9;
             double rawS = Arrays.stream(raw).sum() / 1e9;
             double mib = rounds * bytesPerRound / (1024.0 * 1024.0);
             System.out.printf(Locale.ROOT, "engine=%s rounds=%d (after %d one-block and %d warm-up) bytes/round=%d MiB requests/round=%d "
                     + "transfer calls=%d poll=%s%n", kind, rounds, smallWarmups, warmups, bytesPerRound >> 20, blocks / perRequest,
                     calls, pollNanos == 0 ? "D's signal" : pollNanos / 1000 + " us");
+            System.out.printf(Locale.ROOT, "then %d more full rounds until the JIT settled; while measured: JIT compiler "
+                    + "threads on CPU %.1f ms, %d GC(s) taking %d ms%n", settle, jitDuring / 1e6, gcAtEnd[0] - gcAtStart[0],
+                    gcAtEnd[1] - gcAtStart[1]);
             System.out.printf(Locale.ROOT, "connector end-to-end: %.1f MiB/s (%.3f s), round p50 %.3f ms%n", mib / connS,
                     connS, median(conn) / 1e6);
             System.out.printf(Locale.ROOT, "raw engine replay   : %.1f MiB/s (%.3f s), round p50 %.3f ms%n", mib / rawS,
