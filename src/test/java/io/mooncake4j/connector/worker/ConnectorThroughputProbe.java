@@ -208,6 +208,16 @@ public final class ConnectorThroughputProbe {
             }
             System.out.printf(Locale.ROOT, "ratio               : %.1f %% (raw/connector time); per round connector - raw: "
                     + "p50 %.3f ms%n", 100 * rawS / connS, median(diff) / 1e6);
+            double[] ratios = new double[rounds];
+            for (int r = 0; r < rounds; r++) {
+                ratios[r] = 100.0 * raw[r] / conn[r];
+            }
+            double[] sr = ratios.clone();
+            Arrays.sort(sr);
+            int lo = Math.max(0, (int) Math.floor(rounds / 2.0 - 0.98 * Math.sqrt(rounds)));
+            int hi = Math.min(rounds - 1, (int) Math.ceil(rounds / 2.0 + 0.98 * Math.sqrt(rounds)));
+            System.out.printf(Locale.ROOT, "per round ratio (raw write / connector round): median %.1f %% (95 %% interval "
+                    + "%.1f .. %.1f %%)%n", sr[rounds / 2], sr[lo], sr[hi]);
             printDiffs("connector round - raw write", diff, rawWentFirst);
             printDiffs("connector's engine write - raw write", writeDiff, rawWentFirst);
             if (WaveTrace.ON) {

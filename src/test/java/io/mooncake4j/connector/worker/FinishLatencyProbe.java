@@ -87,6 +87,7 @@ public final class FinishLatencyProbe {
             fromRead = sampler.fromRead;
             points = sampler.points;
             schedDelta = sampler.schedDelta;
+            schedMaps = sampler.schedMaps;
             gcMarks = sampler.gcDuring;
         }
         System.out.println("embedder's wait: " + (pollNanos > 0 ? "getFinished every " + pollNanos / 1000 + " us"
@@ -96,12 +97,76 @@ public final class FinishLatencyProbe {
             print("P ROUTER send of FINISH -> D getFinished sees it", n, fromSent);
             print("D DEALER read of FINISH -> D getFinished sees it", n, fromRead);
             printTail(points, schedDelta, Integer.getInteger("probe.tail", 10));
+            printTailCauses(points, WaveTrace.Point.P_WRITE_START);
+            printTailCauses(points, WaveTrace.Point.D_RESPONSE_READ);
         }
         print("reference, same run: one plain thread hand-off (queue + the same wait)", n, handOffs(n, mode, pollNanos));
     }
 
     /** Per measured sample: garbage collections that ran during it (for the tail lines). */
     private static long[] gcMarks;
+    /** Per measured sample with {@code -Dprobe.schedstat}: each thread's {ran, waited} ns over it. */
+    private static java.util.Map<String, long[]>[] schedMaps;
+
+    /** Which kind of thread a schedstat key ({@code tid/name}) is, for the tail summary. */
+    private static String kind(String key) {
+        String name = key.substring(key.indexOf('/') + 1);
+        if (name.startsWith("iothread") || name.startsWith("reaper")) {
+            return "JeroMQ I/O or reaper thread";
+        }
+        if (name.startsWith("C1 Compiler") || name.startsWith("C2 Compiler")) {
+            return "JIT compiler thread";
+        }
+        if (name.startsWith("GC Thread") || name.startsWith("G1 ")) {
+            return "GC thread";
+        }
+        if (name.startsWith("mooncake-")) {
+            return "connector thread (mooncake-*)";
+        }
+        if (name.equals("java")) {
+            return "the probe's embedder thread";
+        }
+        return "other thread of this JVM";
+    }
+
+    /**
+     * Over the slowest 1 % of the samples (at least 5) by the span from {@code from} to D's view: how
+     * many had a thread of each kind on a CPU for 1 ms or more, how many overlapped a GC, and how
+     * many had none of that (the time went to a wait for a core held by another process, or to
+     * something schedstat does not show).
+     */
+    private static void printTailCauses(long[][] points, WaveTrace.Point from) {
+        if (schedMaps == null || schedMaps.length == 0 || schedMaps[0] == null) {
+            return;
+        }
+        WaveTrace.Point[] all = WaveTrace.Point.values();
+        int ws = from.ordinal();
+        Integer[] order = new Integer[points.length];
+        for (int i = 0; i < order.length; i++) {
+            order[i] = i;
+        }
+        Arrays.sort(order, (a, b) -> Long.compare(points[b][all.length] - points[b][ws],
+                points[a][all.length] - points[a][ws]));
+        int k = Math.min(order.length, Math.max(5, order.length / 100));
+        java.util.Map<String, Integer> counts = new java.util.TreeMap<>();
+        int gc = 0;
+        int none = 0;
+        for (int r = 0; r < k; r++) {
+            int i = order[r];
+            java.util.Set<String> kinds = new java.util.TreeSet<>();
+            schedMaps[i].forEach((key, v) -> {
+                if (v[0] >= 1_000_000) {
+                    kinds.add(kind(key));
+                }
+            });
+            kinds.forEach(x -> counts.merge(x, 1, Integer::sum));
+            boolean g = gcMarks != null && gcMarks[i] > 0;
+            gc += g ? 1 : 0;
+            none += kinds.isEmpty() && !g ? 1 : 0;
+        }
+        System.out.printf(Locale.ROOT, "slowest %d samples (%s -> seen), in how many a thread of each kind was on a CPU "
+                + ">= 1 ms: %s; a GC: %d; none of these: %d%n", k, from, counts, gc, none);
+    }
 
     /**
      * One request {@code i}: announced and finished on P, pulled by D, waited for as {@code mode} says;
@@ -153,6 +218,7 @@ public final class FinishLatencyProbe {
         final long[] fromRead;
         final long[][] points; // every trace point of each sample, and the moment D saw it last
         final String[] schedDelta; // per sample: the threads that waited for a CPU (run queue) or ran long
+        final java.util.Map<String, long[]>[] schedMaps; // per sample: every thread's {ran, waited} ns over it
         final long[] gcDuring; // per sample: collections during it
         private final String[] scratch = new String[1];
 
@@ -169,6 +235,9 @@ public final class FinishLatencyProbe {
             fromRead = new long[n];
             points = new long[n][];
             schedDelta = new String[n];
+            @SuppressWarnings("unchecked")
+            java.util.Map<String, long[]>[] maps = new java.util.Map[n];
+            schedMaps = maps;
             gcDuring = new long[n];
         }
 
@@ -178,8 +247,17 @@ public final class FinishLatencyProbe {
             long gc0 = JvmActivity.gc()[0];
             String[] notes = keep ? schedDelta : scratch;
             int at = keep ? i : 0;
-            long seen = runOne(p, d, i, mode, pollNanos, at, () -> before == null ? null
-                    : ThreadSchedStats.notable(ThreadSchedStats.diff(before, ThreadSchedStats.snapshot())), notes);
+            java.util.Map<String, long[]>[] delta = new java.util.Map[1];
+            long seen = runOne(p, d, i, mode, pollNanos, at, () -> {
+                if (before == null) {
+                    return null;
+                }
+                delta[0] = ThreadSchedStats.diff(before, ThreadSchedStats.snapshot());
+                return ThreadSchedStats.notable(delta[0]);
+            }, notes);
+            if (keep) {
+                schedMaps[i] = delta[0];
+            }
             long gc = JvmActivity.gc()[0] - gc0;
             long[] pt = new long[WaveTrace.Point.values().length + 1];
             for (WaveTrace.Point q : WaveTrace.Point.values()) {
