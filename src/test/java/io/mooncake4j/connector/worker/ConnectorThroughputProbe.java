@@ -30,7 +30,16 @@ import java.util.concurrent.locks.LockSupport;
  * to the {@code getTransferResults} that names its last request; D is asked after each signal of a
  * finished load ({@code pollMicros} 0, the default) or every {@code pollMicros}. With
  * {@code -Dmooncake4j.waveTrace=true} it prints the median per-wave breakdown ({@link WaveTrace}); with
- * {@code -Dprobe.threadCpu=true} each thread's CPU time and run-queue wait per connector round (Linux).
+ * {@code -Dprobe.threadCpu=true} each thread's CPU time and run-queue wait per connector round (Linux);
+ * with {@code -Dprobe.writeCpu=true} the same over each engine write only, the connector's beside the
+ * raw replay's (both timed around the engine call by the same code; the replay's calls go through the
+ * same recording proxy); with {@code -Dprobe.replayThread=true} the replay runs on a platform thread
+ * of its own while the probe's thread parks, as the connector's transfer thread writes while the
+ * embedder waits. After the fixed warm-up more full rounds run until the JIT compiler threads are
+ * (nearly) idle ({@code -Dprobe.jitSettle=false}: not). Besides the sums it prints the median of the
+ * per-round ratios and of the per-round differences (connector round − raw write, and connector's
+ * engine write − raw write) with a distribution-free 95 % interval, the quartiles and the medians of
+ * the rounds where either went first: the interval says what a run of that many rounds can resolve.
  * Engine {@code mock} (in-JVM byte copies) or {@code tcp} (the real TCP engine on loopback). Not a
  * test (no assertions); run:
  *

@@ -31,8 +31,14 @@ import java.util.concurrent.locks.LockSupport;
  * </pre>
  * How D's embedder waits: {@code spin} (default) calls {@code getFinished} in a tight loop,
  * {@code signal} parks until D signals a finished load ({@code KvReceiver.awaitFinished}), a number
- * pauses that many µs between calls. {@code -Dprobe.warmup} requests (default 2000) run first. The
- * last line is a same-run reference: one plain hand-off between two threads with the same wait.
+ * pauses that many µs between calls. {@code -Dprobe.warmup} requests (default 2000) run first, then
+ * batches of 250 until the JIT compiler threads were on a CPU for at most 1 % of a batch (at most
+ * 5 000; {@code -Dprobe.jitSettle=false}: none); the probe prints the JIT's CPU time and the GCs
+ * while it measured. With {@code -Dprobe.schedstat=true} the slowest samples also show which
+ * threads waited for a core or ran long, and a summary counts, over the slowest 1 %, the samples in
+ * which a JeroMQ I/O thread, a JIT compiler thread, a GC or a connector thread was on a CPU for 1 ms
+ * or more. The last line is a same-run reference: one plain hand-off between two threads with the
+ * same wait.
  */
 public final class FinishLatencyProbe {
 
@@ -148,6 +154,13 @@ public final class FinishLatencyProbe {
         Arrays.sort(order, (a, b) -> Long.compare(points[b][all.length] - points[b][ws],
                 points[a][all.length] - points[a][ws]));
         int k = Math.min(order.length, Math.max(5, order.length / 100));
+        causes("slowest " + k + " samples (" + from + " -> seen)", order, k);
+        if (from == WaveTrace.Point.P_WRITE_START) {
+            causes("for comparison, all " + order.length + " samples", order, order.length);
+        }
+    }
+
+    private static void causes(String what, Integer[] order, int k) {
         java.util.Map<String, Integer> counts = new java.util.TreeMap<>();
         int gc = 0;
         int none = 0;
@@ -164,8 +177,8 @@ public final class FinishLatencyProbe {
             gc += g ? 1 : 0;
             none += kinds.isEmpty() && !g ? 1 : 0;
         }
-        System.out.printf(Locale.ROOT, "slowest %d samples (%s -> seen), in how many a thread of each kind was on a CPU "
-                + ">= 1 ms: %s; a GC: %d; none of these: %d%n", k, from, counts, gc, none);
+        System.out.printf(Locale.ROOT, "%s, in how many a thread of each kind was on a CPU >= 1 ms: %s; a GC: %d; none "
+                + "of these: %d%n", what, counts, gc, none);
     }
 
     /**
