@@ -121,6 +121,12 @@ public final class ConnectorSimWorker implements SimWorker {
     }
 
     @Override
+    public boolean onFinished(Runnable wakeup) {
+        worker.setFinishedListener(wakeup);
+        return true;
+    }
+
+    @Override
     public TransferResults getTransferResults() {
         var r = worker.getTransferResults();
         return new TransferResults(r.finishedSending(), r.finishedRecving(), r.failedRecving());

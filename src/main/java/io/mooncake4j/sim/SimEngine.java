@@ -76,6 +76,14 @@ public final class SimEngine implements AutoCloseable {
     private static final AtomicInteger ENGINES = new AtomicInteger();
     /** How long the step loop of an engine with no request at all waits for one before it looks again. */
     private static final long IDLE_WAIT_MILLIS = 50;
+    /**
+     * How long the step loop waits for a wake-up (a request, an abort, a worker's finished listener)
+     * while requests are in flight, when every worker has a listener: a guard against a missed
+     * signal, never the mechanism (issue 13).
+     */
+    private static final long GUARD_WAIT_MILLIS = 100;
+    /** The poll interval while requests are in flight for workers without a finished listener. */
+    private static final long POLL_WAIT_MILLIS = 1;
 
     /**
      * Scheduler limits.
@@ -228,6 +236,15 @@ public final class SimEngine implements AutoCloseable {
     private final Sampling sampling;
     private final Thread loop;
     private volatile boolean stopping;
+    /**
+     * Set by the workers' finished listeners, {@link #submit}, {@link #abort} and {@link #close};
+     * cleared by the step loop before each step, which then waits only while it is clear.
+     */
+    private final java.util.concurrent.atomic.AtomicBoolean wakeup = new java.util.concurrent.atomic.AtomicBoolean();
+    /** Every worker calls {@link #wake} when it has results ({@link SimWorker#onFinished}); else the loop polls. */
+    private final boolean workersNotify;
+    /** Calls of {@link #step()} so far (tests: an engine waiting for remote KV does not spin). */
+    private final java.util.concurrent.atomic.LongAdder stepCalls = new java.util.concurrent.atomic.LongAdder();
     private volatile Throwable failure;
     private volatile Snapshot snapshot = new Snapshot(0, 0, 0, 0, 0, 0, 0, 0);
     /** Compute cost of one layer per 1024 prompt tokens computed, in nanoseconds (0: the KV fill only). */
@@ -302,6 +319,11 @@ public final class SimEngine implements AutoCloseable {
         this.aggregator = new TpOutputAggregator(tp);
         this.loop = new Thread(this::runLoop, "mooncake-" + role + "-engine-" + (ENGINES.getAndIncrement()));
         this.loop.setDaemon(true);
+        boolean notify = true;
+        for (SimWorker w : workers) {
+            notify &= w.onFinished(this::wake); // every worker registers: no short-circuit
+        }
+        this.workersNotify = notify;
     }
 
     private DeviceMemory.Allocation allocateOnDevice(long bytes) {
@@ -494,6 +516,7 @@ public final class SimEngine implements AutoCloseable {
             return r.future;
         }
         incoming.add(r);
+        wake();
         return r.future;
     }
 
@@ -511,6 +534,7 @@ public final class SimEngine implements AutoCloseable {
     public void abort(String requestId, String reason) {
         Objects.requireNonNull(requestId, "requestId");
         aborts.add(new String[] {requestId, Objects.requireNonNullElse(reason, "aborted")});
+        wake();
     }
 
     /** Applies the aborts asked for since the last step (step loop). */
@@ -562,15 +586,15 @@ public final class SimEngine implements AutoCloseable {
     private void runLoop() {
         try {
             while (!stopping) {
+                wakeup.set(false); // a wake-up from now on is for what this step does not see
+                stepCalls.increment();
                 if (!step()) {
-                    // nothing changed: wait for a request, 1 ms while the connector has work to report on;
-                    // with no request at all (none waiting, running, loading or held) there is nothing to
-                    // poll the workers for, so an idle engine sleeps on its queue instead of spinning
+                    // nothing changed: wait for a wake-up (a request, an abort, a worker's finished
+                    // listener), with a guard timeout; workers without a listener are polled every 1 ms
+                    // while the connector has work to report on. With no request at all (none waiting,
+                    // running, loading or held) there is nothing to poll the workers for.
                     boolean idle = waiting.isEmpty() && running.isEmpty() && loading.isEmpty() && delayedFree.isEmpty();
-                    SimRequest r = incoming.poll(idle ? IDLE_WAIT_MILLIS : 1, TimeUnit.MILLISECONDS);
-                    if (r != null) {
-                        waiting.add(r);
-                    }
+                    awaitWakeup(idle ? IDLE_WAIT_MILLIS : workersNotify ? GUARD_WAIT_MILLIS : POLL_WAIT_MILLIS);
                 }
             }
         } catch (InterruptedException e) {
@@ -584,6 +608,33 @@ public final class SimEngine implements AutoCloseable {
         } finally {
             failPending(failure != null ? failure : new IllegalStateException("engine " + engineId() + " closed"));
         }
+    }
+
+    /** Sets the wake-up flag and unparks the step loop (any thread; cheap, never blocks). */
+    private void wake() {
+        if (!wakeup.getAndSet(true)) {
+            java.util.concurrent.locks.LockSupport.unpark(loop); // null while constructing: no-op
+        }
+    }
+
+    /** Parks the step loop until {@link #wake} or {@code millis} passed (step loop). */
+    private void awaitWakeup(long millis) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(millis);
+        while (!wakeup.get() && !stopping) {
+            long left = deadline - System.nanoTime();
+            if (left <= 0) {
+                return;
+            }
+            java.util.concurrent.locks.LockSupport.parkNanos(this, left);
+            if (Thread.interrupted()) {
+                throw new InterruptedException();
+            }
+        }
+    }
+
+    /** {@return the step loop's {@code step()} calls so far (tests)} */
+    long stepCalls() {
+        return stepCalls.sum();
     }
 
     private void failPending(Throwable cause) {
@@ -1016,6 +1067,7 @@ public final class SimEngine implements AutoCloseable {
             return;
         }
         stopping = true;
+        wake();
         boolean joined = false;
         try {
             loop.join(Duration.ofSeconds(30));

@@ -34,6 +34,19 @@ public interface SimWorker extends AutoCloseable {
     /** vLLM's {@code get_kv_connector_stats()}: the stats since the previous call, empty when none. */
     Optional<MooncakeKvConnectorStats> getKvConnectorStats();
 
+    /**
+     * Registers {@code wakeup} to run, on a connector thread, whenever {@link #getTransferResults()} or
+     * {@link #getBlockIdsWithLoadErrors()} has something new (see
+     * {@code MooncakeConnectorWorker.setFinishedListener}: cheap, non-blocking, possibly spurious,
+     * run after the event is visible). Called once, before the step loop starts.
+     *
+     * @return true when this worker will call it; false (the default) when it cannot tell, and the
+     *         engine then polls it every millisecond while it has work to report on
+     */
+    default boolean onFinished(Runnable wakeup) {
+        return false;
+    }
+
     /** Shuts the worker down and releases what it owns (idempotent). */
     @Override
     void close();

@@ -68,6 +68,8 @@ final class KvReceiver implements AutoCloseable {
     private final ConcurrentLinkedQueue<String> finishedRecvingReqs = new ConcurrentLinkedQueue<>();
     /** The thread in {@link #awaitFinished}, woken when a request finishes; null when none waits. */
     private volatile Thread finishWaiter;
+    /** Run after each request is queued as finished (the worker's finished listener); never throws. */
+    private volatile Runnable onFinished = () -> { };
     final ConcurrentLinkedQueue<Set<Integer>> invalidBlockIds = new ConcurrentLinkedQueue<>();
     final ConcurrentLinkedQueue<String> failedRecvReqs = new ConcurrentLinkedQueue<>();
 
@@ -407,8 +409,17 @@ final class KvReceiver implements AutoCloseable {
         return reResolutions;
     }
 
+    /**
+     * Sets what runs (on the thread that queued it: the I/O thread or the loop) right after a request
+     * is queued as finished, its failure queued before; it must not throw (the worker guards it).
+     */
+    void onFinished(Runnable r) {
+        onFinished = java.util.Objects.requireNonNull(r, "r");
+    }
+
     private void finished(String dReqId) {
         finishedRecvingReqs.add(dReqId);
+        onFinished.run();
         Thread w = finishWaiter;
         if (w != null) {
             java.util.concurrent.locks.LockSupport.unpark(w);

@@ -120,6 +120,11 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
     // sender-loop state
     private final Map<String, SendBlockMeta> reqsNeedSend = new LinkedHashMap<>();
     private Set<String> finishedSendingReqs = new LinkedHashSet<>();
+    /** Run on the sender loop after {@code finishedSendingReqs} gained an id or a hold expired; never throws. */
+    private volatile Runnable onFinished = () -> { };
+    /** The armed expiry wake-up ({@link #armExpiryWake}) and its deadline on {@code clock} (sender loop). */
+    private ScheduledFuture<?> expiryWake;
+    private long expiryWakeAt;
     private final DescriptorBuffer buf = new DescriptorBuffer(1024);
     private final PlanErrors planErrors = new PlanErrors();
     private final Set<Pull> activePulls = new HashSet<>();
@@ -841,7 +846,7 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
             if (sm.sent == sm.needSend && sm.layerwise != null && !sm.ready.isDone()) {
                 sm.sentEarly = true; // landed before request_finished: reported when it comes
             } else if (sm.sent == sm.needSend && reqsNeedSend.remove(sm.transferId, sm)) {
-                finishedSendingReqs.add(sm.pReqId);
+                markFinishedSending(sm.pReqId);
             }
         }
         if (answeredAt == NOT_ANSWERED) {
@@ -1327,7 +1332,7 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
                 if (sm == null) {
                     LOG.warn("Request {} (transfer {}) finished on P but is not pending a send (never announced, "
                             + "or expired); freeing its blocks at once.", pReqId, transferId);
-                    finishedSendingReqs.add(pReqId);
+                    markFinishedSending(pReqId);
                     continue;
                 }
                 if (sm.isPlaceholder()) {
@@ -1336,10 +1341,11 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
                 sm.pReqId = pReqId;
                 sm.localBlockIds = blockIds;
                 sm.expireNanos = now + abortNanos;
+                armExpiryWake(sm.expireNanos);
                 closeLayerwise(sm, blockIds);
                 sm.ready.complete(null);
                 if (sm.sentEarly && reqsNeedSend.remove(transferId, sm)) {
-                    finishedSendingReqs.add(pReqId);
+                    markFinishedSending(pReqId);
                 }
             } else { // from update_state_after_alloc
                 SendBlockMeta sm = reqsNeedSend.get(transferId);
@@ -1363,6 +1369,77 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
             }
         }
         recordLayerwiseChunks(metadata.layerwiseChunks());
+    }
+
+    /**
+     * Sets what runs (sender loop) when {@link #fetchFinishedSending} has something new: an id was
+     * queued as finished, or a recorded request's hold expired; it must not throw (the worker guards it).
+     */
+    void onFinished(Runnable r) {
+        onFinished = java.util.Objects.requireNonNull(r, "r");
+    }
+
+    private void markFinishedSending(String pReqId) {
+        finishedSendingReqs.add(pReqId);
+        onFinished.run();
+    }
+
+    /**
+     * Arms one timer on the sender loop for the earliest expiry deadline {@code at} (loop thread).
+     * Expiry is computed lazily by {@link #fetchFinishedSending}; this timer only tells the listener
+     * that a fetch would now find an expired hold. One timer at a time: later deadlines are armed
+     * when it fires, so P holds no timer per request.
+     */
+    private void armExpiryWake(long at) {
+        ScheduledFuture<?> armed = expiryWake;
+        if (armed != null && !armed.isDone()) {
+            if (expiryWakeAt - at <= 0) {
+                return; // an earlier deadline is armed: it re-arms for this one when it fires
+            }
+            armed.cancel(false);
+        }
+        expiryWakeAt = at;
+        // 1 ms past the deadline, so that fetchFinishedSending's strict test holds when it runs
+        long delay = Math.max(0, at - clock.getAsLong()) + TimeUnit.MILLISECONDS.toNanos(1);
+        try {
+            expiryWake = loop.schedule(errors.guarded("sender loop", this::onExpiryWake), delay,
+                    TimeUnit.NANOSECONDS);
+        } catch (RejectedExecutionException e) {
+            expiryWake = null; // closing
+        }
+    }
+
+    private void onExpiryWake() {
+        expiryWake = null;
+        long now = clock.getAsLong();
+        boolean due = false;
+        boolean hasNext = false;
+        long next = 0;
+        for (SendBlockMeta sm : reqsNeedSend.values()) {
+            if (sm.isPlaceholder() || sm.expireNanos == Long.MAX_VALUE) {
+                continue;
+            }
+            long at = sm.expireNanos;
+            if (at - now < 0) {
+                if (sm.sending == 0) {
+                    due = true;
+                    continue;
+                }
+                // expired with a wave in flight: it expires when the wave fails, checked again shortly
+                // (rare: only a hold that timed out while being written)
+                at = now + Math.min(abortNanos, TimeUnit.MILLISECONDS.toNanos(100));
+            }
+            if (!hasNext || at - next < 0) {
+                next = at;
+                hasNext = true;
+            }
+        }
+        if (hasNext) {
+            armExpiryWake(next);
+        }
+        if (due) {
+            onFinished.run();
+        }
     }
 
     /** vLLM's {@code fetch_finished_sending_reqs} with expiry (§6.12); placeholders expire too (§15 #3 fixed). */

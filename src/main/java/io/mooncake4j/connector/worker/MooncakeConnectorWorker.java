@@ -100,6 +100,8 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     private volatile boolean layerwiseForwardOpen;
     private final java.util.concurrent.atomic.LongAdder layerHookPosts = new java.util.concurrent.atomic.LongAdder();
     private volatile KvReceiver receiver;
+    /** The embedder's wake-up for new getFinished results ({@link #setFinishedListener}); null when none. */
+    private volatile Runnable finishedListener;
     /** Failed pulls polled before their finish was fetched (guarded by itself; see getTransferResults). */
     private final Set<String> failedNotYetFinished = new java.util.LinkedHashSet<>();
 
@@ -303,6 +305,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         } catch (IOException e) {
             throw new ConnectorException("Mooncake receiver could not be created: " + e, e);
         }
+        r.onFinished(this::signalFinished);
         synchronized (lock) {
             if (closed) {
                 r.close();
@@ -406,6 +409,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
                     config.numWorkers(), nanoClock, config.abortRequestTimeout().toNanos(), config.ppSize(), planner,
                     local, groupOfLayer(), layoutOfLayer(), sideChannelLimits, config.layerwisePush(),
                     config.transferThreadNice());
+            sender.onFinished(this::signalFinished);
         }
         long timeoutMs = config.listenerReadyTimeout().toMillis();
         int port;
@@ -661,6 +665,44 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
                     sending.size(), recving.size());
         }
         return new FinishedRequests(sending, recving);
+    }
+
+    /**
+     * Registers a wake-up that tells the embedder, without polling, that {@link #getFinished()} (and
+     * so {@link #getTransferResults()} and {@link #getBlockIdsWithLoadErrors()}) has something new:
+     * on D, each load that ended (received, failed, or timed out; its failed blocks are queued
+     * first); on P, each request whose blocks may be freed (sent to every D that needed it,
+     * finished while not pending a send, or expired after the abort timeout: a timer on the sender
+     * loop fires at the earliest expiry deadline, so no embedder needs a timed wait for expiry).
+     * Replaces the previous listener; {@code null} removes it. May be called at any time, before or
+     * after {@link #registerKvCaches}.
+     *
+     * <p>Contract: the listener runs on a connector thread ({@code mooncake-d-io-0},
+     * {@code mooncake-d-receiver-0} or {@code mooncake-p-sender-0}), so it must be cheap and must
+     * not block nor call back into this worker: signal a condition, offer a token, unpark a thread.
+     * It runs after the event is visible to {@code getFinished}, so no wake-up is lost: an embedder
+     * that registers, then checks {@code getFinished}, then waits on its own condition until the
+     * listener signals it, never misses an event. It may run spuriously (a later {@code getFinished}
+     * may find nothing, e.g. an event an earlier call already drained) and once per event (several
+     * per step). What it throws is caught, counted with the background errors and logged once per
+     * distinct error; it never stops a connector thread.
+     *
+     * @param listener the wake-up, or null for none
+     */
+    public void setFinishedListener(Runnable listener) {
+        finishedListener = listener;
+    }
+
+    /** Runs the embedder's finished listener, if any, on the calling connector thread; never throws. */
+    private void signalFinished() {
+        Runnable l = finishedListener;
+        if (l != null) {
+            try {
+                l.run();
+            } catch (RuntimeException | Error e) {
+                backgroundErrors.report("finished listener", e);
+            }
+        }
     }
 
     /**

@@ -61,5 +61,8 @@
  * driven by one caller thread (vLLM's worker main thread: {@code registerKvCaches},
  * {@code startLoadKv}, {@code getFinished}, …); {@code close()} and the accessors may be called
  * from any thread. {@link io.mooncake4j.connector.worker.ReplySink} is safe from any thread.
+ * The embedder's finished listener ({@code setFinishedListener}) runs on the thread that made the
+ * event visible: {@code mooncake-d-io-0} or {@code mooncake-d-receiver-0} on D,
+ * {@code mooncake-p-sender-0} on P (the expiry timer runs there too).
  */
 package io.mooncake4j.connector.worker;
