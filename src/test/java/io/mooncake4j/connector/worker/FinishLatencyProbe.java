@@ -248,7 +248,7 @@ public final class FinishLatencyProbe {
             fromRead = new long[n];
             points = new long[n][];
             schedDelta = new String[n];
-            @SuppressWarnings("unchecked")
+            @SuppressWarnings({"unchecked", "rawtypes"})
             java.util.Map<String, long[]>[] maps = new java.util.Map[n];
             schedMaps = maps;
             gcDuring = new long[n];
@@ -260,6 +260,7 @@ public final class FinishLatencyProbe {
             long gc0 = JvmActivity.gc()[0];
             String[] notes = keep ? schedDelta : scratch;
             int at = keep ? i : 0;
+            @SuppressWarnings({"unchecked", "rawtypes"})
             java.util.Map<String, long[]>[] delta = new java.util.Map[1];
             long seen = runOne(p, d, i, mode, pollNanos, at, () -> {
                 if (before == null) {
