@@ -408,7 +408,7 @@ public final class WorkloadClient implements AutoCloseable {
             StringBuilder text = new StringBuilder();
             long ttft = 0;
             boolean done = false;
-            try (BufferedReader in = new BufferedReader(new InputStreamReader(r.body(), StandardCharsets.UTF_8))) {
+            try (BoundedLines in = new BoundedLines(r.body())) {
                 String line;
                 while ((line = in.readLine()) != null) {
                     if (!line.startsWith("data: ")) {
@@ -448,6 +448,56 @@ public final class WorkloadClient implements AutoCloseable {
             return new Outcome(200, text.toString(), null, ttft, lat);
         } catch (IOException | JsonException | ClassCastException | NullPointerException e) {
             return new Outcome(0, null, "transport: " + e, 0, System.nanoTime() - t0);
+        }
+    }
+
+    /** Longest server-sent-event line read from a stream (one event's {@code data:} line). */
+    static final int MAX_STREAM_LINE_CHARS = 1 << 20;
+    /** Most characters read from one stream, as for a non-streamed body. */
+    static final long MAX_STREAM_CHARS = 64L << 20;
+
+    /**
+     * A stream's lines, each at most {@link #MAX_STREAM_LINE_CHARS} and all together at most
+     * {@link #MAX_STREAM_CHARS} characters: a server that never ends a line, or never ends its stream,
+     * gets an {@link IOException}, not the client's memory. A line ends at {@code \n}; a {@code \r}
+     * before it is dropped.
+     */
+    static final class BoundedLines implements AutoCloseable {
+        private final BufferedReader in;
+        private long total;
+
+        BoundedLines(InputStream body) {
+            this.in = new BufferedReader(new InputStreamReader(body, StandardCharsets.UTF_8));
+        }
+
+        /** The next line, or null at the end of the stream. */
+        String readLine() throws IOException {
+            StringBuilder b = new StringBuilder();
+            while (true) {
+                int c = in.read();
+                if (c < 0) {
+                    return b.isEmpty() ? null : b.toString();
+                }
+                if (++total > MAX_STREAM_CHARS) {
+                    throw new IOException("the stream is longer than " + MAX_STREAM_CHARS + " characters");
+                }
+                if (c == '\n') {
+                    int n = b.length();
+                    if (n > 0 && b.charAt(n - 1) == '\r') {
+                        b.setLength(n - 1);
+                    }
+                    return b.toString();
+                }
+                if (b.length() >= MAX_STREAM_LINE_CHARS) {
+                    throw new IOException("a stream line is longer than " + MAX_STREAM_LINE_CHARS + " characters");
+                }
+                b.append((char) c);
+            }
+        }
+
+        @Override
+        public void close() throws IOException {
+            in.close();
         }
     }
 
