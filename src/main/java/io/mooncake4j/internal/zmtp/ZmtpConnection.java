@@ -21,8 +21,13 @@ public final class ZmtpConnection implements AutoCloseable {
         /** The peer's READY was accepted; throwing refuses the peer. */
         void onReady(ZmtpConnection c, String socketType, byte[] identity) throws ZmtpException;
 
-        /** A complete message from the peer (after its READY). */
-        void onMessage(ZmtpConnection c, List<byte[]> frames) throws ZmtpException;
+        /**
+         * A complete message from the peer (after its READY).
+         *
+         * @return true to go on; false to stop decoding after it: the rest of what was read is kept for the
+         *         next {@link #read} (see {@link #hasPending()})
+         */
+        boolean onMessage(ZmtpConnection c, List<byte[]> frames) throws ZmtpException;
     }
 
     private static final int GATHER = 16;
@@ -35,6 +40,7 @@ public final class ZmtpConnection implements AutoCloseable {
     private long queuedBytes;
     private int queuedMessages;
     private long bytesRead;
+    private ByteBuffer pending; // read, not yet decoded: a listener stopped the decoder
     private Object attachment;
 
     /**
@@ -56,8 +62,8 @@ public final class ZmtpConnection implements AutoCloseable {
             }
 
             @Override
-            public void onMessage(List<byte[]> frames) throws ZmtpException {
-                listener.onMessage(ZmtpConnection.this, frames);
+            public boolean onMessage(List<byte[]> frames) throws ZmtpException {
+                return listener.onMessage(ZmtpConnection.this, frames);
             }
 
             @Override
@@ -96,14 +102,27 @@ public final class ZmtpConnection implements AutoCloseable {
         attachment = o;
     }
 
+    /** {@return whether bytes read earlier wait to be decoded (a listener stopped the decoder)} */
+    public boolean hasPending() {
+        return pending != null;
+    }
+
     /**
-     * Reads once into {@code scratch} (cleared first) and decodes what came.
+     * Decodes what a stopped decoder left, if anything; else reads once into {@code scratch} (cleared
+     * first) and decodes what came. What a listener's stop leaves unread is copied aside for the next call.
      *
-     * @return the bytes read, 0 when none were waiting, -1 at end of stream
+     * @return the bytes read from the channel, 0 when none were read, -1 at end of stream
      * @throws ZmtpException when the peer broke the protocol (close the connection)
      * @throws IOException   when the read failed
      */
     public int read(ByteBuffer scratch) throws IOException {
+        if (pending != null) {
+            decoder.feed(pending);
+            if (!pending.hasRemaining()) {
+                pending = null;
+            }
+            return 0;
+        }
         scratch.clear();
         int n = channel.read(scratch);
         if (n <= 0) {
@@ -112,6 +131,9 @@ public final class ZmtpConnection implements AutoCloseable {
         bytesRead += n;
         scratch.flip();
         decoder.feed(scratch);
+        if (scratch.hasRemaining()) {
+            pending = ByteBuffer.allocate(scratch.remaining()).put(scratch).flip();
+        }
         return n;
     }
 

@@ -31,8 +31,13 @@ public final class ZmtpDecoder {
          */
         void onReady(String socketType, byte[] identity) throws ZmtpException;
 
-        /** A complete message (one or more frames); the list is the handler's. */
-        void onMessage(List<byte[]> frames) throws ZmtpException;
+        /**
+         * A complete message (one or more frames); the list is the handler's.
+         *
+         * @return true to go on decoding, false to make {@link #feed} return right after this message
+         *         (the rest of its input left unread in the buffer)
+         */
+        boolean onMessage(List<byte[]> frames) throws ZmtpException;
 
         /** A PING with {@code context} (at most 16 bytes): the owner answers PONG. */
         void onPing(byte[] context);
@@ -61,6 +66,7 @@ public final class ZmtpDecoder {
     private List<byte[]> message = new ArrayList<>(2);
     private long messageBytes;
     private ZmtpException failure;
+    private boolean stop;
 
     /**
      * @param ourSocketType our socket type ({@code ROUTER}, {@code DEALER}); the peer's must be compatible
@@ -89,7 +95,8 @@ public final class ZmtpDecoder {
     }
 
     /**
-     * Consumes all of {@code in}, reporting to the handler as messages complete.
+     * Consumes {@code in}, reporting to the handler as messages complete: all of it, or up to the end of
+     * a message whose handler returned false.
      *
      * @throws ZmtpException when the peer broke the protocol or a limit (then and ever after)
      */
@@ -97,8 +104,9 @@ public final class ZmtpDecoder {
         if (failure != null) {
             throw failure;
         }
+        stop = false;
         try {
-            while (in.hasRemaining()) {
+            while (in.hasRemaining() && !stop) {
                 switch (state) {
                     case GREETING -> greeting(in);
                     case FLAGS -> flags(in.get() & 0xFF);
@@ -249,7 +257,7 @@ public final class ZmtpDecoder {
             List<byte[]> done = message;
             message = new ArrayList<>(2);
             messageBytes = 0;
-            handler.onMessage(done);
+            stop = !handler.onMessage(done);
         }
     }
 

@@ -94,6 +94,17 @@ final class PdTestbed implements AutoCloseable {
         return this;
     }
 
+    /**
+     * The side channel's ZMTP ({@code side_channel_zmq}) of the workers made from now on; null (the default)
+     * leaves the config's default.
+     */
+    PdTestbed sideChannel(String impl) {
+        this.sideChannel = impl;
+        return this;
+    }
+
+    private String sideChannel;
+
     PdTestbed abortTimeout(Duration d) {
         this.abortTimeout = d;
         return this;
@@ -194,6 +205,9 @@ final class PdTestbed implements AutoCloseable {
                 .bootstrapServerAddress(bootstrapAddress)
                 .abortRequestTimeout(abortTimeout)
                 .listenerReadyTimeout(Duration.ofSeconds(10));
+        if (sideChannel != null) {
+            cb.sideChannelZmq(sideChannel);
+        }
         config.accept(cb);
         TransferEngine engine = engines.get();
         KvCaches kv = KvCaches.allocate(model, tpSize, numBlocks, KvCacheLayout.FUSED,

@@ -33,9 +33,12 @@ class ZmtpDecoderTest {
         }
 
         @Override
-        public void onMessage(List<byte[]> frames) {
+        public boolean onMessage(List<byte[]> frames) {
             messages.add(frames);
+            return !stopAfterEach;
         }
+
+        boolean stopAfterEach;
 
         @Override
         public void onPing(byte[] context) {
@@ -116,6 +119,24 @@ class ZmtpDecoderTest {
         ZmtpDecoder d = new ZmtpDecoder("ROUTER", LIMITS, r);
         feedBytewise(d, wire);
         assertEquals(3, r.messages.size());
+    }
+
+    @Test
+    void aHandlerCanStopTheDecoderAfterAMessageLeavingTheRestUnread() throws Exception {
+        byte[] m1 = msg(new byte[] {1});
+        byte[] wire = concat(handshake("DEALER"), m1, msg(new byte[] {2}), msg(new byte[] {3}));
+        Recorder r = new Recorder();
+        r.stopAfterEach = true;
+        ZmtpDecoder d = new ZmtpDecoder("ROUTER", LIMITS, r);
+        ByteBuffer in = ByteBuffer.wrap(wire);
+        d.feed(in);
+        assertEquals(1, r.messages.size());
+        assertEquals(2 * m1.length, in.remaining(), "the two later messages are left in the buffer");
+        d.feed(in);
+        assertEquals(2, r.messages.size());
+        d.feed(in);
+        assertEquals(3, r.messages.size());
+        assertEquals(0, in.remaining());
     }
 
     @Test
