@@ -301,7 +301,8 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
             r = new KvReceiver(new KvReceiver.MooncakeConnectorWorkerView(config.hostname(), rpcPort, config.tpRank(),
                     config.tpSize(), config.ppRank(), config.ppSize(), reg), topology,
                     kvCacheConfig.hasNonFullAttentionGroup(), xferStats, backgroundErrors, receiveTimeout,
-                    handshakeTimeout.toNanos(), new BootstrapClient(), sideChannelLimits, healthMonitor, zmqAllocator);
+                    handshakeTimeout.toNanos(), new BootstrapClient(), sideChannelLimits, healthMonitor, zmqAllocator,
+                    SideChannelListener.Impl.of(config.sideChannelZmq()));
         } catch (IOException e) {
             throw new ConnectorException("Mooncake receiver could not be created: " + e, e);
         }

@@ -84,7 +84,7 @@ import zmq.msg.MsgAllocator;
  * JeroMQ I/O thread, fails the pulls in flight, is reported to the {@link HealthMonitor}, and the
  * loop goes on with fresh sockets (on a fresh context when the I/O thread died).
  */
-final class PullChannels implements AutoCloseable {
+final class PullChannels implements PullIo {
 
     private static final Logger LOG = LoggerFactory.getLogger(PullChannels.class);
 
@@ -212,7 +212,8 @@ final class PullChannels implements AutoCloseable {
     }
 
     /** Starts a pull; thread-safe. After {@link #close()} the listener hears a failure at once. */
-    void submit(String address, byte[] payload, Listener listener) {
+    @Override
+    public void submit(String address, byte[] payload, Listener listener) {
         if (!running) {
             listener.onFailure("the Mooncake receiver is closed");
             return;
@@ -222,30 +223,36 @@ final class PullChannels implements AutoCloseable {
     }
 
     /** DEALERs replaced (closed and opened afresh) after no handshake within three handshake timeouts. */
-    long handshakeRetries() {
+    @Override
+    public long handshakeRetries() {
         return handshakeRetries.sum();
     }
 
     /** Times the I/O thread nudged JeroMQ's poller because a DEALER waited for its handshake. */
-    long pollerNudges() {
+    @Override
+    public long pollerNudges() {
         return pollerNudges.sum();
     }
 
     /** Connections JeroMQ dropped before their handshake (its handshake timer) and re-made on the same socket. */
-    long handshakeReconnects() {
+    @Override
+    public long handshakeReconnects() {
         return handshakeReconnects.sum();
     }
 
-    long pullsStarted() {
+    @Override
+    public long pullsStarted() {
         return pullsStarted.sum();
     }
 
     /** New DEALER connections made (retries included); below {@link #pullsStarted()} when connections are reused. */
-    long connectionsOpened() {
+    @Override
+    public long connectionsOpened() {
         return connectionsOpened.sum();
     }
 
-    int activePulls() {
+    @Override
+    public int activePulls() {
         return activeCount;
     }
 
@@ -273,13 +280,15 @@ final class PullChannels implements AutoCloseable {
     }
 
     /** Makes the next loop iteration throw {@code fault} (tests of the watchdog). */
-    void injectFault(Error fault) {
+    @Override
+    public void injectFault(Error fault) {
         injectedFault = fault;
         wake();
     }
 
     /** Whether the I/O thread is running (false after close, or after a death it could not recover from). */
-    boolean alive() {
+    @Override
+    public boolean alive() {
         return thread.isAlive();
     }
 

@@ -205,12 +205,13 @@ class PythonZmqInteropTest {
         }
     }
 
-    @Test
-    void ourDealerPullsFromAPythonRouterThatAnswersFinish(@TempDir Path dir) throws Exception {
+    @ParameterizedTest
+    @ValueSource(strings = {"builtin", "jeromq"})
+    void ourDealerPullsFromAPythonRouterThatAnswersFinish(String impl, @TempDir Path dir) throws Exception {
         Process py = python(dir, PY_ROUTER);
         try (BufferedReader out = new BufferedReader(new InputStreamReader(py.getInputStream(),
                 StandardCharsets.UTF_8));
-             PdTestbed bed = new PdTestbed().abortTimeout(Duration.ofSeconds(30));
+             PdTestbed bed = new PdTestbed().sideChannel(impl).abortTimeout(Duration.ofSeconds(30));
              MooncakeBootstrapServer boot = new MooncakeBootstrapServer("127.0.0.1", 0)) {
             int port = Integer.parseInt(out.readLine().strip());
             boot.start();

@@ -112,9 +112,10 @@ class SideChannelFrameBombTest {
         }
     }
 
-    @Test
-    void decodeDropsAPrefillThatDeclaresAGibibyteFrameAndKeepsPulling() throws Exception {
-        try (PdTestbed bed = new PdTestbed().abortTimeout(Duration.ofSeconds(10));
+    @ParameterizedTest
+    @ValueSource(strings = {"builtin", "jeromq"})
+    void decodeDropsAPrefillThatDeclaresAGibibyteFrameAndKeepsPulling(String impl) throws Exception {
+        try (PdTestbed bed = new PdTestbed().sideChannel(impl).abortTimeout(Duration.ofSeconds(10));
                 MooncakeBootstrapServer fakeBootstrap = new MooncakeBootstrapServer("127.0.0.1", 0);
                 ServerSocket fakeP = new ServerSocket(0, 50, InetAddress.getLoopbackAddress())) {
             PdTestbed.Node p = bed.producer("P", 0, 1, null);
@@ -139,10 +140,11 @@ class SideChannelFrameBombTest {
         }
     }
 
-    @Test
-    void decodeWaitsForItsDeadlineWhenAPrefillThatBrokeTheProtocolStillAcceptsConnections() throws Exception {
+    @ParameterizedTest
+    @ValueSource(strings = {"builtin", "jeromq"})
+    void decodeWaitsForItsDeadlineWhenAPrefillThatBrokeTheProtocolStillAcceptsConnections(String impl) throws Exception {
         // P may be alive and could still write this pull's blocks: D must not declare them failed early
-        try (PdTestbed bed = new PdTestbed().abortTimeout(Duration.ofSeconds(5));
+        try (PdTestbed bed = new PdTestbed().sideChannel(impl).abortTimeout(Duration.ofSeconds(5));
                 MooncakeBootstrapServer fakeBootstrap = new MooncakeBootstrapServer("127.0.0.1", 0);
                 ServerSocket fakeP = new ServerSocket(0, 50, InetAddress.getLoopbackAddress())) {
             PdTestbed.Node d = bed.node(KvRole.KV_CONSUMER, "D", 0, 1, null,
