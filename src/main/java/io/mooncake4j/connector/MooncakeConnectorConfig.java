@@ -75,7 +75,7 @@ public record MooncakeConnectorConfig(
     /** {@code side_channel_zmq}: JeroMQ. */
     public static final String SIDE_CHANNEL_JEROMQ = "jeromq";
     /** The default of {@code side_channel_zmq}. */
-    public static final String DEFAULT_SIDE_CHANNEL_ZMQ = SIDE_CHANNEL_JEROMQ;
+    public static final String DEFAULT_SIDE_CHANNEL_ZMQ = SIDE_CHANNEL_BUILTIN;
 
     /**
      * Checks the values.
