@@ -154,6 +154,7 @@ final class ZmtpSenderListener implements SideChannelListener {
     private final LongAdder backlogPauses = new LongAdder();
     private final LongAdder backlogWakeUps = new LongAdder();
     private final LongAdder peersDropped = new LongAdder();
+    private final LongAdder handshakes = new LongAdder();
     private volatile int connectionCount;
 
     ZmtpSenderListener(String hostname, Supplier<SideChannelHandler> handler, SideChannelLimits limits,
@@ -218,6 +219,11 @@ final class ZmtpSenderListener implements SideChannelListener {
     public ListenerStats stats() {
         return new ListenerStats(received.sum(), malformed.sum(), handlerErrors.sum(), repliesSent.sum(),
                 repliesDropped.sum(), listenerErrors.sum(), backlogPauses.sum(), peersDropped.sum());
+    }
+
+    /** Peers whose READY was accepted, so far (tests). */
+    long handshakes() {
+        return handshakes.sum();
     }
 
     /** Connections open now, handshaking ones included (tests). */
@@ -405,7 +411,7 @@ final class ZmtpSenderListener implements SideChannelListener {
             handshaking.addLast(p);
             try {
                 p.conn.flush(); // our greeting and READY
-                p.key = ch.register(selector, p.conn.interestOps(!readingPaused), p);
+                p.key = ch.register(selector, p.conn.interestOps(reads(p)), p);
             } catch (IOException e) {
                 drop(p, "the connection failed at once: " + e, false);
             }
@@ -426,6 +432,7 @@ final class ZmtpSenderListener implements SideChannelListener {
         }
         p.identity = id;
         byIdentity.put(new Key(id), p);
+        handshakes.increment();
     }
 
     private static String printable(byte[] id) {
@@ -441,7 +448,7 @@ final class ZmtpSenderListener implements SideChannelListener {
             if (k.isWritable()) {
                 p.conn.flush();
             }
-            if (k.isReadable() && !readingPaused) {
+            if (k.isReadable() && reads(p)) {
                 int n = p.conn.read(readBuffer);
                 if (n < 0) {
                     drop(p, null, false);
@@ -460,8 +467,16 @@ final class ZmtpSenderListener implements SideChannelListener {
 
     private void updateInterest(Peer p) {
         if (p.key != null && p.key.isValid()) {
-            p.key.interestOps(p.conn.interestOps(!readingPaused));
+            p.key.interestOps(p.conn.interestOps(reads(p)));
         }
+    }
+
+    /**
+     * Whether the listener reads from {@code p} now: always during its handshake (not a message, and a
+     * pause must not run a new peer into its handshake timeout), else unless paused on the backlog.
+     */
+    private boolean reads(Peer p) {
+        return !readingPaused || p.identity == null;
     }
 
     /** Closes a peer's connection; {@code reason} non-null when it is dropped by us (counted, logged). */

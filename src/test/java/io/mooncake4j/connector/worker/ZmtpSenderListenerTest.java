@@ -319,6 +319,44 @@ class ZmtpSenderListenerTest {
     }
 
     @Test
+    void aListenerPausedOnItsBacklogStillCompletesNewHandshakesAndLosesNothing() throws Exception {
+        java.util.concurrent.CountDownLatch release = new java.util.concurrent.CountDownLatch(1);
+        java.util.concurrent.atomic.AtomicInteger handled = new java.util.concurrent.atomic.AtomicInteger();
+        SideChannelHandler stalled = (identity, frames, reply) -> {
+            release.await(30, TimeUnit.SECONDS);
+            handled.incrementAndGet();
+            reply.send(frames.getFirst());
+        };
+        ZmtpSenderListener l = new ZmtpSenderListener("127.0.0.1", () -> stalled,
+                SideChannelLimits.DEFAULTS.withMaxMetadataBytes(1024), health, () -> null, 100, 10_000, 64);
+        toClose.add(l);
+        try {
+            // the late peer's READY must be read while the listener reads no messages
+            int port = l.ready().get(10, TimeUnit.SECONDS);
+            ZmtpPeer flood = raw(port);
+            flood.handshake("DEALER");
+            java.io.ByteArrayOutputStream all = new java.io.ByteArrayOutputStream();
+            for (int i = 0; i < 1500; i++) { // 1.5 MB; the budget is 1 MiB
+                all.writeBytes(ZmtpPeer.frame(0, new byte[1000]));
+            }
+            flood.write(all.toByteArray());
+            await(() -> l.stats().backlogPauses() > 0, "paused at the budget");
+            ZmtpPeer late = raw(port);
+            late.handshake("DEALER");
+            await(() -> l.handshakes() == 2, "the late peer's READY read during the pause");
+            assertTrue(l.stats().backlogPauses() > 0 && handled.get() == 0, "still paused");
+            late.write(ZmtpPeer.frame(0, "late".getBytes(StandardCharsets.US_ASCII)));
+            release.countDown();
+            assertEquals("late", new String(body(late.readFrame()), StandardCharsets.US_ASCII));
+            await(() -> handled.get() == 1501, "every message handled");
+            assertEquals(1501, l.stats().messagesReceived());
+            assertEquals(0, l.stats().peersDropped());
+        } finally {
+            release.countDown();
+        }
+    }
+
+    @Test
     void aReplyToAClosedPeerIsDroppedAndCounted() throws Exception {
         ZmtpSenderListener l = listener();
         ZmtpPeer z = raw(port(l));
