@@ -32,7 +32,8 @@ import zmq.ZError;
 import zmq.msg.MsgAllocator;
 
 /**
- * The decode side's DEALER sockets (vLLM's {@code receive_kv_from_single_worker} socket work,
+ * The decode side's DEALER sockets on JeroMQ ({@code side_channel_zmq: jeromq}; the default is
+ * {@link ZmtpPullChannels}) (vLLM's {@code receive_kv_from_single_worker} socket work,
  * spec §2.5, §6.13): one thread, {@code mooncake-d-io-0}, creates, polls and closes every DEALER,
  * so the thread count does not grow with the number of concurrent pulls.
  *

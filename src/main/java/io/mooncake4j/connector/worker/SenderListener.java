@@ -32,7 +32,8 @@ import org.zeromq.ZMQException;
 import zmq.msg.MsgAllocator;
 
 /**
- * The producer's side channel (vLLM's {@code _mooncake_sender_listener} plus the sender loop).
+ * The producer's side channel (vLLM's {@code _mooncake_sender_listener} plus the sender loop) on
+ * JeroMQ ({@code side_channel_zmq: jeromq}; the default is {@link ZmtpSenderListener}).
  *
  * <p>Threads: {@code mooncake-p-listener-0} creates, binds, polls and closes the ROUTER socket and
  * is the only thread that touches it. Received messages are handed to {@code mooncake-p-sender-0},

@@ -175,6 +175,38 @@ class ZmtpPullChannelsTest {
     }
 
     @Test
+    void aPrefillThatFailsTheHandshakeNeverGetsTheRequestAndThePullEndsAtItsDeadline() throws Exception {
+        ServerSocket fake = fakeP();
+        ZmtpPullChannels ch = channels(3_000, 1_000, 1 << 20, 0); // D reconnects every 100 ms meanwhile
+        Outcome o = new Outcome();
+        ch.submit(address(fake.getLocalPort()), "the-request".getBytes(StandardCharsets.US_ASCII), o);
+        fake.setSoTimeout(20_000);
+        byte[] v2 = ZmtpPeer.greeting();
+        v2[10] = 1; // a ZMTP 2.0 server
+        int connections = 0;
+        long requestBytes = 0;
+        while (connections < 2) {
+            try (Socket s = fake.accept()) {
+                connections++;
+                s.getOutputStream().write(java.util.Arrays.copyOf(v2, 11));
+                DataInputStream in = new DataInputStream(s.getInputStream());
+                in.readFully(new byte[64]); // D's greeting
+                assertEquals(ZmtpPeer.COMMAND, in.readUnsignedByte(), "then its READY");
+                in.readFully(new byte[in.readUnsignedByte()]);
+                s.setSoTimeout(10_000);
+                while (in.read() >= 0) { // D closes: nothing but its greeting and READY came
+                    requestBytes++;
+                }
+            }
+        }
+        assertEquals(0, requestBytes, "the request never went to a peer whose handshake failed");
+        assertTrue(connections >= 2, "D connected again after the failed handshake");
+        String end = o.await();
+        assertTrue(end.contains("receive timeout"), end);
+        assertTrue(ch.handshakeReconnects() >= 2, "reconnects " + ch.handshakeReconnects());
+    }
+
+    @Test
     void aConnectionLostAfterTheRequestFailsThePullAtOnceWhenPsPortRefuses() throws Exception {
         ServerSocket fake = fakeP();
         int port = fake.getLocalPort();
