@@ -84,8 +84,31 @@ class ZmtpSenderListenerTest {
         return l.ready().join();
     }
 
-    /** A JeroMQ DEALER (optionally with an identity), its handshake proven by its monitor. */
-    private ZMQ.Socket jeromqDealer(int port, byte[] identity) {
+    /**
+     * A JeroMQ DEALER (optionally with an identity), its handshake proven by its monitor. JeroMQ 0.6.0 can
+     * lose the poller registration of a client connection, before or after the greetings (see
+     * {@link PullChannels}): while the handshake event or an awaited answer is missing, the DEALER's
+     * context is nudged (a socket bound and closed), which heals that. Our ROUTER is not involved.
+     */
+    private record JeroDealer(ZContext ctx, ZMQ.Socket socket) {
+        void send(String s) {
+            socket.send(s);
+        }
+
+        String recvStr() {
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+            while (System.nanoTime() - deadline < 0) {
+                String r = socket.recvStr();
+                if (r != null) {
+                    return r;
+                }
+                WorkerTestSupport.nudgeIoThread(ctx);
+            }
+            return null;
+        }
+    }
+
+    private JeroDealer jeromqDealer(int port, byte[] identity) {
         ZContext ctx = new ZContext();
         toClose.add(ctx);
         ZMQ.Socket s = ctx.createSocket(SocketType.DEALER);
@@ -104,13 +127,16 @@ class ZmtpSenderListenerTest {
             while ((ev = ZEvent.recv(m)) == null || ev.getEvent() != ZMonitor.Event.HANDSHAKE_PROTOCOL) {
                 assertTrue(System.nanoTime() - deadline < 0, "no handshake within 20 s");
                 if (ev == null) {
-                    WorkerTestSupport.nudgeIoThread(ctx); // JeroMQ's lost registrations (see PullChannels)
+                    WorkerTestSupport.nudgeIoThread(ctx);
                 }
             }
             s.monitor(null, 0);
+            // JeroMQ can have read our greeting and READY (the event) while its own greeting never left (the
+            // registration lost at connect time, seen in 2-4 of 300 connections under load): heal it now
+            WorkerTestSupport.nudgeIoThread(ctx);
         }
-        s.setReceiveTimeOut(10_000);
-        return s;
+        s.setReceiveTimeOut(200);
+        return new JeroDealer(ctx, s);
     }
 
     private ZmtpPeer raw(int port) throws Exception {
@@ -152,8 +178,8 @@ class ZmtpSenderListenerTest {
     @Test
     void routesRepliesByIdentityToJeroMqDealersWithAndWithoutIdentity() throws Exception {
         ZmtpSenderListener l = listener();
-        ZMQ.Socket named = jeromqDealer(port(l), "d-one".getBytes(StandardCharsets.US_ASCII));
-        ZMQ.Socket anon = jeromqDealer(port(l), null);
+        JeroDealer named = jeromqDealer(port(l), "d-one".getBytes(StandardCharsets.US_ASCII));
+        JeroDealer anon = jeromqDealer(port(l), null);
         for (int i = 0; i < 20; i++) {
             named.send("n" + i);
             anon.send("a" + i);
@@ -230,7 +256,7 @@ class ZmtpSenderListenerTest {
         assertEquals(0, l.stats().messagesReceived());
         assertEquals(0, l.stats().listenerErrors());
         // and a good peer is served
-        ZMQ.Socket d = jeromqDealer(port(l), null);
+        JeroDealer d = jeromqDealer(port(l), null);
         d.send("ok");
         assertEquals("echo:ok", d.recvStr());
     }
@@ -383,7 +409,7 @@ class ZmtpSenderListenerTest {
         assertEquals(1, health.snapshot().loopDeaths());
         assertTrue(health.snapshot().healthy());
         assertTrue(l.alive());
-        ZMQ.Socket d = jeromqDealer(port, null);
+        JeroDealer d = jeromqDealer(port, null);
         d.send("again");
         assertEquals("echo:again", d.recvStr());
     }
