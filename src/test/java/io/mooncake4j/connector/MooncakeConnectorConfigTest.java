@@ -84,6 +84,30 @@ class MooncakeConnectorConfigTest {
     }
 
     @Test
+    void sideChannelZmqIsBuiltinOrJeromq() {
+        assertEquals(MooncakeConnectorConfig.DEFAULT_SIDE_CHANNEL_ZMQ, MooncakeConnectorConfig.fromKvTransferConfigJson(
+                "{\"kv_role\":\"kv_producer\",\"engine_id\":\"p\"}", Map.of()).build().sideChannelZmq());
+        for (String v : new String[] {"builtin", "jeromq"}) {
+            MooncakeConnectorConfig c = MooncakeConnectorConfig.fromKvTransferConfigJson("{\"kv_role\":\"kv_consumer\","
+                    + "\"engine_id\":\"d\",\"kv_connector_extra_config\":{\"side_channel_zmq\":\"" + v + "\"}}",
+                    Map.of()).build();
+            assertEquals(v, c.sideChannelZmq());
+            assertEquals(v, c.toBuilder().build().sideChannelZmq());
+        }
+        for (String bad : new String[] {"\"libzmq\"", "\"JeroMQ\"", "true", "1", "\"\""}) {
+            MooncakeConfigException e = assertThrows(MooncakeConfigException.class,
+                    () -> MooncakeConnectorConfig.fromKvTransferConfigJson("{\"kv_role\":\"kv_producer\",\"engine_id\""
+                            + ":\"p\",\"kv_connector_extra_config\":{\"side_channel_zmq\":" + bad + "}}", Map.of())
+                            .build(), bad);
+            assertEquals("kv_connector_extra_config.side_channel_zmq", e.key());
+            assertTrue(e.getMessage().contains("\"builtin\" or \"jeromq\""), e.getMessage());
+        }
+        MooncakeConfigException e = assertThrows(MooncakeConfigException.class, () -> MooncakeConnectorConfig.builder()
+                .kvRole(KvRole.KV_PRODUCER).engineId("p").sideChannelZmq("zmq").build());
+        assertEquals("kv_connector_extra_config.side_channel_zmq", e.key());
+    }
+
+    @Test
     void missingEngineIdBecomesAFreshUuid4AsInVllm() {
         String a = MooncakeConnectorConfig.fromKvTransferConfigJson("{\"kv_role\":\"kv_both\"}", Map.of()).build()
                 .engineId();

@@ -41,7 +41,8 @@ import org.zeromq.ZMQ;
  * connection, a bad greeting, a frame header declaring more than the maximum message size (the
  * connection must be dropped), a truncated frame, random bytes after a valid handshake, or a run of
  * {@code MORE} frames. {@link #checkStillServing()} makes a real pull and verifies every byte, and
- * that the producer's health is still good.
+ * that the producer's health is still good. The side channel runs on the config's default ZMTP, or on
+ * {@code -Dfuzz.sideChannel=builtin|jeromq}.
  */
 public final class SideChannelFuzzTarget implements FuzzTarget {
 
@@ -49,6 +50,9 @@ public final class SideChannelFuzzTarget implements FuzzTarget {
     private static final int BLOCKS = 16;
     private static final Duration READ = Duration.ofSeconds(10);
     private static final Duration PULL_DEADLINE = Duration.ofSeconds(30);
+    /** The side channel's ZMTP under test ({@code -Dfuzz.sideChannel=builtin|jeromq}; the config's default). */
+    private static final String IMPL = System.getProperty("fuzz.sideChannel",
+            MooncakeConnectorConfig.DEFAULT_SIDE_CHANNEL_ZMQ);
 
     private final HostMemoryAllocator alloc = new HostMemoryAllocator();
     private final List<AutoCloseable> closeLast = new ArrayList<>();
@@ -97,7 +101,8 @@ public final class SideChannelFuzzTarget implements FuzzTarget {
     private MooncakeConnectorWorker worker(KvRole role, String engineId, TransferEngine engine, KvCaches kv) {
         MooncakeConnectorConfig config = MooncakeConnectorConfig.builder().kvRole(role).engineId(engineId)
                 .protocol("tcp").hostname("127.0.0.1").numWorkers(2).bootstrapPort(0)
-                .abortRequestTimeout(Duration.ofSeconds(2)).listenerReadyTimeout(Duration.ofSeconds(10)).build();
+                .abortRequestTimeout(Duration.ofSeconds(2)).listenerReadyTimeout(Duration.ofSeconds(10))
+                .sideChannelZmq(IMPL).build();
         MooncakeConnectorWorker w = MooncakeConnectorWorker.builder(config, engine, kv.config())
                 .memlockLimit(OptionalLong::empty).bootstrapBindHost("127.0.0.1").model(false, MODEL.numKvHeads())
                 .build();
@@ -170,6 +175,15 @@ public final class SideChannelFuzzTarget implements FuzzTarget {
             try (ZmtpPeer z = raw()) {
                 z.handshake("DEALER");
                 z.write(ZmtpPeer.longHeader(0, size));
+                if (IMPL.equals(MooncakeConnectorConfig.SIDE_CHANNEL_BUILTIN)) {
+                    // the builtin ZMTP rejects a size with the top bit set on the header: the peer is dropped
+                    if (!z.closedByPeer()) {
+                        throw new AssertionError("P kept a peer that declared a frame of "
+                                + Long.toUnsignedString(size) + " bytes");
+                    }
+                    dropsSeen++;
+                    return;
+                }
                 int asInt = (int) size;
                 if (asInt >= 0 && asInt <= max) {
                     return; // JeroMQ sees a plausible size (the low 32 bits) and waits for that many bytes: bounded

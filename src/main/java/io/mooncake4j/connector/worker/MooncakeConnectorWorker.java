@@ -109,7 +109,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     // guarded by lock
     private KvRegistration registration;
     private RegistrationPlan registeredPlan;
-    private SenderListener listener;
+    private SideChannelListener listener;
     private MooncakeBootstrapServer bootstrapServer;
     private int sideChannelPort;
     private boolean closed;
@@ -301,7 +301,8 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
             r = new KvReceiver(new KvReceiver.MooncakeConnectorWorkerView(config.hostname(), rpcPort, config.tpRank(),
                     config.tpSize(), config.ppRank(), config.ppSize(), reg), topology,
                     kvCacheConfig.hasNonFullAttentionGroup(), xferStats, backgroundErrors, receiveTimeout,
-                    handshakeTimeout.toNanos(), new BootstrapClient(), sideChannelLimits, healthMonitor, zmqAllocator);
+                    handshakeTimeout.toNanos(), new BootstrapClient(), sideChannelLimits, healthMonitor, zmqAllocator,
+                    SideChannelListener.Impl.of(config.sideChannelZmq()));
         } catch (IOException e) {
             throw new ConnectorException("Mooncake receiver could not be created: " + e, e);
         }
@@ -386,16 +387,17 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     }
 
     private void startListener(KvRegistration reg) {
-        SenderListener l;
+        SideChannelListener l;
         synchronized (lock) {
             if (closed) {
                 throw new IllegalStateException("worker is closed");
             }
             try {
-                l = new SenderListener(config.hostname(), () -> {
-                    SideChannelHandler h = sideChannelHandler;
-                    return h != null ? h : sender;
-                }, sideChannelLimits, healthMonitor, zmqAllocator, () -> sender);
+                l = SideChannelListener.start(SideChannelListener.Impl.of(config.sideChannelZmq()), config.hostname(),
+                        () -> {
+                            SideChannelHandler h = sideChannelHandler;
+                            return h != null ? h : sender;
+                        }, sideChannelLimits, healthMonitor, zmqAllocator, () -> sender, SenderListener.POLL_MS);
             } catch (IOException e) {
                 throw new ConnectorException("Mooncake sender listener could not be created: " + e, e);
             }
@@ -475,7 +477,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     /** Counters of the side-channel listener; all zero when there is none. */
     ListenerStats listenerStats() {
         synchronized (lock) {
-            return listener == null ? new ListenerStats(0, 0, 0, 0, 0, 0, 0) : listener.stats();
+            return listener == null ? new ListenerStats(0, 0, 0, 0, 0, 0, 0, 0) : listener.stats();
         }
     }
 
@@ -826,7 +828,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     }
 
     /** The side-channel listener once started, else null (tests). */
-    SenderListener listenerOrNull() {
+    SideChannelListener listenerOrNull() {
         synchronized (lock) {
             return listener;
         }
@@ -912,7 +914,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     public WorkerHealth health() {
         WorkerHealth h = healthMonitor.snapshot();
         List<String> extra = new java.util.ArrayList<>();
-        SenderListener l;
+        SideChannelListener l;
         KvReceiver r;
         boolean isClosed;
         synchronized (lock) {
@@ -953,7 +955,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
      */
     @Override
     public void close() {
-        SenderListener l;
+        SideChannelListener l;
         KvSender s;
         KvReceiver r;
         MooncakeBootstrapServer b;

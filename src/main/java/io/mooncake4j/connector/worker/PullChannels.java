@@ -32,7 +32,8 @@ import zmq.ZError;
 import zmq.msg.MsgAllocator;
 
 /**
- * The decode side's DEALER sockets (vLLM's {@code receive_kv_from_single_worker} socket work,
+ * The decode side's DEALER sockets on JeroMQ ({@code side_channel_zmq: jeromq}; the default is
+ * {@link ZmtpPullChannels}) (vLLM's {@code receive_kv_from_single_worker} socket work,
  * spec §2.5, §6.13): one thread, {@code mooncake-d-io-0}, creates, polls and closes every DEALER,
  * so the thread count does not grow with the number of concurrent pulls.
  *
@@ -84,7 +85,7 @@ import zmq.msg.MsgAllocator;
  * JeroMQ I/O thread, fails the pulls in flight, is reported to the {@link HealthMonitor}, and the
  * loop goes on with fresh sockets (on a fresh context when the I/O thread died).
  */
-final class PullChannels implements AutoCloseable {
+final class PullChannels implements PullIo {
 
     private static final Logger LOG = LoggerFactory.getLogger(PullChannels.class);
 
@@ -212,7 +213,8 @@ final class PullChannels implements AutoCloseable {
     }
 
     /** Starts a pull; thread-safe. After {@link #close()} the listener hears a failure at once. */
-    void submit(String address, byte[] payload, Listener listener) {
+    @Override
+    public void submit(String address, byte[] payload, Listener listener) {
         if (!running) {
             listener.onFailure("the Mooncake receiver is closed");
             return;
@@ -222,30 +224,36 @@ final class PullChannels implements AutoCloseable {
     }
 
     /** DEALERs replaced (closed and opened afresh) after no handshake within three handshake timeouts. */
-    long handshakeRetries() {
+    @Override
+    public long handshakeRetries() {
         return handshakeRetries.sum();
     }
 
     /** Times the I/O thread nudged JeroMQ's poller because a DEALER waited for its handshake. */
-    long pollerNudges() {
+    @Override
+    public long pollerNudges() {
         return pollerNudges.sum();
     }
 
     /** Connections JeroMQ dropped before their handshake (its handshake timer) and re-made on the same socket. */
-    long handshakeReconnects() {
+    @Override
+    public long handshakeReconnects() {
         return handshakeReconnects.sum();
     }
 
-    long pullsStarted() {
+    @Override
+    public long pullsStarted() {
         return pullsStarted.sum();
     }
 
     /** New DEALER connections made (retries included); below {@link #pullsStarted()} when connections are reused. */
-    long connectionsOpened() {
+    @Override
+    public long connectionsOpened() {
         return connectionsOpened.sum();
     }
 
-    int activePulls() {
+    @Override
+    public int activePulls() {
         return activeCount;
     }
 
@@ -273,13 +281,15 @@ final class PullChannels implements AutoCloseable {
     }
 
     /** Makes the next loop iteration throw {@code fault} (tests of the watchdog). */
-    void injectFault(Error fault) {
+    @Override
+    public void injectFault(Error fault) {
         injectedFault = fault;
         wake();
     }
 
     /** Whether the I/O thread is running (false after close, or after a death it could not recover from). */
-    boolean alive() {
+    @Override
+    public boolean alive() {
         return thread.isAlive();
     }
 

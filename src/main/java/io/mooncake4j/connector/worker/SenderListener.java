@@ -32,7 +32,8 @@ import org.zeromq.ZMQException;
 import zmq.msg.MsgAllocator;
 
 /**
- * The producer's side channel (vLLM's {@code _mooncake_sender_listener} plus the sender loop).
+ * The producer's side channel (vLLM's {@code _mooncake_sender_listener} plus the sender loop) on
+ * JeroMQ ({@code side_channel_zmq: jeromq}; the default is {@link ZmtpSenderListener}).
  *
  * <p>Threads: {@code mooncake-p-listener-0} creates, binds, polls and closes the ROUTER socket and
  * is the only thread that touches it. Received messages are handed to {@code mooncake-p-sender-0},
@@ -56,12 +57,12 @@ import zmq.msg.MsgAllocator;
  * exception handler) cannot be recovered in-process (the dead thread keeps the port) and marks the
  * worker unhealthy.
  */
-final class SenderListener implements AutoCloseable {
+final class SenderListener implements SideChannelListener {
 
     private static final Logger LOG = LoggerFactory.getLogger(SenderListener.class);
 
     /** Poll bound, so a lost wake-up can never delay shutdown by more than this. */
-    private static final long POLL_MS = 100;
+    static final long POLL_MS = 100;
     /** Messages read per loop iteration before replies get a turn. */
     private static final int RECV_BATCH = 256;
     private static final long JOIN_MS = 5_000;
@@ -210,27 +211,32 @@ final class SenderListener implements AutoCloseable {
     }
 
     /** Completes with the bound port, or exceptionally when binding failed or the listener exited first. */
-    CompletableFuture<Integer> ready() {
+    @Override
+    public CompletableFuture<Integer> ready() {
         return ready;
     }
 
     /** The single sender-loop thread, where the handler runs (also runs the send path's timeouts). */
-    ScheduledExecutorService senderLoop() {
+    @Override
+    public ScheduledExecutorService senderLoop() {
         return senderLoop;
     }
 
-    ListenerStats stats() {
+    @Override
+    public ListenerStats stats() {
         return new ListenerStats(received.sum(), malformed.sum(), handlerErrors.sum(), repliesSent.sum(),
-                repliesDropped.sum(), listenerErrors.sum(), backlogPauses.sum());
+                repliesDropped.sum(), listenerErrors.sum(), backlogPauses.sum(), 0);
     }
 
     /** Whether the listener thread runs (false after close or after a death it could not recover from). */
-    boolean alive() {
+    @Override
+    public boolean alive() {
         return thread.isAlive();
     }
 
     /** Makes the next loop iteration throw {@code fault} (tests of the watchdog). */
-    void injectFault(Error fault) {
+    @Override
+    public void injectFault(Error fault) {
         injectedFault = fault;
         wake();
     }
@@ -447,7 +453,8 @@ final class SenderListener implements AutoCloseable {
     }
 
     /** Times a handler task woke the listener because the backlog went back under its budget (tests). */
-    long backlogWakeUps() {
+    @Override
+    public long backlogWakeUps() {
         return backlogWakeUps.sum();
     }
 

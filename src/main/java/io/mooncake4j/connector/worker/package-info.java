@@ -26,8 +26,15 @@
  *       load as soon as its {@code FINISH} is read; the bootstrap thread posts back to the receiver
  *       loop. The finished and load-error queues are thread-safe.</li>
  * </ul>
- * The listener and {@code mooncake-d-io-0} wait on their sockets through {@code SocketWaiter}, not
- * JeroMQ's {@code ZMQ.Poller}, which can spin a core for a scheduler tick (issue 13).
+ * <b>Side-channel ZMTP ({@code kv_connector_extra_config.side_channel_zmq}).</b> By default
+ * ({@code builtin}) the ROUTER ({@code ZmtpSenderListener}) and the DEALER connections
+ * ({@code ZmtpPullChannels}) run on {@code io.mooncake4j.internal.zmtp}: the listener and
+ * {@code mooncake-d-io-0} own their connections and one NIO {@code Selector} each, so a message
+ * crosses no other thread (issue 13). With {@code jeromq} they are JeroMQ sockets
+ * ({@code SenderListener}, {@code PullChannels}), which JeroMQ's I/O threads serve; the listener and
+ * {@code mooncake-d-io-0} then wait on them through {@code SocketWaiter}, not JeroMQ's
+ * {@code ZMQ.Poller}, which can spin a core for a scheduler tick. {@code SideChannelListener} and
+ * {@code PullIo} are what the rest of the worker sees of either.
  * The worker does not own the {@link io.mooncake4j.engine.TransferEngine} nor the KV-cache
  * memory: the caller closes those after the worker.
  *

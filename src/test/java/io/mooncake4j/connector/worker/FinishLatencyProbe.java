@@ -38,7 +38,8 @@ import java.util.concurrent.locks.LockSupport;
  * threads waited for a core or ran long, and a summary counts, over the slowest 1 %, the samples in
  * which a JeroMQ I/O thread, a JIT compiler thread, a GC or a connector thread was on a CPU for 1 ms
  * or more. The last line is a same-run reference: one plain hand-off between two threads with the
- * same wait.
+ * same wait. {@code -Dprobe.sideChannel=builtin|jeromq} picks the side channel's ZMTP (the config's default
+ * otherwise).
  */
 public final class FinishLatencyProbe {
 
@@ -57,7 +58,11 @@ public final class FinishLatencyProbe {
         long[][] points;
         boolean sched = Boolean.getBoolean("probe.schedstat");
         String[] schedDelta;
-        try (PdTestbed bed = new PdTestbed().abortTimeout(Duration.ofSeconds(60))) {
+        // -Dprobe.sideChannel=builtin|jeromq: the side channel's ZMTP (the config's default otherwise)
+        String sideChannel = System.getProperty("probe.sideChannel",
+                io.mooncake4j.connector.MooncakeConnectorConfig.DEFAULT_SIDE_CHANNEL_ZMQ);
+        System.out.println("side channel: " + sideChannel);
+        try (PdTestbed bed = new PdTestbed().sideChannel(sideChannel).abortTimeout(Duration.ofSeconds(60))) {
             bed.engines(() -> new ScriptedTransferEngine().copyData(true).beforeEach(c -> {
                 if (c.method() == EngineMethod.BATCH_TRANSFER_SYNC_WRITE) {
                     writeStart.set(System.nanoTime());

@@ -10,24 +10,26 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.locks.LockSupport;
 import java.util.function.BooleanSupplier;
-import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 import org.junit.jupiter.api.Timeout;
 
 /**
  * Issue 9, bounded resources: messages P's listener has read but the sender loop has not handled yet
- * are bounded in bytes; past the budget the listener stops reading (ZMQ's high-water marks push back on
- * the peer) and resumes once the loop catches up, losing nothing.
+ * are bounded in bytes; past the budget the listener stops reading (ZMQ's high-water marks, or with the builtin
+ * ROUTER TCP itself, push back on the peer) and resumes once the loop catches up, losing nothing.
  */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class ListenerBacklogTest {
 
-    @Test
-    void aStalledSenderLoopMakesTheListenerStopReadingAtItsByteBudgetAndLosesNothing() throws Exception {
+    @ParameterizedTest
+    @ValueSource(strings = {"builtin", "jeromq"})
+    void aStalledSenderLoopMakesTheListenerStopReadingAtItsByteBudgetAndLosesNothing(String impl) throws Exception {
         CountDownLatch release = new CountDownLatch(1);
         AtomicInteger handled = new AtomicInteger();
         int messages = 1500;
         int size = 1000; // 1.5 MB in all; budget max(4 x 1 KiB, 1 MiB) = 1 MiB
-        try (PdTestbed bed = new PdTestbed()) {
+        try (PdTestbed bed = new PdTestbed().sideChannel(impl)) {
             PdTestbed.Node p = bed.node(KvRole.KV_PRODUCER, "P", 0, 1, null,
                     b -> b.sideChannelLimits(SideChannelLimits.DEFAULTS.withMaxMetadataBytes(1024))
                             .sideChannelHandler((identity, frames, reply) -> {
@@ -62,13 +64,15 @@ class ListenerBacklogTest {
      * Once the sender loop catches up, the handler task that brings the backlog back under the budget wakes
      * the listener: it does not wait for its poll bound (set to 10 minutes here, far beyond the deadlines).
      */
-    @Test
-    void theListenerIsWokenWhenItsBacklogDrainsNotLeftToItsPollBound() throws Exception {
+    @ParameterizedTest
+    @ValueSource(strings = {"builtin", "jeromq"})
+    void theListenerIsWokenWhenItsBacklogDrainsNotLeftToItsPollBound(String impl) throws Exception {
         CountDownLatch release = new CountDownLatch(1);
         AtomicInteger handled = new AtomicInteger();
         int messages = 1500;
         int size = 1000; // 1.5 MB in all; budget max(4 x 1 KiB, 1 MiB) = 1 MiB
-        try (SenderListener l = new SenderListener("127.0.0.1", () -> (identity, frames, reply) -> {
+        try (SideChannelListener l = SideChannelListener.start(SideChannelListener.Impl.of(impl), "127.0.0.1",
+                () -> (identity, frames, reply) -> {
                     release.await(30, TimeUnit.SECONDS); // the sender loop is stalled
                     handled.incrementAndGet();
                 }, SideChannelLimits.DEFAULTS.withMaxMetadataBytes(1024), new HealthMonitor(), null, () -> null,

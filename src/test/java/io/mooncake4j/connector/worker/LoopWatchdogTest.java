@@ -17,6 +17,8 @@ import java.time.Duration;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 import zmq.msg.MsgAllocator;
 import zmq.msg.MsgAllocatorHeap;
 
@@ -25,7 +27,8 @@ import zmq.msg.MsgAllocatorHeap;
  * {@link MooncakeConnectorWorker#health()}, and either rebuilt (our loops; D's JeroMQ context) or
  * reported as unrecoverable (a JeroMQ I/O thread of P's ROUTER keeps its port). JeroMQ's I/O threads
  * are killed for real: a message allocator that throws {@link OutOfMemoryError} for large frames runs
- * on them, as JeroMQ's own allocation did in the frame-size bomb.
+ * on them, as JeroMQ's own allocation did in the frame-size bomb (those two tests run on
+ * {@code side_channel_zmq: jeromq}; the loop watchdogs run on both implementations).
  */
 @Timeout(value = 90, unit = TimeUnit.SECONDS)
 class LoopWatchdogTest {
@@ -43,9 +46,10 @@ class LoopWatchdogTest {
         };
     }
 
-    @Test
-    void aListenerThatDiesIsReportedAndItsRouterIsRecreatedOnTheSamePort() {
-        try (PdTestbed bed = new PdTestbed().abortTimeout(Duration.ofSeconds(10))) {
+    @ParameterizedTest
+    @ValueSource(strings = {"builtin", "jeromq"})
+    void aListenerThatDiesIsReportedAndItsRouterIsRecreatedOnTheSamePort(String impl) {
+        try (PdTestbed bed = new PdTestbed().sideChannel(impl).abortTimeout(Duration.ofSeconds(10))) {
             PdTestbed.Node p = bed.producer("P", 0, 1, null);
             PdTestbed.Node d = bed.consumer("D", 0, 1);
             SideChannelFrameBombTest.healthyPull(bed, p, d, "before", 1, 2);
@@ -60,9 +64,10 @@ class LoopWatchdogTest {
         }
     }
 
-    @Test
-    void aPullIoThreadThatDiesIsReportedAndLaterPullsWork() {
-        try (PdTestbed bed = new PdTestbed().abortTimeout(Duration.ofSeconds(10))) {
+    @ParameterizedTest
+    @ValueSource(strings = {"builtin", "jeromq"})
+    void aPullIoThreadThatDiesIsReportedAndLaterPullsWork(String impl) {
+        try (PdTestbed bed = new PdTestbed().sideChannel(impl).abortTimeout(Duration.ofSeconds(10))) {
             PdTestbed.Node p = bed.producer("P", 0, 1, null);
             PdTestbed.Node d = bed.consumer("D", 0, 1);
             SideChannelFrameBombTest.healthyPull(bed, p, d, "before", 1, 2);
@@ -77,7 +82,7 @@ class LoopWatchdogTest {
 
     @Test
     void aDeadJeroMqIoThreadOnTheProducerMakesTheWorkerUnhealthyLoudly() throws Exception {
-        try (PdTestbed bed = new PdTestbed().abortTimeout(Duration.ofSeconds(10))) {
+        try (PdTestbed bed = new PdTestbed().sideChannel("jeromq").abortTimeout(Duration.ofSeconds(10))) {
             PdTestbed.Node p = bed.node(KvRole.KV_PRODUCER, "P", 0, 1, null, b -> b.zmqAllocator(ioKiller()));
             assertTrue(p.worker.health().healthy());
             try (ZmtpPeer z = ZmtpPeer.connect(p.worker.sideChannelPort(), Duration.ofSeconds(10))) {
@@ -95,7 +100,7 @@ class LoopWatchdogTest {
 
     @Test
     void aDeadJeroMqIoThreadOnTheConsumerIsReplacedAndLaterPullsWork() throws Exception {
-        try (PdTestbed bed = new PdTestbed().abortTimeout(Duration.ofSeconds(10));
+        try (PdTestbed bed = new PdTestbed().sideChannel("jeromq").abortTimeout(Duration.ofSeconds(10));
                 MooncakeBootstrapServer fakeBootstrap = new MooncakeBootstrapServer("127.0.0.1", 0);
                 ServerSocket fakeP = new ServerSocket(0, 50, InetAddress.getLoopbackAddress())) {
             PdTestbed.Node p = bed.producer("P", 0, 1, null);

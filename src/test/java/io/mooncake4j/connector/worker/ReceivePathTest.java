@@ -27,6 +27,8 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 import org.zeromq.SocketType;
 import org.zeromq.ZContext;
 import org.zeromq.ZMQ;
@@ -150,9 +152,10 @@ class ReceivePathTest {
         }
     }
 
-    @Test
-    void producerKilledMidPullFailsTheLoadLongBeforeTheReceiveTimeout() {
-        try (PdTestbed bed = new PdTestbed().abortTimeout(Duration.ofSeconds(30))) {
+    @ParameterizedTest
+    @ValueSource(strings = {"builtin", "jeromq"})
+    void producerKilledMidPullFailsTheLoadLongBeforeTheReceiveTimeout(String impl) {
+        try (PdTestbed bed = new PdTestbed().sideChannel(impl).abortTimeout(Duration.ofSeconds(30))) {
             PdTestbed.Node p = bed.producer("P", 0, 1, null);
             PdTestbed.Node d = bed.consumer("D", 0, 1); // receive timeout 90 s
             d.step(pull("d1", "X", "P", p.bootstrapUrl(), 3, 4));
@@ -322,9 +325,10 @@ class ReceivePathTest {
         }
     }
 
-    @Test
-    void dealerStuckBeforeTheHandshakeIsReplacedAndThePullSucceeds() throws IOException {
-        try (PdTestbed bed = new PdTestbed().abortTimeout(Duration.ofSeconds(30));
+    @ParameterizedTest
+    @ValueSource(strings = {"builtin", "jeromq"})
+    void dealerStuckBeforeTheHandshakeIsReplacedAndThePullSucceeds(String impl) throws IOException {
+        try (PdTestbed bed = new PdTestbed().sideChannel(impl).abortTimeout(Duration.ofSeconds(30));
              MooncakeBootstrapServer boot = new MooncakeBootstrapServer("127.0.0.1", 0)) {
             PdTestbed.Node p = bed.producer("P", 0, 1, null);
             try (FirstConnectionBlackHole proxy = new FirstConnectionBlackHole(p.worker.sideChannelPort())) {

@@ -1,0 +1,751 @@
+package io.mooncake4j.connector.worker;
+
+import io.mooncake4j.internal.zmtp.ZmtpConnection;
+import io.mooncake4j.internal.zmtp.ZmtpException;
+import io.mooncake4j.internal.zmtp.ZmtpLimits;
+import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.net.StandardSocketOptions;
+import java.nio.ByteBuffer;
+import java.nio.channels.ClosedChannelException;
+import java.nio.channels.Pipe;
+import java.nio.channels.SelectionKey;
+import java.nio.channels.Selector;
+import java.nio.channels.ServerSocketChannel;
+import java.nio.channels.SocketChannel;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Objects;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.concurrent.atomic.LongAdder;
+import java.util.concurrent.locks.LockSupport;
+import java.util.function.Supplier;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The producer's side channel on the builtin ZMTP ({@code io.mooncake4j.internal.zmtp}): a ROUTER
+ * served by {@code mooncake-p-listener-0} itself, with no I/O thread in between (issue 13: each
+ * JeroMQ hand-off cost a thread wake-up per crossing, and JeroMQ's signaler spun the I/O thread it
+ * had just signalled). Same contract as {@link SenderListener}.
+ *
+ * <p>Threads: {@code mooncake-p-listener-0} owns the selector, the listening channel and every
+ * connection; it reads, decodes, and hands each message to {@code mooncake-p-sender-0}, where the
+ * {@link SideChannelHandler} runs. Replies from any thread go into a queue and wake the listener
+ * through a {@link Pipe} registered with its selector; the listener routes them by identity.
+ *
+ * <p>ROUTER semantics: each connection gets the peer's READY {@code Identity} when it is non-empty and
+ * not in use (a second connection announcing an identity in use is refused, as a ROUTER without
+ * handover does), else a generated one (a zero byte and a 4-byte counter). A reply to an identity no
+ * connection has (any more), or to a connection whose out-queue is full, is dropped and counted.
+ *
+ * <p><b>Bounds.</b> A frame or message above {@link SideChannelLimits#maxMetadataBytes()} (checked on
+ * the frame header, before anything is allocated), any ZMTP violation, a handshake not done within
+ * {@link #HANDSHAKE_MS} (a peer that connects and sends nothing does not keep its slot), and
+ * connections beyond {@link #MAX_CONNECTIONS} are closed and counted ({@link ListenerStats#peersDropped()}).
+ * Messages handed to the sender loop and not yet handled are bounded in bytes ({@code backlogBudget}):
+ * above it the listener stops reading (no OP_READ: TCP pushes back on the peers) until the handler
+ * task that brings the backlog under the budget wakes it. Each connection's out-queue is bounded
+ * ({@link ZmtpLimits}). An {@link Error} escaping the loop is reported to the {@link HealthMonitor}; the
+ * pulls are quiesced ({@link SenderListener#quiesce}) and the listener listens again on the same port.
+ */
+final class ZmtpSenderListener implements SideChannelListener {
+
+    private static final Logger LOG = LoggerFactory.getLogger(ZmtpSenderListener.class);
+
+    /** A peer that has not completed its ZMTP handshake after this long is disconnected. */
+    static final long HANDSHAKE_MS = 10_000;
+    /** Connections served at once (handshaking ones included); more are closed when accepted. */
+    static final int MAX_CONNECTIONS = 1024;
+    private static final int ACCEPT_BATCH = 64;
+    private static final int READ_BUFFER = 64 * 1024;
+    private static final long JOIN_MS = 5_000;
+    private static final long REBIND_MS = 10_000;
+    private static final int MAX_DISTINCT_ERRORS = 1024;
+
+    private record Reply(byte[] identity, byte[] payload) {}
+
+    /** An identity as a map key. */
+    private record Key(byte[] id) {
+        @Override
+        public boolean equals(Object o) {
+            return o instanceof Key k && Arrays.equals(id, k.id);
+        }
+
+        @Override
+        public int hashCode() {
+            return Arrays.hashCode(id);
+        }
+
+        @Override
+        public String toString() {
+            return Arrays.toString(id);
+        }
+    }
+
+    /** One connected peer (listener thread only). */
+    private static final class Peer {
+        final ZmtpConnection conn;
+        final long handshakeDeadline;
+        SelectionKey key;
+        byte[] identity; // set once its READY was accepted
+        boolean closed;
+
+        Peer(ZmtpConnection conn, long handshakeDeadline) {
+            this.conn = conn;
+            this.handshakeDeadline = handshakeDeadline;
+        }
+    }
+
+    private final String hostname;
+    private final Supplier<SideChannelHandler> handler;
+    private final SideChannelLimits limits;
+    private final ZmtpLimits zmtpLimits;
+    private final Supplier<? extends SenderListener.Quiesce> quiesce;
+    private final HealthMonitor health;
+    private final long backlogBudget;
+    private final AtomicLong backlogBytes = new AtomicLong();
+    private final AtomicBoolean backlogPaused = new AtomicBoolean();
+    private final long pollMs;
+    private final long handshakeNanos;
+    private final int maxConnections;
+    private volatile Error injectedFault;
+    private final Pipe wakePipe;
+    private final ByteBuffer wakeDrain = ByteBuffer.allocate(64);
+    private final ByteBuffer readBuffer = ByteBuffer.allocateDirect(READ_BUFFER); // listener thread only
+    private final Thread thread;
+    private final ScheduledExecutorService senderLoop;
+    private final AtomicReference<Thread> senderThread = new AtomicReference<>();
+    private final CompletableFuture<Integer> ready = new CompletableFuture<>();
+    private final ConcurrentLinkedQueue<Reply> replies = new ConcurrentLinkedQueue<>();
+    private final AtomicBoolean wakePending = new AtomicBoolean();
+    private volatile boolean running = true;
+    private final AtomicBoolean closed = new AtomicBoolean();
+    private final Map<String, Boolean> reportedErrors = new ConcurrentHashMap<>();
+
+    // listener thread only
+    private final Map<Key, Peer> byIdentity = new HashMap<>();
+    private final List<Peer> peers = new ArrayList<>();
+    private final ArrayDeque<Peer> handshaking = new ArrayDeque<>();
+    private int nextIdentity;
+    private boolean readingPaused;
+
+    private final LongAdder received = new LongAdder();
+    private final LongAdder malformed = new LongAdder();
+    private final LongAdder handlerErrors = new LongAdder();
+    private final LongAdder repliesSent = new LongAdder();
+    private final LongAdder repliesDropped = new LongAdder();
+    private final LongAdder listenerErrors = new LongAdder();
+    private final LongAdder backlogPauses = new LongAdder();
+    private final LongAdder backlogWakeUps = new LongAdder();
+    private final LongAdder peersDropped = new LongAdder();
+    private final LongAdder handshakes = new LongAdder();
+    private volatile int connectionCount;
+
+    ZmtpSenderListener(String hostname, Supplier<SideChannelHandler> handler, SideChannelLimits limits,
+            HealthMonitor health, Supplier<? extends SenderListener.Quiesce> quiesce, long pollMs) throws IOException {
+        this(hostname, handler, limits, health, quiesce, pollMs, HANDSHAKE_MS, MAX_CONNECTIONS);
+    }
+
+    /** As above, with the handshake timeout and the connection cap (tests). */
+    ZmtpSenderListener(String hostname, Supplier<SideChannelHandler> handler, SideChannelLimits limits,
+            HealthMonitor health, Supplier<? extends SenderListener.Quiesce> quiesce, long pollMs, long handshakeMs,
+            int maxConnections) throws IOException {
+        if (pollMs <= 0 || handshakeMs <= 0 || maxConnections <= 0) {
+            throw new IllegalArgumentException(String.format(Locale.ROOT,
+                    "pollMs, handshakeMs and maxConnections must be positive: %d, %d, %d", pollMs, handshakeMs,
+                    maxConnections));
+        }
+        this.pollMs = pollMs;
+        this.handshakeNanos = TimeUnit.MILLISECONDS.toNanos(handshakeMs);
+        this.maxConnections = maxConnections;
+        this.quiesce = Objects.requireNonNull(quiesce, "quiesce");
+        this.hostname = Objects.requireNonNull(hostname, "hostname");
+        this.handler = Objects.requireNonNull(handler, "handler");
+        this.limits = Objects.requireNonNull(limits, "limits");
+        this.health = Objects.requireNonNull(health, "health");
+        this.zmtpLimits = ZmtpLimits.of(Math.min(limits.maxMetadataBytes(), Integer.MAX_VALUE - 64L));
+        this.backlogBudget = Math.max(4 * limits.maxMetadataBytes(), 1L << 20);
+        this.wakePipe = Pipe.open();
+        try {
+            wakePipe.sink().configureBlocking(false);
+            wakePipe.source().configureBlocking(false);
+        } catch (IOException e) {
+            closePipe();
+            throw e;
+        }
+        ScheduledThreadPoolExecutor loop = new ScheduledThreadPoolExecutor(1, r -> {
+            Thread t = new Thread(r, "mooncake-p-sender-0");
+            t.setDaemon(true);
+            senderThread.set(t);
+            return t;
+        });
+        loop.setRemoveOnCancelPolicy(true);
+        loop.setExecuteExistingDelayedTasksAfterShutdownPolicy(false);
+        loop.setContinueExistingPeriodicTasksAfterShutdownPolicy(false);
+        loop.prestartAllCoreThreads();
+        this.senderLoop = loop;
+        this.thread = new Thread(this::run, "mooncake-p-listener-0");
+        thread.setDaemon(true);
+        thread.start();
+    }
+
+    @Override
+    public CompletableFuture<Integer> ready() {
+        return ready;
+    }
+
+    @Override
+    public ScheduledExecutorService senderLoop() {
+        return senderLoop;
+    }
+
+    @Override
+    public ListenerStats stats() {
+        return new ListenerStats(received.sum(), malformed.sum(), handlerErrors.sum(), repliesSent.sum(),
+                repliesDropped.sum(), listenerErrors.sum(), backlogPauses.sum(), peersDropped.sum());
+    }
+
+    /** Peers whose READY was accepted, so far (tests). */
+    long handshakes() {
+        return handshakes.sum();
+    }
+
+    /** Connections open now, handshaking ones included (tests). */
+    int connections() {
+        return connectionCount;
+    }
+
+    @Override
+    public boolean alive() {
+        return thread.isAlive();
+    }
+
+    @Override
+    public void injectFault(Error fault) {
+        injectedFault = fault;
+        wake();
+    }
+
+    @Override
+    public long backlogWakeUps() {
+        return backlogWakeUps.sum();
+    }
+
+    private ServerSocketChannel bind(int port) throws IOException {
+        ServerSocketChannel s = ServerSocketChannel.open();
+        try {
+            s.setOption(StandardSocketOptions.SO_REUSEADDR, true);
+            s.bind(new InetSocketAddress(hostname, port), 128);
+            s.configureBlocking(false);
+            return s;
+        } catch (IOException | RuntimeException e) {
+            s.close();
+            throw e;
+        }
+    }
+
+    private void run() {
+        ServerSocketChannel server = null;
+        int port;
+        try {
+            server = bind(0);
+            port = ((InetSocketAddress) server.getLocalAddress()).getPort();
+        } catch (IOException | RuntimeException | Error e) {
+            LOG.debug("Mooncake sender listener failed to start on {}", hostname, e);
+            ready.completeExceptionally(e);
+            closeQuietly(server);
+            return;
+        }
+        LOG.debug("Mooncake sender starting listening on path: tcp://{}:{} (builtin ZMTP)", hostname, port);
+        ready.complete(port);
+        try {
+            while (running) {
+                try {
+                    serve(server);
+                } catch (RuntimeException | Error | IOException e) {
+                    if (!running) {
+                        break;
+                    }
+                    health.died(thread.getName() + " (side-channel ROUTER on " + hostname + ":" + port + ")", e,
+                            true);
+                    // the peers' identities die with their connections: end their pulls first, and close
+                    // the port only once no write of theirs runs
+                    SenderListener.quiesce(quiesce.get(), "the side-channel ROUTER is being recreated",
+                            SenderListener.QUIESCE_MS);
+                    closeAllPeers();
+                    closeQuietly(server);
+                    server = rebind(port);
+                    if (server == null) {
+                        return;
+                    }
+                    health.recovered(thread.getName());
+                }
+            }
+        } finally {
+            closeAllPeers();
+            closeQuietly(server);
+            Reply r;
+            while ((r = replies.poll()) != null) {
+                repliesDropped.increment();
+                LOG.trace("dropping reply of {} bytes: listener stopped", r.payload.length);
+            }
+        }
+    }
+
+    private ServerSocketChannel rebind(int port) {
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(REBIND_MS);
+        IOException last = null;
+        while (running) {
+            try {
+                return bind(port);
+            } catch (IOException e) {
+                last = e;
+            }
+            if (System.nanoTime() - deadline > 0) {
+                health.recoveryFailed(thread.getName() + " (side-channel ROUTER on " + hostname + ":" + port + ")",
+                        last);
+                return null;
+            }
+            LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(20)); // bounded retry while the port frees
+        }
+        return null;
+    }
+
+    /** The loop over one listening channel; returns when stopping, throws what it cannot handle itself. */
+    private void serve(ServerSocketChannel server) throws IOException {
+        try (Selector selector = Selector.open()) {
+            server.register(selector, SelectionKey.OP_ACCEPT);
+            wakePipe.source().register(selector, SelectionKey.OP_READ);
+            while (running) {
+                Error fault = injectedFault;
+                if (fault != null) {
+                    injectedFault = null;
+                    throw fault;
+                }
+                try {
+                    selector.select(selectTimeoutMs());
+                    Iterator<SelectionKey> it = selector.selectedKeys().iterator();
+                    while (it.hasNext()) {
+                        SelectionKey k = it.next();
+                        it.remove();
+                        if (!k.isValid()) {
+                            continue;
+                        }
+                        if (k.channel() == server) {
+                            accept(server, selector);
+                        } else if (k.attachment() instanceof Peer p) {
+                            service(p, k);
+                        }
+                    }
+                    drainWakePipe();
+                    sendReplies();
+                    resumeIfDrained();
+                    expireHandshakes();
+                } catch (IOException | RuntimeException e) {
+                    listenerErrors.increment();
+                    reportOnce("listener", e);
+                }
+            }
+        }
+    }
+
+    private long selectTimeoutMs() {
+        Peer head = handshaking.peekFirst();
+        if (head == null) {
+            return pollMs;
+        }
+        long ms = TimeUnit.NANOSECONDS.toMillis(head.handshakeDeadline - System.nanoTime()) + 1;
+        return Math.max(1, Math.min(pollMs, ms));
+    }
+
+    private void accept(ServerSocketChannel server, Selector selector) throws IOException {
+        for (int i = 0; i < ACCEPT_BATCH; i++) {
+            SocketChannel ch = server.accept();
+            if (ch == null) {
+                return;
+            }
+            if (peers.size() >= maxConnections) {
+                peersDropped.increment();
+                LOG.warn("side-channel connection from {} refused: {} connections are open (the cap)",
+                        remote(ch), peers.size());
+                closeQuietly(ch);
+                continue;
+            }
+            try {
+                ch.configureBlocking(false);
+                ch.setOption(StandardSocketOptions.TCP_NODELAY, true);
+            } catch (IOException e) {
+                closeQuietly(ch);
+                continue;
+            }
+            Peer p = new Peer(new ZmtpConnection(ch, "ROUTER", null, zmtpLimits, new ZmtpConnection.Listener() {
+                @Override
+                public void onReady(ZmtpConnection c, String socketType, byte[] identity) throws ZmtpException {
+                    peerReady((Peer) c.attachment(), identity);
+                }
+
+                @Override
+                public boolean onMessage(ZmtpConnection c, List<byte[]> frames) {
+                    return message((Peer) c.attachment(), frames);
+                }
+            }), System.nanoTime() + handshakeNanos);
+            p.conn.attach(p);
+            peers.add(p);
+            connectionCount = peers.size();
+            handshaking.addLast(p);
+            try {
+                p.conn.flush(); // our greeting and READY
+                p.key = ch.register(selector, p.conn.interestOps(reads(p)), p);
+            } catch (IOException e) {
+                drop(p, "the connection failed at once: " + e, false);
+            }
+        }
+    }
+
+    private void peerReady(Peer p, byte[] identity) throws ZmtpException {
+        byte[] id = identity;
+        if (id.length > 0) {
+            if (byIdentity.containsKey(new Key(id))) {
+                throw new ZmtpException("the peer's identity " + printable(id) + " is in use by another connection");
+            }
+        } else {
+            do {
+                int n = nextIdentity++;
+                id = new byte[] {0, (byte) (n >>> 24), (byte) (n >>> 16), (byte) (n >>> 8), (byte) n};
+            } while (byIdentity.containsKey(new Key(id)));
+        }
+        p.identity = id;
+        byIdentity.put(new Key(id), p);
+        handshakes.increment();
+    }
+
+    private static String printable(byte[] id) {
+        StringBuilder b = new StringBuilder();
+        for (byte x : id) {
+            b.append(x >= 0x20 && x < 0x7F ? Character.toString(x) : String.format(Locale.ROOT, "\\x%02x", x & 0xFF));
+        }
+        return '"' + b.toString() + '"';
+    }
+
+    private void service(Peer p, SelectionKey k) {
+        try {
+            if (k.isWritable()) {
+                p.conn.flush();
+            }
+            if (k.isReadable() && reads(p)) {
+                int n = p.conn.read(readBuffer);
+                if (n < 0) {
+                    drop(p, null, false);
+                    return;
+                }
+            }
+            if (!p.closed) {
+                updateInterest(p);
+            }
+        } catch (ZmtpException e) {
+            drop(p, e.getMessage(), true);
+        } catch (IOException e) {
+            drop(p, null, false); // reset by the peer and the like: a disconnect
+        }
+    }
+
+    private void updateInterest(Peer p) {
+        if (p.key != null && p.key.isValid()) {
+            p.key.interestOps(p.conn.interestOps(reads(p)));
+        }
+    }
+
+    /**
+     * Whether the listener reads from {@code p} now: always during its handshake (not a message, and a
+     * pause must not run a new peer into its handshake timeout), else unless paused on the backlog.
+     */
+    private boolean reads(Peer p) {
+        return !readingPaused || p.identity == null;
+    }
+
+    /** Closes a peer's connection; {@code reason} non-null when it is dropped by us (counted, logged). */
+    private void drop(Peer p, String reason, boolean protocol) {
+        if (p.closed) {
+            return;
+        }
+        p.closed = true;
+        if (reason != null) {
+            peersDropped.increment();
+            if (protocol) {
+                LOG.warn("side-channel peer {} dropped: {}", remote(p.conn.channel()), reason);
+            } else {
+                LOG.info("side-channel peer {} dropped: {}", remote(p.conn.channel()), reason);
+            }
+        }
+        if (p.identity != null) {
+            byIdentity.remove(new Key(p.identity), p);
+        }
+        p.conn.close();
+        peers.remove(p);
+        connectionCount = peers.size();
+    }
+
+    private static String remote(SocketChannel ch) {
+        try {
+            return String.valueOf(ch.getRemoteAddress());
+        } catch (IOException e) {
+            return "?";
+        }
+    }
+
+    private void expireHandshakes() {
+        long now = System.nanoTime();
+        Peer p;
+        while ((p = handshaking.peekFirst()) != null) {
+            if (p.closed || p.identity != null) {
+                handshaking.pollFirst();
+            } else if (now - p.handshakeDeadline > 0) {
+                handshaking.pollFirst();
+                drop(p, String.format(Locale.ROOT, "no ZMTP handshake within %d ms",
+                        TimeUnit.NANOSECONDS.toMillis(handshakeNanos)), false);
+            } else {
+                return;
+            }
+        }
+    }
+
+    /** Hands a message to the sender loop; false when the backlog made the listener stop reading. */
+    private boolean message(Peer p, List<byte[]> frames) {
+        received.increment();
+        WaveTrace.mark(WaveTrace.Point.P_RECEIVED);
+        if (frames.size() != 1) {
+            malformed.increment();
+            if (LOG.isDebugEnabled()) {
+                LOG.debug("Malformed side-channel message: {} frame(s) after the identity, expected 1", frames.size());
+            }
+        }
+        dispatch(p.identity, List.copyOf(frames));
+        if (backlogBytes.get() > backlogBudget && !readingPaused && pauseOnBacklog()) {
+            backlogPauses.increment();
+            readingPaused = true; // the sender loop is behind: no OP_READ until it catches up (TCP pushes back)
+            for (Peer q : peers) {
+                updateInterest(q);
+            }
+        }
+        return !readingPaused;
+    }
+
+    /** Flags the pause, then checks the backlog again (a handler that lowered it in between is not missed). */
+    private boolean pauseOnBacklog() {
+        backlogPaused.set(true);
+        return backlogBytes.get() > backlogBudget;
+    }
+
+    private void resumeIfDrained() {
+        if (readingPaused && backlogBytes.get() <= backlogBudget) {
+            readingPaused = false;
+            for (Peer q : List.copyOf(peers)) {
+                if (q.conn.hasPending() && !q.closed && !readingPaused) {
+                    // bytes read before the pause: no readiness event brings them back
+                    readPending(q);
+                }
+                if (!q.closed) {
+                    updateInterest(q);
+                }
+            }
+        }
+    }
+
+    private void readPending(Peer p) {
+        try {
+            p.conn.read(readBuffer);
+        } catch (ZmtpException e) {
+            drop(p, e.getMessage(), true);
+        } catch (IOException e) {
+            drop(p, null, false);
+        }
+    }
+
+    private void backlogLowered(long now) {
+        if (now <= backlogBudget && backlogPaused.get() && backlogPaused.compareAndSet(true, false)) {
+            backlogWakeUps.increment();
+            wake();
+        }
+    }
+
+    private void dispatch(byte[] identity, List<byte[]> frames) {
+        ReplySink sink = payload -> reply(identity, payload);
+        long bytes = identity.length;
+        for (byte[] f : frames) {
+            bytes += f.length;
+        }
+        long held = bytes;
+        backlogBytes.addAndGet(held);
+        try {
+            senderLoop.execute(() -> {
+                try {
+                    handler.get().onMessage(identity, frames, sink);
+                } catch (Exception | Error e) {
+                    handlerErrors.increment();
+                    reportOnce("handler", e);
+                } finally {
+                    backlogLowered(backlogBytes.addAndGet(-held));
+                }
+            });
+        } catch (RejectedExecutionException e) {
+            backlogBytes.addAndGet(-held);
+            LOG.debug("sender loop stopped; dropping a side-channel message");
+        }
+    }
+
+    private boolean reply(byte[] identity, byte[] payload) {
+        Objects.requireNonNull(payload, "payload");
+        if (!running) {
+            repliesDropped.increment();
+            return false;
+        }
+        replies.add(new Reply(identity, payload));
+        wake();
+        return true;
+    }
+
+    private void sendReplies() {
+        Reply r;
+        while ((r = replies.poll()) != null) {
+            WaveTrace.mark(WaveTrace.Point.P_REPLY_SENT);
+            Peer p = byIdentity.get(new Key(r.identity));
+            boolean ok = p != null && !p.closed && p.conn.send(r.payload);
+            if (LOG.isTraceEnabled()) {
+                LOG.trace("side-channel reply of {} bytes: {}", r.payload.length, ok ? "sent" : "dropped");
+            }
+            if (!ok) {
+                repliesDropped.increment();
+                continue;
+            }
+            repliesSent.increment();
+            try {
+                p.conn.flush();
+                updateInterest(p);
+            } catch (IOException e) {
+                drop(p, null, false);
+            }
+        }
+    }
+
+    private void drainWakePipe() {
+        wakePending.set(false); // before draining replies: a later waker writes again
+        ByteBuffer buf = wakeDrain;
+        buf.clear();
+        try {
+            while (wakePipe.source().read(buf) > 0) {
+                buf.clear();
+            }
+        } catch (IOException e) {
+            listenerErrors.increment();
+            reportOnce("listener", new IllegalStateException("reading the wake-up pipe failed", e));
+        }
+    }
+
+    private void wake() {
+        if (wakePending.compareAndSet(false, true)) {
+            try {
+                wakePipe.sink().write(ByteBuffer.wrap(new byte[] {1}));
+            } catch (ClosedChannelException e) {
+                if (!closed.get()) {
+                    reportOnce("wake-up", e);
+                } else {
+                    LOG.debug("wake-up after close: the listener has stopped");
+                }
+            } catch (IOException e) {
+                reportOnce("wake-up", e); // the bounded poll still picks the work up
+            }
+        }
+    }
+
+    private void closeAllPeers() {
+        for (Peer p : List.copyOf(peers)) {
+            drop(p, null, false);
+        }
+        handshaking.clear();
+        byIdentity.clear();
+    }
+
+    private static void closeQuietly(java.nio.channels.Channel c) {
+        if (c == null) {
+            return;
+        }
+        try {
+            c.close();
+        } catch (IOException e) {
+            LOG.debug("closing a side-channel socket", e);
+        }
+    }
+
+    private void reportOnce(String where, Throwable e) {
+        String key = where + ':' + e.getClass().getName() + ':' + e.getMessage();
+        if (reportedErrors.size() < MAX_DISTINCT_ERRORS && reportedErrors.putIfAbsent(key, Boolean.TRUE) == null) {
+            LOG.error("Error in Mooncake sender {} (further occurrences are counted, not logged): {}", where,
+                    e.toString(), e);
+        } else {
+            LOG.debug("Error in Mooncake sender {} (repeated): {}", where, e.toString());
+        }
+    }
+
+    /** Stops both threads, closes the connections and the listening channel (on the listener thread). */
+    @Override
+    public void close() {
+        if (!closed.compareAndSet(false, true)) {
+            return;
+        }
+        running = false;
+        wake();
+        boolean listenerStopped = join(thread);
+        senderLoop.shutdown();
+        try {
+            if (!senderLoop.awaitTermination(JOIN_MS, TimeUnit.MILLISECONDS)) {
+                senderLoop.shutdownNow();
+                if (!senderLoop.awaitTermination(JOIN_MS, TimeUnit.MILLISECONDS)) {
+                    LOG.error("mooncake-p-sender-0 did not stop within {} ms (a handler is blocked)", 2 * JOIN_MS);
+                }
+            }
+            if (senderLoop.isTerminated() && !join(senderThread.get())) {
+                LOG.error("mooncake-p-sender-0 did not exit within {} ms", JOIN_MS);
+            }
+        } catch (InterruptedException e) {
+            senderLoop.shutdownNow();
+            Thread.currentThread().interrupt();
+        }
+        closePipe();
+        if (!listenerStopped) {
+            LOG.error("{} did not stop within {} ms", thread.getName(), JOIN_MS);
+        }
+    }
+
+    private static boolean join(Thread t) {
+        if (t == null) {
+            return true;
+        }
+        try {
+            t.join(JOIN_MS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        return !t.isAlive();
+    }
+
+    private void closePipe() {
+        closeQuietly(wakePipe.sink());
+        closeQuietly(wakePipe.source());
+    }
+}
