@@ -35,16 +35,36 @@ import java.util.concurrent.TimeUnit;
  *
  * <pre>
  * mvn -B -o -q test-compile dependency:build-classpath -Dmdep.outputFile=target/test.classpath -Dmdep.includeScope=test
- * java --enable-native-access=ALL-UNNAMED -Xmx2g -cp target/test-classes:target/classes:$(cat target/test.classpath) \
+ * java --enable-native-access=ALL-UNNAMED -Xmx6g -cp target/test-classes:target/classes:$(cat target/test.classpath) \
  *     io.mooncake4j.sim.TtftBench [reps] [mock,tcp] [1024,8192,32768] [balanced|gpu]
  * </pre>
  *
- * <p>{@code -Dttft.nice=N} gives both P engines {@code transfer_thread_nice: N}; {@code
- * -Dttft.warmup=N} (default 5) exchanges warm each P up before its measured ones;
- * {@code -Dttft.verbose=true} prints every exchange. After each row, the medians of where P's
- * prefill time went, alone and inside the layer-wise exchanges ({@link Evidence}: the step
- * thread's on-CPU time, run-queue wait and parked time from the kernel's schedstat, its fill /
- * device-wait / hook split, the other thread groups' CPU over the same window).
+ * <p>Options ({@code -D}):
+ * <ul>
+ *   <li>{@code ttft.nice=N}: both P engines get {@code transfer_thread_nice: N} (P's transfer-pool
+ *       threads, and the TCP lanes they start, at nice N);</li>
+ *   <li>{@code ttft.dNice=N} (0..19, default 0): D is started on a thread at nice N, so every thread
+ *       D starts inherits it (its step loop, its connector worker's threads, its engine's and the
+ *       TCP target sessions that receive P's writes). The closest this 2-core machine comes to D on
+ *       a host of its own: D's threads take only the cores P's threads leave. Not the same: they
+ *       still share the cores, and on a loaded machine a niced thread also yields to every other
+ *       process. The row's next lines list every thread at a nice value other than 0;</li>
+ *   <li>{@code ttft.warmup=N} (default 5): exchanges that warm each P up first;</li>
+ *   <li>{@code ttft.jitSettle} (default true): then rounds of all the code the cell measures (with
+ *       the whole-request P: prefill alone, transfer alone, exchange, again once the per-layer cost
+ *       is set; with the layer-wise P: prefill alone and the instrumented exchange) in pairs, until
+ *       the JIT compiler threads were on a CPU for at most 1 % of a pair's wall time, at most
+ *       {@code ttft.jitSettleMax} pairs (40) or {@code ttft.jitSettleSeconds} (30) per phase: a
+ *       server past its first requests has compiled that code. {@code false}: the fixed warm-up only;</li>
+ *   <li>{@code ttft.verbose=true}: every exchange is printed.</li>
+ * </ul>
+ * After each row: the JIT compilers' CPU while the cell was measured (the {@code jit ms} column)
+ * and inside each kind of window, and the settling rounds each phase took; the threads at a nice
+ * value other than 0; the medians of where P's prefill time went, alone and inside the layer-wise
+ * exchanges ({@link Evidence}: the step thread's on-CPU time, run-queue wait and parked time from
+ * the kernel's schedstat, its fill / device-wait / hook split, the other thread groups' CPU over
+ * the same window), every thread group over the windows, and the floors this machine puts on the
+ * cell.
  */
 public final class TtftBench {
 
