@@ -81,6 +81,53 @@ final class ThreadTimes {
         return out;
     }
 
+    /**
+     * CPU nanoseconds the JIT's compiler threads ({@code C1 CompilerThre*}, {@code C2 CompilerThre*})
+     * have used so far (threads gone by now are left out), 0 where there is no {@code /proc}.
+     */
+    static long jitCpuNanos() {
+        ThreadTimes now = snapshot();
+        long sum = 0;
+        for (Counters c : now.byTid.values()) {
+            if (c.name().startsWith("C1 ") || c.name().startsWith("C2 ")) {
+                sum += c.cpuNanos();
+            }
+        }
+        return sum;
+    }
+
+    /**
+     * This JVM's threads whose nice value is not 0, by nice value then kernel name, with how many
+     * threads share the name (from field 19 of {@code /proc/self/task/<tid>/stat}); empty where
+     * there is no {@code /proc}.
+     */
+    static Map<Integer, Map<String, Integer>> nonZeroNice() {
+        Map<Integer, Map<String, Integer>> out = new TreeMap<>();
+        Path tasks = Path.of("/proc/self/task");
+        if (!Files.isDirectory(tasks)) {
+            return out;
+        }
+        try (Stream<Path> s = Files.list(tasks)) {
+            for (Path t : (Iterable<Path>) s::iterator) {
+                try {
+                    String stat = Files.readString(t.resolve("stat"));
+                    int close = stat.lastIndexOf(')');
+                    String comm = stat.substring(stat.indexOf('(') + 1, close);
+                    // after "(comm) ": state is field 3, nice field 19
+                    int nice = Integer.parseInt(stat.substring(close + 2).split(" ")[16]);
+                    if (nice != 0) {
+                        out.computeIfAbsent(nice, n -> new TreeMap<>()).merge(comm, 1, Integer::sum);
+                    }
+                } catch (IOException | RuntimeException e) {
+                    // the thread ended while being read
+                }
+            }
+        } catch (IOException e) {
+            return out;
+        }
+        return out;
+    }
+
     /** The sum of {@code groups} whose name starts with {@code prefix}. */
     static Counters sum(Map<String, Counters> groups, String prefix) {
         Counters z = new Counters(prefix, 0, 0, 0, 0);

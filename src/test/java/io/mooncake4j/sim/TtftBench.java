@@ -4,6 +4,7 @@ import io.mooncake4j.connector.KvRole;
 import io.mooncake4j.connector.MooncakeConnectorConfig;
 import io.mooncake4j.connector.bootstrap.BootstrapAddresses;
 import io.mooncake4j.connector.bootstrap.MooncakeBootstrapServer;
+import io.mooncake4j.internal.sys.ThreadTuning;
 import io.mooncake4j.memory.ModelPreset;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -34,16 +35,36 @@ import java.util.concurrent.TimeUnit;
  *
  * <pre>
  * mvn -B -o -q test-compile dependency:build-classpath -Dmdep.outputFile=target/test.classpath -Dmdep.includeScope=test
- * java --enable-native-access=ALL-UNNAMED -Xmx2g -cp target/test-classes:target/classes:$(cat target/test.classpath) \
+ * java --enable-native-access=ALL-UNNAMED -Xmx6g -cp target/test-classes:target/classes:$(cat target/test.classpath) \
  *     io.mooncake4j.sim.TtftBench [reps] [mock,tcp] [1024,8192,32768] [balanced|gpu]
  * </pre>
  *
- * <p>{@code -Dttft.nice=N} gives both P engines {@code transfer_thread_nice: N}; {@code
- * -Dttft.warmup=N} (default 5) exchanges warm each P up before its measured ones;
- * {@code -Dttft.verbose=true} prints every exchange. After each row, the medians of where P's
- * prefill time went, alone and inside the layer-wise exchanges ({@link Evidence}: the step
- * thread's on-CPU time, run-queue wait and parked time from the kernel's schedstat, its fill /
- * device-wait / hook split, the other thread groups' CPU over the same window).
+ * <p>Options ({@code -D}):
+ * <ul>
+ *   <li>{@code ttft.nice=N}: both P engines get {@code transfer_thread_nice: N} (P's transfer-pool
+ *       threads, and the TCP lanes they start, at nice N);</li>
+ *   <li>{@code ttft.dNice=N} (0..19, default 0): D is started on a thread at nice N, so every thread
+ *       D starts inherits it (its step loop, its connector worker's threads, its engine's and the
+ *       TCP target sessions that receive P's writes). The closest this 2-core machine comes to D on
+ *       a host of its own: D's threads take only the cores P's threads leave. Not the same: they
+ *       still share the cores, and on a loaded machine a niced thread also yields to every other
+ *       process. The row's next lines list every thread at a nice value other than 0;</li>
+ *   <li>{@code ttft.warmup=N} (default 5): exchanges that warm each P up first;</li>
+ *   <li>{@code ttft.jitSettle} (default true): then rounds of all the code the cell measures (with
+ *       the whole-request P: prefill alone, transfer alone, exchange, again once the per-layer cost
+ *       is set; with the layer-wise P: prefill alone and the instrumented exchange) in pairs, until
+ *       the JIT compiler threads were on a CPU for at most 1 % of a pair's wall time, at most
+ *       {@code ttft.jitSettleMax} pairs (40) or {@code ttft.jitSettleSeconds} (30) per phase: a
+ *       server past its first requests has compiled that code. {@code false}: the fixed warm-up only;</li>
+ *   <li>{@code ttft.verbose=true}: every exchange is printed.</li>
+ * </ul>
+ * After each row: the JIT compilers' CPU while the cell was measured (the {@code jit ms} column)
+ * and inside each kind of window, and the settling rounds each phase took; the threads at a nice
+ * value other than 0; the medians of where P's prefill time went, alone and inside the layer-wise
+ * exchanges ({@link Evidence}: the step thread's on-CPU time, run-queue wait and parked time from
+ * the kernel's schedstat, its fill / device-wait / hook split, the other thread groups' CPU over
+ * the same window), every thread group over the windows, and the floors this machine puts on the
+ * cell.
  */
 public final class TtftBench {
 
@@ -69,10 +90,16 @@ public final class TtftBench {
         }
         System.out.println("per-layer cost: " + (gpuLike ? "gpu (parked compute alone = transfer time; the CPU KV "
                 + "fill comes on top)" : "balanced (fill + parked compute = transfer time)")
-                + "; P's transfer_thread_nice " + Integer.getInteger("ttft.nice", 0) + " (-Dttft.nice)");
-        System.out.printf(Locale.ROOT, "%-5s %7s %9s %9s %11s %9s %9s %9s %10s %9s %9s %11s %10s%n", "engine",
+                + "; P's transfer_thread_nice " + Integer.getInteger("ttft.nice", 0) + " (-Dttft.nice); D's threads at nice "
+                + D_NICE + " (-Dttft.dNice); warm-up " + WARMUP + " exchanges per P" + (JIT_SETTLE
+                        ? ", then rounds of the cell's code until the JIT compiler threads were on a CPU for <= "
+                        + SETTLE_PERCENT + " % of two rounds, at most " + SETTLE_MAX + " pairs or " + SETTLE_SECONDS
+                        + " s (-Dttft.jitSettle=false: not)"
+                        : ", no JIT settling (-Dttft.jitSettle=false)"));
+        startCarriers();
+        System.out.printf(Locale.ROOT, "%-5s %7s %9s %9s %11s %9s %9s %9s %10s %9s %9s %11s %10s %8s%n", "engine",
                 "tokens", "fill ms", "xfer ms", "us/layer/1k", "pref ms", "whole ms", "lw ms", "max(p,x)", "whole/max",
-                "lw/max", "lw pref ms", "lw tail ms");
+                "lw/max", "lw pref ms", "lw tail ms", "jit ms");
         for (String kind : kinds) {
             for (int tokens : sizes) {
                 run(kind, tokens, reps);
@@ -117,9 +144,11 @@ public final class TtftBench {
         List<Window> xferWin = new ArrayList<>();
         List<Window> lwWin = new ArrayList<>();
         String load0 = loadAverage();
+        JitAccount jit = new JitAccount();
+        String nice = "";
         // both bootstrap servers live through the run: D caches what a bootstrap address resolved to, and a
         // second server on a reused port would hand it the first P's stale side channel
-        try (SimEngine d = SimEngine.start(dCfg, MODEL, blocks, limits, workers(kind));
+        try (SimEngine d = startD(dCfg, blocks, limits, kind);
              MooncakeBootstrapServer bsWhole = new MooncakeBootstrapServer("127.0.0.1", 0);
              MooncakeBootstrapServer bsLw = new MooncakeBootstrapServer("127.0.0.1", 0)) {
             d.onKvLoaded(TtftBench::snapshotOnKvLoaded);
@@ -136,6 +165,13 @@ public final class TtftBench {
                     for (int i = 0; i < WARMUP; i++) {
                         warmUp(proxy, tokens); // connections, JIT
                     }
+                    // every piece of code measured below, until the compilers are (nearly) idle
+                    jit.settle(() -> {
+                        prefillAlone(p, tokens);
+                        transferAlone(p, d, engineId, url, tokens);
+                        exchange(proxy, tokens);
+                    });
+                    jit.measureStart();
                     List<Double> f = new ArrayList<>();
                     List<Double> x = new ArrayList<>();
                     for (int r = 0; r < reps; r++) {
@@ -149,12 +185,19 @@ public final class TtftBench {
                     double compute = gpuLike ? xfer : Math.max(0, xfer - fill);
                     perLayer1k = (long) (compute * 1e6 / MODEL.numLayers() / (tokens / 1024.0));
                     p.layerCompute(Duration.ofNanos(perLayer1k));
+                    jit.measureStop();
+                    jit.settle(() -> { // the same with the per-layer cost (another branch of the forward pass)
+                        prefillAlone(p, tokens);
+                        exchange(proxy, tokens);
+                    });
+                    jit.measureStart();
                     List<Double> pr = new ArrayList<>();
                     List<Double> w = new ArrayList<>();
                     for (int r = 0; r < reps; r++) {
                         pr.add(prefillAlone(p, tokens));
                         w.add(exchange(proxy, tokens));
                     }
+                    jit.measureStop();
                     prefill = median(pr);
                     whole = median(w);
                 }
@@ -177,6 +220,11 @@ public final class TtftBench {
                             System.out.println("  (first exchange with a new layer-wise P got no answer; new P)");
                             continue;
                         }
+                        jit.settle(() -> {
+                            prefillAloneOf(p, tokens);
+                            exchangeWithEvidence(proxy, p, d, tokens, new ArrayList<>(), new ArrayList<>());
+                        });
+                        jit.measureStart();
                         List<Double> l = new ArrayList<>();
                         List<Double> lp = new ArrayList<>();
                         List<Double> lt = new ArrayList<>();
@@ -191,6 +239,8 @@ public final class TtftBench {
                             lp.add(ms(e.prefill().kvReadyNanos() - e.prefill().arrivalNanos()));
                             lt.add(ms(e.decode().kvReadyNanos() - e.prefill().kvReadyNanos()));
                         }
+                        jit.measureStop();
+                        nice = niceLine(); // while D lives
                         lw = median(l);
                         lwPrefill = median(lp);
                         lwTail = median(lt);
@@ -200,9 +250,11 @@ public final class TtftBench {
             }
         }
         double max = Math.max(prefill, xfer);
-        System.out.printf(Locale.ROOT, "%-6s %7d %9.1f %9.1f %11d %9.1f %9.1f %9.1f %10.1f %9.2f %9.2f %11.1f %10.1f%n",
+        System.out.printf(Locale.ROOT, "%-6s %7d %9.1f %9.1f %11d %9.1f %9.1f %9.1f %10.1f %9.2f %9.2f %11.1f %10.1f %8.1f%n",
                 kind, tokens, fill, xfer, perLayer1k / 1000, prefill, whole, lw, max, whole / max, lw / max, lwPrefill,
-                lwTail);
+                lwTail, jit.measuredMs());
+        System.out.println("  " + jit.describe(xferWin, aloneEv, lwWin));
+        System.out.println("  " + nice);
         if (!aloneEv.isEmpty() && !lwEv.isEmpty()) {
             System.out.println("  P's prefill, medians, ms (step thread: on-CPU, runnable waiting for a core, parked; its "
                     + "forward passes: KV fill, parked for the device, saveKvLayer+waitForSave; other threads' on-CPU "
@@ -230,6 +282,153 @@ public final class TtftBench {
     private static final int SNAPSHOT_WARMUP = Integer.getInteger("ttft.snapshotWarmup", 400);
     /** Exchanges before each P's measured ones (connections, and the JIT out of the measured windows). */
     private static final int WARMUP = Integer.getInteger("ttft.warmup", 5);
+    /** Whether each P warms up further until the JIT settled ({@code -Dttft.jitSettle}, default true). */
+    private static final boolean JIT_SETTLE = Boolean.parseBoolean(System.getProperty("ttft.jitSettle", "true"));
+    /** The most pairs of settling rounds per P and phase ({@code -Dttft.jitSettleMax}). */
+    private static final int SETTLE_MAX = Integer.getInteger("ttft.jitSettleMax", 40);
+    /** The most seconds of settling rounds per P and phase ({@code -Dttft.jitSettleSeconds}). */
+    private static final int SETTLE_SECONDS = Integer.getInteger("ttft.jitSettleSeconds", 30);
+    /** Settled: the compiler threads were on a CPU for at most this share of two rounds' wall time. */
+    private static final double SETTLE_PERCENT = 1.0;
+    /** The nice value of every thread D starts ({@code -Dttft.dNice}, 0..19, default 0). */
+    private static final int D_NICE = Integer.getInteger("ttft.dNice", 0);
+
+    /** One round of a cell's code, run to warm it up. */
+    @FunctionalInterface
+    private interface Round {
+        void run() throws Exception;
+    }
+
+    /**
+     * The JIT compilers' CPU over one cell: how many settling rounds each P needed and the share of
+     * the last pair's wall time the compiler threads were on a CPU, and their CPU over the measured
+     * runs (between {@link #measureStart} and {@link #measureStop}, all phases of the cell).
+     */
+    private static final class JitAccount {
+        private final List<String> settles = new ArrayList<>();
+        private long measuredNanos;
+        private long measuredWallNanos;
+        private long c0;
+        private long t0;
+
+        /**
+         * Runs pairs of {@code round} until the compiler threads were on a CPU for at most {@link
+         * #SETTLE_PERCENT} of a pair's wall time, at most {@link #SETTLE_MAX} pairs or {@link
+         * #SETTLE_SECONDS} (on 2 shared cores the
+         * compile queue lags a fixed warm-up: a method that reached its threshold in the last warm-up
+         * rounds is compiled inside the first measured ones).
+         */
+        void settle(Round round) throws Exception {
+            if (!JIT_SETTLE) {
+                return;
+            }
+            int pairs = 0;
+            double percent = Double.NaN;
+            long end = System.nanoTime() + SETTLE_SECONDS * 1_000_000_000L;
+            while (pairs < SETTLE_MAX && System.nanoTime() - end < 0) {
+                long c = ThreadTimes.jitCpuNanos();
+                long t = System.nanoTime();
+                round.run();
+                round.run();
+                pairs++;
+                percent = 100.0 * (ThreadTimes.jitCpuNanos() - c) / (System.nanoTime() - t);
+                if (percent <= SETTLE_PERCENT) {
+                    break;
+                }
+            }
+            settles.add(String.format(Locale.ROOT, "%d%s (%.1f %%)", 2 * pairs, percent > SETTLE_PERCENT ? ", cap" : "",
+                    percent));
+        }
+
+        void measureStart() {
+            c0 = ThreadTimes.jitCpuNanos();
+            t0 = System.nanoTime();
+        }
+
+        void measureStop() {
+            measuredNanos += ThreadTimes.jitCpuNanos() - c0;
+            measuredWallNanos += System.nanoTime() - t0;
+        }
+
+        double measuredMs() {
+            return ms(measuredNanos);
+        }
+
+        String describe(List<Window> xfer, List<Evidence> alone, List<Window> lw) {
+            return String.format(Locale.ROOT, "JIT compiler threads on a CPU while measured: %.1f ms in %.1f s (%.2f %%); "
+                    + "median ms inside the windows: xfer alone %.1f, prefill alone %.1f, lw exchange %.1f (max %.1f); "
+                    + "settling rounds (JIT share of the last two): %s", ms(measuredNanos), measuredWallNanos / 1e9,
+                    measuredWallNanos == 0 ? 0 : 100.0 * measuredNanos / measuredWallNanos,
+                    median(xfer.stream().map(Window::jitMs).toList()), median(alone.stream().map(Evidence::jitCpuMs).toList()),
+                    median(lw.stream().map(Window::jitMs).toList()),
+                    lw.stream().mapToDouble(Window::jitMs).max().orElse(Double.NaN),
+                    settles.isEmpty() ? "none (-Dttft.jitSettle=false)" : String.join(", ", settles));
+        }
+    }
+
+    /**
+     * D's engine; with {@link #D_NICE} started on a thread of its own at that nice value, so that
+     * every thread D starts inherits it (Linux: a per-thread attribute a new thread takes from the
+     * one that starts it): D's step loop, its connector worker's side-channel, receiver and bootstrap
+     * threads, its transfer engine's threads and the TCP target sessions its acceptor starts later
+     * for P's lanes. The closest this 2-core machine comes to D on its own host: D's threads take
+     * only the cores P's threads leave. Not the same as separate hosts: D's threads still wait for a
+     * core behind P's, and P's wait for none of D's only while P has a runnable thread per core.
+     */
+    private static SimEngine startD(MooncakeConnectorConfig dCfg, int blocks, SimEngine.Limits limits, String kind)
+            throws Exception {
+        if (D_NICE == 0) {
+            return SimEngine.start(dCfg, MODEL, blocks, limits, workers(kind));
+        }
+        CompletableFuture<SimEngine> d = new CompletableFuture<>();
+        Thread t = Thread.ofPlatform().name("mooncake-bench-dstart-0").start(() -> {
+            try {
+                check(ThreadTuning.setNice(D_NICE), "setpriority refused nice " + D_NICE + " for D's threads");
+                d.complete(SimEngine.start(dCfg, MODEL, blocks, limits, workers(kind)));
+            } catch (Throwable e) {
+                d.completeExceptionally(e);
+            }
+        });
+        t.join();
+        return d.get();
+    }
+
+    /**
+     * Starts the virtual-thread scheduler's carriers from this (nice 0) thread before D is started:
+     * a carrier that a niced D thread's first virtual thread started would inherit D's nice value.
+     */
+    private static void startCarriers() throws InterruptedException {
+        int n = Runtime.getRuntime().availableProcessors();
+        java.util.concurrent.CountDownLatch all = new java.util.concurrent.CountDownLatch(n);
+        List<Thread> vs = new ArrayList<>();
+        for (int i = 0; i < n; i++) {
+            vs.add(Thread.ofVirtual().start(() -> {
+                all.countDown();
+                long end = System.nanoTime() + 1_000_000_000L;
+                while (all.getCount() > 0 && System.nanoTime() < end) {
+                    Thread.onSpinWait(); // holds its carrier, so that the next one needs another
+                }
+            }));
+        }
+        for (Thread v : vs) {
+            v.join();
+        }
+    }
+
+    /** The threads whose nice value is not 0 now, by value and kernel name (what -Dttft.nice / -Dttft.dNice reached). */
+    private static String niceLine() {
+        Map<Integer, Map<String, Integer>> n = ThreadTimes.nonZeroNice();
+        if (n.isEmpty()) {
+            return "threads at a nice value other than 0: none";
+        }
+        StringBuilder b = new StringBuilder("threads at a nice value other than 0, kernel name x count:");
+        n.forEach((nice, names) -> {
+            b.append(" nice ").append(nice).append(':');
+            names.forEach((name, count) -> b.append(' ').append(name).append(" x").append(count));
+            b.append(';');
+        });
+        return b.toString();
+    }
 
     /** Thread counters taken on D's step thread when a named request's KV load ends (before D verifies it). */
     private static final Map<String, CompletableFuture<ThreadTimes>> D_LOADED =
@@ -360,7 +559,7 @@ public final class TtftBench {
      */
     record Evidence(double wallMs, double fwdMs, double fillMs, double devMs, double hookMs, double stepCpuMs,
             double stepRunqMs, double stepPreempted, double xferCpuMs, double senderCpuMs, double tcpCpuMs, double tcpDCpuMs,
-            double dCpuMs, double gcJitCpuMs, double jvmCpuMs, double jvmRunqMs) {
+            double dCpuMs, double gcJitCpuMs, double jitCpuMs, double jvmCpuMs, double jvmRunqMs) {
 
         static Evidence of(long wallNanos, long[] f0, long[] f1, Map<String, ThreadTimes.Counters> t) {
             ThreadTimes.Counters step = ThreadTimes.sum(t, "mooncake-p-engi");
@@ -379,7 +578,9 @@ public final class TtftBench {
                     ms(ThreadTimes.sum(t, "mooncake-p-send").cpuNanos()),
                     ms(ThreadTimes.sum(t, "mooncake-initia").cpuNanos()),
                     ms(ThreadTimes.sum(t, "mooncake-target").cpuNanos()),
-                    ms(ThreadTimes.sum(t, "mooncake-d-").cpuNanos()), gcJit, ms(all.cpuNanos()), ms(all.waitNanos()));
+                    ms(ThreadTimes.sum(t, "mooncake-d-").cpuNanos()), gcJit,
+                    ms(ThreadTimes.sum(t, "C1 ").cpuNanos() + ThreadTimes.sum(t, "C2 ").cpuNanos()), ms(all.cpuNanos()),
+                    ms(all.waitNanos()));
         }
 
         static Evidence medians(List<Evidence> xs) {
@@ -389,7 +590,8 @@ public final class TtftBench {
                     m.apply(Evidence::devMs), m.apply(Evidence::hookMs), m.apply(Evidence::stepCpuMs),
                     m.apply(Evidence::stepRunqMs), m.apply(Evidence::stepPreempted), m.apply(Evidence::xferCpuMs),
                     m.apply(Evidence::senderCpuMs), m.apply(Evidence::tcpCpuMs), m.apply(Evidence::tcpDCpuMs), m.apply(Evidence::dCpuMs),
-                    m.apply(Evidence::gcJitCpuMs), m.apply(Evidence::jvmCpuMs), m.apply(Evidence::jvmRunqMs));
+                    m.apply(Evidence::gcJitCpuMs), m.apply(Evidence::jitCpuMs), m.apply(Evidence::jvmCpuMs),
+                    m.apply(Evidence::jvmRunqMs));
         }
 
         String describe() {
