@@ -57,7 +57,8 @@ import org.slf4j.LoggerFactory;
  * <p><b>Bounds.</b> A frame or message above {@link SideChannelLimits#maxMetadataBytes()} (checked on
  * the frame header, before anything is allocated), any ZMTP violation, a handshake not done within
  * {@link #HANDSHAKE_MS} (a peer that connects and sends nothing does not keep its slot), and
- * connections beyond {@link #MAX_CONNECTIONS} are closed and counted ({@link ListenerStats#peersDropped()}).
+ * connections beyond {@link #MAX_CONNECTIONS} (unless the peer idle the longest gives its slot up,
+ * {@link #IDLE_EVICT_MS}) are closed and counted ({@link ListenerStats#peersDropped()}).
  * Messages handed to the sender loop and not yet handled are bounded in bytes ({@code backlogBudget}):
  * above it the listener stops reading (no OP_READ: TCP pushes back on the peers) until the handler
  * task that brings the backlog under the budget wakes it. Each connection's out-queue is bounded
@@ -70,8 +71,15 @@ final class ZmtpSenderListener implements SideChannelListener {
 
     /** A peer that has not completed its ZMTP handshake after this long is disconnected. */
     static final long HANDSHAKE_MS = 10_000;
-    /** Connections served at once (handshaking ones included); more are closed when accepted. */
+    /** Connections served at once (handshaking ones included); see {@link #IDLE_EVICT_MS} for one more. */
     static final int MAX_CONNECTIONS = 1024;
+    /**
+     * At the connection cap a new connection takes the slot of the peer idle the longest, if one has been
+     * idle this long and is owed nothing (its last request, if any, was answered); else it is closed. So
+     * peers that connect, handshake and go quiet cannot keep new D workers out, while a pull waiting for
+     * its answer keeps its connection.
+     */
+    static final long IDLE_EVICT_MS = 10_000;
     private static final int ACCEPT_BATCH = 64;
     private static final int READ_BUFFER = 64 * 1024;
     private static final long JOIN_MS = 5_000;
@@ -105,6 +113,8 @@ final class ZmtpSenderListener implements SideChannelListener {
         SelectionKey key;
         byte[] identity; // set once its READY was accepted
         boolean closed;
+        long lastActive; // a read or a reply sent, System.nanoTime()
+        boolean owed; // a message completed after the last reply sent to it
 
         Peer(ZmtpConnection conn, long handshakeDeadline) {
             this.conn = conn;
@@ -123,6 +133,7 @@ final class ZmtpSenderListener implements SideChannelListener {
     private final AtomicBoolean backlogPaused = new AtomicBoolean();
     private final long pollMs;
     private final long handshakeNanos;
+    private final long idleEvictNanos;
     private final int maxConnections;
     private volatile Error injectedFault;
     private final Pipe wakePipe;
@@ -166,6 +177,17 @@ final class ZmtpSenderListener implements SideChannelListener {
     ZmtpSenderListener(String hostname, Supplier<SideChannelHandler> handler, SideChannelLimits limits,
             HealthMonitor health, Supplier<? extends SenderListener.Quiesce> quiesce, long pollMs, long handshakeMs,
             int maxConnections) throws IOException {
+        this(hostname, handler, limits, health, quiesce, pollMs, handshakeMs, maxConnections, IDLE_EVICT_MS);
+    }
+
+    /** As above, with how long a peer must be idle to give its slot up at the cap (tests). */
+    ZmtpSenderListener(String hostname, Supplier<SideChannelHandler> handler, SideChannelLimits limits,
+            HealthMonitor health, Supplier<? extends SenderListener.Quiesce> quiesce, long pollMs, long handshakeMs,
+            int maxConnections, long idleEvictMs) throws IOException {
+        if (idleEvictMs < 0) {
+            throw new IllegalArgumentException("idleEvictMs must not be negative: " + idleEvictMs);
+        }
+        this.idleEvictNanos = TimeUnit.MILLISECONDS.toNanos(idleEvictMs);
         if (pollMs <= 0 || handshakeMs <= 0 || maxConnections <= 0) {
             throw new IllegalArgumentException(String.format(Locale.ROOT,
                     "pollMs, handshakeMs and maxConnections must be positive: %d, %d, %d", pollMs, handshakeMs,
@@ -380,7 +402,7 @@ final class ZmtpSenderListener implements SideChannelListener {
             if (ch == null) {
                 return;
             }
-            if (peers.size() >= maxConnections) {
+            if (peers.size() >= maxConnections && !evictIdle()) {
                 peersDropped.increment();
                 LOG.warn("side-channel connection from {} refused: {} connections are open (the cap)",
                         remote(ch), peers.size());
@@ -405,6 +427,7 @@ final class ZmtpSenderListener implements SideChannelListener {
                     return message((Peer) c.attachment(), frames);
                 }
             }), System.nanoTime() + handshakeNanos);
+            p.lastActive = System.nanoTime();
             p.conn.attach(p);
             peers.add(p);
             connectionCount = peers.size();
@@ -416,6 +439,28 @@ final class ZmtpSenderListener implements SideChannelListener {
                 drop(p, "the connection failed at once: " + e, false);
             }
         }
+    }
+
+    /**
+     * At the cap: drops the handshaken peer idle the longest if it has been idle for at least
+     * {@link #IDLE_EVICT_MS} and is owed no answer; true when a slot was freed.
+     */
+    private boolean evictIdle() {
+        long now = System.nanoTime();
+        Peer victim = null;
+        for (Peer q : peers) {
+            if (!q.closed && q.identity != null && !q.owed && now - q.lastActive >= idleEvictNanos
+                    && (victim == null || q.lastActive - victim.lastActive < 0)) {
+                victim = q;
+            }
+        }
+        if (victim == null) {
+            return false;
+        }
+        drop(victim, String.format(Locale.ROOT, "idle for %d ms and owed nothing while %d connections (the cap) "
+                + "were open: its slot goes to a new connection", TimeUnit.NANOSECONDS.toMillis(now - victim.lastActive),
+                peers.size()), false);
+        return true;
     }
 
     private void peerReady(Peer p, byte[] identity) throws ZmtpException {
@@ -453,6 +498,9 @@ final class ZmtpSenderListener implements SideChannelListener {
                 if (n < 0) {
                     drop(p, null, false);
                     return;
+                }
+                if (n > 0) {
+                    p.lastActive = System.nanoTime();
                 }
             }
             if (!p.closed) {
@@ -528,6 +576,7 @@ final class ZmtpSenderListener implements SideChannelListener {
     /** Hands a message to the sender loop; false when the backlog made the listener stop reading. */
     private boolean message(Peer p, List<byte[]> frames) {
         received.increment();
+        p.owed = true;
         WaveTrace.mark(WaveTrace.Point.P_RECEIVED);
         if (frames.size() != 1) {
             malformed.increment();
@@ -634,6 +683,8 @@ final class ZmtpSenderListener implements SideChannelListener {
                 continue;
             }
             repliesSent.increment();
+            p.owed = false;
+            p.lastActive = System.nanoTime();
             try {
                 p.conn.flush();
                 updateInterest(p);

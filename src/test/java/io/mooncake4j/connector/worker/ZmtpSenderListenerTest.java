@@ -303,6 +303,54 @@ class ZmtpSenderListenerTest {
     }
 
     @Test
+    void atTheCapTheLongestIdlePeerOwedNothingGivesItsSlotUpAndAPeerAwaitingAnAnswerKeepsIt() throws Exception {
+        AtomicReference<ReplySink> held = new AtomicReference<>();
+        SideChannelHandler h = (identity, frames, reply) -> {
+            String m = new String(frames.getFirst(), StandardCharsets.US_ASCII);
+            if (m.equals("hold")) {
+                held.set(reply); // answered later: this peer is owed an answer meanwhile
+            } else {
+                reply.send(("echo:" + m).getBytes(StandardCharsets.US_ASCII));
+            }
+        };
+        // idle for 0 ms is enough here: which peer goes is what is tested, not how long it waited
+        ZmtpSenderListener l = new ZmtpSenderListener("127.0.0.1", () -> h, SideChannelLimits.DEFAULTS, health,
+                () -> null, 100, 10_000, 3, 0);
+        toClose.add(l);
+        l.ready().get(10, TimeUnit.SECONDS);
+        ZmtpPeer quiet = raw(port(l)); // handshakes, then says nothing: the longest idle
+        quiet.handshake("DEALER");
+        await(() -> l.handshakes() == 1, "first handshake");
+        ZmtpPeer waiting = raw(port(l)); // its request is not answered yet
+        waiting.handshake("DEALER");
+        waiting.write(ZmtpPeer.frame(0, "hold".getBytes(StandardCharsets.US_ASCII)));
+        await(() -> held.get() != null, "the held request reached the handler");
+        ZmtpPeer answered = raw(port(l)); // asked and was answered: owed nothing, but active later than quiet
+        answered.handshake("DEALER");
+        answered.write(ZmtpPeer.frame(0, "a".getBytes(StandardCharsets.US_ASCII)));
+        assertEquals("echo:a", new String(body(answered.readFrame()), StandardCharsets.US_ASCII));
+        assertEquals(3, l.connections());
+
+        ZmtpPeer fourth = raw(port(l));
+        fourth.handshake("DEALER");
+        assertTrue(quiet.closedByPeer(), "the longest idle peer gave its slot up");
+        fourth.write(ZmtpPeer.frame(0, "4".getBytes(StandardCharsets.US_ASCII)));
+        assertEquals("echo:4", new String(body(fourth.readFrame()), StandardCharsets.US_ASCII));
+
+        ZmtpPeer fifth = raw(port(l));
+        fifth.handshake("DEALER");
+        assertTrue(answered.closedByPeer(), "next, the older of the peers owed nothing");
+        fifth.write(ZmtpPeer.frame(0, "5".getBytes(StandardCharsets.US_ASCII)));
+        assertEquals("echo:5", new String(body(fifth.readFrame()), StandardCharsets.US_ASCII));
+
+        // the peer awaiting its answer kept its connection through both evictions
+        held.get().send("late".getBytes(StandardCharsets.US_ASCII));
+        assertEquals("late", new String(body(waiting.readFrame()), StandardCharsets.US_ASCII));
+        assertEquals(3, l.connections());
+        assertEquals(2, l.stats().peersDropped());
+    }
+
+    @Test
     void framesAndMessagesAboveTheLimitsDropThePeerBeforeAllocating() throws Exception {
         ZmtpSenderListener l = listener(); // 1 KiB
         long heap = usedHeap();
