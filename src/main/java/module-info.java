@@ -12,7 +12,6 @@
  */
 module io.mooncake4j {
     requires org.slf4j;
-    requires org.zeromq.jeromq;
     requires com.fasterxml.jackson.core;
     // optional: only io.mooncake4j.metrics uses it, and nothing else loads that package
     requires static transitive micrometer.core;

@@ -39,11 +39,6 @@ import java.util.UUID;
  *                               the Linux nice value of P's transfer threads (and of the engine threads they start),
  *                               so that on a host whose cores are all busy the model runner's thread (a prefill
  *                               overlapping a layer-wise push) gets a core before them; 0 leaves them as they are
- * @param sideChannelZmq         {@code kv_connector_extra_config.side_channel_zmq} (mooncake4j, default
- *                               {@value #DEFAULT_SIDE_CHANNEL_ZMQ}): which ZMTP runs the side channel (P's ROUTER, D's
- *                               DEALERs): {@code "builtin"}, mooncake4j's own ZMTP 3.1 served by the connector's loop
- *                               threads, or {@code "jeromq"}, JeroMQ 0.6.0 (two I/O-thread hand-offs per message); the
- *                               wire is ZMTP 3 either way, so either side talks to the other and to libzmq
  */
 public record MooncakeConnectorConfig(
         KvRole kvRole,
@@ -63,19 +58,18 @@ public record MooncakeConnectorConfig(
         int registrationRetries,
         Duration listenerReadyTimeout,
         boolean layerwisePush,
-        int transferThreadNice,
-        String sideChannelZmq) {
+        int transferThreadNice) {
 
     public static final String ENV_BOOTSTRAP_PORT = "VLLM_MOONCAKE_BOOTSTRAP_PORT";
     public static final String ENV_ABORT_REQUEST_TIMEOUT = "VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT";
     public static final int DEFAULT_BOOTSTRAP_PORT = 8998;
     public static final Duration DEFAULT_ABORT_REQUEST_TIMEOUT = Duration.ofSeconds(480);
-    /** {@code side_channel_zmq}: mooncake4j's own ZMTP. */
+    /**
+     * The one value {@code kv_connector_extra_config.side_channel_zmq} accepts (mooncake4j's own ZMTP, which
+     * runs the side channel); the key is optional. {@code "jeromq"}, which picked JeroMQ before that was
+     * removed, and any other value fail parsing.
+     */
     public static final String SIDE_CHANNEL_BUILTIN = "builtin";
-    /** {@code side_channel_zmq}: JeroMQ. */
-    public static final String SIDE_CHANNEL_JEROMQ = "jeromq";
-    /** The default of {@code side_channel_zmq}. */
-    public static final String DEFAULT_SIDE_CHANNEL_ZMQ = SIDE_CHANNEL_BUILTIN;
 
     /**
      * Checks the values.
@@ -129,11 +123,6 @@ public record MooncakeConnectorConfig(
             throw new MooncakeConfigException("kv_connector_extra_config.transfer_thread_nice",
                     "kv_connector_extra_config.transfer_thread_nice must be an integer in 0..19, got "
                             + transferThreadNice);
-        }
-        if (!SIDE_CHANNEL_BUILTIN.equals(sideChannelZmq) && !SIDE_CHANNEL_JEROMQ.equals(sideChannelZmq)) {
-            throw new MooncakeConfigException("kv_connector_extra_config.side_channel_zmq",
-                    "kv_connector_extra_config.side_channel_zmq must be \"builtin\" or \"jeromq\", got "
-                            + (sideChannelZmq == null ? "null" : Json.write(sideChannelZmq)));
         }
     }
 
@@ -219,7 +208,6 @@ public record MooncakeConnectorConfig(
         b.listenerReadyTimeout = listenerReadyTimeout;
         b.layerwisePush = layerwisePush;
         b.transferThreadNice = transferThreadNice;
-        b.sideChannelZmq = sideChannelZmq;
         return b;
     }
 
@@ -301,12 +289,11 @@ public record MooncakeConnectorConfig(
             }
             Object zmq = extra.get("side_channel_zmq");
             if (zmq != null) {
-                if (!(zmq instanceof String v) || !(SIDE_CHANNEL_BUILTIN.equals(v) || SIDE_CHANNEL_JEROMQ.equals(v))) {
+                if (!SIDE_CHANNEL_BUILTIN.equals(zmq)) {
                     throw new MooncakeConfigException("kv_connector_extra_config.side_channel_zmq",
-                            "kv_connector_extra_config.side_channel_zmq must be \"builtin\" or \"jeromq\", got "
-                                    + Json.write(zmq));
+                            "kv_connector_extra_config.side_channel_zmq must be \"builtin\" (the only side channel; "
+                                    + "JeroMQ's was removed), got " + Json.write(zmq));
                 }
-                b.sideChannelZmq(v);
             }
         }
         return b.environment(env);
@@ -346,7 +333,6 @@ public record MooncakeConnectorConfig(
         private Duration listenerReadyTimeout = Duration.ofSeconds(30);
         private boolean layerwisePush;
         private int transferThreadNice;
-        private String sideChannelZmq = DEFAULT_SIDE_CHANNEL_ZMQ;
 
         private Builder() {}
 
@@ -531,17 +517,6 @@ public record MooncakeConnectorConfig(
         }
 
         /**
-         * {@code kv_connector_extra_config.side_channel_zmq}: which ZMTP runs the side channel.
-         *
-         * @param v {@code "builtin"} (mooncake4j's own) or {@code "jeromq"}
-         * @return this builder
-         */
-        public Builder sideChannelZmq(String v) {
-            sideChannelZmq = v;
-            return this;
-        }
-
-        /**
          * Applies {@code VLLM_MOONCAKE_BOOTSTRAP_PORT} and {@code VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT} when set.
          *
          * @param env the environment to read {@code VLLM_MOONCAKE_*} from (usually {@code System.getenv()})
@@ -587,7 +562,7 @@ public record MooncakeConnectorConfig(
             return new MooncakeConnectorConfig(kvRole, engineId, protocol, numWorkers, deviceName,
                     Optional.ofNullable(bootstrapServerAddress), bootstrapPort, abortRequestTimeout, hostname,
                     tpRank, tpSize, ppRank, ppSize, dpRank, registrationRetries, listenerReadyTimeout,
-                    layerwisePush, transferThreadNice, sideChannelZmq);
+                    layerwisePush, transferThreadNice);
         }
     }
 }

@@ -14,8 +14,8 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 
 /**
- * A hand-written ZMTP 3.0 peer over a plain TCP socket (NULL mechanism), to speak to JeroMQ
- * sockets the way an attacker or a broken peer would: exact greetings, READY commands and frame
+ * A hand-written ZMTP 3.0 peer over a plain TCP socket (NULL mechanism), to speak to ZMTP
+ * sockets (ours, JeroMQ's) the way an attacker or a broken peer would: exact greetings, READY commands and frame
  * headers, including ones that declare frames far larger than anything it then sends. Not
  * thread-safe; closes its socket.
  */
@@ -53,13 +53,11 @@ public final class ZmtpPeer implements AutoCloseable {
     /**
      * A fake server side: accepts connections on {@code server} until one completes the greeting and
      * READY exchange (we announce {@code mySocketType}; the client's READY is read), within
-     * {@code total}. A client may drop a slow handshake and reconnect (JeroMQ's handshake timer), so
+     * {@code total}. A client may drop a slow handshake and reconnect (D's handshake timeout), so
      * a connection the client closes is dropped and the next one taken. A connection that is only slow
-     * is waited for until {@code total} runs out, as P's real ROUTER would (it keeps JeroMQ's 30 s
-     * handshake interval): D's DEALER counts its handshake as done once it read our greeting, so a fake
-     * that closed it for being slow (a loaded machine; a JeroMQ I/O thread waiting for D's next nudge)
-     * made it a connection lost after the handshake, after which D no longer nudges the reconnect and
-     * the fake saw no complete handshake before {@code total} (CI: "Accept timed out").
+     * is waited for until {@code total} runs out, as P's real ROUTER would (it allows 10 s): a fake
+     * that closed it for being slow (a loaded machine) would see no complete handshake before
+     * {@code total} (CI once: "Accept timed out").
      */
     public static ZmtpPeer acceptHandshaken(java.net.ServerSocket server, String mySocketType, Duration total)
             throws IOException {

@@ -9,7 +9,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Collects the deaths of the worker's watched threads (our loops and JeroMQ's I/O threads): each is
+ * Collects the deaths of the worker's watched threads (its loops): each is
  * logged once at ERROR and counted; one that is not recovered turns the worker unhealthy
  * ({@link WorkerHealth}). Thread-safe.
  */

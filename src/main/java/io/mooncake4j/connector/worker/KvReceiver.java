@@ -35,7 +35,7 @@ import org.slf4j.LoggerFactory;
  *
  * <p>Threads: D state lives on the receiver loop {@code mooncake-d-receiver-0} (remote agents,
  * bootstrap bookkeeping), except one pull's per-request bookkeeping: a pull's answers are
- * processed where they are read, on {@code mooncake-d-io-0} ({@link PullIo}), under the
+ * processed where they are read, on {@code mooncake-d-io-0} ({@link PullChannels}), under the
  * lock of that pull's request map, so that a {@code FINISH} is visible to the embedder's
  * {@code getFinished} as soon as it is read, without a hand-off to the loop (issue 13). Bootstrap
  * {@code /query} calls (blocking HTTP) run on {@code mooncake-d-bootstrap-0} and post their
@@ -54,7 +54,7 @@ final class KvReceiver implements AutoCloseable {
     private final ScheduledThreadPoolExecutor loop;
     private final ExecutorService bootstrapPool;
     private final BootstrapClient bootstrap;
-    private final PullIo channels;
+    private final PullChannels channels;
 
     // receiver-loop state
     private final Map<String, Map<Integer, Map<Integer, String>>> remoteAgents = new HashMap<>();
@@ -80,8 +80,8 @@ final class KvReceiver implements AutoCloseable {
 
     KvReceiver(MooncakeConnectorWorkerView self, TransferTopology topology, boolean hmaRequired,
             MooncakeKvConnectorStats stats, BackgroundErrors errors, long receiveTimeoutNanos,
-            long handshakeTimeoutNanos, BootstrapClient bootstrap, SideChannelLimits limits, HealthMonitor health,
-            zmq.msg.MsgAllocator allocator, SideChannelListener.Impl sideChannel) throws java.io.IOException {
+            long handshakeTimeoutNanos, BootstrapClient bootstrap, SideChannelLimits limits, HealthMonitor health)
+            throws java.io.IOException {
         this.self = self;
         this.topology = topology;
         this.hmaRequired = hmaRequired;
@@ -100,15 +100,15 @@ final class KvReceiver implements AutoCloseable {
             t.setDaemon(true);
             return t;
         });
-        this.channels = PullIo.start(sideChannel, receiveTimeoutNanos, handshakeTimeoutNanos, errors, limits, health,
-                allocator, addr -> post("receiver loop", () -> forgetAddress(addr)));
+        this.channels = new PullChannels(receiveTimeoutNanos, handshakeTimeoutNanos, errors, limits, health,
+                addr -> post("receiver loop", () -> forgetAddress(addr)), 0);
     }
 
     ScheduledThreadPoolExecutor loop() {
         return loop;
     }
 
-    PullIo channels() {
+    PullChannels channels() {
         return channels;
     }
 

@@ -12,8 +12,7 @@ package io.mooncake4j.connector.worker;
  * @param backlogPauses     times the listener stopped reading because the messages handed to the sender loop
  *                          and not yet handled exceeded their byte budget (4 × the maximum message size)
  * @param peersDropped      connections the listener closed itself: a ZMTP violation, a frame or message above the
- *                          limits, a handshake not done in time, an identity in use, the connection cap (builtin
- *                          ROUTER only; JeroMQ drops such peers without telling)
+ *                          limits, a handshake not done in time, an identity in use, the connection cap
  */
 record ListenerStats(long messagesReceived, long malformedMessages, long handlerErrors, long repliesSent,
                             long repliesDropped, long listenerErrors, long backlogPauses, long peersDropped) {

@@ -49,7 +49,7 @@ import org.slf4j.LoggerFactory;
  * <p>Lifecycle: the constructor initialises the engine ({@code initialize(hostname, "P2PHANDSHAKE",
  * protocol, deviceName)}); {@link #registerKvCaches} registers the caches once and, unless the role
  * is {@code kv_consumer}, starts the listener and returns when it is bound; {@link #close()} stops
- * the listener threads and the ZMQ context.
+ * the listener threads and their sockets.
  *
  * <p>Ownership: the worker does not own the engine nor the KV-cache memory. {@link #close()} does
  * <b>not</b> unregister the memory, as in vLLM (spec §6.14): the caller closes the engine, which
@@ -87,7 +87,6 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     private final BackgroundErrors backgroundErrors = new BackgroundErrors(LOG);
     private final HealthMonitor healthMonitor = new HealthMonitor();
     private final SideChannelLimits sideChannelLimits;
-    private final zmq.msg.MsgAllocator zmqAllocator;
     // written by setSideChannelHandler, read on the sender-loop thread; null = the send path
     private volatile SideChannelHandler sideChannelHandler;
     // set once under lock before the loops accept work; read by the embedder's thread
@@ -109,7 +108,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     // guarded by lock
     private KvRegistration registration;
     private RegistrationPlan registeredPlan;
-    private SideChannelListener listener;
+    private SenderListener listener;
     private MooncakeBootstrapServer bootstrapServer;
     private int sideChannelPort;
     private boolean closed;
@@ -142,7 +141,6 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         this.handshakeTimeout = b.handshakeTimeout;
         this.loopCallTimeout = b.loopCallTimeout;
         this.sideChannelLimits = b.sideChannelLimits;
-        this.zmqAllocator = b.zmqAllocator;
         boolean mamba = kvCacheConfig.groups().stream().anyMatch(g -> g.spec().kind() == KvCacheSpec.Kind.MAMBA);
         this.topology = new TransferTopology(config.tpRank(), config.tpSize(), mla, mamba, totalNumKvHeads);
         this.isKvProducer = config.isProducer();
@@ -301,8 +299,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
             r = new KvReceiver(new KvReceiver.MooncakeConnectorWorkerView(config.hostname(), rpcPort, config.tpRank(),
                     config.tpSize(), config.ppRank(), config.ppSize(), reg), topology,
                     kvCacheConfig.hasNonFullAttentionGroup(), xferStats, backgroundErrors, receiveTimeout,
-                    handshakeTimeout.toNanos(), new BootstrapClient(), sideChannelLimits, healthMonitor, zmqAllocator,
-                    SideChannelListener.Impl.of(config.sideChannelZmq()));
+                    handshakeTimeout.toNanos(), new BootstrapClient(), sideChannelLimits, healthMonitor);
         } catch (IOException e) {
             throw new ConnectorException("Mooncake receiver could not be created: " + e, e);
         }
@@ -387,17 +384,16 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     }
 
     private void startListener(KvRegistration reg) {
-        SideChannelListener l;
+        SenderListener l;
         synchronized (lock) {
             if (closed) {
                 throw new IllegalStateException("worker is closed");
             }
             try {
-                l = SideChannelListener.start(SideChannelListener.Impl.of(config.sideChannelZmq()), config.hostname(),
-                        () -> {
-                            SideChannelHandler h = sideChannelHandler;
-                            return h != null ? h : sender;
-                        }, sideChannelLimits, healthMonitor, zmqAllocator, () -> sender, SenderListener.POLL_MS);
+                l = new SenderListener(config.hostname(), () -> {
+                    SideChannelHandler h = sideChannelHandler;
+                    return h != null ? h : sender;
+                }, sideChannelLimits, healthMonitor, () -> sender, SenderListener.POLL_MS);
             } catch (IOException e) {
                 throw new ConnectorException("Mooncake sender listener could not be created: " + e, e);
             }
@@ -828,7 +824,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     }
 
     /** The side-channel listener once started, else null (tests). */
-    SideChannelListener listenerOrNull() {
+    SenderListener listenerOrNull() {
         synchronized (lock) {
             return listener;
         }
@@ -904,8 +900,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
 
     /**
      * Whether every background thread of this worker is alive and serving (issue 9): the side-channel
-     * listener and sender loop on P, the receiver loop and pull I/O thread on D, and the JeroMQ I/O
-     * threads of both. A thread that died was logged once at ERROR and counted; one that was
+     * listener and sender loop on P, the receiver loop and pull I/O thread on D. A thread that died was logged once at ERROR and counted; one that was
      * recreated leaves the worker healthy, one that could not be makes it unhealthy with the reason.
      * Cheap and safe from any thread.
      *
@@ -914,7 +909,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     public WorkerHealth health() {
         WorkerHealth h = healthMonitor.snapshot();
         List<String> extra = new java.util.ArrayList<>();
-        SideChannelListener l;
+        SenderListener l;
         KvReceiver r;
         boolean isClosed;
         synchronized (lock) {
@@ -955,7 +950,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
      */
     @Override
     public void close() {
-        SideChannelListener l;
+        SenderListener l;
         KvSender s;
         KvReceiver r;
         MooncakeBootstrapServer b;
@@ -1004,7 +999,6 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         private Duration handshakeTimeout = Duration.ofSeconds(1);
         private Duration loopCallTimeout = Duration.ofSeconds(30);
         private SideChannelLimits sideChannelLimits = SideChannelLimits.DEFAULTS;
-        private zmq.msg.MsgAllocator zmqAllocator;
 
         private Builder(MooncakeConnectorConfig config, TransferEngine engine, KvCacheConfig kvCacheConfig) {
             this.config = Objects.requireNonNull(config, "config");
@@ -1114,12 +1108,6 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
          */
         public Builder sideChannelLimits(SideChannelLimits limits) {
             this.sideChannelLimits = Objects.requireNonNull(limits, "limits");
-            return this;
-        }
-
-        /** The JeroMQ message allocator of every side-channel socket (fault-injection tests); default JeroMQ's. */
-        Builder zmqAllocator(zmq.msg.MsgAllocator allocator) {
-            this.zmqAllocator = Objects.requireNonNull(allocator, "allocator");
             return this;
         }
 

@@ -1,12 +1,23 @@
 package io.mooncake4j.connector.worker;
 
+import io.mooncake4j.internal.zmtp.ZmtpConnection;
+import io.mooncake4j.internal.zmtp.ZmtpException;
+import io.mooncake4j.internal.zmtp.ZmtpLimits;
 import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.net.StandardSocketOptions;
 import java.nio.ByteBuffer;
-import java.nio.channels.CancelledKeyException;
 import java.nio.channels.ClosedChannelException;
-import java.nio.channels.ClosedSelectorException;
 import java.nio.channels.Pipe;
+import java.nio.channels.SelectionKey;
+import java.nio.channels.Selector;
+import java.nio.channels.ServerSocketChannel;
+import java.nio.channels.SocketChannel;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.Iterator;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
@@ -14,58 +25,76 @@ import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
-import java.util.concurrent.locks.LockSupport;
 import java.util.concurrent.atomic.LongAdder;
+import java.util.concurrent.locks.LockSupport;
 import java.util.function.Supplier;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
-import org.zeromq.SocketType;
-import org.zeromq.ZMQ;
-import org.zeromq.ZMQException;
-import zmq.msg.MsgAllocator;
 
 /**
- * The producer's side channel (vLLM's {@code _mooncake_sender_listener} plus the sender loop) on
- * JeroMQ ({@code side_channel_zmq: jeromq}; the default is {@link ZmtpSenderListener}).
+ * The producer's side channel (vLLM's {@code _mooncake_sender_listener} plus the sender loop) on our own
+ * ZMTP 3.1 ({@code io.mooncake4j.internal.zmtp}): a ROUTER served by {@code mooncake-p-listener-0} itself,
+ * with no I/O thread in between (issue 13: JeroMQ, which it used to run on, cost a thread wake-up per
+ * hand-off and spun the I/O thread it had just signalled).
  *
- * <p>Threads: {@code mooncake-p-listener-0} creates, binds, polls and closes the ROUTER socket and
- * is the only thread that touches it. Received messages are handed to {@code mooncake-p-sender-0},
- * a single-thread executor that runs the {@link SideChannelHandler}. Replies from any thread go
- * into a {@link ConcurrentLinkedQueue}; the sender of a reply wakes the listener through a
- * {@link Pipe} the listener waits on with the ROUTER ({@link SocketWaiter}; a pipe write is
- * thread-safe, a ZMQ socket is not).
+ * <p>Threads: {@code mooncake-p-listener-0} owns the selector, the listening channel and every
+ * connection; it reads, decodes, and hands each message to {@code mooncake-p-sender-0}, where the
+ * {@link SideChannelHandler} runs. Replies from any thread go into a queue and wake the listener
+ * through a {@link Pipe} registered with its selector; the listener routes them by identity.
  *
  * <p>Unlike vLLM (spec §15 #6) nothing a peer sends ends the listener: a message with the wrong
  * frame count is counted and delivered, an exception in the handler or the loop is logged once
  * per distinct error and counted.
  *
- * <p><b>Bounds and watchdogs (issue 9).</b> The ROUTER has a maximum message size
- * ({@link SideChannelLimits#maxMetadataBytes()}): JeroMQ checks a frame's declared size before it
- * allocates, and drops the peer that declared too much. Messages handed to the sender loop and not yet
- * handled are bounded in bytes ({@link #backlogBudget}); above it the listener stops reading and
- * ZMQ's receive high-water mark pushes back on the peers, until the handler task that brings the backlog
- * back under the budget wakes it (it does not wait for its poll bound). An {@link Error} that escapes the loop
- * (say an {@code OutOfMemoryError}) is reported to the {@link HealthMonitor} and the ROUTER is
- * recreated on the same port; the death of one of JeroMQ's I/O threads (its context's uncaught
- * exception handler) cannot be recovered in-process (the dead thread keeps the port) and marks the
- * worker unhealthy.
+ * <p>ROUTER semantics: each connection gets the peer's READY {@code Identity} when it is non-empty and
+ * not in use (a second connection announcing an identity in use is refused, as a ROUTER without
+ * handover does), else a generated one (a zero byte and a 4-byte counter). A reply to an identity no
+ * connection has (any more), or to a connection whose out-queue is full, is dropped and counted.
+ *
+ * <p><b>Bounds.</b> A frame or message above {@link SideChannelLimits#maxMetadataBytes()} (checked on
+ * the frame header, before anything is allocated), any ZMTP violation, a handshake not done within
+ * {@link #HANDSHAKE_MS} (a peer that connects and sends nothing does not keep its slot), and
+ * connections beyond {@link #MAX_CONNECTIONS} (unless the peer idle the longest gives its slot up,
+ * {@link #IDLE_EVICT_MS}) are closed and counted ({@link ListenerStats#peersDropped()}).
+ * Messages handed to the sender loop and not yet handled are bounded in bytes ({@code backlogBudget}):
+ * above it the listener stops reading (no OP_READ: TCP pushes back on the peers) until the handler
+ * task that brings the backlog under the budget wakes it. Each connection's out-queue is bounded
+ * ({@link ZmtpLimits}). An {@link Error} escaping the loop is reported to the {@link HealthMonitor}; the
+ * pulls are quiesced ({@link #quiesce}) and the listener listens again on the same port.
  */
-final class SenderListener implements SideChannelListener {
+final class SenderListener implements AutoCloseable {
 
     private static final Logger LOG = LoggerFactory.getLogger(SenderListener.class);
 
     /** Poll bound, so a lost wake-up can never delay shutdown by more than this. */
     static final long POLL_MS = 100;
-    /** Messages read per loop iteration before replies get a turn. */
-    private static final int RECV_BATCH = 256;
+    /** How long a reset or close waits for running writes before it closes the port anyway. */
+    static final long QUIESCE_MS = 30_000;
+
+    /** A peer that has not completed its ZMTP handshake after this long is disconnected. */
+    static final long HANDSHAKE_MS = 10_000;
+    /** Connections served at once (handshaking ones included); see {@link #IDLE_EVICT_MS} for one more. */
+    static final int MAX_CONNECTIONS = 1024;
+    /**
+     * At the connection cap a new connection takes the slot of the peer idle the longest, if one has been
+     * idle this long and is owed nothing (its last request, if any, was answered); else it is closed. So
+     * peers that connect, handshake and go quiet cannot keep new D workers out, while a pull waiting for
+     * its answer keeps its connection.
+     */
+    static final long IDLE_EVICT_MS = 10_000;
+    private static final int ACCEPT_BATCH = 64;
+    private static final int READ_BUFFER = 64 * 1024;
     private static final long JOIN_MS = 5_000;
+    private static final long REBIND_MS = 10_000;
     private static final int MAX_DISTINCT_ERRORS = 1024;
 
     private record Reply(byte[] identity, byte[] payload) {}
@@ -79,9 +108,6 @@ final class SenderListener implements SideChannelListener {
         boolean writesIdle();
     }
 
-    /** How long a reset or close waits for running writes before it closes the port anyway. */
-    static final long QUIESCE_MS = 30_000;
-
     /**
      * Ends every pull and waits (at most {@code waitMs}) for their running writes, so that the port
      * closes only when no write can still land in a D's blocks (D fails a pull at once when the port
@@ -94,8 +120,7 @@ final class SenderListener implements SideChannelListener {
         long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(waitMs);
         try {
             q.abandonAllPulls(reason).get(waitMs, TimeUnit.MILLISECONDS);
-        } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException
-                 | RejectedExecutionException e) {
+        } catch (ExecutionException | TimeoutException | RejectedExecutionException e) {
             LOG.error("could not abandon the side-channel pulls before closing the ROUTER: {}", e.toString());
             return false;
         } catch (InterruptedException e) {
@@ -112,40 +137,73 @@ final class SenderListener implements SideChannelListener {
         return true;
     }
 
-    /** How long a recreated ROUTER may take to get its port back. */
-    private static final long REBIND_MS = 10_000;
+    /** An identity as a map key. */
+    private record Key(byte[] id) {
+        @Override
+        public boolean equals(Object o) {
+            return o instanceof Key k && Arrays.equals(id, k.id);
+        }
+
+        @Override
+        public int hashCode() {
+            return Arrays.hashCode(id);
+        }
+
+        @Override
+        public String toString() {
+            return Arrays.toString(id);
+        }
+    }
+
+    /** One connected peer (listener thread only). */
+    private static final class Peer {
+        final ZmtpConnection conn;
+        final long handshakeDeadline;
+        SelectionKey key;
+        byte[] identity; // set once its READY was accepted
+        boolean closed;
+        long lastActive; // a read or a reply sent, System.nanoTime()
+        boolean owed; // a message completed after the last reply sent to it
+
+        Peer(ZmtpConnection conn, long handshakeDeadline) {
+            this.conn = conn;
+            this.handshakeDeadline = handshakeDeadline;
+        }
+    }
 
     private final String hostname;
     private final Supplier<SideChannelHandler> handler;
     private final SideChannelLimits limits;
+    private final ZmtpLimits zmtpLimits;
     private final Supplier<? extends Quiesce> quiesce;
     private final HealthMonitor health;
-    private final MsgAllocator allocator; // JeroMQ's (or a test's), guarded
     private final long backlogBudget;
     private final AtomicLong backlogBytes = new AtomicLong();
-    // set by the listener when it stops reading at the backlog budget; the handler task that brings the
-    // backlog back under it clears it and wakes the listener (else it would wait out its poll bound)
     private final AtomicBoolean backlogPaused = new AtomicBoolean();
     private final long pollMs;
-    // a fault the next loop iteration throws (tests)
+    private final long handshakeNanos;
+    private final long idleEvictNanos;
+    private final int maxConnections;
     private volatile Error injectedFault;
-    // set when one of the context's JeroMQ I/O threads died: the context can then never be terminated
-    private volatile boolean ioThreadDied;
-    private final ZMQ.Context context;
     private final Pipe wakePipe;
-    private final ByteBuffer wakeDrain = ByteBuffer.allocate(64); // listener thread only
+    private final ByteBuffer wakeDrain = ByteBuffer.allocate(64);
+    private final ByteBuffer readBuffer = ByteBuffer.allocateDirect(READ_BUFFER); // listener thread only
     private final Thread thread;
     private final ScheduledExecutorService senderLoop;
-    // the sender loop's current thread (the pool replaces one that a task killed)
     private final AtomicReference<Thread> senderThread = new AtomicReference<>();
     private final CompletableFuture<Integer> ready = new CompletableFuture<>();
     private final ConcurrentLinkedQueue<Reply> replies = new ConcurrentLinkedQueue<>();
-    // set by the first waker, cleared by the listener before it drains the queue
     private final AtomicBoolean wakePending = new AtomicBoolean();
-    // written by close(), read by the listener loop
     private volatile boolean running = true;
     private final AtomicBoolean closed = new AtomicBoolean();
     private final Map<String, Boolean> reportedErrors = new ConcurrentHashMap<>();
+
+    // listener thread only
+    private final Map<Key, Peer> byIdentity = new HashMap<>();
+    private final List<Peer> peers = new ArrayList<>();
+    private final ArrayDeque<Peer> handshaking = new ArrayDeque<>();
+    private int nextIdentity;
+    private boolean readingPaused;
 
     private final LongAdder received = new LongAdder();
     private final LongAdder malformed = new LongAdder();
@@ -154,30 +212,45 @@ final class SenderListener implements SideChannelListener {
     private final LongAdder repliesDropped = new LongAdder();
     private final LongAdder listenerErrors = new LongAdder();
     private final LongAdder backlogPauses = new LongAdder();
-    private final LongAdder backlogWakeUps = new LongAdder(); // tests
+    private final LongAdder backlogWakeUps = new LongAdder();
+    private final LongAdder peersDropped = new LongAdder();
+    private final LongAdder handshakes = new LongAdder();
+    private volatile int connectionCount;
 
-    /** Creates the context, pipe and threads and starts listening; {@link #ready()} completes with the port. */
     SenderListener(String hostname, Supplier<SideChannelHandler> handler, SideChannelLimits limits,
-            HealthMonitor health, MsgAllocator allocator, Supplier<? extends Quiesce> quiesce) throws IOException {
-        this(hostname, handler, limits, health, allocator, quiesce, POLL_MS);
+            HealthMonitor health, Supplier<? extends Quiesce> quiesce, long pollMs) throws IOException {
+        this(hostname, handler, limits, health, quiesce, pollMs, HANDSHAKE_MS, MAX_CONNECTIONS);
     }
 
-    /** As above, with the loop's poll bound (tests: a long bound shows that nothing waits for it). */
+    /** As above, with the handshake timeout and the connection cap (tests). */
     SenderListener(String hostname, Supplier<SideChannelHandler> handler, SideChannelLimits limits,
-            HealthMonitor health, MsgAllocator allocator, Supplier<? extends Quiesce> quiesce, long pollMs)
-            throws IOException {
-        if (pollMs <= 0) {
-            throw new IllegalArgumentException("pollMs must be positive: " + pollMs);
+            HealthMonitor health, Supplier<? extends Quiesce> quiesce, long pollMs, long handshakeMs,
+            int maxConnections) throws IOException {
+        this(hostname, handler, limits, health, quiesce, pollMs, handshakeMs, maxConnections, IDLE_EVICT_MS);
+    }
+
+    /** As above, with how long a peer must be idle to give its slot up at the cap (tests). */
+    SenderListener(String hostname, Supplier<SideChannelHandler> handler, SideChannelLimits limits,
+            HealthMonitor health, Supplier<? extends Quiesce> quiesce, long pollMs, long handshakeMs,
+            int maxConnections, long idleEvictMs) throws IOException {
+        if (idleEvictMs < 0) {
+            throw new IllegalArgumentException("idleEvictMs must not be negative: " + idleEvictMs);
+        }
+        this.idleEvictNanos = TimeUnit.MILLISECONDS.toNanos(idleEvictMs);
+        if (pollMs <= 0 || handshakeMs <= 0 || maxConnections <= 0) {
+            throw new IllegalArgumentException(String.format(Locale.ROOT,
+                    "pollMs, handshakeMs and maxConnections must be positive: %d, %d, %d", pollMs, handshakeMs,
+                    maxConnections));
         }
         this.pollMs = pollMs;
+        this.handshakeNanos = TimeUnit.MILLISECONDS.toNanos(handshakeMs);
+        this.maxConnections = maxConnections;
         this.quiesce = Objects.requireNonNull(quiesce, "quiesce");
         this.hostname = Objects.requireNonNull(hostname, "hostname");
         this.handler = Objects.requireNonNull(handler, "handler");
         this.limits = Objects.requireNonNull(limits, "limits");
         this.health = Objects.requireNonNull(health, "health");
-        this.allocator = new GuardedMsgAllocator(allocator, limits.maxMetadataBytes(), () -> reportOnce("JeroMQ decoder",
-                new IllegalArgumentException("a peer sent a frame header with a size of 2^63 bytes or more; "
-                        + "treated as an empty frame")));
+        this.zmtpLimits = ZmtpLimits.of(Math.min(limits.maxMetadataBytes(), Integer.MAX_VALUE - 64L));
         this.backlogBudget = Math.max(4 * limits.maxMetadataBytes(), 1L << 20);
         this.wakePipe = Pipe.open();
         try {
@@ -187,13 +260,6 @@ final class SenderListener implements SideChannelListener {
             closePipe();
             throw e;
         }
-        this.context = ZMQ.context(1);
-        // before the first socket: JeroMQ's I/O threads are made with these handlers
-        context.setUncaughtExceptionHandler((t, e) -> {
-            ioThreadDied = true;
-            health.died("JeroMQ I/O thread " + t.getName() + " of P's side channel on " + hostname, e, false);
-        });
-        context.setNotificationExceptionHandler(this::jeromqNotification);
         ScheduledThreadPoolExecutor loop = new ScheduledThreadPoolExecutor(1, r -> {
             Thread t = new Thread(r, "mooncake-p-sender-0");
             t.setDaemon(true);
@@ -210,92 +276,95 @@ final class SenderListener implements SideChannelListener {
         thread.start();
     }
 
-    /** Completes with the bound port, or exceptionally when binding failed or the listener exited first. */
-    @Override
-    public CompletableFuture<Integer> ready() {
+    CompletableFuture<Integer> ready() {
         return ready;
     }
 
-    /** The single sender-loop thread, where the handler runs (also runs the send path's timeouts). */
-    @Override
-    public ScheduledExecutorService senderLoop() {
+    ScheduledExecutorService senderLoop() {
         return senderLoop;
     }
 
-    @Override
-    public ListenerStats stats() {
+    ListenerStats stats() {
         return new ListenerStats(received.sum(), malformed.sum(), handlerErrors.sum(), repliesSent.sum(),
-                repliesDropped.sum(), listenerErrors.sum(), backlogPauses.sum(), 0);
+                repliesDropped.sum(), listenerErrors.sum(), backlogPauses.sum(), peersDropped.sum());
     }
 
-    /** Whether the listener thread runs (false after close or after a death it could not recover from). */
-    @Override
-    public boolean alive() {
+    /** Peers whose READY was accepted, so far (tests). */
+    long handshakes() {
+        return handshakes.sum();
+    }
+
+    /** Connections open now, handshaking ones included (tests). */
+    int connections() {
+        return connectionCount;
+    }
+
+    boolean alive() {
         return thread.isAlive();
     }
 
-    /** Makes the next loop iteration throw {@code fault} (tests of the watchdog). */
-    @Override
-    public void injectFault(Error fault) {
+    void injectFault(Error fault) {
         injectedFault = fault;
         wake();
     }
 
-    private ZMQ.Socket openRouter(int port) {
-        ZMQ.Socket router = context.socket(SocketType.ROUTER);
+    long backlogWakeUps() {
+        return backlogWakeUps.sum();
+    }
+
+    private ServerSocketChannel bind(int port) throws IOException {
+        ServerSocketChannel s = ServerSocketChannel.open();
         try {
-            router.setLinger(0);
-            router.setMaxMsgSize(limits.maxMetadataBytes());
-            router.setMsgAllocator(allocator);
-            return router;
-        } catch (RuntimeException e) {
-            router.close();
+            s.setOption(StandardSocketOptions.SO_REUSEADDR, true);
+            s.bind(new InetSocketAddress(hostname, port), 128);
+            s.configureBlocking(false);
+            return s;
+        } catch (IOException | RuntimeException e) {
+            s.close();
             throw e;
         }
     }
 
     private void run() {
-        ZMQ.Socket router = null;
+        ServerSocketChannel server = null;
         int port;
         try {
-            router = openRouter(0);
-            port = router.bindToRandomPort("tcp://" + hostname);
-        } catch (RuntimeException | Error e) {
+            server = bind(0);
+            port = ((InetSocketAddress) server.getLocalAddress()).getPort();
+        } catch (IOException | RuntimeException | Error e) {
             LOG.debug("Mooncake sender listener failed to start on {}", hostname, e);
             ready.completeExceptionally(e);
-            if (router != null) {
-                router.close();
-            }
+            closeQuietly(server);
             return;
         }
-        LOG.debug("Mooncake sender starting listening on path: tcp://{}:{}", hostname, port);
+        LOG.debug("Mooncake sender starting listening on path: tcp://{}:{} (builtin ZMTP)", hostname, port);
         ready.complete(port);
         try {
             while (running) {
                 try {
-                    serve(router);
-                } catch (RuntimeException | Error e) {
+                    serve(server);
+                } catch (RuntimeException | Error | IOException e) {
                     if (!running) {
                         break;
                     }
                     health.died(thread.getName() + " (side-channel ROUTER on " + hostname + ":" + port + ")", e,
                             true);
-                    // the new ROUTER will not know the peers' identities: end their pulls first, and close
+                    // the peers' identities die with their connections: end their pulls first, and close
                     // the port only once no write of theirs runs
-                    quiesce(quiesce.get(), "the side-channel ROUTER is being recreated", QUIESCE_MS);
-                    router.close();
-                    router = null;
-                    router = rebind(port);
-                    if (router == null) {
+                    quiesce(quiesce.get(), "the side-channel ROUTER is being recreated",
+                            QUIESCE_MS);
+                    closeAllPeers();
+                    closeQuietly(server);
+                    server = rebind(port);
+                    if (server == null) {
                         return;
                     }
                     health.recovered(thread.getName());
                 }
             }
         } finally {
-            if (router != null) {
-                router.close();
-            }
+            closeAllPeers();
+            closeQuietly(server);
             Reply r;
             while ((r = replies.poll()) != null) {
                 repliesDropped.increment();
@@ -304,158 +373,307 @@ final class SenderListener implements SideChannelListener {
         }
     }
 
-    /** A fresh ROUTER on the port decode workers know; null (reported) when it cannot be had back. */
-    private ZMQ.Socket rebind(int port) {
+    private ServerSocketChannel rebind(int port) {
         long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(REBIND_MS);
-        RuntimeException last = null;
+        IOException last = null;
         while (running) {
-            ZMQ.Socket router = null;
             try {
-                router = openRouter(port);
-                router.bind("tcp://" + hostname + ":" + port);
-                return router;
-            } catch (RuntimeException e) {
+                return bind(port);
+            } catch (IOException e) {
                 last = e;
-                if (router != null) {
-                    router.close();
-                }
             }
             if (System.nanoTime() - deadline > 0) {
                 health.recoveryFailed(thread.getName() + " (side-channel ROUTER on " + hostname + ":" + port + ")",
                         last);
                 return null;
             }
-            LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(20)); // the old socket's port is released asynchronously
+            LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(20)); // bounded retry while the port frees
         }
         return null;
     }
 
-    /** The loop over one ROUTER; returns when stopping, throws what it cannot handle itself. */
-    private void serve(ZMQ.Socket router) {
-        try (SocketWaiter poller = new SocketWaiter()) { // not ZMQ.Poller: see SocketWaiter
-            poller.register(router);
-            poller.register(wakePipe.source());
-            boolean moreInput = false;
+    /** The loop over one listening channel; returns when stopping, throws what it cannot handle itself. */
+    private void serve(ServerSocketChannel server) throws IOException {
+        try (Selector selector = Selector.open()) {
+            server.register(selector, SelectionKey.OP_ACCEPT);
+            wakePipe.source().register(selector, SelectionKey.OP_READ);
             while (running) {
+                Error fault = injectedFault;
+                if (fault != null) {
+                    injectedFault = null;
+                    throw fault;
+                }
                 try {
-                    Error fault = injectedFault;
-                    if (fault != null) {
-                        injectedFault = null;
-                        throw fault;
+                    selector.select(selectTimeoutMs());
+                    Iterator<SelectionKey> it = selector.selectedKeys().iterator();
+                    while (it.hasNext()) {
+                        SelectionKey k = it.next();
+                        it.remove();
+                        if (!k.isValid()) {
+                            continue;
+                        }
+                        if (k.channel() == server) {
+                            accept(server, selector);
+                        } else if (k.attachment() instanceof Peer p) {
+                            service(p, k);
+                        }
                     }
-                    poller.await(moreInput ? 0 : pollMs);
-                    drainWakePipe(); // a non-blocking read: cheaper than asking which channel was ready
-                    sendReplies(router);
-                    // read whether or not the poller reported POLLIN: a ZMQ socket's readiness is
-                    // edge-triggered, so a missed edge must not leave messages unread
-                    moreInput = receive(router);
-                } catch (ZMQException e) {
-                    if (e.getErrorCode() == ZMQ.Error.ETERM.getCode()) {
-                        LOG.debug("ZMQ context terminated, exiting Mooncake sender listener.");
-                        running = false;
-                        break;
-                    }
-                    loopError(e);
-                } catch (RuntimeException e) {
-                    loopError(e);
-                } catch (IOException e) {
-                    loopError(new java.io.UncheckedIOException("waiting for the ROUTER failed", e));
+                    drainWakePipe();
+                    sendReplies();
+                    resumeIfDrained();
+                    expireHandshakes();
+                } catch (IOException | RuntimeException e) {
+                    listenerErrors.increment();
+                    reportOnce("listener", e);
                 }
             }
         }
     }
 
-    private void loopError(RuntimeException e) {
-        listenerErrors.increment();
-        reportOnce("listener", e);
-    }
-
-    private void drainWakePipe() {
-        wakePending.set(false); // before draining replies: a later waker writes again
-        ByteBuffer buf = wakeDrain;
-        buf.clear();
-        try {
-            while (wakePipe.source().read(buf) > 0) {
-                buf.clear();
-            }
-        } catch (IOException e) {
-            loopError(new IllegalStateException("reading the wake-up pipe failed", e));
+    private long selectTimeoutMs() {
+        Peer head = handshaking.peekFirst();
+        if (head == null) {
+            return pollMs;
         }
+        long ms = TimeUnit.NANOSECONDS.toMillis(head.handshakeDeadline - System.nanoTime()) + 1;
+        return Math.max(1, Math.min(pollMs, ms));
     }
 
-    private void sendReplies(ZMQ.Socket router) {
-        Reply r;
-        while ((r = replies.poll()) != null) {
-            WaveTrace.mark(WaveTrace.Point.P_REPLY_SENT);
-            boolean ok = router.sendMore(r.identity) && router.send(r.payload, ZMQ.DONTWAIT);
-            if (LOG.isTraceEnabled()) {
-                LOG.trace("side-channel reply of {} bytes: {}", r.payload.length, ok ? "sent" : "dropped");
+    private void accept(ServerSocketChannel server, Selector selector) throws IOException {
+        for (int i = 0; i < ACCEPT_BATCH; i++) {
+            SocketChannel ch = server.accept();
+            if (ch == null) {
+                return;
             }
-            if (ok) {
-                repliesSent.increment();
-            } else {
-                repliesDropped.increment();
+            if (peers.size() >= maxConnections && !evictIdle()) {
+                peersDropped.increment();
+                LOG.warn("side-channel connection from {} refused: {} connections are open (the cap)",
+                        remote(ch), peers.size());
+                closeQuietly(ch);
+                continue;
             }
-        }
-    }
-
-    /** Reads up to {@link #RECV_BATCH} messages; true when the batch filled up (more may be waiting). */
-    private boolean receive(ZMQ.Socket router) {
-        for (int i = 0; i < RECV_BATCH; i++) {
-            if (backlogBytes.get() > backlogBudget && pauseOnBacklog()) {
-                backlogPauses.increment();
-                return false; // the sender loop is behind: leave the rest in ZMQ's queues (its HWM pushes back)
+            try {
+                ch.configureBlocking(false);
+                ch.setOption(StandardSocketOptions.TCP_NODELAY, true);
+            } catch (IOException e) {
+                closeQuietly(ch);
+                continue;
             }
-            byte[] identity = router.recv(ZMQ.DONTWAIT);
-            if (identity == null) {
-                return false;
-            }
-            List<byte[]> frames = new ArrayList<>(1);
-            while (router.hasReceiveMore()) {
-                byte[] f = router.recv(0);
-                if (f == null) {
-                    break;
+            Peer p = new Peer(new ZmtpConnection(ch, "ROUTER", null, zmtpLimits, new ZmtpConnection.Listener() {
+                @Override
+                public void onReady(ZmtpConnection c, String socketType, byte[] identity) throws ZmtpException {
+                    peerReady((Peer) c.attachment(), identity);
                 }
-                frames.add(f);
-            }
-            received.increment();
-            WaveTrace.mark(WaveTrace.Point.P_RECEIVED);
-            if (LOG.isTraceEnabled()) {
-                LOG.trace("side-channel message: {} payload frame(s)", frames.size());
-            }
-            if (frames.size() != 1) {
-                malformed.increment();
-                if (LOG.isDebugEnabled()) {
-                    LOG.debug("Malformed side-channel message: {} frame(s) after the identity, expected 1", frames.size());
+
+                @Override
+                public boolean onMessage(ZmtpConnection c, List<byte[]> frames) {
+                    return message((Peer) c.attachment(), frames);
                 }
+            }), System.nanoTime() + handshakeNanos);
+            p.lastActive = System.nanoTime();
+            p.conn.attach(p);
+            peers.add(p);
+            connectionCount = peers.size();
+            handshaking.addLast(p);
+            try {
+                p.conn.flush(); // our greeting and READY
+                p.key = ch.register(selector, p.conn.interestOps(reads(p)), p);
+            } catch (IOException e) {
+                drop(p, "the connection failed at once: " + e, false);
             }
-            dispatch(identity, List.copyOf(frames));
         }
-        return true;
     }
 
     /**
-     * Whether the listener is to stop reading: flags the pause, then checks the backlog again, so that a
-     * handler that brought it under the budget in between is not missed (it checks the flag after it
-     * lowered the backlog: one of the two sees the other's write).
+     * At the cap: drops the handshaken peer idle the longest if it has been idle for at least
+     * {@link #IDLE_EVICT_MS} and is owed no answer; true when a slot was freed.
      */
+    private boolean evictIdle() {
+        long now = System.nanoTime();
+        Peer victim = null;
+        for (Peer q : peers) {
+            if (!q.closed && q.identity != null && !q.owed && now - q.lastActive >= idleEvictNanos
+                    && (victim == null || q.lastActive - victim.lastActive < 0)) {
+                victim = q;
+            }
+        }
+        if (victim == null) {
+            return false;
+        }
+        drop(victim, String.format(Locale.ROOT, "idle for %d ms and owed nothing while %d connections (the cap) "
+                + "were open: its slot goes to a new connection", TimeUnit.NANOSECONDS.toMillis(now - victim.lastActive),
+                peers.size()), false);
+        return true;
+    }
+
+    private void peerReady(Peer p, byte[] identity) throws ZmtpException {
+        byte[] id = identity;
+        if (id.length > 0) {
+            if (byIdentity.containsKey(new Key(id))) {
+                throw new ZmtpException("the peer's identity " + printable(id) + " is in use by another connection");
+            }
+        } else {
+            do {
+                int n = nextIdentity++;
+                id = new byte[] {0, (byte) (n >>> 24), (byte) (n >>> 16), (byte) (n >>> 8), (byte) n};
+            } while (byIdentity.containsKey(new Key(id)));
+        }
+        p.identity = id;
+        byIdentity.put(new Key(id), p);
+        handshakes.increment();
+    }
+
+    private static String printable(byte[] id) {
+        StringBuilder b = new StringBuilder();
+        for (byte x : id) {
+            b.append(x >= 0x20 && x < 0x7F ? Character.toString(x) : String.format(Locale.ROOT, "\\x%02x", x & 0xFF));
+        }
+        return '"' + b.toString() + '"';
+    }
+
+    private void service(Peer p, SelectionKey k) {
+        try {
+            if (k.isWritable()) {
+                p.conn.flush();
+            }
+            if (k.isReadable() && reads(p)) {
+                int n = p.conn.read(readBuffer);
+                if (n < 0) {
+                    drop(p, null, false);
+                    return;
+                }
+                if (n > 0) {
+                    p.lastActive = System.nanoTime();
+                }
+            }
+            if (!p.closed) {
+                updateInterest(p);
+            }
+        } catch (ZmtpException e) {
+            drop(p, e.getMessage(), true);
+        } catch (IOException e) {
+            drop(p, null, false); // reset by the peer and the like: a disconnect
+        }
+    }
+
+    private void updateInterest(Peer p) {
+        if (p.key != null && p.key.isValid()) {
+            p.key.interestOps(p.conn.interestOps(reads(p)));
+        }
+    }
+
+    /**
+     * Whether the listener reads from {@code p} now: always during its handshake (not a message, and a
+     * pause must not run a new peer into its handshake timeout), else unless paused on the backlog.
+     */
+    private boolean reads(Peer p) {
+        return !readingPaused || p.identity == null;
+    }
+
+    /** Closes a peer's connection; {@code reason} non-null when it is dropped by us (counted, logged). */
+    private void drop(Peer p, String reason, boolean protocol) {
+        if (p.closed) {
+            return;
+        }
+        p.closed = true;
+        if (reason != null) {
+            peersDropped.increment();
+            if (protocol) {
+                LOG.warn("side-channel peer {} dropped: {}", remote(p.conn.channel()), reason);
+            } else {
+                LOG.info("side-channel peer {} dropped: {}", remote(p.conn.channel()), reason);
+            }
+        }
+        if (p.identity != null) {
+            byIdentity.remove(new Key(p.identity), p);
+        }
+        p.conn.close();
+        peers.remove(p);
+        connectionCount = peers.size();
+    }
+
+    private static String remote(SocketChannel ch) {
+        try {
+            return String.valueOf(ch.getRemoteAddress());
+        } catch (IOException e) {
+            return "?";
+        }
+    }
+
+    private void expireHandshakes() {
+        long now = System.nanoTime();
+        Peer p;
+        while ((p = handshaking.peekFirst()) != null) {
+            if (p.closed || p.identity != null) {
+                handshaking.pollFirst();
+            } else if (now - p.handshakeDeadline > 0) {
+                handshaking.pollFirst();
+                drop(p, String.format(Locale.ROOT, "no ZMTP handshake within %d ms",
+                        TimeUnit.NANOSECONDS.toMillis(handshakeNanos)), false);
+            } else {
+                return;
+            }
+        }
+    }
+
+    /** Hands a message to the sender loop; false when the backlog made the listener stop reading. */
+    private boolean message(Peer p, List<byte[]> frames) {
+        received.increment();
+        p.owed = true;
+        WaveTrace.mark(WaveTrace.Point.P_RECEIVED);
+        if (frames.size() != 1) {
+            malformed.increment();
+            if (LOG.isDebugEnabled()) {
+                LOG.debug("Malformed side-channel message: {} frame(s) after the identity, expected 1", frames.size());
+            }
+        }
+        dispatch(p.identity, List.copyOf(frames));
+        if (backlogBytes.get() > backlogBudget && !readingPaused && pauseOnBacklog()) {
+            backlogPauses.increment();
+            readingPaused = true; // the sender loop is behind: no OP_READ until it catches up (TCP pushes back)
+            for (Peer q : peers) {
+                updateInterest(q);
+            }
+        }
+        return !readingPaused;
+    }
+
+    /** Flags the pause, then checks the backlog again (a handler that lowered it in between is not missed). */
     private boolean pauseOnBacklog() {
-        backlogPaused.set(true); // left set when drained meanwhile: a handler then wakes us once, harmlessly
+        backlogPaused.set(true);
         return backlogBytes.get() > backlogBudget;
     }
 
-    /** Called by a handler task after it lowered the backlog to {@code now}: wakes a listener paused on it. */
+    private void resumeIfDrained() {
+        if (readingPaused && backlogBytes.get() <= backlogBudget) {
+            readingPaused = false;
+            for (Peer q : List.copyOf(peers)) {
+                if (q.conn.hasPending() && !q.closed && !readingPaused) {
+                    // bytes read before the pause: no readiness event brings them back
+                    readPending(q);
+                }
+                if (!q.closed) {
+                    updateInterest(q);
+                }
+            }
+        }
+    }
+
+    private void readPending(Peer p) {
+        try {
+            p.conn.read(readBuffer);
+        } catch (ZmtpException e) {
+            drop(p, e.getMessage(), true);
+        } catch (IOException e) {
+            drop(p, null, false);
+        }
+    }
+
     private void backlogLowered(long now) {
         if (now <= backlogBudget && backlogPaused.get() && backlogPaused.compareAndSet(true, false)) {
             backlogWakeUps.increment();
             wake();
         }
-    }
-
-    /** Times a handler task woke the listener because the backlog went back under its budget (tests). */
-    @Override
-    public long backlogWakeUps() {
-        return backlogWakeUps.sum();
     }
 
     private void dispatch(byte[] identity, List<byte[]> frames) {
@@ -494,6 +712,45 @@ final class SenderListener implements SideChannelListener {
         return true;
     }
 
+    private void sendReplies() {
+        Reply r;
+        while ((r = replies.poll()) != null) {
+            WaveTrace.mark(WaveTrace.Point.P_REPLY_SENT);
+            Peer p = byIdentity.get(new Key(r.identity));
+            boolean ok = p != null && !p.closed && p.conn.send(r.payload);
+            if (LOG.isTraceEnabled()) {
+                LOG.trace("side-channel reply of {} bytes: {}", r.payload.length, ok ? "sent" : "dropped");
+            }
+            if (!ok) {
+                repliesDropped.increment();
+                continue;
+            }
+            repliesSent.increment();
+            p.owed = false;
+            p.lastActive = System.nanoTime();
+            try {
+                p.conn.flush();
+                updateInterest(p);
+            } catch (IOException e) {
+                drop(p, null, false);
+            }
+        }
+    }
+
+    private void drainWakePipe() {
+        wakePending.set(false); // before draining replies: a later waker writes again
+        ByteBuffer buf = wakeDrain;
+        buf.clear();
+        try {
+            while (wakePipe.source().read(buf) > 0) {
+                buf.clear();
+            }
+        } catch (IOException e) {
+            listenerErrors.increment();
+            reportOnce("listener", new IllegalStateException("reading the wake-up pipe failed", e));
+        }
+    }
+
     private void wake() {
         if (wakePending.compareAndSet(false, true)) {
             try {
@@ -502,35 +759,31 @@ final class SenderListener implements SideChannelListener {
                 if (!closed.get()) {
                     reportOnce("wake-up", e);
                 } else {
-                    // a reply from a transfer thread that passed reply()'s running check as close() ran
                     LOG.debug("wake-up after close: the listener has stopped");
                 }
             } catch (IOException e) {
-                // broken: the bounded poll still picks the work up
-                reportOnce("wake-up", e);
+                reportOnce("wake-up", e); // the bounded poll still picks the work up
             }
         }
     }
 
-    /**
-     * What JeroMQ's pollers (its I/O thread and its reaper) report: an exception they survived. While
-     * close() tears the ROUTER and the context down they can meet a channel or selector the teardown closed
-     * already (read from JeroMQ 0.6.0's code, not reproduced here): a mailbox read on a closed pipe
-     * ({@code Signaler.recv} turns the {@link ClosedChannelException} into a {@code ZError.IOException}),
-     * and {@code Ctx.destroy}, which closes every selector of the context, the reaper's among them, before
-     * it waits for the reaper's thread ({@link ClosedSelectorException}, {@link CancelledKeyException}).
-     * Once close() has begun those are the orderly end of the side channel, logged at DEBUG; anything else,
-     * or at any other time, is reported as an error.
-     */
-    void jeromqNotification(Thread t, Throwable e) {
-        Throwable c = e instanceof zmq.ZError.IOException && e.getCause() != null ? e.getCause() : e;
-        if (closed.get() && (c instanceof ClosedSelectorException || c instanceof ClosedChannelException
-                || c instanceof CancelledKeyException)) {
-            LOG.debug("JeroMQ thread {} met a closed channel or selector while the side channel closed: {}",
-                    t == null ? "?" : t.getName(), e.toString());
+    private void closeAllPeers() {
+        for (Peer p : List.copyOf(peers)) {
+            drop(p, null, false);
+        }
+        handshaking.clear();
+        byIdentity.clear();
+    }
+
+    private static void closeQuietly(java.nio.channels.Channel c) {
+        if (c == null) {
             return;
         }
-        reportOnce("JeroMQ I/O", e);
+        try {
+            c.close();
+        } catch (IOException e) {
+            LOG.debug("closing a side-channel socket", e);
+        }
     }
 
     private void reportOnce(String where, Throwable e) {
@@ -543,7 +796,7 @@ final class SenderListener implements SideChannelListener {
         }
     }
 
-    /** Stops both threads, closes the socket (on its thread), the pipe and the context. Idempotent. */
+    /** Stops both threads, closes the connections and the listening channel (on the listener thread). */
     @Override
     public void close() {
         if (!closed.compareAndSet(false, true)) {
@@ -560,7 +813,6 @@ final class SenderListener implements SideChannelListener {
                     LOG.error("mooncake-p-sender-0 did not stop within {} ms (a handler is blocked)", 2 * JOIN_MS);
                 }
             }
-            // a terminated executor's thread may still be exiting: close() returns after it is gone
             if (senderLoop.isTerminated() && !join(senderThread.get())) {
                 LOG.error("mooncake-p-sender-0 did not exit within {} ms", JOIN_MS);
             }
@@ -569,18 +821,15 @@ final class SenderListener implements SideChannelListener {
             Thread.currentThread().interrupt();
         }
         closePipe();
-        if (ioThreadDied) {
-            LOG.warn("a JeroMQ I/O thread of {} died earlier; its ZMQ context is left open (it cannot terminate)",
-                    thread.getName());
-        } else if (listenerStopped) {
-            context.close();
-        } else {
-            LOG.error(String.format(Locale.ROOT, "%s did not stop within %d ms; its ZMQ context is left open",
-                    thread.getName(), JOIN_MS));
+        if (!listenerStopped) {
+            LOG.error("{} did not stop within {} ms", thread.getName(), JOIN_MS);
         }
     }
 
     private static boolean join(Thread t) {
+        if (t == null) {
+            return true;
+        }
         try {
             t.join(JOIN_MS);
         } catch (InterruptedException e) {
@@ -590,15 +839,7 @@ final class SenderListener implements SideChannelListener {
     }
 
     private void closePipe() {
-        try {
-            wakePipe.sink().close();
-        } catch (IOException e) {
-            LOG.debug("closing the wake-up pipe sink", e);
-        }
-        try {
-            wakePipe.source().close();
-        } catch (IOException e) {
-            LOG.debug("closing the wake-up pipe source", e);
-        }
+        closeQuietly(wakePipe.sink());
+        closeQuietly(wakePipe.source());
     }
 }

@@ -9,8 +9,8 @@ package io.mooncake4j.connector.worker;
  * @param placeholdersExpired  placeholders of early D pulls that P dropped (spec §15 #3 fixed)
  * @param activePulls          D's DEALER requests now open
  * @param dealerConnections    DEALER connections D opened (reused ones counted once, retries included)
- * @param handshakeRetries     DEALER sockets replaced after a stuck ZMTP handshake (the backstop)
- * @param handshakeReconnects  connections JeroMQ dropped before their handshake and re-made on the same socket
+ * @param handshakeRetries     DEALER connections replaced after a ZMTP handshake that failed or timed out
+ * @param handshakeReconnects  connections dropped before their handshake and made again
  * @param backgroundErrors     exceptions of background work so far (each logged)
  * @param limitRejections      pulls P refused with ERROR because a {@link SideChannelLimits} bound was reached
  * @param staleWaves           waves P did not write because they could not start within the abort timeout of

@@ -9,8 +9,8 @@ import java.util.List;
  * @param healthy        false once a watched thread died and could not be recovered: the worker is deaf on some
  *                       port and should be restarted by the embedder
  * @param problems       one line per unrecovered death (component and cause); empty when healthy
- * @param loopDeaths     watched threads that died (ours: listener, sender, receiver, pull I/O; JeroMQ's I/O
- *                       threads), recovered or not; each was logged once at ERROR
+ * @param loopDeaths     watched threads that died (listener, sender, receiver, pull I/O), recovered or not;
+ *                       each was logged once at ERROR
  * @param loopRecoveries deaths after which the component was rebuilt (socket and loop recreated) and serves again
  */
 public record WorkerHealth(boolean healthy, List<String> problems, long loopDeaths, long loopRecoveries) {

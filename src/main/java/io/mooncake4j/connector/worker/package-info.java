@@ -26,22 +26,19 @@
  *       load as soon as its {@code FINISH} is read; the bootstrap thread posts back to the receiver
  *       loop. The finished and load-error queues are thread-safe.</li>
  * </ul>
- * <b>Side-channel ZMTP ({@code kv_connector_extra_config.side_channel_zmq}).</b> By default
- * ({@code builtin}) the ROUTER ({@code ZmtpSenderListener}) and the DEALER connections
- * ({@code ZmtpPullChannels}) run on {@code io.mooncake4j.internal.zmtp}: the listener and
- * {@code mooncake-d-io-0} own their connections and one NIO {@code Selector} each, so a message
- * crosses no other thread (issue 13). With {@code jeromq} they are JeroMQ sockets
- * ({@code SenderListener}, {@code PullChannels}), which JeroMQ's I/O threads serve; the listener and
- * {@code mooncake-d-io-0} then wait on them through {@code SocketWaiter}, not JeroMQ's
- * {@code ZMQ.Poller}, which can spin a core for a scheduler tick. {@code SideChannelListener} and
- * {@code PullIo} are what the rest of the worker sees of either.
+ * <b>Side-channel ZMTP.</b> The ROUTER ({@code SenderListener}) and the DEALER connections
+ * ({@code PullChannels}) run on mooncake4j's own ZMTP 3.1 ({@code io.mooncake4j.internal.zmtp}):
+ * the listener and {@code mooncake-d-io-0} own their connections and one NIO {@code Selector} each,
+ * so a message crosses no other thread (issue 13). The wire is ZMTP 3, so either side talks to
+ * libzmq, pyzmq and JeroMQ peers (JeroMQ, which the side channel used to run on, is now only a
+ * test peer: {@code docs/performance.md}).
  * The worker does not own the {@link io.mooncake4j.engine.TransferEngine} nor the KV-cache
  * memory: the caller closes those after the worker.
  *
  * <p><b>Bounds and watchdogs (issue 9, {@code docs/reliability.md}).</b> What a side-channel peer can
  * make a worker spend is bounded by {@link io.mooncake4j.connector.worker.SideChannelLimits}
  * (maximum ZMQ message sizes on every ROUTER and DEALER, pending pulls and placeholders per D and in
- * total, one D's share of the transfer pool). Every loop thread and JeroMQ I/O thread is watched by
+ * total, one D's share of the transfer pool). Every loop thread is watched by
  * {@code HealthMonitor}: a death is logged once, counted, and either recovered (socket and loop
  * recreated) or reported as unrecoverable in
  * {@link io.mooncake4j.connector.worker.MooncakeConnectorWorker#health()}. P never starts a write

@@ -40,8 +40,7 @@ import java.util.concurrent.locks.LockSupport;
  * per-round ratios and of the per-round differences (connector round − raw write, and connector's
  * engine write − raw write) with a distribution-free 95 % interval, the quartiles and the medians of
  * the rounds where either went first: the interval says what a run of that many rounds can resolve.
- * Engine {@code mock} (in-JVM byte copies) or {@code tcp} (the real TCP engine on loopback);
- * {@code -Dprobe.sideChannel=builtin|jeromq} picks the side channel's ZMTP. Not a
+ * Engine {@code mock} (in-JVM byte copies) or {@code tcp} (the real TCP engine on loopback). Not a
  * test (no assertions); run:
  *
  * <pre>
@@ -113,11 +112,7 @@ public final class ConnectorThroughputProbe {
         // served a few thousand requests (a round's own code runs once per round: it would stay interpreted)
         int smallWarmups = Integer.getInteger("probe.smallWarmup", 3000);
         List<Write> writes = Collections.synchronizedList(new ArrayList<>());
-        // -Dprobe.sideChannel=builtin|jeromq: the side channel's ZMTP (the config's default otherwise)
-        String sideChannel = System.getProperty("probe.sideChannel",
-                io.mooncake4j.connector.MooncakeConnectorConfig.DEFAULT_SIDE_CHANNEL_ZMQ);
-        System.out.println("side channel: " + sideChannel);
-        try (PdTestbed bed = new PdTestbed().sideChannel(sideChannel).model(ModelPreset.LLAMA_3_8B, blocks)
+        try (PdTestbed bed = new PdTestbed().model(ModelPreset.LLAMA_3_8B, blocks)
                 .engines(() -> recording(kind.equals("mock") ? new ScriptedTransferEngine().copyData(true)
                         : TransferEngines.create(kind), writes))
                 .abortTimeout(Duration.ofSeconds(60))) {
@@ -258,8 +253,7 @@ public final class ConnectorThroughputProbe {
             }
             System.out.println("D connections: " + d.worker.diagnostics().dealerConnections() + ", handshake retries: "
                     + d.worker.diagnostics().handshakeRetries() + ", reconnects: "
-                    + d.worker.diagnostics().handshakeReconnects() + ", poller nudges: "
-                    + d.worker.receiverOrNull().channels().pollerNudges());
+                    + d.worker.diagnostics().handshakeReconnects());
             System.out.println("stats: " + p.worker.getKvConnectorStats().map(MooncakeKvConnectorStats::reduce));
         }
     }

@@ -20,8 +20,7 @@ import java.util.concurrent.locks.LockSupport;
  * write, P's loop hand-off, the ZMQ round to D, D's receiver loop and the {@code getFinished} hop,
  * so it bounds "FINISH arrived at D → getFinished sees it" from above. With
  * {@code -Dmooncake4j.waveTrace=true} it also reports the two spans that end at D's view
- * ({@link WaveTrace}): from P's listener writing the FINISH to its ROUTER (loopback TCP and both
- * JeroMQ I/O threads included) and from D's I/O thread reading it off the DEALER, each to the first
+ * ({@link WaveTrace}): from P's listener writing the FINISH to its ROUTER (loopback TCP included) and from D's I/O thread reading it off the DEALER, each to the first
  * {@code getFinished} naming the request. Not a test; run:
  *
  * <pre>
@@ -36,10 +35,8 @@ import java.util.concurrent.locks.LockSupport;
  * 5 000; {@code -Dprobe.jitSettle=false}: none); the probe prints the JIT's CPU time and the GCs
  * while it measured. With {@code -Dprobe.schedstat=true} the slowest samples also show which
  * threads waited for a core or ran long, and a summary counts, over the slowest 1 %, the samples in
- * which a JeroMQ I/O thread, a JIT compiler thread, a GC or a connector thread was on a CPU for 1 ms
- * or more. The last line is a same-run reference: one plain hand-off between two threads with the
- * same wait. {@code -Dprobe.sideChannel=builtin|jeromq} picks the side channel's ZMTP (the config's default
- * otherwise).
+ * which a JIT compiler thread, a GC or a connector thread was on a CPU for 1 ms or more. The last
+ * line is a same-run reference: one plain hand-off between two threads with the same wait.
  */
 public final class FinishLatencyProbe {
 
@@ -58,11 +55,7 @@ public final class FinishLatencyProbe {
         long[][] points;
         boolean sched = Boolean.getBoolean("probe.schedstat");
         String[] schedDelta;
-        // -Dprobe.sideChannel=builtin|jeromq: the side channel's ZMTP (the config's default otherwise)
-        String sideChannel = System.getProperty("probe.sideChannel",
-                io.mooncake4j.connector.MooncakeConnectorConfig.DEFAULT_SIDE_CHANNEL_ZMQ);
-        System.out.println("side channel: " + sideChannel);
-        try (PdTestbed bed = new PdTestbed().sideChannel(sideChannel).abortTimeout(Duration.ofSeconds(60))) {
+        try (PdTestbed bed = new PdTestbed().abortTimeout(Duration.ofSeconds(60))) {
             bed.engines(() -> new ScriptedTransferEngine().copyData(true).beforeEach(c -> {
                 if (c.method() == EngineMethod.BATCH_TRANSFER_SYNC_WRITE) {
                     writeStart.set(System.nanoTime());
@@ -122,9 +115,6 @@ public final class FinishLatencyProbe {
     /** Which kind of thread a schedstat key ({@code tid/name}) is, for the tail summary. */
     private static String kind(String key) {
         String name = key.substring(key.indexOf('/') + 1);
-        if (name.startsWith("iothread") || name.startsWith("reaper")) {
-            return "JeroMQ I/O or reaper thread";
-        }
         if (name.startsWith("C1 Compiler") || name.startsWith("C2 Compiler")) {
             return "JIT compiler thread";
         }

@@ -1,5 +1,6 @@
 package io.mooncake4j.connector.worker;
 
+import static io.mooncake4j.connector.worker.WorkerTestSupport.await;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -9,9 +10,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.locks.LockSupport;
-import java.util.function.BooleanSupplier;
-import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.ValueSource;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
@@ -22,14 +21,13 @@ import org.junit.jupiter.api.Timeout;
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class ListenerBacklogTest {
 
-    @ParameterizedTest
-    @ValueSource(strings = {"builtin", "jeromq"})
-    void aStalledSenderLoopMakesTheListenerStopReadingAtItsByteBudgetAndLosesNothing(String impl) throws Exception {
+    @Test
+    void aStalledSenderLoopMakesTheListenerStopReadingAtItsByteBudgetAndLosesNothing() throws Exception {
         CountDownLatch release = new CountDownLatch(1);
         AtomicInteger handled = new AtomicInteger();
         int messages = 1500;
         int size = 1000; // 1.5 MB in all; budget max(4 x 1 KiB, 1 MiB) = 1 MiB
-        try (PdTestbed bed = new PdTestbed().sideChannel(impl)) {
+        try (PdTestbed bed = new PdTestbed()) {
             PdTestbed.Node p = bed.node(KvRole.KV_PRODUCER, "P", 0, 1, null,
                     b -> b.sideChannelLimits(SideChannelLimits.DEFAULTS.withMaxMetadataBytes(1024))
                             .sideChannelHandler((identity, frames, reply) -> {
@@ -64,18 +62,16 @@ class ListenerBacklogTest {
      * Once the sender loop catches up, the handler task that brings the backlog back under the budget wakes
      * the listener: it does not wait for its poll bound (set to 10 minutes here, far beyond the deadlines).
      */
-    @ParameterizedTest
-    @ValueSource(strings = {"builtin", "jeromq"})
-    void theListenerIsWokenWhenItsBacklogDrainsNotLeftToItsPollBound(String impl) throws Exception {
+    @Test
+    void theListenerIsWokenWhenItsBacklogDrainsNotLeftToItsPollBound() throws Exception {
         CountDownLatch release = new CountDownLatch(1);
         AtomicInteger handled = new AtomicInteger();
         int messages = 1500;
         int size = 1000; // 1.5 MB in all; budget max(4 x 1 KiB, 1 MiB) = 1 MiB
-        try (SideChannelListener l = SideChannelListener.start(SideChannelListener.Impl.of(impl), "127.0.0.1",
-                () -> (identity, frames, reply) -> {
+        try (SenderListener l = new SenderListener("127.0.0.1", () -> (identity, frames, reply) -> {
                     release.await(30, TimeUnit.SECONDS); // the sender loop is stalled
                     handled.incrementAndGet();
-                }, SideChannelLimits.DEFAULTS.withMaxMetadataBytes(1024), new HealthMonitor(), null, () -> null,
+                }, SideChannelLimits.DEFAULTS.withMaxMetadataBytes(1024), new HealthMonitor(), () -> null,
                 TimeUnit.MINUTES.toMillis(10))) {
             int port = l.ready().get(20, TimeUnit.SECONDS);
             try (PdTestbed.RawDealer dealer = new PdTestbed.RawDealer(port)) {
@@ -94,14 +90,6 @@ class ListenerBacklogTest {
             }
         } finally {
             release.countDown();
-        }
-    }
-
-    private static void await(BooleanSupplier condition, String what) {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-        while (!condition.getAsBoolean()) {
-            assertTrue(System.nanoTime() - deadline < 0, what + ": not within 20 s");
-            LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(2));
         }
     }
 }

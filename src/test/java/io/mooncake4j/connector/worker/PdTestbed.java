@@ -94,17 +94,6 @@ final class PdTestbed implements AutoCloseable {
         return this;
     }
 
-    /**
-     * The side channel's ZMTP ({@code side_channel_zmq}) of the workers made from now on; null (the default)
-     * leaves the config's default.
-     */
-    PdTestbed sideChannel(String impl) {
-        this.sideChannel = impl;
-        return this;
-    }
-
-    private String sideChannel;
-
     PdTestbed abortTimeout(Duration d) {
         this.abortTimeout = d;
         return this;
@@ -205,9 +194,6 @@ final class PdTestbed implements AutoCloseable {
                 .bootstrapServerAddress(bootstrapAddress)
                 .abortRequestTimeout(abortTimeout)
                 .listenerReadyTimeout(Duration.ofSeconds(10));
-        if (sideChannel != null) {
-            cb.sideChannelZmq(sideChannel);
-        }
         config.accept(cb);
         TransferEngine engine = engines.get();
         KvCaches kv = KvCaches.allocate(model, tpSize, numBlocks, KvCacheLayout.FUSED,
@@ -313,10 +299,10 @@ final class PdTestbed implements AutoCloseable {
     }
 
     /**
-     * A test-side DEALER to a P worker's side channel, whose ZMTP handshake is proven by a socket
-     * monitor before use. JeroMQ 0.6.0 loses the poller registration of a few new connections in
-     * a hundred (see {@link PullChannels}); while the handshake event is missing the context's I/O
-     * thread is nudged, which heals that, and once more after it.
+     * A test-side JeroMQ DEALER (an independent ZMTP peer) to a P worker's side channel, whose ZMTP
+     * handshake is proven by a socket monitor before use. JeroMQ 0.6.0 loses the poller registration of
+     * a few new connections in a hundred ({@link WorkerTestSupport#nudgeIoThread}); while the handshake
+     * event is missing the context's I/O thread is nudged, which heals that, and once more after it.
      */
     static final class RawDealer implements AutoCloseable {
         private final ZContext ctx = new ZContext();
@@ -344,7 +330,7 @@ final class PdTestbed implements AutoCloseable {
                 }
                 socket.monitor(null, 0);
                 // the loss can strike the connection's write side with HANDSHAKE_PROTOCOL already reported: a
-                // peer that sends its whole greeting and READY at once (the builtin ROUTER) lets JeroMQ read them
+                // peer that sends its whole greeting and READY at once (our ROUTER) lets JeroMQ read them
                 // while its own greeting never leaves (seen: 2-4 of 300 connections under load); one nudge after
                 // the event heals any registration lost at connect time (0 of 600)
                 WorkerTestSupport.nudgeIoThread(ctx);

@@ -26,8 +26,6 @@ import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.ValueSource;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -143,10 +141,9 @@ class PythonZmqInteropTest {
         return Json.write(m);
     }
 
-    @ParameterizedTest
-    @ValueSource(strings = {"builtin", "jeromq"})
-    void pythonDealerPullsFromOurRouterAndDecodesTheFinish(String impl, @TempDir Path dir) throws Exception {
-        try (PdTestbed bed = new PdTestbed().sideChannel(impl).abortTimeout(Duration.ofSeconds(30))) {
+    @Test
+    void pythonDealerPullsFromOurRouterAndDecodesTheFinish(@TempDir Path dir) throws Exception {
+        try (PdTestbed bed = new PdTestbed().abortTimeout(Duration.ofSeconds(30))) {
             PdTestbed.Node p = bed.producer("P", 0, 1, null);
             PdTestbed.Node d = bed.consumer("D", 0, 1);
             p.fill(2);
@@ -168,10 +165,9 @@ class PythonZmqInteropTest {
         }
     }
 
-    @ParameterizedTest
-    @ValueSource(strings = {"builtin", "jeromq"})
-    void pythonDealerPullsFromALayerwiseRouterAndGetsTheSameFinish(String impl, @TempDir Path dir) throws Exception {
-        try (PdTestbed bed = new PdTestbed().sideChannel(impl).abortTimeout(Duration.ofSeconds(30))) {
+    @Test
+    void pythonDealerPullsFromALayerwiseRouterAndGetsTheSameFinish(@TempDir Path dir) throws Exception {
+        try (PdTestbed bed = new PdTestbed().abortTimeout(Duration.ofSeconds(30))) {
             PdTestbed.Node p = bed.node(io.mooncake4j.connector.KvRole.KV_PRODUCER, "P", 0, 1, null,
                     c -> c.layerwisePush(true), b -> { });
             PdTestbed.Node d = bed.consumer("D", 0, 1);
@@ -205,13 +201,12 @@ class PythonZmqInteropTest {
         }
     }
 
-    @ParameterizedTest
-    @ValueSource(strings = {"builtin", "jeromq"})
-    void ourDealerPullsFromAPythonRouterThatAnswersFinish(String impl, @TempDir Path dir) throws Exception {
+    @Test
+    void ourDealerPullsFromAPythonRouterThatAnswersFinish(@TempDir Path dir) throws Exception {
         Process py = python(dir, PY_ROUTER);
         try (BufferedReader out = new BufferedReader(new InputStreamReader(py.getInputStream(),
                 StandardCharsets.UTF_8));
-             PdTestbed bed = new PdTestbed().sideChannel(impl).abortTimeout(Duration.ofSeconds(30));
+             PdTestbed bed = new PdTestbed().abortTimeout(Duration.ofSeconds(30));
              MooncakeBootstrapServer boot = new MooncakeBootstrapServer("127.0.0.1", 0)) {
             int port = Integer.parseInt(out.readLine().strip());
             boot.start();

@@ -27,8 +27,6 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
-import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.ValueSource;
 import org.zeromq.SocketType;
 import org.zeromq.ZContext;
 import org.zeromq.ZMQ;
@@ -152,10 +150,9 @@ class ReceivePathTest {
         }
     }
 
-    @ParameterizedTest
-    @ValueSource(strings = {"builtin", "jeromq"})
-    void producerKilledMidPullFailsTheLoadLongBeforeTheReceiveTimeout(String impl) {
-        try (PdTestbed bed = new PdTestbed().sideChannel(impl).abortTimeout(Duration.ofSeconds(30))) {
+    @Test
+    void producerKilledMidPullFailsTheLoadLongBeforeTheReceiveTimeout() {
+        try (PdTestbed bed = new PdTestbed().abortTimeout(Duration.ofSeconds(30))) {
             PdTestbed.Node p = bed.producer("P", 0, 1, null);
             PdTestbed.Node d = bed.consumer("D", 0, 1); // receive timeout 90 s
             d.step(pull("d1", "X", "P", p.bootstrapUrl(), 3, 4));
@@ -325,10 +322,9 @@ class ReceivePathTest {
         }
     }
 
-    @ParameterizedTest
-    @ValueSource(strings = {"builtin", "jeromq"})
-    void dealerStuckBeforeTheHandshakeIsReplacedAndThePullSucceeds(String impl) throws IOException {
-        try (PdTestbed bed = new PdTestbed().sideChannel(impl).abortTimeout(Duration.ofSeconds(30));
+    @Test
+    void dealerStuckBeforeTheHandshakeIsReplacedAndThePullSucceeds() throws IOException {
+        try (PdTestbed bed = new PdTestbed().abortTimeout(Duration.ofSeconds(30));
              MooncakeBootstrapServer boot = new MooncakeBootstrapServer("127.0.0.1", 0)) {
             PdTestbed.Node p = bed.producer("P", 0, 1, null);
             try (FirstConnectionBlackHole proxy = new FirstConnectionBlackHole(p.worker.sideChannelPort())) {

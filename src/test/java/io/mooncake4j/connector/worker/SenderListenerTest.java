@@ -85,7 +85,7 @@ class SenderListenerTest {
      * A DEALER whose connection to the listener is proven by one ping/pong round trip.
      *
      * <p>JeroMQ 0.6.0 loses the poller registration of a few new connections in a hundred (see
-     * {@link PullChannels}); while the pong is missing the test nudges the context's I/O thread,
+     * {@link WorkerTestSupport#nudgeIoThread}); while the pong is missing the test nudges the context's I/O thread,
      * which heals that. The listener receives exactly one ping.
      */
     private static ZMQ.Socket dealer(ZContext ctx, int port) {

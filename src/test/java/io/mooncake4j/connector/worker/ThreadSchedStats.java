@@ -47,7 +47,7 @@ final class ThreadSchedStats {
         return out;
     }
 
-    /** Adds {@code d} into {@code sum}, per thread name (the tid dropped: JeroMQ names both contexts' threads alike). */
+    /** Adds {@code d} into {@code sum}, per thread name (the tid dropped: two workers' threads share names). */
     static void addByName(Map<String, long[]> sum, Map<String, long[]> d) {
         d.forEach((k, v) -> {
             String name = k.substring(k.indexOf('/') + 1);

@@ -1,9 +1,14 @@
 package io.mooncake4j.connector.worker;
 
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import io.mooncake4j.connector.KvRole;
 import io.mooncake4j.connector.MooncakeConnectorConfig;
 import java.time.Duration;
 import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.LockSupport;
+import java.util.function.BooleanSupplier;
 import org.zeromq.SocketType;
 import org.zeromq.ZContext;
 import org.zeromq.ZMQ;
@@ -12,6 +17,15 @@ import org.zeromq.ZMQ;
 final class WorkerTestSupport {
 
     private WorkerTestSupport() {}
+
+    /** Waits (at most 20 s, polling every 2 ms) until {@code c} holds, else fails naming {@code what}. */
+    static void await(BooleanSupplier c, String what) {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+        while (!c.getAsBoolean()) {
+            assertTrue(System.nanoTime() - deadline < 0, what + ": not within 20 s");
+            LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(2));
+        }
+    }
 
     static MooncakeConnectorConfig config(KvRole role) {
         return MooncakeConnectorConfig.builder()
@@ -52,9 +66,12 @@ final class WorkerTestSupport {
     }
 
     /**
-     * Heals JeroMQ 0.6.0's lost poller registration of a new connection (see {@link PullChannels}):
-     * a socket bound to an OS-assigned loopback port and closed makes {@code ctx}'s I/O thread
-     * register its handles afresh. Harmless when nothing is lost.
+     * Heals JeroMQ 0.6.0's lost poller registration of a new connection, for tests that use JeroMQ as
+     * the independent ZMTP peer: its I/O-thread poller ({@code zmq.poll.Poller}) can lose the selector
+     * registration of a connection whose connecter handle is swapped for the stream engine's in one loop
+     * iteration, and the engine then never hears of readable or writable data. A socket bound to an
+     * OS-assigned loopback port and closed makes {@code ctx}'s I/O thread register its handles afresh.
+     * Harmless when nothing is lost.
      */
     static void nudgeIoThread(ZContext ctx) {
         try (ZMQ.Socket s = ctx.createSocket(SocketType.PAIR)) {

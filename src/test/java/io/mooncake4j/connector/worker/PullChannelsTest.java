@@ -3,6 +3,7 @@ package io.mooncake4j.connector.worker;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static io.mooncake4j.connector.worker.WorkerTestSupport.await;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.mooncake4j.connector.wire.MooncakeXferResponse;
@@ -21,8 +22,6 @@ import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.locks.LockSupport;
-import java.util.function.BooleanSupplier;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -32,16 +31,16 @@ import org.zeromq.ZContext;
 import org.zeromq.ZMQ;
 
 /**
- * The builtin DEALER loop ({@link ZmtpPullChannels}) against a JeroMQ ROUTER (the reference peer) and
+ * D's DEALER loop ({@link PullChannels}) against a JeroMQ ROUTER (the reference peer) and
  * against hand-written P sides: the request only after P's READY, handshake retries, connection reuse,
  * "no write after abandonment" (a lost connection fails the pull at once only when P's port refuses),
  * the response limit, the connection cap and the watchdog.
  */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
-class ZmtpPullChannelsTest {
+class PullChannelsTest {
 
     private final HealthMonitor health = new HealthMonitor();
-    private final BackgroundErrors errors = new BackgroundErrors(LoggerFactory.getLogger(ZmtpPullChannelsTest.class));
+    private final BackgroundErrors errors = new BackgroundErrors(LoggerFactory.getLogger(PullChannelsTest.class));
     private final List<String> lostAddresses = new CopyOnWriteArrayList<>();
     private final List<AutoCloseable> toClose = new ArrayList<>();
 
@@ -52,9 +51,9 @@ class ZmtpPullChannelsTest {
         }
     }
 
-    private ZmtpPullChannels channels(long receiveMs, long handshakeMs, long maxResponseBytes, int maxConnections)
+    private PullChannels channels(long receiveMs, long handshakeMs, long maxResponseBytes, int maxConnections)
             throws Exception {
-        ZmtpPullChannels c = new ZmtpPullChannels(TimeUnit.MILLISECONDS.toNanos(receiveMs),
+        PullChannels c = new PullChannels(TimeUnit.MILLISECONDS.toNanos(receiveMs),
                 TimeUnit.MILLISECONDS.toNanos(handshakeMs), errors,
                 SideChannelLimits.DEFAULTS.withMaxResponseBytes(maxResponseBytes), health, lostAddresses::add,
                 maxConnections);
@@ -105,23 +104,21 @@ class ZmtpPullChannelsTest {
         return "tcp://127.0.0.1:" + port;
     }
 
-    private static void await(BooleanSupplier c, String what) {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-        while (!c.getAsBoolean()) {
-            assertTrue(System.nanoTime() - deadline < 0, what + ": not within 20 s");
-            LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(2));
-        }
-    }
-
-    @Test
-    void pullsFromAJeroMqRouterAndReusesTheConnection() throws Exception {
+    /** A JeroMQ ROUTER (the reference peer), closed after the test. */
+    private ZMQ.Socket jeromqRouter() {
         ZContext ctx = new ZContext();
         toClose.add(ctx);
         ZMQ.Socket router = ctx.createSocket(SocketType.ROUTER);
         router.setLinger(0);
         router.setReceiveTimeOut(20_000);
+        return router;
+    }
+
+    @Test
+    void pullsFromAJeroMqRouterAndReusesTheConnection() throws Exception {
+        ZMQ.Socket router = jeromqRouter();
         int port = router.bindToRandomPort("tcp://127.0.0.1");
-        ZmtpPullChannels ch = channels(30_000, 1_000, 1 << 20, 0);
+        PullChannels ch = channels(30_000, 1_000, 1 << 20, 0);
         for (int i = 0; i < 3; i++) {
             Outcome o = new Outcome();
             ch.submit(address(port), ("req-" + i).getBytes(StandardCharsets.US_ASCII), o);
@@ -146,7 +143,7 @@ class ZmtpPullChannelsTest {
     @Test
     void theRequestGoesOutOnlyAfterPsReadyAndAStuckHandshakeIsRetriedOnAFreshConnection() throws Exception {
         ServerSocket fake = fakeP();
-        ZmtpPullChannels ch = channels(30_000, 300, 1 << 20, 0);
+        PullChannels ch = channels(30_000, 300, 1 << 20, 0);
         Outcome o = new Outcome();
         ch.submit(address(fake.getLocalPort()), "the-request".getBytes(StandardCharsets.US_ASCII), o);
         fake.setSoTimeout(20_000);
@@ -177,7 +174,7 @@ class ZmtpPullChannelsTest {
     @Test
     void aPrefillThatFailsTheHandshakeNeverGetsTheRequestAndThePullEndsAtItsDeadline() throws Exception {
         ServerSocket fake = fakeP();
-        ZmtpPullChannels ch = channels(3_000, 1_000, 1 << 20, 0); // D reconnects every 100 ms meanwhile
+        PullChannels ch = channels(3_000, 1_000, 1 << 20, 0); // D reconnects every 100 ms meanwhile
         Outcome o = new Outcome();
         ch.submit(address(fake.getLocalPort()), "the-request".getBytes(StandardCharsets.US_ASCII), o);
         fake.setSoTimeout(20_000);
@@ -210,7 +207,7 @@ class ZmtpPullChannelsTest {
     void aConnectionLostAfterTheRequestFailsThePullAtOnceWhenPsPortRefuses() throws Exception {
         ServerSocket fake = fakeP();
         int port = fake.getLocalPort();
-        ZmtpPullChannels ch = channels(30_000, 1_000, 1 << 20, 0);
+        PullChannels ch = channels(30_000, 1_000, 1 << 20, 0);
         Outcome o = new Outcome();
         long t0 = System.nanoTime();
         ch.submit(address(port), new byte[] {1}, o);
@@ -228,7 +225,7 @@ class ZmtpPullChannelsTest {
     @Test
     void aConnectionLostAfterTheRequestWaitsForTheReceiveDeadlineWhilePsPortAccepts() throws Exception {
         ServerSocket fake = fakeP(); // stays open: the probe's connect is accepted by the kernel
-        ZmtpPullChannels ch = channels(1_500, 1_000, 1 << 20, 0);
+        PullChannels ch = channels(1_500, 1_000, 1 << 20, 0);
         Outcome o = new Outcome();
         long t0 = System.nanoTime();
         ch.submit(address(fake.getLocalPort()), new byte[] {1}, o);
@@ -245,7 +242,7 @@ class ZmtpPullChannelsTest {
     @Test
     void aResponseFrameAboveTheLimitDropsTheConnectionBeforeAllocating() throws Exception {
         ServerSocket fake = fakeP();
-        ZmtpPullChannels ch = channels(30_000, 1_000, 1024, 0);
+        PullChannels ch = channels(30_000, 1_000, 1024, 0);
         Outcome o = new Outcome();
         ch.submit(address(fake.getLocalPort()), new byte[] {1}, o);
         try (ZmtpPeer z = ZmtpPeer.acceptHandshaken(fake, "ROUTER", Duration.ofSeconds(20))) {
@@ -262,7 +259,7 @@ class ZmtpPullChannelsTest {
     @Test
     void aMultiFrameOrUndecodableAnswerFailsThePull() throws Exception {
         ServerSocket fake = fakeP();
-        ZmtpPullChannels ch = channels(30_000, 1_000, 1 << 20, 0);
+        PullChannels ch = channels(30_000, 1_000, 1 << 20, 0);
         Outcome two = new Outcome();
         ch.submit(address(fake.getLocalPort()), new byte[] {1}, two);
         try (ZmtpPeer z = ZmtpPeer.acceptHandshaken(fake, "ROUTER", Duration.ofSeconds(20))) {
@@ -284,7 +281,7 @@ class ZmtpPullChannelsTest {
     @Test
     void connectionsAreCappedAndAPullOverTheCapFailsLoudly() throws Exception {
         ServerSocket fake = fakeP(); // accepts (kernel backlog) and never answers
-        ZmtpPullChannels ch = channels(30_000, 20_000, 1 << 20, 2);
+        PullChannels ch = channels(30_000, 20_000, 1 << 20, 2);
         Outcome a = new Outcome();
         Outcome b = new Outcome();
         Outcome c = new Outcome();
@@ -301,22 +298,18 @@ class ZmtpPullChannelsTest {
     @Test
     void anErrorEscapingTheLoopFailsThePullsInFlightAndTheLoopGoesOn() throws Exception {
         ServerSocket fake = fakeP();
-        ZmtpPullChannels ch = channels(30_000, 20_000, 1 << 20, 0);
+        PullChannels ch = channels(30_000, 20_000, 1 << 20, 0);
         Outcome stuck = new Outcome();
         ch.submit(address(fake.getLocalPort()), new byte[] {1}, stuck);
         await(() -> ch.activePulls() == 1, "in flight");
-        ch.injectFault(new OutOfMemoryError("injected into the builtin DEALER loop"));
+        ch.injectFault(new OutOfMemoryError("injected into the DEALER loop"));
         String end = stuck.await();
         assertTrue(end.contains("the Mooncake pull I/O thread failed"), end);
         await(() -> health.snapshot().loopRecoveries() == 1, "recovered");
         assertEquals(1, health.snapshot().loopDeaths());
         assertTrue(ch.alive());
         fake.close();
-        ZContext ctx = new ZContext();
-        toClose.add(ctx);
-        ZMQ.Socket router = ctx.createSocket(SocketType.ROUTER);
-        router.setLinger(0);
-        router.setReceiveTimeOut(20_000);
+        ZMQ.Socket router = jeromqRouter();
         int port = router.bindToRandomPort("tcp://127.0.0.1");
         Outcome later = new Outcome();
         ch.submit(address(port), new byte[] {2}, later);
@@ -329,7 +322,7 @@ class ZmtpPullChannelsTest {
 
     @Test
     void afterCloseASubmittedPullFailsAtOnce() throws Exception {
-        ZmtpPullChannels ch = channels(30_000, 1_000, 1 << 20, 0);
+        PullChannels ch = channels(30_000, 1_000, 1 << 20, 0);
         ch.close();
         assertFalse(ch.alive());
         Outcome o = new Outcome();

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static io.mooncake4j.connector.worker.WorkerTestSupport.await;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.mooncake4j.fuzz.ZmtpPeer;
@@ -17,8 +18,6 @@ import java.util.List;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
-import java.util.concurrent.locks.LockSupport;
-import java.util.function.BooleanSupplier;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -29,12 +28,12 @@ import org.zeromq.ZMQ;
 import org.zeromq.ZMonitor;
 
 /**
- * The builtin ROUTER ({@link ZmtpSenderListener}) against JeroMQ DEALERs (the reference peer) and
+ * P's ROUTER ({@link SenderListener}) against JeroMQ DEALERs (the reference peer) and
  * against hand-written hostile ZMTP peers: routing by identity, the identity rules, every bound
  * (handshake timeout, connection cap, frame and message limits) and the watchdog.
  */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
-class ZmtpSenderListenerTest {
+class SenderListenerRouterTest {
 
     private static final Duration READ = Duration.ofSeconds(10);
 
@@ -66,21 +65,21 @@ class ZmtpSenderListenerTest {
         };
     }
 
-    private ZmtpSenderListener listener(SideChannelLimits limits, long handshakeMs, int maxConnections)
+    private SenderListener listener(SideChannelLimits limits, long handshakeMs, int maxConnections)
             throws Exception {
         SideChannelHandler h = echo();
-        ZmtpSenderListener l = new ZmtpSenderListener("127.0.0.1", () -> h, limits, health, () -> null, 100,
+        SenderListener l = new SenderListener("127.0.0.1", () -> h, limits, health, () -> null, 100,
                 handshakeMs, maxConnections);
         toClose.add(l);
         l.ready().get(10, TimeUnit.SECONDS);
         return l;
     }
 
-    private ZmtpSenderListener listener() throws Exception {
+    private SenderListener listener() throws Exception {
         return listener(SideChannelLimits.DEFAULTS.withMaxMetadataBytes(1024), 10_000, 64);
     }
 
-    private static int port(ZmtpSenderListener l) {
+    private static int port(SenderListener l) {
         return l.ready().join();
     }
 
@@ -167,17 +166,9 @@ class ZmtpSenderListenerTest {
         return Arrays.copyOfRange(frame, 1, frame.length);
     }
 
-    private static void await(BooleanSupplier c, String what) {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-        while (!c.getAsBoolean()) {
-            assertTrue(System.nanoTime() - deadline < 0, what + ": not within 20 s");
-            LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(2));
-        }
-    }
-
     @Test
     void routesRepliesByIdentityToJeroMqDealersWithAndWithoutIdentity() throws Exception {
-        ZmtpSenderListener l = listener();
+        SenderListener l = listener();
         JeroDealer named = jeromqDealer(port(l), "d-one".getBytes(StandardCharsets.US_ASCII));
         JeroDealer anon = jeromqDealer(port(l), null);
         for (int i = 0; i < 20; i++) {
@@ -203,7 +194,7 @@ class ZmtpSenderListenerTest {
 
     @Test
     void aSecondConnectionAnnouncingAnIdentityInUseIsRefusedAndTheFirstKeepsItsRoute() throws Exception {
-        ZmtpSenderListener l = listener();
+        SenderListener l = listener();
         byte[] id = "same".getBytes(StandardCharsets.US_ASCII);
         ZmtpPeer first = raw(port(l));
         handshake(first, id);
@@ -219,7 +210,7 @@ class ZmtpSenderListenerTest {
 
     @Test
     void answersPingWithPongCarryingItsContext() throws Exception {
-        ZmtpSenderListener l = listener();
+        SenderListener l = listener();
         ZmtpPeer z = raw(port(l));
         z.handshake("DEALER");
         z.write(ZmtpPeer.frame(ZmtpPeer.COMMAND, Zmtp.pingBody(50, new byte[] {9, 8, 7})));
@@ -230,7 +221,7 @@ class ZmtpSenderListenerTest {
 
     @Test
     void dropsPeersThatBreakTheGreetingOrTheHandshake() throws Exception {
-        ZmtpSenderListener l = listener();
+        SenderListener l = listener();
         ZmtpPeer http = raw(port(l));
         http.write("GET / HTTP/1.1\r\nHost: x\r\n\r\n".getBytes(StandardCharsets.US_ASCII));
         assertTrue(http.closedByPeer(), "garbage greeting");
@@ -263,7 +254,7 @@ class ZmtpSenderListenerTest {
 
     @Test
     void aPeerThatConnectsAndSendsNothingLosesItsSlotAtTheHandshakeTimeout() throws Exception {
-        ZmtpSenderListener l = listener(SideChannelLimits.DEFAULTS, 300, 64);
+        SenderListener l = listener(SideChannelLimits.DEFAULTS, 300, 64);
         ZmtpPeer silent = raw(port(l));
         await(() -> l.connections() == 1, "accepted");
         assertTrue(silent.closedByPeer(), "closed at the handshake timeout");
@@ -278,7 +269,7 @@ class ZmtpSenderListenerTest {
 
     @Test
     void connectionsBeyondTheCapAreClosedAndTheSlotsComeBack() throws Exception {
-        ZmtpSenderListener l = listener(SideChannelLimits.DEFAULTS, 10_000, 4);
+        SenderListener l = listener(SideChannelLimits.DEFAULTS, 10_000, 4);
         List<ZmtpPeer> held = new ArrayList<>();
         for (int i = 0; i < 4; i++) {
             ZmtpPeer z = raw(port(l));
@@ -314,7 +305,7 @@ class ZmtpSenderListenerTest {
             }
         };
         // idle for 0 ms is enough here: which peer goes is what is tested, not how long it waited
-        ZmtpSenderListener l = new ZmtpSenderListener("127.0.0.1", () -> h, SideChannelLimits.DEFAULTS, health,
+        SenderListener l = new SenderListener("127.0.0.1", () -> h, SideChannelLimits.DEFAULTS, health,
                 () -> null, 100, 10_000, 3, 0);
         toClose.add(l);
         l.ready().get(10, TimeUnit.SECONDS);
@@ -352,7 +343,7 @@ class ZmtpSenderListenerTest {
 
     @Test
     void framesAndMessagesAboveTheLimitsDropThePeerBeforeAllocating() throws Exception {
-        ZmtpSenderListener l = listener(); // 1 KiB
+        SenderListener l = listener(); // 1 KiB
         long heap = usedHeap();
         ZmtpPeer big = raw(port(l));
         big.handshake("DEALER");
@@ -401,7 +392,7 @@ class ZmtpSenderListenerTest {
             handled.incrementAndGet();
             reply.send(frames.getFirst());
         };
-        ZmtpSenderListener l = new ZmtpSenderListener("127.0.0.1", () -> stalled,
+        SenderListener l = new SenderListener("127.0.0.1", () -> stalled,
                 SideChannelLimits.DEFAULTS.withMaxMetadataBytes(1024), health, () -> null, 100, 10_000, 64);
         toClose.add(l);
         try {
@@ -432,7 +423,7 @@ class ZmtpSenderListenerTest {
 
     @Test
     void aReplyToAClosedPeerIsDroppedAndCounted() throws Exception {
-        ZmtpSenderListener l = listener();
+        SenderListener l = listener();
         ZmtpPeer z = raw(port(l));
         z.handshake("DEALER");
         z.write(ZmtpPeer.frame(0, "x".getBytes(StandardCharsets.US_ASCII)));
@@ -447,11 +438,11 @@ class ZmtpSenderListenerTest {
 
     @Test
     void anErrorEscapingTheLoopIsReportedAndTheRouterListensAgainOnTheSamePort() throws Exception {
-        ZmtpSenderListener l = listener();
+        SenderListener l = listener();
         int port = port(l);
         ZmtpPeer before = raw(port);
         before.handshake("DEALER");
-        l.injectFault(new OutOfMemoryError("injected into the builtin ROUTER loop"));
+        l.injectFault(new OutOfMemoryError("injected into the ROUTER loop"));
         assertTrue(before.closedByPeer(), "the old connections are closed");
         await(() -> health.snapshot().loopRecoveries() == 1, "recovered");
         assertEquals(1, health.snapshot().loopDeaths());
@@ -464,7 +455,7 @@ class ZmtpSenderListenerTest {
 
     @Test
     void closeStopsBothThreadsAndFreesThePort() throws Exception {
-        ZmtpSenderListener l = listener();
+        SenderListener l = listener();
         ZmtpPeer z = raw(port(l));
         z.handshake("DEALER");
         l.close();
