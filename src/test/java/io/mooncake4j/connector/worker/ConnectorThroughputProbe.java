@@ -67,6 +67,8 @@ public final class ConnectorThroughputProbe {
     private static final List<Long> connWriteNanos = Collections.synchronizedList(new ArrayList<>());
     private static final Map<String, long[]> connWriteCpu = new java.util.concurrent.ConcurrentHashMap<>();
     /** Set on the thread of {@link #replay}: its calls go through the same proxy but are not the connector's. */
+    /** D's finished listener, which the rounds wait on unless they poll. */
+    private static FinishSignal dFinished;
     private static final ThreadLocal<Boolean> REPLAYING = ThreadLocal.withInitial(() -> false);
 
     /** Wraps an engine so that every {@code batchTransferSyncWrite} of the connector is recorded. */
@@ -105,7 +107,7 @@ public final class ConnectorThroughputProbe {
         int blocks = args.length > 2 ? Integer.parseInt(args[2]) : 64;
         int perRequest = args.length > 3 ? Integer.parseInt(args[3]) : 16;
         // how often the probe asks D's getTransferResults, as an embedder's step loop would (µs); 0: it
-        // waits for D's signal that a load finished (KvReceiver.awaitFinished), then asks
+        // waits for D's signal that a load finished (its finished listener, FinishSignal), then asks
         long pollNanos = (args.length > 4 ? Long.parseLong(args[4]) : 0) * 1_000;
         int warmups = Integer.getInteger("probe.warmup", 10);
         // one-block pulls first, so that the per-wave code is compiled as in a serving process that has
@@ -118,6 +120,7 @@ public final class ConnectorThroughputProbe {
                 .abortTimeout(Duration.ofSeconds(60))) {
             PdTestbed.Node p = bed.producer("P", 0, 1, null);
             PdTestbed.Node d = bed.consumer("D", 0, 1);
+            dFinished = FinishSignal.on(d.worker);
             long bytesPerRound = (long) blocks * p.page() * p.model.numLayers();
             int req = 0;
             for (int warm = 0; warm < smallWarmups; warm++) {
@@ -463,7 +466,7 @@ public final class ConnectorThroughputProbe {
                 if (pollNanos > 0) {
                     LockSupport.parkNanos(pollNanos); // the embedder's polling interval, not synchronisation
                 } else {
-                    d.worker.receiverOrNull().awaitFinished(deadline - System.nanoTime()); // D's signal
+                    dFinished.await(deadline - System.nanoTime()); // D's signal
                 }
             }
         }

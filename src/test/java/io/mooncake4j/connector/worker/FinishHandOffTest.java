@@ -21,7 +21,7 @@ import org.junit.jupiter.api.Timeout;
 /**
  * Issue 13's hand-offs: D records a pull's answer on its I/O thread (so {@code getFinished} does
  * not depend on the receiver loop), P's transfer thread answers a written wave itself (so D does
- * not wait for P's sender loop), and {@code KvReceiver.awaitFinished} wakes on a finished load.
+ * not wait for P's sender loop), and the finished listener wakes an embedder on a finished load.
  */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class FinishHandOffTest {
@@ -55,6 +55,7 @@ class FinishHandOffTest {
             d.step(pull("d1", "X", "P", p.bootstrapUrl(), 2));
             bed.awaitAll(() -> p.worker.diagnostics().activeSends() == 1, WAIT, "the pull at P");
             KvReceiver r = d.worker.receiverOrNull();
+            FinishSignal finished = FinishSignal.on(d.worker);
             r.loop().execute(() -> {
                 loopBlocked.countDown();
                 try {
@@ -66,10 +67,10 @@ class FinishHandOffTest {
             try {
                 awaitLatch(loopBlocked, "D's receiver loop blocked");
                 p.step(finished("p1", "X", 1));
-                assertTrue(r.awaitFinished(WAIT.toNanos()), "the load's end signalled");
+                assertTrue(finished.await(WAIT.toNanos()), "the load's end signalled");
                 assertEquals(Set.of("d1"), d.worker.getTransferResults().finishedRecving(),
                         "getFinished names the load while the receiver loop is still blocked");
-                assertFalse(r.awaitFinished(TimeUnit.MILLISECONDS.toNanos(1)), "nothing more finished");
+                assertFalse(finished.await(TimeUnit.MILLISECONDS.toNanos(1)), "nothing more finished");
             } finally {
                 releaseLoop.countDown();
             }

@@ -29,7 +29,7 @@ import java.util.concurrent.locks.LockSupport;
  *     io.mooncake4j.connector.worker.FinishLatencyProbe [requests] [spin|signal|pollMicros]
  * </pre>
  * How D's embedder waits: {@code spin} (default) calls {@code getFinished} in a tight loop,
- * {@code signal} parks until D signals a finished load ({@code KvReceiver.awaitFinished}), a number
+ * {@code signal} parks until D signals a finished load (its finished listener, {@code FinishSignal}), a number
  * pauses that many µs between calls. {@code -Dprobe.warmup} requests (default 2000) run first, then
  * batches of 250 until the JIT compiler threads were on a CPU for at most 1 % of a batch (at most
  * 5 000; {@code -Dprobe.jitSettle=false}: none); the probe prints the JIT's CPU time and the GCs
@@ -63,6 +63,7 @@ public final class FinishLatencyProbe {
             }));
             PdTestbed.Node p = bed.producer("P", 0, 1, null);
             PdTestbed.Node d = bed.consumer("D", 0, 1);
+            dFinished = FinishSignal.on(d.worker);
             // every warm-up request runs the measured code (trace reads, GC counts, schedstat) and drops its figures
             Sampler sampler = new Sampler(p, d, mode, pollNanos, sched, writeStart, n);
             for (int i = -warmups; i < 0; i++) {
@@ -109,6 +110,8 @@ public final class FinishLatencyProbe {
 
     /** Per measured sample: garbage collections that ran during it (for the tail lines). */
     private static long[] gcMarks;
+    /** D's finished listener, which {@code signal} mode waits on. */
+    private static FinishSignal dFinished;
     /** Per measured sample with {@code -Dprobe.schedstat}: each thread's {ran, waited} ns over it. */
     private static java.util.Map<String, long[]>[] schedMaps;
 
@@ -196,7 +199,7 @@ public final class FinishLatencyProbe {
             if (pollNanos > 0) {
                 LockSupport.parkNanos(pollNanos); // the embedder's step interval
             } else if (mode.equals("signal")) {
-                d.worker.receiverOrNull().awaitFinished(deadline - System.nanoTime());
+                dFinished.await(deadline - System.nanoTime());
             } else {
                 Thread.onSpinWait();
             }
