@@ -23,12 +23,12 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.HashSet;
-import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.OptionalLong;
 import java.util.Set;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.LinkedBlockingQueue;
@@ -125,6 +125,12 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
     /** The armed expiry wake-up ({@link #armExpiryWake}) and its deadline on {@code clock} (sender loop). */
     private ScheduledFuture<?> expiryWake;
     private long expiryWakeAt;
+    /** Expiry deadlines of the recorded holds ({@code request_finished} + abort timeout), earliest first. */
+    private final ExpiryQueue<SendBlockMeta> holdExpiry = new ExpiryQueue<>(
+            (sm, at) -> reqsNeedSend.get(sm.transferId) == sm && !sm.isPlaceholder() && sm.expireNanos == at);
+    /** Expiry deadlines of the placeholders of early D pulls (creation + abort timeout), earliest first. */
+    private final ExpiryQueue<SendBlockMeta> placeholderExpiry = new ExpiryQueue<>(
+            (sm, at) -> reqsNeedSend.get(sm.transferId) == sm && sm.isPlaceholder());
     private final DescriptorBuffer buf = new DescriptorBuffer(1024);
     private final PlanErrors planErrors = new PlanErrors();
     private final Set<Pull> activePulls = new HashSet<>();
@@ -501,6 +507,7 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
                 sm = new SendBlockMeta("", transferId, new int[0][], now);
                 reqsNeedSend.put(transferId, sm);
                 placeholders++;
+                placeholderExpiry.add(now + abortNanos, sm, reqsNeedSend.size());
             }
             if (pull.pending.put(e.getKey(), sm) == null) {
                 sm.waiters++;
@@ -1341,6 +1348,7 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
                 sm.pReqId = pReqId;
                 sm.localBlockIds = blockIds;
                 sm.expireNanos = now + abortNanos;
+                holdExpiry.add(sm.expireNanos, sm, reqsNeedSend.size());
                 armExpiryWake(sm.expireNanos);
                 closeLayerwise(sm, blockIds);
                 sm.ready.complete(null);
@@ -1386,9 +1394,9 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
 
     /**
      * Arms one timer on the sender loop for the earliest expiry deadline {@code at} (loop thread).
-     * Expiry is computed lazily by {@link #fetchFinishedSending}; this timer only tells the listener
-     * that a fetch would now find an expired hold. One timer at a time: later deadlines are armed
-     * when it fires, so P holds no timer per request.
+     * Expiry is done by {@link #fetchFinishedSending}; this timer only tells the listener that a fetch
+     * would now find an expired hold. One timer at a time: the next deadline ({@link #holdExpiry}) is
+     * armed when it fires, so P holds no timer per request and a tick costs what is due, not a scan.
      */
     private void armExpiryWake(long at) {
         ScheduledFuture<?> armed = expiryWake;
@@ -1412,30 +1420,16 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
     private void onExpiryWake() {
         expiryWake = null;
         long now = clock.getAsLong();
-        boolean due = false;
-        boolean hasNext = false;
-        long next = 0;
-        for (SendBlockMeta sm : reqsNeedSend.values()) {
-            if (sm.isPlaceholder() || sm.expireNanos == Long.MAX_VALUE) {
-                continue;
-            }
-            long at = sm.expireNanos;
-            if (at - now < 0) {
-                if (sm.sending == 0) {
-                    due = true;
-                    continue;
-                }
-                // expired with a wave in flight: it expires when the wave fails, checked again shortly
-                // (rare: only a hold that timed out while being written)
-                at = now + Math.min(abortNanos, TimeUnit.MILLISECONDS.toNanos(100));
-            }
-            if (!hasNext || at - next < 0) {
-                next = at;
-                hasNext = true;
-            }
+        boolean due = holdExpiry.anyDue(now, sm -> sm.sending == 0);
+        OptionalLong next = holdExpiry.nextDeadline();
+        if (holdExpiry.anyDue(now, sm -> sm.sending > 0)) {
+            // expired with a wave in flight: it expires when the wave fails, checked again shortly
+            // (rare: only a hold that timed out while being written)
+            long retry = now + Math.min(abortNanos, TimeUnit.MILLISECONDS.toNanos(100));
+            next = OptionalLong.of(next.isPresent() && next.getAsLong() - retry < 0 ? next.getAsLong() : retry);
         }
-        if (hasNext) {
-            armExpiryWake(next);
+        if (next.isPresent()) {
+            armExpiryWake(next.getAsLong());
         }
         if (due) {
             onFinished.run();
@@ -1448,28 +1442,34 @@ final class KvSender implements SideChannelHandler, SenderListener.Quiesce, Auto
         Set<String> out = finishedSendingReqs;
         finishedSendingReqs = new LinkedHashSet<>();
         long now = clock.getAsLong();
-        for (Iterator<SendBlockMeta> it = reqsNeedSend.values().iterator(); it.hasNext(); ) {
-            SendBlockMeta sm = it.next();
+        holdExpiry.expireDue(now, sm -> {
             if (sm.sending > 0) {
-                continue;
+                return false; // a wave in flight: it expires once the wave is done
             }
-            if (!sm.isPlaceholder()) {
-                if (sm.expireNanos != Long.MAX_VALUE && sm.expireNanos - now < 0) {
-                    LOG.warn("Request {} timed out after {} seconds without being sent. Freeing its blocks on the "
-                            + "producer side.", sm.pReqId, TimeUnit.NANOSECONDS.toSeconds(abortNanos));
-                    stats.recordKvExpiredReq();
-                    out.add(sm.pReqId);
-                    it.remove();
-                }
-            } else if (sm.waiters == 0 && now - sm.createdNanos - abortNanos > 0) {
-                LOG.warn("Transfer {} was pulled by D but never scheduled on P {}; dropping its placeholder after "
-                        + "{} seconds.", sm.transferId, engineLabel, TimeUnit.NANOSECONDS.toSeconds(abortNanos));
-                placeholdersExpired.increment();
-                placeholders--;
-                it.remove();
+            LOG.warn("Request {} timed out after {} seconds without being sent. Freeing its blocks on the "
+                    + "producer side.", sm.pReqId, TimeUnit.NANOSECONDS.toSeconds(abortNanos));
+            stats.recordKvExpiredReq();
+            out.add(sm.pReqId);
+            reqsNeedSend.remove(sm.transferId, sm);
+            return true;
+        });
+        placeholderExpiry.expireDue(now, sm -> {
+            if (sm.sending > 0 || sm.waiters > 0) {
+                return false; // a pull waits for it: it expires once none does
             }
-        }
+            LOG.warn("Transfer {} was pulled by D but never scheduled on P {}; dropping its placeholder after "
+                    + "{} seconds.", sm.transferId, engineLabel, TimeUnit.NANOSECONDS.toSeconds(abortNanos));
+            placeholdersExpired.increment();
+            placeholders--;
+            reqsNeedSend.remove(sm.transferId, sm);
+            return true;
+        });
         return out;
+    }
+
+    /** Entries held by the two expiry queues, dead ones not yet dropped included (tests: they stay bounded). */
+    int expiryEntries() {
+        return holdExpiry.size() + placeholderExpiry.size();
     }
 
     /** Entries of {@code reqs_need_send} (loop thread). */

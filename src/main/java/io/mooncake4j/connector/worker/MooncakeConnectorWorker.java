@@ -835,6 +835,11 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         return receiver;
     }
 
+    /** The send path once registered, else null (tests; its state is the sender loop's). */
+    KvSender senderOrNull() {
+        return sender;
+    }
+
     /**
      * The side channel's cumulative counters (limits hit, error replies, dropped messages, background
      * errors); all zero before registration. Reads counters only: never waits on the worker's loops.

@@ -141,6 +141,49 @@ class SendPathTest {
         }
     }
 
+    /**
+     * The expiry queue: a hold that nobody pulls expires once (reported once, counted once), a request
+     * that was sent is never expired later, and a request aborted before its deadline neither.
+     */
+    @Test
+    void expiryFiresOnceAndNeverForARequestThatFinishedOrWasAborted() throws Exception {
+        AtomicLong clock = new AtomicLong(1_000 * S);
+        try (io.mooncake4j.testlog.LogCapture logs = io.mooncake4j.testlog.LogCapture.start(KvSender.class);
+                PdTestbed bed = new PdTestbed().abortTimeout(Duration.ofSeconds(30))) {
+            PdTestbed.Node p = bed.node(KvRole.KV_PRODUCER, "P", 0, 1, null, b -> b.nanoClock(clock::get));
+            PdTestbed.Node d = bed.consumer("D", 0, 1);
+            p.fill(2);
+            p.step(announce("held", "H"));
+            p.step(finished("held", "H", 1));
+            p.step(announce("sent", "S"));
+            p.step(finished("sent", "S", 2));
+            p.step(announce("aborted", "A"));
+            p.step(finished("aborted", "A", 3));
+            MooncakeConnectorMetadata abort = new MooncakeConnectorMetadata();
+            abort.setReqsNotProcessed(Set.of("A"));
+            p.step(abort);
+            d.step(pull("d-sent", "S", "P", p.bootstrapUrl(), 5));
+            List<String> reported = new java.util.ArrayList<>();
+            bed.awaitAll(() -> {
+                reported.addAll(p.worker.getTransferResults().finishedSending());
+                return reported.contains("sent") && d.finishedRecving.contains("d-sent");
+            }, Duration.ofSeconds(20), "the pulled request sent");
+            PdTestbed.assertSameTpCopy(p, 2, d, 5);
+            for (int i = 0; i < 4; i++) { // across the deadline and well past it
+                clock.addAndGet(20 * S);
+                reported.addAll(p.worker.getTransferResults().finishedSending());
+            }
+            assertEquals(List.of("sent", "held"), reported, "each reported once; the aborted one never");
+            assertEquals(1, p.worker.getKvConnectorStats().orElseThrow().numKvExpiredReqs());
+            assertEquals(1, logs.matching(org.slf4j.event.Level.WARN, "timed out after 30 seconds").size());
+            logs.assertLogged(org.slf4j.event.Level.WARN, "Request held timed out after 30 seconds without being sent");
+            assertEquals(0, p.worker.diagnostics().pendingTransfers());
+            KvSender sender = p.worker.senderOrNull();
+            assertEquals(0, (int) java.util.concurrent.CompletableFuture.supplyAsync(sender::expiryEntries,
+                    p.worker.senderLoop()).get(10, TimeUnit.SECONDS), "the queues hold nothing any more");
+        }
+    }
+
     @Test
     void requestRemovedBetweenReadinessAndSendingIsReportedAsAnError() {
         try (PdTestbed bed = new PdTestbed().abortTimeout(Duration.ofSeconds(30))) {
