@@ -164,10 +164,12 @@ class SendPathTest {
             p.step(abort);
             d.step(pull("d-sent", "S", "P", p.bootstrapUrl(), 5));
             List<String> reported = new java.util.ArrayList<>();
-            bed.awaitAll(() -> {
+            // P's results are read here only (not through the testbed's polling), to count each report
+            WorkerTestSupport.await(() -> {
                 reported.addAll(p.worker.getTransferResults().finishedSending());
+                d.poll();
                 return reported.contains("sent") && d.finishedRecving.contains("d-sent");
-            }, Duration.ofSeconds(20), "the pulled request sent");
+            }, "the pulled request sent");
             PdTestbed.assertSameTpCopy(p, 2, d, 5);
             for (int i = 0; i < 4; i++) { // across the deadline and well past it
                 clock.addAndGet(20 * S);
