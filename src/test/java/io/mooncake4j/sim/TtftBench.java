@@ -650,6 +650,10 @@ public final class TtftBench {
                 .get(5, TimeUnit.MINUTES);
         long[] f1 = p.forwardTimes();
         check(r.ok(), "prefill alone failed: " + r);
+        if (Boolean.getBoolean("ttft.verbose")) {
+            System.out.printf(Locale.ROOT, "  prefill alone: %.1f ms at %s%n", ms(r.kvReadyNanos() - r.arrivalNanos()),
+                    epochSpan(r));
+        }
         return Evidence.of(r.kvReadyNanos() - r.arrivalNanos(), f0, f1, atToken.get().since(t0));
     }
 
@@ -711,10 +715,21 @@ public final class TtftBench {
     private static void verbose(SimProxy.Exchange e) {
         if (Boolean.getBoolean("ttft.verbose")) {
             System.out.printf(Locale.ROOT, "  exchange: P prefill %.1f ms, P ready -> D ready %.1f ms, D arrival - P "
-                    + "arrival %.1f ms%n", ms(e.prefill().kvReadyNanos() - e.prefill().arrivalNanos()),
+                    + "arrival %.1f ms; P prefill at %s%n", ms(e.prefill().kvReadyNanos() - e.prefill().arrivalNanos()),
                     ms(e.decode().kvReadyNanos() - e.prefill().kvReadyNanos()),
-                    ms(e.decode().arrivalNanos() - e.prefill().arrivalNanos()));
+                    ms(e.decode().arrivalNanos() - e.prefill().arrivalNanos()), epochSpan(e.prefill()));
         }
+    }
+
+    /**
+     * A result's arrival → KV ready as wall-clock epoch microseconds, {@code from..to}: to line a window
+     * up with a JFR recording's or a unified log's timestamps ({@code -Dttft.verbose=true}).
+     */
+    private static String epochSpan(SimResult r) {
+        java.time.Instant now = java.time.Instant.now();
+        long nanoNow = System.nanoTime();
+        long nowUs = now.getEpochSecond() * 1_000_000L + now.getNano() / 1000;
+        return (nowUs - (nanoNow - r.arrivalNanos()) / 1000) + ".." + (nowUs - (nanoNow - r.kvReadyNanos()) / 1000);
     }
 
     private static void check(boolean ok, String what) {
