@@ -96,6 +96,8 @@ public final class TtftBench {
                         + SETTLE_PERCENT + " % of two rounds, at most " + SETTLE_MAX + " pairs or " + SETTLE_SECONDS
                         + " s (-Dttft.jitSettle=false: not)"
                         : ", no JIT settling (-Dttft.jitSettle=false)"));
+        System.out.println("link: " + LINK + " (-Dttft.link; scripts/ttft-link.sh sets it to the tbf rate of the namespace's "
+                + "loopback); the xfer GB/s after each row is the transfer alone's own rate on it");
         startCarriers();
         System.out.printf(Locale.ROOT, "%-5s %7s %9s %9s %11s %9s %9s %9s %10s %9s %9s %11s %10s %8s%n", "engine",
                 "tokens", "fill ms", "xfer ms", "us/layer/1k", "pref ms", "whole ms", "lw ms", "max(p,x)", "whole/max",
@@ -253,6 +255,9 @@ public final class TtftBench {
         System.out.printf(Locale.ROOT, "%-6s %7d %9.1f %9.1f %11d %9.1f %9.1f %9.1f %10.1f %9.2f %9.2f %11.1f %10.1f %8.1f%n",
                 kind, tokens, fill, xfer, perLayer1k / 1000, prefill, whole, lw, max, whole / max, lw / max, lwPrefill,
                 lwTail, jit.measuredMs());
+        long kvBytes = (long) ((tokens + MODEL.blockSize() - 1) / MODEL.blockSize()) * MODEL.pageBytes(1) * MODEL.numLayers();
+        System.out.println("  " + String.format(Locale.ROOT, "xfer alone: %.1f MiB of KV in %.1f ms = %.2f GB/s (%.2f Gbit/s) "
+                + "on link %s", kvBytes / 1048576.0, xfer, kvBytes / (xfer * 1e6), kvBytes * 8 / (xfer * 1e6), LINK));
         System.out.println("  " + jit.describe(xferWin, aloneEv, lwWin));
         System.out.println("  " + nice);
         if (!aloneEv.isEmpty() && !lwEv.isEmpty()) {
@@ -278,6 +283,8 @@ public final class TtftBench {
     }
 
     private static final int CORES = Runtime.getRuntime().availableProcessors();
+    /** What the P-D traffic ran over ({@code -Dttft.link}; {@code scripts/ttft-link.sh} sets the tbf rate). */
+    private static final String LINK = System.getProperty("ttft.link", "loopback, no rate limit");
     /** Thread-counter snapshots taken before the first cell, so that the JIT has compiled the instrument. */
     private static final int SNAPSHOT_WARMUP = Integer.getInteger("ttft.snapshotWarmup", 400);
     /** Exchanges before each P's measured ones (connections, and the JIT out of the measured windows). */
@@ -521,7 +528,10 @@ public final class TtftBench {
      * with fair scheduling it gets {@code cores / (1 + that)} of a core while it fills, so the fill
      * stretches by the inverse and the prefill with it, and D's KV is ready one saved layer after.
      * A miss above the co-location floor is not the machine's sharing; one below 1.15 x max of
-     * the floor is.
+     * the floor is. Pipeline: with a rate-limited link ({@code scripts/ttft-link.sh}) the transfer
+     * alone keeps fewer cores busy (the co-location term shrinks towards {@code pref + xfer /
+     * saves}) and the bound is the link: busy from P's first saved layer, it ends one layer's
+     * transfer after {@code max} at best.
      */
     static String floor(double max, double lw, double pref, double prefCpu, double stepCpu, double xfer,
             double xferCpu, double lwCpu, int saves) {
@@ -530,15 +540,18 @@ public final class TtftBench {
         double busy = xferCpu / xfer; // cores the transfer alone kept busy
         double share = Math.min(1, CORES / (1 + busy));
         double coloc = pref + stepCpu * (1 / share - 1) + xfer / saves;
+        double link = max + xfer / saves; // link-bound: the link busy from the first saved layer on, one layer after max
         String verdict = Math.max(refs, coloc) > 1.15 * max ? "the machine: "
                 + (refs > 1.15 * max ? "the CPU to run" : "sharing " + CORES + " cores with the transfer's threads")
                 + " needs more than 1.15 x max"
                 : lw <= 1.15 * max ? "met" : "not the machine: the floors are within 1.15 x max";
         return String.format(Locale.ROOT, "floors on %d cores: cpu sum refs (prefill %.1f + xfer %.1f cpu ms) / %d = %.1f "
                 + "ms = %.2f x max, lw exchange's cpu %.1f / %d = %.1f ms = %.2f x max; co-location (xfer alone busy %.2f "
-                + "cores, step gets %.2f of a core, its %.1f cpu ms stretch) %.1f ms = %.2f x max; lw / max %.2f -> %s",
+                + "cores, step gets %.2f of a core, its %.1f cpu ms stretch) %.1f ms = %.2f x max; pipeline (max + one "
+                + "saved layer's transfer, xfer / %d: the floor when the link, not the CPU, bounds the transfer) %.1f ms "
+                + "= %.2f x max; lw / max %.2f -> %s",
                 CORES, prefCpu, xferCpu, CORES, refs, refs / max, lwCpu, CORES, exch, exch / max, busy, share, stepCpu,
-                coloc, coloc / max, lw / max, verdict);
+                coloc, coloc / max, saves, link, link / max, lw / max, verdict);
     }
 
     private static String loadAverage() {
@@ -637,6 +650,10 @@ public final class TtftBench {
                 .get(5, TimeUnit.MINUTES);
         long[] f1 = p.forwardTimes();
         check(r.ok(), "prefill alone failed: " + r);
+        if (Boolean.getBoolean("ttft.verbose")) {
+            System.out.printf(Locale.ROOT, "  prefill alone: %.1f ms at %s%n", ms(r.kvReadyNanos() - r.arrivalNanos()),
+                    epochSpan(r));
+        }
         return Evidence.of(r.kvReadyNanos() - r.arrivalNanos(), f0, f1, atToken.get().since(t0));
     }
 
@@ -698,10 +715,21 @@ public final class TtftBench {
     private static void verbose(SimProxy.Exchange e) {
         if (Boolean.getBoolean("ttft.verbose")) {
             System.out.printf(Locale.ROOT, "  exchange: P prefill %.1f ms, P ready -> D ready %.1f ms, D arrival - P "
-                    + "arrival %.1f ms%n", ms(e.prefill().kvReadyNanos() - e.prefill().arrivalNanos()),
+                    + "arrival %.1f ms; P prefill at %s%n", ms(e.prefill().kvReadyNanos() - e.prefill().arrivalNanos()),
                     ms(e.decode().kvReadyNanos() - e.prefill().kvReadyNanos()),
-                    ms(e.decode().arrivalNanos() - e.prefill().arrivalNanos()));
+                    ms(e.decode().arrivalNanos() - e.prefill().arrivalNanos()), epochSpan(e.prefill()));
         }
+    }
+
+    /**
+     * A result's arrival → KV ready as wall-clock epoch microseconds, {@code from..to}: to line a window
+     * up with a JFR recording's or a unified log's timestamps ({@code -Dttft.verbose=true}).
+     */
+    private static String epochSpan(SimResult r) {
+        java.time.Instant now = java.time.Instant.now();
+        long nanoNow = System.nanoTime();
+        long nowUs = now.getEpochSecond() * 1_000_000L + now.getNano() / 1000;
+        return (nowUs - (nanoNow - r.arrivalNanos()) / 1000) + ".." + (nowUs - (nanoNow - r.kvReadyNanos()) / 1000);
     }
 
     private static void check(boolean ok, String what) {
