@@ -618,8 +618,8 @@ public final class TtftBench {
     }
 
     /**
-     * Workers with a short receive margin at D: JeroMQ 0.6.0 now and then loses the first pull to a
-     * new P (see {@code PullChannels}); the warm-up exchange then fails after 35 s and is retried.
+     * Workers with a short receive margin at D (5 s): a warm-up exchange whose first pull is lost fails
+     * quickly and is retried instead of waiting out the default margin.
      */
     private static SimEngine.WorkerFactory workers(String kind) {
         return ConnectorSimWorker.factory(c -> io.mooncake4j.engine.TransferEngines.create(kind),
