@@ -905,8 +905,9 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
 
     /**
      * Whether every background thread of this worker is alive and serving (issue 9): the side-channel
-     * listener and sender loop on P, the receiver loop and pull I/O thread on D. A thread that died was logged once at ERROR and counted; one that was
-     * recreated leaves the worker healthy, one that could not be makes it unhealthy with the reason.
+     * listener and sender loop on P, the receiver loop and pull I/O thread on D. A thread that died
+     * was logged once at ERROR and counted; one that was recreated leaves the worker healthy, one that
+     * could not be makes it unhealthy with the reason.
      * Cheap and safe from any thread.
      *
      * @return the health now: healthy or not, the problems, loop deaths and recoveries
