@@ -36,7 +36,7 @@ if [ ! -f target/mooncake4j.jar ] || [ -n "$(find src/main pom.xml -newer target
   rm -f "$TMPDIR_BUILD_LOG"
 fi
 cp="$here/target/mooncake4j.jar:$here/target/lib/*:$here/target/cli-lib/*"
-java=("$JAVA_HOME/bin/java" --enable-native-access=ALL-UNNAMED -XX:+UseSerialGC -Xmx384m -XX:TieredStopAtLevel=1
+java=("$JAVA_HOME/bin/java" --enable-native-access=ALL-UNNAMED --add-exports java.base/sun.nio.ch=ALL-UNNAMED -XX:+UseSerialGC -Xmx384m -XX:TieredStopAtLevel=1
       -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -Dorg.slf4j.simpleLogger.showDateTime=true
       -Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS -Dorg.slf4j.simpleLogger.showShortLogName=true)
 

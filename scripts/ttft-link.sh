@@ -42,7 +42,7 @@ for rate in $rates; do
   tc -n "$ns" qdisc add dev lo root tbf rate "$rate" burst 4mb latency 20ms
   echo "ttft-link: netns $ns, lo: $(tc -n "$ns" qdisc show dev lo | head -n1); load average $(cut -d' ' -f1-3 /proc/loadavg)"
   # shellcheck disable=SC2086
-  ip netns exec "$ns" "$JAVA_HOME/bin/java" -Xmx6g --enable-native-access=ALL-UNNAMED ${TTFT_JAVA_OPTS:-} \
+  ip netns exec "$ns" "$JAVA_HOME/bin/java" -Xmx6g --enable-native-access=ALL-UNNAMED --add-exports java.base/sun.nio.ch=ALL-UNNAMED ${TTFT_JAVA_OPTS:-} \
       "-Dttft.link=tbf $rate on lo in a private netns (emulated P-D link; P and D still share this host's CPU)" \
       -cp "$cp" io.mooncake4j.sim.TtftBench "$@"
   tc -n "$ns" -s qdisc show dev lo | sed 's/^/ttft-link: /'

@@ -57,6 +57,8 @@ final class Lane {
     private static final int STAGE_BYTES = 64 * 1024;
     /** Safety net for park/unpark hand-offs: a parked thread re-checks at least this often. */
     private static final long PARK_NANOS = 10_000_000L;
+    /** Gathering writes: body bytes queued before the pieces are sent. */
+    static final long GATHER_BYTES = 512 * 1024;
 
     private final Peer peer;
     private final String name;
@@ -95,6 +97,15 @@ final class Lane {
     private Stager recvStager;
     /** Deadline of the status frame the receiver waits for, 0 when not waiting. */
     private volatile long statusDeadline;
+    // gathering writes (sender thread only): headers in the stage and bodies in place, one sendmsg
+    private GatherWriter gather;
+    private long stageAddress;
+    /** Start of the stage bytes not yet queued as a piece. */
+    private int segStart;
+    /** The buffer of the queued bodies, claimed in slot position 0 until they are written; null when none. */
+    private Buffer gatherBuf;
+    /** Whether sendOne holds slot position 0 for its own request. */
+    private boolean inRequest;
 
     Lane(Peer peer, String name) {
         this.peer = peer;
@@ -140,6 +151,10 @@ final class Lane {
         LocalMemory.Views views = new LocalMemory.Views(peer.memory);
         ByteBuffer stage = ByteBuffer.allocateDirect(STAGE_BYTES).order(ByteOrder.LITTLE_ENDIAN);
         MemorySegment stageSegment = MemorySegment.ofBuffer(stage);
+        stageAddress = stageSegment.address();
+        if (peer.config.gatherWrites() && GatherWriter.unavailableReason() == null) {
+            gather = new GatherWriter();
+        }
         try {
             while (!stopped) {
                 TaskBatch b;
@@ -168,12 +183,15 @@ final class Lane {
                         sendBatch = null;
                     }
                     if (!healthy || stage.position() > STAGE_BYTES - TcpWire.HEADER_BYTES - 1024
-                            || v1Count == capacity || (b = peer.tryClaim(this)) == null) {
+                            || v1Count == capacity || (gather != null && gather.pending() >= GATHER_BYTES)
+                            || (b = peer.tryClaim(this)) == null) {
                         break;
                     }
                 }
                 if (healthy) {
                     flush(ch, stage);
+                } else {
+                    dropGathered(stage);
                 }
                 failUnsentV1();
                 busy = false;
@@ -185,8 +203,52 @@ final class Lane {
             throw e;
         } finally {
             slot.exit(0);
+            if (gather != null) {
+                gather.close();
+                gather = null;
+            }
             peer.memory.staging.disown(sendStager);
             sendStager = null;
+        }
+    }
+
+    /** Forgets queued pieces (the connection failed; their tasks fail with it) and releases their buffer. */
+    private void dropGathered(ByteBuffer stage) {
+        if (gather != null && !gather.isEmpty()) {
+            gather.clear();
+            stage.clear();
+        }
+        segStart = 0;
+        releaseGathered();
+    }
+
+    /** The queued bodies were written or dropped: their buffer's claim goes unless sendOne still holds it. */
+    private void releaseGathered() {
+        if (gatherBuf != null) {
+            gatherBuf = null;
+            if (!inRequest) {
+                slot.exit(0);
+            }
+        }
+    }
+
+    /** Whether gathering writes can be used on {@code ch} (binding the writer to it when needed). */
+    private boolean gatherOn(SocketChannel ch) {
+        if (gather == null) {
+            return false;
+        }
+        if (gather.boundTo(ch)) {
+            return true;
+        }
+        if (!gather.isEmpty()) {
+            return false;
+        }
+        try {
+            gather.bind(ch);
+            return true;
+        } catch (IOException e) {
+            LOG.debug("lane {}: no gathering writes on this connection: {}", name, e.getMessage());
+            return false;
         }
     }
 
@@ -203,6 +265,23 @@ final class Lane {
      * False when the connection failed (staged v1 writes stay pending, for the caller to fail).
      */
     private boolean flush(SocketChannel ch, ByteBuffer stage) {
+        if (gather != null && !gather.isEmpty()) {
+            gather.add(stageAddress + segStart, stage.position() - segStart);
+            try {
+                while (!gather.isEmpty()) {
+                    gather.writeOnce(); // blocking socket: all of it, or 0 after an interrupted call
+                }
+            } catch (IOException e) {
+                dropGathered(stage);
+                kill("send failed: " + e.getMessage());
+                return false;
+            }
+            stage.clear();
+            segStart = 0;
+            releaseGathered();
+            completeV1Written();
+            return true;
+        }
         if (stage.position() == 0) {
             return true;
         }
@@ -217,12 +296,16 @@ final class Lane {
         } finally {
             stage.clear();
         }
+        completeV1Written();
+        return true;
+    }
+
+    private void completeV1Written() {
         for (int k = 0; k < v1Count; k++) {
             v1Batch[k].finish(v1Task[k], TaskBatch.COMPLETED);
             v1Batch[k] = null;
         }
         v1Count = 0;
-        return true;
     }
 
     /** Stages (or, for large WRITE bodies, sends) one request; false when the connection failed (task failed). */
@@ -235,7 +318,7 @@ final class Lane {
         int opcode = op | (v2 ? TcpWire.V2_FLAG : 0);
         boolean write = op == TcpWire.OP_WRITE;
         int staged = TcpWire.HEADER_BYTES + (write ? (int) Math.min(len, STAGE_LIMIT) : 0);
-        if (stage.remaining() < staged || tail - head >= capacity) {
+        if (stage.remaining() < staged || tail - head >= capacity || (gather != null && !gather.hasRoom(3))) {
             // make room; the target must see the staged requests before the ring can drain
             if (!flush(ch, stage) || !awaitSpace(ch)) {
                 b.finish(i, TaskBatch.FAILED);
@@ -246,7 +329,12 @@ final class Lane {
         int dev = -1;
         if (write) {
             lb = peer.memory.registry.find(local, len);
-            if (lb == null || !slot.enter(0, lb)) {
+            // queued bodies of another buffer go first: slot position 0 holds one buffer
+            if (lb != null && gatherBuf != null && lb != gatherBuf && !flush(ch, stage)) {
+                b.finish(i, TaskBatch.FAILED);
+                return false;
+            }
+            if (lb == null || (lb != gatherBuf && !slot.enter(0, lb))) {
                 b.finish(i, TaskBatch.FAILED);
                 return true;
             }
@@ -257,6 +345,7 @@ final class Lane {
                 return true;
             }
         }
+        inRequest = lb != null;
         try {
             int at = stage.position();
             TcpWire.putHeader(stage, len, b.remote[i], opcode);
@@ -277,6 +366,13 @@ final class Lane {
                             local, rc));
                     return false;
                 }
+                return afterBody(b, i, opcode, v2, stage);
+            }
+            if (len > STAGE_LIMIT && gatherOn(ch)) { // header run and body queued; written by flush
+                gather.add(stageAddress + segStart, stage.position() - segStart);
+                segStart = stage.position();
+                gather.add(local, len);
+                gatherBuf = lb;
                 return afterBody(b, i, opcode, v2, stage);
             }
             int first = (int) Math.min(len, STAGE_LIMIT);
@@ -303,7 +399,10 @@ final class Lane {
             return false;
         } finally {
             if (lb != null) {
-                slot.exit(0);
+                inRequest = false;
+                if (gatherBuf == null) {
+                    slot.exit(0);
+                }
             }
         }
         return afterBody(b, i, opcode, v2, stage);
@@ -595,6 +694,7 @@ final class Lane {
             if (reason != null) {
                 LOG.warn("lane {} to {}: closing connection: {}", name, peer.descriptor.name(), reason);
             }
+            shutdownQuietly(c); // ends a gathering write blocked on the sender's duplicate descriptor
             closeQuietly(c);
         }
         wakeSender();
@@ -656,6 +756,15 @@ final class Lane {
             }
         }
         slot.close();
+    }
+
+    private static void shutdownQuietly(SocketChannel c) {
+        try {
+            c.shutdownInput();
+            c.shutdownOutput();
+        } catch (IOException | RuntimeException e) { // not connected, already closed
+            LOG.debug("shutdown: {}", e.toString());
+        }
     }
 
     private static void closeQuietly(SocketChannel c) {

@@ -32,6 +32,9 @@ import org.slf4j.LoggerFactory;
  *       none is idle</td></tr>
  *   <tr><td>{@code MOONCAKE4J_TCP_MAX_SEGMENTS}</td><td>4096</td><td>initiator: distinct segment names
  *       {@code openSegment} accepts (aliases included); more return -1</td></tr>
+ *   <tr><td>{@code MOONCAKE4J_TCP_GATHER}</td><td>1</td><td>{@code 0} turns off gathering writes (several
+ *       requests and their bodies in one {@code sendmsg}, bodies not copied); they also need
+ *       {@code --add-exports java.base/sun.nio.ch=ALL-UNNAMED}, else one write per header run and per body</td></tr>
  * </table>
  *
  * @param handshake        the control-plane settings (ports, frame limit, timeouts)
@@ -47,10 +50,11 @@ import org.slf4j.LoggerFactory;
  * @param peerIdleTimeoutMs initiator: unused peers are closed after this long
  * @param maxPeers         initiator: peers with live lanes at once
  * @param maxSegments      initiator: distinct names {@code openSegment} accepts
+ * @param gatherWrites     {@code MOONCAKE4J_TCP_GATHER}: gathering writes where the JVM allows them
  */
 public record TcpConfig(HandshakeConfig handshake, HandshakeConfig dataListen, int statusTimeoutMs, int lanesPerPeer, int window,
         long transferTimeoutMs, long unregisterWaitMs, long dataIdleTimeoutMs, int maxDataConnections,
-        long peerIdleTimeoutMs, int maxPeers, int maxSegments) {
+        long peerIdleTimeoutMs, int maxPeers, int maxSegments, boolean gatherWrites) {
 
     private static final Logger LOG = LoggerFactory.getLogger(TcpConfig.class);
 
@@ -65,7 +69,7 @@ public record TcpConfig(HandshakeConfig handshake, HandshakeConfig dataListen, i
             int window, long transferTimeoutMs, long unregisterWaitMs) {
         this(handshake, dataListen, statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs, unregisterWaitMs,
                 DEFAULT_DATA_IDLE_TIMEOUT_MS, DEFAULT_MAX_DATA_CONNECTIONS, DEFAULT_PEER_IDLE_TIMEOUT_MS,
-                DEFAULT_MAX_PEERS, DEFAULT_MAX_SEGMENTS);
+                DEFAULT_MAX_PEERS, DEFAULT_MAX_SEGMENTS, true);
     }
 
     public TcpConfig {
@@ -107,50 +111,65 @@ public record TcpConfig(HandshakeConfig handshake, HandshakeConfig dataListen, i
                 (int) (DEFAULT_PEER_IDLE_TIMEOUT_MS / 1000), 1, 86_400);
         int peers = intVar(env, "MOONCAKE4J_TCP_MAX_PEERS", null, DEFAULT_MAX_PEERS, 1, 65_536);
         int segs = intVar(env, "MOONCAKE4J_TCP_MAX_SEGMENTS", null, DEFAULT_MAX_SEGMENTS, 1, 1 << 20);
+        boolean gather = intVar(env, "MOONCAKE4J_TCP_GATHER", null, 1, 0, 1) == 1;
         return new TcpConfig(handshake, handshake, status * 1000, lanes, window, Math.max(5, timeout) * 1000L, unreg,
-                dataIdle * 1000L, dataConns, peerIdle * 1000L, peers, segs);
+                dataIdle * 1000L, dataConns, peerIdle * 1000L, peers, segs, gather);
     }
 
     /** A copy with other data-port limits (tests). */
     public TcpConfig withDataLimits(long dataIdleTimeoutMs, int maxDataConnections) {
         return new TcpConfig(handshake, dataListen, statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs,
-                unregisterWaitMs, dataIdleTimeoutMs, maxDataConnections, peerIdleTimeoutMs, maxPeers, maxSegments);
+                unregisterWaitMs, dataIdleTimeoutMs, maxDataConnections, peerIdleTimeoutMs, maxPeers, maxSegments,
+                gatherWrites);
     }
 
     /** A copy with other initiator peer limits (tests). */
     public TcpConfig withPeerLimits(long peerIdleTimeoutMs, int maxPeers, int maxSegments) {
         return new TcpConfig(handshake, dataListen, statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs,
-                unregisterWaitMs, dataIdleTimeoutMs, maxDataConnections, peerIdleTimeoutMs, maxPeers, maxSegments);
+                unregisterWaitMs, dataIdleTimeoutMs, maxDataConnections, peerIdleTimeoutMs, maxPeers, maxSegments,
+                gatherWrites);
     }
 
     /** A copy with another control-plane config (tests). */
     public TcpConfig withHandshake(HandshakeConfig handshake) {
         return new TcpConfig(handshake, dataListen, statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs,
-                unregisterWaitMs, dataIdleTimeoutMs, maxDataConnections, peerIdleTimeoutMs, maxPeers, maxSegments);
+                unregisterWaitMs, dataIdleTimeoutMs, maxDataConnections, peerIdleTimeoutMs, maxPeers, maxSegments,
+                gatherWrites);
     }
 
     /** A copy with other timeouts (tests). */
     public TcpConfig withTimeouts(int statusTimeoutMs, long transferTimeoutMs) {
         return new TcpConfig(handshake, dataListen, statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs,
-                unregisterWaitMs, dataIdleTimeoutMs, maxDataConnections, peerIdleTimeoutMs, maxPeers, maxSegments);
+                unregisterWaitMs, dataIdleTimeoutMs, maxDataConnections, peerIdleTimeoutMs, maxPeers, maxSegments,
+                gatherWrites);
     }
 
     /** A copy with another lane count and window (tests, benchmarks). */
     public TcpConfig withLanes(int lanesPerPeer, int window) {
         return new TcpConfig(handshake, dataListen, statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs,
-                unregisterWaitMs, dataIdleTimeoutMs, maxDataConnections, peerIdleTimeoutMs, maxPeers, maxSegments);
+                unregisterWaitMs, dataIdleTimeoutMs, maxDataConnections, peerIdleTimeoutMs, maxPeers, maxSegments,
+                gatherWrites);
     }
 
     /** A copy with another unregistration wait (tests). */
     public TcpConfig withUnregisterWait(long ms) {
         return new TcpConfig(handshake, dataListen, statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs, ms,
-                dataIdleTimeoutMs, maxDataConnections, peerIdleTimeoutMs, maxPeers, maxSegments);
+                dataIdleTimeoutMs, maxDataConnections, peerIdleTimeoutMs, maxPeers, maxSegments,
+                gatherWrites);
     }
 
     /** A copy whose data port is bound per {@code listen} instead of the RPC port's range (tests). */
+    /** The same settings with gathering writes on or off ({@code MOONCAKE4J_TCP_GATHER}). */
+    public TcpConfig withGatherWrites(boolean on) {
+        return new TcpConfig(handshake, dataListen, statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs,
+                unregisterWaitMs, dataIdleTimeoutMs, maxDataConnections, peerIdleTimeoutMs, maxPeers, maxSegments,
+                on);
+    }
+
     public TcpConfig withDataListen(HandshakeConfig listen) {
         return new TcpConfig(handshake, listen, statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs,
-                unregisterWaitMs, dataIdleTimeoutMs, maxDataConnections, peerIdleTimeoutMs, maxPeers, maxSegments);
+                unregisterWaitMs, dataIdleTimeoutMs, maxDataConnections, peerIdleTimeoutMs, maxPeers, maxSegments,
+                gatherWrites);
     }
 
     // Mooncake re-reads MC_TCP_PROTO per request; a Java process's environment cannot change

@@ -97,8 +97,9 @@ final class TcpDataServer implements AutoCloseable {
      */
     private final ThreadPoolExecutor sessionPool;
 
-    private TcpDataServer(LocalMemory memory, ServerSocketChannel listener, long idleTimeoutMs, int maxConnections)
-            throws IOException {
+    private TcpDataServer(LocalMemory memory, ServerSocketChannel listener, long idleTimeoutMs, int maxConnections,
+            boolean gatherWrites) throws IOException {
+        this.gatherWrites = gatherWrites && GatherWriter.unavailableReason() == null;
         this.sessionPool = new ThreadPoolExecutor(0, MAX_PLATFORM_SESSIONS, 5, TimeUnit.SECONDS,
                 new SynchronousQueue<>(), r -> Thread.ofPlatform().daemon(true)
                         .name("mooncake-target-tcp-" + serial + "-p" + sessionCounter.getAndIncrement())
@@ -117,12 +118,12 @@ final class TcpDataServer implements AutoCloseable {
 
     /** Binds the data port with the default idle timeout and connection cap (tests). */
     static TcpDataServer start(HandshakeConfig cfg, LocalMemory memory) throws IOException {
-        return start(cfg, memory, TcpConfig.DEFAULT_DATA_IDLE_TIMEOUT_MS, TcpConfig.DEFAULT_MAX_DATA_CONNECTIONS);
+        return start(cfg, memory, TcpConfig.DEFAULT_DATA_IDLE_TIMEOUT_MS, TcpConfig.DEFAULT_MAX_DATA_CONNECTIONS, true);
     }
 
     /** Binds the data port (same random range as the RPC port) and starts accepting. */
-    static TcpDataServer start(HandshakeConfig cfg, LocalMemory memory, long idleTimeoutMs, int maxConnections)
-            throws IOException {
+    static TcpDataServer start(HandshakeConfig cfg, LocalMemory memory, long idleTimeoutMs, int maxConnections,
+            boolean gatherWrites) throws IOException {
         ServerSocketChannel ch = PortBinder.bind(cfg, addr -> {
             ServerSocketChannel s = ServerSocketChannel.open();
             try {
@@ -133,7 +134,7 @@ final class TcpDataServer implements AutoCloseable {
                 throw e;
             }
         });
-        TcpDataServer server = new TcpDataServer(memory, ch, idleTimeoutMs, maxConnections);
+        TcpDataServer server = new TcpDataServer(memory, ch, idleTimeoutMs, maxConnections, gatherWrites);
         server.idleThread.start();
         server.acceptor.start();
         server.reaper.start();
@@ -342,6 +343,8 @@ final class TcpDataServer implements AutoCloseable {
     static final int WARN_LIMIT = 20;
     /** Body remainders at least this large are read straight into registered memory. */
     static final int DIRECT_THRESHOLD = 32 * 1024;
+    /** Whether READ responses are gathered into one {@code sendmsg} ({@link GatherWriter}). */
+    private final boolean gatherWrites;
 
     /**
      * A session's socket buffers: input is read in large chunks and parsed (headers and small
@@ -354,11 +357,18 @@ final class TcpDataServer implements AutoCloseable {
         final ByteBuffer out = ByteBuffer.allocateDirect(64 * 1024).order(ByteOrder.LITTLE_ENDIAN);
         final MemorySegment inSegment = MemorySegment.ofBuffer(in);
         final MemorySegment outSegment = MemorySegment.ofBuffer(out);
+        final long outAddress = outSegment.address();
         /** Holds at most the key of the session holding these buffers (none while pooled). */
         final java.nio.channels.Selector selector;
+        /**
+         * READ responses gathered (status frames in {@code out}, bodies in place) into one
+         * {@code sendmsg}; null when off. Bound to the holding session's socket, unbound when pooled.
+         */
+        final GatherWriter gather;
 
-        IoBuffers() throws IOException {
+        IoBuffers(boolean gather) throws IOException {
             selector = java.nio.channels.Selector.open();
+            this.gather = gather ? new GatherWriter() : null;
         }
     }
 
@@ -373,7 +383,7 @@ final class TcpDataServer implements AutoCloseable {
     private IoBuffers borrowIo() throws IOException {
         IoBuffers io = ioPool.poll();
         if (io == null) {
-            io = new IoBuffers();
+            io = new IoBuffers(gatherWrites);
             allIo.add(io);
             if (closed) {
                 io.selector.close();
@@ -494,6 +504,14 @@ final class TcpDataServer implements AutoCloseable {
             }
             io = null;
             waitingIn = null;
+            if (b.gather != null) {
+                b.gather.unbind(); // this thread's duplicate of the socket; nothing is queued after a flush
+            }
+            if (gatherBuf != null) {
+                gatherBuf = null;
+                slot.exit(0);
+            }
+            segStart = 0;
             if (deregister(b)) {
                 ioPool.add(b);
             }
@@ -600,6 +618,7 @@ final class TcpDataServer implements AutoCloseable {
         /** Serves requests; true when the session paused and was handed to the idle selector, false at its end. */
         private boolean serve() throws IOException {
             io = borrowIo();
+            segStart = 0;
             boolean lastLarge = false;
             while (!closed) {
                 if (io.in.remaining() == 0) {
@@ -641,10 +660,15 @@ final class TcpDataServer implements AutoCloseable {
                 in.position(p + TcpWire.HEADER_BYTES);
                 boolean v2 = (opcode & TcpWire.V2_FLAG) != 0;
                 int op = opcode & 0x7f;
-                lastLarge = Long.compareUnsigned(size, DIRECT_THRESHOLD) >= 0;
+                // a large WRITE's body follows its header: read just the next header, so that body can
+                // go straight to memory (after a READ only headers follow: read ahead)
+                lastLarge = op == TcpWire.OP_WRITE && Long.compareUnsigned(size, DIRECT_THRESHOLD) >= 0;
                 Buffer buf = (op == TcpWire.OP_READ || op == TcpWire.OP_WRITE) && TcpWire.validRange(addr, size)
                         ? memory.registry.find(addr, size) : null;
-                if (buf == null || !slot.enter(0, buf)) {
+                if (buf != null && gatherBuf != null && buf != gatherBuf) {
+                    flush(out); // slot position 0 holds one buffer: the queued bodies of another go first
+                }
+                if (buf == null || (buf != gatherBuf && !slot.enter(0, buf))) {
                     long n = rejected.incrementAndGet();
                     // WARN for the first ones, then DEBUG: a flood of bad requests must not flood the log
                     String fmt = "data session with {}: rejecting opcode 0x{} of {} bytes at 0x{}: {}; closing"
@@ -663,6 +687,7 @@ final class TcpDataServer implements AutoCloseable {
                     lingerAndDiscard();
                     return false;
                 }
+                inRequest = true;
                 try {
                     int dev = DeviceStaging.deviceOf(buf);
                     if (dev >= 0) {
@@ -678,6 +703,22 @@ final class TcpDataServer implements AutoCloseable {
                                 flush(out);
                             }
                             out.putLong(TcpWire.STATUS_OK);
+                        }
+                    } else if (size > Lane.STAGE_LIMIT && gatherOn(io)) {
+                        // status (v2) queued with the pending frames, the body in place: one sendmsg
+                        // for the responses queued before the session would wait
+                        if (out.remaining() < TcpWire.STATUS_BYTES || !io.gather.hasRoom(3)) {
+                            flush(out);
+                        }
+                        if (v2) {
+                            out.putLong(TcpWire.STATUS_OK);
+                        }
+                        io.gather.add(io.outAddress + segStart, out.position() - segStart);
+                        segStart = out.position();
+                        io.gather.add(addr, size);
+                        gatherBuf = buf;
+                        if (io.gather.pending() >= Lane.GATHER_BYTES) {
+                            flush(out);
                         }
                     } else {
                         // status (v2) and the body's first bytes go out with the pending frames, the rest direct
@@ -703,10 +744,34 @@ final class TcpDataServer implements AutoCloseable {
                         }
                     }
                 } finally {
-                    slot.exit(0);
+                    inRequest = false;
+                    if (gatherBuf == null) {
+                        slot.exit(0);
+                    }
                 }
             }
             return false;
+        }
+
+        /** Whether READ responses can be gathered on this session's socket (binding the writer when needed). */
+        private boolean gatherOn(IoBuffers b) {
+            GatherWriter g = b.gather;
+            if (g == null) {
+                return false;
+            }
+            if (g.boundTo(ch)) {
+                return true;
+            }
+            if (!g.isEmpty()) {
+                return false;
+            }
+            try {
+                g.bind(ch);
+                return true;
+            } catch (IOException e) {
+                LOG.debug("data session {}: no gathering writes: {}", name, e.getMessage());
+                return false;
+            }
         }
 
         /**
@@ -827,7 +892,35 @@ final class TcpDataServer implements AutoCloseable {
             return r;
         }
 
+        // gathered READ responses (sender is this session's thread only)
+        /** Start of the {@code out} bytes not yet queued as a piece. */
+        private int segStart;
+        /** The buffer of the queued bodies, claimed in slot position 0 until written; null when none. */
+        private Buffer gatherBuf;
+        /** Whether serve() holds slot position 0 for the request it works on. */
+        private boolean inRequest;
+
         private void flush(ByteBuffer out) throws IOException {
+            GatherWriter g = io.gather;
+            if (g != null && !g.isEmpty()) {
+                g.add(io.outAddress + segStart, out.position() - segStart);
+                while (!g.isEmpty()) {
+                    if (g.writeOnce() > 0) {
+                        lastActive = System.nanoTime();
+                    } else {
+                        await(java.nio.channels.SelectionKey.OP_WRITE, 0);
+                    }
+                }
+                out.clear();
+                segStart = 0;
+                if (gatherBuf != null) {
+                    gatherBuf = null;
+                    if (!inRequest) {
+                        slot.exit(0);
+                    }
+                }
+                return;
+            }
             if (out.position() == 0) {
                 return;
             }

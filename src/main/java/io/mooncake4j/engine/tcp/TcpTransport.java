@@ -167,7 +167,11 @@ public final class TcpTransport implements Transport {
     public void install(TransportContext context) throws TransportException {
         try {
             data = TcpDataServer.start(config.dataListen(), memory, config.dataIdleTimeoutMs(),
-                    config.maxDataConnections());
+                    config.maxDataConnections(), config.gatherWrites());
+            if (config.gatherWrites() && GatherWriter.unavailableReason() != null) {
+                LOG.info("TCP: gathering writes off ({}): one write per header run and per body",
+                        GatherWriter.unavailableReason());
+            }
         } catch (IOException e) {
             throw new TransportException("cannot bind the TCP data port: " + e.getMessage());
         }
