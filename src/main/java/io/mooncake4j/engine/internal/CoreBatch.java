@@ -9,10 +9,17 @@ final class CoreBatch extends TaskBatch {
 
     /** Transport index per task; written by the submitting thread before hand-over, then under the batch monitor. */
     final byte[] via;
+    /**
+     * The registered local buffer of each routed task (null for a task the last routing dropped);
+     * written by the submitting thread before hand-over, read by the transport holding the task.
+     * Kept per task so that routing allocates nothing per descriptor.
+     */
+    final io.mooncake4j.engine.spi.LocalBuffer[] localBuf;
 
     CoreBatch(long id, int capacity) {
         super(id, capacity);
         this.via = new byte[capacity];
+        this.localBuf = new io.mooncake4j.engine.spi.LocalBuffer[capacity];
     }
 
     /** See {@link TaskBatch#clearForReuse}. */

@@ -95,8 +95,8 @@ final class Router {
      * fails now.
      */
     void route(CoreBatch b, CorePeer p, int from, int n, int[] idx) {
-        LocalBuffer[] lbs = new LocalBuffer[n];
-        int[] chosen = new int[n];
+        // per task: b.localBuf[i] (null when dropped here) and b.via[i]; nothing allocated per task
+        LocalBuffer[] lbs = b.localBuf;
         BufferRegistry.Buffer lastBuffer = null; // consecutive tasks mostly lie in one buffer
         LocalBuffer lastLocal = null;
         SegmentDescriptor.Buffer lastRemote = null; // and go to one peer buffer: the same choice again
@@ -108,7 +108,7 @@ final class Router {
         int kept = 0;
         for (int k = 0; k < n; k++) {
             int i = idx == null ? from + k : idx[k];
-            chosen[k] = -1;
+            lbs[i] = null;
             if (b.isTerminal(i)) {
                 uniform = false;
                 continue;
@@ -169,8 +169,7 @@ final class Router {
             }
             b.via[i] = (byte) t;
             routedBytes[t].addAndGet(len);
-            lbs[k] = local;
-            chosen[k] = t;
+            lbs[i] = local;
             kept++;
             if (first < 0) {
                 first = t;
@@ -182,13 +181,14 @@ final class Router {
             return;
         }
         if (uniform) { // the common case: one transport for all of them, nothing dropped
-            transports[first].submit(p, new Slices(this, b, p, first, from, n, idx == null ? null : idx, lbs));
+            transports[first].submit(p, new Slices(this, b, p, first, from, n, idx == null ? null : idx));
             return;
         }
         for (int t = 0; t < transports.length; t++) {
             int m = 0;
             for (int k = 0; k < n; k++) {
-                if (chosen[k] == t) {
+                int i = idx == null ? from + k : idx[k];
+                if (lbs[i] != null && b.via[i] == t) {
                     m++;
                 }
             }
@@ -196,15 +196,14 @@ final class Router {
                 continue;
             }
             int[] tasks = new int[m];
-            LocalBuffer[] bufs = new LocalBuffer[m];
             int j = 0;
             for (int k = 0; k < n; k++) {
-                if (chosen[k] == t) {
-                    tasks[j] = idx == null ? from + k : idx[k];
-                    bufs[j++] = lbs[k];
+                int i = idx == null ? from + k : idx[k];
+                if (lbs[i] != null && b.via[i] == t) {
+                    tasks[j++] = i;
                 }
             }
-            transports[t].submit(p, new Slices(this, b, p, t, 0, m, tasks, bufs));
+            transports[t].submit(p, new Slices(this, b, p, t, 0, m, tasks));
         }
     }
 
@@ -252,7 +251,7 @@ final class Router {
                     + "(logged once per peer and transport)", transports[from].name(), p.name(),
                     failure.name().toLowerCase(java.util.Locale.ROOT), why, transports[next].name());
         }
-        transports[next].submit(p, new Slices(this, b, p, next, i, 1, null, new LocalBuffer[] {local}));
+        transports[next].submit(p, new Slices(this, b, p, next, i, 1, null)); // b.localBuf[i] is still local
         return true;
     }
 

@@ -20,10 +20,8 @@ final class Slices implements SliceGroup {
     private final int from;
     private final int count;
     private final int[] idx;
-    private final LocalBuffer[] buffers;
 
-    Slices(Router router, CoreBatch batch, CorePeer peer, int transport, int from, int count, int[] idx,
-            LocalBuffer[] buffers) {
+    Slices(Router router, CoreBatch batch, CorePeer peer, int transport, int from, int count, int[] idx) {
         this.router = router;
         this.batch = batch;
         this.peer = peer;
@@ -31,7 +29,6 @@ final class Slices implements SliceGroup {
         this.from = from;
         this.count = count;
         this.idx = idx;
-        this.buffers = buffers;
     }
 
     @Override
@@ -71,7 +68,7 @@ final class Slices implements SliceGroup {
 
     @Override
     public LocalBuffer localBuffer(int i) {
-        return buffers[i];
+        return batch.localBuf[task(i)];
     }
 
     @Override
@@ -82,7 +79,7 @@ final class Slices implements SliceGroup {
     @Override
     public void fail(int i, SliceFailure failure, String why) {
         int t = task(i);
-        if (failure.retryable() && !batch.aborted && router.fallBack(batch, peer, t, transport, buffers[i], failure,
+        if (failure.retryable() && !batch.aborted && router.fallBack(batch, peer, t, transport, batch.localBuf[t], failure,
                 why)) {
             return;
         }

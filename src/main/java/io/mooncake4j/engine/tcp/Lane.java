@@ -29,9 +29,14 @@ import org.slf4j.LoggerFactory;
  *       remainders straight from the socket), then completes the task.</li>
  * </ul>
  *
- * <p>Bodies up to {@value #STAGE_LIMIT} bytes are copied behind their header so that a request is
- * one {@code write}; larger ones send the header with the first {@value #STAGE_LIMIT} bytes and
- * then the rest straight from registered memory. The ring is single-producer (sender) /
+ * <p>Bodies up to {@value #STAGE_LIMIT} bytes are copied behind their header in the stage, so that
+ * several queued requests leave in one {@code write}. Larger ones, with gathering writes
+ * ({@link GatherWriter}, the default where the JVM allows it), stay in place: the runs of staged
+ * headers and the bodies are queued as pieces and sent with one {@code sendmsg} per
+ * {@value #GATHER_BYTES} bytes of bodies or when nothing more is queued, and the bodies' buffer
+ * stays claimed in the slot until they are written. Without gathering, a large body goes as the
+ * header with its first {@value #STAGE_LIMIT} bytes, then the rest straight from registered
+ * memory. The ring is single-producer (sender) /
  * single-consumer (receiver) with park/unpark hand-off, so steady-state transfers allocate
  * nothing per descriptor.
  *

@@ -47,10 +47,16 @@
  * {@code MOONCAKE4J_TCP_DATA_IDLE_TIMEOUT_SEC}) and, per resolved
  * peer data address (aliases share one), a {@code Peer} with lanes (a sender and a receiver platform
  * thread per connection), closed when unused for {@code MOONCAKE4J_TCP_PEER_IDLE_TIMEOUT_SEC} and
- * bounded by {@code MOONCAKE4J_TCP_MAX_PEERS}. Bodies of 16 KiB and more move between sockets
- * and registered memory through cached direct {@link java.nio.ByteBuffer} views of that memory
- * (no copy beyond the first 16 KiB); smaller ones are copied through pooled 64 KiB buffers so
- * that many fit one system call. The steady state allocates nothing per descriptor. Unregistering
+ * bounded by {@code MOONCAKE4J_TCP_MAX_PEERS}. Bodies over 16 KiB are sent straight from
+ * registered memory: with gathering writes ({@code GatherWriter}: {@code sendmsg} through FFM on a
+ * duplicate of the socket's descriptor, needs {@code --add-exports java.base/sun.nio.ch}) several
+ * requests' headers or status frames and bodies go in one call with no copy; without them, the
+ * first 16 KiB are copied behind the header and the rest written through cached direct
+ * {@link java.nio.ByteBuffer} views of that memory. Received bodies of 32 KiB and more are read
+ * straight into registered memory; smaller ones are copied through pooled 64 KiB buffers so that
+ * many fit one system call. The steady state allocates nothing per descriptor in the lanes and
+ * sessions. Whoever closes a lane's connection from another thread shuts it down first, which
+ * ends a write blocked on the sender's duplicate descriptor. Unregistering
  * memory waits (bounded, {@code MOONCAKE4J_UNREGISTER_WAIT_MS}) for transfers using it and then
  * aborts them by closing their connections, so memory is never touched after
  * {@code unregisterMemory} returned. The handshake server, descriptors, batches and the local
