@@ -27,7 +27,7 @@ fi
 
 # A fixed, pre-touched heap: RSS growth then measures native memory (threads, buffers), not heap sizing.
 # Expected rejections are logged at WARN by the nodes; only ERROR (a real fault) is shown by default.
-exec "$JAVA_HOME/bin/java" --enable-native-access=ALL-UNNAMED -Xms512m -Xmx512m -XX:+AlwaysPreTouch \
+exec "$JAVA_HOME/bin/java" --enable-native-access=ALL-UNNAMED --add-exports java.base/sun.nio.ch=ALL-UNNAMED -Xms512m -Xmx512m -XX:+AlwaysPreTouch \
   -Dorg.slf4j.simpleLogger.defaultLogLevel="${MOONCAKE4J_LOG_LEVEL:-error}" \
   ${MOONCAKE4J_JAVA_OPTS:-} \
   -cp "$here/target/classes:$here/target/test-classes:$here/target/lib/*:$here/target/cli-lib/*" \

@@ -65,7 +65,7 @@ else
 fi
 
 status=0
-timeout 280 "$JAVA_HOME/bin/java" --enable-native-access=ALL-UNNAMED -Xss1m \
+timeout 280 "$JAVA_HOME/bin/java" --enable-native-access=ALL-UNNAMED --add-exports java.base/sun.nio.ch=ALL-UNNAMED -Xss1m \
   -Dmooncake4j.cuda.nativeDir="$bundle/natives" \
   -Dorg.slf4j.simpleLogger.defaultLogLevel=info \
   -cp "$bundle/mooncake4j.jar:$bundle/test-classes:$bundle/lib/*" \
@@ -79,7 +79,7 @@ if { [ "$status" = 0 ] || [ "$status" = 1 ]; } && [ "${GPU_CHECK_CLI:-1}" = 1 ];
   gpu=${3:-0}
   clidir="$bundle/cli-run"
   rm -rf "$clidir"; mkdir -p "$clidir"
-  cli=("$JAVA_HOME/bin/java" --enable-native-access=ALL-UNNAMED -Dmooncake4j.cuda.nativeDir="$bundle/natives"
+  cli=("$JAVA_HOME/bin/java" --enable-native-access=ALL-UNNAMED --add-exports java.base/sun.nio.ch=ALL-UNNAMED -Dmooncake4j.cuda.nativeDir="$bundle/natives"
        -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -cp "$bundle/mooncake4j.jar:$bundle/lib/*" io.mooncake4j.cli.Main)
   cli_status=0
   echo "== CLI on cuda:$gpu"
