@@ -30,13 +30,15 @@ import org.slf4j.LoggerFactory;
  * </ul>
  *
  * <p>Bodies up to {@value #STAGE_LIMIT} bytes are copied behind their header in the stage, so that
- * several queued requests leave in one {@code write}. Larger ones, with gathering writes
- * ({@link GatherWriter}, the default where the JVM allows it), stay in place: the runs of staged
- * headers and the bodies are queued as pieces and sent with one {@code sendmsg} per
- * {@value #GATHER_BYTES} bytes of bodies or when nothing more is queued, and the bodies' buffer
- * stays claimed in the slot until they are written. Without gathering, a large body goes as the
- * header with its first {@value #STAGE_LIMIT} bytes, then the rest straight from registered
- * memory. The ring is single-producer (sender) /
+ * several queued requests leave in one {@code write}. Larger ones below {@value #GATHER_BYTES}
+ * bytes, with gathering writes ({@link GatherWriter}, the default where the JVM allows it), stay
+ * in place: the runs of staged headers and the bodies are queued as pieces and sent with one
+ * {@code sendmsg} per {@value #GATHER_BYTES} bytes of bodies or when nothing more is queued, and
+ * the bodies' buffer stays claimed in the slot until they are written. Bodies of
+ * {@value #GATHER_BYTES} bytes and more (where one more system call per request costs nothing
+ * measurable), and every large body without gathering, go as the header with the first
+ * {@value #STAGE_LIMIT} bytes, then the rest straight from registered memory. The ring is
+ * single-producer (sender) /
  * single-consumer (receiver) with park/unpark hand-off, so steady-state transfers allocate
  * nothing per descriptor.
  *
@@ -62,7 +64,7 @@ final class Lane {
     private static final int STAGE_BYTES = 64 * 1024;
     /** Safety net for park/unpark hand-offs: a parked thread re-checks at least this often. */
     private static final long PARK_NANOS = 10_000_000L;
-    /** Gathering writes: body bytes queued before the pieces are sent. */
+    /** Gathering writes: body bytes queued before the pieces are sent; larger bodies are not gathered. */
     static final long GATHER_BYTES = 512 * 1024;
 
     private final Peer peer;
@@ -373,7 +375,7 @@ final class Lane {
                 }
                 return afterBody(b, i, opcode, v2, stage);
             }
-            if (len > STAGE_LIMIT && gatherOn(ch)) { // header run and body queued; written by flush
+            if (len > STAGE_LIMIT && len < GATHER_BYTES && gatherOn(ch)) { // queued; written by flush
                 gather.add(stageAddress + segStart, stage.position() - segStart);
                 segStart = stage.position();
                 gather.add(local, len);

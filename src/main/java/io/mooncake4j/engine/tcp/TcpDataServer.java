@@ -704,7 +704,7 @@ final class TcpDataServer implements AutoCloseable {
                             }
                             out.putLong(TcpWire.STATUS_OK);
                         }
-                    } else if (size > Lane.STAGE_LIMIT && gatherOn(io)) {
+                    } else if (size > Lane.STAGE_LIMIT && size < Lane.GATHER_BYTES && gatherOn(io)) {
                         // status (v2) queued with the pending frames, the body in place: one sendmsg
                         // for the responses queued before the session would wait
                         if (out.remaining() < TcpWire.STATUS_BYTES || !io.gather.hasRoom(3)) {

@@ -23,7 +23,7 @@ class GatheredTransfersTest {
 
     private static final int BUF = 8 << 20;
     private static final long[] SIZES = {1, Lane.STAGE_LIMIT, Lane.STAGE_LIMIT + 1, 64 * 1024, 100_003, 1 << 20,
-        (1 << 20) + 3, 7, 32 * 1024, 64 * 1024};
+        (1 << 20) + 3, 7, Lane.GATHER_BYTES - 1, 32 * 1024, Lane.GATHER_BYTES, 64 * 1024};
 
     @ParameterizedTest(name = "gather {0}")
     @ValueSource(booleans = {true, false})
