@@ -158,14 +158,14 @@ public record TcpConfig(HandshakeConfig handshake, HandshakeConfig dataListen, i
                 gatherWrites);
     }
 
-    /** A copy whose data port is bound per {@code listen} instead of the RPC port's range (tests). */
-    /** The same settings with gathering writes on or off ({@code MOONCAKE4J_TCP_GATHER}). */
+    /** A copy with gathering writes on or off ({@code MOONCAKE4J_TCP_GATHER}). */
     public TcpConfig withGatherWrites(boolean on) {
         return new TcpConfig(handshake, dataListen, statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs,
                 unregisterWaitMs, dataIdleTimeoutMs, maxDataConnections, peerIdleTimeoutMs, maxPeers, maxSegments,
                 on);
     }
 
+    /** A copy whose data port is bound per {@code listen} instead of the RPC port's range (tests). */
     public TcpConfig withDataListen(HandshakeConfig listen) {
         return new TcpConfig(handshake, listen, statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs,
                 unregisterWaitMs, dataIdleTimeoutMs, maxDataConnections, peerIdleTimeoutMs, maxPeers, maxSegments,
