@@ -14,6 +14,8 @@ import java.lang.invoke.MethodType;
 import java.lang.invoke.VarHandle;
 import java.nio.channels.SocketChannel;
 import java.util.Locale;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * Gathering socket writes without allocation: a list of (address, length) pieces of native memory
@@ -46,6 +48,7 @@ final class GatherWriter implements AutoCloseable {
     /** Pieces one call can carry (well under {@code IOV_MAX}, 1024). */
     static final int MAX_PIECES = 64;
 
+    private static final Logger LOG = LoggerFactory.getLogger(GatherWriter.class);
     private static final int MSG_NOSIGNAL = 0x4000;
     private static final int EINTR = 4;
     private static final int EAGAIN = 11;
@@ -158,6 +161,27 @@ final class GatherWriter implements AutoCloseable {
         }
         fd = d;
         boundTo = ch;
+    }
+
+    /**
+     * Whether writes can go to {@code ch} now: true when bound to it already or bound now; false
+     * when pieces for another channel are pending or the descriptor cannot be had (logged at DEBUG
+     * with {@code owner}, the connection's name; the caller then writes without gathering).
+     */
+    boolean use(SocketChannel ch, String owner) {
+        if (boundTo(ch)) {
+            return true;
+        }
+        if (!isEmpty()) {
+            return false;
+        }
+        try {
+            bind(ch);
+            return true;
+        } catch (IOException e) {
+            LOG.debug("no gathering writes on connection {}: {}", owner, e.getMessage());
+            return false;
+        }
     }
 
     /** Whether a duplicate is held for {@code ch}. */

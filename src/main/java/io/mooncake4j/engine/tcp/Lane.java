@@ -241,22 +241,7 @@ final class Lane {
 
     /** Whether gathering writes can be used on {@code ch} (binding the writer to it when needed). */
     private boolean gatherOn(SocketChannel ch) {
-        if (gather == null) {
-            return false;
-        }
-        if (gather.boundTo(ch)) {
-            return true;
-        }
-        if (!gather.isEmpty()) {
-            return false;
-        }
-        try {
-            gather.bind(ch);
-            return true;
-        } catch (IOException e) {
-            LOG.debug("lane {}: no gathering writes on this connection: {}", name, e.getMessage());
-            return false;
-        }
+        return gather != null && gather.use(ch, name);
     }
 
     private void failUnsentV1() {

@@ -755,23 +755,7 @@ final class TcpDataServer implements AutoCloseable {
 
         /** Whether READ responses can be gathered on this session's socket (binding the writer when needed). */
         private boolean gatherOn(IoBuffers b) {
-            GatherWriter g = b.gather;
-            if (g == null) {
-                return false;
-            }
-            if (g.boundTo(ch)) {
-                return true;
-            }
-            if (!g.isEmpty()) {
-                return false;
-            }
-            try {
-                g.bind(ch);
-                return true;
-            } catch (IOException e) {
-                LOG.debug("data session {}: no gathering writes: {}", name, e.getMessage());
-                return false;
-            }
+            return b.gather != null && b.gather.use(ch, name);
         }
 
         /**
