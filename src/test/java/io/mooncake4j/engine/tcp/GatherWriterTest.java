@@ -19,6 +19,9 @@ import java.nio.channels.ServerSocketChannel;
 import java.nio.channels.SocketChannel;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
@@ -164,17 +167,32 @@ class GatherWriterTest {
 
     @Test
     void theDuplicateIsClosedOnUnbindAndOnRebinding() throws Exception {
-        long base = openDescriptors();
+        // counted per socket (the link targets of /proc/self/fd), so that descriptors other threads
+        // open or close meanwhile do not matter
+        Map<String, Long> base = socketDescriptors();
         gather.bind(client);
         assertTrue(gather.boundTo(client));
-        assertEquals(base + 1, openDescriptors());
+        String clientSocket = duplicated(base, socketDescriptors());
         gather.bind(client); // same channel: nothing new
-        assertEquals(base + 1, openDescriptors());
+        assertEquals(base.get(clientSocket) + 1, socketDescriptors().get(clientSocket));
         gather.bind(accepted); // another channel: the first duplicate is closed
         assertTrue(gather.boundTo(accepted));
-        assertEquals(base + 1, openDescriptors());
+        Map<String, Long> rebound = socketDescriptors();
+        assertEquals(base.get(clientSocket), rebound.get(clientSocket));
+        String acceptedSocket = duplicated(base, rebound);
+        assertTrue(!acceptedSocket.equals(clientSocket));
         gather.unbind();
-        assertEquals(base, openDescriptors());
+        Map<String, Long> after = socketDescriptors();
+        assertEquals(base.get(clientSocket), after.get(clientSocket));
+        assertEquals(base.get(acceptedSocket), after.get(acceptedSocket));
+    }
+
+    /** The one socket that already had descriptors in {@code before} and has one more in {@code now}. */
+    private static String duplicated(Map<String, Long> before, Map<String, Long> now) {
+        List<String> more = before.keySet().stream().filter(k -> now.getOrDefault(k, 0L) == before.get(k) + 1)
+                .toList();
+        assertEquals(1, more.size(), "sockets with one more descriptor: " + more);
+        return more.get(0);
     }
 
     @Test
@@ -184,9 +202,21 @@ class GatherWriterTest {
         assertTrue(!gather.boundTo(client));
     }
 
-    private static long openDescriptors() throws IOException {
+    /** Descriptors per socket ({@code socket:[inode]}) of this process. */
+    private static Map<String, Long> socketDescriptors() throws IOException {
+        Map<String, Long> out = new HashMap<>();
         try (Stream<Path> fds = Files.list(Path.of("/proc/self/fd"))) {
-            return fds.count();
+            for (Path fd : (Iterable<Path>) fds::iterator) {
+                try {
+                    String target = Files.readSymbolicLink(fd).toString();
+                    if (target.startsWith("socket:")) {
+                        out.merge(target, 1L, Long::sum);
+                    }
+                } catch (IOException e) {
+                    // closed meanwhile (the listing's own descriptor among them)
+                }
+            }
         }
+        return out;
     }
 }
