@@ -1,5 +1,6 @@
 package io.mooncake4j.sim;
 
+import io.mooncake4j.memory.ModelPreset;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -20,8 +21,13 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * test: a {@code main}.
  *
  * <pre>
- * java --enable-native-access=ALL-UNNAMED -cp target/test-classes:target/classes io.mooncake4j.sim.FillContention [mib] [rounds]
+ * java --enable-native-access=ALL-UNNAMED -cp target/test-classes:target/classes io.mooncake4j.sim.FillContention [mib] [rounds] [seq|model]
  * </pre>
+ *
+ * <p>{@code model} fills with the synthetic model itself ({@link SyntheticModel#forwardLayer}, every
+ * layer of Llama-3-8B over {@code mib} MiB of fused KV: per position, one 512-byte run per head at
+ * an 8 KiB stride), the layer-wise prefill's exact store pattern; {@code seq} (the default) with
+ * plain sequential stores.
  */
 public final class FillContention {
 
@@ -34,9 +40,14 @@ public final class FillContention {
         int mib = args.length > 0 ? Integer.parseInt(args[0]) : 512;
         int rounds = args.length > 1 ? Integer.parseInt(args[1]) : 5;
         long bytes = (long) mib << 20;
+        boolean model = args.length > 2 && args[2].equals("model");
         String[] modes = {"alone", "memcpy", "alu", "fill"};
-        try (Arena arena = Arena.ofShared()) {
-            MemorySegment fillDst = arena.allocate(bytes, 64);
+        try (Arena arena = Arena.ofShared(); var alloc = new io.mooncake4j.memory.HostMemoryAllocator()) {
+            MemorySegment fillDst = arena.allocate(model ? 8 : bytes, 64);
+            if (model) {
+                modelFill = new ModelFill(arena.allocate(bytes, 64).asSlice(0, bytes), alloc);
+                fillDst = modelFill.seg;
+            }
             MemorySegment copySrc = arena.allocate(bytes, 64);
             MemorySegment copyDst = arena.allocate(bytes, 64);
             MemorySegment otherFill = arena.allocate(bytes, 64);
@@ -55,7 +66,7 @@ public final class FillContention {
                 }
             }
             double[] base = median(byMode.get(0));
-            System.out.printf(Locale.ROOT, "fill of %d MiB, medians of %d interleaved rounds, %d cores, load %s%n", mib,
+            System.out.printf(Locale.ROOT, (model ? "synthetic-model " : "sequential ") + "fill of %d MiB, medians of %d interleaved rounds, %d cores, load %s%n", mib,
                     rounds, Runtime.getRuntime().availableProcessors(), load());
             System.out.printf(Locale.ROOT, "%-8s %9s %9s %9s %9s %12s%n", "beside", "wall ms", "cpu ms", "wall/x",
                     "cpu/x", "other GB/s");
@@ -116,8 +127,45 @@ public final class FillContention {
         return new double[] {wall / 1e6, cpu / 1e6, gbs};
     }
 
-    /** Sequential 8-byte stores over {@code seg}, as the synthetic model's KV fill writes each run. */
+    /** The synthetic model over the fill's destination, when the fill is the model's ({@code model}). */
+    private static ModelFill modelFill;
+
+    /** Every layer of {@link ModelPreset#LLAMA_3_8B}'s forward pass over KV caches laid on one segment. */
+    private static final class ModelFill {
+        final MemorySegment seg;
+        final SyntheticModel model;
+        final int[][] blocks;
+        final int tokens;
+
+        /** The model's KV (about the size of {@code seg}, its own host memory); {@code seg} names the fill. */
+        ModelFill(MemorySegment seg, io.mooncake4j.memory.HostMemoryAllocator alloc) {
+            ModelPreset p = ModelPreset.LLAMA_3_8B;
+            int numBlocks = (int) (seg.byteSize() / p.pageBytes(1) / p.numLayers());
+            io.mooncake4j.memory.KvCaches caches = io.mooncake4j.memory.KvCaches.allocate(p, 1, numBlocks,
+                    io.mooncake4j.memory.KvCacheLayout.FUSED, alloc::allocate);
+            this.seg = seg;
+            this.model = new SyntheticModel(p, 1, 0, caches);
+            this.tokens = numBlocks * p.blockSize();
+            this.blocks = new int[][] {java.util.stream.IntStream.range(0, numBlocks).toArray()};
+        }
+
+        void run(long seed) {
+            long[] hashes = new long[tokens];
+            for (int i = 0; i < tokens; i++) {
+                hashes[i] = seed * 1_000_003L + i;
+            }
+            for (int l = 0; l < ModelPreset.LLAMA_3_8B.numLayers(); l++) {
+                model.forwardLayer(l, hashes, blocks, 0, tokens, false);
+            }
+        }
+    }
+
+    /** Sequential 8-byte stores over {@code seg}, or the synthetic model's forward pass over it ({@code model}). */
     private static void fill(MemorySegment seg, long seed) {
+        if (modelFill != null && modelFill.seg == seg) {
+            modelFill.run(seed);
+            return;
+        }
         long n = seg.byteSize() / Long.BYTES;
         for (long w = 0; w < n; w++) {
             seg.set(ValueLayout.JAVA_LONG, w * Long.BYTES, seed + w * 0x9E3779B97F4A7C15L);
