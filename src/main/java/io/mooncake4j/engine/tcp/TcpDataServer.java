@@ -343,6 +343,8 @@ final class TcpDataServer implements AutoCloseable {
     static final int WARN_LIMIT = 20;
     /** Body remainders at least this large are read straight into registered memory. */
     static final int DIRECT_THRESHOLD = 32 * 1024;
+    /** WRITE status frames queued at most before they are written even though more requests are readable. */
+    static final int STATUS_BATCH = 8;
     /** Whether READ responses are gathered into one {@code sendmsg} ({@link GatherWriter}). */
     private final boolean gatherWrites;
 
@@ -567,19 +569,49 @@ final class TcpDataServer implements AutoCloseable {
             }
         }
 
-        /** Reads at least one byte into {@code b} (which has room), waiting as needed; -1 on EOF. */
+        /**
+         * Reads at least one byte into {@code b} (which has room), waiting as needed; -1 on EOF.
+         * Before it waits it writes what {@code out} holds: queued status frames go out only when
+         * the session would otherwise block (or a batch is full), never held across a wait.
+         */
         private int read(ByteBuffer b) throws IOException {
             while (true) {
                 int r = ch.read(b);
                 if (r != 0) {
                     if (r > 0) {
                         lastActive = System.nanoTime();
+                    } else {
+                        flush(io.out); // a peer that half-closed still gets the statuses of what it sent
                     }
                     return r;
                 }
+                flush(io.out);
                 await(java.nio.channels.SelectionKey.OP_READ, 0);
             }
         }
+
+        /** Scattering read into {@code scatter} (body view, then {@code in}), as {@link #read}. */
+        private long readScatter() throws IOException {
+            while (true) {
+                long r = ch.read(scatter);
+                if (r != 0) {
+                    if (r > 0) {
+                        lastActive = System.nanoTime();
+                    } else {
+                        flush(io.out); // a peer that half-closed still gets the statuses of what it sent
+                    }
+                    return r;
+                }
+                flush(io.out);
+                await(java.nio.channels.SelectionKey.OP_READ, 0);
+            }
+        }
+
+        /** A WRITE body's view and the input buffer, for one {@code readv} of a body and the next header. */
+        private final ByteBuffer[] scatter = new ByteBuffer[2];
+        /** WRITE status frames in {@code out} since the last flush, and the body bytes they acknowledge. */
+        private int statusesQueued;
+        private long statusBytes;
 
         /** Writes all of {@code b}, waiting as needed. */
         private void writeFully(ByteBuffer b) throws IOException {
@@ -622,12 +654,15 @@ final class TcpDataServer implements AutoCloseable {
             boolean lastLarge = false;
             while (!closed) {
                 if (io.in.remaining() == 0) {
-                    flush(io.out);
                     // what is already there (after a large request just its header, so that its body
-                    // can go straight to memory); when nothing is, wait up to the grace period
+                    // can go straight to memory); when nothing is, write what is queued and wait up
+                    // to the grace period
                     int got = readNow(io.in, lastLarge ? TcpWire.HEADER_BYTES : io.in.capacity());
-                    if (got == 0 && graceWait()) {
-                        got = readNow(io.in, lastLarge ? TcpWire.HEADER_BYTES : io.in.capacity());
+                    if (got == 0) {
+                        flush(io.out);
+                        if (graceWait()) {
+                            got = readNow(io.in, lastLarge ? TcpWire.HEADER_BYTES : io.in.capacity());
+                        }
                     }
                     if (got < 0) {
                         return false;
@@ -642,7 +677,6 @@ final class TcpDataServer implements AutoCloseable {
                 ByteBuffer in = io.in;
                 ByteBuffer out = io.out;
                 if (in.remaining() < TcpWire.HEADER_BYTES) {
-                    flush(out);
                     // after a large request expect another: read just the header so its body can go
                     // straight into memory; after small ones read ahead to pick up several at once
                     if (!fill(in, TcpWire.HEADER_BYTES, lastLarge ? TcpWire.HEADER_BYTES : in.capacity())) {
@@ -703,6 +737,12 @@ final class TcpDataServer implements AutoCloseable {
                                 flush(out);
                             }
                             out.putLong(TcpWire.STATUS_OK);
+                            // queued until the session would wait, or a batch's worth: the initiator's
+                            // window keeps sending meanwhile, and one write carries several frames
+                            statusBytes += size;
+                            if (++statusesQueued >= STATUS_BATCH || statusBytes >= Lane.GATHER_BYTES) {
+                                flush(out);
+                            }
                         }
                     } else if (size > Lane.STAGE_LIMIT && size < Lane.GATHER_BYTES && gatherOn(io)) {
                         // status (v2) queued with the pending frames, the body in place: one sendmsg
@@ -817,13 +857,30 @@ final class TcpDataServer implements AutoCloseable {
                     done += n;
                     continue;
                 }
-                flush(out);
                 long left = size - done;
-                int r;
+                long r;
                 if (left >= DIRECT_THRESHOLD) {
-                    r = read(views.view(buf, addr + done, left));
-                    if (r > 0) {
-                        done += r;
+                    ByteBuffer body = views.view(buf, addr + done, left);
+                    if (body.remaining() == left) {
+                        // the body's rest and the next request's header in one readv: the header does
+                        // not cost a read of its own, and the next body can still go straight to memory
+                        in.clear().limit(TcpWire.HEADER_BYTES);
+                        scatter[0] = body;
+                        scatter[1] = in;
+                        try {
+                            r = readScatter();
+                        } finally {
+                            scatter[0] = null;
+                            in.flip();
+                        }
+                        if (r > 0) {
+                            done += Math.min(r, left);
+                        }
+                    } else {
+                        r = read(body);
+                        if (r > 0) {
+                            done += r;
+                        }
                     }
                 } else {
                     in.clear();
@@ -872,6 +929,8 @@ final class TcpDataServer implements AutoCloseable {
             }
             if (r > 0) {
                 lastActive = System.nanoTime();
+            } else if (r < 0) {
+                flush(io.out); // a peer that half-closed still gets the statuses of what it sent
             }
             return r;
         }
@@ -885,6 +944,8 @@ final class TcpDataServer implements AutoCloseable {
         private boolean inRequest;
 
         private void flush(ByteBuffer out) throws IOException {
+            statusesQueued = 0;
+            statusBytes = 0;
             GatherWriter g = io.gather;
             if (g != null && !g.isEmpty()) {
                 g.add(io.outAddress + segStart, out.position() - segStart);
