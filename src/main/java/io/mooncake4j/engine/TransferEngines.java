@@ -42,7 +42,7 @@ public final class TransferEngines {
      */
     public static TransferEngine create(String kind) {
         return switch (kind.toLowerCase(Locale.ROOT)) {
-            case "mock" -> new ScriptedTransferEngine().copyData(true);
+            case "mock" -> new ScriptedTransferEngine().copyData(true).recordCalls(false);
             case "tcp" -> new TcpTransferEngine();
             case "rdma", "shm", "auto" -> allTransports();
             default -> throw new TransferEngineException(String.format(Locale.ROOT,

@@ -28,7 +28,10 @@ import java.util.function.ToIntFunction;
  *
  * <ul>
  *   <li><b>Recording:</b> every call is kept as an {@link EngineCall} with copies of its arrays
- *       and the code returned ({@link #calls()}).</li>
+ *       and the code returned ({@link #calls()}); {@link #recordCalls(boolean) recordCalls(false)}
+ *       keeps only the counts ({@link #callCount}), for an engine that serves traffic (the
+ *       {@code mock} protocol of {@link io.mooncake4j.engine.TransferEngines}), whose log would
+ *       otherwise grow with every transfer.</li>
  *   <li><b>Scripting:</b> {@link #script(EngineMethod)} decides what a method returns: succeed
  *       (default), always fail, fail the N-th call, fail the first N calls, or compute a code.
  *       A {@link #beforeEach hook} can block or count calls. The answers that are not return codes
@@ -121,7 +124,10 @@ public final class ScriptedTransferEngine implements TransferEngine {
 
     private final Map<EngineMethod, Script> scripts = new EnumMap<>(EngineMethod.class);
     private final Map<EngineMethod, AtomicInteger> ordinals = new EnumMap<>(EngineMethod.class);
+    /** Per method, the calls finished (recorded or, with recording off, counted); guarded by {@code calls}. */
+    private final int[] finished = new int[EngineMethod.values().length];
     private final List<EngineCall> calls = new ArrayList<>();
+    private volatile boolean recordCalls = true;
     private final BufferRegistry registry = new BufferRegistry();
     private volatile Consumer<EngineCall> beforeEach = c -> { };
     private volatile Function<String, DeviceMemoryAccess> deviceAccess = location -> DeviceMemoryAccess.unknown();
@@ -254,6 +260,19 @@ public final class ScriptedTransferEngine implements TransferEngine {
     }
 
     /**
+     * Whether each call is kept for {@link #calls()} (the default) or only counted for
+     * {@link #callCount}. Off, the engine holds nothing per call, and the argument arrays a
+     * {@link #beforeEach hook} or a script sees are the caller's own, valid during that call only.
+     *
+     * @param record whether calls are kept
+     * @return this engine
+     */
+    public ScriptedTransferEngine recordCalls(boolean record) {
+        this.recordCalls = record;
+        return this;
+    }
+
+    /**
      * Overrides the RPC port reported by {@link #getRpcPort()} (vLLM's fake reports 12345).
      *
      * @param port the port to report
@@ -267,7 +286,7 @@ public final class ScriptedTransferEngine implements TransferEngine {
         return this;
     }
 
-    /** {@return every call so far, in order} */
+    /** {@return every call so far, in order (none kept while {@link #recordCalls(boolean) recording} is off)} */
     public List<EngineCall> calls() {
         synchronized (calls) {
             return List.copyOf(calls);
@@ -291,7 +310,9 @@ public final class ScriptedTransferEngine implements TransferEngine {
      * @param method the engine method
      */
     public int callCount(EngineMethod method) {
-        return calls(method).size();
+        synchronized (calls) {
+            return finished[method.ordinal()];
+        }
     }
 
     /** {@return the buffers currently registered} */
@@ -301,7 +322,7 @@ public final class ScriptedTransferEngine implements TransferEngine {
 
     private int decide(EngineMethod m, Object... args) {
         int ordinal = ordinals.get(m).incrementAndGet();
-        EngineCall probe = new EngineCall(m, ordinal, Arrays.asList(copyArgs(args)), 0);
+        EngineCall probe = new EngineCall(m, ordinal, Arrays.asList(recordCalls ? copyArgs(args) : args), 0);
         beforeEach.accept(probe);
         Script s;
         synchronized (scripts) {
@@ -311,9 +332,13 @@ public final class ScriptedTransferEngine implements TransferEngine {
     }
 
     private void record(EngineMethod m, int result, Object... args) {
+        boolean keep = recordCalls;
+        Object[] copied = keep ? copyArgs(args) : null;
         synchronized (calls) {
-            int ordinal = (int) calls.stream().filter(c -> c.method() == m).count() + 1;
-            calls.add(new EngineCall(m, ordinal, Arrays.asList(copyArgs(args)), result));
+            int ordinal = ++finished[m.ordinal()];
+            if (keep) {
+                calls.add(new EngineCall(m, ordinal, Arrays.asList(copied), result));
+            }
         }
     }
 

@@ -35,6 +35,40 @@ class ScriptedTransferEngineTest {
     }
 
     @Test
+    void withRecordingOffKeepsCountsAndScriptsButNoCalls() {
+        try (HostMemoryAllocator alloc = new HostMemoryAllocator();
+             ScriptedTransferEngine p = new ScriptedTransferEngine().copyData(true).recordCalls(false);
+             ScriptedTransferEngine d = new ScriptedTransferEngine().copyData(true)) {
+            HostMemoryStorage src = alloc.allocate(4096);
+            HostMemoryStorage dst = alloc.allocate(4096);
+            p.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", "");
+            d.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", "");
+            p.registerMemory(src.address(), 4096);
+            d.registerMemory(dst.address(), 4096);
+            p.script(EngineMethod.BATCH_TRANSFER_SYNC_WRITE).failNthCall(3, -1);
+            List<Integer> seen = new java.util.ArrayList<>();
+            p.beforeEach(c -> seen.add(c.ordinal()));
+            for (int i = 0; i < 5; i++) {
+                src.segment().set(ValueLayout.JAVA_LONG, 0, 100 + i);
+                int rc = p.batchTransferSyncWrite(d.getLocalSegmentName(),
+                        new long[] {src.address()}, new long[] {dst.address() + 8L * i}, new long[] {8});
+                assertEquals(i == 2 ? -1 : 0, rc, "call " + (i + 1));
+                assertEquals(i == 2 ? 0 : 100 + i, dst.segment().get(ValueLayout.JAVA_LONG, 8L * i), "call " + (i + 1));
+            }
+            assertEquals(5, p.callCount(EngineMethod.BATCH_TRANSFER_SYNC_WRITE));
+            assertEquals(1, p.callCount(EngineMethod.INITIALIZE));
+            assertEquals(List.of(), p.calls(), "nothing kept per call");
+            assertEquals(List.of(1, 2, 3, 4, 5), seen, "ordinals still count every call");
+            // switched back on, the engine records again, ordinals continuing the count
+            p.recordCalls(true);
+            p.batchTransferSyncWrite(d.getLocalSegmentName(),
+                    new long[] {src.address()}, new long[] {dst.address()}, new long[] {8});
+            assertEquals(6, p.calls(EngineMethod.BATCH_TRANSFER_SYNC_WRITE).getFirst().ordinal());
+            assertEquals(6, p.callCount(EngineMethod.BATCH_TRANSFER_SYNC_WRITE));
+        }
+    }
+
+    @Test
     void failsTheScriptedCallOnly() {
         try (ScriptedTransferEngine e = new ScriptedTransferEngine()) {
             e.script(EngineMethod.BATCH_REGISTER_MEMORY).failNthCall(2, -1);
