@@ -142,6 +142,8 @@ public final class TtftBench {
         double lwTail = Double.NaN;
         long perLayer1k;
         List<Evidence> aloneEv = new ArrayList<>();
+        // per measured layer-wise exchange: {lw ms, that P's prefill alone just before, its transfer alone just before}
+        List<double[]> paired = new ArrayList<>();
         List<Evidence> lwEv = new ArrayList<>();
         List<Window> xferWin = new ArrayList<>();
         List<Window> lwWin = new ArrayList<>();
@@ -213,7 +215,8 @@ public final class TtftBench {
                 for (int attempt = 0; attempt < 3 && Double.isNaN(lw); attempt++) {
                     try (SimEngine p = SimEngine.start(pCfg, MODEL, blocks, limits, workers(kind))) {
                         p.layerCompute(Duration.ofNanos(perLayer1k));
-                        SimProxy proxy = new SimProxy(p, d, url, SimProxy.resolveEngineId(url, 0));
+                        String lwEngineId = SimProxy.resolveEngineId(url, 0);
+                        SimProxy proxy = new SimProxy(p, d, url, lwEngineId);
                         try {
                             for (int i = 0; i < WARMUP; i++) {
                                 exchange(proxy, tokens); // connections, JIT
@@ -224,6 +227,7 @@ public final class TtftBench {
                         }
                         jit.settle(() -> {
                             prefillAloneOf(p, tokens);
+                            transferAlone(p, d, lwEngineId, url, tokens);
                             exchangeWithEvidence(proxy, p, d, tokens, new ArrayList<>(), new ArrayList<>());
                         });
                         jit.measureStart();
@@ -232,12 +236,15 @@ public final class TtftBench {
                         List<Double> lt = new ArrayList<>();
                         List<Evidence> ev = new ArrayList<>();
                         for (int r = 0; r < reps; r++) {
-                            // P's prefill alone on this same P, interleaved with the exchanges
-                            aloneEv.add(prefillAloneOf(p, tokens));
+                            // P's prefill alone and the transfer alone on this same P, interleaved with the exchanges
+                            Evidence own = prefillAloneOf(p, tokens);
+                            aloneEv.add(own);
+                            double ownXfer = transferAlone(p, d, lwEngineId, url, tokens).wallMs();
                             List<SimProxy.Exchange> one = new ArrayList<>();
                             ev.add(exchangeWithEvidence(proxy, p, d, tokens, one, lwWin));
                             SimProxy.Exchange e = one.get(0);
                             l.add(ms(e.decode().kvReadyNanos() - e.prefill().arrivalNanos()));
+                            paired.add(new double[] {l.getLast(), own.wallMs(), ownXfer});
                             lp.add(ms(e.prefill().kvReadyNanos() - e.prefill().arrivalNanos()));
                             lt.add(ms(e.decode().kvReadyNanos() - e.prefill().kvReadyNanos()));
                         }
@@ -265,6 +272,18 @@ public final class TtftBench {
             System.out.println("  " + String.format(Locale.ROOT, "same-P reference: the layer-wise P's own prefill alone "
                     + "(interleaved with its exchanges) %.1f ms, whole-request P's %.1f ms; lw / max(own prefill, xfer) "
                     + "%.2f", own, prefill, lw / Math.max(own, xfer)));
+        }
+        if (!paired.isEmpty()) {
+            // each exchange against references of the same P taken just before it: the host's memory speed
+            // drifts (the fill alone varied 1.3-2x between rounds on an idle guest), and that cancels here
+            List<Double> ratios = paired.stream().map(v -> v[0] / Math.max(v[1], v[2])).toList();
+            StringBuilder each = new StringBuilder();
+            for (double[] v : paired) {
+                each.append(String.format(Locale.ROOT, "%s%.1f/%.1f/%.1f", each.isEmpty() ? "" : ", ", v[0], v[1], v[2]));
+            }
+            System.out.println("  " + String.format(Locale.ROOT, "paired: median over the lw exchanges of lw / max(the "
+                    + "same P's prefill alone, its transfer alone), both taken just before it, %.2f (lw/prefill/xfer ms: %s)",
+                    median(ratios), each));
         }
         System.out.println("  " + jit.describe(xferWin, aloneEv, lwWin));
         System.out.println("  " + nice);

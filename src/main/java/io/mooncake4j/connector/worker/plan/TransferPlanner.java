@@ -312,7 +312,8 @@ public final class TransferPlanner {
                 }
                 out.commitRaw(pos, blockBytes * count);
             } else if (p.coalesce[i]) {
-                // one descriptor per contiguous run (runs are the same on both sides)
+                // one descriptor per contiguous run (runs are the same on both sides; runStart is the
+                // pair with the lowest ids, the first of an ascending run or the last of a descending one)
                 out.ensureAdditional(runTo - runFrom);
                 long[] sa = out.srcArray();
                 long[] da = out.dstArray();
@@ -367,9 +368,14 @@ public final class TransferPlanner {
 
     /**
      * vLLM's {@code group_concurrent_contiguous} on the trimmed pairs of every group, as
-     * (start, length) runs. Splitting logical ids is the same as splitting the kernel-block
-     * expansion: inside a logical block the expanded ids are consecutive, and two logical blocks
-     * join iff their ids are consecutive.
+     * (lowest pair, length) runs, and, beyond it, descending runs too: pairs whose ids both fall
+     * by one are the same bytes as the ascending run they reverse (each local block still lands
+     * on its own remote block), so one descriptor carries them. vLLM's allocator frees a
+     * request's blocks in reverse order, so a request that reuses them gets descending ids on
+     * both sides; with ascending runs only, each of its blocks would be a descriptor of its own.
+     * Splitting logical ids is the same as splitting the kernel-block expansion: inside a logical
+     * block the expanded ids are consecutive, and two logical blocks join iff their ids are
+     * consecutive.
      */
     private void computeRuns(int groups, int totalBlocks) {
         if (runStart.length < totalBlocks) {
@@ -388,15 +394,22 @@ public final class TransferPlanner {
             int[] rg = groupRemote[g];
             int lStart = groupLocalStart[g];
             int start = 0;
+            int dir = 0; // of the run from start: 1 ascending, -1 descending, 0 one pair so far
             for (int k = 1; k < count; k++) {
-                if (lg[lStart + k] - lg[lStart + k - 1] != 1 || rg[k] - rg[k - 1] != 1) {
-                    runStart[runs] = start;
-                    runLength[runs] = k - start;
-                    runs++;
-                    start = k;
+                int dl = lg[lStart + k] - lg[lStart + k - 1];
+                int dr = rg[k] - rg[k - 1];
+                boolean joins = dl == dr && (dl == 1 || dl == -1) && (dir == 0 || dir == dl);
+                if (joins) {
+                    dir = dl;
+                    continue;
                 }
+                runStart[runs] = dir < 0 ? k - 1 : start;
+                runLength[runs] = k - start;
+                runs++;
+                start = k;
+                dir = 0;
             }
-            runStart[runs] = start;
+            runStart[runs] = dir < 0 ? count - 1 : start;
             runLength[runs] = count - start;
             runs++;
         }

@@ -71,6 +71,26 @@ class TransferPlannerTest {
     }
 
     @Test
+    void descendingRunsOnBothSidesAreOneDescriptorFromTheirLowestBlocks() {
+        TransferPlanner planner = homogeneous();
+        PreparedRegions regions = twoLayers(planner);
+        // vLLM's allocator hands a freed request's blocks out again in reverse order
+        assertEquals(List.of(d(P0 + 200, D0 + 500, 400), d(P1 + 200, D1 + 500, 400)),
+                planOne(planner, regions, groups(ids(5, 4, 3, 2)), groups(ids(8, 7, 6, 5))));
+        // a descending run, then an ascending one: two descriptors; a turn does not join
+        assertEquals(List.of(d(P0 + 100, D0 + 100, 300), d(P0 + 400, D0 + 400, 200),
+                        d(P1 + 100, D1 + 100, 300), d(P1 + 400, D1 + 400, 200)),
+                planOne(planner, regions, groups(ids(3, 2, 1, 4, 5)), groups(ids(3, 2, 1, 4, 5))));
+        // descending on one side, ascending on the other: every pair on its own
+        assertEquals(List.of(d(P0 + 300, D0 + 100, 100), d(P0 + 200, D0 + 200, 100), d(P0 + 100, D0 + 300, 100),
+                        d(P1 + 300, D1 + 100, 100), d(P1 + 200, D1 + 200, 100), d(P1 + 100, D1 + 300, 100)),
+                planOne(planner, regions, groups(ids(3, 2, 1)), groups(ids(1, 2, 3))));
+        // after a prefix hit on D, the local tail pairs with D's blocks, descending too
+        assertEquals(List.of(d(P0 + 700, D0 + 100, 200), d(P1 + 700, D1 + 100, 200)),
+                planOne(planner, regions, groups(ids(20, 21, 8, 7)), groups(ids(2, 1))));
+    }
+
+    @Test
     void localTailIsSentWhenDecodeHadAPrefixHit() {
         TransferPlanner planner = homogeneous();
         PreparedRegions regions = twoLayers(planner);
