@@ -581,7 +581,7 @@ final class TcpDataServer implements AutoCloseable {
                     if (r > 0) {
                         lastActive = System.nanoTime();
                     } else {
-                        flush(io.out); // a peer that half-closed still gets the statuses of what it sent
+                        flushAtEof();
                     }
                     return r;
                 }
@@ -598,12 +598,25 @@ final class TcpDataServer implements AutoCloseable {
                     if (r > 0) {
                         lastActive = System.nanoTime();
                     } else {
-                        flush(io.out); // a peer that half-closed still gets the statuses of what it sent
+                        flushAtEof();
                     }
                     return r;
                 }
                 flush(io.out);
                 await(java.nio.channels.SelectionKey.OP_READ, 0);
+            }
+        }
+
+        /**
+         * At EOF: writes the queued status frames, since a peer that half-closed still reads the
+         * statuses of what it sent; one that is gone cannot, and that is not an error of its own
+         * (the caller reports the EOF).
+         */
+        private void flushAtEof() {
+            try {
+                flush(io.out);
+            } catch (IOException e) {
+                LOG.debug("data session with {}: status frames not delivered at EOF: {}", peer, e.toString());
             }
         }
 
@@ -930,7 +943,7 @@ final class TcpDataServer implements AutoCloseable {
             if (r > 0) {
                 lastActive = System.nanoTime();
             } else if (r < 0) {
-                flush(io.out); // a peer that half-closed still gets the statuses of what it sent
+                flushAtEof();
             }
             return r;
         }
