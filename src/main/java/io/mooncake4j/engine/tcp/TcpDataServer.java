@@ -575,25 +575,18 @@ final class TcpDataServer implements AutoCloseable {
          * the session would otherwise block (or a batch is full), never held across a wait.
          */
         private int read(ByteBuffer b) throws IOException {
-            while (true) {
-                int r = ch.read(b);
-                if (r != 0) {
-                    if (r > 0) {
-                        lastActive = System.nanoTime();
-                    } else {
-                        flushAtEof();
-                    }
-                    return r;
-                }
-                flush(io.out);
-                await(java.nio.channels.SelectionKey.OP_READ, 0);
-            }
+            return (int) readInto(b);
         }
 
         /** Scattering read into {@code scatter} (body view, then {@code in}), as {@link #read}. */
         private long readScatter() throws IOException {
+            return readInto(null);
+        }
+
+        /** {@link #read} into {@code b}, or into {@code scatter} when {@code b} is null. */
+        private long readInto(ByteBuffer b) throws IOException {
             while (true) {
-                long r = ch.read(scatter);
+                long r = b != null ? ch.read(b) : ch.read(scatter);
                 if (r != 0) {
                     if (r > 0) {
                         lastActive = System.nanoTime();
