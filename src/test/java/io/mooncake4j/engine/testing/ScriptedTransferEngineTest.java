@@ -19,6 +19,14 @@ import org.junit.jupiter.api.Timeout;
 @Timeout(value = 10, unit = TimeUnit.SECONDS)
 class ScriptedTransferEngineTest {
 
+    /** Initialises {@code e} on loopback and registers a new 4 KiB host buffer with it. */
+    private static HostMemoryStorage initialisedWith(ScriptedTransferEngine e, HostMemoryAllocator alloc) {
+        HostMemoryStorage buf = alloc.allocate(4096);
+        assertEquals(0, e.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", ""));
+        assertEquals(0, e.registerMemory(buf.address(), 4096));
+        return buf;
+    }
+
     @Test
     void recordsCallsWithCopiedArguments() {
         try (ScriptedTransferEngine e = new ScriptedTransferEngine()) {
@@ -39,12 +47,8 @@ class ScriptedTransferEngineTest {
         try (HostMemoryAllocator alloc = new HostMemoryAllocator();
              ScriptedTransferEngine p = new ScriptedTransferEngine().copyData(true).recordCalls(false);
              ScriptedTransferEngine d = new ScriptedTransferEngine().copyData(true)) {
-            HostMemoryStorage src = alloc.allocate(4096);
-            HostMemoryStorage dst = alloc.allocate(4096);
-            p.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", "");
-            d.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", "");
-            p.registerMemory(src.address(), 4096);
-            d.registerMemory(dst.address(), 4096);
+            HostMemoryStorage src = initialisedWith(p, alloc);
+            HostMemoryStorage dst = initialisedWith(d, alloc);
             p.script(EngineMethod.BATCH_TRANSFER_SYNC_WRITE).failNthCall(3, -1);
             List<Integer> seen = new java.util.ArrayList<>();
             p.beforeEach(c -> seen.add(c.ordinal()));
@@ -87,12 +91,8 @@ class ScriptedTransferEngineTest {
         try (HostMemoryAllocator alloc = new HostMemoryAllocator();
              ScriptedTransferEngine p = new ScriptedTransferEngine().copyData(true);
              ScriptedTransferEngine d = new ScriptedTransferEngine().copyData(true)) {
-            HostMemoryStorage src = alloc.allocate(4096);
-            HostMemoryStorage dst = alloc.allocate(4096);
-            p.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", "");
-            d.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", "");
-            p.registerMemory(src.address(), 4096);
-            d.registerMemory(dst.address(), 4096);
+            HostMemoryStorage src = initialisedWith(p, alloc);
+            HostMemoryStorage dst = initialisedWith(d, alloc);
             src.segment().set(ValueLayout.JAVA_LONG, 64, 0x1122334455667788L);
             assertEquals(0, p.batchTransferSyncWrite(d.getLocalSegmentName(),
                     new long[] {src.address() + 64}, new long[] {dst.address() + 128}, new long[] {8}));
