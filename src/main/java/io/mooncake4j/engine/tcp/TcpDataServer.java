@@ -575,18 +575,8 @@ final class TcpDataServer implements AutoCloseable {
          * the session would otherwise block (or a batch is full), never held across a wait.
          */
         private int read(ByteBuffer b) throws IOException {
-            return (int) readInto(b);
-        }
-
-        /** Scattering read into {@code scatter} (body view, then {@code in}), as {@link #read}. */
-        private long readScatter() throws IOException {
-            return readInto(null);
-        }
-
-        /** {@link #read} into {@code b}, or into {@code scatter} when {@code b} is null. */
-        private long readInto(ByteBuffer b) throws IOException {
             while (true) {
-                long r = b != null ? ch.read(b) : ch.read(scatter);
+                int r = ch.read(b);
                 if (r != 0) {
                     if (r > 0) {
                         lastActive = System.nanoTime();
@@ -613,8 +603,6 @@ final class TcpDataServer implements AutoCloseable {
             }
         }
 
-        /** A WRITE body's view and the input buffer, for one {@code readv} of a body and the next header. */
-        private final ByteBuffer[] scatter = new ByteBuffer[2];
         /** WRITE status frames in {@code out} since the last flush, and the body bytes they acknowledge. */
         private int statusesQueued;
         private long statusBytes;
@@ -864,29 +852,13 @@ final class TcpDataServer implements AutoCloseable {
                     continue;
                 }
                 long left = size - done;
-                long r;
+                int r;
                 if (left >= DIRECT_THRESHOLD) {
-                    ByteBuffer body = views.view(buf, addr + done, left);
-                    if (body.remaining() == left) {
-                        // the body's rest and the next request's header in one readv: the header does
-                        // not cost a read of its own, and the next body can still go straight to memory
-                        in.clear().limit(TcpWire.HEADER_BYTES);
-                        scatter[0] = body;
-                        scatter[1] = in;
-                        try {
-                            r = readScatter();
-                        } finally {
-                            scatter[0] = null;
-                            in.flip();
-                        }
-                        if (r > 0) {
-                            done += Math.min(r, left);
-                        }
-                    } else {
-                        r = read(body);
-                        if (r > 0) {
-                            done += r;
-                        }
+                    // not a scattering read of the body and the next header: NIO allocates per call
+                    // for a memory segment's view (40 B), and the status batching below is the gain
+                    r = read(views.view(buf, addr + done, left));
+                    if (r > 0) {
+                        done += r;
                     }
                 } else {
                     in.clear();
