@@ -45,7 +45,7 @@ public final class FillContention {
         try (Arena arena = Arena.ofShared(); var alloc = new io.mooncake4j.memory.HostMemoryAllocator()) {
             MemorySegment fillDst = arena.allocate(model ? 8 : bytes, 64);
             if (model) {
-                modelFill = new ModelFill(arena.allocate(bytes, 64).asSlice(0, bytes), alloc);
+                modelFill = new ModelFill(arena.allocate(bytes, 64), alloc);
                 fillDst = modelFill.seg;
             }
             MemorySegment copySrc = arena.allocate(bytes, 64);

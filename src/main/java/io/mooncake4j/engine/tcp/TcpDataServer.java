@@ -854,8 +854,9 @@ final class TcpDataServer implements AutoCloseable {
                 long left = size - done;
                 int r;
                 if (left >= DIRECT_THRESHOLD) {
-                    // not a scattering read of the body and the next header: NIO allocates per call
-                    // for a memory segment's view (40 B), and the status batching below is the gain
+                    // not a scattering read of the body and the next header: NIO allocates 40 B per
+                    // call for a memory segment's view, and it gained nothing measurable beside the
+                    // batched status frames (docs/performance.md, eighth session)
                     r = read(views.view(buf, addr + done, left));
                     if (r > 0) {
                         done += r;
