@@ -2,6 +2,7 @@ package io.mooncake4j.proxy;
 
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
+import io.mooncake4j.internal.http.RequestBodies;
 import io.mooncake4j.internal.json.Json;
 import io.mooncake4j.internal.sys.ClientWatch;
 import io.mooncake4j.internal.json.JsonException;
@@ -562,8 +563,8 @@ public final class DisaggProxy implements AutoCloseable {
         long deadline = System.nanoTime() + config.requestTimeout().toNanos();
         byte[] raw;
         try {
-            raw = readBounded(ex.getRequestBody(), config.maxBodyBytes());
-        } catch (BodyTooLargeException e) {
+            raw = readClientBody(ex, config.maxBodyBytes());
+        } catch (RequestBodies.TooLargeException e) {
             stats.rejected.incrementAndGet();
             sendError(ex, 413, "invalid_request_error", "request body exceeds " + config.maxBodyBytes() + " bytes");
             return;
@@ -897,6 +898,22 @@ public final class DisaggProxy implements AutoCloseable {
 
         BodyTooLargeException() {
             super("body too large");
+        }
+    }
+
+    /** The client's body; one over {@code limit} is read away first, so the client gets the 413 (see {@link RequestBodies}). */
+    private static byte[] readClientBody(HttpExchange ex, int limit) throws IOException {
+        String len = ex.getRequestHeaders().getFirst("Content-Length");
+        long declared = -1;
+        if (len != null) {
+            try {
+                declared = Long.parseLong(len.trim());
+            } catch (NumberFormatException e) {
+                declared = -1; // the limit is then enforced by reading
+            }
+        }
+        try (InputStream in = ex.getRequestBody()) {
+            return RequestBodies.read(in, declared, limit);
         }
     }
 

@@ -9,6 +9,7 @@ import io.mooncake4j.connector.KvTransferParams;
 import io.mooncake4j.connector.bootstrap.BootstrapAddresses;
 import io.mooncake4j.engine.TransferEngine;
 import io.mooncake4j.engine.TransferEngines;
+import io.mooncake4j.internal.http.RequestBodies;
 import io.mooncake4j.internal.json.Json;
 import io.mooncake4j.internal.sys.ClientWatch;
 import io.mooncake4j.internal.sys.Bytes;
@@ -772,21 +773,18 @@ public final class ServeNode implements AutoCloseable {
 
     private static String readBodyBounded(HttpExchange ex) throws IOException {
         String len = ex.getRequestHeaders().getFirst("Content-Length");
+        long declared = -1;
         if (len != null) {
             try {
-                if (Long.parseLong(len.trim()) > MAX_BODY_BYTES) {
-                    throw tooLarge();
-                }
+                declared = Long.parseLong(len.trim());
             } catch (NumberFormatException e) {
                 throw OpenAiError.badRequest(null, "bad Content-Length " + len);
             }
         }
         try (InputStream in = ex.getRequestBody()) {
-            byte[] b = in.readNBytes(MAX_BODY_BYTES + 1);
-            if (b.length > MAX_BODY_BYTES) {
-                throw tooLarge();
-            }
-            return new String(b, StandardCharsets.UTF_8);
+            return new String(RequestBodies.read(in, declared, MAX_BODY_BYTES), StandardCharsets.UTF_8);
+        } catch (RequestBodies.TooLargeException e) {
+            throw tooLarge();
         }
     }
 

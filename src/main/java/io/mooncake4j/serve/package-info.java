@@ -72,8 +72,9 @@
  * text for the same prompt and {@code max_tokens}, and one changed byte of transferred KV changes it.
  * Text is rendered by {@link io.mooncake4j.serve.SyntheticTokenizer}.
  *
- * <p>Bounds: bodies above 16 MiB get 413, at most 64 are read at once, and at most
- * {@link io.mooncake4j.serve.ServeOptions#maxPendingRequests()} requests are accepted at once (503 beyond).
+ * <p>Bounds: bodies above 16 MiB get 413 (read away up to 64 MiB first, so the client sees it), at most
+ * 64 are read at once, and at most {@link io.mooncake4j.serve.ServeOptions#maxPendingRequests()} requests
+ * are accepted at once (503 beyond).
  *
  * <p>A request whose client disconnects is aborted, as vLLM does ({@link io.mooncake4j.sim.SimEngine#abort}):
  * one not yet admitted, prefilling or decoding finishes at once as {@code FINISHED_ABORTED} through the

@@ -1,5 +1,6 @@
 package io.mooncake4j.proxy;
 
+import io.mooncake4j.internal.http.RawHttp;
 import io.mooncake4j.internal.json.Json;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -357,6 +358,29 @@ class DisaggProxyTest {
         assertTrue(models.body().contains("\"fake\""), models.body());
         assertTrue(p.bodies.isEmpty() && d.bodies.isEmpty(), "rejected requests reach no node");
         assertEquals(1, proxy.stats().rejected(), "the bad body; an unknown route is no proxied request");
+    }
+
+    @Test
+    void shouldAnswer413ToAClientThatSendsAnOversizedBodyWholeBeforeReading() throws Exception {
+        FakeNode p = keep(FakeNode.prefill(1, kv));
+        FakeNode d = keep(FakeNode.decode(kv));
+        int limit = 1 << 20;
+        DisaggProxy proxy = keep(DisaggProxy.start(ProxyConfig.builder().port(0).probeInterval(Duration.ofMillis(20))
+                .maxBodyBytes(limit).addPrefill(p.url(), p.bootstrapPort()).addDecode(d.url()).build()));
+        await(proxy::isReady, "ready");
+        for (boolean chunked : new boolean[] {false, true}) {
+            try (RawHttp c = new RawHttp(proxy.port())) {
+                // 3 MiB past the limit: more than loopback's socket buffers hold, within the 4 x limit read away
+                c.post("/v1/completions", 4L * limit - 1000, chunked);
+                RawHttp.Reply r = c.reply();
+                assertEquals(413, r.status(), r.head());
+                assertTrue(r.body().contains("exceeds " + limit + " bytes"), r.body());
+                c.get("/health");
+                assertEquals(200, c.reply().status(), "the connection is still good");
+            }
+        }
+        assertTrue(p.bodies.isEmpty() && d.bodies.isEmpty(), "rejected requests reach no node");
+        assertEquals(2, proxy.stats().rejected());
     }
 
     @Test

@@ -10,6 +10,7 @@ import io.mooncake4j.connector.KvRole;
 import io.mooncake4j.connector.MooncakeConnectorConfig;
 import io.mooncake4j.engine.TransferEngine;
 import io.mooncake4j.engine.TransferEngines;
+import io.mooncake4j.internal.http.RawHttp;
 import io.mooncake4j.internal.json.Json;
 import io.mooncake4j.memory.ModelPreset;
 
@@ -398,6 +399,25 @@ class ServeNodeTest {
         assertEquals(0L, p.engine().snapshot().failed());
         assertNull(p.engine().failure());
         assertNull(d.engine().failure());
+    }
+
+    @Test
+    void aClientThatSendsAnOversizedBodyWholeBeforeReadingStillGets413() throws Exception {
+        ServeNode p = start(KvRole.KV_PRODUCER, 1);
+        int port = URI.create(p.url()).getPort();
+        for (boolean chunked : new boolean[] {false, true}) {
+            try (RawHttp c = new RawHttp(port)) {
+                // more than the socket buffers hold: the write finishes only if the server reads it all
+                c.post("/v1/completions", ServeNode.MAX_BODY_BYTES + 100_000L, chunked);
+                RawHttp.Reply r = c.reply();
+                assertEquals(413, r.status(), r.head());
+                assertTrue(r.body().contains("RequestEntityTooLarge"), r.body());
+                // the body was read away, so the connection is still good for the next request
+                c.get("/health");
+                assertEquals(200, c.reply().status());
+            }
+        }
+        assertEquals(0L, p.engine().snapshot().failed());
     }
 
     @Test
