@@ -202,6 +202,71 @@ class GatherWriterTest {
         assertTrue(!gather.boundTo(client));
     }
 
+    /** Writes {@code b} whole from the client side. */
+    private void send(byte[] b) throws IOException {
+        ByteBuffer buf = ByteBuffer.wrap(b);
+        while (buf.hasRemaining()) {
+            client.write(buf);
+        }
+    }
+
+    private static byte[] bytes(MemorySegment m, long off, int n) {
+        return m.asSlice(off, n).toArray(ValueLayout.JAVA_BYTE);
+    }
+
+    @Test
+    void readTwoFillsTheFirstPieceThenTheSecond() throws Exception {
+        MemorySegment src = pattern(5000);
+        byte[] sent = bytes(src, 0, 5000);
+        MemorySegment body = arena.allocate(4000);
+        MemorySegment header = arena.allocate(24);
+        gather.bind(accepted);
+        send(sent);
+        long got = 0;
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+        // blocking socket: each call returns what has arrived, the body's piece first
+        while (got < 4024 && System.nanoTime() < deadline) {
+            long n = got < 4000
+                    ? gather.readTwo(body.address() + got, 4000 - got, header.address(), 24)
+                    : gather.readTwo(header.address() + (got - 4000), 4024 - got, header.address(), 0);
+            assertTrue(n > 0, "read " + n);
+            got += n;
+        }
+        assertEquals(4024, got);
+        assertArrayEquals(bytes(src, 0, 4000), body.toArray(ValueLayout.JAVA_BYTE));
+        assertArrayEquals(bytes(src, 4000, 24), header.toArray(ValueLayout.JAVA_BYTE));
+        // what was not asked for is still in the socket, in order
+        ByteBuffer rest = ByteBuffer.allocate(976);
+        while (rest.hasRemaining()) {
+            assertTrue(accepted.read(rest) > 0);
+        }
+        assertArrayEquals(java.util.Arrays.copyOfRange(sent, 4024, 5000), rest.array());
+    }
+
+    @Test
+    void readTwoSaysNothingNowOnANonBlockingSocketAndEndOfStreamAtEof() throws Exception {
+        MemorySegment body = arena.allocate(100);
+        MemorySegment header = arena.allocate(24);
+        accepted.configureBlocking(false);
+        gather.bind(accepted);
+        assertEquals(0, gather.readTwo(body.address(), 100, header.address(), 24), "nothing sent yet");
+        send(new byte[] {1, 2, 3});
+        accepted.configureBlocking(true); // the duplicate shares the flag: the next call waits for the bytes
+        assertEquals(3, gather.readTwo(body.address(), 100, header.address(), 24));
+        assertEquals(3, body.get(ValueLayout.JAVA_BYTE, 2));
+        client.shutdownOutput();
+        assertEquals(-1, gather.readTwo(body.address(), 100, header.address(), 24));
+    }
+
+    @Test
+    void readTwoRefusesAnUnboundWriterAndEmptyPieces() throws Exception {
+        MemorySegment body = arena.allocate(100);
+        assertThrows(IOException.class, () -> gather.readTwo(body.address(), 100, body.address(), 0));
+        gather.bind(accepted);
+        assertThrows(IllegalArgumentException.class, () -> gather.readTwo(body.address(), 0, body.address(), 10));
+        assertThrows(IllegalArgumentException.class, () -> gather.readTwo(body.address(), 10, body.address(), -1));
+    }
+
     /** Descriptors per socket ({@code socket:[inode]}) of this process. */
     private static Map<String, Long> socketDescriptors() throws IOException {
         Map<String, Long> out = new HashMap<>();
