@@ -64,8 +64,6 @@ final class GatherWriter implements AutoCloseable {
     private final MemorySegment iov = arena.allocate(16L * MAX_PIECES, 8);
     private final MemorySegment msg = arena.allocate(MSGHDR_BYTES, 8);
     private final MemorySegment state = arena.allocate(CALL_STATE);
-    /** The two pieces of {@link #readTwo}, apart from the write pieces (which may be pending meanwhile). */
-    private final MemorySegment readIov = arena.allocate(32, 8);
     private int count;
     /** First piece not yet completely written. */
     private int first;
@@ -73,8 +71,8 @@ final class GatherWriter implements AutoCloseable {
     private SocketChannel boundTo;
     private int fd = -1;
 
-    private record Native(MethodHandle sendmsg, MethodHandle readv, MethodHandle dup, MethodHandle close,
-            MethodHandle fdVal, String unavailable) {
+    private record Native(MethodHandle sendmsg, MethodHandle dup, MethodHandle close, MethodHandle fdVal,
+            String unavailable) {
 
         static Native link() {
             if (!System.getProperty("os.name", "").toLowerCase(Locale.ROOT).contains("linux")
@@ -98,21 +96,18 @@ final class GatherWriter implements AutoCloseable {
                 MethodHandle sendmsg = linker.downcallHandle(libc.find("sendmsg").orElseThrow(),
                         FunctionDescriptor.of(ValueLayout.JAVA_LONG, ValueLayout.JAVA_INT, ValueLayout.ADDRESS,
                                 ValueLayout.JAVA_INT), errno);
-                MethodHandle readv = linker.downcallHandle(libc.find("readv").orElseThrow(),
-                        FunctionDescriptor.of(ValueLayout.JAVA_LONG, ValueLayout.JAVA_INT, ValueLayout.ADDRESS,
-                                ValueLayout.JAVA_INT), errno);
                 MethodHandle dup = linker.downcallHandle(libc.find("dup").orElseThrow(),
                         FunctionDescriptor.of(ValueLayout.JAVA_INT, ValueLayout.JAVA_INT), errno);
                 MethodHandle close = linker.downcallHandle(libc.find("close").orElseThrow(),
                         FunctionDescriptor.of(ValueLayout.JAVA_INT, ValueLayout.JAVA_INT), errno);
-                return new Native(sendmsg, readv, dup, close, fdVal, null);
+                return new Native(sendmsg, dup, close, fdVal, null);
             } catch (RuntimeException e) { // IllegalCallerException without native access, a missing symbol
-                return off("cannot link sendmsg/readv/dup/close: " + e);
+                return off("cannot link sendmsg/dup/close: " + e);
             }
         }
 
         static Native off(String why) {
-            return new Native(null, null, null, null, null, why);
+            return new Native(null, null, null, null, why);
         }
     }
 
@@ -293,46 +288,6 @@ final class GatherWriter implements AutoCloseable {
         }
         consume(n);
         return n;
-    }
-
-    /**
-     * One {@code readv} from the bound socket into {@code len1} bytes at {@code addr1} and then
-     * {@code len2} at {@code addr2}: a body straight into registered memory and the next request's
-     * header behind it, in one call and with nothing allocated (NIO's scattering read allocates a
-     * view per memory segment per call). Write pieces pending meanwhile are untouched.
-     *
-     * @return the bytes read (filling the first piece before the second), 0 when the socket has
-     *         nothing now or the call was interrupted, -1 at end of stream
-     * @throws IOException on a socket error, or when not bound
-     */
-    long readTwo(long addr1, long len1, long addr2, long len2) throws IOException {
-        if (fd < 0) {
-            throw new IOException("read on an unbound writer");
-        }
-        if (len1 <= 0 || len2 < 0) {
-            throw new IllegalArgumentException("piece lengths " + len1 + ", " + len2);
-        }
-        readIov.set(ValueLayout.JAVA_LONG, 0, addr1);
-        readIov.set(ValueLayout.JAVA_LONG, 8, len1);
-        readIov.set(ValueLayout.JAVA_LONG, 16, addr2);
-        readIov.set(ValueLayout.JAVA_LONG, 24, len2);
-        long n;
-        try {
-            n = (long) N.readv.invokeExact(state, fd, readIov, len2 > 0 ? 2 : 1);
-        } catch (Throwable t) {
-            throw new IOException("readv: " + t, t);
-        }
-        if (n > 0) {
-            return n;
-        }
-        if (n == 0) {
-            return -1;
-        }
-        int e = errno();
-        if (e == EAGAIN || e == EINTR) {
-            return 0;
-        }
-        throw new IOException(errnoMessage("readv", e));
     }
 
     private void consume(long n) {

@@ -853,18 +853,10 @@ final class TcpDataServer implements AutoCloseable {
                 }
                 long left = size - done;
                 int r;
-                if (left >= DIRECT_THRESHOLD && gatherOn(io)) {
-                    // the rest of the body straight into memory and the next header behind it, in one
-                    // readv through FFM (NIO's scattering read allocates per call for a segment's view)
-                    long got = readBodyAndHeader(io, addr + done, left);
-                    if (got > left) {
-                        in.clear().limit((int) (got - left)); // the next header's bytes, in read mode
-                        done = size;
-                    } else if (got > 0) {
-                        done += got;
-                    }
-                    r = got < 0 ? -1 : 1;
-                } else if (left >= DIRECT_THRESHOLD) {
+                if (left >= DIRECT_THRESHOLD) {
+                    // not a scattering read of the body and the next header: NIO allocates 40 B per
+                    // call for a memory segment's view, and it gained nothing measurable beside the
+                    // batched status frames (docs/performance.md, eighth session)
                     r = read(views.view(buf, addr + done, left));
                     if (r > 0) {
                         done += r;
@@ -881,33 +873,6 @@ final class TcpDataServer implements AutoCloseable {
                 }
             }
             return true;
-        }
-
-        /**
-         * {@link #read}'s counterpart for a body: at least one byte of the {@code len} at {@code addr},
-         * and up to a header's worth into {@code io.in} (from its start) once the body is complete,
-         * waiting as needed (queued status frames are written first); the bytes read, -1 on EOF.
-         * The read goes through the gather writer's duplicate of the socket, which a close of the
-         * channel does not stop: the channel is checked before each call, so an abort (unregister,
-         * reaper) ends the body after at most the read already running, as with a channel read.
-         */
-        private long readBodyAndHeader(IoBuffers io, long addr, long len) throws IOException {
-            while (true) {
-                if (!ch.isOpen()) {
-                    throw new java.nio.channels.ClosedChannelException();
-                }
-                long r = io.gather.readTwo(addr, len, io.inSegment.address(), TcpWire.HEADER_BYTES);
-                if (r != 0) {
-                    if (r > 0) {
-                        lastActive = System.nanoTime();
-                    } else {
-                        flushAtEof();
-                    }
-                    return r;
-                }
-                flush(io.out);
-                await(java.nio.channels.SelectionKey.OP_READ, 0);
-            }
         }
 
         /**
