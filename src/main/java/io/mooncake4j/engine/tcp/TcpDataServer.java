@@ -855,8 +855,9 @@ final class TcpDataServer implements AutoCloseable {
                 int r;
                 if (left >= DIRECT_THRESHOLD) {
                     // not a scattering read of the body and the next header: NIO allocates 40 B per
-                    // call for a memory segment's view, and it gained nothing measurable beside the
-                    // batched status frames (docs/performance.md, eighth session)
+                    // call for a memory segment's view, and neither it nor an allocation-free readv
+                    // through FFM (half the system calls) made WRITEs faster (docs/performance.md,
+                    // eighth and ninth sessions)
                     r = read(views.view(buf, addr + done, left));
                     if (r > 0) {
                         done += r;
