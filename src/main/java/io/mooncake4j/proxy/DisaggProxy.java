@@ -563,7 +563,8 @@ public final class DisaggProxy implements AutoCloseable {
         long deadline = System.nanoTime() + config.requestTimeout().toNanos();
         byte[] raw;
         try {
-            raw = readClientBody(ex, config.maxBodyBytes());
+            // a body over the limit is read away first, so that the client gets the 413
+            raw = RequestBodies.read(ex, config.maxBodyBytes());
         } catch (RequestBodies.TooLargeException e) {
             stats.rejected.incrementAndGet();
             sendError(ex, 413, "invalid_request_error", "request body exceeds " + config.maxBodyBytes() + " bytes");
@@ -898,22 +899,6 @@ public final class DisaggProxy implements AutoCloseable {
 
         BodyTooLargeException() {
             super("body too large");
-        }
-    }
-
-    /** The client's body; one over {@code limit} is read away first, so the client gets the 413 (see {@link RequestBodies}). */
-    private static byte[] readClientBody(HttpExchange ex, int limit) throws IOException {
-        String len = ex.getRequestHeaders().getFirst("Content-Length");
-        long declared = -1;
-        if (len != null) {
-            try {
-                declared = Long.parseLong(len.trim());
-            } catch (NumberFormatException e) {
-                declared = -1; // the limit is then enforced by reading
-            }
-        }
-        try (InputStream in = ex.getRequestBody()) {
-            return RequestBodies.read(in, declared, limit);
         }
     }
 

@@ -20,7 +20,6 @@ import io.mooncake4j.sim.SimResult;
 import io.mooncake4j.sim.SimWorker;
 
 import java.io.IOException;
-import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
@@ -772,17 +771,8 @@ public final class ServeNode implements AutoCloseable {
     }
 
     private static String readBodyBounded(HttpExchange ex) throws IOException {
-        String len = ex.getRequestHeaders().getFirst("Content-Length");
-        long declared = -1;
-        if (len != null) {
-            try {
-                declared = Long.parseLong(len.trim());
-            } catch (NumberFormatException e) {
-                throw OpenAiError.badRequest(null, "bad Content-Length " + len);
-            }
-        }
-        try (InputStream in = ex.getRequestBody()) {
-            return new String(RequestBodies.read(in, declared, MAX_BODY_BYTES), StandardCharsets.UTF_8);
+        try {
+            return new String(RequestBodies.read(ex, MAX_BODY_BYTES), StandardCharsets.UTF_8);
         } catch (RequestBodies.TooLargeException e) {
             throw tooLarge();
         }
