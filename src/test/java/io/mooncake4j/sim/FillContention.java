@@ -43,10 +43,10 @@ public final class FillContention {
         boolean model = args.length > 2 && args[2].equals("model");
         String[] modes = {"alone", "memcpy", "alu", "fill"};
         try (Arena arena = Arena.ofShared(); var alloc = new io.mooncake4j.memory.HostMemoryAllocator()) {
+            // with the model, fillDst only names the fill: the model writes its own KV caches
             MemorySegment fillDst = arena.allocate(model ? 8 : bytes, 64);
             if (model) {
-                modelFill = new ModelFill(arena.allocate(bytes, 64), alloc);
-                fillDst = modelFill.seg;
+                modelFill = new ModelFill(fillDst, bytes, alloc);
             }
             MemorySegment copySrc = arena.allocate(bytes, 64);
             MemorySegment copyDst = arena.allocate(bytes, 64);
@@ -130,33 +130,29 @@ public final class FillContention {
     /** The synthetic model over the fill's destination, when the fill is the model's ({@code model}). */
     private static ModelFill modelFill;
 
-    /** Every layer of {@link ModelPreset#LLAMA_3_8B}'s forward pass over KV caches laid on one segment. */
+    /** Every layer of {@link ModelPreset#LLAMA_3_8B}'s forward pass over KV caches in their own host memory. */
     private static final class ModelFill {
         final MemorySegment seg;
         final SyntheticModel model;
         final int[][] blocks;
         final int tokens;
+        final long[] hashes;
 
-        /** The model's KV (about the size of {@code seg}, its own host memory); {@code seg} names the fill. */
-        ModelFill(MemorySegment seg, io.mooncake4j.memory.HostMemoryAllocator alloc) {
+        /** The model's KV caches, about {@code bytes} of their own host memory; {@code seg} names the fill. */
+        ModelFill(MemorySegment seg, long bytes, io.mooncake4j.memory.HostMemoryAllocator alloc) {
             ModelPreset p = ModelPreset.LLAMA_3_8B;
-            int numBlocks = (int) (seg.byteSize() / p.pageBytes(1) / p.numLayers());
+            int numBlocks = (int) (bytes / p.pageBytes(1) / p.numLayers());
             io.mooncake4j.memory.KvCaches caches = io.mooncake4j.memory.KvCaches.allocate(p, 1, numBlocks,
                     io.mooncake4j.memory.KvCacheLayout.FUSED, alloc::allocate);
             this.seg = seg;
             this.model = new SyntheticModel(p, 1, 0, caches);
             this.tokens = numBlocks * p.blockSize();
             this.blocks = new int[][] {java.util.stream.IntStream.range(0, numBlocks).toArray()};
+            this.hashes = new long[tokens];
         }
 
         void run(long seed) {
-            long[] hashes = new long[tokens];
-            for (int i = 0; i < tokens; i++) {
-                hashes[i] = seed * 1_000_003L + i;
-            }
-            for (int l = 0; l < ModelPreset.LLAMA_3_8B.numLayers(); l++) {
-                model.forwardLayer(l, hashes, blocks, 0, tokens, false);
-            }
+            FillPlacement.run(model, hashes, blocks, tokens, seed);
         }
     }
 

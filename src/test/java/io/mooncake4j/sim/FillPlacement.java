@@ -57,6 +57,9 @@ public final class FillPlacement {
 
     static MemorySegment map(long bytes, boolean huge) throws Throwable {
         MemorySegment a = (MemorySegment) MMAP.invokeExact(MemorySegment.NULL, bytes, 3, 0x22, -1, 0L);
+        if (a.address() == -1L) {
+            throw new IllegalStateException("mmap of " + bytes + " bytes failed");
+        }
         a = a.reinterpret(bytes);
         if (huge) {
             int rc = (int) MADV.invokeExact(a, bytes, 14);
@@ -117,6 +120,7 @@ public final class FillPlacement {
         }
     }
 
+    /** One prefill of {@code tokens} over every layer, as the layer-wise bench's: KV derived from {@code seed}. */
     static void run(SyntheticModel m, long[] hashes, int[][] blocks, int tokens, long seed) {
         for (int i = 0; i < tokens; i++) {
             hashes[i] = seed * 1_000_003L + i;
