@@ -20,7 +20,7 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-bundle="$here/target/gpu-check"
+bundle="$here/target/gpu-check"   # at the checkout's top, beside the modules
 mode=run
 if [ "${1:-}" = prepare ] || [ "${1:-}" = run ]; then mode=$1; shift; fi
 
@@ -29,12 +29,17 @@ if [ "$mode" = prepare ]; then
   command -v mvn >/dev/null 2>&1 || { echo "gpu-check prepare: Maven (mvn) is needed here: apt-get install maven" >&2; exit 2; }
   offline=${MVN_OFFLINE--o}   # MVN_OFFLINE= (empty) to let Maven download what the local repository lacks
   cd "$here"
-  mvn -B -ntp -q $offline -DskipTests package
-  mvn -B -ntp -q $offline test-compile
+  mvn -B -ntp -q $offline -DskipTests package   # every module, test classes included
   rm -rf "$bundle"
-  mvn -B -ntp -q $offline dependency:copy-dependencies -DincludeScope=test -DoutputDirectory="$bundle/lib"
-  cp target/mooncake4j.jar "$bundle/"
-  cp -r target/test-classes "$bundle/test-classes"
+  # the library's tests (GpuCheck) with their dependencies; the node's jar and what it adds (the CLI runs)
+  mvn -B -ntp -q $offline -pl mooncake4j dependency:copy-dependencies -DincludeScope=test -DoutputDirectory="$bundle/lib"
+  cp mooncake4j/target/mooncake4j.jar "$bundle/"
+  cp -r mooncake4j/target/test-classes "$bundle/test-classes"
+  mkdir -p "$bundle/node"
+  cp mooncake4j-node/target/mooncake4j-node.jar "$bundle/node/"
+  for j in mooncake4j-node/target/lib/*.jar; do
+    [ -f "$bundle/lib/$(basename "$j")" ] || cp "$j" "$bundle/node/"
+  done
   # a small Java runtime, so the GPU machine needs no JDK (GPU_CHECK_JRE=0 to skip: ~43 MB)
   if [ "${GPU_CHECK_JRE:-1}" = 1 ]; then
     "$JAVA_HOME/bin/jlink" --add-modules java.base,java.logging,java.net.http,jdk.httpserver,jdk.unsupported,jdk.zipfs \
@@ -80,7 +85,7 @@ if { [ "$status" = 0 ] || [ "$status" = 1 ]; } && [ "${GPU_CHECK_CLI:-1}" = 1 ];
   clidir="$bundle/cli-run"
   rm -rf "$clidir"; mkdir -p "$clidir"
   cli=("$JAVA_HOME/bin/java" --enable-native-access=ALL-UNNAMED --add-exports java.base/sun.nio.ch=ALL-UNNAMED -Dmooncake4j.cuda.nativeDir="$bundle/natives"
-       -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -cp "$bundle/mooncake4j.jar:$bundle/lib/*" io.mooncake4j.cli.Main)
+       -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -cp "$bundle/node/*:$bundle/lib/*" io.mooncake4j.cli.Main)
   cli_status=0
   echo "== CLI on cuda:$gpu"
   # bench: a target with a GPU buffer in the background, then two 4 s initiator runs (plain write, --verify)

@@ -8,7 +8,7 @@ export JAVA_HOME="$JDK"
 cd "$here"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-rm -rf target/reports/apidocs # the plugin skips a run whose output looks up to date
+rm -rf ./*/target/reports/apidocs # the plugin skips a run whose output looks up to date
 if ! mvn -B -ntp javadoc:javadoc >"$log" 2>&1; then
   cat "$log" >&2
   echo "javadoc-check: javadoc failed" >&2

@@ -25,7 +25,8 @@ budget=${MULTIHOST_TIMEOUT:-600}
 start_s=$SECONDS
 
 # Build the jar once (bin/mooncake4j would do it too, but in every namespace at once).
-if [ ! -f target/mooncake4j.jar ] || [ -n "$(find src/main pom.xml -newer target/mooncake4j.jar -print -quit)" ]; then
+node_jar=mooncake4j-node/target/mooncake4j-node.jar
+if [ ! -f $node_jar ] || [ -n "$(find ./*/src/main ./pom.xml ./*/pom.xml -newer $node_jar -print -quit)" ]; then
   echo "multihost: building the jar..." >&2
   TMPDIR_BUILD_LOG=$(mktemp)
   if ! mvn -q -B -ntp -DskipTests package >"$TMPDIR_BUILD_LOG" 2>&1; then
@@ -35,7 +36,7 @@ if [ ! -f target/mooncake4j.jar ] || [ -n "$(find src/main pom.xml -newer target
   fi
   rm -f "$TMPDIR_BUILD_LOG"
 fi
-cp="$here/target/mooncake4j.jar:$here/target/lib/*:$here/target/cli-lib/*"
+cp="$here/$node_jar:$here/mooncake4j-node/target/lib/*:$here/mooncake4j-node/target/cli-lib/*"
 java=("$JAVA_HOME/bin/java" --enable-native-access=ALL-UNNAMED --add-exports java.base/sun.nio.ch=ALL-UNNAMED -XX:+UseSerialGC -Xmx384m -XX:TieredStopAtLevel=1
       -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -Dorg.slf4j.simpleLogger.showDateTime=true
       -Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS -Dorg.slf4j.simpleLogger.showShortLogName=true)

@@ -22,10 +22,11 @@ done
 
 rates=${RATE:-10gbit}
 if [ "${TTFT_BUILD:-1}" != 0 ]; then
-  mvn -B -ntp -o -q test-compile dependency:build-classpath -Dmdep.outputFile=target/test.classpath \
-      -Dmdep.includeScope=test
+  # TtftBench is a test class of the node module; the reactor's last module (the node) writes the file last
+  mvn -B -ntp -o -q -pl mooncake4j-node -am test-compile dependency:build-classpath \
+      -Dmdep.outputFile="$PWD/mooncake4j-node/target/test.classpath" -Dmdep.includeScope=test
 fi
-cp="target/test-classes:target/classes:$(cat target/test.classpath)"
+cp="mooncake4j-node/target/test-classes:mooncake4j-node/target/classes:$(cat mooncake4j-node/target/test.classpath)"
 
 ns=""
 cleanup() {

@@ -27,7 +27,7 @@ import org.junit.jupiter.api.Timeout;
 @Timeout(value = 30, unit = TimeUnit.SECONDS)
 class EmbeddingDocTest {
 
-    private static final Path DOC = Path.of("docs/embedding.md");
+    private static final Path DOC = Path.of("../docs/embedding.md");
     private static final Path EXAMPLES = Path.of("src/test/java/io/mooncake4j/examples");
     private static final Pattern BLOCK = Pattern.compile(
             "<!-- example: (\\S+) -->\\n\\n```java\\n(.*?)```", Pattern.DOTALL);

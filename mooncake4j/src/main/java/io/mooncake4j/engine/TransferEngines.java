@@ -7,13 +7,14 @@ import io.mooncake4j.engine.shm.ShmTransport;
 import io.mooncake4j.engine.tcp.TcpConfig;
 import io.mooncake4j.engine.tcp.TcpTransferEngine;
 import io.mooncake4j.engine.tcp.TcpTransport;
-import io.mooncake4j.engine.testing.ScriptedTransferEngine;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
+import java.util.ServiceLoader;
 
 /**
  * Creates engines by kind. The kind is what {@code bin/mooncake4j --engine} and embedders pass:
- * {@code "mock"} is the in-JVM {@link ScriptedTransferEngine}; {@code "tcp"} is the engine core
+ * {@code "tcp"} is the engine core
  * with the tcp transport only ({@link TcpTransferEngine}), wire-compatible with Mooncake's TCP
  * transport in P2P-handshake mode; {@code "auto"}, {@code "rdma"} and {@code "shm"} are the engine
  * core with every transport (cuda-ipc, shm, rdma, tcp), of which {@code initialize}'s {@code protocol}
@@ -22,15 +23,31 @@ import java.util.Locale;
  * where an NVIDIA driver is) and
  * {@code MC_TRANSPORTS} restricts; each request then goes over the cheapest transport that
  * reaches its peer, falling back to the next on failure. All are configured from Mooncake's
- * {@code MC_*} environment variables.
+ * {@code MC_*} environment variables. Further kinds come from {@link EngineKindProvider}s on the
+ * path: with {@code mooncake4j-testing} present, {@code "mock"} is its in-JVM scripted engine.
  */
 public final class TransferEngines {
 
     private TransferEngines() {}
 
-    /** {@return the kinds {@link #create} accepts} */
+    private static final List<String> BUILT_IN = List.of("tcp", "rdma", "shm", "auto");
+
+    /** {@return the kinds {@link #create} accepts: those provided on the path, then the built-in ones} */
     public static List<String> kinds() {
-        return List.of("mock", "tcp", "rdma", "shm", "auto");
+        List<String> kinds = new ArrayList<>();
+        for (EngineKindProvider p : Provided.ALL) {
+            kinds.add(p.kind());
+        }
+        kinds.addAll(BUILT_IN);
+        return List.copyOf(kinds);
+    }
+
+    /** The providers on the path, loaded once (a built-in kind cannot be replaced). */
+    private static final class Provided {
+        static final List<EngineKindProvider> ALL = ServiceLoader.load(EngineKindProvider.class).stream()
+                .map(ServiceLoader.Provider::get)
+                .filter(p -> !BUILT_IN.contains(p.kind()))
+                .toList();
     }
 
     /**
@@ -42,12 +59,22 @@ public final class TransferEngines {
      */
     public static TransferEngine create(String kind) {
         return switch (kind.toLowerCase(Locale.ROOT)) {
-            case "mock" -> new ScriptedTransferEngine().copyData(true).recordCalls(false);
             case "tcp" -> new TcpTransferEngine();
             case "rdma", "shm", "auto" -> allTransports();
-            default -> throw new TransferEngineException(String.format(Locale.ROOT,
-                    "unknown engine kind '%s'; available: %s", kind, kinds()));
+            default -> provided(kind.toLowerCase(Locale.ROOT));
         };
+    }
+
+    private static TransferEngine provided(String kind) {
+        for (EngineKindProvider p : Provided.ALL) {
+            if (p.kind().equals(kind)) {
+                return p.create();
+            }
+        }
+        throw new TransferEngineException(String.format(Locale.ROOT,
+                "unknown engine kind '%s'; available: %s%s", kind, kinds(), kind.equals("mock")
+                        ? " (\"mock\" is the scripted engine of io.mooncake4j:mooncake4j-testing, not on the path)"
+                        : ""));
     }
 
     /** The core offering cuda-ipc, shm, rdma (over libibverbs) and tcp. */
