@@ -28,7 +28,7 @@ import java.util.stream.Stream;
  * them). Reads class files only (java.lang.classfile), so no dependency has to be on a path.
  *
  * <pre>
- *   java scripts/ApiSurface.java target/classes [--types] [--exclude io.mooncake4j.engine]
+ *   java scripts/ApiSurface.java mooncake4j/target/classes [--types] [--exclude io.mooncake4j.engine]
  * </pre>
  * {@code --exclude P} leaves out package P itself (not its sub-packages); {@code --types} prints
  * each type with its member count.
@@ -36,7 +36,7 @@ import java.util.stream.Stream;
 public class ApiSurface {
 
     public static void main(String[] args) throws IOException {
-        Path classes = Path.of(args.length > 0 ? args[0] : "target/classes");
+        Path classes = Path.of(args.length > 0 ? args[0] : "mooncake4j/target/classes");
         boolean listTypes = false;
         Set<String> excluded = new TreeSet<>();
         for (int i = 1; i < args.length; i++) {
