@@ -61,6 +61,7 @@ public final class MooncakeStoreClient implements AutoCloseable {
     private final AtomicLong remounts = new AtomicLong();
     private final AtomicLong pingFailures = new AtomicLong();
     private volatile boolean masterReachable = true;
+    private volatile boolean pingPaused;
     private volatile boolean closed;
 
     private MooncakeStoreClient(StoreConfig config, TransferEngine engine, boolean ownsEngine) {
@@ -176,7 +177,7 @@ public final class MooncakeStoreClient implements AutoCloseable {
 
     /** One liveness round: Ping, and ReMountSegment when the master asks for it. */
     private void pingOnce() {
-        if (closed) {
+        if (closed || pingPaused) {
             return;
         }
         try {
@@ -265,9 +266,14 @@ public final class MooncakeStoreClient implements AutoCloseable {
         return pingFailures.get();
     }
 
-    /** Stops the liveness loop without unmounting: the master expires this client after its TTL (fault tests). */
-    public void stopPinging() {
-        liveness.shutdownNow();
+    /**
+     * Pauses or resumes the liveness loop without unmounting: a paused client is expired by the
+     * master after its {@code --client_ttl}, and remounts when resumed (fault tests, maintenance).
+     *
+     * @param paused whether Pings stop
+     */
+    public void pausePinging(boolean paused) {
+        pingPaused = paused;
     }
 
     // ------------------------------------------------------------------ memory
