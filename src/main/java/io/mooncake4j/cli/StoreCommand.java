@@ -48,14 +48,13 @@ final class StoreCommand implements CliCommand {
                 """;
     }
 
-    @Override
-    public Set<String> flagNames() {
-        return Set.of("master", "key", "value", "size", "force", "value-size", "batch", "threads", "duration", "verify",
+    // the action is positional, so the command checks its flags itself (flagNames() stays empty)
+    private static final Set<String> FLAGS = Set.of("master", "key", "value", "size", "force", "value-size", "batch", "threads", "duration", "verify",
                 "raw", "segment-size", "local-hostname");
-    }
 
     @Override
     public int run(Flags f, PrintStream out, PrintStream err) throws Exception {
+        f.rejectUnknown(FLAGS);
         List<String> pos = f.positional();
         if (pos.size() != 1) {
             throw new Flags.UsageException("store needs one action: put, get, exists, rm or bench");
