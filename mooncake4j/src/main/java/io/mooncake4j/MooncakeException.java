@@ -10,7 +10,8 @@ package io.mooncake4j;
 public abstract sealed class MooncakeException extends RuntimeException
         permits MooncakeConfigException,
                 io.mooncake4j.engine.TransferEngineException,
-                io.mooncake4j.connector.ConnectorException {
+                io.mooncake4j.connector.ConnectorException,
+                io.mooncake4j.store.StoreException {
 
     private static final long serialVersionUID = 1L;
 

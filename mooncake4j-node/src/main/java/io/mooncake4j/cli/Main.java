@@ -16,6 +16,7 @@ public final class Main {
                 new DemoCommand(),
                 new ProxyCommand(),
                 new RegisterCommand(),
+                new StoreCommand(),
                 new ServeCommand(),
                 new VersionCommand());
     }

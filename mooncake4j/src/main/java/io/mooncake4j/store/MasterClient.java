@@ -1,0 +1,292 @@
+package io.mooncake4j.store;
+
+import io.mooncake4j.store.MasterCodec.Rpc;
+import io.mooncake4j.store.wire.CoroRpcClient;
+import io.mooncake4j.store.wire.CoroRpcException;
+import io.mooncake4j.store.wire.StructPack;
+import io.mooncake4j.store.wire.StructPackException;
+import io.mooncake4j.store.wire.StructPackReader;
+import io.mooncake4j.store.wire.StructPackWriter;
+import java.net.InetSocketAddress;
+import java.time.Duration;
+import java.util.List;
+import java.util.Locale;
+import java.util.Objects;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.function.Consumer;
+import java.util.function.Function;
+
+/**
+ * Typed calls of {@code mooncake_master}'s RPC service ({@code mooncake::WrappedMasterService}),
+ * one method per RPC, with every parameter the C++ signature has (defaults included: coro_rpc packs
+ * the whole parameter list). {@code tl::expected} answers are {@link Result}s; a call that gets no
+ * answer throws {@link StoreException} with {@link ErrorCode#RPC_FAIL} or {@link ErrorCode#RPC_TIMEOUT}.
+ * The {@code *Async} forms pipeline on the one connection; the others wait for the answer.
+ * Thread-safe.
+ */
+public final class MasterClient implements AutoCloseable {
+
+    private final CoroRpcClient rpc;
+    private final Duration timeout;
+    private final String tenant;
+
+    /**
+     * A client of the master at {@code address}.
+     *
+     * @param address the master's RPC address ({@code --rpc_address}:{@code --rpc_port})
+     * @param timeout the deadline of each call
+     * @param tenant  the tenant id sent with key operations ({@code "default"})
+     */
+    public MasterClient(InetSocketAddress address, Duration timeout, String tenant) {
+        this(new CoroRpcClient(address, CoroRpcClient.Options.defaults()), timeout, tenant);
+    }
+
+    /**
+     * A client over an existing coro_rpc client (it is closed with this one).
+     *
+     * @param rpc     the coro_rpc client
+     * @param timeout the deadline of each call
+     * @param tenant  the tenant id
+     */
+    public MasterClient(CoroRpcClient rpc, Duration timeout, String tenant) {
+        this.rpc = Objects.requireNonNull(rpc, "rpc");
+        this.timeout = Objects.requireNonNull(timeout, "timeout");
+        this.tenant = Objects.requireNonNull(tenant, "tenant");
+    }
+
+    /** {@return the coro_rpc client underneath (counters, fault injection)} */
+    public CoroRpcClient rpc() {
+        return rpc;
+    }
+
+    /** {@return the master's address, "host:port"} */
+    public String address() {
+        return rpc.address().getHostString() + ":" + rpc.address().getPort();
+    }
+
+    /**
+     * Parses {@code "host:port"}.
+     *
+     * @param hostPort the master address as users write it ({@code master_server_address})
+     * @return the socket address
+     */
+    public static InetSocketAddress parseAddress(String hostPort) {
+        int colon = hostPort.lastIndexOf(':');
+        if (colon <= 0 || colon == hostPort.length() - 1) {
+            throw new IllegalArgumentException("master address must be host:port, got '" + hostPort + "'");
+        }
+        String host = hostPort.substring(0, colon);
+        if (host.startsWith("[") && host.endsWith("]")) {
+            host = host.substring(1, host.length() - 1);
+        }
+        int port;
+        try {
+            port = Integer.parseInt(hostPort.substring(colon + 1));
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException("master address must be host:port, got '" + hostPort + "'", e);
+        }
+        return new InetSocketAddress(host, port);
+    }
+
+    static byte[] body(Rpc r, Consumer<StructPackWriter> args) {
+        return r.args() == null ? new byte[0] : StructPack.encode(r.args(), args);
+    }
+
+    private <T> CompletableFuture<T> invoke(Rpc r, Consumer<StructPackWriter> args, Function<StructPackReader, T> result) {
+        byte[] body = body(r, args);
+        return rpc.call(r.id(), body, timeout).handle((bytes, err) -> {
+            if (err != null) {
+                throw toStore(r, err);
+            }
+            try {
+                return StructPack.decode(bytes, r.result(), result);
+            } catch (StructPackException e) {
+                throw new StoreException(ErrorCode.RPC_FAIL.code(), String.format(Locale.ROOT,
+                        "undecodable answer of %s to %s: %s", address(), r.name(), e.getMessage()), e);
+            }
+        });
+    }
+
+    private StoreException toStore(Rpc r, Throwable err) {
+        Throwable e = err instanceof CompletionException && err.getCause() != null ? err.getCause() : err;
+        if (e instanceof StoreException se) {
+            return se;
+        }
+        int code = e instanceof CoroRpcException c && c.kind() == CoroRpcException.Kind.TIMEOUT
+                ? ErrorCode.RPC_TIMEOUT.code() : ErrorCode.RPC_FAIL.code();
+        return new StoreException(code, r.name() + ": " + e.getMessage(), e);
+    }
+
+    private static <T> T await(CompletableFuture<T> f) {
+        try {
+            return f.join();
+        } catch (CompletionException e) {
+            if (e.getCause() instanceof StoreException se) {
+                throw new StoreException(se.errorCode(), se.getMessage(), se);
+            }
+            throw e;
+        }
+    }
+
+    // ------------------------------------------------------------------ liveness and segments
+
+    /** {@return ServiceReady: the master's version string when it serves} */
+    public Result<String> serviceReady() {
+        return await(invoke(MasterCodec.SERVICE_READY, w -> { }, r -> MasterCodec.expected(r, StructPackReader::string)));
+    }
+
+    /** {@return Ping: this client's status at the master (NEED_REMOUNT until ReMountSegment)} */
+    public Result<PingResult> ping(Uuid clientId) {
+        return await(pingAsync(clientId));
+    }
+
+    /** {@return the asynchronous form of {@link #ping}} */
+    public CompletableFuture<Result<PingResult>> pingAsync(Uuid clientId) {
+        return invoke(MasterCodec.PING, w -> MasterCodec.uuid(w, clientId), r -> MasterCodec.expected(r, MasterCodec::ping));
+    }
+
+    /** {@return MountSegment of {@code segment} owned by {@code clientId}} */
+    public Result<Void> mountSegment(Segment segment, Uuid clientId) {
+        return await(invoke(MasterCodec.MOUNT_SEGMENT, w -> {
+            MasterCodec.segment(w, segment);
+            MasterCodec.uuid(w, clientId);
+        }, MasterCodec::expectedVoid));
+    }
+
+    /** {@return ReMountSegment of all of a client's segments (after a mount, and on NEED_REMOUNT)} */
+    public Result<Void> reMountSegment(List<Segment> segments, Uuid clientId) {
+        return await(invoke(MasterCodec.REMOUNT_SEGMENT, w -> {
+            w.length(segments.size());
+            segments.forEach(s -> MasterCodec.segment(w, s));
+            MasterCodec.uuid(w, clientId);
+        }, MasterCodec::expectedVoid));
+    }
+
+    /** {@return UnmountSegment} */
+    public Result<Void> unmountSegment(Uuid segmentId, Uuid clientId) {
+        return await(invoke(MasterCodec.UNMOUNT_SEGMENT, w -> {
+            MasterCodec.uuid(w, segmentId);
+            MasterCodec.uuid(w, clientId);
+        }, MasterCodec::expectedVoid));
+    }
+
+    // ------------------------------------------------------------------ puts
+
+    /** {@return PutStart: space for {@code length} bytes, one descriptor per replica (PROCESSING)} */
+    public Result<List<ReplicaDescriptor>> putStart(Uuid clientId, String key, long length, ReplicateConfig config) {
+        return await(invoke(MasterCodec.PUT_START, w -> {
+            MasterCodec.uuid(w, clientId);
+            w.string(key).i64(length);
+            MasterCodec.replicateConfig(w, config);
+            w.string(tenant);
+        }, r -> MasterCodec.expected(r, MasterCodec::replicas)));
+    }
+
+    /** {@return PutEnd: the object becomes readable} */
+    public Result<Void> putEnd(Uuid clientId, String key, Long checksum) {
+        return await(invoke(MasterCodec.PUT_END, w -> {
+            MasterCodec.uuid(w, clientId);
+            MasterCodec.objectMeta(w, key, checksum);
+            w.i32(MasterCodec.REPLICA_TYPE_ALL).string(tenant);
+        }, MasterCodec::expectedVoid));
+    }
+
+    /** {@return PutRevoke: give the space of an unfinished put back} */
+    public Result<Void> putRevoke(Uuid clientId, String key) {
+        return await(invoke(MasterCodec.PUT_REVOKE, w -> {
+            MasterCodec.uuid(w, clientId);
+            w.string(key).i32(MasterCodec.REPLICA_TYPE_ALL).string(tenant);
+        }, MasterCodec::expectedVoid));
+    }
+
+    /** {@return BatchPutStart: one result per key} */
+    public List<Result<List<ReplicaDescriptor>>> batchPutStart(Uuid clientId, List<String> keys, long[] lengths,
+            ReplicateConfig config) {
+        if (lengths.length != keys.size()) {
+            throw new IllegalArgumentException(keys.size() + " keys but " + lengths.length + " lengths");
+        }
+        return await(invoke(MasterCodec.BATCH_PUT_START, w -> {
+            MasterCodec.uuid(w, clientId);
+            MasterCodec.strings(w, keys);
+            w.length(lengths.length);
+            for (long l : lengths) {
+                w.i64(l);
+            }
+            MasterCodec.replicateConfig(w, config);
+            w.string(tenant);
+        }, r -> MasterCodec.list(r, 1, x -> MasterCodec.expected(x, MasterCodec::replicas))));
+    }
+
+    /** {@return BatchPutEnd: one result per key} */
+    public List<Result<Void>> batchPutEnd(Uuid clientId, List<String> keys) {
+        return await(invoke(MasterCodec.BATCH_PUT_END, w -> {
+            MasterCodec.uuid(w, clientId);
+            w.length(keys.size());
+            keys.forEach(k -> MasterCodec.objectMeta(w, k, null));
+            w.i32(MasterCodec.REPLICA_TYPE_ALL).string(tenant);
+        }, r -> MasterCodec.list(r, 1, MasterCodec::expectedVoid)));
+    }
+
+    /** {@return BatchPutRevoke: one result per key} */
+    public List<Result<Void>> batchPutRevoke(Uuid clientId, List<String> keys) {
+        return await(invoke(MasterCodec.BATCH_PUT_REVOKE, w -> {
+            MasterCodec.uuid(w, clientId);
+            MasterCodec.strings(w, keys);
+            w.i32(MasterCodec.REPLICA_TYPE_ALL).string(tenant);
+        }, r -> MasterCodec.list(r, 1, MasterCodec::expectedVoid)));
+    }
+
+    // ------------------------------------------------------------------ reads and queries
+
+    /** {@return GetReplicaList (grants a read lease)} */
+    public Result<ReplicaList> getReplicaList(String key) {
+        return await(invoke(MasterCodec.GET_REPLICA_LIST, w -> w.string(key).string(tenant),
+                r -> MasterCodec.expected(r, MasterCodec::replicaList)));
+    }
+
+    /** {@return BatchGetReplicaList: one result per key} */
+    public List<Result<ReplicaList>> batchGetReplicaList(List<String> keys) {
+        return await(invoke(MasterCodec.BATCH_GET_REPLICA_LIST, w -> {
+            MasterCodec.strings(w, keys);
+            w.string(tenant);
+        }, r -> MasterCodec.list(r, 1, x -> MasterCodec.expected(x, MasterCodec::replicaList))));
+    }
+
+    /** {@return ExistKey} */
+    public Result<Boolean> existKey(String key) {
+        return await(invoke(MasterCodec.EXIST_KEY, w -> w.string(key).string(tenant),
+                r -> MasterCodec.expected(r, StructPackReader::bool)));
+    }
+
+    /** {@return BatchExistKey: one result per key, in one RPC} */
+    public List<Result<Boolean>> batchExistKey(List<String> keys) {
+        return await(invoke(MasterCodec.BATCH_EXIST_KEY, w -> {
+            MasterCodec.strings(w, keys);
+            w.string(tenant);
+        }, r -> MasterCodec.list(r, 1, x -> MasterCodec.expected(x, StructPackReader::bool))));
+    }
+
+    /** {@return Remove (without {@code force} it fails with OBJECT_HAS_LEASE while a lease is held)} */
+    public Result<Void> remove(String key, boolean force) {
+        return await(invoke(MasterCodec.REMOVE, w -> w.string(key).bool(force).string(tenant), MasterCodec::expectedVoid));
+    }
+
+    /** {@return BatchRemove: one result per key} */
+    public List<Result<Void>> batchRemove(List<String> keys, boolean force) {
+        return await(invoke(MasterCodec.BATCH_REMOVE, w -> {
+            MasterCodec.strings(w, keys);
+            w.bool(force).string(tenant);
+        }, r -> MasterCodec.list(r, 1, MasterCodec::expectedVoid)));
+    }
+
+    /** {@return RemoveAll: the number of objects removed} */
+    public long removeAll(boolean force) {
+        return await(invoke(MasterCodec.REMOVE_ALL, w -> w.bool(force).string(tenant), StructPackReader::i64));
+    }
+
+    @Override
+    public void close() {
+        rpc.close();
+    }
+}

@@ -1,0 +1,533 @@
+package io.mooncake4j.store;
+
+import io.mooncake4j.MooncakeConfigException;
+import io.mooncake4j.engine.TransferEngine;
+import io.mooncake4j.engine.TransferEngines;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Locale;
+import java.util.Objects;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * A Mooncake Store client with the semantics of Mooncake's Python {@code MooncakeDistributedStore}:
+ * it contributes a segment of registered memory to the pool (other clients write objects into it
+ * through our transfer engine), keeps its lease at the master alive, and puts and gets objects
+ * by key, zero-copy from and into registered memory or copying for tools.
+ *
+ * <p>Return conventions follow the binding: puts and removes return 0 or a negative
+ * {@link ErrorCode} value; gets return the bytes read or a negative code; batch calls return one
+ * such value per key (partial success is normal). {@link ErrorCode#OBJECT_ALREADY_EXISTS} on a put
+ * counts as success (another client put the same key first); {@link ErrorCode#NO_AVAILABLE_HANDLE}
+ * (-200) is backpressure, counted in {@link #backpressureCount()}. A master that cannot be reached
+ * makes every key of a call {@link ErrorCode#RPC_FAIL} or {@link ErrorCode#RPC_TIMEOUT}, never a hang
+ * past the call deadline.
+ *
+ * <p>Addresses passed to the zero-copy calls must lie in memory registered with
+ * {@link #registerBuffer} (or this client's own segment or staging buffer).
+ *
+ * <p>Threads: one liveness thread (Ping every {@code pingInterval}; ReMountSegment whenever the
+ * master answers NEED_REMOUNT: at first contact, after a master restart, after a client-TTL expiry),
+ * the transfer engine's, and the master connection's. Thread-safe.
+ */
+public final class MooncakeStoreClient implements AutoCloseable {
+
+    private static final Logger LOG = LoggerFactory.getLogger(MooncakeStoreClient.class);
+
+    private final StoreConfig config;
+    private final TransferEngine engine;
+    private final boolean ownsEngine;
+    private final MasterClient master;
+    private final Uuid clientId = Uuid.random();
+    private final Arena arena = Arena.ofShared();
+    private final List<Segment> segments = new CopyOnWriteArrayList<>();
+    private final String endpoint;
+    private final String hostname;
+    private final long stagingBase;
+    private final StagingBuffer staging;
+    private final DataPath data;
+    private final ScheduledExecutorService liveness;
+    private final AtomicLong backpressure = new AtomicLong();
+    private final AtomicLong remounts = new AtomicLong();
+    private final AtomicLong pingFailures = new AtomicLong();
+    private volatile boolean masterReachable = true;
+    private volatile boolean pingPaused;
+    private volatile boolean closed;
+
+    private MooncakeStoreClient(StoreConfig config, TransferEngine engine, boolean ownsEngine) {
+        this.config = config;
+        this.engine = engine;
+        this.ownsEngine = ownsEngine;
+        this.endpoint = engine.getLocalSegmentName();
+        this.hostname = config.localHostname().contains(":") ? config.localHostname() : endpoint;
+        this.master = new MasterClient(MasterClient.parseAddress(config.masterServerAddress()), config.rpcTimeout(),
+                config.tenantId());
+        long sb = 0;
+        if (config.localBufferSize() > 0) {
+            MemorySegment m = arena.allocate(config.localBufferSize(), 4096);
+            sb = m.address();
+            check(engine.registerMemory(sb, config.localBufferSize(), "cpu:0"), "register the local buffer");
+        }
+        this.stagingBase = sb;
+        this.staging = new StagingBuffer(sb, config.localBufferSize());
+        this.data = new DataPath(engine, master, clientId, endpoint, backpressure);
+        this.liveness = Executors.newSingleThreadScheduledExecutor(r -> {
+            Thread t = new Thread(r, "store-liveness " + endpoint);
+            t.setDaemon(true);
+            return t;
+        });
+    }
+
+    private static void check(int rc, String what) {
+        if (rc != 0) {
+            throw new StoreException(ErrorCode.INVALID_PARAMS.code(), String.format(Locale.ROOT,
+                    "cannot %s: transfer engine returned %d", what, rc), null);
+        }
+    }
+
+    /**
+     * Starts a client with its own transfer engine: initialises the engine (P2P handshake on
+     * {@code local_hostname}), allocates and registers the segment and the local buffer, checks the
+     * master serves, mounts the segment, and starts the liveness loop.
+     *
+     * @param config the settings
+     * @return the running client; close it
+     * @throws StoreException when the engine, the master or the mount fails
+     * @throws MooncakeConfigException for a metadata mode or protocol this client lacks
+     */
+    public static MooncakeStoreClient setup(StoreConfig config) {
+        if (!TransferEngine.P2P_HANDSHAKE.equals(config.metadataServer())) {
+            throw new MooncakeConfigException("metadata_server", String.format(Locale.ROOT,
+                    "metadata_server '%s' is not supported yet: use P2PHANDSHAKE", config.metadataServer()));
+        }
+        TransferEngine engine = TransferEngines.create(config.protocol().equals("tcp") ? "tcp" : config.protocol());
+        int rc = engine.initialize(hostOnly(config.localHostname()), TransferEngine.P2P_HANDSHAKE, config.protocol(),
+                config.deviceName());
+        if (rc != 0) {
+            String why = TransferEngines.lastError(engine);
+            engine.close();
+            throw new StoreException(ErrorCode.INVALID_PARAMS.code(), "transfer engine did not start"
+                    + (why == null ? "" : ": " + why), null);
+        }
+        return start(config, engine, true);
+    }
+
+    /**
+     * Starts a client on an engine the caller already initialised (P2P handshake) and keeps owning.
+     *
+     * @param config the settings ({@code local_hostname}, {@code protocol} are the engine's)
+     * @param engine an initialised engine
+     * @return the running client
+     */
+    public static MooncakeStoreClient setup(StoreConfig config, TransferEngine engine) {
+        return start(config, Objects.requireNonNull(engine, "engine"), false);
+    }
+
+    private static String hostOnly(String h) {
+        int colon = h.lastIndexOf(':');
+        return colon > 0 && h.indexOf(':') == colon ? h.substring(0, colon) : h;
+    }
+
+    private static MooncakeStoreClient start(StoreConfig config, TransferEngine engine, boolean owns) {
+        MooncakeStoreClient c = null;
+        try {
+            c = new MooncakeStoreClient(config, engine, owns);
+            c.master.serviceReady().orThrow();
+            if (config.globalSegmentSize() > 0) {
+                c.mountSegment(config.globalSegmentSize());
+            }
+            c.pingOnce();
+            long ms = config.pingInterval().toMillis();
+            c.liveness.scheduleWithFixedDelay(c::pingOnce, ms, ms, TimeUnit.MILLISECONDS);
+            return c;
+        } catch (RuntimeException e) {
+            if (c != null) {
+                c.close();
+            } else if (owns) {
+                engine.close();
+            }
+            throw e;
+        }
+    }
+
+    private void mountSegment(long size) {
+        MemorySegment m = arena.allocate(size, 4096);
+        check(engine.registerMemory(m.address(), size, "cpu:0"), "register the segment");
+        Segment s = new Segment(Uuid.random(), hostname, m.address(), size, endpoint, config.protocol(), hostId());
+        master.mountSegment(s, clientId).orThrow();
+        segments.add(s);
+    }
+
+    private String hostId() {
+        String h = hostOnly(config.localHostname());
+        // Mooncake's ResolveMooncakeHostId: loopback names have no host id
+        return h.equalsIgnoreCase("localhost") || h.equals("127.0.0.1") || h.equals("0.0.0.0") || h.equals("::1")
+                || h.equals("[::1]") ? "" : h;
+    }
+
+    /** One liveness round: Ping, and ReMountSegment when the master asks for it. */
+    private void pingOnce() {
+        if (closed || pingPaused) {
+            return;
+        }
+        try {
+            Result<PingResult> r = master.ping(clientId);
+            masterReachable = true;
+            if (r.ok() && r.value().needRemount() || !r.ok() && r.code() == ErrorCode.CLIENT_NOT_FOUND.code()) {
+                Result<Void> m = master.reMountSegment(List.copyOf(segments), clientId);
+                if (m.ok()) {
+                    remounts.incrementAndGet();
+                    LOG.info("remounted {} segment(s) of client {} at {}", segments.size(), clientId, master.address());
+                } else {
+                    LOG.warn("ReMountSegment at {} answered {}", master.address(), m);
+                }
+            } else if (!r.ok()) {
+                LOG.warn("Ping at {} answered {}", master.address(), r);
+            }
+        } catch (StoreException e) {
+            if (masterReachable) {
+                LOG.warn("master {} unreachable: {}", master.address(), e.getMessage());
+            }
+            masterReachable = false;
+            pingFailures.incrementAndGet();
+        } catch (RuntimeException e) {
+            // the liveness loop must survive anything: a dead loop would expire the client silently
+            LOG.error("liveness round failed", e);
+        }
+    }
+
+    // ------------------------------------------------------------------ lifecycle and state
+
+    /** {@return 0 healthy, 1 closed, 2 master unreachable (a Ping now gets no answer)} */
+    public int healthCheck() {
+        if (closed) {
+            return 1;
+        }
+        try {
+            master.ping(clientId);
+            return 0;
+        } catch (StoreException e) {
+            return 2;
+        }
+    }
+
+    /** {@return this client's name: {@code host:port}, the name of its segment} */
+    public String getHostname() {
+        return hostname;
+    }
+
+    /** {@return the transfer engine's endpoint, {@code ip:port}} */
+    public String endpoint() {
+        return endpoint;
+    }
+
+    /** {@return the client id the master knows this client by} */
+    public Uuid clientId() {
+        return clientId;
+    }
+
+    /** {@return the segments this client mounted} */
+    public List<Segment> segments() {
+        return List.copyOf(segments);
+    }
+
+    /** {@return the typed master calls this client uses (for tools and tests)} */
+    public MasterClient master() {
+        return master;
+    }
+
+    /** {@return the transfer engine} */
+    public TransferEngine engine() {
+        return engine;
+    }
+
+    /** {@return puts refused with NO_AVAILABLE_HANDLE (-200): the pool was full} */
+    public long backpressureCount() {
+        return backpressure.get();
+    }
+
+    /** {@return successful ReMountSegment calls (one at start, then one per NEED_REMOUNT)} */
+    public long remountCount() {
+        return remounts.get();
+    }
+
+    /** {@return Pings that got no answer} */
+    public long pingFailureCount() {
+        return pingFailures.get();
+    }
+
+    /**
+     * Pauses or resumes the liveness loop without unmounting: a paused client is expired by the
+     * master after its {@code --client_ttl}, and remounts when resumed (fault tests, maintenance).
+     *
+     * @param paused whether Pings stop
+     */
+    public void pausePinging(boolean paused) {
+        pingPaused = paused;
+    }
+
+    // ------------------------------------------------------------------ memory
+
+    /** {@return 0, or the engine's negative code: registers memory the zero-copy calls may use} */
+    public int registerBuffer(long address, long length) {
+        return engine.registerMemory(address, length, "cpu:0");
+    }
+
+    /** {@return 0, or the engine's negative code} */
+    public int unregisterBuffer(long address) {
+        return engine.unregisterMemory(address);
+    }
+
+    // ------------------------------------------------------------------ zero-copy
+
+    /** {@return 0 or a negative code: puts {@code size} bytes at {@code address} under {@code key}} */
+    public int putFrom(String key, long address, long size, ReplicateConfig config) {
+        return batchPutFrom(List.of(key), new long[] {address}, new long[] {size}, config)[0];
+    }
+
+    /** {@return per key 0 or a negative code: one BatchPutStart, the writes, one BatchPutEnd} */
+    public int[] batchPutFrom(List<String> keys, long[] addresses, long[] sizes, ReplicateConfig config) {
+        if (addresses.length != keys.size() || sizes.length != keys.size()) {
+            throw new IllegalArgumentException("keys, addresses and sizes differ in length");
+        }
+        long[][] a = new long[keys.size()][];
+        long[][] s = new long[keys.size()][];
+        for (int i = 0; i < a.length; i++) {
+            a[i] = new long[] {addresses[i]};
+            s[i] = new long[] {sizes[i]};
+        }
+        return batchPutFromMultiBuffers(keys, a, s, config);
+    }
+
+    /** {@return per key 0 or a negative code; each key's value is its parts concatenated} */
+    public int[] batchPutFromMultiBuffers(List<String> keys, long[][] addresses, long[][] sizes, ReplicateConfig config) {
+        requireOpen();
+        return data.put(keys, addresses, sizes, config);
+    }
+
+    /** {@return the bytes read into {@code address} (at most {@code size}), or a negative code} */
+    public long getInto(String key, long address, long size) {
+        return batchGetInto(List.of(key), new long[] {address}, new long[] {size})[0];
+    }
+
+    /** {@return per key the bytes read, or a negative code (-704 miss, -707 lease expired, ...)} */
+    public long[] batchGetInto(List<String> keys, long[] addresses, long[] sizes) {
+        long[][] a = new long[keys.size()][];
+        long[][] s = new long[keys.size()][];
+        for (int i = 0; i < a.length; i++) {
+            a[i] = new long[] {addresses[i]};
+            s[i] = new long[] {sizes[i]};
+        }
+        return batchGetIntoMultiBuffers(keys, a, s);
+    }
+
+    /** {@return per key the bytes read, scattered over its parts in order, or a negative code} */
+    public long[] batchGetIntoMultiBuffers(List<String> keys, long[][] addresses, long[][] sizes) {
+        requireOpen();
+        return data.get(keys, addresses, sizes, null, 0);
+    }
+
+    // ------------------------------------------------------------------ queries and removal
+
+    /** {@return 1 present, 0 absent, or a negative code} */
+    public int isExist(String key) {
+        try {
+            Result<Boolean> r = master.existKey(key);
+            return r.ok() ? (r.value() ? 1 : 0) : r.code();
+        } catch (StoreException e) {
+            return e.errorCode();
+        }
+    }
+
+    /** {@return per key 1, 0 or a negative code, from one BatchExistKey} */
+    public int[] batchIsExist(List<String> keys) {
+        int[] out = new int[keys.size()];
+        try {
+            List<Result<Boolean>> r = master.batchExistKey(keys);
+            for (int i = 0; i < out.length; i++) {
+                out[i] = i >= r.size() ? ErrorCode.RPC_FAIL.code()
+                        : r.get(i).ok() ? (r.get(i).value() ? 1 : 0) : r.get(i).code();
+            }
+        } catch (StoreException e) {
+            Arrays.fill(out, e.errorCode());
+        }
+        return out;
+    }
+
+    /** {@return the object's size in bytes, or a negative code} */
+    public long getSize(String key) {
+        try {
+            Result<ReplicaList> r = master.getReplicaList(key);
+            if (!r.ok()) {
+                return r.code();
+            }
+            ReplicaDescriptor d = DataPath.choose(r.value(), endpoint);
+            return d == null ? ErrorCode.REPLICA_IS_NOT_READY.code() : d.size();
+        } catch (StoreException e) {
+            return e.errorCode();
+        }
+    }
+
+    /** {@return 0 or a negative code (OBJECT_HAS_LEASE while a reader holds a lease)} */
+    public int remove(String key) {
+        return remove(key, false);
+    }
+
+    /** {@return 0 or a negative code; {@code force} ignores leases} */
+    public int remove(String key, boolean force) {
+        try {
+            return master.remove(key, force).code();
+        } catch (StoreException e) {
+            return e.errorCode();
+        }
+    }
+
+    /** {@return per key 0 or a negative code} */
+    public int[] batchRemove(List<String> keys, boolean force) {
+        int[] out = new int[keys.size()];
+        try {
+            List<Result<Void>> r = master.batchRemove(keys, force);
+            for (int i = 0; i < out.length; i++) {
+                out[i] = i < r.size() ? r.get(i).code() : ErrorCode.RPC_FAIL.code();
+            }
+        } catch (StoreException e) {
+            Arrays.fill(out, e.errorCode());
+        }
+        return out;
+    }
+
+    /** {@return the number of objects removed, or a negative code} */
+    public long removeAll(boolean force) {
+        try {
+            return master.removeAll(force);
+        } catch (StoreException e) {
+            return e.errorCode();
+        }
+    }
+
+    // ------------------------------------------------------------------ copying
+
+    /** {@return 0 or a negative code: puts a copy of {@code value}} */
+    public int put(String key, byte[] value, ReplicateConfig config) {
+        requireOpen();
+        try (Staged s = stage(value.length)) {
+            MemorySegment.copy(value, 0, s.segment, ValueLayout.JAVA_BYTE, 0, value.length);
+            return putFrom(key, s.address, value.length, config);
+        }
+    }
+
+    /** {@return the object's bytes; empty when it is missing or cannot be read (as the binding)} */
+    public byte[] get(String key) {
+        requireOpen();
+        Result<ReplicaList> r;
+        long t0 = System.nanoTime();
+        try {
+            r = master.getReplicaList(key);
+        } catch (StoreException e) {
+            return new byte[0];
+        }
+        if (!r.ok()) {
+            return new byte[0];
+        }
+        ReplicaDescriptor d = DataPath.choose(r.value(), endpoint);
+        if (d == null || d.size() > Integer.MAX_VALUE - 16) {
+            return new byte[0];
+        }
+        try (Staged s = stage(d.size())) {
+            long n = data.get(List.of(key), new long[][] {{s.address}}, new long[][] {{d.size()}}, List.of(r), t0)[0];
+            if (n < 0) {
+                return new byte[0];
+            }
+            byte[] out = new byte[(int) n];
+            MemorySegment.copy(s.segment, ValueLayout.JAVA_BYTE, 0, out, 0, (int) n);
+            return out;
+        }
+    }
+
+    /** Registered memory for one copying call: a range of the local buffer, or a temporary registration. */
+    private final class Staged implements AutoCloseable {
+        final long address;
+        final long length;
+        final MemorySegment segment;
+        final Arena temp;
+
+        Staged(long length) {
+            this.length = length;
+            long a = staging.allocate(length);
+            if (a >= 0) {
+                address = a;
+                temp = null;
+                segment = MemorySegment.ofAddress(a).reinterpret(Math.max(1, length));
+            } else {
+                temp = Arena.ofShared();
+                segment = temp.allocate(Math.max(1, length), 4096);
+                address = segment.address();
+                check(engine.registerMemory(address, Math.max(1, length), "cpu:0"), "register a staging buffer");
+            }
+        }
+
+        @Override
+        public void close() {
+            if (temp == null) {
+                staging.release(address, length);
+            } else {
+                engine.unregisterMemory(address);
+                temp.close();
+            }
+        }
+    }
+
+    private Staged stage(long length) {
+        return new Staged(length);
+    }
+
+    private void requireOpen() {
+        if (closed) {
+            throw new StoreException(ErrorCode.INVALID_PARAMS.code(), "store client is closed", null);
+        }
+    }
+
+    /**
+     * Stops the liveness loop, unmounts the segments (best effort, each within the call deadline),
+     * closes the master connection and (when owned) the engine, and frees the memory.
+     */
+    @Override
+    public void close() {
+        if (closed) {
+            return;
+        }
+        closed = true;
+        liveness.shutdownNow();
+        List<Segment> mounted = new ArrayList<>(segments);
+        segments.clear();
+        for (Segment s : mounted) {
+            try {
+                Result<Void> r = master.unmountSegment(s.id(), clientId);
+                if (!r.ok()) {
+                    LOG.debug("UnmountSegment {} answered {}", s.id(), r);
+                }
+            } catch (StoreException e) {
+                LOG.debug("UnmountSegment {} failed: {}", s.id(), e.getMessage());
+            }
+            engine.unregisterMemory(s.base());
+        }
+        master.close();
+        if (stagingBase != 0) {
+            engine.unregisterMemory(stagingBase);
+        }
+        if (ownsEngine) {
+            engine.close();
+        }
+        arena.close();
+    }
+}

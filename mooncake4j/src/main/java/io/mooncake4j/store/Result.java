@@ -1,0 +1,49 @@
+package io.mooncake4j.store;
+
+import java.util.Locale;
+
+/**
+ * The master's {@code tl::expected<T, ErrorCode>}: a value, or a Mooncake error code.
+ *
+ * @param value the value when {@link #ok()} ({@code null} for {@code expected<void>})
+ * @param code  0 when ok, else the negative {@link ErrorCode} value
+ * @param <T>   the value's type
+ */
+public record Result<T>(T value, int code) {
+
+    /** {@return a success} */
+    public static <T> Result<T> ok(T value) {
+        return new Result<>(value, 0);
+    }
+
+    /** {@return a failure with {@code code}} */
+    public static <T> Result<T> error(int code) {
+        if (code == 0) {
+            throw new IllegalArgumentException("an error code is not 0");
+        }
+        return new Result<>(null, code);
+    }
+
+    /** {@return whether the call succeeded} */
+    public boolean ok() {
+        return code == 0;
+    }
+
+    /** {@return the named error code ({@link ErrorCode#OK} on success)} */
+    public ErrorCode errorCode() {
+        return ErrorCode.of(code);
+    }
+
+    /** {@return the value, or throws {@link StoreException} with the error code} */
+    public T orThrow() {
+        if (code != 0) {
+            throw new StoreException(code, "master answered " + ErrorCode.describe(code), null);
+        }
+        return value;
+    }
+
+    @Override
+    public String toString() {
+        return code == 0 ? String.format(Locale.ROOT, "ok(%s)", value) : ErrorCode.describe(code);
+    }
+}
