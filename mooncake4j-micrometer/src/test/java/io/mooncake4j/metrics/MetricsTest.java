@@ -16,7 +16,7 @@ import io.mooncake4j.engine.TransferStatus;
 import io.mooncake4j.engine.handshake.HandshakeClient;
 import io.mooncake4j.engine.handshake.HandshakeConfig;
 import io.mooncake4j.engine.handshake.PeerAddress;
-import io.mooncake4j.engine.internal.CoreEngine;
+import io.mooncake4j.engine.core.CoreEngine;
 import io.mooncake4j.engine.rdma.RdmaTransport;
 import io.mooncake4j.engine.shm.ShmTransport;
 import io.mooncake4j.engine.tcp.TcpConfig;

@@ -516,7 +516,7 @@ final class BenchCommand implements CliCommand {
                 micros(all.max()));
         out.printf(Locale.ROOT, "Descriptors: %.0f /s%n", batches * (double) o.batchSize() * (o.verify() ? 2 : 1)
                 / duration);
-        if (engine instanceof io.mooncake4j.engine.internal.CoreEngine core && !core.bytesByTransport().isEmpty()) {
+        if (engine instanceof io.mooncake4j.engine.core.CoreEngine core && !core.bytesByTransport().isEmpty()) {
             StringBuilder by = new StringBuilder();
             core.bytesByTransport().forEach((k, v) -> by.append(by.isEmpty() ? "" : ", ").append(k).append(' ')
                     .append(Bytes.human(v)));

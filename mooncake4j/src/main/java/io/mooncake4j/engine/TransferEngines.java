@@ -1,7 +1,7 @@
 package io.mooncake4j.engine;
 
 import io.mooncake4j.engine.cudaipc.CudaIpcTransport;
-import io.mooncake4j.engine.internal.CoreEngine;
+import io.mooncake4j.engine.core.CoreEngine;
 import io.mooncake4j.engine.rdma.RdmaTransport;
 import io.mooncake4j.engine.shm.ShmTransport;
 import io.mooncake4j.engine.tcp.TcpConfig;

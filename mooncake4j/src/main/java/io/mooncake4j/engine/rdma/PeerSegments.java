@@ -2,7 +2,7 @@ package io.mooncake4j.engine.rdma;
 
 import io.mooncake4j.engine.handshake.HandshakeException;
 import io.mooncake4j.engine.handshake.SegmentDescriptor;
-import io.mooncake4j.engine.internal.SegmentOpenings;
+import io.mooncake4j.engine.core.SegmentOpenings;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;

@@ -3,7 +3,7 @@ package io.mooncake4j.engine.rdma;
 // Over 800 lines: the RDMA data path is one state machine (registration, endpoints and their
 // handshakes, slicing, posting, completions, retries over other paths, teardown order) whose parts
 // share the contexts, the slice pool and the endpoint maps; splitting it would spread those
-// invariants over several classes. Engine-level code is the core's (engine.internal.CoreEngine).
+// invariants over several classes. Engine-level code is the core's (engine.core.CoreEngine).
 
 import io.mooncake4j.engine.DeviceMemoryAccess;
 import io.mooncake4j.engine.ErrorCodes;
@@ -12,7 +12,7 @@ import io.mooncake4j.engine.handshake.HandShakeDesc;
 import io.mooncake4j.engine.handshake.HandshakeException;
 import io.mooncake4j.engine.handshake.HandshakeFrame;
 import io.mooncake4j.engine.handshake.SegmentDescriptor;
-import io.mooncake4j.engine.internal.TaskBatch;
+import io.mooncake4j.engine.core.TaskBatch;
 import io.mooncake4j.engine.rdma.RdmaProvider.Device;
 import io.mooncake4j.engine.rdma.RdmaProvider.MemoryRegion;
 import io.mooncake4j.engine.rdma.verbs.Gid;

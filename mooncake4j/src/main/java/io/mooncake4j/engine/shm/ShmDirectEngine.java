@@ -1,7 +1,7 @@
 package io.mooncake4j.engine.shm;
 
-import io.mooncake4j.engine.internal.CoreEngine;
-import io.mooncake4j.engine.internal.CoreSettings;
+import io.mooncake4j.engine.core.CoreEngine;
+import io.mooncake4j.engine.core.CoreSettings;
 import java.util.List;
 
 /**

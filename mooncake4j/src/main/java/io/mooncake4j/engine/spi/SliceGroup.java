@@ -1,6 +1,6 @@
 package io.mooncake4j.engine.spi;
 
-import io.mooncake4j.engine.internal.TaskBatch;
+import io.mooncake4j.engine.core.TaskBatch;
 
 /**
  * Slices of one batch bound for one peer, handed to {@link Transport#submit} as indexed views (no

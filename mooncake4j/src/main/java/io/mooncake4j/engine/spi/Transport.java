@@ -2,7 +2,7 @@ package io.mooncake4j.engine.spi;
 
 import io.mooncake4j.engine.DeviceMemoryAccess;
 import io.mooncake4j.engine.EngineCounters;
-import io.mooncake4j.engine.internal.TaskBatch;
+import io.mooncake4j.engine.core.TaskBatch;
 
 import java.util.List;
 

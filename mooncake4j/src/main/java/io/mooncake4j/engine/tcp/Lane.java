@@ -1,6 +1,6 @@
 package io.mooncake4j.engine.tcp;
 
-import io.mooncake4j.engine.internal.TaskBatch;
+import io.mooncake4j.engine.core.TaskBatch;
 import io.mooncake4j.engine.BufferRegistry.Buffer;
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;

@@ -1,6 +1,6 @@
 package io.mooncake4j.engine.tcp;
 
-import io.mooncake4j.engine.internal.TaskBatch;
+import io.mooncake4j.engine.core.TaskBatch;
 import io.mooncake4j.engine.handshake.SegmentDescriptor;
 import java.net.InetSocketAddress;
 import java.util.ArrayDeque;

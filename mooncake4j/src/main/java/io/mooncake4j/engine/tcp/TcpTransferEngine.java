@@ -1,6 +1,6 @@
 package io.mooncake4j.engine.tcp;
 
-import io.mooncake4j.engine.internal.CoreEngine;
+import io.mooncake4j.engine.core.CoreEngine;
 import io.mooncake4j.memory.DeviceMemory;
 import io.mooncake4j.memory.cuda.CudaDeviceMemory;
 import java.util.List;

@@ -60,7 +60,7 @@
  * memory waits (bounded, {@code MOONCAKE4J_UNREGISTER_WAIT_MS}) for transfers using it and then
  * aborts them by closing their connections, so memory is never touched after
  * {@code unregisterMemory} returned. The handshake server, descriptors, batches and the local
- * short-circuit are the engine core's ({@code engine.internal}); lanes end tasks on the core's
+ * short-circuit are the engine core's ({@code engine.core}); lanes end tasks on the core's
  * {@code TaskBatch} directly. All public methods are thread-safe.
  *
  * <h2>GPU memory</h2>

@@ -6,8 +6,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.mooncake4j.engine.TransferEngine;
 import io.mooncake4j.engine.handshake.HandshakeConfig;
-import io.mooncake4j.engine.internal.CoreEngine;
-import io.mooncake4j.engine.internal.CoreSettings;
+import io.mooncake4j.engine.core.CoreEngine;
+import io.mooncake4j.engine.core.CoreSettings;
 import io.mooncake4j.engine.tcp.TcpConfig;
 import io.mooncake4j.engine.tcp.TcpTransport;
 import io.mooncake4j.memory.HostMemoryAllocator;

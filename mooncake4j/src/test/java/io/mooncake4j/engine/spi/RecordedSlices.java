@@ -1,6 +1,6 @@
 package io.mooncake4j.engine.spi;
 
-import io.mooncake4j.engine.internal.TaskBatch;
+import io.mooncake4j.engine.core.TaskBatch;
 import java.util.ArrayList;
 import java.util.List;
 

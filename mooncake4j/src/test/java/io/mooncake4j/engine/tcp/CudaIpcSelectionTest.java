@@ -7,7 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.mooncake4j.engine.TransferEngine;
 import io.mooncake4j.engine.cudaipc.CudaIpcTransport;
 import io.mooncake4j.engine.cudaipc.FakeIpcDriver;
-import io.mooncake4j.engine.internal.CoreEngine;
+import io.mooncake4j.engine.core.CoreEngine;
 import io.mooncake4j.memory.FakeDeviceMemory;
 import io.mooncake4j.testlog.LogCapture;
 import java.lang.foreign.MemorySegment;

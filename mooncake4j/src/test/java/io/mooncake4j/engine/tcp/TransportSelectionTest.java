@@ -6,7 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.mooncake4j.engine.TransferEngine;
-import io.mooncake4j.engine.internal.CoreEngine;
+import io.mooncake4j.engine.core.CoreEngine;
 import io.mooncake4j.engine.shm.ShmTransport;
 import io.mooncake4j.internal.sys.SharedMemory;
 import io.mooncake4j.memory.HostMemoryAllocator;

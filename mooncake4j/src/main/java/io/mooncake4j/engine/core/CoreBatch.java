@@ -1,4 +1,4 @@
-package io.mooncake4j.engine.internal;
+package io.mooncake4j.engine.core;
 
 /**
  * A batch of the engine core: the shared {@link TaskBatch} state plus, per task, the index of the

@@ -1,5 +1,5 @@
 /**
- * The engine core: {@link io.mooncake4j.engine.internal.CoreEngine}, the one
+ * The engine core: {@link io.mooncake4j.engine.core.CoreEngine}, the one
  * {@link io.mooncake4j.engine.TransferEngine} implementation (presets {@code TcpTransferEngine},
  * {@code RdmaTransferEngine}, {@code ShmDirectEngine} fix the transports it offers), and the
  * engine-level code it is made of, in one copy for every transport: the per-batch task state and
@@ -15,4 +15,4 @@
  * the embedder's threads and the transports' completion threads and is thread-safe. Registration
  * and lifecycle calls serialise on the core's lock; transfers do not.
  */
-package io.mooncake4j.engine.internal;
+package io.mooncake4j.engine.core;

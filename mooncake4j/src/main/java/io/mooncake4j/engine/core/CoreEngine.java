@@ -1,4 +1,4 @@
-package io.mooncake4j.engine.internal;
+package io.mooncake4j.engine.core;
 
 // Over 800 lines: this is the whole TransferEngine API of the core (initialize and close order,
 // registration against every transport, segment opening, batches, the sync calls, notifies,
