@@ -3,7 +3,7 @@ package io.mooncake4j.engine.core;
 // Over 800 lines: this is the whole TransferEngine API of the core (initialize and close order,
 // registration against every transport, segment opening, batches, the sync calls, notifies,
 // counters); each entry point is short and the helpers it delegates to (Router, PeerTable,
-// CoreBatch, HandshakeService) already live in their own files. Splitting the API itself would
+// TaskBatch, HandshakeService) already live in their own files. Splitting the API itself would
 // spread the initialize and close ordering (transports drained before tasks fail) over classes.
 
 import io.mooncake4j.engine.BufferRegistry;
@@ -91,15 +91,13 @@ public class CoreEngine implements TransferEngine {
     private final HandshakeClient client;
     private final BufferRegistry registry = new BufferRegistry();
     private final Object lifecycle = new Object();
-    private final EngineCalls<CoreBatch> calls = new EngineCalls<>(CoreBatch::new, new Calls());
-    private final BatchTable<CoreBatch> batches = calls.batches();
+    private final EngineCalls calls;
+    private final BatchTable batches;
     private final Map<Integer, java.util.function.Function<Object, String>> handlers =
             new java.util.concurrent.ConcurrentHashMap<>();
     private final HandshakeService handshakes = new HandshakeService(() -> localDescriptor().toJson(),
             this::onConnection);
     private final PeerTable peers;
-    /** Per calling thread, the batch of its last synchronous call, reused when it finished cleanly. */
-    private final ThreadLocal<CoreBatch> syncBatch = new ThreadLocal<>();
 
     private volatile Transport[] transports = new Transport[0];
     private volatile Router router;
@@ -123,58 +121,15 @@ public class CoreEngine implements TransferEngine {
             }
             candidates.put(c.name(), c);
         }
+        this.calls = new EngineCalls(this, settings.transferTimeoutMs());
+        this.batches = calls.batches();
         this.client = new HandshakeClient(settings.handshake());
         this.peers = new PeerTable(settings, client, this::localDescriptor, this::forgetEverywhere);
     }
 
-    /** The EngineCalls steps only the core can take. */
-    private final class Calls implements EngineCalls.Hooks<CoreBatch> {
-        @Override
-        public boolean closed() {
-            return closed || router == null;
-        }
-
-        @Override
-        public long openSegment(String name) {
-            return CoreEngine.this.openSegment(name);
-        }
-
-        @Override
-        public int opcode(TransferRequest.Opcode op) {
-            return op.wire();
-        }
-
-        @Override
-        public int submit(CoreBatch b, int n, int[] ops, int opAll, long[] targets, long targetAll, long[] local,
-                long[] remote, long[] lens) {
-            return CoreEngine.this.submit(b, n, ops, opAll, targets, targetAll, local, remote, lens);
-        }
-
-        @Override
-        public CoreBatch syncBatch(int n) {
-            CoreBatch b = syncBatch.get();
-            if (b != null && b.capacity >= n && b.reset()) {
-                return b;
-            }
-            b = new CoreBatch(-1, Math.max(n, 16));
-            syncBatch.set(b);
-            return b;
-        }
-
-        @Override
-        public void abort(CoreBatch b) {
-            CoreEngine.this.abort(b);
-        }
-
-        @Override
-        public boolean await(CoreBatch b, long deadlineNanos) {
-            return b.await(deadlineNanos, 50_000_000L);
-        }
-
-        @Override
-        public long transferTimeoutMs() {
-            return settings.transferTimeoutMs();
-        }
+    /** Whether the batch calls must refuse: closed, or not initialised. */
+    boolean refusesCalls() {
+        return closed || router == null;
     }
 
     // ------------------------------------------------------------------ lifecycle
@@ -372,7 +327,7 @@ public class CoreEngine implements TransferEngine {
         }
         // nothing new is posted; the transports drain or cut what is in flight, and only then are the
         // tasks failed, so a caller woken by the failure finds no transport touching its memory
-        for (CoreBatch b : batches.all()) {
+        for (TaskBatch b : batches.all()) {
             b.aborted = true;
         }
         peers.close();
@@ -388,7 +343,7 @@ public class CoreEngine implements TransferEngine {
                 LOG.error("transport {} failed to uninstall", ts[i].name(), e);
             }
         }
-        for (CoreBatch b : batches.all()) {
+        for (TaskBatch b : batches.all()) {
             b.failAll(TaskBatch.FAILED);
         }
         if (segmentName != null) {
@@ -736,7 +691,7 @@ public class CoreEngine implements TransferEngine {
     }
 
     /** Fails what is left of {@code b} and waits until no transport touches its memory. */
-    private void abort(CoreBatch b) {
+    void abort(TaskBatch b) {
         b.aborted = true;
         b.failAll(TaskBatch.TIMEOUT);
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
@@ -752,7 +707,7 @@ public class CoreEngine implements TransferEngine {
      * Appends and starts tasks. {@code ops}/{@code targets} may be null, then {@code opAll}/
      * {@code targetAll} apply to every task.
      */
-    private int submit(CoreBatch b, int n, int[] ops, int opAll, long[] targets, long targetAll, long[] local,
+    int submit(TaskBatch b, int n, int[] ops, int opAll, long[] targets, long targetAll, long[] local,
             long[] remote, long[] lens) {
         Router r = router;
         if (closed || r == null) {

@@ -7,75 +7,38 @@ import io.mooncake4j.engine.TransferStatus;
 import java.util.List;
 import java.util.Locale;
 import java.util.concurrent.TimeUnit;
-import java.util.function.BiFunction;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The engine-level half of the {@link io.mooncake4j.engine.TransferEngine} API that does not
- * depend on how bytes move, in one copy for every engine: the asynchronous batch API over a
- * {@link BatchTable}, the synchronous batch calls (argument checks, segment opening, submission,
- * deadline, abort), and segment-name normalisation. An engine supplies the transport-specific
- * steps through {@link Hooks} and delegates its API methods here.
+ * The batch calls of the {@link io.mooncake4j.engine.TransferEngine} API that do not depend on
+ * how bytes move: the asynchronous batch API over a {@link BatchTable}, the synchronous batch
+ * calls (argument checks, segment opening, submission, deadline, abort) with the per-thread batch
+ * they reuse, and segment-name normalisation. {@link CoreEngine} delegates its API methods here
+ * and takes the steps only it can (opening a segment, submitting, aborting).
  *
- * <p>Thread-safe: it holds no state of its own beyond the batch table.
- *
- * @param <B> the engine's batch type
+ * <p>Thread-safe: its state is the batch table and a per-calling-thread batch.
  */
-public final class EngineCalls<B extends TaskBatch> {
+final class EngineCalls {
 
     private static final Logger LOG = LoggerFactory.getLogger(EngineCalls.class);
+    /** The longest a synchronous call parks between checks of its batch (the deadline is checked each time). */
+    private static final long MAX_PARK_NANOS = 50_000_000L;
 
-    /**
-     * What an engine does that this class cannot.
-     *
-     * @param <B> the engine's batch type
-     */
-    public interface Hooks<B extends TaskBatch> {
+    private final BatchTable batches = new BatchTable();
+    private final CoreEngine engine;
+    private final long transferTimeoutMs;
+    /** Per calling thread, the batch of its last synchronous call, reused when it finished cleanly. */
+    private final ThreadLocal<TaskBatch> syncBatch = new ThreadLocal<>();
 
-        /** Whether the engine is closed (every call then fails). */
-        boolean closed();
-
-        /** The segment id of {@code name} (0 for the own segment), or -1. */
-        long openSegment(String name);
-
-        /** The engine's code for an opcode (what {@link TaskBatch#opcode} holds). */
-        int opcode(TransferRequest.Opcode op);
-
-        /**
-         * Appends and starts tasks. {@code ops}/{@code targets} may be null, then {@code opAll}/
-         * {@code targetAll} apply to every task. Returns a {@link StatusCodes} value.
-         */
-        int submit(B b, int n, int[] ops, int opAll, long[] targets, long targetAll, long[] local, long[] remote,
-                long[] lens);
-
-        /** A batch for one synchronous call of {@code n} tasks (fresh, or a finished one reused). */
-        B syncBatch(int n);
-
-        /** The synchronous call on {@code b} has returned (default: nothing to do). */
-        default void syncDone(B b) {}
-
-        /** Gives up on {@code b}: fails what is left and returns once no transport touches its memory. */
-        void abort(B b);
-
-        /** Waits until every task of {@code b} is terminal or the deadline passes; true when all are. */
-        boolean await(B b, long deadlineNanos);
-
-        /** {@code MC_TRANSFER_TIMEOUT} in milliseconds: the base of a synchronous call's deadline. */
-        long transferTimeoutMs();
-    }
-
-    private final BatchTable<B> batches;
-    private final Hooks<B> hooks;
-
-    /** {@code factory} makes the engine's batches from an id and a capacity. */
-    public EngineCalls(BiFunction<Long, Integer, B> factory, Hooks<B> hooks) {
-        this.batches = new BatchTable<>(factory);
-        this.hooks = hooks;
+    /** {@code transferTimeoutMs} ({@code MC_TRANSFER_TIMEOUT}) is the base of a synchronous call's deadline. */
+    EngineCalls(CoreEngine engine, long transferTimeoutMs) {
+        this.engine = engine;
+        this.transferTimeoutMs = transferTimeoutMs;
     }
 
     /** The batches of the asynchronous API (for shutdown). */
-    public BatchTable<B> batches() {
+    BatchTable batches() {
         return batches;
     }
 
@@ -83,7 +46,7 @@ public final class EngineCalls<B extends TaskBatch> {
      * A segment name as callers may pass it, normalised: leading slashes stripped (Mooncake's
      * Python helpers pass {@code "/host:port"} at times); null when nothing is left.
      */
-    public static String normalizedSegmentName(String name) {
+    static String normalizedSegmentName(String name) {
         if (name == null) {
             return null;
         }
@@ -98,7 +61,7 @@ public final class EngineCalls<B extends TaskBatch> {
      * Why {@code initialize} must refuse before binding anything, or null: the engine is closed or
      * already initialised, or the metadata server is not {@code P2PHANDSHAKE}.
      */
-    public static String initializeRefusal(boolean closed, boolean initialized, String metadataServer) {
+    static String initializeRefusal(boolean closed, boolean initialized, String metadataServer) {
         if (closed || initialized) {
             return "initialize: engine already " + (closed ? "closed" : "initialized");
         }
@@ -110,29 +73,29 @@ public final class EngineCalls<B extends TaskBatch> {
     }
 
     /** Why {@code initialize} refuses {@code localHostname}, or null. */
-    public static String hostnameRefusal(String localHostname) {
+    static String hostnameRefusal(String localHostname) {
         return localHostname == null || localHostname.isBlank()
                 ? "initialize: local hostname is empty; pass the IP or host name peers should connect to" : null;
     }
 
-    public long allocateBatchId(int capacity) {
-        return hooks.closed() ? ErrorCodes.INVALID_ARGUMENT : batches.allocate(capacity);
+    long allocateBatchId(int capacity) {
+        return engine.refusesCalls() ? ErrorCodes.INVALID_ARGUMENT : batches.allocate(capacity);
     }
 
-    public int submitTransfer(long batchId, List<TransferRequest> requests) {
-        B b = batches.get(batchId);
+    int submitTransfer(long batchId, List<TransferRequest> requests) {
+        TaskBatch b = batches.get(batchId);
         if (b == null || requests == null) {
             return StatusCodes.INVALID_ARGUMENT;
         }
-        UnpackedRequests u = UnpackedRequests.of(requests, hooks::opcode);
-        return hooks.submit(b, u.size(), u.ops(), 0, u.targets(), 0, u.local(), u.remote(), u.lengths());
+        UnpackedRequests u = UnpackedRequests.of(requests, TransferRequest.Opcode::wire);
+        return engine.submit(b, u.size(), u.ops(), 0, u.targets(), 0, u.local(), u.remote(), u.lengths());
     }
 
-    public TransferStatus getTransferStatus(long batchId, int taskIndex) {
+    TransferStatus getTransferStatus(long batchId, int taskIndex) {
         return batches.status(batchId, taskIndex);
     }
 
-    public int freeBatchId(long batchId) {
+    int freeBatchId(long batchId) {
         return batches.free(batchId);
     }
 
@@ -141,12 +104,12 @@ public final class EngineCalls<B extends TaskBatch> {
      * (bad arguments, unknown segment, a failed or timed-out descriptor). The deadline is
      * {@code MC_TRANSFER_TIMEOUT} plus one nanosecond per byte.
      */
-    public int sync(String target, TransferRequest.Opcode op, long[] local, long[] remote, long[] lengths) {
+    int sync(String target, TransferRequest.Opcode op, long[] local, long[] remote, long[] lengths) {
         long total = BatchTable.checkedTotal(local, remote, lengths);
-        if (hooks.closed() || target == null || total < 0) {
+        if (engine.refusesCalls() || target == null || total < 0) {
             return -1;
         }
-        long id = hooks.openSegment(target);
+        long id = engine.openSegment(target);
         if (id < 0) {
             return -1;
         }
@@ -154,23 +117,30 @@ public final class EngineCalls<B extends TaskBatch> {
         if (n == 0) {
             return 0;
         }
-        B b = hooks.syncBatch(n);
-        try {
-            long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(hooks.transferTimeoutMs()) + total;
-            int rc = hooks.submit(b, n, null, hooks.opcode(op), null, id, local, remote, lengths);
-            if (rc != StatusCodes.OK) {
-                hooks.abort(b);
-                return -1;
-            }
-            if (!hooks.await(b, deadline)) {
-                LOG.warn("{} of {} descriptors to {} timed out (MC_TRANSFER_TIMEOUT)",
-                        op.name().toLowerCase(Locale.ROOT), n, target);
-                hooks.abort(b);
-                return -1;
-            }
-            return b.allCompleted() ? 0 : -1;
-        } finally {
-            hooks.syncDone(b);
+        TaskBatch b = syncBatch(n);
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(transferTimeoutMs) + total;
+        int rc = engine.submit(b, n, null, op.wire(), null, id, local, remote, lengths);
+        if (rc != StatusCodes.OK) {
+            engine.abort(b);
+            return -1;
         }
+        if (!b.await(deadline, MAX_PARK_NANOS)) {
+            LOG.warn("{} of {} descriptors to {} timed out (MC_TRANSFER_TIMEOUT)",
+                    op.name().toLowerCase(Locale.ROOT), n, target);
+            engine.abort(b);
+            return -1;
+        }
+        return b.allCompleted() ? 0 : -1;
+    }
+
+    /** A batch for one synchronous call of {@code n} tasks: this thread's last one when it finished cleanly, else a fresh one. */
+    private TaskBatch syncBatch(int n) {
+        TaskBatch b = syncBatch.get();
+        if (b != null && b.capacity >= n && b.reset()) {
+            return b;
+        }
+        b = new TaskBatch(-1, Math.max(n, 16));
+        syncBatch.set(b);
+        return b;
     }
 }

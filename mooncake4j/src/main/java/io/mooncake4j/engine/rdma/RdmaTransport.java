@@ -12,7 +12,7 @@ import io.mooncake4j.engine.handshake.HandShakeDesc;
 import io.mooncake4j.engine.handshake.HandshakeException;
 import io.mooncake4j.engine.handshake.HandshakeFrame;
 import io.mooncake4j.engine.handshake.SegmentDescriptor;
-import io.mooncake4j.engine.core.TaskBatch;
+import io.mooncake4j.engine.spi.BatchTasks;
 import io.mooncake4j.engine.rdma.RdmaProvider.Device;
 import io.mooncake4j.engine.rdma.RdmaProvider.MemoryRegion;
 import io.mooncake4j.engine.rdma.verbs.Gid;
@@ -872,7 +872,7 @@ public final class RdmaTransport implements Transport {
      * broken (QPs to ERR flush it) and their completions awaited.
      */
     @Override
-    public void evict(TaskBatch batch, long deadlineNanos) {
+    public void evict(BatchTasks batch, long deadlineNanos) {
         List<RdmaBatch> mine = new ArrayList<>();
         for (RdmaBatch b : active) {
             if (b.group.batch() == batch) {

@@ -6,7 +6,7 @@ import io.mooncake4j.engine.EngineCounters;
 import io.mooncake4j.engine.ErrorCodes;
 import io.mooncake4j.engine.handshake.SegmentDescriptor;
 import io.mooncake4j.engine.core.CoreSettings;
-import io.mooncake4j.engine.core.TaskBatch;
+import io.mooncake4j.engine.spi.BatchTasks;
 import io.mooncake4j.engine.spi.DescriptorContribution;
 import io.mooncake4j.engine.spi.LocalBuffer;
 import io.mooncake4j.engine.spi.MemoryKind;
@@ -346,7 +346,7 @@ public final class TcpTransport implements Transport {
 
     @Override
     public void submit(RemoteSegment peer, SliceGroup slices) {
-        TaskBatch b = slices.batch();
+        BatchTasks b = slices.batch();
         int n = slices.size();
         Link link = links.computeIfAbsent(peer.id(), id -> new Link(peer));
         int[] tasks = null;
@@ -368,12 +368,12 @@ public final class TcpTransport implements Transport {
             // retired for idleness between peer() and offer(): the next peer() opens a fresh one
         }
         for (int i = 0; i < n; i++) {
-            b.finish(slices.task(i), TaskBatch.FAILED);
+            b.fail(slices.task(i));
         }
     }
 
     @Override
-    public void evict(TaskBatch batch, long deadlineNanos) {
+    public void evict(BatchTasks batch, long deadlineNanos) {
         for (Link l : links.values()) {
             Peer p = l.current();
             if (p != null) {
