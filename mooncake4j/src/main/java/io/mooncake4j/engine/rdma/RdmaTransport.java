@@ -3,10 +3,11 @@ package io.mooncake4j.engine.rdma;
 // Over 800 lines: the RDMA data path is one state machine (registration, endpoints and their
 // handshakes, slicing, posting, completions, retries over other paths, teardown order) whose parts
 // share the contexts, the slice pool and the endpoint maps; splitting it would spread those
-// invariants over several classes. Engine-level code is the core's (engine.core.CoreEngine).
+// invariants over several classes. Engine-level code is the engine core's.
 
 import io.mooncake4j.engine.DeviceMemoryAccess;
 import io.mooncake4j.engine.ErrorCodes;
+import io.mooncake4j.engine.TransferEngine;
 import io.mooncake4j.engine.TransferEngineException;
 import io.mooncake4j.engine.handshake.HandShakeDesc;
 import io.mooncake4j.engine.handshake.HandshakeException;
@@ -21,6 +22,7 @@ import io.mooncake4j.engine.rdma.verbs.PortAttributes;
 import io.mooncake4j.engine.rdma.verbs.SendWorkRequests;
 import io.mooncake4j.engine.rdma.verbs.WorkCompletions;
 import io.mooncake4j.engine.spi.DescriptorContribution;
+import io.mooncake4j.engine.spi.EngineSettings;
 import io.mooncake4j.engine.spi.LocalBuffer;
 import io.mooncake4j.engine.spi.MemoryKind;
 import io.mooncake4j.engine.spi.RemoteSegment;
@@ -29,6 +31,8 @@ import io.mooncake4j.engine.spi.Transport;
 import io.mooncake4j.engine.spi.TransportCapabilities;
 import io.mooncake4j.engine.spi.TransportContext;
 import io.mooncake4j.engine.spi.TransportException;
+import io.mooncake4j.engine.spi.TransportFactory;
+import io.mooncake4j.engine.spi.TransportHost;
 import io.mooncake4j.memory.MemoryLocation;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -170,9 +174,41 @@ public final class RdmaTransport implements Transport {
         }
     }
 
+    /** The transport's name ({@code MC_TRANSPORTS}, logs). */
+    public static final String NAME = "rdma";
+
+    /** The factory of rdma transports over libibverbs configured from the environment (auto precheck). */
+    public static TransportFactory factory() {
+        return new TransportFactory(NAME, RdmaTransport::new, RdmaTransport::autoPrecheck);
+    }
+
+    /** The factory of rdma transports configured from the engine's settings (auto precheck). */
+    public static TransportFactory factory(EngineSettings settings) {
+        RdmaEngineConfig config = RdmaEngineConfig.fromSettings(settings);
+        return new TransportFactory(NAME, () -> new RdmaTransport(new VerbsRdmaProvider(), config,
+                RdmaAvailability::unavailabilityCause, GpuDirectSupport.cuda()), RdmaTransport::autoPrecheck);
+    }
+
+    /**
+     * The factory of rdma transports over {@code provider} (no precheck: a required rdma diagnoses
+     * itself at install through {@code availability}).
+     */
+    public static TransportFactory factory(RdmaProvider provider, RdmaEngineConfig config,
+            Supplier<Optional<RdmaAvailability.Cause>> availability, GpuDirectSupport gpu) {
+        return new TransportFactory(NAME, () -> new RdmaTransport(provider, config, availability, gpu));
+    }
+
+    /**
+     * The rdma transport installed in {@code engine} (for its monitoring getters), or null: the
+     * engine is not initialised, has no rdma, or is not the engine core.
+     */
+    public static RdmaTransport in(TransferEngine engine) {
+        return engine instanceof TransportHost h && h.transport(NAME) instanceof RdmaTransport t ? t : null;
+    }
+
     @Override
     public String name() {
-        return "rdma";
+        return NAME;
     }
 
     @Override
@@ -298,9 +334,10 @@ public final class RdmaTransport implements Transport {
 
     /**
      * The last registration error in words that name the cause and the fix, or null.
-     * {@code bench --protocol rdma} prints it.
+     * {@code bench --protocol rdma} prints it (through the core's {@code lastError}).
      */
-    String lastError() {
+    @Override
+    public String lastError() {
         return lastError;
     }
 

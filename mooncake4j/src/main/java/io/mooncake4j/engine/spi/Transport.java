@@ -110,6 +110,14 @@ public interface Transport {
         return COPY_UNSUPPORTED;
     }
 
+    /**
+     * The last control-path error of this transport (registration, device events) in words that
+     * name the cause and the fix, or null; the core's {@code lastError} prefers it to its own.
+     */
+    default String lastError() {
+        return null;
+    }
+
     /** {@link #copyLocal}: done. */
     int COPIED = 1;
     /** {@link #copyLocal}: this transport does not copy such memory. */

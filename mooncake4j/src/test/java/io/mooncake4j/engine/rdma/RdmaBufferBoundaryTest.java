@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.mooncake4j.engine.ErrorCodes;
+import io.mooncake4j.engine.core.CoreEngine;
 import io.mooncake4j.engine.handshake.SegmentDescriptor;
 import io.mooncake4j.memory.HostMemoryAllocator;
 import io.mooncake4j.memory.HostMemoryStorage;
@@ -27,8 +28,8 @@ class RdmaBufferBoundaryTest {
 
     private static final long KIB = 1024;
     private final HostMemoryAllocator alloc = new HostMemoryAllocator();
-    private RdmaTransferEngine target;
-    private RdmaTransferEngine initiator;
+    private CoreEngine target;
+    private CoreEngine initiator;
 
     @AfterEach
     void tearDown() {
@@ -79,7 +80,7 @@ class RdmaBufferBoundaryTest {
                 new long[] {local.address() + 7}, new long[] {remote.address() + 250 * KIB},
                 new long[] {600 * KIB}));
         assertArrayEquals(bytes(remote.segment(), 250 * KIB, 600 * KIB), bytes(local.segment(), 7, 600 * KIB));
-        assertEquals(0, initiator.liveSlices());
+        assertEquals(0, RdmaTransport.in(initiator).liveSlices());
     }
 
     @Test
@@ -98,7 +99,7 @@ class RdmaBufferBoundaryTest {
         assertEquals(before, fabric.postedRequests(), "nothing posted for a task that cannot complete");
         assertEquals(-1, initiator.batchTransferSyncWrite(target.getLocalSegmentName(), new long[] {local.address()},
                 new long[] {remote.address()}, new long[] {257 * KIB}), "past the local registration");
-        assertEquals(0, initiator.liveSlices());
+        assertEquals(0, RdmaTransport.in(initiator).liveSlices());
     }
 
     @Test

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.mooncake4j.engine.ErrorCodes;
+import io.mooncake4j.engine.core.CoreEngine;
 import io.mooncake4j.memory.HostMemoryAllocator;
 import io.mooncake4j.memory.HostMemoryStorage;
 import java.util.OptionalLong;
@@ -17,7 +18,7 @@ import org.junit.jupiter.api.Timeout;
 class RdmaMemlockCapabilityTest {
 
     private final HostMemoryAllocator alloc = new HostMemoryAllocator();
-    private RdmaTransferEngine engine;
+    private CoreEngine engine;
 
     @AfterEach
     void tearDown() {
