@@ -17,7 +17,7 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
-/** Asynchronous events take a NIC out of selection and put it back (issue 14 item 5). */
+/** Asynchronous device events (port down, device fatal) take a NIC out of selection and put it back. */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class RdmaAsyncEventTest {
 

@@ -21,7 +21,8 @@ import org.junit.jupiter.api.Timeout;
 
 /**
  * Slices split at registered-buffer boundaries on both sides, also across the pieces of a buffer
- * above {@code max_mr_size}; devices registered in parallel (issue 14 items 2 and 4).
+ * above {@code max_mr_size} (a registration the NIC splits); devices registered in parallel, so that
+ * registering a large buffer on several NICs does not take their sum.
  */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class RdmaBufferBoundaryTest {

@@ -13,7 +13,10 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
-/** The memlock pre-check against {@code CAP_IPC_LOCK} (issue 14 item 1). */
+/**
+ * The memlock pre-check against {@code CAP_IPC_LOCK}: a process with the capability is not held to
+ * {@code RLIMIT_MEMLOCK}, so the check must not refuse what the kernel would pin.
+ */
 @Timeout(value = 30, unit = TimeUnit.SECONDS)
 class RdmaMemlockCapabilityTest {
 

@@ -21,7 +21,10 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
-/** Data-path scaling (issue 14 item 6): the poller leaves idle endpoints alone; the slice pool stays consistent. */
+/**
+ * Data-path scaling with many endpoints: the poller leaves idle endpoints alone (its cost follows the
+ * busy ones), and the slice pool stays consistent under load.
+ */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class RdmaPollerScalingTest {
 

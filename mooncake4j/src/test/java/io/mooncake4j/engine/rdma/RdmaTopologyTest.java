@@ -20,7 +20,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
-/** NUMA/PCI topology as Mooncake builds it, from a fake sysfs tree (issue 14 item 3). */
+/** NUMA/PCI topology as Mooncake builds it (device preference per memory location), from a fake sysfs tree. */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class RdmaTopologyTest {
 

@@ -20,7 +20,10 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
-/** Idle connections on the data port cost no platform thread and are closed (issue 9, finding 9). */
+/**
+ * Idle connections on the data port cost no platform thread and are closed, so that peers that
+ * connect and go quiet cannot pile up threads or sockets.
+ */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class DataPortIdleConnectionsTest {
 

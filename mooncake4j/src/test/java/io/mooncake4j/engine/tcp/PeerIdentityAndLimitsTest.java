@@ -22,7 +22,10 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
-/** Peers keyed by the resolved segment, idle eviction and bounds (issue 9, finding 4). */
+/**
+ * Peers keyed by the resolved segment (aliases of one peer share its lanes), idle eviction and the
+ * bounds a caller can push against (peers, segment names): a peer can make us spend only so much.
+ */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class PeerIdentityAndLimitsTest {
 
