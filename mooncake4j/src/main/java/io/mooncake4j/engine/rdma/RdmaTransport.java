@@ -752,7 +752,7 @@ public final class RdmaTransport implements Transport {
             try {
                 long maxMr = settings.maxMrSize();
                 for (int i = 0; i < n; i++) {
-                    if (lengths[i] > maxMr) { // larger than one MR may be: one MR (and one published buffer) per piece, as Mooncake does
+                    if (lengths[i] > maxMr) { // more than one MR may hold: one MR (and published buffer) per piece
                         LOG.warn("registerMemory: splitting 0x{} ({} bytes) into {} pieces of at most {} bytes"
                                 + " (MC_MAX_MR_SIZE / the device's max_mr_size)", Long.toHexString(addresses[i]),
                                 lengths[i], (lengths[i] + maxMr - 1) / maxMr, maxMr);
