@@ -18,7 +18,7 @@ module io.mooncake4j {
     requires jdk.httpserver;
 
     // What each export is for. Everything not exported (engine transports tcp/rdma/shm/handshake/
-    // spi/internal, connector.wire (the msgpack side-channel messages), connector.bootstrap (the
+    // spi/core, connector.wire (the msgpack side-channel messages), connector.bootstrap (the
     // bootstrap HTTP server and client: vLLM's HTTP protocol is the contract, not these classes),
     // connector.worker.plan, internal) is private to the module; counts in docs/embedding.md.
     // Beside this module: mooncake4j-testing (the scripted engine), mooncake4j-micrometer (meters);

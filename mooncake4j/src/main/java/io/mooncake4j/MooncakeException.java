@@ -10,6 +10,7 @@ package io.mooncake4j;
 public abstract sealed class MooncakeException extends RuntimeException
         permits MooncakeConfigException,
                 io.mooncake4j.engine.TransferEngineException,
+                io.mooncake4j.memory.cuda.CudaException,
                 io.mooncake4j.connector.ConnectorException,
                 io.mooncake4j.store.StoreException {
 

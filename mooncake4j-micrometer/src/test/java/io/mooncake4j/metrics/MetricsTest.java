@@ -13,12 +13,14 @@ import io.mooncake4j.engine.StatusCodes;
 import io.mooncake4j.engine.TransferEngine;
 import io.mooncake4j.engine.TransferRequest;
 import io.mooncake4j.engine.TransferStatus;
+import io.mooncake4j.engine.core.EngineBuilder;
 import io.mooncake4j.engine.handshake.HandshakeClient;
 import io.mooncake4j.engine.handshake.HandshakeConfig;
 import io.mooncake4j.engine.handshake.PeerAddress;
-import io.mooncake4j.engine.internal.CoreEngine;
+import io.mooncake4j.engine.core.CoreEngine;
 import io.mooncake4j.engine.rdma.RdmaTransport;
 import io.mooncake4j.engine.shm.ShmTransport;
+import io.mooncake4j.engine.spi.TransportFactory;
 import io.mooncake4j.engine.tcp.TcpConfig;
 import io.mooncake4j.engine.tcp.TcpTransport;
 import io.mooncake4j.engine.tcp.TcpWire;
@@ -111,10 +113,10 @@ class MetricsTest {
      */
     private static CoreEngine autoEngine() {
         TcpConfig tcp = TcpConfig.fromEnvironment(Map.of(), HandshakeConfig.ephemeral(InetAddress.getLoopbackAddress()));
-        return new CoreEngine(TcpTransport.coreSettings(tcp), List.of(
-                new CoreEngine.Candidate("shm", ShmTransport::new),
-                new CoreEngine.Candidate("rdma", RdmaTransport::new, RdmaTransport::autoPrecheck),
-                new CoreEngine.Candidate("tcp", () -> new TcpTransport(tcp))), Map.of());
+        return new EngineBuilder().settings(TcpTransport.engineSettings(tcp)).environment(Map.of()).offer(
+                new TransportFactory("shm", ShmTransport::new),
+                new TransportFactory("rdma", RdmaTransport::new, RdmaTransport::autoPrecheck),
+                new TransportFactory("tcp", () -> new TcpTransport(tcp))).build();
     }
 
     @Test

@@ -2,7 +2,7 @@ package io.mooncake4j.cli;
 
 import io.mooncake4j.engine.TransferEngine;
 import io.mooncake4j.engine.TransferEngines;
-import io.mooncake4j.engine.internal.CoreEngine;
+import io.mooncake4j.engine.core.CoreEngine;
 import io.mooncake4j.internal.sys.Bytes;
 import io.mooncake4j.memory.DeviceMemory;
 import io.mooncake4j.memory.ModelPreset;

@@ -5,9 +5,11 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeFalse;
 
 import io.mooncake4j.engine.TransferEngine;
+import io.mooncake4j.engine.core.CoreEngine;
+import io.mooncake4j.engine.core.EngineBuilder;
 import io.mooncake4j.engine.handshake.HandshakeConfig;
 import io.mooncake4j.engine.tcp.TcpConfig;
-import io.mooncake4j.engine.tcp.TcpTransferEngine;
+import io.mooncake4j.engine.tcp.TcpTransport;
 import io.mooncake4j.engine.testing.ScriptedTransferEngine;
 import io.mooncake4j.memory.DeviceMemory;
 import io.mooncake4j.memory.FakeDeviceMemory;
@@ -48,7 +50,7 @@ class BenchVramTest {
 
     private ExecutorService pool;
     private final List<BenchCommand> targets = new ArrayList<>();
-    private final List<TcpTransferEngine> engines = new CopyOnWriteArrayList<>();
+    private final List<CoreEngine> engines = new CopyOnWriteArrayList<>();
 
     @BeforeEach
     void setUp() {
@@ -64,7 +66,7 @@ class BenchVramTest {
 
     private Function<String, TransferEngine> tcpOver(DeviceMemory memory) {
         return kind -> {
-            TcpTransferEngine e = new TcpTransferEngine(TcpConfig.fromEnvironment(Map.of(),
+            CoreEngine e = EngineBuilder.tcp(TcpConfig.fromEnvironment(Map.of(),
                     HandshakeConfig.ephemeral(InetAddress.getLoopbackAddress())), memory);
             engines.add(e);
             return e;
@@ -148,7 +150,7 @@ class BenchVramTest {
             // the initiator's patterns went to its GPU and back through copies, the target staged its side
             assertTrue(initiator.copies(DeviceMemory.Direction.HOST_TO_DEVICE) > 0);
             assertTrue(initiator.copies(DeviceMemory.Direction.DEVICE_TO_HOST) > 0);
-            assertTrue(engines.stream().mapToLong(TcpTransferEngine::stagedDeviceBytes).sum() > 0);
+            assertTrue(engines.stream().mapToLong(e -> TcpTransport.in(e).stagedBytes()).sum() > 0);
             // the initiator's last pattern is in the target's GPU buffer (read through the fake, not the engine)
             byte[] remote = target.hostView(firstBufferOf(t)).reinterpret(1001).toArray(
                     java.lang.foreign.ValueLayout.JAVA_BYTE);
@@ -186,7 +188,7 @@ class BenchVramTest {
                 assertEquals(0, r.code(), r.err());
                 assertTrue(r.out().contains("Test completed:"), r.out());
             }
-            assertTrue(engines.getFirst().stagedDeviceBytes() > 0, "the target staged its GPU buffer");
+            assertTrue(TcpTransport.in(engines.getFirst()).stagedBytes() > 0, "the target staged its GPU buffer");
         }
     }
 

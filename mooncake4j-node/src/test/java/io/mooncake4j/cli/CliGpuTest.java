@@ -5,9 +5,9 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.mooncake4j.engine.TransferEngine;
+import io.mooncake4j.engine.core.EngineBuilder;
 import io.mooncake4j.engine.handshake.HandshakeConfig;
 import io.mooncake4j.engine.tcp.TcpConfig;
-import io.mooncake4j.engine.tcp.TcpTransferEngine;
 import io.mooncake4j.memory.cuda.CudaAvailability;
 import io.mooncake4j.memory.cuda.CudaDeviceMemory;
 import io.mooncake4j.sim.ConnectorSimWorker;
@@ -50,7 +50,7 @@ class CliGpuTest {
     }
 
     private static Function<String, TransferEngine> tcpEngines() {
-        return kind -> new TcpTransferEngine(TcpConfig.fromEnvironment(Map.of(),
+        return kind -> EngineBuilder.tcp(TcpConfig.fromEnvironment(Map.of(),
                 HandshakeConfig.ephemeral(InetAddress.getLoopbackAddress())), CudaDeviceMemory.INSTANCE);
     }
 

@@ -5,9 +5,9 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeFalse;
 
+import io.mooncake4j.engine.core.EngineBuilder;
 import io.mooncake4j.engine.handshake.HandshakeConfig;
 import io.mooncake4j.engine.tcp.TcpConfig;
-import io.mooncake4j.engine.tcp.TcpTransferEngine;
 import io.mooncake4j.memory.DeviceMemory;
 import io.mooncake4j.memory.FakeDeviceMemory;
 import io.mooncake4j.memory.cuda.CudaAvailability;
@@ -85,7 +85,7 @@ class DemoDeviceTest {
     @Test
     void deviceCudaRunsTheWholeDemoOverAnEmulatedGpuAndVerifiesEveryByte() {
         try (FakeDeviceMemory fake = new FakeDeviceMemory(2)) {
-            DemoCommand cmd = new DemoCommand(protocol -> ConnectorSimWorker.factory(cfg -> new TcpTransferEngine(
+            DemoCommand cmd = new DemoCommand(protocol -> ConnectorSimWorker.factory(cfg -> EngineBuilder.tcp(
                     TcpConfig.fromEnvironment(Map.of(), HandshakeConfig.ephemeral(InetAddress.getLoopbackAddress())),
                     fake)), fake);
             Result r = run(cmd, "--device", "cuda", "--p-gpu", "1", "--model", "tiny", "--requests", "8",

@@ -7,9 +7,11 @@ import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.mooncake4j.engine.core.CoreEngine;
+import io.mooncake4j.engine.core.EngineBuilder;
 import io.mooncake4j.engine.handshake.HandshakeConfig;
 import io.mooncake4j.engine.tcp.TcpConfig;
-import io.mooncake4j.engine.tcp.TcpTransferEngine;
+import io.mooncake4j.engine.tcp.TcpTransport;
 import io.mooncake4j.memory.DeviceMemory;
 import io.mooncake4j.memory.FakeDeviceMemory;
 import io.mooncake4j.memory.HostMemoryAllocator;
@@ -136,9 +138,9 @@ class GpuDemoTest {
     }
 
     /** Workers over real TCP engines (ephemeral loopback ports) whose GPU memory is {@code fake}. */
-    private static DemoRunner.Workers tcpWorkers(FakeDeviceMemory fake, List<TcpTransferEngine> engines) {
+    private static DemoRunner.Workers tcpWorkers(FakeDeviceMemory fake, List<CoreEngine> engines) {
         return protocol -> ConnectorSimWorker.factory(cfg -> {
-            TcpTransferEngine e = new TcpTransferEngine(TcpConfig.fromEnvironment(Map.of(),
+            CoreEngine e = EngineBuilder.tcp(TcpConfig.fromEnvironment(Map.of(),
                     HandshakeConfig.ephemeral(InetAddress.getLoopbackAddress())), fake);
             engines.add(e);
             return e;
@@ -147,7 +149,7 @@ class GpuDemoTest {
 
     @Test
     void demoMovesAndVerifiesGpuResidentKvOverTcpWithBothSidesOnTheGpu() {
-        List<TcpTransferEngine> engines = new CopyOnWriteArrayList<>();
+        List<CoreEngine> engines = new CopyOnWriteArrayList<>();
         try (FakeDeviceMemory fake = new FakeDeviceMemory(2)) {
             // P tp 2 on fake GPU 1, D tp 1 on fake GPU 0; tiny model, partial last blocks (70 tokens)
             DemoRunner.Options o = new DemoRunner.Options(TINY, 6, 70, 16, 3, 2, 1, "tcp", 40, 3, 7,
@@ -166,7 +168,7 @@ class GpuDemoTest {
             assertTrue(text.contains("GPU: P on cuda:1, D on cuda:0"), text);
             assertTrue(text.contains("KV in cuda:1") && text.contains("KV in cuda:0"), text);
             assertEquals(3, engines.size(), "two P ranks and one D rank");
-            long staged = engines.stream().mapToLong(TcpTransferEngine::stagedDeviceBytes).sum();
+            long staged = engines.stream().mapToLong(e -> TcpTransport.in(e).stagedBytes()).sum();
             assertTrue(staged >= r.bytesMoved(), "the KV crossed TCP through staging: " + staged);
             assertTrue(fake.copies(DeviceMemory.Direction.HOST_TO_DEVICE) > 0);
             assertTrue(fake.copies(DeviceMemory.Direction.DEVICE_TO_HOST) > 0);
@@ -179,7 +181,7 @@ class GpuDemoTest {
     @Test
     void demoRefusesAnUnusableGpuBeforeStartingAnything() {
         String why = "CUDA is unavailable: no driver. Fix: install one";
-        List<TcpTransferEngine> engines = new CopyOnWriteArrayList<>();
+        List<CoreEngine> engines = new CopyOnWriteArrayList<>();
         try (FakeDeviceMemory none = FakeDeviceMemory.unavailable(why)) {
             DemoRunner.Options o = new DemoRunner.Options(TINY, 1, 32, 0, 1, 1, 1, "tcp", 8, 1, 1,
                     Duration.ofSeconds(5), "cuda", 0, 0);

@@ -1,12 +1,7 @@
 package io.mooncake4j.engine;
 
-import io.mooncake4j.engine.cudaipc.CudaIpcTransport;
-import io.mooncake4j.engine.internal.CoreEngine;
-import io.mooncake4j.engine.rdma.RdmaTransport;
-import io.mooncake4j.engine.shm.ShmTransport;
-import io.mooncake4j.engine.tcp.TcpConfig;
-import io.mooncake4j.engine.tcp.TcpTransferEngine;
-import io.mooncake4j.engine.tcp.TcpTransport;
+import io.mooncake4j.engine.core.CoreEngine;
+import io.mooncake4j.engine.core.EngineBuilder;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
@@ -15,7 +10,7 @@ import java.util.ServiceLoader;
 /**
  * Creates engines by kind. The kind is what {@code bin/mooncake4j --engine} and embedders pass:
  * {@code "tcp"} is the engine core
- * with the tcp transport only ({@link TcpTransferEngine}), wire-compatible with Mooncake's TCP
+ * with the tcp transport only ({@link EngineBuilder#tcp()}), wire-compatible with Mooncake's TCP
  * transport in P2P-handshake mode; {@code "auto"}, {@code "rdma"} and {@code "shm"} are the engine
  * core with every transport (cuda-ipc, shm, rdma, tcp), of which {@code initialize}'s {@code protocol}
  * installs ({@code "tcp"}: tcp; {@code "rdma"}: rdma and tcp; {@code "shm"}: shm and tcp;
@@ -59,8 +54,8 @@ public final class TransferEngines {
      */
     public static TransferEngine create(String kind) {
         return switch (kind.toLowerCase(Locale.ROOT)) {
-            case "tcp" -> new TcpTransferEngine();
-            case "rdma", "shm", "auto" -> allTransports();
+            case "tcp" -> EngineBuilder.tcp();
+            case "rdma", "shm", "auto" -> EngineBuilder.allTransports();
             default -> provided(kind.toLowerCase(Locale.ROOT));
         };
     }
@@ -75,16 +70,6 @@ public final class TransferEngines {
                 "unknown engine kind '%s'; available: %s%s", kind, kinds(), kind.equals("mock")
                         ? " (\"mock\" is the scripted engine of io.mooncake4j:mooncake4j-testing, not on the path)"
                         : ""));
-    }
-
-    /** The core offering cuda-ipc, shm, rdma (over libibverbs) and tcp. */
-    private static TransferEngine allTransports() {
-        TcpConfig tcp = TcpConfig.fromEnvironment();
-        return new CoreEngine(TcpTransport.coreSettings(tcp), List.of(
-                new CoreEngine.Candidate(CudaIpcTransport.NAME, CudaIpcTransport::new, CudaIpcTransport::autoPrecheck),
-                new CoreEngine.Candidate("shm", ShmTransport::new),
-                new CoreEngine.Candidate("rdma", RdmaTransport::new, RdmaTransport::autoPrecheck),
-                new CoreEngine.Candidate("tcp", () -> new TcpTransport(tcp))), System.getenv());
     }
 
     /**

@@ -1,6 +1,7 @@
 package io.mooncake4j.fuzz;
 
-import io.mooncake4j.engine.tcp.TcpTransferEngine;
+import io.mooncake4j.engine.core.CoreEngine;
+import io.mooncake4j.engine.tcp.TcpTransport;
 import io.mooncake4j.memory.HostMemoryAllocator;
 import io.mooncake4j.memory.HostMemoryStorage;
 import java.lang.foreign.MemorySegment;
@@ -26,8 +27,8 @@ public final class DataPortFuzzTarget implements FuzzTarget {
     private MemorySegment buf;
     private byte[] guardBefore;
     private byte[] guardAfter;
-    private TcpTransferEngine engine;
-    private TcpTransferEngine peer;
+    private CoreEngine engine;
+    private CoreEngine peer;
     private HostMemoryStorage peerBuf;
     private long base;
 
@@ -85,7 +86,7 @@ public final class DataPortFuzzTarget implements FuzzTarget {
 
     @Override
     public void runCase(Random r) throws Exception {
-        int port = engine.getDataPort();
+        int port = TcpTransport.in(engine).dataPort();
         int kind = r.nextInt(5);
         if (kind == 0) {
             FuzzIo.exchange(port, FuzzIo.randomBytes(r, 128), 1 << 20);

@@ -1,12 +1,13 @@
 package io.mooncake4j.fuzz;
 
+import io.mooncake4j.engine.core.CoreEngine;
+import io.mooncake4j.engine.core.EngineBuilder;
 import io.mooncake4j.engine.handshake.HandshakeClient;
 import io.mooncake4j.engine.handshake.HandshakeConfig;
 import io.mooncake4j.engine.handshake.HandshakeFrame;
 import io.mooncake4j.engine.handshake.PeerAddress;
 import io.mooncake4j.engine.handshake.SegmentDescriptor;
 import io.mooncake4j.engine.tcp.TcpConfig;
-import io.mooncake4j.engine.tcp.TcpTransferEngine;
 import io.mooncake4j.memory.HostMemoryAllocator;
 import io.mooncake4j.memory.HostMemoryStorage;
 import java.lang.foreign.ValueLayout;
@@ -28,8 +29,8 @@ public final class HandshakeFuzzTarget implements FuzzTarget {
 
     static final int LEN = 1 << 16;
     private HostMemoryAllocator alloc;
-    private TcpTransferEngine engine;
-    private TcpTransferEngine reader;
+    private CoreEngine engine;
+    private CoreEngine reader;
     private HostMemoryStorage buf;
     private HostMemoryStorage local;
     private byte[] probeReply;
@@ -44,8 +45,8 @@ public final class HandshakeFuzzTarget implements FuzzTarget {
                 .withRequestLimits(3_000, 10_000, 256));
     }
 
-    static TcpTransferEngine started(TcpConfig cfg) {
-        TcpTransferEngine e = new TcpTransferEngine(cfg);
+    static CoreEngine started(TcpConfig cfg) {
+        CoreEngine e = EngineBuilder.tcp(cfg);
         if (e.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", "") != 0) {
             e.close();
             throw new IllegalStateException("engine initialisation failed");
@@ -138,7 +139,7 @@ public final class HandshakeFuzzTarget implements FuzzTarget {
     }
 
     /** {@code reader} reads all of {@code remote} from {@code target} into {@code into}; every byte compared. */
-    static void readBack(TcpTransferEngine reader, TcpTransferEngine target, HostMemoryStorage into,
+    static void readBack(CoreEngine reader, CoreEngine target, HostMemoryStorage into,
             HostMemoryStorage remote) {
         into.segment().fill((byte) 0);
         int rc = reader.batchTransferSyncRead(target.getLocalSegmentName(), new long[] {into.address()},

@@ -12,6 +12,7 @@ import io.mooncake4j.engine.spi.Transport;
 import io.mooncake4j.engine.spi.TransportCapabilities;
 import io.mooncake4j.engine.spi.TransportContext;
 import io.mooncake4j.engine.spi.TransportException;
+import io.mooncake4j.engine.spi.TransportFactory;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.HashMap;
@@ -110,6 +111,11 @@ public final class CudaIpcTransport implements Transport {
     public static String autoPrecheck(String protocol, String deviceFilter) {
         return Files.exists(Path.of("/dev/nvidiactl")) || Files.exists(Path.of("/proc/driver/nvidia")) ? null
                 : "no NVIDIA driver here (/dev/nvidiactl and /proc/driver/nvidia absent)";
+    }
+
+    /** The factory of cuda-ipc transports over the CUDA driver (installed only where an NVIDIA driver is). */
+    public static TransportFactory factory() {
+        return new TransportFactory(NAME, CudaIpcTransport::new, CudaIpcTransport::autoPrecheck);
     }
 
     @Override

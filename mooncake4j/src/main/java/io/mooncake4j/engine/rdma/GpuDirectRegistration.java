@@ -90,7 +90,7 @@ final class GpuDirectRegistration {
                 }
             }
         } catch (RuntimeException e) {
-            RdmaTransport.closeMrs(mrs);
+            RdmaMemory.closeMrs(mrs);
             Arrays.fill(mrs, null);
             throw e;
         } finally {

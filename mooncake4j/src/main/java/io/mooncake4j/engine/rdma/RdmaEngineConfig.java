@@ -1,6 +1,7 @@
 package io.mooncake4j.engine.rdma;
 
 import io.mooncake4j.engine.handshake.HandshakeConfig;
+import io.mooncake4j.engine.spi.EngineSettings;
 import io.mooncake4j.internal.sys.Capabilities;
 import io.mooncake4j.internal.sys.NumaMemory;
 import io.mooncake4j.internal.sys.ResourceLimits;
@@ -13,7 +14,7 @@ import java.util.function.LongToIntFunction;
 import java.util.function.Supplier;
 
 /**
- * Settings of an {@link RdmaTransferEngine}: the {@code MC_*} RDMA tunables, the handshake
+ * Settings of the {@link RdmaTransport}: the {@code MC_*} RDMA tunables, the handshake
  * (RPC port) settings, the synchronous-transfer deadline and where locality and limits come from.
  *
  * @param settings          the {@code MC_*} RDMA tunables
@@ -78,18 +79,18 @@ public record RdmaEngineConfig(RdmaSettings settings, HandshakeConfig handshake,
         return fromEnvironment(System.getenv(), HandshakeConfig.fromEnvironment());
     }
 
+    /** From the engine's settings: its handshake settings, transfer timeout and environment. */
+    public static RdmaEngineConfig fromSettings(EngineSettings s) {
+        return of(s.environment(), s.handshake(), s.transferTimeoutMs());
+    }
+
     /** From {@code env} with an explicit handshake configuration (tests: OS-assigned ports). */
     public static RdmaEngineConfig fromEnvironment(Map<String, String> env, HandshakeConfig handshake) {
-        long timeoutS = 30;
-        String t = env.get("MC_TRANSFER_TIMEOUT");
-        if (t != null && !t.isBlank()) {
-            try {
-                timeoutS = Math.max(5, Long.parseLong(t.strip()));
-            } catch (NumberFormatException e) {
-                timeoutS = 30;
-            }
-        }
-        return new RdmaEngineConfig(RdmaSettings.from(env), handshake, timeoutS * 1000,
+        return of(env, handshake, EngineSettings.transferTimeoutMs(env));
+    }
+
+    private static RdmaEngineConfig of(Map<String, String> env, HandshakeConfig handshake, long transferTimeoutMs) {
+        return new RdmaEngineConfig(RdmaSettings.from(env), handshake, transferTimeoutMs,
                 ResourceLimits::memlockSoftLimit, NicSelection.SYSFS, Capabilities::hasIpcLock,
                 TopologyOverrides.from(env), NumaMemory::nodeOf);
     }

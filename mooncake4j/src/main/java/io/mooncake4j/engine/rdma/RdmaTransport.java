@@ -1,26 +1,28 @@
 package io.mooncake4j.engine.rdma;
 
-// Over 800 lines: the RDMA data path is one state machine (registration, endpoints and their
-// handshakes, slicing, posting, completions, retries over other paths, teardown order) whose parts
-// share the contexts, the slice pool and the endpoint maps; splitting it would spread those
-// invariants over several classes. Engine-level code is the core's (engine.internal.CoreEngine).
+// Over 800 lines: the RDMA data path is one state machine (endpoints and their handshakes,
+// slicing, posting, completions, retries over other paths, teardown order) whose parts share the
+// contexts, the slice pool and the endpoint maps; splitting it further would spread those
+// invariants over several classes. Registered memory is RdmaMemory's; engine-level code is the
+// engine core's.
 
 import io.mooncake4j.engine.DeviceMemoryAccess;
 import io.mooncake4j.engine.ErrorCodes;
+import io.mooncake4j.engine.TransferEngine;
 import io.mooncake4j.engine.TransferEngineException;
 import io.mooncake4j.engine.handshake.HandShakeDesc;
 import io.mooncake4j.engine.handshake.HandshakeException;
 import io.mooncake4j.engine.handshake.HandshakeFrame;
 import io.mooncake4j.engine.handshake.SegmentDescriptor;
-import io.mooncake4j.engine.internal.TaskBatch;
+import io.mooncake4j.engine.spi.BatchTasks;
 import io.mooncake4j.engine.rdma.RdmaProvider.Device;
 import io.mooncake4j.engine.rdma.RdmaProvider.MemoryRegion;
 import io.mooncake4j.engine.rdma.verbs.Gid;
-import io.mooncake4j.engine.rdma.verbs.IbvPd;
 import io.mooncake4j.engine.rdma.verbs.PortAttributes;
 import io.mooncake4j.engine.rdma.verbs.SendWorkRequests;
 import io.mooncake4j.engine.rdma.verbs.WorkCompletions;
 import io.mooncake4j.engine.spi.DescriptorContribution;
+import io.mooncake4j.engine.spi.EngineSettings;
 import io.mooncake4j.engine.spi.LocalBuffer;
 import io.mooncake4j.engine.spi.MemoryKind;
 import io.mooncake4j.engine.spi.RemoteSegment;
@@ -29,7 +31,8 @@ import io.mooncake4j.engine.spi.Transport;
 import io.mooncake4j.engine.spi.TransportCapabilities;
 import io.mooncake4j.engine.spi.TransportContext;
 import io.mooncake4j.engine.spi.TransportException;
-import io.mooncake4j.memory.MemoryLocation;
+import io.mooncake4j.engine.spi.TransportFactory;
+import io.mooncake4j.engine.spi.TransportHost;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.LinkedHashMap;
@@ -38,7 +41,6 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
-import java.util.OptionalLong;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
@@ -88,20 +90,14 @@ public final class RdmaTransport implements Transport {
     private static final TransportCapabilities CAPABILITIES = new TransportCapabilities(
             Set.of(MemoryKind.HOST, MemoryKind.CUDA), Set.of(MemoryKind.HOST, MemoryKind.CUDA), false, true, true);
 
-    /** Host memory ({@code ibv_reg_mr}); the GPU paths are {@link GpuDirectRegistration}'s. */
-    static final String PATH_HOST = "host";
-
     private final RdmaProvider provider;
     private final GpuDirectSupport gpu;
-    private final GpuDirectRegistration gpuRegistration;
     private final RdmaEngineConfig config;
     /** The {@code MC_*} settings, clamped to the devices' limits at {@link #install}. */
     private volatile RdmaSettings settings;
     private final Supplier<Optional<RdmaAvailability.Cause>> availability;
-    private final Object registrationLock = new Object();
-    /** Replaced as a whole under {@link #registrationLock}; read lock-free by the data path. */
-    private volatile LocalRegistrations regs = LocalRegistrations.EMPTY;
-    private long registeredBytes;
+    /** The registered memory and its regions on every device; read lock-free by the data path. */
+    private final RdmaMemory memory;
     private final Slice.Pool slices = new Slice.Pool();
     private final AtomicInteger seeds = new AtomicInteger();
     /** Flattened peer descriptors, by the core's segment id; rebuilt when the descriptor changes. */
@@ -138,7 +134,8 @@ public final class RdmaTransport implements Transport {
         this.config = config;
         this.settings = config.settings();
         this.availability = availability;
-        this.gpuRegistration = new GpuDirectRegistration(provider, gpu, config.sysfsRoot());
+        this.memory = new RdmaMemory(gpu, new GpuDirectRegistration(provider, gpu, config.sysfsRoot()), config,
+                this::fail);
     }
 
     private static java.util.concurrent.ThreadPoolExecutor controlPathExecutor() {
@@ -170,9 +167,41 @@ public final class RdmaTransport implements Transport {
         }
     }
 
+    /** The transport's name ({@code MC_TRANSPORTS}, logs). */
+    public static final String NAME = "rdma";
+
+    /** The factory of rdma transports over libibverbs configured from the environment (auto precheck). */
+    public static TransportFactory factory() {
+        return new TransportFactory(NAME, RdmaTransport::new, RdmaTransport::autoPrecheck);
+    }
+
+    /** The factory of rdma transports configured from the engine's settings (auto precheck). */
+    public static TransportFactory factory(EngineSettings settings) {
+        RdmaEngineConfig config = RdmaEngineConfig.fromSettings(settings);
+        return new TransportFactory(NAME, () -> new RdmaTransport(new VerbsRdmaProvider(), config,
+                RdmaAvailability::unavailabilityCause, GpuDirectSupport.cuda()), RdmaTransport::autoPrecheck);
+    }
+
+    /**
+     * The factory of rdma transports over {@code provider} (no precheck: a required rdma diagnoses
+     * itself at install through {@code availability}).
+     */
+    public static TransportFactory factory(RdmaProvider provider, RdmaEngineConfig config,
+            Supplier<Optional<RdmaAvailability.Cause>> availability, GpuDirectSupport gpu) {
+        return new TransportFactory(NAME, () -> new RdmaTransport(provider, config, availability, gpu));
+    }
+
+    /**
+     * The rdma transport installed in {@code engine} (for its monitoring getters), or null: the
+     * engine is not initialised, has no rdma, or is not the engine core.
+     */
+    public static RdmaTransport in(TransferEngine engine) {
+        return engine instanceof TransportHost h && h.transport(NAME) instanceof RdmaTransport t ? t : null;
+    }
+
     @Override
     public String name() {
-        return "rdma";
+        return NAME;
     }
 
     @Override
@@ -298,9 +327,10 @@ public final class RdmaTransport implements Transport {
 
     /**
      * The last registration error in words that name the cause and the fix, or null.
-     * {@code bench --protocol rdma} prints it.
+     * {@code bench --protocol rdma} prints it (through the core's {@code lastError}).
      */
-    String lastError() {
+    @Override
+    public String lastError() {
         return lastError;
     }
 
@@ -426,12 +456,7 @@ public final class RdmaTransport implements Transport {
             }
             c.closeQueues();
         }
-        synchronized (registrationLock) {
-            for (LocalRegistration reg : regs.all()) {
-                closeMrs(reg.mrs());
-            }
-            regs = LocalRegistrations.EMPTY;
-        }
+        memory.releaseAll();
         for (RdmaContext c : contexts) {
             if (!stopped[c.index]) {
                 continue;
@@ -631,7 +656,7 @@ public final class RdmaTransport implements Transport {
             devs.add(new SegmentDescriptor.Device(c.name, c.lid, c.gid.toString()));
         }
         Map<String, List<List<String>>> matrix = new LinkedHashMap<>(priorityMatrix);
-        for (LocalRegistration r : regs.ordered()) {
+        for (LocalRegistration r : memory.current().ordered()) {
             List<Long> rk = new ArrayList<>(r.mrs().length);
             List<Long> lk = new ArrayList<>(r.mrs().length);
             for (MemoryRegion mr : r.mrs()) {
@@ -650,185 +675,34 @@ public final class RdmaTransport implements Transport {
 
     @Override
     public String detectLocation(long address) {
-        int dev = gpu.deviceOf(address);
-        return dev >= 0 ? MemoryLocation.cuda(dev) : null;
+        return memory.detectLocation(address);
     }
 
-    /**
-     * Registers on every device. {@code cuda:N} memory goes through GPUDirect RDMA: as a dma-buf
-     * ({@code cuMemGetHandleForAddressRange} + {@code ibv_reg_dmabuf_mr}) where both exist,
-     * otherwise by its device pointer ({@code ibv_reg_mr}, which works when {@code nvidia_peermem}
-     * is loaded); when neither works the error names the fixes. Without CUDA, {@code cuda:N} fails
-     * with {@link ErrorCodes#DEVICE_NOT_FOUND} and the probe's cause. GPU memory is not counted
-     * against {@code RLIMIT_MEMLOCK}. {@code "*"} host memory is published as
-     * {@code cpu:<node of its first page>}.
-     */
+    /** Registers on every device ({@link RdmaMemory#register}). */
     @Override
     public int registerBuffers(List<LocalBuffer> buffers) {
-        synchronized (registrationLock) {
-            RdmaContext[] ctxs = contexts;
-            if (closed || ctxs.length == 0) {
-                fail("registerMemory: the RDMA transport is " + (closed ? "closed" : "not installed"));
-                return ErrorCodes.INVALID_ARGUMENT;
-            }
-            int n = buffers.size();
-            long[] addresses = new long[n];
-            long[] lengths = new long[n];
-            String[] locations = new String[n];
-            for (int i = 0; i < n; i++) {
-                LocalBuffer b = buffers.get(i);
-                addresses[i] = b.address();
-                lengths[i] = b.length();
-                locations[i] = b.location();
-                if (MemoryLocation.isCuda(locations[i])) {
-                    try {
-                        gpu.checkLocation(locations[i]);
-                    } catch (RuntimeException e) {
-                        fail(String.format(Locale.ROOT, "registerMemory(0x%x, %s): %s", addresses[i], locations[i],
-                                e.getMessage()));
-                        return ErrorCodes.DEVICE_NOT_FOUND;
-                    }
-                }
-            }
-            long total = 0;
-            for (int i = 0; i < n; i++) {
-                if (!MemoryLocation.isCuda(locations[i])) {
-                    total += lengths[i];
-                }
-            }
-            OptionalLong limit = config.memlockLimit().get();
-            Optional<String> problem = MemlockCheck.check(total, registeredBytes, ctxs.length, limit);
-            String memlockHint = null;
-            if (problem.isPresent()) {
-                if (!config.ipcLock().getAsBoolean()) {
-                    fail("registerMemory: " + problem.get());
-                    return ErrorCodes.MEMORY;
-                }
-                // the kernel does not apply RLIMIT_MEMLOCK to a process with CAP_IPC_LOCK (as C++ Mooncake, go ahead)
-                memlockHint = problem.get();
-                LOG.info("registerMemory: above RLIMIT_MEMLOCK, but the process has CAP_IPC_LOCK, so the limit does"
-                        + " not apply; registering");
-            }
-            int access = IbvPd.ACCESS_LOCAL_WRITE | IbvPd.ACCESS_REMOTE_WRITE | IbvPd.ACCESS_REMOTE_READ
-                    | (settings.relaxedOrdering() ? IbvPd.ACCESS_RELAXED_ORDERING : 0);
-            List<LocalRegistration> added = new ArrayList<>();
-            try {
-                long maxMr = settings.maxMrSize();
-                for (int i = 0; i < n; i++) {
-                    if (lengths[i] > maxMr) { // Mooncake#2017: one MR (and one published buffer) per piece
-                        LOG.warn("registerMemory: splitting 0x{} ({} bytes) into {} pieces of at most {} bytes"
-                                + " (MC_MAX_MR_SIZE / the device's max_mr_size)", Long.toHexString(addresses[i]),
-                                lengths[i], (lengths[i] + maxMr - 1) / maxMr, maxMr);
-                    }
-                    int first = added.size();
-                    for (long off = 0; off < lengths[i]; off += maxMr) {
-                        added.add(registerOne(ctxs, addresses[i], addresses[i] + off,
-                                Math.min(maxMr, lengths[i] - off), locations[i], access));
-                    }
-                    if (MemoryLocation.WILDCARD.equals(locations[i])) {
-                        // as Mooncake: "*" host memory is published as cpu:<node of its first page>, read
-                        // after pinning (the pages are mapped then), for all pieces of the buffer
-                        int node = config.numaNodeOf().applyAsInt(addresses[i]);
-                        if (node >= 0) {
-                            List<String> names = Arrays.stream(ctxs).map(c -> c.name).toList();
-                            for (int k = first; k < added.size(); k++) {
-                                added.set(k, added.get(k).relocated(MemoryLocation.cpu(node), priorityMatrix, names));
-                            }
-                        }
-                    }
-                }
-            } catch (RuntimeException e) {
-                for (LocalRegistration r : added) {
-                    closeMrs(r.mrs());
-                }
-                fail("registerMemory: " + e.getMessage() + (memlockHint == null ? "" : " (note: " + memlockHint
-                        + "; CAP_IPC_LOCK should have lifted it)"));
-                return ErrorCodes.CONTEXT;
-            }
-            regs = regs.plus(added);
-            registeredBytes += total;
-            return ErrorCodes.OK;
+        RdmaContext[] ctxs = contexts;
+        if (closed || ctxs.length == 0) {
+            fail("registerMemory: the RDMA transport is " + (closed ? "closed" : "not installed"));
+            return ErrorCodes.INVALID_ARGUMENT;
         }
+        return memory.register(ctxs, settings, priorityMatrix, buffers);
     }
 
-    private LocalRegistration registerOne(RdmaContext[] ctxs, long owner, long address, long length, String location,
-            int access) {
-        MemoryRegion[] mrs = new MemoryRegion[ctxs.length];
-        int[] lkeys = new int[ctxs.length];
-        String[] paths = new String[ctxs.length];
-        if (MemoryLocation.isCuda(location)) {
-            Device[] devices = new Device[ctxs.length];
-            for (int i = 0; i < ctxs.length; i++) {
-                devices[i] = ctxs[i].device;
-            }
-            gpuRegistration.register(devices, address, length, MemoryLocation.index(location), access, mrs, paths);
-            for (int i = 0; i < ctxs.length; i++) {
-                lkeys[i] = mrs[i].lkey();
-            }
-        } else {
-            Device[] devices = new Device[ctxs.length];
-            for (int i = 0; i < ctxs.length; i++) {
-                devices[i] = ctxs[i].device;
-            }
-            MemoryRegion[] made = ParallelRegistration.register(devices, address, length, access);
-            for (int i = 0; i < ctxs.length; i++) {
-                mrs[i] = made[i];
-                lkeys[i] = mrs[i].lkey();
-                paths[i] = PATH_HOST;
-            }
-        }
-        return LocalRegistration.of(owner, address, length, location, mrs, lkeys, paths, priorityMatrix,
-                Arrays.stream(ctxs).map(c -> c.name).toList());
-    }
-
-    /**
-     * {@link DeviceMemoryAccess.Kind#DIRECT} for {@code cuda:N} when GPU memory is usable here: the
-     * description says whether dma-buf registration will be used or the peer-memory path (and
-     * whether {@code nvidia_peermem} is seen in sysfs; registration reports it if it is missing).
-     * {@link DeviceMemoryAccess.Kind#UNSUPPORTED} with the cause and the fix when CUDA (or GPU N)
-     * is unavailable. Other locations: {@link DeviceMemoryAccess.Kind#UNKNOWN}.
-     */
+    /** {@link RdmaMemory#access}. */
     @Override
     public DeviceMemoryAccess deviceMemoryAccess(String location) {
-        return gpuRegistration.access(location);
+        return memory.access(location);
     }
 
     /** How each device registered the buffer at {@code address} ({@code "host"}, {@code "dma-buf"}, {@code "peer-memory"}), or empty (tests, diagnostics). */
     List<String> registrationPaths(long address) {
-        for (LocalRegistration r : regs.all()) {
-            if (r.address() == address) {
-                return List.of(r.paths());
-            }
-        }
-        return List.of();
-    }
-
-    static void closeMrs(MemoryRegion[] mrs) {
-        for (MemoryRegion mr : mrs) {
-            if (mr != null) {
-                try {
-                    mr.close();
-                } catch (RuntimeException e) {
-                    LOG.warn("deregistering memory at 0x{} failed: {}", Long.toHexString(mr.address()), e.getMessage());
-                }
-            }
-        }
+        return memory.paths(address);
     }
 
     @Override
     public void unregisterBuffers(List<LocalBuffer> buffers) {
-        synchronized (registrationLock) {
-            for (LocalBuffer b : buffers) {
-                List<LocalRegistration> pieces = regs.ownedBy(b.address());
-                regs = regs.minusOwner(b.address());
-                for (LocalRegistration r : pieces) {
-                    if (!MemoryLocation.isCuda(r.location())) {
-                        registeredBytes -= r.length();
-                    }
-                    closeMrs(r.mrs());
-                }
-            }
-        }
+        memory.unregister(buffers);
     }
 
     // ------------------------------------------------------------------ transfers
@@ -863,7 +737,7 @@ public final class RdmaTransport implements Transport {
         }
         List<Long> rk = remote.rkey();
         return rk != null && !rk.isEmpty() && rk.size() == peer.descriptor().devices().size()
-                && regs.containing(local.address()) != null;
+                && memory.current().containing(local.address()) != null;
     }
 
     /**
@@ -872,7 +746,7 @@ public final class RdmaTransport implements Transport {
      * broken (QPs to ERR flush it) and their completions awaited.
      */
     @Override
-    public void evict(TaskBatch batch, long deadlineNanos) {
+    public void evict(BatchTasks batch, long deadlineNanos) {
         List<RdmaBatch> mine = new ArrayList<>();
         for (RdmaBatch b : active) {
             if (b.group.batch() == batch) {
@@ -919,7 +793,7 @@ public final class RdmaTransport implements Transport {
         int flushEvery = settings.maxWr() * settings.numQpPerEp();
         for (int i = 0, n = group.size(); i < n; i++) {
             long len = group.length(i);
-            LocalRegistrations mine = regs;
+            LocalRegistrations mine = memory.current();
             long lo = group.local(i);
             long ro = group.remote(i);
             LocalRegistration whole = mine.containing(lo);
@@ -1025,7 +899,7 @@ public final class RdmaTransport implements Transport {
             }
             RdmaContext[] ctxs = contexts;
             if (reg == null) {
-                reg = regs.containing(s.local);
+                reg = memory.current().containing(s.local);
                 if (reg == null || reg.bytesToEnd(s.local) < s.length) {
                     LOG.warn("local memory at 0x{} was unregistered during a transfer", Long.toHexString(s.local));
                     finishSlice(s, false);

@@ -12,6 +12,7 @@ import io.mooncake4j.engine.spi.Transport;
 import io.mooncake4j.engine.spi.TransportCapabilities;
 import io.mooncake4j.engine.spi.TransportContext;
 import io.mooncake4j.engine.spi.TransportException;
+import io.mooncake4j.engine.spi.TransportFactory;
 import io.mooncake4j.internal.sys.SharedMemory;
 import io.mooncake4j.memory.ShareableMemory;
 import java.lang.foreign.MemorySegment;
@@ -59,9 +60,17 @@ public final class ShmTransport implements Transport {
         this.identity = identity;
     }
 
+    /** The transport's name ({@code MC_TRANSPORTS}, logs). */
+    public static final String NAME = "shm";
+
+    /** The factory of shm transports for this process's machine identity. */
+    public static TransportFactory factory() {
+        return new TransportFactory(NAME, ShmTransport::new);
+    }
+
     @Override
     public String name() {
-        return "shm";
+        return NAME;
     }
 
     @Override

@@ -1,7 +1,5 @@
 package io.mooncake4j.engine.spi;
 
-import io.mooncake4j.engine.internal.TaskBatch;
-
 /**
  * Slices of one batch bound for one peer, handed to {@link Transport#submit} as indexed views (no
  * per-slice allocation). Slice {@code i} moves {@link #length(int)} bytes between local address
@@ -16,9 +14,9 @@ import io.mooncake4j.engine.internal.TaskBatch;
  *
  * <p>Every group is a view of tasks of one core batch ({@link #batch()}, {@link #task(int)}): a
  * transport whose worker threads already speak in batch tasks (tcp's lanes) may end a task on the
- * batch directly with {@link TaskBatch#finish}, which is what {@link #complete}/{@link #fail} do
- * minus the fallback; the core therefore puts such a transport last in its order (its failures are
- * final).
+ * batch directly ({@link BatchTasks#complete}, {@link BatchTasks#fail}), which is what
+ * {@link #complete}/{@link #fail} do minus the fallback; the core therefore puts such a transport
+ * last in its order (its failures are final).
  */
 public interface SliceGroup {
 
@@ -49,7 +47,7 @@ public interface SliceGroup {
     boolean aborted();
 
     /** The core batch these slices belong to. */
-    TaskBatch batch();
+    BatchTasks batch();
 
     /** The batch task index of slice {@code i}. */
     int task(int i);

@@ -2,7 +2,6 @@ package io.mooncake4j.engine.spi;
 
 import io.mooncake4j.engine.DeviceMemoryAccess;
 import io.mooncake4j.engine.EngineCounters;
-import io.mooncake4j.engine.internal.TaskBatch;
 
 import java.util.List;
 
@@ -88,7 +87,7 @@ public interface Transport {
      * was given up (its waiting tasks are already failed), or once the deadline passed (then it
      * cuts the connections still touching it).
      */
-    default void evict(TaskBatch batch, long deadlineNanos) {}
+    default void evict(BatchTasks batch, long deadlineNanos) {}
 
     /**
      * The location of a buffer registered as {@code "*"} when this transport recognises it as
@@ -109,6 +108,14 @@ public interface Transport {
      */
     default int copyLocal(long src, LocalBuffer srcBuffer, long dst, LocalBuffer dstBuffer, long length) {
         return COPY_UNSUPPORTED;
+    }
+
+    /**
+     * The last control-path error of this transport (registration, device events) in words that
+     * name the cause and the fix, or null; the core's {@code lastError} prefers it to its own.
+     */
+    default String lastError() {
+        return null;
     }
 
     /** {@link #copyLocal}: done. */

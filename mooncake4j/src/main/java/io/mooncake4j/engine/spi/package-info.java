@@ -1,6 +1,15 @@
 /**
- * The transport SPI: what the engine core ({@code io.mooncake4j.engine}) asks of a way of moving
+ * The transport SPI: what the engine core ({@code io.mooncake4j.engine.core}) asks of a way of moving
  * bytes ({@code tcp}, {@code rdma}, {@code shm}, {@code cuda-ipc}), after Mooncake TENT's shape. Module-private.
+ *
+ * <p>Closed: a transport imports this package, {@code engine}'s public types, the handshake's
+ * descriptor and wire types, {@code memory} and {@code io.mooncake4j.internal.*}, never the core.
+ * What the core shares with transports lives here: the settings read once from the environment
+ * ({@link io.mooncake4j.engine.spi.EngineSettings}), how a transport is made
+ * ({@link io.mooncake4j.engine.spi.TransportFactory}; the core's transport loader holds the
+ * built-in ones by name), a core batch as a transport sees it
+ * ({@link io.mooncake4j.engine.spi.BatchTasks}) and the way from an engine to its installed
+ * transports for their monitoring getters ({@link io.mooncake4j.engine.spi.TransportHost}).
  *
  * <p>The core owns everything a transport must not repeat: initialisation, the local segment and
  * its {@link io.mooncake4j.engine.BufferRegistry}, the handshake server and client, the peer
@@ -31,6 +40,7 @@
  *
  * <p>Order: the core tries installed transports as {@code cuda-ipc}, {@code shm}, {@code rdma},
  * {@code tcp};
- * {@code tcp} is last, and its lanes end tasks on the core's batch directly (no fallback after it).
+ * {@code tcp} is last, and its lanes end tasks on the core's batch directly
+ * ({@link io.mooncake4j.engine.spi.BatchTasks}: no fallback after it).
  */
 package io.mooncake4j.engine.spi;

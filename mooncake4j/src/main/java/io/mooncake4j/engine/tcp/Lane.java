@@ -1,6 +1,6 @@
 package io.mooncake4j.engine.tcp;
 
-import io.mooncake4j.engine.internal.TaskBatch;
+import io.mooncake4j.engine.spi.BatchTasks;
 import io.mooncake4j.engine.BufferRegistry.Buffer;
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
@@ -75,7 +75,7 @@ final class Lane {
 
     // single-producer (sender) / single-consumer (receiver) ring of in-flight requests
     private final int capacity;
-    private final TaskBatch[] ringBatch;
+    private final BatchTasks[] ringBatch;
     private final int[] ringTask;
     private final byte[] ringOp;
     private final long[] ringDeadline;
@@ -94,11 +94,11 @@ final class Lane {
     /** Set by {@link Peer#claim} (under the peer's lock) when it hands over a task, cleared by the sender when staged. */
     volatile boolean busy;
     /** v1 writes staged but not yet written (complete once written); sender thread only. */
-    private final TaskBatch[] v1Batch;
+    private final BatchTasks[] v1Batch;
     private final int[] v1Task;
     private int v1Count;
-    private volatile TaskBatch sendBatch;
-    private volatile TaskBatch recvBatch;
+    private volatile BatchTasks sendBatch;
+    private volatile BatchTasks recvBatch;
     /** Bounce buffers for GPU memory, created on first use; owned by the sender / receiver thread. */
     private Stager sendStager;
     private Stager recvStager;
@@ -118,11 +118,11 @@ final class Lane {
         this.peer = peer;
         this.name = name;
         capacity = peer.config.window();
-        ringBatch = new TaskBatch[capacity];
+        ringBatch = new BatchTasks[capacity];
         ringTask = new int[capacity];
         ringOp = new byte[capacity];
         ringDeadline = new long[capacity];
-        v1Batch = new TaskBatch[capacity];
+        v1Batch = new BatchTasks[capacity];
         v1Task = new int[capacity];
         slot = peer.memory.slot(() -> kill("registered buffer unregistered while in use"));
         sender = Thread.ofPlatform().daemon(true).name("mooncake-initiator-send-" + name).unstarted(this::sendLoop);
@@ -164,7 +164,7 @@ final class Lane {
         }
         try {
             while (!stopped) {
-                TaskBatch b;
+                BatchTasks b;
                 try {
                     b = peer.claim(this);
                 } catch (InterruptedException e) {
@@ -182,8 +182,8 @@ final class Lane {
                     sendBatch = b;
                     try {
                         if (!healthy) {
-                            b.finish(i, TaskBatch.FAILED);
-                        } else if (!b.aborted && !b.isTerminal(i)) {
+                            b.fail(i);
+                        } else if (!b.aborted() && !b.isTerminal(i)) {
                             healthy = sendOne(ch, b, i, views, stage, stageSegment);
                         }
                     } finally {
@@ -246,7 +246,7 @@ final class Lane {
 
     private void failUnsentV1() {
         for (int k = 0; k < v1Count; k++) {
-            v1Batch[k].finish(v1Task[k], TaskBatch.FAILED);
+            v1Batch[k].fail(v1Task[k]);
             v1Batch[k] = null;
         }
         v1Count = 0;
@@ -294,26 +294,26 @@ final class Lane {
 
     private void completeV1Written() {
         for (int k = 0; k < v1Count; k++) {
-            v1Batch[k].finish(v1Task[k], TaskBatch.COMPLETED);
+            v1Batch[k].complete(v1Task[k]);
             v1Batch[k] = null;
         }
         v1Count = 0;
     }
 
     /** Stages (or, for large WRITE bodies, sends) one request; false when the connection failed (task failed). */
-    private boolean sendOne(SocketChannel ch, TaskBatch b, int i, LocalMemory.Views views, ByteBuffer stage,
+    private boolean sendOne(SocketChannel ch, BatchTasks b, int i, LocalMemory.Views views, ByteBuffer stage,
             MemorySegment stageSegment) {
         boolean v2 = peer.v2();
-        int op = b.opcode[i];
-        long len = b.length[i];
-        long local = b.local[i];
+        int op = b.isWrite(i) ? TcpWire.OP_WRITE : TcpWire.OP_READ;
+        long len = b.length(i);
+        long local = b.local(i);
         int opcode = op | (v2 ? TcpWire.V2_FLAG : 0);
         boolean write = op == TcpWire.OP_WRITE;
         int staged = TcpWire.HEADER_BYTES + (write ? (int) Math.min(len, STAGE_LIMIT) : 0);
         if (stage.remaining() < staged || tail - head >= capacity || (gather != null && !gather.hasRoom(3))) {
             // make room; the target must see the staged requests before the ring can drain
             if (!flush(ch, stage) || !awaitSpace(ch)) {
-                b.finish(i, TaskBatch.FAILED);
+                b.fail(i);
                 return false;
             }
         }
@@ -323,24 +323,24 @@ final class Lane {
             lb = peer.memory.registry.find(local, len);
             // queued bodies of another buffer go first: slot position 0 holds one buffer
             if (lb != null && gatherBuf != null && lb != gatherBuf && !flush(ch, stage)) {
-                b.finish(i, TaskBatch.FAILED);
+                b.fail(i);
                 return false;
             }
             if (lb == null || (lb != gatherBuf && !slot.enter(0, lb))) {
-                b.finish(i, TaskBatch.FAILED);
+                b.fail(i);
                 return true;
             }
             dev = DeviceStaging.deviceOf(lb);
             if (dev >= 0 && sendStager() == null) {
                 slot.exit(0);
-                b.finish(i, TaskBatch.FAILED);
+                b.fail(i);
                 return true;
             }
         }
         inRequest = lb != null;
         try {
             int at = stage.position();
-            TcpWire.putHeader(stage, len, b.remote[i], opcode);
+            TcpWire.putHeader(stage, len, b.remote(i), opcode);
             stage.position(at + TcpWire.HEADER_BYTES);
             if (!write) {
                 push(b, i, opcode);
@@ -348,12 +348,12 @@ final class Lane {
             }
             if (dev >= 0) { // GPU memory: the header goes now, the body through the bounce buffers
                 if (!flush(ch, stage)) {
-                    b.finish(i, TaskBatch.FAILED);
+                    b.fail(i);
                     return false;
                 }
                 int rc = sendStager.send(ch, dev, local, len);
                 if (rc != Stager.OK) {
-                    b.finish(i, TaskBatch.FAILED);
+                    b.fail(i);
                     kill(String.format(Locale.ROOT, "GPU copy for a write of %d bytes from 0x%x failed (%d)", len,
                             local, rc));
                     return false;
@@ -372,7 +372,7 @@ final class Lane {
             stage.position(stage.position() + first);
             if (first < len) { // large body: send what is staged, then the rest straight from memory
                 if (!flush(ch, stage)) {
-                    b.finish(i, TaskBatch.FAILED);
+                    b.fail(i);
                     return false;
                 }
                 long done = first;
@@ -386,7 +386,7 @@ final class Lane {
                 }
             }
         } catch (IOException e) {
-            b.finish(i, TaskBatch.FAILED);
+            b.fail(i);
             kill("send failed: " + e.getMessage());
             return false;
         } finally {
@@ -401,11 +401,11 @@ final class Lane {
     }
 
     /** After a WRITE body was staged or sent: v2 waits for the status, v1 completes once written. */
-    private boolean afterBody(TaskBatch b, int i, int opcode, boolean v2, ByteBuffer stage) {
+    private boolean afterBody(BatchTasks b, int i, int opcode, boolean v2, ByteBuffer stage) {
         if (v2) {
             push(b, i, opcode);
         } else if (stage.position() == 0) {
-            b.finish(i, TaskBatch.COMPLETED); // large v1 write: already on the wire
+            b.complete(i); // large v1 write: already on the wire
         } else {
             v1Batch[v1Count] = b;
             v1Task[v1Count] = i;
@@ -487,7 +487,7 @@ final class Lane {
         return channel == ch && !stopped;
     }
 
-    private void push(TaskBatch b, int i, int op) {
+    private void push(BatchTasks b, int i, int op) {
         long t = tail;
         int k = index(t);
         ringBatch[k] = b;
@@ -520,7 +520,7 @@ final class Lane {
                     return; // stopped and nothing in flight
                 }
                 int k = index(h);
-                TaskBatch b = ringBatch[k];
+                BatchTasks b = ringBatch[k];
                 int i = ringTask[k];
                 int op = ringOp[k];
                 long deadline = ringDeadline[k];
@@ -528,11 +528,15 @@ final class Lane {
                 recvBatch = b;
                 boolean ok;
                 try {
-                    ok = !b.aborted && ch != null && receiveOne(ch, b, i, op, deadline, status, inSegment, views);
+                    ok = !b.aborted() && ch != null && receiveOne(ch, b, i, op, deadline, status, inSegment, views);
                 } finally {
                     recvBatch = null;
                 }
-                b.finish(i, ok ? TaskBatch.COMPLETED : TaskBatch.FAILED);
+                if (ok) {
+                    b.complete(i);
+                } else {
+                    b.fail(i);
+                }
                 if (ok) {
                     ringBatch[k] = null;
                     head = h + 1;
@@ -554,7 +558,7 @@ final class Lane {
         }
     }
 
-    private boolean receiveOne(SocketChannel ch, TaskBatch b, int i, int op, long deadline, ByteBuffer in,
+    private boolean receiveOne(SocketChannel ch, BatchTasks b, int i, int op, long deadline, ByteBuffer in,
             MemorySegment inSegment, LocalMemory.Views views) {
         try {
             if ((op & TcpWire.V2_FLAG) != 0) {
@@ -563,7 +567,7 @@ final class Lane {
                     try {
                         // before a large read body take just the status, so the body goes straight to memory
                         boolean largeRead = (op & 0x7f) == TcpWire.OP_READ
-                                && b.length[i] >= TcpDataServer.DIRECT_THRESHOLD;
+                                && b.length(i) >= TcpDataServer.DIRECT_THRESHOLD;
                         if (!fill(ch, in, TcpWire.STATUS_BYTES,
                                 largeRead ? TcpWire.STATUS_BYTES : in.capacity())) {
                             throw new IOException("peer closed the connection before the status frame");
@@ -580,15 +584,15 @@ final class Lane {
                 if (frame != TcpWire.STATUS_OK) {
                     LOG.warn("lane {}: target {} rejected {} of {} bytes at 0x{} (status {})", name,
                             peer.descriptor.name(), (op & 0x7f) == TcpWire.OP_WRITE ? "write" : "read",
-                            b.length[i], Long.toHexString(b.remote[i]), frame & 0xffffffffL);
+                            b.length(i), Long.toHexString(b.remote(i)), frame & 0xffffffffL);
                     return false;
                 }
             }
             if ((op & 0x7f) == TcpWire.OP_WRITE) {
                 return true;
             }
-            long len = b.length[i];
-            long local = b.local[i];
+            long len = b.length(i);
+            long local = b.local(i);
             Buffer lb = peer.memory.registry.find(local, len);
             if (lb == null || !slot.enter(1, lb)) {
                 return false;
@@ -665,7 +669,7 @@ final class Lane {
         long t = tail;
         for (long q = head; q < t; q++) {
             int k = index(q);
-            ringBatch[k].finish(ringTask[k], TaskBatch.FAILED);
+            ringBatch[k].fail(ringTask[k]);
             ringBatch[k] = null;
         }
         head = t;
@@ -699,7 +703,7 @@ final class Lane {
     }
 
     /** Whether this lane is sending, receiving or holding in flight a task of {@code b}. */
-    boolean touches(TaskBatch b) {
+    boolean touches(BatchTasks b) {
         if (sendBatch == b || recvBatch == b) {
             return true;
         }
@@ -713,12 +717,12 @@ final class Lane {
     }
 
     /** Waits until neither thread works on {@code b}. */
-    void awaitNotUsing(TaskBatch b, long deadlineNanos) {
+    void awaitNotUsing(BatchTasks b, long deadlineNanos) {
         while ((sendBatch == b || recvBatch == b) && System.nanoTime() < deadlineNanos) {
             LockSupport.parkNanos(50_000);
         }
         if (sendBatch == b || recvBatch == b) {
-            LOG.error("lane {} still works on aborted batch {}", name, b.id);
+            LOG.error("lane {} still works on aborted batch {}", name, b.id());
         }
     }
 

@@ -1,6 +1,6 @@
 package io.mooncake4j.engine.tcp;
 
-import io.mooncake4j.engine.internal.TaskBatch;
+import io.mooncake4j.engine.spi.BatchTasks;
 import io.mooncake4j.engine.handshake.SegmentDescriptor;
 import java.net.InetSocketAddress;
 import java.util.ArrayDeque;
@@ -26,18 +26,18 @@ final class Peer {
      * {@code tasks}, or the range {@code [next, end)} when {@code tasks} is null.
      */
     private static final class Work {
-        final TaskBatch batch;
+        final BatchTasks batch;
         final int[] tasks;
         final int end;
         int next;
 
-        Work(TaskBatch batch, int[] tasks) {
+        Work(BatchTasks batch, int[] tasks) {
             this.batch = batch;
             this.tasks = tasks;
             this.end = tasks.length;
         }
 
-        Work(TaskBatch batch, int from, int to) {
+        Work(BatchTasks batch, int from, int to) {
             this.batch = batch;
             this.tasks = null;
             this.next = from;
@@ -136,12 +136,12 @@ final class Peer {
      * Queues the tasks {@code [from, to)} of {@code batch} unless this peer was retired for
      * idleness; false (nothing failed) when it was, so that the caller opens a fresh peer.
      */
-    boolean offer(TaskBatch batch, int from, int to) {
+    boolean offer(BatchTasks batch, int from, int to) {
         return offer(new Work(batch, from, to));
     }
 
-    /** Like {@link #offer(TaskBatch, int, int)} for the given task indices. */
-    boolean offer(TaskBatch batch, int[] tasks) {
+    /** Like {@link #offer(BatchTasks, int, int)} for the given task indices. */
+    boolean offer(BatchTasks batch, int[] tasks) {
         return offer(new Work(batch, tasks));
     }
 
@@ -164,12 +164,12 @@ final class Peer {
     }
 
     /** Queues tasks of {@code batch}; they fail at once if this peer is dead. */
-    void enqueue(TaskBatch batch, int[] tasks) {
+    void enqueue(BatchTasks batch, int[] tasks) {
         enqueue(new Work(batch, tasks));
     }
 
     /** Queues the tasks {@code [from, to)} of {@code batch} (tasks already terminal are skipped by the lanes). */
-    void enqueue(TaskBatch batch, int from, int to) {
+    void enqueue(BatchTasks batch, int from, int to) {
         enqueue(new Work(batch, from, to));
     }
 
@@ -178,7 +178,7 @@ final class Peer {
         try {
             if (dead) {
                 for (int k = w.next; k < w.end; k++) {
-                    w.batch.finish(w.task(k), TaskBatch.FAILED);
+                    w.batch.fail(w.task(k));
                 }
                 return;
             }
@@ -193,7 +193,7 @@ final class Peer {
      * Blocks until a task is available and claims it: returns its batch and stores its index in
      * {@link Lane#claimed}; null when the peer is dead or closed.
      */
-    TaskBatch claim(Lane lane) throws InterruptedException {
+    BatchTasks claim(Lane lane) throws InterruptedException {
         lock.lock();
         try {
             while (true) {
@@ -205,7 +205,7 @@ final class Peer {
                     notEmpty.await();
                     continue;
                 }
-                if (w.batch.aborted || w.next >= w.end) {
+                if (w.batch.aborted() || w.next >= w.end) {
                     queue.pollFirst();
                     continue;
                 }
@@ -225,7 +225,7 @@ final class Peer {
      * Claims the next task without waiting (to stage several small requests into one write):
      * its batch, or null when nothing is queued right now.
      */
-    TaskBatch tryClaim(Lane lane) {
+    BatchTasks tryClaim(Lane lane) {
         lock.lock();
         try {
             while (!dead) {
@@ -233,7 +233,7 @@ final class Peer {
                 if (w == null) {
                     return null;
                 }
-                if (w.batch.aborted || w.next >= w.end) {
+                if (w.batch.aborted() || w.next >= w.end) {
                     queue.pollFirst();
                     continue;
                 }
@@ -260,7 +260,7 @@ final class Peer {
             dead = true;
             for (Work w : queue) {
                 for (int k = w.next; k < w.end; k++) {
-                    w.batch.finish(w.task(k), TaskBatch.FAILED);
+                    w.batch.fail(w.task(k));
                 }
             }
             queue.clear();
@@ -278,10 +278,10 @@ final class Peer {
     }
 
     /** Kills the lanes working on {@code batch} (after it was aborted) and waits until they left it. */
-    void evict(TaskBatch batch, long deadlineNanos) {
+    void evict(BatchTasks batch, long deadlineNanos) {
         for (Lane l : lanes) {
             if (l.touches(batch)) {
-                l.kill("batch " + batch.id + " aborted");
+                l.kill("batch " + batch.id() + " aborted");
             }
         }
         for (Lane l : lanes) {

@@ -1,6 +1,7 @@
 package io.mooncake4j.engine.tcp;
 
 import io.mooncake4j.engine.handshake.HandshakeConfig;
+import io.mooncake4j.engine.spi.EngineSettings;
 import java.util.Locale;
 import java.util.Map;
 import org.slf4j.Logger;
@@ -17,7 +18,7 @@ import org.slf4j.LoggerFactory;
  *   <tr><td>{@code MC_TCP_LANES_PER_PEER} ({@code MC_TCP_MAX_CONNECTIONS_PER_PEER})</td><td>4</td>
  *       <td>persistent connections per peer, 1–16</td></tr>
  *   <tr><td>{@code MC_TCP_PROTO}</td><td>—</td><td>{@code 1} forces v1 framing (read per request)</td></tr>
- *   <tr><td>{@code MC_TRANSFER_TIMEOUT}</td><td>30</td><td>synchronous batch deadline: max(5, value) s + 1 ns/byte</td></tr>
+ *   <tr><td>{@code MC_TRANSFER_TIMEOUT}</td><td>30</td><td>synchronous batch deadline: max(5, value) s + 1 ns/byte (parsed by {@link EngineSettings#transferTimeoutMs})</td></tr>
  *   <tr><td>{@code MOONCAKE4J_TCP_WINDOW}</td><td>32</td><td>requests pipelined per lane, 1–1024</td></tr>
  *   <tr><td>{@code MOONCAKE4J_UNREGISTER_WAIT_MS}</td><td>5000</td><td>how long unregistration waits for in-flight transfers before aborting them</td></tr>
  *   <tr><td>{@code MOONCAKE4J_TCP_DATA_IDLE_TIMEOUT_SEC}</td><td>300</td><td>data port: a connection with no byte
@@ -91,6 +92,11 @@ public record TcpConfig(HandshakeConfig handshake, HandshakeConfig dataListen, i
         return fromEnvironment(System.getenv());
     }
 
+    /** The engine's settings applied: its handshake settings, transfer timeout and environment. */
+    public static TcpConfig fromSettings(EngineSettings settings) {
+        return fromEnvironment(settings.environment(), settings.handshake());
+    }
+
     /** Mooncake's defaults with {@code env} applied. */
     public static TcpConfig fromEnvironment(Map<String, String> env) {
         return fromEnvironment(env, HandshakeConfig.fromEnvironment(env));
@@ -101,7 +107,6 @@ public record TcpConfig(HandshakeConfig handshake, HandshakeConfig dataListen, i
         int status = intVar(env, "MC_TCP_STATUS_TIMEOUT_SEC", null, 30, 1, 3600);
         int lanes = intVar(env, "MC_TCP_LANES_PER_PEER", "MC_TCP_MAX_CONNECTIONS_PER_PEER", 4, 1, 16);
         int window = intVar(env, "MOONCAKE4J_TCP_WINDOW", null, 32, 1, 1024);
-        int timeout = intVar(env, "MC_TRANSFER_TIMEOUT", null, 30, Integer.MIN_VALUE, Integer.MAX_VALUE);
         int unreg = intVar(env, "MOONCAKE4J_UNREGISTER_WAIT_MS", null, 5000, 0, Integer.MAX_VALUE);
         int dataIdle = intVar(env, "MOONCAKE4J_TCP_DATA_IDLE_TIMEOUT_SEC", null,
                 (int) (DEFAULT_DATA_IDLE_TIMEOUT_MS / 1000), 1, 86_400);
@@ -112,7 +117,7 @@ public record TcpConfig(HandshakeConfig handshake, HandshakeConfig dataListen, i
         int peers = intVar(env, "MOONCAKE4J_TCP_MAX_PEERS", null, DEFAULT_MAX_PEERS, 1, 65_536);
         int segs = intVar(env, "MOONCAKE4J_TCP_MAX_SEGMENTS", null, DEFAULT_MAX_SEGMENTS, 1, 1 << 20);
         boolean gather = intVar(env, "MOONCAKE4J_TCP_GATHER", null, 1, 0, 1) == 1;
-        return new TcpConfig(handshake, handshake, status * 1000, lanes, window, Math.max(5, timeout) * 1000L, unreg,
+        return new TcpConfig(handshake, handshake, status * 1000, lanes, window, EngineSettings.transferTimeoutMs(env), unreg,
                 dataIdle * 1000L, dataConns, peerIdle * 1000L, peers, segs, gather);
     }
 

@@ -4,10 +4,11 @@ import io.mooncake4j.engine.BufferRegistry.Buffer;
 import io.mooncake4j.engine.DeviceMemoryAccess;
 import io.mooncake4j.engine.EngineCounters;
 import io.mooncake4j.engine.ErrorCodes;
+import io.mooncake4j.engine.TransferEngine;
 import io.mooncake4j.engine.handshake.SegmentDescriptor;
-import io.mooncake4j.engine.internal.CoreSettings;
-import io.mooncake4j.engine.internal.TaskBatch;
+import io.mooncake4j.engine.spi.BatchTasks;
 import io.mooncake4j.engine.spi.DescriptorContribution;
+import io.mooncake4j.engine.spi.EngineSettings;
 import io.mooncake4j.engine.spi.LocalBuffer;
 import io.mooncake4j.engine.spi.MemoryKind;
 import io.mooncake4j.engine.spi.RemoteSegment;
@@ -16,6 +17,8 @@ import io.mooncake4j.engine.spi.Transport;
 import io.mooncake4j.engine.spi.TransportCapabilities;
 import io.mooncake4j.engine.spi.TransportContext;
 import io.mooncake4j.engine.spi.TransportException;
+import io.mooncake4j.engine.spi.TransportFactory;
+import io.mooncake4j.engine.spi.TransportHost;
 import io.mooncake4j.memory.DeviceMemory;
 import io.mooncake4j.memory.MemoryLocation;
 import java.io.IOException;
@@ -148,14 +151,43 @@ public final class TcpTransport implements Transport {
         this(config, io.mooncake4j.memory.cuda.CudaDeviceMemory.INSTANCE, StagingConfig.fromEnvironment());
     }
 
-    /** The core settings that go with a TCP configuration (handshake, transfer timeout, segment cap). */
-    public static CoreSettings coreSettings(TcpConfig c) {
-        return new CoreSettings(c.handshake(), c.transferTimeoutMs(), c.maxSegments());
+    /**
+     * The engine settings that go with a TCP configuration (its handshake, transfer timeout and
+     * segment cap), with the process environment for the rest.
+     */
+    public static EngineSettings engineSettings(TcpConfig c) {
+        return new EngineSettings(c.handshake(), c.transferTimeoutMs(), c.maxSegments(), System.getenv());
     }
+
+    /** The factory of tcp transports with these settings (GPU memory through CUDA, staging from the environment). */
+    public static TransportFactory factory(TcpConfig config) {
+        return new TransportFactory(NAME, () -> new TcpTransport(config));
+    }
+
+    /** The factory of tcp transports reaching GPU memory through {@code deviceMemory}. */
+    public static TransportFactory factory(TcpConfig config, DeviceMemory deviceMemory) {
+        return factory(config, deviceMemory, StagingConfig.fromEnvironment());
+    }
+
+    /** The factory of tcp transports with explicit staging settings (tests). */
+    static TransportFactory factory(TcpConfig config, DeviceMemory deviceMemory, StagingConfig staging) {
+        return new TransportFactory(NAME, () -> new TcpTransport(config, deviceMemory, staging));
+    }
+
+    /**
+     * The tcp transport installed in {@code engine} (for its monitoring getters), or null: the
+     * engine is not initialised, has no tcp, or is not the engine core.
+     */
+    public static TcpTransport in(TransferEngine engine) {
+        return engine instanceof TransportHost h && h.transport(NAME) instanceof TcpTransport t ? t : null;
+    }
+
+    /** The transport's name ({@code MC_TRANSPORTS}, logs). */
+    public static final String NAME = "tcp";
 
     @Override
     public String name() {
-        return "tcp";
+        return NAME;
     }
 
     @Override
@@ -346,7 +378,7 @@ public final class TcpTransport implements Transport {
 
     @Override
     public void submit(RemoteSegment peer, SliceGroup slices) {
-        TaskBatch b = slices.batch();
+        BatchTasks b = slices.batch();
         int n = slices.size();
         Link link = links.computeIfAbsent(peer.id(), id -> new Link(peer));
         int[] tasks = null;
@@ -368,12 +400,12 @@ public final class TcpTransport implements Transport {
             // retired for idleness between peer() and offer(): the next peer() opens a fresh one
         }
         for (int i = 0; i < n; i++) {
-            b.finish(slices.task(i), TaskBatch.FAILED);
+            b.fail(slices.task(i));
         }
     }
 
     @Override
-    public void evict(TaskBatch batch, long deadlineNanos) {
+    public void evict(BatchTasks batch, long deadlineNanos) {
         for (Link l : links.values()) {
             Peer p = l.current();
             if (p != null) {
@@ -460,12 +492,12 @@ public final class TcpTransport implements Transport {
     // ------------------------------------------------------------------ monitoring
 
     /** The data port; 0 before install. */
-    int dataPort() {
+    public int dataPort() {
         TcpDataServer d = data;
         return d == null ? 0 : d.port();
     }
 
-    long rejectedDataRequests() {
+    public long rejectedDataRequests() {
         TcpDataServer d = data;
         return d == null ? 0 : d.rejectedRequests();
     }
@@ -501,11 +533,11 @@ public final class TcpTransport implements Transport {
         return retiredPeers.get();
     }
 
-    long stagedBytes() {
+    public long stagedBytes() {
         return staging.stagedBytes();
     }
 
-    long copyFailures() {
+    public long copyFailures() {
         return staging.copyFailures();
     }
 

@@ -1,8 +1,11 @@
 /**
- * Mooncake's TCP transport, both sides: {@link io.mooncake4j.engine.tcp.TcpTransport} (the
- * {@code tcp} transport of the engine core), and {@link io.mooncake4j.engine.tcp.TcpTransferEngine},
- * the core with tcp alone (kind {@code "tcp"} of {@link io.mooncake4j.engine.TransferEngines}).
- * Internal to the module apart from that engine, which embedders obtain through the factory.
+ * Mooncake's TCP transport, both sides: {@link io.mooncake4j.engine.tcp.TcpTransport}, the
+ * {@code tcp} transport of the engine core (alone, it is kind {@code "tcp"} of
+ * {@link io.mooncake4j.engine.TransferEngines}), with its settings
+ * ({@link io.mooncake4j.engine.tcp.TcpConfig}). Module-private; like every transport it imports
+ * only the SPI ({@code engine.spi}), the engine's public types, the handshake's descriptor and
+ * wire types and {@code memory}. Its monitoring getters (data port, rejected requests, staged GPU
+ * bytes) are reached through {@code TcpTransport.in(engine)}.
  *
  * <h2>Request header (initiator → target), 24 bytes</h2>
  * <table>
@@ -60,8 +63,8 @@
  * memory waits (bounded, {@code MOONCAKE4J_UNREGISTER_WAIT_MS}) for transfers using it and then
  * aborts them by closing their connections, so memory is never touched after
  * {@code unregisterMemory} returned. The handshake server, descriptors, batches and the local
- * short-circuit are the engine core's ({@code engine.internal}); lanes end tasks on the core's
- * {@code TaskBatch} directly. All public methods are thread-safe.
+ * short-circuit are the engine core's; lanes end tasks on the core's batch directly, through the
+ * SPI's {@code BatchTasks}. All public methods are thread-safe.
  *
  * <h2>GPU memory</h2>
  * Buffers registered at {@code cuda:N} (declared, or {@code *} resolved through the engine's

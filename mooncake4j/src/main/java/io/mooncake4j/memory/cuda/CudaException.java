@@ -1,13 +1,16 @@
 package io.mooncake4j.memory.cuda;
 
-import io.mooncake4j.engine.TransferEngineException;
+import io.mooncake4j.MooncakeException;
 import java.util.Locale;
 
 /**
  * A CUDA call on the control path failed (allocation, registration, stream creation). Carries
  * the {@code cudaError_t} value, or {@code -1} when the failure did not come from CUDA.
+ *
+ * <p>The memory area's exception: it extends the library's root directly, since {@code memory} sits
+ * below the engine and knows nothing of it (engine code that calls CUDA reports these as they are).
  */
-public class CudaException extends TransferEngineException {
+public non-sealed class CudaException extends MooncakeException {
 
     private static final long serialVersionUID = 1L;
 

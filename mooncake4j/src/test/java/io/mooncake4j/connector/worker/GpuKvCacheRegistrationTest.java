@@ -9,9 +9,10 @@ import static org.junit.jupiter.api.Assumptions.assumeFalse;
 import io.mooncake4j.connector.ConnectorException;
 import io.mooncake4j.connector.KvRole;
 import io.mooncake4j.engine.DeviceMemoryAccess;
+import io.mooncake4j.engine.core.CoreEngine;
+import io.mooncake4j.engine.core.EngineBuilder;
 import io.mooncake4j.engine.handshake.HandshakeConfig;
 import io.mooncake4j.engine.tcp.TcpConfig;
-import io.mooncake4j.engine.tcp.TcpTransferEngine;
 import io.mooncake4j.internal.json.Json;
 import io.mooncake4j.memory.DeviceMemory;
 import io.mooncake4j.memory.FakeDeviceMemory;
@@ -43,16 +44,16 @@ class GpuKvCacheRegistrationTest {
     private static final int BLOCKS = 8;
     private static final List<String> LAYERS = List.of("model.layers.0.attn", "model.layers.1.attn");
 
-    private static TcpTransferEngine engine(DeviceMemory device) {
+    private static CoreEngine engine(DeviceMemory device) {
         TcpConfig cfg = TcpConfig.fromEnvironment(Map.of(), HandshakeConfig.ephemeral(InetAddress.getLoopbackAddress()));
-        return new TcpTransferEngine(cfg, device);
+        return EngineBuilder.tcp(cfg, device);
     }
 
     private static KvCacheConfig kvConfig() {
         return KvCacheConfig.of(new KvCacheGroup(LAYERS, KvCacheSpec.fullAttention(16, PAGE)));
     }
 
-    private static MooncakeConnectorWorker consumer(TcpTransferEngine engine) {
+    private static MooncakeConnectorWorker consumer(CoreEngine engine) {
         return MooncakeConnectorWorker.builder(config(KvRole.KV_CONSUMER), engine, kvConfig())
                 .memlockLimit(() -> OptionalLong.of(1L << 20)).build();
     }
@@ -73,7 +74,7 @@ class GpuKvCacheRegistrationTest {
         try (FakeDeviceMemory fake = new FakeDeviceMemory(2)) {
             FakeDeviceMemory.DeviceBuffer g0 = fake.allocate(0, BLOCKS * PAGE);
             FakeDeviceMemory.DeviceBuffer g1 = fake.allocate(1, BLOCKS * PAGE);
-            try (TcpTransferEngine engine = engine(fake);
+            try (CoreEngine engine = engine(fake);
                  MooncakeConnectorWorker w = consumer(engine)) {
                 RegistrationPlan plan = w.planRegistration(caches(List.of(g0, g1)));
                 assertEquals(DeviceMemoryAccess.Kind.STAGED, plan.deviceAccess().get("cuda:0").kind());
@@ -97,7 +98,7 @@ class GpuKvCacheRegistrationTest {
     void gpuKvCachesAreRefusedBeforeRegistrationWhenCudaIsUnavailable() {
         String why = "CUDA is unavailable: no NVIDIA driver (libcuda.so.1) could be loaded. Fix: install an NVIDIA driver";
         try (FakeDeviceMemory none = FakeDeviceMemory.unavailable(why);
-             TcpTransferEngine engine = engine(none);
+             CoreEngine engine = engine(none);
              MooncakeConnectorWorker w = consumer(engine)) {
             MemoryStorage gpu = MemoryStorage.of(0x7000_0000_0000L, BLOCKS * PAGE, "cuda:0");
             MemoryStorage gpu2 = MemoryStorage.of(0x7100_0000_0000L, BLOCKS * PAGE, "cuda:0");
@@ -114,7 +115,7 @@ class GpuKvCacheRegistrationTest {
     @Test
     void theRealTcpEngineOnAHostWithoutCudaRefusesGpuKvCachesWithTheProbesCause() {
         assumeFalse(CudaAvailability.isAvailable(), "CUDA is available on this host");
-        try (TcpTransferEngine engine = engine(CudaDeviceMemory.INSTANCE);
+        try (CoreEngine engine = engine(CudaDeviceMemory.INSTANCE);
              MooncakeConnectorWorker w = consumer(engine)) {
             MemoryStorage gpu = MemoryStorage.of(0x7000_0000_0000L, BLOCKS * PAGE, "cuda:0");
             MemoryStorage gpu2 = MemoryStorage.of(0x7100_0000_0000L, BLOCKS * PAGE, "cuda:0");
@@ -130,7 +131,7 @@ class GpuKvCacheRegistrationTest {
     void hostKvCachesNeedNoGpuSupport() {
         try (FakeDeviceMemory none = FakeDeviceMemory.unavailable("no GPU here");
              io.mooncake4j.memory.HostMemoryAllocator alloc = new io.mooncake4j.memory.HostMemoryAllocator();
-             TcpTransferEngine engine = engine(none);
+             CoreEngine engine = engine(none);
              MooncakeConnectorWorker w = consumer(engine)) {
             RegistrationPlan plan = w.planRegistration(caches(List.of(alloc.allocate(BLOCKS * PAGE),
                     alloc.allocate(BLOCKS * PAGE))));

@@ -19,7 +19,10 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
-/** Slow clients and slow servers on the handshake port (issue 9, finding 8). */
+/**
+ * Slow clients and slow servers on the handshake port: a peer that trickles or stalls is cut at the
+ * request deadline and holds no thread beyond it.
+ */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class HandshakeDeadlineTest {
 

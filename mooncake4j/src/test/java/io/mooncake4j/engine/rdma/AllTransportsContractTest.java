@@ -2,10 +2,12 @@ package io.mooncake4j.engine.rdma;
 
 import io.mooncake4j.engine.TransferEngine;
 import io.mooncake4j.engine.TransferEngineContractTest;
+import io.mooncake4j.engine.core.EngineBuilder;
 import io.mooncake4j.engine.handshake.HandshakeConfig;
-import io.mooncake4j.engine.internal.CoreEngine;
-import io.mooncake4j.engine.internal.CoreSettings;
+import io.mooncake4j.engine.core.CoreEngine;
 import io.mooncake4j.engine.shm.ShmTransport;
+import io.mooncake4j.engine.spi.EngineSettings;
+import io.mooncake4j.engine.spi.TransportFactory;
 import io.mooncake4j.engine.tcp.TcpConfig;
 import io.mooncake4j.engine.tcp.TcpTransport;
 import java.net.InetAddress;
@@ -22,11 +24,11 @@ class AllTransportsContractTest extends TransferEngineContractTest {
     static CoreEngine all(EmulatedRdmaProvider fabric, String device) {
         RdmaEngineConfig cfg = EmulatedEngines.config();
         TcpConfig tcp = TcpConfig.fromEnvironment(Map.of(), HandshakeConfig.ephemeral(InetAddress.getLoopbackAddress()));
-        CoreEngine e = new CoreEngine(new CoreSettings(cfg.handshake(), cfg.transferTimeoutMs(), 64), List.of(
-                new CoreEngine.Candidate("shm", ShmTransport::new),
-                new CoreEngine.Candidate("rdma", () -> new RdmaTransport(fabric, cfg, Optional::empty,
+        CoreEngine e = new EngineBuilder().settings(new EngineSettings(cfg.handshake(), cfg.transferTimeoutMs(), 64, Map.of())).environment(Map.of()).offer(
+                new TransportFactory("shm", ShmTransport::new),
+                new TransportFactory("rdma", () -> new RdmaTransport(fabric, cfg, Optional::empty,
                         GpuDirectSupport.cuda())),
-                new CoreEngine.Candidate("tcp", () -> new TcpTransport(tcp))), Map.of());
+                new TransportFactory("tcp", () -> new TcpTransport(tcp))).build();
         if (e.initialize("127.0.0.1", TransferEngine.P2P_HANDSHAKE, "auto", device) != 0) {
             String why = e.lastError();
             e.close();

@@ -1,5 +1,7 @@
 package io.mooncake4j.engine.rdma;
 
+import io.mooncake4j.engine.core.CoreEngine;
+import io.mooncake4j.engine.core.EngineBuilder;
 import io.mooncake4j.engine.handshake.HandshakeConfig;
 import java.net.InetAddress;
 import java.nio.file.Path;
@@ -27,8 +29,8 @@ final class EmulatedEngines {
     }
 
     /** An initialised engine on the devices named by {@code deviceName} (comma-separated). */
-    static RdmaTransferEngine started(EmulatedRdmaProvider fabric, String deviceName, RdmaEngineConfig cfg) {
-        RdmaTransferEngine e = new RdmaTransferEngine(fabric, cfg);
+    static CoreEngine started(EmulatedRdmaProvider fabric, String deviceName, RdmaEngineConfig cfg) {
+        CoreEngine e = EngineBuilder.rdma(fabric, cfg);
         if (e.initialize("127.0.0.1", "P2PHANDSHAKE", "rdma", deviceName) != 0) {
             String why = e.lastError();
             e.close();
@@ -37,7 +39,7 @@ final class EmulatedEngines {
         return e;
     }
 
-    static RdmaTransferEngine started(EmulatedRdmaProvider fabric, String deviceName) {
+    static CoreEngine started(EmulatedRdmaProvider fabric, String deviceName) {
         return started(fabric, deviceName, config());
     }
 }

@@ -1,5 +1,6 @@
 package io.mooncake4j.engine.rdma;
 
+import io.mooncake4j.engine.core.CoreEngine;
 import io.mooncake4j.memory.HostMemoryAllocator;
 import io.mooncake4j.memory.HostMemoryStorage;
 import java.util.ArrayList;
@@ -37,17 +38,17 @@ public final class EmulatedRdmaThroughput {
             names.add("idle" + p);
         }
         EmulatedRdmaProvider fabric = new EmulatedRdmaProvider(names.toArray(new String[0]));
-        List<RdmaTransferEngine> idle = new ArrayList<>();
+        List<CoreEngine> idle = new ArrayList<>();
         try (HostMemoryAllocator alloc = new HostMemoryAllocator();
-                RdmaTransferEngine target = EmulatedEngines.started(fabric, "emu0", EmulatedEngines.config(Map.of()));
-                RdmaTransferEngine initiator = EmulatedEngines.started(fabric, "emu1",
+                CoreEngine target = EmulatedEngines.started(fabric, "emu0", EmulatedEngines.config(Map.of()));
+                CoreEngine initiator = EmulatedEngines.started(fabric, "emu1",
                         EmulatedEngines.config(Map.of()))) {
             HostMemoryStorage l = alloc.allocate(size * threads);
             HostMemoryStorage r = alloc.allocate(size * threads);
             initiator.registerMemory(l.address(), size * threads, "cpu:0");
             target.registerMemory(r.address(), size * threads, "cpu:0");
             for (int p = 0; p < idlePeers; p++) { // one endpoint each on emu1, then idle
-                RdmaTransferEngine e = EmulatedEngines.started(fabric, "idle" + p, EmulatedEngines.config(Map.of()));
+                CoreEngine e = EmulatedEngines.started(fabric, "idle" + p, EmulatedEngines.config(Map.of()));
                 idle.add(e);
                 HostMemoryStorage m = alloc.allocate(4096);
                 e.registerMemory(m.address(), 4096, "cpu:0");
@@ -114,7 +115,7 @@ public final class EmulatedRdmaThroughput {
                     batches.get() * size / s / 1e9, wrs / s, (double) wrs / Math.max(1, fabric.postCalls() - posts0),
                     (double) allocated / Math.max(1, wrs), cpu / 1e3 / Math.max(1, wrs));
         } finally {
-            for (RdmaTransferEngine e : idle) {
+            for (CoreEngine e : idle) {
                 e.close();
             }
         }

@@ -5,6 +5,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.mooncake4j.engine.DeviceMemoryAccess;
+import io.mooncake4j.engine.core.CoreEngine;
+import io.mooncake4j.engine.core.EngineBuilder;
 import io.mooncake4j.memory.cuda.CudaAvailability;
 import io.mooncake4j.memory.cuda.CudaDeviceStorage;
 import java.util.List;
@@ -31,14 +33,14 @@ class GpuDirectCudaGpuTest {
         Optional<String> dmaBuf = cuda.unavailability().or(() -> cuda.dmaBufUnsupported(0));
         EmulatedRdmaProvider fabric = new EmulatedRdmaProvider("emu0").dmabuf(true);
         try (CudaDeviceStorage gpu = CudaDeviceStorage.allocate(0, 8L << 20);
-                RdmaTransferEngine e = new RdmaTransferEngine(fabric, EmulatedEngines.config(), Optional::empty, cuda)) {
+                CoreEngine e = EngineBuilder.rdma(fabric, EmulatedEngines.config(), Optional::empty, cuda)) {
             assertEquals(0, e.initialize("127.0.0.1", "P2PHANDSHAKE", "rdma", "emu0"), e::lastError);
             DeviceMemoryAccess access = e.deviceMemoryAccess("cuda:0");
             System.out.println("deviceMemoryAccess(cuda:0) = " + access);
             assertEquals(DeviceMemoryAccess.Kind.DIRECT, access.kind());
 
             assertEquals(0, e.registerMemory(gpu.address(), gpu.byteSize(), "*"), e::lastError);
-            List<String> paths = e.registrationPaths(gpu.address());
+            List<String> paths = RdmaTransport.in(e).registrationPaths(gpu.address());
             System.out.println("registration paths: " + paths + "; fabric: " + fabric.registrationLog()
                     + "; dma-buf: " + dmaBuf.orElse("supported"));
             assertEquals(dmaBuf.isEmpty() ? List.of("dma-buf") : List.of("peer-memory"), paths);

@@ -5,6 +5,8 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.mooncake4j.engine.DeviceMemoryAccess;
+import io.mooncake4j.engine.core.CoreEngine;
+import io.mooncake4j.engine.core.EngineBuilder;
 import io.mooncake4j.memory.HostMemoryAllocator;
 import io.mooncake4j.memory.HostMemoryStorage;
 import io.mooncake4j.memory.cuda.CudaAvailability;
@@ -38,7 +40,7 @@ class GpuDirectHardwareTest {
         assumeTrue(CudaAvailability.isAvailable(), () -> "no usable GPU: " + CudaAvailability.summary());
         try (HostMemoryAllocator alloc = new HostMemoryAllocator();
                 CudaDeviceStorage gpu = CudaDeviceStorage.allocate(0, BUF);
-                RdmaTransferEngine e = new RdmaTransferEngine()) {
+                CoreEngine e = EngineBuilder.rdma()) {
             String devices = System.getenv("MC_TEST_RDMA_DEVICE");
             assertEquals(0, e.initialize("127.0.0.1", "P2PHANDSHAKE", "rdma", devices == null ? "" : devices),
                     e::lastError);
@@ -46,7 +48,7 @@ class GpuDirectHardwareTest {
             System.out.println("deviceMemoryAccess(cuda:0) = " + access);
             assertEquals(DeviceMemoryAccess.Kind.DIRECT, access.kind());
             assertEquals(0, e.registerMemory(gpu.address(), BUF, "cuda:0"), e::lastError);
-            List<String> paths = e.registrationPaths(gpu.address());
+            List<String> paths = RdmaTransport.in(e).registrationPaths(gpu.address());
             System.out.println("GPUDirect registration paths: " + paths);
 
             HostMemoryStorage src = alloc.allocate(BUF);

@@ -7,6 +7,8 @@ import static org.junit.jupiter.api.Assumptions.assumeFalse;
 
 import io.mooncake4j.engine.DeviceMemoryAccess;
 import io.mooncake4j.engine.ErrorCodes;
+import io.mooncake4j.engine.core.CoreEngine;
+import io.mooncake4j.engine.core.EngineBuilder;
 import io.mooncake4j.engine.handshake.SegmentDescriptor;
 import io.mooncake4j.memory.HostMemoryAllocator;
 import io.mooncake4j.memory.HostMemoryStorage;
@@ -35,7 +37,7 @@ class GpuDirectRegistrationTest {
     private static final long BUF = 1L << 20;
 
     private final HostMemoryAllocator alloc = new HostMemoryAllocator();
-    private final List<RdmaTransferEngine> engines = new ArrayList<>();
+    private final List<CoreEngine> engines = new ArrayList<>();
     private EmulatedRdmaProvider fabric;
     private HostMemoryStorage gpuMemory;
     private FakeGpuDirect gpu;
@@ -49,24 +51,24 @@ class GpuDirectRegistrationTest {
 
     @AfterEach
     void tearDown() {
-        for (RdmaTransferEngine e : engines) {
+        for (CoreEngine e : engines) {
             e.close();
         }
         alloc.close();
     }
 
-    private RdmaTransferEngine engine(String devices, GpuDirectSupport g) {
-        RdmaTransferEngine e = new RdmaTransferEngine(fabric, EmulatedEngines.config(), Optional::empty, g);
+    private CoreEngine engine(String devices, GpuDirectSupport g) {
+        CoreEngine e = EngineBuilder.rdma(fabric, EmulatedEngines.config(), Optional::empty, g);
         engines.add(e);
         assertEquals(0, e.initialize("127.0.0.1", "P2PHANDSHAKE", "rdma", devices), e::lastError);
         return e;
     }
 
-    private RdmaTransferEngine engine() {
+    private CoreEngine engine() {
         return engine("emu0,emu1", gpu);
     }
 
-    private static String location(RdmaTransferEngine e, long address) {
+    private static String location(CoreEngine e, long address) {
         for (SegmentDescriptor.Buffer b : e.localDescriptor().buffers()) {
             if (b.addr() == address) {
                 return b.name();
@@ -77,11 +79,11 @@ class GpuDirectRegistrationTest {
 
     @Test
     void dmaBufPathIsChosenWhenLibraryAndGpuSupportItAndTheDescriptorIsClosedAfterwards() {
-        RdmaTransferEngine e = engine();
+        CoreEngine e = engine();
         long a = gpuMemory.address();
         assertEquals(0, e.registerMemory(a, BUF, "cuda:0"), e::lastError);
 
-        assertEquals(List.of("dma-buf", "dma-buf"), e.registrationPaths(a));
+        assertEquals(List.of("dma-buf", "dma-buf"), RdmaTransport.in(e).registrationPaths(a));
         assertEquals(List.of(100), gpu.exported(), "one export for all devices");
         assertEquals(List.of(100), gpu.closed(), "the dma-buf fd is closed after registration");
         long offset = a & (FakeGpuDirect.PAGE - 1);
@@ -94,7 +96,7 @@ class GpuDirectRegistrationTest {
 
     @Test
     void dmaBufOffsetIsTheAddressWithinTheExportedPage() {
-        RdmaTransferEngine e = engine("emu0", gpu);
+        CoreEngine e = engine("emu0", gpu);
         long a = (gpuMemory.address() & -FakeGpuDirect.PAGE) + FakeGpuDirect.PAGE + 100; // inside the buffer, unaligned
         assertEquals(0, e.registerMemory(a, 4096, "cuda:0"), e::lastError);
         assertEquals(List.of(String.format(Locale.ROOT, "dmabuf emu0 offset=100 len=4096 iova=0x%x fd=100", a)),
@@ -103,23 +105,23 @@ class GpuDirectRegistrationTest {
 
     @Test
     void wildcardGpuMemoryIsRegisteredAsCudaThroughDmaBuf() {
-        RdmaTransferEngine e = engine();
+        CoreEngine e = engine();
         HostMemoryStorage host = alloc.allocate(BUF);
         assertEquals(0, e.batchRegisterMemory(new long[] {gpuMemory.address(), host.address()},
                 new long[] {BUF, BUF}), e::lastError);
         assertEquals("cuda:0", location(e, gpuMemory.address()));
         assertEquals("*", location(e, host.address()));
-        assertEquals(List.of("dma-buf", "dma-buf"), e.registrationPaths(gpuMemory.address()));
-        assertEquals(List.of("host", "host"), e.registrationPaths(host.address()));
+        assertEquals(List.of("dma-buf", "dma-buf"), RdmaTransport.in(e).registrationPaths(gpuMemory.address()));
+        assertEquals(List.of("host", "host"), RdmaTransport.in(e).registrationPaths(host.address()));
     }
 
     @Test
     void exportFailureFallsBackToPeerMemory() {
         gpu.failExport("cuMemGetHandleForAddressRange failed: CUDA_ERROR_NOT_SUPPORTED (801)");
-        RdmaTransferEngine e = engine();
+        CoreEngine e = engine();
         long a = gpuMemory.address();
         assertEquals(0, e.registerMemory(a, BUF, "cuda:0"), e::lastError);
-        assertEquals(List.of("peer-memory", "peer-memory"), e.registrationPaths(a));
+        assertEquals(List.of("peer-memory", "peer-memory"), RdmaTransport.in(e).registrationPaths(a));
         assertEquals(1, gpu.exports().size());
         assertEquals(List.of(), gpu.exported());
         assertEquals(List.of(String.format(Locale.ROOT, "reg emu0 0x%x %d", a, BUF),
@@ -129,27 +131,27 @@ class GpuDirectRegistrationTest {
     @Test
     void libraryWithoutRegDmabufMrUsesPeerMemoryWithoutExporting() {
         fabric.dmabuf(false);
-        RdmaTransferEngine e = engine();
+        CoreEngine e = engine();
         assertEquals(0, e.registerMemory(gpuMemory.address(), BUF, "cuda:0"), e::lastError);
-        assertEquals(List.of("peer-memory", "peer-memory"), e.registrationPaths(gpuMemory.address()));
+        assertEquals(List.of("peer-memory", "peer-memory"), RdmaTransport.in(e).registrationPaths(gpuMemory.address()));
         assertEquals(List.of(), gpu.exports(), "no export when ibv_reg_dmabuf_mr is absent");
     }
 
     @Test
     void gpuWithoutDmaBufSupportUsesPeerMemoryWithoutExporting() {
         gpu.dmaBufUnsupported("GPU 0 does not support dma-buf export");
-        RdmaTransferEngine e = engine();
+        CoreEngine e = engine();
         assertEquals(0, e.registerMemory(gpuMemory.address(), BUF, "cuda:0"), e::lastError);
-        assertEquals(List.of("peer-memory", "peer-memory"), e.registrationPaths(gpuMemory.address()));
+        assertEquals(List.of("peer-memory", "peer-memory"), RdmaTransport.in(e).registrationPaths(gpuMemory.address()));
         assertEquals(List.of(), gpu.exports());
     }
 
     @Test
     void driverRefusingDmaBufFallsBackToPeerMemoryAndStillClosesTheDescriptor() {
         fabric.failDmabuf(EmulatedRdmaProvider.EOPNOTSUPP);
-        RdmaTransferEngine e = engine();
+        CoreEngine e = engine();
         assertEquals(0, e.registerMemory(gpuMemory.address(), BUF, "cuda:0"), e::lastError);
-        assertEquals(List.of("peer-memory", "peer-memory"), e.registrationPaths(gpuMemory.address()));
+        assertEquals(List.of("peer-memory", "peer-memory"), RdmaTransport.in(e).registrationPaths(gpuMemory.address()));
         assertEquals(gpu.exported(), gpu.closed());
         assertEquals(1, gpu.closed().size());
     }
@@ -158,7 +160,7 @@ class GpuDirectRegistrationTest {
     void bothPathsFailingIsAClearErrorAndLeavesNothingRegistered() {
         fabric.failDmabuf(EmulatedRdmaProvider.EOPNOTSUPP)
                 .failPlainRegistration(gpuMemory.address(), gpuMemory.address() + BUF, EmulatedRdmaProvider.EFAULT);
-        RdmaTransferEngine e = engine();
+        CoreEngine e = engine();
         int before = fabric.liveMemoryRegions();
         int rc = e.registerMemory(gpuMemory.address(), BUF, "cuda:0");
 
@@ -167,7 +169,7 @@ class GpuDirectRegistrationTest {
         assertTrue(why.contains("cuda:0") && why.contains("ibv_reg_dmabuf_mr") && why.contains("ibv_reg_mr"), why);
         assertTrue(why.contains("modprobe nvidia_peermem") && why.contains("5.12") && why.contains("\"tcp\""), why);
         assertEquals(before, fabric.liveMemoryRegions(), "no MR left behind");
-        assertEquals(List.of(), e.registrationPaths(gpuMemory.address()));
+        assertEquals(List.of(), RdmaTransport.in(e).registrationPaths(gpuMemory.address()));
         assertEquals(ErrorCodes.ADDRESS_NOT_REGISTERED, e.unregisterMemory(gpuMemory.address()));
         assertEquals(gpu.exported(), gpu.closed(), "the descriptor is closed on failure too");
         // the engine still registers host memory
@@ -178,18 +180,18 @@ class GpuDirectRegistrationTest {
     @Test
     void cudaLocationWithoutCudaIsRefusedWithTheCause() {
         gpu.unavailable("no CUDA driver (libcuda.so.1 not found); install the NVIDIA driver");
-        RdmaTransferEngine e = engine();
+        CoreEngine e = engine();
         assertEquals(ErrorCodes.DEVICE_NOT_FOUND, e.registerMemory(gpuMemory.address(), BUF, "cuda:0"));
         assertTrue(e.lastError().contains("libcuda.so.1 not found"), e.lastError());
         assertEquals(List.of(), fabric.registrationLog());
         // '*' on such a host is host memory
         assertEquals(0, e.registerMemory(gpuMemory.address(), BUF, "*"), e::lastError);
-        assertEquals(List.of("host", "host"), e.registrationPaths(gpuMemory.address()));
+        assertEquals(List.of("host", "host"), RdmaTransport.in(e).registrationPaths(gpuMemory.address()));
     }
 
     @Test
     void deviceMemoryAccessAnswersDirectOrUnsupported() {
-        RdmaTransferEngine e = engine();
+        CoreEngine e = engine();
         DeviceMemoryAccess dma = e.deviceMemoryAccess("cuda:0");
         assertEquals(DeviceMemoryAccess.Kind.DIRECT, dma.kind());
         assertTrue(dma.description().contains("dma-buf"), dma.description());
@@ -216,7 +218,7 @@ class GpuDirectRegistrationTest {
     @Test
     void realCudaSupportAnswersUnsupportedOnAHostWithoutCuda() {
         assumeFalse(CudaAvailability.isAvailable(), "CUDA is available here; the gpu-tagged test covers this host");
-        RdmaTransferEngine e = engine("emu0", GpuDirectSupport.cuda());
+        CoreEngine e = engine("emu0", GpuDirectSupport.cuda());
         DeviceMemoryAccess a = e.deviceMemoryAccess("cuda:0");
         assertEquals(DeviceMemoryAccess.Kind.UNSUPPORTED, a.kind());
         assertTrue(a.description().contains(CudaAvailability.unavailabilityCause().getMessage()), a.description());
@@ -225,10 +227,10 @@ class GpuDirectRegistrationTest {
 
     @Test
     void hostMemoryIsRegisteredAsBeforeWhenGpuDirectIsAvailable() {
-        RdmaTransferEngine e = engine();
+        CoreEngine e = engine();
         HostMemoryStorage host = alloc.allocate(BUF);
         assertEquals(0, e.registerMemory(host.address(), BUF, "cpu:0"), e::lastError);
-        assertEquals(List.of("host", "host"), e.registrationPaths(host.address()));
+        assertEquals(List.of("host", "host"), RdmaTransport.in(e).registrationPaths(host.address()));
         assertEquals(List.of(String.format(Locale.ROOT, "reg emu0 0x%x %d", host.address(), BUF),
                 String.format(Locale.ROOT, "reg emu1 0x%x %d", host.address(), BUF)),
                 fabric.registrationLog().stream().sorted().toList(), "one per device (registered in parallel)");
@@ -237,14 +239,14 @@ class GpuDirectRegistrationTest {
 
     @Test
     void bytesWrittenIntoDmaBufRegisteredMemoryArrive() {
-        RdmaTransferEngine target = engine("emu0", gpu);
-        RdmaTransferEngine initiator = engine("emu1", new FakeGpuDirect(0, 0));
+        CoreEngine target = engine("emu0", gpu);
+        CoreEngine initiator = engine("emu1", new FakeGpuDirect(0, 0));
         HostMemoryStorage src = alloc.allocate(BUF);
         for (long i = 0; i < BUF; i += 8) {
             src.segment().set(ValueLayout.JAVA_LONG_UNALIGNED, i, i * 31 + 7);
         }
         assertEquals(0, target.registerMemory(gpuMemory.address(), BUF, "cuda:0"), target::lastError);
-        assertEquals(List.of("dma-buf"), target.registrationPaths(gpuMemory.address()));
+        assertEquals(List.of("dma-buf"), RdmaTransport.in(target).registrationPaths(gpuMemory.address()));
         assertEquals(0, initiator.registerMemory(src.address(), BUF, "cpu:0"), initiator::lastError);
 
         assertEquals(0, initiator.batchTransferSyncWrite(target.getLocalSegmentName(), new long[] {src.address()},

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.mooncake4j.engine.core.CoreEngine;
 import io.mooncake4j.engine.rdma.verbs.AsyncEvent;
 import io.mooncake4j.memory.HostMemoryAllocator;
 import io.mooncake4j.memory.HostMemoryStorage;
@@ -16,14 +17,14 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
-/** Asynchronous events take a NIC out of selection and put it back (issue 14 item 5). */
+/** Asynchronous device events (port down, device fatal) take a NIC out of selection and put it back. */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class RdmaAsyncEventTest {
 
     private static final long BUF = 1L << 20;
     private final HostMemoryAllocator alloc = new HostMemoryAllocator();
-    private RdmaTransferEngine target;
-    private RdmaTransferEngine initiator;
+    private CoreEngine target;
+    private CoreEngine initiator;
     private HostMemoryStorage local;
     private HostMemoryStorage remote;
 
@@ -75,7 +76,7 @@ class RdmaAsyncEventTest {
      */
     private void awaitHandled(EmulatedRdmaProvider fabric, String device, long counted) {
         fabric.injectAsyncEvent(device, AsyncEvent.SM_CHANGE, 1);
-        await(() -> initiator.asyncEvents() == counted + 1, "events on " + device + " handled");
+        await(() -> RdmaTransport.in(initiator).asyncEvents() == counted + 1, "events on " + device + " handled");
     }
 
     private static long uses(List<String> log, String device) {
@@ -88,20 +89,20 @@ class RdmaAsyncEventTest {
         assertEquals(0, write());
         assertTrue(uses(fabric.pathLog(), "emu0") > 0, "both NICs in use at first");
         fabric.injectAsyncEvent("emu0", AsyncEvent.PORT_ERR, 1);
-        await(() -> initiator.inactiveDevices().equals(List.of("emu0")), "emu0 out of selection");
-        assertEquals(1, initiator.portDownEvents());
+        await(() -> RdmaTransport.in(initiator).inactiveDevices().equals(List.of("emu0")), "emu0 out of selection");
+        assertEquals(1, RdmaTransport.in(initiator).portDownEvents());
         int before = fabric.pathLog().size();
         assertEquals(0, write());
         List<String> during = fabric.pathLog().subList(before, fabric.pathLog().size());
         assertEquals(16, during.size());
         assertEquals(0, uses(during, "emu0"), "no slice on the down NIC: " + during);
         fabric.injectAsyncEvent("emu0", AsyncEvent.PORT_ACTIVE, 1);
-        await(() -> initiator.inactiveDevices().isEmpty(), "emu0 back in selection");
+        await(() -> RdmaTransport.in(initiator).inactiveDevices().isEmpty(), "emu0 back in selection");
         before = fabric.pathLog().size();
         assertEquals(0, write());
         assertTrue(uses(fabric.pathLog().subList(before, fabric.pathLog().size()), "emu0") > 0, "emu0 used again");
-        assertEquals(2, initiator.asyncEvents());
-        assertEquals(0, initiator.liveSlices());
+        assertEquals(2, RdmaTransport.in(initiator).asyncEvents());
+        assertEquals(0, RdmaTransport.in(initiator).liveSlices());
     }
 
     @Test
@@ -109,31 +110,31 @@ class RdmaAsyncEventTest {
         EmulatedRdmaProvider fabric = start();
         fabric.injectAsyncEvent("emu1", AsyncEvent.PORT_ERR, 2);
         awaitHandled(fabric, "emu1", 1);
-        assertTrue(initiator.inactiveDevices().isEmpty());
-        assertEquals(0, initiator.portDownEvents());
+        assertTrue(RdmaTransport.in(initiator).inactiveDevices().isEmpty());
+        assertEquals(0, RdmaTransport.in(initiator).portDownEvents());
     }
 
     @Test
     void aDeviceFatalErrorKeepsTheNicOutAndAllNicsDownFailsCleanly() {
         EmulatedRdmaProvider fabric = start();
         fabric.injectAsyncEvent("emu1", AsyncEvent.DEVICE_FATAL, 0);
-        await(() -> initiator.inactiveDevices().equals(List.of("emu1")), "emu1 out");
+        await(() -> RdmaTransport.in(initiator).inactiveDevices().equals(List.of("emu1")), "emu1 out");
         fabric.injectAsyncEvent("emu1", AsyncEvent.PORT_ACTIVE, 1);
         awaitHandled(fabric, "emu1", 2);
-        assertEquals(List.of("emu1"), initiator.inactiveDevices(), "a failed device does not come back");
+        assertEquals(List.of("emu1"), RdmaTransport.in(initiator).inactiveDevices(), "a failed device does not come back");
         int before = fabric.pathLog().size();
         assertEquals(0, write());
         assertEquals(0, uses(fabric.pathLog().subList(before, fabric.pathLog().size()), "emu1"));
         fabric.injectAsyncEvent("emu0", AsyncEvent.PORT_ERR, 1);
-        await(() -> initiator.inactiveDevices().size() == 2, "both out");
+        await(() -> RdmaTransport.in(initiator).inactiveDevices().size() == 2, "both out");
         assertEquals(-1, write(), "no NIC left");
-        assertEquals(0, initiator.liveSlices(), "every slice accounted for");
+        assertEquals(0, RdmaTransport.in(initiator).liveSlices(), "every slice accounted for");
     }
 
     @Test
     void theEventThreadsStopAtClose() {
         start();
-        List<Thread> threads = initiator.asyncEventThreads();
+        List<Thread> threads = RdmaTransport.in(initiator).asyncEventThreads();
         assertEquals(2, threads.size());
         for (Thread t : threads) {
             assertTrue(t.getName().startsWith("mooncake-rdma-events-"), t.getName());

@@ -7,6 +7,8 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.mooncake4j.engine.TransferEngine;
 import io.mooncake4j.engine.TransferEngines;
+import io.mooncake4j.engine.core.CoreEngine;
+import io.mooncake4j.engine.core.EngineBuilder;
 import java.util.Optional;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
@@ -37,7 +39,7 @@ class RdmaDiagnosisTest {
     @Test
     void initializeRdmaOnThisMachineFailsNamingTheCauseAndSuggestingTcp() {
         RdmaAvailability.Cause cause = cause();
-        try (RdmaTransferEngine e = new RdmaTransferEngine()) {
+        try (CoreEngine e = EngineBuilder.rdma()) {
             assertEquals(-1, e.initialize("127.0.0.1", TransferEngine.P2P_HANDSHAKE, "rdma", ""));
             assertDiagnosis(e.lastError(), cause);
             assertEquals(0, e.getRpcPort(), "no port bound");
@@ -59,14 +61,14 @@ class RdmaDiagnosisTest {
     @Test
     void theEmulatedProviderIsNotSubjectToTheMachinesAvailability() {
         cause();
-        try (RdmaTransferEngine e = EmulatedEngines.started(new EmulatedRdmaProvider("emu0"), "")) {
+        try (CoreEngine e = EmulatedEngines.started(new EmulatedRdmaProvider("emu0"), "")) {
             assertEquals("rdma", e.protocol());
         }
     }
 
     @Test
     void anUnknownDeviceNameIsNamedWithTheDevicesPresent() {
-        try (RdmaTransferEngine e = new RdmaTransferEngine(new EmulatedRdmaProvider("emu0", "emu1"),
+        try (CoreEngine e = EngineBuilder.rdma(new EmulatedRdmaProvider("emu0", "emu1"),
                 EmulatedEngines.config())) {
             assertEquals(-1, e.initialize("127.0.0.1", TransferEngine.P2P_HANDSHAKE, "rdma", "mlx5_7"));
             assertTrue(e.lastError().contains("mlx5_7") && e.lastError().contains("[emu0, emu1]"), e.lastError());
@@ -75,7 +77,7 @@ class RdmaDiagnosisTest {
 
     @Test
     void protocolTcpIsNotServedByTheRdmaEngine() {
-        try (RdmaTransferEngine e = new RdmaTransferEngine(new EmulatedRdmaProvider("emu0"),
+        try (CoreEngine e = EngineBuilder.rdma(new EmulatedRdmaProvider("emu0"),
                 EmulatedEngines.config())) {
             assertEquals(-1, e.initialize("127.0.0.1", TransferEngine.P2P_HANDSHAKE, "tcp", ""));
             assertTrue(e.lastError().contains("TransferEngines.create(\"tcp\")"), e.lastError());

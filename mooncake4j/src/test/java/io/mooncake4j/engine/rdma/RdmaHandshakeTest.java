@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.mooncake4j.engine.core.CoreEngine;
 import io.mooncake4j.engine.handshake.HandShakeDesc;
 import io.mooncake4j.engine.handshake.HandshakeClient;
 import io.mooncake4j.engine.handshake.HandshakeConfig;
@@ -103,7 +104,7 @@ class RdmaHandshakeTest {
     void engineServesAnRdmaDescriptorWithKeysPerDevice() throws Exception {
         EmulatedRdmaProvider fabric = new EmulatedRdmaProvider("emu0", "emu1");
         try (HostMemoryAllocator alloc = new HostMemoryAllocator();
-                RdmaTransferEngine e = EmulatedEngines.started(fabric, "emu0,emu1")) {
+                CoreEngine e = EmulatedEngines.started(fabric, "emu0,emu1")) {
             HostMemoryStorage a = alloc.allocate(8192);
             HostMemoryStorage b = alloc.allocate(4096);
             assertEquals(0, e.registerMemory(b.address(), 4096, "*"));
@@ -137,7 +138,7 @@ class RdmaHandshakeTest {
         EmulatedRdmaProvider fabric = new EmulatedRdmaProvider("emu0", "emu1");
         RdmaSettings s = RdmaSettings.defaults();
         try (HostMemoryAllocator alloc = new HostMemoryAllocator();
-                RdmaTransferEngine engine = EmulatedEngines.started(fabric, "emu0");
+                CoreEngine engine = EmulatedEngines.started(fabric, "emu0");
                 Device peer = fabric.open("emu1")) {
             HostMemoryStorage target = alloc.allocate(4096);
             HostMemoryStorage source = alloc.allocate(4096);
@@ -193,7 +194,7 @@ class RdmaHandshakeTest {
     @Test
     void inconsistentConnectionRequestsAreRejectedInReplyMsg() throws Exception {
         EmulatedRdmaProvider fabric = new EmulatedRdmaProvider("emu0");
-        try (RdmaTransferEngine engine = EmulatedEngines.started(fabric, "emu0")) {
+        try (CoreEngine engine = EmulatedEngines.started(fabric, "emu0")) {
             String me = engine.getLocalSegmentName();
             Gid g = Gid.parse(GID);
             HandShakeDesc unknownNic = connection(engine, new HandShakeDesc("peer:1@x", me + "@mlx5_9", g.toString(), 0,
@@ -215,7 +216,7 @@ class RdmaHandshakeTest {
         return new HandshakeClient(HandshakeConfig.ephemeral(InetAddress.getLoopbackAddress()));
     }
 
-    private static HandShakeDesc connection(RdmaTransferEngine engine, HandShakeDesc req) {
+    private static HandShakeDesc connection(CoreEngine engine, HandShakeDesc req) {
         HandshakeFrame reply = client().send(PeerAddress.parse(engine.getLocalSegmentName(), 0),
                 new HandshakeFrame(HandshakeFrame.CONNECTION, req.toJson()));
         assertEquals(HandshakeFrame.CONNECTION, reply.type());

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.mooncake4j.engine.ErrorCodes;
+import io.mooncake4j.engine.core.CoreEngine;
 import io.mooncake4j.memory.HostMemoryAllocator;
 import io.mooncake4j.memory.HostMemoryStorage;
 import java.util.OptionalLong;
@@ -12,12 +13,15 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
-/** The memlock pre-check against {@code CAP_IPC_LOCK} (issue 14 item 1). */
+/**
+ * The memlock pre-check against {@code CAP_IPC_LOCK}: a process with the capability is not held to
+ * {@code RLIMIT_MEMLOCK}, so the check must not refuse what the kernel would pin.
+ */
 @Timeout(value = 30, unit = TimeUnit.SECONDS)
 class RdmaMemlockCapabilityTest {
 
     private final HostMemoryAllocator alloc = new HostMemoryAllocator();
-    private RdmaTransferEngine engine;
+    private CoreEngine engine;
 
     @AfterEach
     void tearDown() {

@@ -3,6 +3,7 @@ package io.mooncake4j.engine.rdma;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.mooncake4j.engine.core.CoreEngine;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
@@ -18,8 +19,8 @@ import org.junit.jupiter.api.Timeout;
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class RdmaOpenSegmentTest {
 
-    private RdmaTransferEngine target;
-    private RdmaTransferEngine initiator;
+    private CoreEngine target;
+    private CoreEngine initiator;
     private final ExecutorService pool = Executors.newCachedThreadPool();
 
     @AfterEach

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.mooncake4j.engine.core.CoreEngine;
 import io.mooncake4j.memory.HostMemoryAllocator;
 import io.mooncake4j.memory.HostMemoryStorage;
 import java.lang.foreign.ValueLayout;
@@ -20,18 +21,21 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
-/** Data-path scaling (issue 14 item 6): the poller leaves idle endpoints alone; the slice pool stays consistent. */
+/**
+ * Data-path scaling with many endpoints: the poller leaves idle endpoints alone (its cost follows the
+ * busy ones), and the slice pool stays consistent under load.
+ */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class RdmaPollerScalingTest {
 
     private final HostMemoryAllocator alloc = new HostMemoryAllocator();
-    private RdmaTransferEngine busy;
-    private RdmaTransferEngine quiet;
-    private RdmaTransferEngine initiator;
+    private CoreEngine busy;
+    private CoreEngine quiet;
+    private CoreEngine initiator;
 
     @AfterEach
     void tearDown() {
-        for (RdmaTransferEngine e : new RdmaTransferEngine[] {initiator, busy, quiet}) {
+        for (CoreEngine e : new CoreEngine[] {initiator, busy, quiet}) {
             if (e != null) {
                 e.close();
             }
@@ -55,7 +59,7 @@ class RdmaPollerScalingTest {
         assertEquals(0, quiet.registerMemory(b.address(), 4096, "cpu:0"));
         assertEquals(0, initiator.batchTransferSyncWrite(quiet.getLocalSegmentName(), new long[] {local.address()},
                 new long[] {b.address()}, new long[] {4096}));
-        RdmaEndpoint idle = initiator.endpoints().stream().filter(e -> e.peerNicPath.endsWith("@emu1")).findFirst()
+        RdmaEndpoint idle = RdmaTransport.in(initiator).endpoints().stream().filter(e -> e.peerNicPath.endsWith("@emu1")).findFirst()
                 .orElse(null);
         assertNotNull(idle);
         int before = idle.pumpCount();
@@ -75,7 +79,7 @@ class RdmaPollerScalingTest {
         }
         assertArrayEquals(local.segment().toArray(ValueLayout.JAVA_BYTE), a.segment().toArray(ValueLayout.JAVA_BYTE));
         assertEquals(before, idle.pumpCount(), "the idle endpoint was not locked by the poller");
-        RdmaEndpoint hot = initiator.endpoints().stream().filter(e -> e.peerNicPath.endsWith("@emu0")).findFirst()
+        RdmaEndpoint hot = RdmaTransport.in(initiator).endpoints().stream().filter(e -> e.peerNicPath.endsWith("@emu0")).findFirst()
                 .orElseThrow();
         assertTrue(hot.pumpCount() > 1 + 256 / 8 / 2, "the busy endpoint was pumped after completions: "
                 + hot.pumpCount());
@@ -106,7 +110,7 @@ class RdmaPollerScalingTest {
         try {
             List<Future<Integer>> results = new java.util.ArrayList<>();
             for (int t = 0; t < 8; t++) {
-                RdmaTransferEngine to = t % 2 == 0 ? busy : quiet;
+                CoreEngine to = t % 2 == 0 ? busy : quiet;
                 long dst = (t % 2 == 0 ? a : b).address() + (t / 2) * (256L << 10);
                 long src = local.address() + (t / 2) * (256L << 10);
                 results.add(pool.submit(() -> {
@@ -125,8 +129,8 @@ class RdmaPollerScalingTest {
             pool.shutdownNow();
             nic.interrupt();
         }
-        assertEquals(0, initiator.failedCompletions(), "no CQ overrun, no flushed work");
-        assertEquals(0, initiator.liveSlices());
+        assertEquals(0, RdmaTransport.in(initiator).failedCompletions(), "no CQ overrun, no flushed work");
+        assertEquals(0, RdmaTransport.in(initiator).liveSlices());
     }
 
     @Test

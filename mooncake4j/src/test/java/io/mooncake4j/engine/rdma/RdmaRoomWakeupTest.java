@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.mooncake4j.engine.core.CoreEngine;
 import io.mooncake4j.memory.HostMemoryAllocator;
 import io.mooncake4j.memory.HostMemoryStorage;
 import java.lang.foreign.ValueLayout;
@@ -34,8 +35,8 @@ class RdmaRoomWakeupTest {
     private static final int DEPTH = 4;
 
     private final HostMemoryAllocator alloc = new HostMemoryAllocator();
-    private RdmaTransferEngine target;
-    private RdmaTransferEngine initiator;
+    private CoreEngine target;
+    private CoreEngine initiator;
 
     @AfterEach
     void tearDown() {
@@ -74,7 +75,7 @@ class RdmaRoomWakeupTest {
                 Integer.toString(maxWr), "MC_NUM_QP_PER_EP", "1", "MC_TRANSFER_TIMEOUT", "5");
         target = EmulatedEngines.started(fabric, "emu0", EmulatedEngines.config(env));
         initiator = EmulatedEngines.started(fabric, "emu1", EmulatedEngines.config(env));
-        assertEquals(maxWr, initiator.settings().maxWr(), "no clamping: one QP of " + maxWr + " work requests");
+        assertEquals(maxWr, RdmaTransport.in(initiator).settings().maxWr(), "no clamping: one QP of " + maxWr + " work requests");
         long bytes = (long) tasks * SLICE;
         HostMemoryStorage local = alloc.allocate(bytes);
         HostMemoryStorage remote = alloc.allocate(bytes);
@@ -91,7 +92,7 @@ class RdmaRoomWakeupTest {
         String peer = target.getLocalSegmentName();
         assertEquals(0, initiator.batchTransferSyncWrite(peer, new long[] {src[0]}, new long[] {dst[0]},
                 new long[] {SLICE}), "the endpoint is connected");
-        List<RdmaEndpoint> eps = initiator.endpoints();
+        List<RdmaEndpoint> eps = RdmaTransport.in(initiator).endpoints();
         assertEquals(1, eps.size());
         RdmaContext ctx = eps.get(0).ctx;
         for (int i = 0; i < tasks; i++) {
@@ -126,7 +127,7 @@ class RdmaRoomWakeupTest {
         assertEquals(0, rc, "every slice was posted once room came back (no wait for MC_TRANSFER_TIMEOUT)");
         assertArrayEquals(local.segment().toArray(ValueLayout.JAVA_BYTE), remote.segment().toArray(
                 ValueLayout.JAVA_BYTE));
-        assertEquals(0, initiator.liveSlices(), "every slice returned to the pool");
+        assertEquals(0, RdmaTransport.in(initiator).liveSlices(), "every slice returned to the pool");
     }
 
     /** Waits (at most 10 s) until {@code cond} holds. */

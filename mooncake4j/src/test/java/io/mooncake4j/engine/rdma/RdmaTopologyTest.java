@@ -3,6 +3,8 @@ package io.mooncake4j.engine.rdma;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.mooncake4j.engine.core.CoreEngine;
+import io.mooncake4j.engine.core.EngineBuilder;
 import io.mooncake4j.engine.handshake.SegmentDescriptor;
 import io.mooncake4j.memory.HostMemoryAllocator;
 import io.mooncake4j.memory.HostMemoryStorage;
@@ -18,15 +20,15 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
-/** NUMA/PCI topology as Mooncake builds it, from a fake sysfs tree (issue 14 item 3). */
+/** NUMA/PCI topology as Mooncake builds it (device preference per memory location), from a fake sysfs tree. */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class RdmaTopologyTest {
 
     @TempDir
     Path sys;
     private final HostMemoryAllocator alloc = new HostMemoryAllocator();
-    private RdmaTransferEngine target;
-    private RdmaTransferEngine initiator;
+    private CoreEngine target;
+    private CoreEngine initiator;
 
     @AfterEach
     void tearDown() {
@@ -70,7 +72,7 @@ class RdmaTopologyTest {
         FakeGpuDirect gpu = new FakeGpuDirect(gpuMemory.address(), 1L << 20).pciBusIds("0000:cb:00.0");
         EmulatedRdmaProvider fabric = new EmulatedRdmaProvider("emu0", "emu1", "emu2");
         RdmaEngineConfig cfg = EmulatedEngines.config().withSysfsRoot(sys).withNumaNodeOf(a -> 1);
-        initiator = new RdmaTransferEngine(fabric, cfg, Optional::empty, gpu);
+        initiator = EngineBuilder.rdma(fabric, cfg, Optional::empty, gpu);
         assertEquals(0, initiator.initialize("127.0.0.1", "P2PHANDSHAKE", "rdma", "emu0,emu1"), initiator::lastError);
         target = EmulatedEngines.started(fabric, "emu2");
 
@@ -111,7 +113,7 @@ class RdmaTopologyTest {
         RdmaEngineConfig cfg = EmulatedEngines.config().withSysfsRoot(sys)
                 .withTopology(new RdmaEngineConfig.TopologyOverrides("emu1, emu0", topo));
         initiator = EmulatedEngines.started(fabric, "", cfg);
-        assertEquals(List.of("emu0", "emu1"), initiator.devices(), "MC_TE_FILTERS drops emu2");
+        assertEquals(List.of("emu0", "emu1"), RdmaTransport.in(initiator).devices(), "MC_TE_FILTERS drops emu2");
         Map<String, List<List<String>>> m = initiator.localDescriptor().priorityMatrix();
         assertEquals(List.of(List.of("emu1"), List.of("emu0")), m.get("cpu:0"), "unknown NICs dropped");
         assertEquals(List.of(List.of("emu0"), List.of()), m.get("cuda:3"));

@@ -10,6 +10,8 @@ import io.mooncake4j.engine.ErrorCodes;
 import io.mooncake4j.engine.StatusCodes;
 import io.mooncake4j.engine.TransferRequest;
 import io.mooncake4j.engine.TransferStatus;
+import io.mooncake4j.engine.core.CoreEngine;
+import io.mooncake4j.engine.core.EngineBuilder;
 import io.mooncake4j.engine.rdma.verbs.WorkCompletions;
 import io.mooncake4j.memory.HostMemoryAllocator;
 import io.mooncake4j.memory.HostMemoryStorage;
@@ -24,15 +26,15 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
-/** Transport behaviour of {@link RdmaTransferEngine} on the emulated fabric beyond the engine contract. */
+/** Transport behaviour of {@link CoreEngine} on the emulated fabric beyond the engine contract. */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class RdmaTransportTest {
 
     private static final long BUF = 1L << 20;
 
     private final HostMemoryAllocator alloc = new HostMemoryAllocator();
-    private RdmaTransferEngine target;
-    private RdmaTransferEngine initiator;
+    private CoreEngine target;
+    private CoreEngine initiator;
 
     @AfterEach
     void tearDown() {
@@ -75,15 +77,14 @@ class RdmaTransportTest {
 
     @Test
     void tasksAreCutIntoSlicesWithTheTailKeptWhole() {
-        RdmaTransferEngine e = new RdmaTransferEngine(new EmulatedRdmaProvider("emu0"),
-                EmulatedEngines.config(Map.of("MC_SLICE_SIZE", "4096", "MC_FRAGMENT_RATIO", "4")));
-        assertEquals(1, e.sliceCount(1));
-        assertEquals(1, e.sliceCount(4096 + 1024), "a tail up to slice + fragment stays whole");
-        assertEquals(2, e.sliceCount(4096 + 1025));
-        assertEquals(16, e.sliceCount(65536 + 100));
-        RdmaTransferEngine d = new RdmaTransferEngine(new EmulatedRdmaProvider("emu0"), EmulatedEngines.config());
-        assertEquals(1, d.sliceCount(65536 + 16384), "defaults: 64 KiB slices, 16 KiB fragment limit");
-        assertEquals(2, d.sliceCount(65536 + 16385));
+        RdmaSettings e = EmulatedEngines.config(Map.of("MC_SLICE_SIZE", "4096", "MC_FRAGMENT_RATIO", "4")).settings();
+        assertEquals(1, RdmaTransport.sliceCount(e, 1));
+        assertEquals(1, RdmaTransport.sliceCount(e, 4096 + 1024), "a tail up to slice + fragment stays whole");
+        assertEquals(2, RdmaTransport.sliceCount(e, 4096 + 1025));
+        assertEquals(16, RdmaTransport.sliceCount(e, 65536 + 100));
+        RdmaSettings d = EmulatedEngines.config().settings();
+        assertEquals(1, RdmaTransport.sliceCount(d, 65536 + 16384), "defaults: 64 KiB slices, 16 KiB fragment limit");
+        assertEquals(2, RdmaTransport.sliceCount(d, 65536 + 16385));
     }
 
     @Test
@@ -122,7 +123,7 @@ class RdmaTransportTest {
     void completionsArePolledByOnePollerThreadPerDevice() throws InterruptedException {
         EmulatedRdmaProvider fabric = new EmulatedRdmaProvider("emu0", "emu1", "emu2");
         HostMemoryStorage[] m = pair(fabric, "emu0", "emu1,emu2", Map.of());
-        List<Thread> pollers = initiator.pollerThreads();
+        List<Thread> pollers = RdmaTransport.in(initiator).pollerThreads();
         assertEquals(2, pollers.size());
         for (Thread t : pollers) {
             assertTrue(t.getName().matches("mooncake-rdma-poller-\\d+"), t.getName());
@@ -163,8 +164,8 @@ class RdmaTransportTest {
         String[] ok = log.get(1).substring(3).split("->");
         assertNotEquals(failed[0], ok[0], "another local NIC: " + log);
         assertNotEquals(failed[1], ok[1], "another peer NIC: " + log);
-        assertEquals(1, initiator.failedCompletions());
-        assertEquals(1, initiator.retriedSlices());
+        assertEquals(1, RdmaTransport.in(initiator).failedCompletions());
+        assertEquals(1, RdmaTransport.in(initiator).retriedSlices());
     }
 
     @Test
@@ -174,7 +175,7 @@ class RdmaTransportTest {
         fabric.failWorkRequests(0, 3, WorkCompletions.RETRY_EXC_ERR);
         assertEquals(0, write(m[0], m[1], 8192));
         assertArrayEquals(bytes(m[0].segment(), 0, 8192), bytes(m[1].segment(), 0, 8192));
-        assertEquals(3, initiator.failedCompletions());
+        assertEquals(3, RdmaTransport.in(initiator).failedCompletions());
     }
 
     @Test
@@ -183,8 +184,8 @@ class RdmaTransportTest {
         HostMemoryStorage[] m = pair(fabric, "emu0", "emu1", Map.of("MC_RETRY_CNT", "3"));
         fabric.failWorkRequests(0, 1_000, WorkCompletions.REM_ACCESS_ERR);
         assertNotEquals(0, write(m[0], m[1], 4096));
-        assertEquals(3, initiator.failedCompletions(), "MC_RETRY_CNT attempts, no more");
-        assertEquals(2, initiator.retriedSlices());
+        assertEquals(3, RdmaTransport.in(initiator).failedCompletions(), "MC_RETRY_CNT attempts, no more");
+        assertEquals(2, RdmaTransport.in(initiator).retriedSlices());
 
         long seg = initiator.openSegment(target.getLocalSegmentName());
         long batch = initiator.allocateBatchId(1);
@@ -194,7 +195,7 @@ class RdmaTransportTest {
         assertEquals(TransferStatus.State.FAILED, st.state());
         assertEquals(0, st.transferredBytes());
         assertEquals(StatusCodes.OK, initiator.freeBatchId(batch));
-        assertEquals(0, initiator.liveSlices(), "every slice returned to the pool");
+        assertEquals(0, RdmaTransport.in(initiator).liveSlices(), "every slice returned to the pool");
 
         fabric.failWorkRequests(0, 0, 0);
         assertEquals(0, write(m[0], m[1], 4096), "the transport recovers with fresh endpoints");
@@ -214,7 +215,7 @@ class RdmaTransportTest {
         awaitPosted(fabric, before + 8);
         initiator.close();
         assertEquals(TransferStatus.State.FAILED, initiator.getTransferStatus(batch, 0).state());
-        assertEquals(0, initiator.liveSlices(), "flushed work requests were all accounted for");
+        assertEquals(0, RdmaTransport.in(initiator).liveSlices(), "flushed work requests were all accounted for");
         List<String> log = fabric.teardownLog();
         int lastQp = -1;
         int cq = -1;
@@ -262,7 +263,7 @@ class RdmaTransportTest {
         for (long i = 0; i < BUF; i += 4093) {
             assertEquals((byte) 2, remote.segment().get(ValueLayout.JAVA_BYTE, i), "offset " + i);
         }
-        assertEquals(0, initiator.liveSlices());
+        assertEquals(0, RdmaTransport.in(initiator).liveSlices());
         fabric.autoProgress(true);
         assertEquals(TransferStatus.State.COMPLETED, writeAsync(local, remote, 4096), "fresh endpoints after the flush");
     }
@@ -308,8 +309,8 @@ class RdmaTransportTest {
             assertTrue(pool.awaitTermination(10, TimeUnit.SECONDS));
         }
         assertArrayEquals(bytes(m[0].segment(), 0, BUF), bytes(m[1].segment(), 0, BUF));
-        assertEquals(0, initiator.liveSlices());
-        assertTrue(initiator.endpointCount() <= 4, "endpoints per (local NIC, peer NIC): " + initiator.endpointCount());
+        assertEquals(0, RdmaTransport.in(initiator).liveSlices());
+        assertTrue(RdmaTransport.in(initiator).endpointCount() <= 4, "endpoints per (local NIC, peer NIC): " + RdmaTransport.in(initiator).endpointCount());
     }
 
     @Test
@@ -332,7 +333,7 @@ class RdmaTransportTest {
         EmulatedRdmaProvider fabric = new EmulatedRdmaProvider("emu0");
         initiator = EmulatedEngines.started(fabric, "emu0", EmulatedEngines.config(Map.of("MC_MAX_SGE", "1000",
                 "MC_MAX_WR", "100000", "MC_MAX_MR_SIZE", "4096")));
-        RdmaSettings s = initiator.settings();
+        RdmaSettings s = RdmaTransport.in(initiator).settings();
         assertEquals(30, s.maxSge(), "emulated device: max_sge 30");
         assertEquals(1 << 15, s.maxWr(), "emulated device: max_qp_wr 32768");
         assertEquals(4096, s.maxMrSize(), "MC_MAX_MR_SIZE below the device's max_mr_size is kept");
@@ -363,7 +364,7 @@ class RdmaTransportTest {
 
     @Test
     void registrationBeforeInitializeIsRejected() {
-        RdmaTransferEngine e = new RdmaTransferEngine(new EmulatedRdmaProvider("emu0"), EmulatedEngines.config());
+        CoreEngine e = EngineBuilder.rdma(new EmulatedRdmaProvider("emu0"), EmulatedEngines.config());
         HostMemoryStorage b = alloc.allocate(4096);
         assertEquals(ErrorCodes.INVALID_ARGUMENT, e.registerMemory(b.address(), 4096, "cpu:0"));
         assertTrue(e.lastError().contains("not initialized"), e.lastError());
@@ -380,7 +381,7 @@ class RdmaTransportTest {
         }
     }
 
-    private static TransferStatus await(RdmaTransferEngine e, long batch, int task) {
+    private static TransferStatus await(CoreEngine e, long batch, int task) {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
         while (true) {
             TransferStatus st = e.getTransferStatus(batch, task);

@@ -3,6 +3,8 @@ package io.mooncake4j.engine.rdma;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.mooncake4j.engine.TransferEngineContractTest;
+import io.mooncake4j.engine.core.CoreEngine;
+import io.mooncake4j.engine.core.EngineBuilder;
 import io.mooncake4j.engine.handshake.HandshakeConfig;
 import java.net.InetAddress;
 import org.junit.jupiter.api.Tag;
@@ -16,13 +18,13 @@ import org.junit.jupiter.api.Tag;
 @Tag("rdma")
 class VerbsRdmaContractTest extends TransferEngineContractTest {
 
-    static RdmaTransferEngine hardwareEngine() {
+    static CoreEngine hardwareEngine() {
         assumeTrue(RdmaAvailability.isAvailable(),
                 () -> RdmaAvailability.unavailabilityCause().map(RdmaAvailability.Cause::message).orElse(""));
         String dev = System.getenv("MC_TEST_RDMA_DEVICE");
         RdmaEngineConfig cfg = RdmaEngineConfig.fromEnvironment(System.getenv(),
                 HandshakeConfig.ephemeral(InetAddress.getLoopbackAddress()));
-        RdmaTransferEngine e = new RdmaTransferEngine(new VerbsRdmaProvider(), cfg,
+        CoreEngine e = EngineBuilder.rdma(new VerbsRdmaProvider(), cfg,
                 RdmaAvailability::unavailabilityCause);
         if (e.initialize("127.0.0.1", "P2PHANDSHAKE", "rdma", dev == null ? "" : dev) != 0) {
             String why = e.lastError();
@@ -34,8 +36,8 @@ class VerbsRdmaContractTest extends TransferEngineContractTest {
 
     @Override
     protected Pair createPair() {
-        RdmaTransferEngine target = hardwareEngine();
-        RdmaTransferEngine initiator = hardwareEngine();
+        CoreEngine target = hardwareEngine();
+        CoreEngine initiator = hardwareEngine();
         return new Pair(initiator, target, target.getLocalSegmentName());
     }
 

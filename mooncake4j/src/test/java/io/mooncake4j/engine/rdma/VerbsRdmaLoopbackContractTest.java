@@ -1,6 +1,7 @@
 package io.mooncake4j.engine.rdma;
 
 import io.mooncake4j.engine.TransferEngineContractTest;
+import io.mooncake4j.engine.core.CoreEngine;
 import org.junit.jupiter.api.Tag;
 
 /** The engine contract for transfers to an engine's own segment over a real NIC (QPs wired to themselves). */
@@ -9,7 +10,7 @@ class VerbsRdmaLoopbackContractTest extends TransferEngineContractTest {
 
     @Override
     protected Pair createPair() {
-        RdmaTransferEngine e = VerbsRdmaContractTest.hardwareEngine();
+        CoreEngine e = VerbsRdmaContractTest.hardwareEngine();
         return new Pair(e, e, e.getLocalSegmentName());
     }
 

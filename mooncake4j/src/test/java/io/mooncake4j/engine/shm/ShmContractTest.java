@@ -2,6 +2,8 @@ package io.mooncake4j.engine.shm;
 
 import io.mooncake4j.engine.TransferEngine;
 import io.mooncake4j.engine.TransferEngineContractTest;
+import io.mooncake4j.engine.core.CoreEngine;
+import io.mooncake4j.engine.core.EngineBuilder;
 import io.mooncake4j.internal.sys.SharedMemory;
 import org.junit.jupiter.api.Assumptions;
 
@@ -11,12 +13,12 @@ class ShmContractTest extends TransferEngineContractTest {
     @Override
     protected Pair createPair() {
         Assumptions.assumeTrue(SharedMemory.available(), "shm needs native access on Linux");
-        ShmDirectEngine target = started(new ShmDirectEngine());
-        ShmDirectEngine initiator = started(new ShmDirectEngine());
+        CoreEngine target = started(EngineBuilder.shmDirect());
+        CoreEngine initiator = started(EngineBuilder.shmDirect());
         return new Pair(initiator, target, target.getLocalSegmentName());
     }
 
-    private static ShmDirectEngine started(ShmDirectEngine e) {
+    private static CoreEngine started(CoreEngine e) {
         if (e.initialize("127.0.0.1", TransferEngine.P2P_HANDSHAKE, "shm", "") != 0) {
             String why = e.lastError();
             e.close();

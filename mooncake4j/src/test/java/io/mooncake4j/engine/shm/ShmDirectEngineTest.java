@@ -6,7 +6,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.mooncake4j.engine.TransferEngine;
-import io.mooncake4j.engine.tcp.TcpTransferEngine;
+import io.mooncake4j.engine.core.CoreEngine;
+import io.mooncake4j.engine.core.EngineBuilder;
 import io.mooncake4j.internal.sys.SharedMemory;
 import io.mooncake4j.memory.HostMemoryAllocator;
 import io.mooncake4j.memory.HostMemoryStorage;
@@ -15,7 +16,7 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
-/** Two {@link ShmDirectEngine}s in one JVM over the real handshake port (peer = this process). */
+/** Two {@link CoreEngine}s in one JVM over the real handshake port (peer = this process). */
 @Timeout(value = 30, unit = TimeUnit.SECONDS)
 class ShmDirectEngineTest {
 
@@ -27,7 +28,7 @@ class ShmDirectEngineTest {
     @Test
     void writesAndReadsBetweenEnginesThroughTheAdvertisedMemfd() {
         try (HostMemoryAllocator alloc = new HostMemoryAllocator();
-                ShmDirectEngine a = new ShmDirectEngine(); ShmDirectEngine b = new ShmDirectEngine()) {
+                CoreEngine a = EngineBuilder.shmDirect(); CoreEngine b = EngineBuilder.shmDirect()) {
             assertEquals(0, a.initialize("127.0.0.1", TransferEngine.P2P_HANDSHAKE, "shm", ""));
             assertEquals(0, b.initialize("127.0.0.1", TransferEngine.P2P_HANDSHAKE, "shm", ""));
             HostMemoryStorage src = alloc.allocateShareable(1 << 20);
@@ -63,7 +64,7 @@ class ShmDirectEngineTest {
     @Test
     void aPeerWithoutTheShmAdvertIsRefusedNotWrittenToByAnotherPath() {
         try (HostMemoryAllocator alloc = new HostMemoryAllocator();
-                ShmDirectEngine a = new ShmDirectEngine(); TcpTransferEngine tcp = new TcpTransferEngine()) {
+                CoreEngine a = EngineBuilder.shmDirect(); CoreEngine tcp = EngineBuilder.tcp()) {
             assertEquals(0, a.initialize("127.0.0.1", TransferEngine.P2P_HANDSHAKE, "shm", ""));
             assertEquals(0, tcp.initialize("127.0.0.1", TransferEngine.P2P_HANDSHAKE, "tcp", ""));
             HostMemoryStorage src = alloc.allocateShareable(4096);

@@ -1,6 +1,5 @@
 package io.mooncake4j.engine.spi;
 
-import io.mooncake4j.engine.internal.TaskBatch;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -98,7 +97,7 @@ public final class RecordedSlices implements SliceGroup {
 
     /** No core batch behind these slices: a transport under test ends them through complete/fail only. */
     @Override
-    public TaskBatch batch() {
+    public BatchTasks batch() {
         return null;
     }
 

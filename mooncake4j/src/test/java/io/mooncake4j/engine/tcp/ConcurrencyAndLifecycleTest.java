@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.mooncake4j.engine.TransferEngines;
+import io.mooncake4j.engine.core.CoreEngine;
 import io.mooncake4j.memory.HostMemoryAllocator;
 import io.mooncake4j.memory.HostMemoryStorage;
 import java.io.IOException;
@@ -51,8 +52,8 @@ class ConcurrencyAndLifecycleTest {
             HostMemoryStorage src = alloc.allocate(region * threads);
             HostMemoryStorage back = alloc.allocate(region * threads);
             HostMemoryStorage remote = alloc.allocate(region * threads);
-            TcpTransferEngine target = TcpEngines.started();
-            TcpTransferEngine initiator = TcpEngines.started();
+            CoreEngine target = TcpEngines.started();
+            CoreEngine initiator = TcpEngines.started();
             try {
                 assertEquals(0, target.registerMemory(remote.address(), remote.byteSize(), "cpu:0"));
                 assertEquals(0, initiator.batchRegisterMemory(new long[] {src.address(), back.address()},
@@ -102,7 +103,7 @@ class ConcurrencyAndLifecycleTest {
                 initiator.close();
                 target.close();
             }
-            assertEquals(0, target.openDataSessionsForTest(), "target sessions left");
+            assertEquals(0, TcpTransport.in(target).openDataSessions(), "target sessions left");
         }
         Set<String> after = mooncakeThreads();
         after.removeAll(before);
@@ -113,11 +114,11 @@ class ConcurrencyAndLifecycleTest {
     void unregisteringTargetMemoryDuringAnIncomingWriteAbortsItWithinTheBound() throws Exception {
         TcpConfig cfg = TcpEngines.config().withUnregisterWait(300);
         try (HostMemoryAllocator alloc = new HostMemoryAllocator();
-                TcpTransferEngine target = TcpEngines.started(cfg);
+                CoreEngine target = TcpEngines.started(cfg);
                 Socket s = new Socket()) {
             HostMemoryStorage buf = alloc.allocate(1 << 20);
             assertEquals(0, target.registerMemory(buf.address(), 1 << 20, "cpu:0"));
-            s.connect(new InetSocketAddress("127.0.0.1", target.getDataPort()), 5000);
+            s.connect(new InetSocketAddress("127.0.0.1", TcpTransport.in(target).dataPort()), 5000);
             OutputStream out = s.getOutputStream();
             out.write(TcpWire.header(1 << 20, buf.address(), 0x81));
             byte[] ab = new byte[4096];
@@ -150,7 +151,7 @@ class ConcurrencyAndLifecycleTest {
     @Test
     void factoryKindTcpReturnsATcpEngineAndRdmaIsRefused() {
         try (var e = TransferEngines.create("tcp")) {
-            assertTrue(e instanceof TcpTransferEngine);
+            assertTrue(e instanceof CoreEngine);
             assertEquals(-1, e.initialize("127.0.0.1", "P2PHANDSHAKE", "rdma", ""));
             assertEquals(-1, e.initialize("127.0.0.1", "etcd://x:2379", "tcp", ""));
         }

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.mooncake4j.engine.core.CoreEngine;
 import io.mooncake4j.engine.handshake.HandshakeFrame;
 import io.mooncake4j.engine.handshake.SegmentDescriptor;
 import io.mooncake4j.memory.HostMemoryAllocator;
@@ -39,7 +40,7 @@ class CppGoldenFramesTest {
 
     private HostMemoryAllocator alloc;
     private HostMemoryStorage buf;
-    private TcpTransferEngine engine;
+    private CoreEngine engine;
 
     @BeforeEach
     void start() {
@@ -160,7 +161,7 @@ class CppGoldenFramesTest {
                 buf.segment().fill((byte) 0); // the bench never fills its buffers
             }
             byte[] req = remap(golden(name + ".req"));
-            assertArrayEquals(golden(name + ".rep"), exchange(engine.getDataPort(), req), name);
+            assertArrayEquals(golden(name + ".rep"), exchange(TcpTransport.in(engine).dataPort(), req), name);
         }
     }
 

@@ -5,9 +5,11 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.mooncake4j.engine.TransferEngine;
+import io.mooncake4j.engine.core.EngineBuilder;
 import io.mooncake4j.engine.cudaipc.CudaIpcTransport;
 import io.mooncake4j.engine.cudaipc.FakeIpcDriver;
-import io.mooncake4j.engine.internal.CoreEngine;
+import io.mooncake4j.engine.core.CoreEngine;
+import io.mooncake4j.engine.spi.TransportFactory;
 import io.mooncake4j.memory.FakeDeviceMemory;
 import io.mooncake4j.testlog.LogCapture;
 import java.lang.foreign.MemorySegment;
@@ -65,10 +67,9 @@ class CudaIpcSelectionTest {
 
     private CoreEngine engine(FakeIpcDriver driver, Map<String, String> env) {
         TcpConfig tcp = TcpEngines.config();
-        CoreEngine e = new CoreEngine(TcpTransport.coreSettings(tcp), List.of(
-                new CoreEngine.Candidate(CudaIpcTransport.NAME, () -> new CudaIpcTransport(driver)),
-                new CoreEngine.Candidate("tcp", () -> new TcpTransport(tcp, gpus, new StagingConfig(64 << 10, 2, 4)))),
-                env);
+        CoreEngine e = new EngineBuilder().settings(TcpTransport.engineSettings(tcp)).environment(env).offer(
+                new TransportFactory(CudaIpcTransport.NAME, () -> new CudaIpcTransport(driver)),
+                new TransportFactory("tcp", () -> new TcpTransport(tcp, gpus, new StagingConfig(64 << 10, 2, 4)))).build();
         if (e.initialize("127.0.0.1", TransferEngine.P2P_HANDSHAKE, "auto", "") != 0) {
             String why = e.lastError();
             e.close();

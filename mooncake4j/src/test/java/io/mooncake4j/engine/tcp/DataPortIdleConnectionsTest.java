@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.mooncake4j.engine.core.CoreEngine;
 import io.mooncake4j.memory.HostMemoryAllocator;
 import io.mooncake4j.memory.HostMemoryStorage;
 import java.io.IOException;
@@ -19,18 +20,21 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
-/** Idle connections on the data port cost no platform thread and are closed (issue 9, finding 9). */
+/**
+ * Idle connections on the data port cost no platform thread and are closed, so that peers that
+ * connect and go quiet cannot pile up threads or sockets.
+ */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class DataPortIdleConnectionsTest {
 
     private static final int LEN = 64 * 1024;
     private final HostMemoryAllocator alloc = new HostMemoryAllocator();
     private final List<Socket> sockets = new ArrayList<>();
-    private TcpTransferEngine engine;
-    private TcpTransferEngine initiator;
+    private CoreEngine engine;
+    private CoreEngine initiator;
     private HostMemoryStorage buf;
 
-    private TcpTransferEngine start(TcpConfig cfg) {
+    private CoreEngine start(TcpConfig cfg) {
         engine = TcpEngines.started(cfg);
         buf = alloc.allocate(LEN);
         assertEquals(0, engine.registerMemory(buf.address(), LEN, "cpu:0"));
@@ -54,7 +58,7 @@ class DataPortIdleConnectionsTest {
     private Socket connect() throws IOException {
         Socket s = new Socket();
         sockets.add(s);
-        s.connect(new InetSocketAddress("127.0.0.1", engine.getDataPort()), 5000);
+        s.connect(new InetSocketAddress("127.0.0.1", TcpTransport.in(engine).dataPort()), 5000);
         s.setSoTimeout(10_000);
         return s;
     }
@@ -99,7 +103,7 @@ class DataPortIdleConnectionsTest {
         for (int i = 0; i < 400; i++) {
             connect();
         }
-        await(() -> engine.openDataSessionsForTest() == 400, "400 data sessions");
+        await(() -> TcpTransport.in(engine).openDataSessions() == 400, "400 data sessions");
         int during = Thread.getAllStackTraces().size();
         // virtual-thread carriers may start (at most one per core) but nothing per connection
         assertTrue(during - before <= Runtime.getRuntime().availableProcessors() + 2,
@@ -123,8 +127,8 @@ class DataPortIdleConnectionsTest {
         assertTrue(closedByPeer(midHeader), "a connection stalled inside a header was closed");
         long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
         assertTrue(ms >= 250, "closed only after the 300 ms idle timeout, took " + ms + " ms");
-        await(() -> engine.openDataSessionsForTest() == 0, "no data session left");
-        assertTrue(engine.idleClosedDataSessionsForTest() >= 21);
+        await(() -> TcpTransport.in(engine).openDataSessions() == 0, "no data session left");
+        assertTrue(TcpTransport.in(engine).idleClosedDataSessions() >= 21);
         assertServes();
     }
 
@@ -172,11 +176,11 @@ class DataPortIdleConnectionsTest {
         for (int i = 0; i < 8; i++) {
             first.add(connect());
             int n = i + 1;
-            await(() -> engine.openDataSessionsForTest() == n, n + " sessions");
+            await(() -> TcpTransport.in(engine).openDataSessions() == n, n + " sessions");
         }
         Socket ninth = connect();
         assertTrue(closedByPeer(first.get(0)), "the longest-idle connection made room");
-        await(() -> engine.openDataSessionsForTest() <= 8, "at most 8 sessions");
+        await(() -> TcpTransport.in(engine).openDataSessions() <= 8, "at most 8 sessions");
         // the newest connection is served: a v2 write of 8 bytes gets its OK status
         OutputStream out = ninth.getOutputStream();
         out.write(TcpWire.header(8, buf.address(), 0x80));

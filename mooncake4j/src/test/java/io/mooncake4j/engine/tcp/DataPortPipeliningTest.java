@@ -3,6 +3,7 @@ package io.mooncake4j.engine.tcp;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
+import io.mooncake4j.engine.core.CoreEngine;
 import io.mooncake4j.memory.HostMemoryAllocator;
 import io.mooncake4j.memory.HostMemoryStorage;
 import java.io.ByteArrayOutputStream;
@@ -28,7 +29,7 @@ class DataPortPipeliningTest {
     private static final int BLOCK = 64 * 1024;
     private static final int COUNT = 26; // 1.6 MiB, more than the socket buffers hold at first
     private final HostMemoryAllocator alloc = new HostMemoryAllocator();
-    private TcpTransferEngine engine;
+    private CoreEngine engine;
     private HostMemoryStorage buf;
 
     @BeforeEach
@@ -55,7 +56,7 @@ class DataPortPipeliningTest {
     /** All requests in one stream (headers and bodies back to back), optionally followed by a half-close. */
     private byte[] send(boolean halfClose) throws Exception {
         try (Socket s = new Socket()) {
-            s.connect(new InetSocketAddress("127.0.0.1", engine.getDataPort()), 5000);
+            s.connect(new InetSocketAddress("127.0.0.1", TcpTransport.in(engine).dataPort()), 5000);
             s.setSoTimeout(20_000);
             ByteArrayOutputStream all = new ByteArrayOutputStream();
             for (int k = 0; k < COUNT; k++) {
@@ -107,7 +108,7 @@ class DataPortPipeliningTest {
     @Test
     void aClientWaitingForEachStatusIsAnsweredWithoutFurtherInput() throws Exception {
         try (Socket s = new Socket()) {
-            s.connect(new InetSocketAddress("127.0.0.1", engine.getDataPort()), 5000);
+            s.connect(new InetSocketAddress("127.0.0.1", TcpTransport.in(engine).dataPort()), 5000);
             s.setSoTimeout(20_000);
             OutputStream out = s.getOutputStream();
             InputStream in = s.getInputStream();

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.mooncake4j.engine.core.CoreEngine;
 import io.mooncake4j.memory.HostMemoryAllocator;
 import io.mooncake4j.memory.HostMemoryStorage;
 import java.io.IOException;
@@ -28,7 +29,7 @@ class DataPortRobustnessTest {
     private HostMemoryAllocator alloc;
     private HostMemoryStorage buf;
     private HostMemoryStorage neighbour;
-    private TcpTransferEngine engine;
+    private CoreEngine engine;
 
     @BeforeEach
     void start() {
@@ -48,7 +49,7 @@ class DataPortRobustnessTest {
 
     private Socket connect() throws IOException {
         Socket s = new Socket();
-        s.connect(new InetSocketAddress("127.0.0.1", engine.getDataPort()), 5000);
+        s.connect(new InetSocketAddress("127.0.0.1", TcpTransport.in(engine).dataPort()), 5000);
         s.setSoTimeout(10_000);
         return s;
     }
@@ -84,12 +85,12 @@ class DataPortRobustnessTest {
 
     @Test
     void v2WriteOutsideRegisteredMemoryIsRejectedWithStatusAndTouchesNothing() throws IOException {
-        long rejectedBefore = engine.rejectedDataRequests();
+        long rejectedBefore = TcpTransport.in(engine).rejectedDataRequests();
         byte[] got = rejectedExchange(64, buf.address() + LEN - 32, 0x81, pattern(64, 1));
         assertArrayEquals(TcpWire.status(TcpWire.STATUS_ADDR_REJECTED), got);
         assertUntouched();
-        assertEquals(rejectedBefore + 1, engine.rejectedDataRequests());
-        assertEquals(engine.rejectedDataRequests(), engine.counters().rejectedDataRequests());
+        assertEquals(rejectedBefore + 1, TcpTransport.in(engine).rejectedDataRequests());
+        assertEquals(TcpTransport.in(engine).rejectedDataRequests(), engine.counters().rejectedDataRequests());
     }
 
     @Test
@@ -197,6 +198,6 @@ class DataPortRobustnessTest {
             assertArrayEquals(TcpWire.status(TcpWire.STATUS_OK), s.getInputStream().readNBytes(8));
         }
         assertArrayEquals(pattern(16, 9), buf.segment().asSlice(8192, 16).toArray(ValueLayout.JAVA_BYTE));
-        assertTrue(engine.getDataPort() > 0);
+        assertTrue(TcpTransport.in(engine).dataPort() > 0);
     }
 }

@@ -2,6 +2,7 @@ package io.mooncake4j.engine.tcp;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
+import io.mooncake4j.engine.core.CoreEngine;
 import io.mooncake4j.memory.HostMemoryAllocator;
 import io.mooncake4j.memory.HostMemoryStorage;
 import java.lang.foreign.MemorySegment;
@@ -30,8 +31,8 @@ class GatheredTransfersTest {
     void mixedBatchesWriteAndReadBackEveryByte(boolean gather) {
         TcpConfig cfg = TcpEngines.config().withGatherWrites(gather);
         try (HostMemoryAllocator alloc = new HostMemoryAllocator();
-                TcpTransferEngine target = TcpEngines.started(cfg);
-                TcpTransferEngine initiator = TcpEngines.started(cfg)) {
+                CoreEngine target = TcpEngines.started(cfg);
+                CoreEngine initiator = TcpEngines.started(cfg)) {
             HostMemoryStorage[] src = {alloc.allocate(BUF), alloc.allocate(BUF)};
             HostMemoryStorage[] dst = {alloc.allocate(BUF), alloc.allocate(BUF)};
             HostMemoryStorage[] back = {alloc.allocate(BUF), alloc.allocate(BUF)};

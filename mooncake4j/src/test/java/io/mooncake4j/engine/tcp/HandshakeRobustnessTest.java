@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.mooncake4j.engine.core.CoreEngine;
 import io.mooncake4j.engine.handshake.HandshakeClient;
 import io.mooncake4j.engine.handshake.HandshakeConfig;
 import io.mooncake4j.engine.handshake.HandshakeFrame;
@@ -30,7 +31,7 @@ import org.junit.jupiter.api.Timeout;
 @Timeout(value = 30, unit = TimeUnit.SECONDS)
 class HandshakeRobustnessTest {
 
-    private TcpTransferEngine engine;
+    private CoreEngine engine;
     private HandshakeClient client;
     private PeerAddress addr;
 
@@ -79,12 +80,12 @@ class HandshakeRobustnessTest {
             assertEquals(HandshakeFrame.METADATA, reply.type());
             String expectedPrefix = "{\"buffers\":[{\"addr\":" + m.address() + ",\"length\":1048576,\"name\":\""
                     + engine.getLocalSegmentName() + "\"}],\"name\":\"" + engine.getLocalSegmentName()
-                    + "\",\"protocol\":\"tcp\",\"tcp_data_port\":" + engine.getDataPort()
+                    + "\",\"protocol\":\"tcp\",\"tcp_data_port\":" + TcpTransport.in(engine).dataPort()
                     + ",\"tcp_proto_version\":2,\"timestamp\":\"";
             assertTrue(reply.json().startsWith(expectedPrefix), reply.json());
             assertTrue(reply.json().endsWith("\"}\n"), reply.json());
             SegmentDescriptor d = client.fetchDescriptor(addr, "{}\n");
-            assertEquals(engine.getDataPort(), d.tcpDataPort());
+            assertEquals(TcpTransport.in(engine).dataPort(), d.tcpDataPort());
             assertEquals(0, engine.unregisterMemory(m.address()));
         }
     }
@@ -104,7 +105,7 @@ class HandshakeRobustnessTest {
     @Test
     void notifyIsQueuedAndAcknowledged() {
         assertEquals(0, engine.sendNotify(engine.getLocalSegmentName(), "peer-a", "hello"));
-        assertEquals(java.util.List.of(new TcpTransferEngine.Notify("peer-a", "hello")), engine.getNotifies());
+        assertEquals(java.util.List.of(new CoreEngine.Notify("peer-a", "hello")), engine.getNotifies());
     }
 
     @Test

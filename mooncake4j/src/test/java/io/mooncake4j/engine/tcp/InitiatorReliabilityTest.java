@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.mooncake4j.engine.core.CoreEngine;
 import io.mooncake4j.engine.handshake.HandshakeConfig;
 import io.mooncake4j.memory.HostMemoryAllocator;
 import io.mooncake4j.memory.HostMemoryStorage;
@@ -30,7 +31,7 @@ class InitiatorReliabilityTest {
     private final java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newCachedThreadPool();
     private HostMemoryAllocator alloc;
     private HostMemoryStorage local;
-    private TcpTransferEngine initiator;
+    private CoreEngine initiator;
 
     @BeforeEach
     void start() {
@@ -135,10 +136,10 @@ class InitiatorReliabilityTest {
 
     @Test
     void peerAdvertisingProtocolVersionOneGetsV1Framing() throws Exception {
-        try (TcpTransferEngine target = TcpEngines.started()) {
+        try (CoreEngine target = TcpEngines.started()) {
             HostMemoryStorage remote = alloc.allocate(LEN);
             assertEquals(0, target.registerMemory(remote.address(), LEN, "cpu:0"));
-            try (FakePeer v1 = new FakePeer(remote.address(), LEN, target.getDataPort(), 1)) {
+            try (FakePeer v1 = new FakePeer(remote.address(), LEN, TcpTransport.in(target).dataPort(), 1)) {
                 TransferEngineContractTestSupport.fill(local.segment(), 11);
                 assertEquals(0, initiator.batchTransferSyncWrite(v1.name(), new long[] {local.address()},
                         new long[] {remote.address()}, new long[] {LEN}));
@@ -185,7 +186,7 @@ class InitiatorReliabilityTest {
         HostMemoryStorage r2 = alloc.allocate(LEN);
         TransferEngineContractTestSupport.fill(local.segment(), 12);
         String name;
-        try (TcpTransferEngine first = TcpEngines.started()) {
+        try (CoreEngine first = TcpEngines.started()) {
             assertEquals(0, first.registerMemory(r1.address(), LEN, "cpu:0"));
             name = first.getLocalSegmentName();
             port = first.getRpcPort();
@@ -194,7 +195,7 @@ class InitiatorReliabilityTest {
         }
         HandshakeConfig samePort = new HandshakeConfig(port, port, TcpEngines.LOOPBACK,
                 HandshakeConfig.DEFAULT_MAX_FRAME_LENGTH, 5000, 60_000, 5000, 128, 12001, 64);
-        try (TcpTransferEngine second = TcpEngines.started(TcpConfig.fromEnvironment(Map.of(), samePort)
+        try (CoreEngine second = TcpEngines.started(TcpConfig.fromEnvironment(Map.of(), samePort)
                 .withDataListen(HandshakeConfig.ephemeral(TcpEngines.LOOPBACK)))) {
             assertEquals(name, second.getLocalSegmentName());
             assertEquals(0, second.registerMemory(r2.address(), LEN, "cpu:0"));
@@ -213,7 +214,7 @@ class InitiatorReliabilityTest {
     void unregisteringLocalMemoryDuringAStalledReadAbortsItAndNothingIsWrittenAfterwards() throws Exception {
         local.segment().fill((byte) 0);
         try (FakePeer peer = new FakePeer(FAKE_ADDR, LEN, 0, 2)) {
-            TcpTransferEngine slowUnregister = initiator;
+            CoreEngine slowUnregister = initiator;
             CompletableFuture<Socket> accepted = CompletableFuture.supplyAsync(() -> accept(peer), pool);
             CompletableFuture<Integer> call = CompletableFuture.supplyAsync(() -> slowUnregister.batchTransferSyncRead(
                     peer.name(), new long[] {local.address()}, new long[] {FAKE_ADDR}, new long[] {LEN}), pool);

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.mooncake4j.engine.core.CoreEngine;
 import io.mooncake4j.engine.handshake.HandshakeFrame;
 import io.mooncake4j.engine.handshake.SegmentDescriptor;
 import io.mooncake4j.memory.HostMemoryAllocator;
@@ -29,7 +30,7 @@ import org.junit.jupiter.api.Timeout;
 
 /**
  * Replays frames captured from Mooncake's C++ engine ({@code src/test/resources/golden/cpp})
- * through the Java codecs and against a live {@link TcpTransferEngine}, complementing
+ * through the Java codecs and against a live {@link CoreEngine}, complementing
  * {@link CppGoldenFramesTest}: every captured handshake frame re-encodes byte for byte, the wire
  * codec reproduces the captured headers and status frames, and our target answers the captured
  * one-shot writes (v1 and v2), lane reads and an out-of-range write with the C++ target's bytes.
@@ -40,7 +41,7 @@ class MooncakeGoldenReplayTest {
     private static final int MAX_FRAME = 1 << 20;
     private static final long BUFFER_BYTES = 1 << 20;
 
-    private TcpTransferEngine engine;
+    private CoreEngine engine;
     private HostMemoryAllocator allocator;
     private HostMemoryStorage buffer;
 
@@ -144,7 +145,7 @@ class MooncakeGoldenReplayTest {
     /** The one-shot reads and the write lane are replayed by {@link CppGoldenFramesTest}; these are the rest. */
     @Test
     void ourDataServerAnswersCapturedWritesAndLaneReadsLikeTheCppServer() throws Exception {
-        int port = engine.getDataPort();
+        int port = TcpTransport.in(engine).dataPort();
         for (String name : List.of("v2-write-oneshot", "v1-write-oneshot", "v2-read-lane")) {
             byte[] answer = exchange(port, rebased(golden("passive/" + name + ".req")));
             assertArrayEquals(golden("passive/" + name + ".rep"), answer, name);
@@ -153,7 +154,7 @@ class MooncakeGoldenReplayTest {
 
     @Test
     void ourDataServerRejectsTheCapturedOutOfRangeWriteWithTheSameStatus() throws Exception {
-        byte[] answer = exchange(engine.getDataPort(), golden("active/data-v2-write-rejected.req"));
+        byte[] answer = exchange(TcpTransport.in(engine).dataPort(), golden("active/data-v2-write-rejected.req"));
         assertArrayEquals(golden("active/data-v2-write-rejected.rep"), answer);
     }
 }

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.mooncake4j.engine.core.CoreEngine;
 import io.mooncake4j.engine.handshake.HandshakeConfig;
 import io.mooncake4j.memory.HostMemoryAllocator;
 import io.mooncake4j.memory.HostMemoryStorage;
@@ -21,7 +22,10 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
-/** Peers keyed by the resolved segment, idle eviction and bounds (issue 9, finding 4). */
+/**
+ * Peers keyed by the resolved segment (aliases of one peer share its lanes), idle eviction and the
+ * bounds a caller can push against (peers, segment names): a peer can make us spend only so much.
+ */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class PeerIdentityAndLimitsTest {
 
@@ -37,13 +41,13 @@ class PeerIdentityAndLimitsTest {
         alloc.close();
     }
 
-    private TcpTransferEngine engine(TcpConfig cfg) {
-        TcpTransferEngine e = TcpEngines.started(cfg);
+    private CoreEngine engine(TcpConfig cfg) {
+        CoreEngine e = TcpEngines.started(cfg);
         closers.add(e);
         return e;
     }
 
-    private HostMemoryStorage registered(TcpTransferEngine e) {
+    private HostMemoryStorage registered(CoreEngine e) {
         HostMemoryStorage b = alloc.allocate(LEN);
         assertEquals(0, e.registerMemory(b.address(), LEN, "cpu:0"));
         return b;
@@ -58,7 +62,7 @@ class PeerIdentityAndLimitsTest {
     }
 
     /** Writes a pattern from {@code src} to {@code dst} of {@code target} through {@code name} and checks it. */
-    private static void assertWrite(TcpTransferEngine from, String name, HostMemoryStorage src, HostMemoryStorage dst,
+    private static void assertWrite(CoreEngine from, String name, HostMemoryStorage src, HostMemoryStorage dst,
             int seed) {
         for (int i = 0; i < 4096; i++) {
             src.segment().set(ValueLayout.JAVA_BYTE, i, (byte) (i * 13 + seed));
@@ -82,8 +86,8 @@ class PeerIdentityAndLimitsTest {
 
     @Test
     void fortyAliasesOfOneEngineShareOneSegmentAndOnePeer() {
-        TcpTransferEngine target = engine(TcpEngines.config());
-        TcpTransferEngine initiator = engine(TcpEngines.config());
+        CoreEngine target = engine(TcpEngines.config());
+        CoreEngine initiator = engine(TcpEngines.config());
         HostMemoryStorage dst = registered(target);
         HostMemoryStorage src = registered(initiator);
         int port = target.getRpcPort();
@@ -104,7 +108,7 @@ class PeerIdentityAndLimitsTest {
             assertWrite(initiator, a, src, dst, seed++);
         }
         assertEquals(1, ids.size(), "one segment id for all aliases: " + ids);
-        assertEquals(1, initiator.livePeersForTest());
+        assertEquals(1, TcpTransport.in(initiator).livePeers());
         // at most the target's session threads for the one peer's other lanes (4 lanes); 40 peers would add 320
         assertTrue(platformThreads() - threads <= 8, "threads " + threads + " -> " + platformThreads());
     }
@@ -112,8 +116,8 @@ class PeerIdentityAndLimitsTest {
     @Test
     void anUnresponsiveEndpointDoesNotDelayOpeningAHealthyOne() throws Exception {
         HandshakeConfig hs = HandshakeConfig.ephemeral(TcpEngines.LOOPBACK).withRequestLimits(10_000, 3_000, 256);
-        TcpTransferEngine initiator = engine(TcpConfig.fromEnvironment(Map.of(), hs));
-        TcpTransferEngine healthy = engine(TcpEngines.config());
+        CoreEngine initiator = engine(TcpConfig.fromEnvironment(Map.of(), hs));
+        CoreEngine healthy = engine(TcpEngines.config());
         try (ServerSocket silent = new ServerSocket(0, 50, TcpEngines.LOOPBACK)) { // accepts (backlog), never answers
             String dead = "127.0.0.1:" + silent.getLocalPort();
             long t0 = System.nanoTime();
@@ -122,7 +126,7 @@ class PeerIdentityAndLimitsTest {
                 stalled.add(CompletableFuture.supplyAsync(() -> initiator.openSegment(dead),
                         r -> Thread.ofVirtual().start(r)));
             }
-            await(() -> initiator.openingsInFlightForTest() == 1, "the four opens to share one stalled fetch");
+            await(() -> initiator.openingsInFlight() == 1, "the four opens to share one stalled fetch");
             long opened = initiator.openSegment(healthy.getLocalSegmentName());
             long healthyMs = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
             assertTrue(opened > 0);
@@ -138,41 +142,41 @@ class PeerIdentityAndLimitsTest {
 
     @Test
     void idlePeersAreClosedAndReopenedOnTheNextTransfer() {
-        TcpTransferEngine target = engine(TcpEngines.config());
+        CoreEngine target = engine(TcpEngines.config());
         // 2 s idle timeout, not less: the checks right after the write that the peer and its lanes are live
         // race with it (a test thread descheduled for 300 ms under load would find the peer closed already)
-        TcpTransferEngine initiator = engine(TcpEngines.config().withPeerLimits(2_000, 256, 4096));
+        CoreEngine initiator = engine(TcpEngines.config().withPeerLimits(2_000, 256, 4096));
         HostMemoryStorage dst = registered(target);
         HostMemoryStorage src = registered(initiator);
         assertWrite(initiator, target.getLocalSegmentName(), src, dst, 1);
-        assertEquals(1, initiator.livePeersForTest());
+        assertEquals(1, TcpTransport.in(initiator).livePeers());
         assertTrue(laneThreads() > 0);
-        await(() -> initiator.retiredPeersForTest() == 1, "the idle peer to be closed");
-        assertEquals(0, initiator.livePeersForTest());
+        await(() -> TcpTransport.in(initiator).retiredPeers() == 1, "the idle peer to be closed");
+        assertEquals(0, TcpTransport.in(initiator).livePeers());
         await(() -> laneThreads() == 0, "the lane threads to exit");
         assertWrite(initiator, target.getLocalSegmentName(), src, dst, 2);
     }
 
     @Test
     void thePeerCapClosesTheLongestUnusedIdlePeer() {
-        TcpTransferEngine a = engine(TcpEngines.config());
-        TcpTransferEngine b = engine(TcpEngines.config());
-        TcpTransferEngine initiator = engine(TcpEngines.config().withPeerLimits(600_000, 1, 4096));
+        CoreEngine a = engine(TcpEngines.config());
+        CoreEngine b = engine(TcpEngines.config());
+        CoreEngine initiator = engine(TcpEngines.config().withPeerLimits(600_000, 1, 4096));
         HostMemoryStorage da = registered(a);
         HostMemoryStorage db = registered(b);
         HostMemoryStorage src = registered(initiator);
         assertWrite(initiator, a.getLocalSegmentName(), src, da, 1);
         assertWrite(initiator, b.getLocalSegmentName(), src, db, 2);
-        assertEquals(1, initiator.livePeersForTest());
-        assertEquals(1, initiator.retiredPeersForTest());
+        assertEquals(1, TcpTransport.in(initiator).livePeers());
+        assertEquals(1, TcpTransport.in(initiator).retiredPeers());
         assertWrite(initiator, a.getLocalSegmentName(), src, da, 3);
-        assertEquals(1, initiator.livePeersForTest());
+        assertEquals(1, TcpTransport.in(initiator).livePeers());
     }
 
     @Test
     void segmentNamesAreBounded() {
-        TcpTransferEngine target = engine(TcpEngines.config());
-        TcpTransferEngine initiator = engine(TcpEngines.config().withPeerLimits(600_000, 256, 2));
+        CoreEngine target = engine(TcpEngines.config());
+        CoreEngine initiator = engine(TcpEngines.config().withPeerLimits(600_000, 256, 2));
         int port = target.getRpcPort();
         assertTrue(initiator.openSegment("127.0.0.1:" + port) > 0);
         assertTrue(initiator.openSegment("localhost:" + port) > 0);

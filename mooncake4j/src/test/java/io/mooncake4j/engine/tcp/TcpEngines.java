@@ -1,5 +1,7 @@
 package io.mooncake4j.engine.tcp;
 
+import io.mooncake4j.engine.core.CoreEngine;
+import io.mooncake4j.engine.core.EngineBuilder;
 import io.mooncake4j.engine.handshake.HandshakeConfig;
 import java.net.InetAddress;
 import java.util.Map;
@@ -15,12 +17,12 @@ final class TcpEngines {
         return TcpConfig.fromEnvironment(Map.of(), HandshakeConfig.ephemeral(LOOPBACK));
     }
 
-    static TcpTransferEngine started(TcpConfig cfg) {
-        return started(new TcpTransferEngine(cfg));
+    static CoreEngine started(TcpConfig cfg) {
+        return started(EngineBuilder.tcp(cfg));
     }
 
     /** Initialises {@code e} on 127.0.0.1 (closing it when that fails). */
-    static TcpTransferEngine started(TcpTransferEngine e) {
+    static CoreEngine started(CoreEngine e) {
         if (e.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", "") != 0) {
             e.close();
             throw new AssertionError("initialize failed");
@@ -28,7 +30,12 @@ final class TcpEngines {
         return e;
     }
 
-    static TcpTransferEngine started() {
+    static CoreEngine started() {
         return started(config());
+    }
+
+    /** tcp alone reaching GPU memory through {@code deviceMemory} with explicit staging settings (not started). */
+    static CoreEngine staged(TcpConfig cfg, io.mooncake4j.memory.DeviceMemory deviceMemory, StagingConfig staging) {
+        return EngineBuilder.of(TcpTransport.engineSettings(cfg), TcpTransport.factory(cfg, deviceMemory, staging));
     }
 }

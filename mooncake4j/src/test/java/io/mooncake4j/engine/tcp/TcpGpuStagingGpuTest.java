@@ -5,6 +5,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.mooncake4j.engine.DeviceMemoryAccess;
+import io.mooncake4j.engine.core.CoreEngine;
+import io.mooncake4j.engine.core.EngineBuilder;
 import io.mooncake4j.memory.HostMemoryAllocator;
 import io.mooncake4j.memory.HostMemoryStorage;
 import io.mooncake4j.memory.cuda.CudaAvailability;
@@ -36,8 +38,8 @@ class TcpGpuStagingGpuTest {
     private HostMemoryAllocator host;
     private CudaDeviceStorage localGpu;
     private CudaDeviceStorage remoteGpu;
-    private TcpTransferEngine initiator;
-    private TcpTransferEngine target;
+    private CoreEngine initiator;
+    private CoreEngine target;
 
     @BeforeEach
     void setUp() {
@@ -47,8 +49,8 @@ class TcpGpuStagingGpuTest {
         localGpu = CudaDeviceStorage.allocate(0, BUF);
         remoteGpu = CudaDeviceStorage.allocate(remoteDevice, BUF);
         StagingConfig staging = new StagingConfig((int) MIB, 4, 8);
-        initiator = TcpEngines.started(new TcpTransferEngine(TcpEngines.config(), CudaDeviceMemory.INSTANCE, staging));
-        target = TcpEngines.started(new TcpTransferEngine(TcpEngines.config(), CudaDeviceMemory.INSTANCE, staging));
+        initiator = TcpEngines.started(TcpEngines.staged(TcpEngines.config(), CudaDeviceMemory.INSTANCE, staging));
+        target = TcpEngines.started(TcpEngines.staged(TcpEngines.config(), CudaDeviceMemory.INSTANCE, staging));
         assertEquals(0, initiator.registerMemory(localGpu.address(), BUF, "cuda:0"));
         assertEquals(0, target.registerMemory(remoteGpu.address(), BUF), "'*' detected as " + remoteGpu.location());
     }
@@ -118,8 +120,8 @@ class TcpGpuStagingGpuTest {
             assertSame(remote2, r[i] - remoteGpu.address(), local, l[i] - localGpu.address(), len[i],
                     "read " + len[i]);
         }
-        assertEquals(0, initiator.deviceCopyFailures());
-        assertEquals(0, target.deviceCopyFailures());
+        assertEquals(0, TcpTransport.in(initiator).copyFailures());
+        assertEquals(0, TcpTransport.in(target).copyFailures());
     }
 
     @Test
@@ -130,7 +132,7 @@ class TcpGpuStagingGpuTest {
         assertEquals(0, initiator.batchTransferSyncWrite(self, new long[] {localGpu.address() + 5},
                 new long[] {remoteGpu.address() + 11}, new long[] {BUF - 16}));
         assertSame(src.segment(), 5, download(remoteGpu), 11, BUF - 16, "device-to-device");
-        assertEquals(0, initiator.stagedDeviceBytes(), "no staging for the own segment");
+        assertEquals(0, TcpTransport.in(initiator).stagedBytes(), "no staging for the own segment");
     }
 
     @Test

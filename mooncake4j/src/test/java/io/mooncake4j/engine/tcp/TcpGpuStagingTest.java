@@ -7,6 +7,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.mooncake4j.engine.DeviceMemoryAccess;
 import io.mooncake4j.engine.ErrorCodes;
+import io.mooncake4j.engine.core.CoreEngine;
+import io.mooncake4j.engine.core.EngineBuilder;
 import io.mooncake4j.memory.DeviceMemory.Direction;
 import io.mooncake4j.memory.FakeDeviceMemory;
 import io.mooncake4j.memory.FakeDeviceMemory.DeviceBuffer;
@@ -45,8 +47,8 @@ class TcpGpuStagingTest {
 
     private FakeDeviceMemory fake;
     private HostMemoryAllocator host;
-    private TcpTransferEngine initiator;
-    private TcpTransferEngine target;
+    private CoreEngine initiator;
+    private CoreEngine target;
 
     @BeforeEach
     void setUp() {
@@ -72,8 +74,8 @@ class TcpGpuStagingTest {
         }
     }
 
-    private TcpTransferEngine engine(int shared) {
-        return TcpEngines.started(new TcpTransferEngine(TcpEngines.config(), fake, new StagingConfig(CHUNK, 4, shared)));
+    private CoreEngine engine(int shared) {
+        return TcpEngines.started(TcpEngines.staged(TcpEngines.config(), fake, new StagingConfig(CHUNK, 4, shared)));
     }
 
     private void engines() {
@@ -140,7 +142,7 @@ class TcpGpuStagingTest {
         assertEquals(d2h, fake.bytes(Direction.DEVICE_TO_HOST), "device-to-host bytes (sent from GPU memory)");
         assertEquals(d2h, fake.bytes(Direction.HOST_TO_DEVICE), "host-to-device bytes (received into GPU memory)");
         assertEquals(0, fake.copies(Direction.DEVICE_TO_DEVICE));
-        assertEquals((localDev ? 2 * total : 0), initiator.stagedDeviceBytes());
+        assertEquals((localDev ? 2 * total : 0), TcpTransport.in(initiator).stagedBytes());
     }
 
     @ParameterizedTest(name = "source on device {0}, destination on device {1}")
@@ -211,7 +213,7 @@ class TcpGpuStagingTest {
         long len = 8L * CHUNK;
         assertNotEquals(0, initiator.batchTransferSyncWrite(target.getLocalSegmentName(),
                 new long[] {local.address()}, new long[] {remote.address()}, new long[] {len}));
-        assertEquals(1, initiator.deviceCopyFailures());
+        assertEquals(1, TcpTransport.in(initiator).copyFailures());
         assertEquals(0, initiator.batchTransferSyncWrite(target.getLocalSegmentName(),
                 new long[] {local.address()}, new long[] {remote.address()}, new long[] {len}));
         assertArrayEquals(read(local, 0, len), read(remote, 0, len));
@@ -254,7 +256,7 @@ class TcpGpuStagingTest {
         long[] dst = {remote.address()};
         long[] len = {5L * CHUNK + 1};
         assertNotEquals(0, initiator.batchTransferSyncWrite(target.getLocalSegmentName(), src, dst, len));
-        assertEquals(1, target.deviceCopyFailures());
+        assertEquals(1, TcpTransport.in(target).copyFailures());
         assertEquals(0, initiator.batchTransferSyncWrite(target.getLocalSegmentName(), src, dst, len));
         assertApplied(local, src, remote, dst, len);
     }
@@ -278,7 +280,7 @@ class TcpGpuStagingTest {
         assertEquals(0, target.registerMemory(remote.address(), BUF, "cuda:0"));
         fill(local, 81);
         // two initiators: two connections, so two data-port sessions compete for the one stager
-        try (TcpTransferEngine second = engine(8);
+        try (CoreEngine second = engine(8);
              ExecutorService callers = Executors.newFixedThreadPool(2)) {
             HostMemoryStorage local2 = host.allocate(BUF);
             assertEquals(0, second.registerMemory(local2.address(), BUF, "cpu:0"));
@@ -291,15 +293,15 @@ class TcpGpuStagingTest {
                     target.getLocalSegmentName(), new long[] {local2.address() + half},
                     new long[] {remote.address() + half}, new long[] {half}), callers);
             long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-            while (target.stagerWaitsForTest() == 0 && System.nanoTime() < deadline) {
+            while (TcpTransport.in(target).stagerWaits() == 0 && System.nanoTime() < deadline) {
                 Thread.onSpinWait();
             }
-            long waits = target.stagerWaitsForTest();
+            long waits = TcpTransport.in(target).stagerWaits();
             release.countDown();
             assertEquals(0, first.get(30, TimeUnit.SECONDS));
             assertEquals(0, other.get(30, TimeUnit.SECONDS));
             assertTrue(waits > 0, "the second session waited for the single stager");
-            assertEquals(1, target.stagersForTest(), "the pool never grew beyond its size");
+            assertEquals(1, TcpTransport.in(target).stagers(), "the pool never grew beyond its size");
             assertArrayEquals(read(local, 0, half), read(remote, 0, half));
             assertArrayEquals(read(local2, half, half), read(remote, half, half));
         }
@@ -309,7 +311,7 @@ class TcpGpuStagingTest {
     void registeringGpuMemoryWithoutCudaFailsAndTheAccessCheckSaysWhy() {
         String why = "CUDA is unavailable: no NVIDIA driver. Fix: install an NVIDIA driver";
         try (FakeDeviceMemory none = FakeDeviceMemory.unavailable(why)) {
-            initiator = TcpEngines.started(new TcpTransferEngine(TcpEngines.config(), none));
+            initiator = TcpEngines.started(EngineBuilder.tcp(TcpEngines.config(), none));
             assertEquals(ErrorCodes.DEVICE_NOT_FOUND, initiator.registerMemory(0x7000_0000_0000L, 4096, "cuda:0"));
             DeviceMemoryAccess access = initiator.deviceMemoryAccess("cuda:0");
             assertEquals(DeviceMemoryAccess.Kind.UNSUPPORTED, access.kind());
@@ -334,7 +336,7 @@ class TcpGpuStagingTest {
     void theRealEngineWithoutCudaRefusesGpuMemoryWithTheProbesCause() {
         org.junit.jupiter.api.Assumptions.assumeFalse(io.mooncake4j.memory.cuda.CudaAvailability.isAvailable(),
                 "CUDA is available here; TcpGpuStagingGpuTest covers this host");
-        try (TcpTransferEngine real = TcpEngines.started()) {
+        try (CoreEngine real = TcpEngines.started()) {
             assertEquals(ErrorCodes.DEVICE_NOT_FOUND, real.registerMemory(0x7000_0000_0000L, 4096, "cuda:0"));
             DeviceMemoryAccess access = real.deviceMemoryAccess("cuda:0");
             assertEquals(DeviceMemoryAccess.Kind.UNSUPPORTED, access.kind());

@@ -1,14 +1,15 @@
 package io.mooncake4j.engine.tcp;
 
 import io.mooncake4j.engine.TransferEngineContractTest;
+import io.mooncake4j.engine.core.CoreEngine;
 
 /** The contract between two TCP engines in one JVM over 127.0.0.1. */
 class TcpLoopbackContractTest extends TransferEngineContractTest {
 
     @Override
     protected Pair createPair() {
-        TcpTransferEngine target = TcpEngines.started();
-        TcpTransferEngine initiator = TcpEngines.started();
+        CoreEngine target = TcpEngines.started();
+        CoreEngine initiator = TcpEngines.started();
         return new Pair(initiator, target, target.getLocalSegmentName());
     }
 

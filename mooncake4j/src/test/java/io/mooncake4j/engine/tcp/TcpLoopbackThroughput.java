@@ -1,5 +1,6 @@
 package io.mooncake4j.engine.tcp;
 
+import io.mooncake4j.engine.core.CoreEngine;
 import io.mooncake4j.memory.HostMemoryAllocator;
 import io.mooncake4j.memory.HostMemoryStorage;
 import java.util.Locale;
@@ -21,8 +22,8 @@ public final class TcpLoopbackThroughput {
         double seconds = args.length > 3 ? Double.parseDouble(args[3]) : 5;
         long size = Math.max(1L << 30, block * batch);
         try (HostMemoryAllocator alloc = new HostMemoryAllocator();
-                TcpTransferEngine target = TcpEngines.started(envConfig());
-                TcpTransferEngine initiator = TcpEngines.started(envConfig())) {
+                CoreEngine target = TcpEngines.started(envConfig());
+                CoreEngine initiator = TcpEngines.started(envConfig())) {
             HostMemoryStorage l = alloc.allocate(size);
             HostMemoryStorage r = alloc.allocate(size);
             l.segment().fill((byte) 1);
@@ -63,7 +64,7 @@ public final class TcpLoopbackThroughput {
                 io.mooncake4j.engine.handshake.HandshakeConfig.ephemeral(TcpEngines.LOOPBACK));
     }
 
-    private static int run(TcpTransferEngine e, String name, boolean write, long[] s, long[] d, long[] l) {
+    private static int run(CoreEngine e, String name, boolean write, long[] s, long[] d, long[] l) {
         return write ? e.batchTransferSyncWrite(name, s, d, l) : e.batchTransferSyncRead(name, s, d, l);
     }
 }

@@ -6,8 +6,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.mooncake4j.engine.TransferEngine;
-import io.mooncake4j.engine.internal.CoreEngine;
+import io.mooncake4j.engine.core.CoreEngine;
+import io.mooncake4j.engine.core.EngineBuilder;
 import io.mooncake4j.engine.shm.ShmTransport;
+import io.mooncake4j.engine.spi.TransportFactory;
 import io.mooncake4j.internal.sys.SharedMemory;
 import io.mooncake4j.memory.HostMemoryAllocator;
 import io.mooncake4j.memory.HostMemoryStorage;
@@ -37,9 +39,9 @@ class TransportSelectionTest {
     /** The core offering shm and tcp on 127.0.0.1. */
     static CoreEngine shmAndTcp(Map<String, String> env) {
         TcpConfig tcp = TcpEngines.config();
-        return new CoreEngine(TcpTransport.coreSettings(tcp), List.of(
-                new CoreEngine.Candidate("shm", ShmTransport::new),
-                new CoreEngine.Candidate("tcp", () -> new TcpTransport(tcp))), env);
+        return new EngineBuilder().settings(TcpTransport.engineSettings(tcp)).environment(env).offer(
+                new TransportFactory("shm", ShmTransport::new),
+                new TransportFactory("tcp", () -> new TcpTransport(tcp))).build();
     }
 
     private static CoreEngine started(CoreEngine e, String protocol) {
@@ -77,13 +79,13 @@ class TransportSelectionTest {
 
     @Test
     void aPeerSpeakingOnlyMooncakesWireGetsPlainTcp() {
-        try (CoreEngine a = started(shmAndTcp(Map.of()), "auto"); TcpTransferEngine cppLike = TcpEngines.started()) {
+        try (CoreEngine a = started(shmAndTcp(Map.of()), "auto"); CoreEngine cppLike = TcpEngines.started()) {
             assertTrue(cppLike.localDescriptor().extensions().isEmpty(), "a C++-shaped descriptor");
             assertEquals(0, cppLike.registerMemory(remote.address(), LEN, "cpu:0"));
             assertEquals(0, a.registerMemory(local.address(), LEN, "cpu:0"));
             assertEquals(0, write(a, cppLike, local, remote));
             assertArrived();
-            assertTrue(cppLike.openDataSessionsForTest() > 0, "the bytes came in on the TCP data port");
+            assertTrue(TcpTransport.in(cppLike).openDataSessions() > 0, "the bytes came in on the TCP data port");
         }
     }
 

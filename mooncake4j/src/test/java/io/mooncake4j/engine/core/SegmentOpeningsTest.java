@@ -1,4 +1,4 @@
-package io.mooncake4j.engine.internal;
+package io.mooncake4j.engine.core;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;

@@ -1,4 +1,4 @@
-package io.mooncake4j.engine.internal;
+package io.mooncake4j.engine.core;
 
 import io.mooncake4j.engine.BufferRegistry;
 import io.mooncake4j.engine.handshake.SegmentDescriptor;
@@ -94,7 +94,7 @@ final class Router {
      * registry and the peer's cached descriptor (refreshed once on a miss); what cannot go anywhere
      * fails now.
      */
-    void route(CoreBatch b, CorePeer p, int from, int n, int[] idx) {
+    void route(TaskBatch b, CorePeer p, int from, int n, int[] idx) {
         // per task: b.localBuf[i] (null when dropped here) and b.via[i]; nothing allocated per task
         LocalBuffer[] lbs = b.localBuf;
         BufferRegistry.Buffer lastBuffer = null; // consecutive tasks mostly lie in one buffer
@@ -228,7 +228,7 @@ final class Router {
      * the next capable transport; false when there is none (the caller then fails the task). A
      * repeated report for a task that already moved on is absorbed (true).
      */
-    boolean fallBack(CoreBatch b, CorePeer p, int i, int from, LocalBuffer local, SliceFailure failure, String why) {
+    boolean fallBack(TaskBatch b, CorePeer p, int i, int from, LocalBuffer local, SliceFailure failure, String why) {
         int next;
         synchronized (b) {
             if (b.via[i] != from || b.isTerminal(i)) {
@@ -269,7 +269,7 @@ final class Router {
     }
 
     /** A transfer to the own segment: both ranges inside registered memory, then one copy. */
-    boolean copyLocal(CoreBatch b, int i) {
+    boolean copyLocal(TaskBatch b, int i) {
         long len = b.length[i];
         boolean write = b.opcode[i] == WRITE;
         long src = write ? b.local[i] : b.remote[i];

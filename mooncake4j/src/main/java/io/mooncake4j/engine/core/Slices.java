@@ -1,11 +1,11 @@
-package io.mooncake4j.engine.internal;
+package io.mooncake4j.engine.core;
 
 import io.mooncake4j.engine.spi.LocalBuffer;
 import io.mooncake4j.engine.spi.SliceFailure;
 import io.mooncake4j.engine.spi.SliceGroup;
 
 /**
- * The core's {@link SliceGroup}: tasks of one {@link CoreBatch} bound for one peer over one
+ * The core's {@link SliceGroup}: tasks of one {@link TaskBatch} bound for one peer over one
  * transport, either a contiguous run ({@code idx == null}) or listed. A retryable failure goes back
  * to the {@link Router} for the next capable transport; anything else ends the task.
  */
@@ -14,14 +14,14 @@ final class Slices implements SliceGroup {
     private static final int WRITE = io.mooncake4j.engine.TransferRequest.Opcode.WRITE.wire();
 
     private final Router router;
-    private final CoreBatch batch;
+    private final TaskBatch batch;
     private final CorePeer peer;
     private final int transport;
     private final int from;
     private final int count;
     private final int[] idx;
 
-    Slices(Router router, CoreBatch batch, CorePeer peer, int transport, int from, int count, int[] idx) {
+    Slices(Router router, TaskBatch batch, CorePeer peer, int transport, int from, int count, int[] idx) {
         this.router = router;
         this.batch = batch;
         this.peer = peer;
@@ -92,7 +92,7 @@ final class Slices implements SliceGroup {
     }
 
     @Override
-    public CoreBatch batch() {
+    public TaskBatch batch() {
         return batch;
     }
 }

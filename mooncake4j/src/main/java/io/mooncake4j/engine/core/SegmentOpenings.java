@@ -1,4 +1,4 @@
-package io.mooncake4j.engine.internal;
+package io.mooncake4j.engine.core;
 
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;

@@ -1,4 +1,4 @@
-package io.mooncake4j.engine.internal;
+package io.mooncake4j.engine.core;
 
 import io.mooncake4j.engine.handshake.HandshakeFrame;
 import java.util.ArrayList;

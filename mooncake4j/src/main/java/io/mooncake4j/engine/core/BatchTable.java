@@ -1,4 +1,4 @@
-package io.mooncake4j.engine.internal;
+package io.mooncake4j.engine.core;
 
 import io.mooncake4j.engine.ErrorCodes;
 import io.mooncake4j.engine.StatusCodes;
@@ -7,45 +7,36 @@ import java.util.Collection;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
-import java.util.function.BiFunction;
 
 /**
  * The batches of the asynchronous batch API, by id, with Mooncake's rules: ids are positive and
  * never reused; an unknown id or task is {@link StatusCodes#INVALID_ARGUMENT}; a batch can be
  * freed only once every task was observed terminal ({@link StatusCodes#BATCH_BUSY} otherwise).
  * Thread-safe.
- *
- * @param <B> the transport's batch type
  */
-public final class BatchTable<B extends TaskBatch> {
+final class BatchTable {
 
-    private final Map<Long, B> batches = new ConcurrentHashMap<>();
+    private final Map<Long, TaskBatch> batches = new ConcurrentHashMap<>();
     private final AtomicLong nextId = new AtomicLong(1);
-    private final BiFunction<Long, Integer, B> factory;
-
-    /** {@code factory} makes a batch from its id and capacity. */
-    public BatchTable(BiFunction<Long, Integer, B> factory) {
-        this.factory = factory;
-    }
 
     /** {@code allocateBatchId}: a new id, or {@link ErrorCodes#INVALID_ARGUMENT} for a non-positive capacity. */
-    public long allocate(int capacity) {
+    long allocate(int capacity) {
         if (capacity <= 0) {
             return ErrorCodes.INVALID_ARGUMENT;
         }
         long id = nextId.getAndIncrement();
-        batches.put(id, factory.apply(id, capacity));
+        batches.put(id, new TaskBatch(id, capacity));
         return id;
     }
 
     /** The batch with this id, or null. */
-    public B get(long id) {
+    TaskBatch get(long id) {
         return batches.get(id);
     }
 
     /** {@code getTransferStatus}. */
-    public TransferStatus status(long id, int taskIndex) {
-        B b = batches.get(id);
+    TransferStatus status(long id, int taskIndex) {
+        TaskBatch b = batches.get(id);
         if (b == null || taskIndex < 0 || taskIndex >= b.size()) {
             return TransferStatus.invalid(StatusCodes.INVALID_ARGUMENT);
         }
@@ -53,8 +44,8 @@ public final class BatchTable<B extends TaskBatch> {
     }
 
     /** {@code freeBatchId}. */
-    public int free(long id) {
-        B b = batches.get(id);
+    int free(long id) {
+        TaskBatch b = batches.get(id);
         if (b == null) {
             return StatusCodes.INVALID_ARGUMENT;
         }
@@ -66,7 +57,7 @@ public final class BatchTable<B extends TaskBatch> {
     }
 
     /** Every batch not yet freed (for shutdown). */
-    public Collection<B> all() {
+    Collection<TaskBatch> all() {
         return batches.values();
     }
 
@@ -74,7 +65,7 @@ public final class BatchTable<B extends TaskBatch> {
      * Checks the arguments of a synchronous batch call: the three arrays non-null, of equal
      * length, no negative length. Returns the total byte count, or -1 when the call must fail.
      */
-    public static long checkedTotal(long[] local, long[] remote, long[] lengths) {
+    static long checkedTotal(long[] local, long[] remote, long[] lengths) {
         if (local == null || remote == null || lengths == null
                 || local.length != remote.length || local.length != lengths.length) {
             return -1;

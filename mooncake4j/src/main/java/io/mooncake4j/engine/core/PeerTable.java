@@ -1,9 +1,10 @@
-package io.mooncake4j.engine.internal;
+package io.mooncake4j.engine.core;
 
 import io.mooncake4j.engine.handshake.HandshakeClient;
 import io.mooncake4j.engine.handshake.HandshakeException;
 import io.mooncake4j.engine.handshake.PeerAddress;
 import io.mooncake4j.engine.handshake.SegmentDescriptor;
+import io.mooncake4j.engine.spi.EngineSettings;
 import java.util.Collection;
 import java.util.Map;
 import java.util.Objects;
@@ -20,13 +21,13 @@ import org.slf4j.LoggerFactory;
  * descriptor's name), so aliases of one engine ({@code localhost:p}, {@code 127.0.0.1:p}) share one
  * id and one set of connections; an alias of this engine is segment 0. No lock is held across a
  * fetch; concurrent opens of one name share it ({@link SegmentOpenings}). At most
- * {@link CoreSettings#maxSegments()} names are accepted. Thread-safe.
+ * {@link EngineSettings#maxSegments()} names are accepted. Thread-safe.
  */
 final class PeerTable {
 
     private static final Logger LOG = LoggerFactory.getLogger(PeerTable.class);
 
-    private final CoreSettings settings;
+    private final EngineSettings settings;
     private final HandshakeClient client;
     private final Supplier<SegmentDescriptor> local;
     private final Consumer<CorePeer> forget;
@@ -44,7 +45,7 @@ final class PeerTable {
      * @param local  this engine's descriptor (sent with each fetch, and to recognise aliases of itself)
      * @param forget drops every transport's state for a peer whose endpoints changed on refresh
      */
-    PeerTable(CoreSettings settings, HandshakeClient client, Supplier<SegmentDescriptor> local,
+    PeerTable(EngineSettings settings, HandshakeClient client, Supplier<SegmentDescriptor> local,
             Consumer<CorePeer> forget) {
         this.settings = settings;
         this.client = client;
@@ -53,7 +54,7 @@ final class PeerTable {
         this.opening = new SegmentOpenings(settings.handshake().clientRequestTimeoutMs() + 5_000L);
     }
 
-    /** {@code open} calls refused at {@link CoreSettings#maxSegments()} so far. */
+    /** {@code open} calls refused at {@link EngineSettings#maxSegments()} so far. */
     long limitHits() {
         return limitHits.get();
     }

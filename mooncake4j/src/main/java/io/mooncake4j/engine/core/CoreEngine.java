@@ -1,9 +1,9 @@
-package io.mooncake4j.engine.internal;
+package io.mooncake4j.engine.core;
 
 // Over 800 lines: this is the whole TransferEngine API of the core (initialize and close order,
 // registration against every transport, segment opening, batches, the sync calls, notifies,
 // counters); each entry point is short and the helpers it delegates to (Router, PeerTable,
-// CoreBatch, HandshakeService) already live in their own files. Splitting the API itself would
+// TaskBatch, HandshakeService) already live in their own files. Splitting the API itself would
 // spread the initialize and close ordering (transports drained before tasks fail) over classes.
 
 import io.mooncake4j.engine.BufferRegistry;
@@ -21,9 +21,12 @@ import io.mooncake4j.engine.handshake.HandshakeFrame;
 import io.mooncake4j.engine.handshake.HandshakeServer;
 import io.mooncake4j.engine.handshake.PeerAddress;
 import io.mooncake4j.engine.handshake.SegmentDescriptor;
+import io.mooncake4j.engine.spi.EngineSettings;
 import io.mooncake4j.engine.spi.LocalBuffer;
 import io.mooncake4j.engine.spi.Transport;
 import io.mooncake4j.engine.spi.TransportException;
+import io.mooncake4j.engine.spi.TransportFactory;
+import io.mooncake4j.engine.spi.TransportHost;
 import io.mooncake4j.memory.MemoryLocation;
 import java.io.IOException;
 import java.util.ArrayList;
@@ -36,8 +39,6 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
-import java.util.function.BiFunction;
-import java.util.function.Supplier;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -51,55 +52,34 @@ import org.slf4j.LoggerFactory;
  * bytes; which ones are installed follows {@code protocol} and {@code MC_TRANSPORTS}
  * ({@link TransportPlan}).
  *
- * <p>{@code TransferEngines.create} returns this class (kind {@code "auto"}) or one of its
- * presets, which fix the transports offered and add a transport's monitoring getters
- * ({@code TcpTransferEngine}, {@code RdmaTransferEngine}); a preset adds no engine-level code.
+ * <p>{@link EngineBuilder} makes it from {@link EngineSettings} and the transports offered
+ * ({@link TransportLoader} holds the built-in ones by name; {@code TransferEngines.create} and the
+ * single-transport engines of tests and benchmarks go through it). A transport's monitoring getters
+ * are its own ({@code TcpTransport.in(engine)}, {@code RdmaTransport.in(engine)}), found through
+ * {@link TransportHost}.
  *
  * <p>Thread-safe. Registration and lifecycle calls serialise on a lock; transfers run from any
  * number of threads. Threads: {@code mooncake-handshake-*} here, the rest belong to transports;
  * all stop in {@link #close()}.
  */
-public class CoreEngine implements TransferEngine {
+public final class CoreEngine implements TransferEngine, TransportHost {
 
     private static final Logger LOG = LoggerFactory.getLogger(CoreEngine.class);
     private static final String CONNECTION_REPLY = emptyHandshakeDesc();
 
-    /**
-     * A transport this engine may install.
-     *
-     * @param name     its {@link Transport#name()}
-     * @param factory  makes a fresh, uninstalled transport
-     * @param precheck {@code (protocol, deviceFilter) ->} why it cannot run here (null: try it);
-     *                 for a required transport the reason fails initialize
-     */
-    public record Candidate(String name, Supplier<Transport> factory, BiFunction<String, String, String> precheck) {
-        public Candidate {
-            Objects.requireNonNull(name, "name");
-            Objects.requireNonNull(factory, "factory");
-            precheck = precheck == null ? (p, d) -> null : precheck;
-        }
-
-        /** A candidate without a precheck. */
-        public Candidate(String name, Supplier<Transport> factory) {
-            this(name, factory, null);
-        }
-    }
-
-    private final CoreSettings settings;
-    private final Map<String, Candidate> candidates = new LinkedHashMap<>();
+    private final EngineSettings settings;
+    private final Map<String, TransportFactory> candidates = new LinkedHashMap<>();
     private final Map<String, String> env;
     private final HandshakeClient client;
     private final BufferRegistry registry = new BufferRegistry();
     private final Object lifecycle = new Object();
-    private final EngineCalls<CoreBatch> calls = new EngineCalls<>(CoreBatch::new, new Calls());
-    private final BatchTable<CoreBatch> batches = calls.batches();
+    private final EngineCalls calls;
+    private final BatchTable batches;
     private final Map<Integer, java.util.function.Function<Object, String>> handlers =
             new java.util.concurrent.ConcurrentHashMap<>();
     private final HandshakeService handshakes = new HandshakeService(() -> localDescriptor().toJson(),
             this::onConnection);
     private final PeerTable peers;
-    /** Per calling thread, the batch of its last synchronous call, reused when it finished cleanly. */
-    private final ThreadLocal<CoreBatch> syncBatch = new ThreadLocal<>();
 
     private volatile Transport[] transports = new Transport[0];
     private volatile Router router;
@@ -110,71 +90,27 @@ public class CoreEngine implements TransferEngine {
     private volatile boolean closed;
 
     /**
-     * An engine offering {@code offered} (any order: installation follows {@link TransportPlan#ORDER}).
-     *
-     * @param env the environment ({@code MC_TRANSPORTS}); tests pass their own
+     * An engine offering {@code offered} (any order: installation follows {@link TransportPlan#ORDER});
+     * {@link EngineBuilder} makes them.
      */
-    public CoreEngine(CoreSettings settings, List<Candidate> offered, Map<String, String> env) {
+    CoreEngine(EngineSettings settings, List<TransportFactory> offered) {
         this.settings = Objects.requireNonNull(settings, "settings");
-        this.env = Map.copyOf(env);
-        for (Candidate c : offered) {
+        this.env = settings.environment();
+        for (TransportFactory c : offered) {
             if (!TransportPlan.ORDER.contains(c.name())) {
                 throw new IllegalArgumentException("unknown transport " + c.name() + "; known: " + TransportPlan.ORDER);
             }
             candidates.put(c.name(), c);
         }
+        this.calls = new EngineCalls(this, settings.transferTimeoutMs());
+        this.batches = calls.batches();
         this.client = new HandshakeClient(settings.handshake());
         this.peers = new PeerTable(settings, client, this::localDescriptor, this::forgetEverywhere);
     }
 
-    /** The EngineCalls steps only the core can take. */
-    private final class Calls implements EngineCalls.Hooks<CoreBatch> {
-        @Override
-        public boolean closed() {
-            return closed || router == null;
-        }
-
-        @Override
-        public long openSegment(String name) {
-            return CoreEngine.this.openSegment(name);
-        }
-
-        @Override
-        public int opcode(TransferRequest.Opcode op) {
-            return op.wire();
-        }
-
-        @Override
-        public int submit(CoreBatch b, int n, int[] ops, int opAll, long[] targets, long targetAll, long[] local,
-                long[] remote, long[] lens) {
-            return CoreEngine.this.submit(b, n, ops, opAll, targets, targetAll, local, remote, lens);
-        }
-
-        @Override
-        public CoreBatch syncBatch(int n) {
-            CoreBatch b = syncBatch.get();
-            if (b != null && b.capacity >= n && b.reset()) {
-                return b;
-            }
-            b = new CoreBatch(-1, Math.max(n, 16));
-            syncBatch.set(b);
-            return b;
-        }
-
-        @Override
-        public void abort(CoreBatch b) {
-            CoreEngine.this.abort(b);
-        }
-
-        @Override
-        public boolean await(CoreBatch b, long deadlineNanos) {
-            return b.await(deadlineNanos, 50_000_000L);
-        }
-
-        @Override
-        public long transferTimeoutMs() {
-            return settings.transferTimeoutMs();
-        }
+    /** Whether the batch calls must refuse: closed, or not initialised. */
+    boolean refusesCalls() {
+        return closed || router == null;
     }
 
     // ------------------------------------------------------------------ lifecycle
@@ -217,14 +153,14 @@ public class CoreEngine implements TransferEngine {
             Context ctx = new Context(h, segmentName, filter);
             for (String name : plan.all()) {
                 boolean required = plan.required().contains(name);
-                Candidate c = candidates.get(name);
+                TransportFactory c = candidates.get(name);
                 String why = required ? null : c.precheck().apply(protocol == null ? "" : protocol, filter);
                 if (why != null) {
                     LOG.debug("transport {} not installed: {}", name, why);
                     skipped.add(name + ": " + why);
                     continue;
                 }
-                Transport t = c.factory().get();
+                Transport t = c.create().get();
                 try {
                     t.install(ctx);
                     installed.add(t);
@@ -266,8 +202,18 @@ public class CoreEngine implements TransferEngine {
         return -1;
     }
 
-    /** Why the last {@link #initialize} failed, naming the cause and the fix; null after a success. */
+    /**
+     * Why the last {@link #initialize} or registration failed, naming the cause and the fix: an
+     * installed transport's own last error first ({@link Transport#lastError()}: rdma's registration
+     * diagnosis), else the core's; null after a success.
+     */
     public String lastError() {
+        for (Transport t : transports) {
+            String e = t.lastError();
+            if (e != null) {
+                return e;
+            }
+        }
         return lastError;
     }
 
@@ -280,8 +226,9 @@ public class CoreEngine implements TransferEngine {
         return out;
     }
 
-    /** The installed transport named {@code name}, or null (presets use it for their getters; tests). */
-    public final Transport transport(String name) {
+    /** The installed transport named {@code name}, or null (transports' monitoring getters; tests). */
+    @Override
+    public Transport transport(String name) {
         for (Transport t : transports) {
             if (t.name().equals(name)) {
                 return t;
@@ -372,7 +319,7 @@ public class CoreEngine implements TransferEngine {
         }
         // nothing new is posted; the transports drain or cut what is in flight, and only then are the
         // tasks failed, so a caller woken by the failure finds no transport touching its memory
-        for (CoreBatch b : batches.all()) {
+        for (TaskBatch b : batches.all()) {
             b.aborted = true;
         }
         peers.close();
@@ -388,7 +335,7 @@ public class CoreEngine implements TransferEngine {
                 LOG.error("transport {} failed to uninstall", ts[i].name(), e);
             }
         }
-        for (CoreBatch b : batches.all()) {
+        for (TaskBatch b : batches.all()) {
             b.failAll(TaskBatch.FAILED);
         }
         if (segmentName != null) {
@@ -421,9 +368,17 @@ public class CoreEngine implements TransferEngine {
         return io.mooncake4j.internal.json.Json.write(m, true) + "\n";
     }
 
-    /** Drains the notifications received so far (Mooncake {@code getNotifies}), made into {@code T}s. */
-    public <T> List<T> drainNotifies(BiFunction<String, String, T> make) {
-        return handshakes.drainNotifies(make);
+    /**
+     * A notification received through the handshake port (Notify, type 2).
+     *
+     * @param name    the sender's name field
+     * @param message the notification text
+     */
+    public record Notify(String name, String message) {}
+
+    /** Drains the notifications received so far (Mooncake {@code getNotifies}). */
+    public List<Notify> getNotifies() {
+        return handshakes.drainNotifies(Notify::new);
     }
 
     /** Sends a Notify to a peer; 0 or a negative {@link ErrorCodes} value. */
@@ -693,7 +648,7 @@ public class CoreEngine implements TransferEngine {
     }
 
     /** Descriptor fetches in flight now (tests). */
-    protected final int openingsInFlight() {
+    public int openingsInFlight() {
         return peers.openingsInFlight();
     }
 
@@ -736,7 +691,7 @@ public class CoreEngine implements TransferEngine {
     }
 
     /** Fails what is left of {@code b} and waits until no transport touches its memory. */
-    private void abort(CoreBatch b) {
+    void abort(TaskBatch b) {
         b.aborted = true;
         b.failAll(TaskBatch.TIMEOUT);
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
@@ -752,7 +707,7 @@ public class CoreEngine implements TransferEngine {
      * Appends and starts tasks. {@code ops}/{@code targets} may be null, then {@code opAll}/
      * {@code targetAll} apply to every task.
      */
-    private int submit(CoreBatch b, int n, int[] ops, int opAll, long[] targets, long targetAll, long[] local,
+    int submit(TaskBatch b, int n, int[] ops, int opAll, long[] targets, long targetAll, long[] local,
             long[] remote, long[] lens) {
         Router r = router;
         if (closed || r == null) {

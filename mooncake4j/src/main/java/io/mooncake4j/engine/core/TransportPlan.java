@@ -1,4 +1,4 @@
-package io.mooncake4j.engine.internal;
+package io.mooncake4j.engine.core;
 
 import io.mooncake4j.engine.TransferEngineException;
 import java.util.ArrayList;
@@ -48,7 +48,7 @@ record TransportPlan(List<String> required, List<String> optional) {
     }
 
     /**
-     * @param offered the transports this engine can install (a preset offers fewer)
+     * @param offered the transports this engine can install (an engine with one transport offers fewer)
      * @throws TransferEngineException naming the problem and the fix
      */
     static TransportPlan resolve(String protocol, Set<String> offered, Map<String, String> env) {

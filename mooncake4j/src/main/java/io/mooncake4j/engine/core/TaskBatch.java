@@ -1,20 +1,25 @@
-package io.mooncake4j.engine.internal;
+package io.mooncake4j.engine.core;
 
+import io.mooncake4j.engine.TransferRequest;
 import io.mooncake4j.engine.TransferStatus;
+import io.mooncake4j.engine.spi.BatchTasks;
+import io.mooncake4j.engine.spi.LocalBuffer;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.locks.LockSupport;
 
 /**
- * The state every transport keeps for one batch of transfer tasks, in parallel primitive arrays
- * so that neither submission nor completion allocates per descriptor. Task slots are appended by
+ * One batch of transfer tasks of the core, in parallel primitive arrays so that neither
+ * submission nor completion allocates per descriptor. Task slots are appended by
  * {@code submitTransfer} (under the batch monitor) and finished exactly once by whichever thread
  * completes them (CAS on the state). Mooncake's rules: a task is WAITING until it is COMPLETED,
  * FAILED or TIMEOUT; a batch can be freed only once every task was observed terminal by a status
- * query. Thread-safe; transports extend it with their own per-task bookkeeping.
+ * query. Per task it also keeps the index of the transport (in the core's order) that holds it
+ * now, so that a retryable failure moves it to a later one only (at most one attempt per
+ * installed transport). Transports see it as {@link BatchTasks}. Thread-safe.
  */
-public abstract class TaskBatch {
+public class TaskBatch implements BatchTasks {
 
     public static final int WAITING = TransferStatus.State.WAITING.ordinal();
     public static final int COMPLETED = TransferStatus.State.COMPLETED.ordinal();
@@ -23,14 +28,15 @@ public abstract class TaskBatch {
 
     private static final VarHandle STATE = MethodHandles.arrayElementVarHandle(int[].class);
     private static final TransferStatus.State[] STATES = TransferStatus.State.values();
+    private static final int WRITE = TransferRequest.Opcode.WRITE.wire();
 
-    public final long id;
-    public final int capacity;
-    public final int[] opcode;
-    public final long[] local;
-    public final long[] remote;
-    public final long[] length;
-    public final long[] target;
+    public long id;
+    public int capacity;
+    public int[] opcode;
+    public long[] local;
+    public long[] remote;
+    public long[] length;
+    public long[] target;
     private final int[] state;
     private final boolean[] observed;
     /** Tasks appended so far; written under the monitor, read by status queries. */
@@ -39,8 +45,16 @@ public abstract class TaskBatch {
     /** Set once when the batch's owner gave up (timeout, close): no transport thread may touch its memory afterwards. */
     public volatile boolean aborted;
     private volatile Thread waiter;
+    /** Transport index per task; written by the submitting thread before hand-over, then under the batch monitor. */
+    final byte[] via;
+    /**
+     * The registered local buffer of each routed task (null for a task the last routing dropped);
+     * written by the submitting thread before hand-over, read by the transport holding the task.
+     * Kept per task so that routing allocates nothing per descriptor.
+     */
+    final LocalBuffer[] localBuf;
 
-    protected TaskBatch(long id, int capacity) {
+    public TaskBatch(long id, int capacity) {
         this.id = id;
         this.capacity = capacity;
         this.opcode = new int[capacity];
@@ -50,14 +64,56 @@ public abstract class TaskBatch {
         this.target = new long[capacity];
         this.state = new int[capacity];
         this.observed = new boolean[capacity];
+        this.via = new byte[capacity];
+        this.localBuf = new LocalBuffer[capacity];
     }
 
-    public final int size() {
+    @Override
+    public long id() {
+        return id;
+    }
+
+    @Override
+    public boolean aborted() {
+        return aborted;
+    }
+
+    @Override
+    public boolean isWrite(int task) {
+        return opcode[task] == WRITE;
+    }
+
+    @Override
+    public long local(int task) {
+        return local[task];
+    }
+
+    @Override
+    public long remote(int task) {
+        return remote[task];
+    }
+
+    @Override
+    public long length(int task) {
+        return length[task];
+    }
+
+    @Override
+    public boolean complete(int task) {
+        return finish(task, COMPLETED);
+    }
+
+    @Override
+    public boolean fail(int task) {
+        return finish(task, FAILED);
+    }
+
+    public int size() {
         return size;
     }
 
     /** Appends a task in state WAITING; the caller holds the monitor and checked the capacity. */
-    public final int append(int op, long localAddr, long targetId, long remoteAddr, long len) {
+    public int append(int op, long localAddr, long targetId, long remoteAddr, long len) {
         int i = size;
         opcode[i] = op;
         local[i] = localAddr;
@@ -70,16 +126,17 @@ public abstract class TaskBatch {
         return i;
     }
 
-    public final int state(int i) {
+    public int state(int i) {
         return (int) STATE.getVolatile(state, i);
     }
 
-    public final boolean isTerminal(int i) {
+    @Override
+    public boolean isTerminal(int i) {
         return state(i) != WAITING;
     }
 
     /** Moves task {@code i} from WAITING to {@code to}; false if it was already terminal. */
-    public final boolean finish(int i, int to) {
+    public boolean finish(int i, int to) {
         if (!STATE.compareAndSet(state, i, WAITING, to)) {
             return false;
         }
@@ -93,17 +150,12 @@ public abstract class TaskBatch {
     }
 
     /** Whether no task is waiting any more. */
-    public final boolean allDone() {
+    public boolean allDone() {
         return pending.get() == 0;
     }
 
-    /** Tasks not yet terminal. */
-    protected final int pendingCount() {
-        return pending.get();
-    }
-
     /** Whether every appended task completed successfully. */
-    public final boolean allCompleted() {
+    public boolean allCompleted() {
         int n = size;
         for (int i = 0; i < n; i++) {
             if (state(i) != COMPLETED) {
@@ -117,7 +169,7 @@ public abstract class TaskBatch {
      * Waits until every task is terminal or the deadline passes, parking at most
      * {@code maxParkNanos} at a time; true when all are terminal.
      */
-    public final boolean await(long deadlineNanos, long maxParkNanos) {
+    public boolean await(long deadlineNanos, long maxParkNanos) {
         waiter = Thread.currentThread();
         try {
             while (!allDone()) {
@@ -134,29 +186,24 @@ public abstract class TaskBatch {
     }
 
     /** Ends every task still waiting with {@code to} (FAILED or TIMEOUT). */
-    public final void failAll(int to) {
+    public void failAll(int to) {
         int n = size;
         for (int i = 0; i < n; i++) {
             finish(i, to);
         }
     }
 
-    /** Bytes moved by a COMPLETED task (its length unless the transport counts them itself). */
-    protected long transferredBytes(int i) {
-        return length[i];
-    }
-
     /** Mooncake's {@code getTransferStatus}: marks a terminal task as observed. */
-    public final synchronized TransferStatus status(int i) {
+    public synchronized TransferStatus status(int i) {
         int s = state(i);
         if (s != WAITING) {
             observed[i] = true;
         }
-        return new TransferStatus(0, STATES[s], s == COMPLETED ? transferredBytes(i) : 0);
+        return new TransferStatus(0, STATES[s], s == COMPLETED ? length[i] : 0);
     }
 
     /** Whether every task has been observed terminal by a status query (Mooncake's rule for freeing). */
-    public final synchronized boolean allObserved() {
+    public synchronized boolean allObserved() {
         int n = size;
         for (int i = 0; i < n; i++) {
             if (!observed[i]) {
@@ -167,7 +214,7 @@ public abstract class TaskBatch {
     }
 
     /** Forgets the tasks of a batch whose tasks all completed, for reuse; false (do not reuse) otherwise. */
-    protected final synchronized boolean clearForReuse() {
+    synchronized boolean reset() {
         if (aborted || pending.get() != 0 || !allCompleted()) {
             return false;
         }

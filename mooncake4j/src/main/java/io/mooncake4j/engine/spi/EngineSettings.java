@@ -1,0 +1,90 @@
+package io.mooncake4j.engine.spi;
+
+import io.mooncake4j.engine.handshake.HandshakeConfig;
+import java.util.Map;
+import java.util.Objects;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The engine's settings, read once from the environment when an engine is built: what the core
+ * itself uses (the handshake port and client, the synchronous deadline, the segment cap) and the
+ * environment the transports read their own variables from ({@code MC_TCP_*}, {@code MC_SLICE_SIZE},
+ * ...; see their config records). {@code MC_TRANSFER_TIMEOUT} is parsed here only
+ * ({@link #transferTimeoutMs(Map)}); the transports' configs take it from here. Immutable.
+ *
+ * @param handshake         the handshake port and client (ports, frame limit, timeouts)
+ * @param transferTimeoutMs {@code MC_TRANSFER_TIMEOUT} in ms: base of a synchronous call's deadline
+ * @param maxSegments       distinct segment names {@code openSegment} accepts (aliases included);
+ *                          more return -1 ({@code MOONCAKE4J_TCP_MAX_SEGMENTS})
+ * @param environment       the variables the transports and {@code MC_TRANSPORTS} are read from;
+ *                          tests pass their own
+ */
+public record EngineSettings(HandshakeConfig handshake, long transferTimeoutMs, int maxSegments,
+        Map<String, String> environment) {
+
+    private static final Logger LOG = LoggerFactory.getLogger(EngineSettings.class);
+
+    /** Default of {@link #maxSegments()}. */
+    public static final int DEFAULT_MAX_SEGMENTS = 4096;
+    /** Default of {@code MC_TRANSFER_TIMEOUT}, seconds. */
+    public static final int DEFAULT_TRANSFER_TIMEOUT_S = 30;
+    /** The least {@code MC_TRANSFER_TIMEOUT} honoured, seconds. */
+    public static final int MIN_TRANSFER_TIMEOUT_S = 5;
+
+    public EngineSettings {
+        Objects.requireNonNull(handshake, "handshake");
+        environment = Map.copyOf(Objects.requireNonNull(environment, "environment"));
+        if (transferTimeoutMs < 1 || maxSegments < 1) {
+            throw new IllegalArgumentException("bad engine settings: transfer timeout " + transferTimeoutMs
+                    + " ms, " + maxSegments + " segments");
+        }
+    }
+
+    /** From this process's environment. */
+    public static EngineSettings fromEnvironment() {
+        return fromEnvironment(System.getenv());
+    }
+
+    /**
+     * From {@code env}: the handshake settings ({@link HandshakeConfig#fromEnvironment(Map)}),
+     * {@code MC_TRANSFER_TIMEOUT} and {@code MOONCAKE4J_TCP_MAX_SEGMENTS} (1 to 2^20, else the default).
+     */
+    public static EngineSettings fromEnvironment(Map<String, String> env) {
+        int segments = DEFAULT_MAX_SEGMENTS;
+        String s = env.get("MOONCAKE4J_TCP_MAX_SEGMENTS");
+        if (s != null && !s.isBlank()) {
+            try {
+                int v = Integer.parseInt(s.strip());
+                segments = v >= 1 && v <= 1 << 20 ? v : DEFAULT_MAX_SEGMENTS;
+            } catch (NumberFormatException e) {
+                segments = DEFAULT_MAX_SEGMENTS;
+            }
+        }
+        return new EngineSettings(HandshakeConfig.fromEnvironment(env), transferTimeoutMs(env), segments, env);
+    }
+
+    /**
+     * {@code MC_TRANSFER_TIMEOUT} (seconds; default 30, at least 5) in milliseconds; a value that
+     * is not a number is the default, with one WARN. The one place this variable is parsed.
+     */
+    public static long transferTimeoutMs(Map<String, String> env) {
+        long seconds = DEFAULT_TRANSFER_TIMEOUT_S;
+        String v = env.get("MC_TRANSFER_TIMEOUT");
+        if (v != null && !v.isBlank()) {
+            try {
+                seconds = Long.parseLong(v.strip());
+            } catch (NumberFormatException e) {
+                LOG.warn("MC_TRANSFER_TIMEOUT={} is not a number of seconds; using {}", v,
+                        DEFAULT_TRANSFER_TIMEOUT_S);
+                seconds = DEFAULT_TRANSFER_TIMEOUT_S;
+            }
+        }
+        return Math.max(MIN_TRANSFER_TIMEOUT_S, seconds) * 1000L;
+    }
+
+    /** A copy with another environment (tests: {@code MC_TRANSPORTS}). */
+    public EngineSettings withEnvironment(Map<String, String> env) {
+        return new EngineSettings(handshake, transferTimeoutMs, maxSegments, env);
+    }
+}

@@ -1,0 +1,328 @@
+package io.mooncake4j.engine.core;
+
+import io.mooncake4j.engine.ErrorCodes;
+import io.mooncake4j.engine.handshake.SegmentDescriptor;
+import io.mooncake4j.engine.spi.BatchTasks;
+import io.mooncake4j.engine.spi.DescriptorContribution;
+import io.mooncake4j.engine.spi.LocalBuffer;
+import io.mooncake4j.engine.spi.MemoryKind;
+import io.mooncake4j.engine.spi.RemoteSegment;
+import io.mooncake4j.engine.spi.SliceFailure;
+import io.mooncake4j.engine.spi.SliceGroup;
+import io.mooncake4j.engine.spi.Transport;
+import io.mooncake4j.engine.spi.TransportCapabilities;
+import io.mooncake4j.engine.spi.TransportContext;
+import io.mooncake4j.engine.spi.TransportException;
+import io.mooncake4j.engine.spi.TransportFactory;
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+
+/**
+ * A transport for the core's own tests, after TENT's fault proxy: it moves host bytes inside this
+ * JVM (both engines of a test live here, so a peer's absolute address is one of ours) and injects
+ * the faults it was told to, per slice in the order slices reach it (slice {@code n} is the
+ * {@code n}-th slice submitted to this transport, counting from 0, fallbacks included):
+ * <ul>
+ *   <li>{@link #failSlice}: slice {@code n} fails with a {@link SliceFailure} kind;
+ *       {@link #failEverySlice}: every slice does;</li>
+ *   <li>{@link #holdSlice}: slice {@code n} waits on a latch, then ends on a worker thread (a
+ *       delay the test controls, no sleeping);</li>
+ *   <li>{@link #dropSlice}/{@link #dropEverySlice}: the slice is kept and never ended, until
+ *       {@code uninstall} fails it as the SPI demands ({@link #loseOnUninstall} makes uninstall
+ *       forget it instead, to see what the core does on its own);</li>
+ *   <li>{@link #refuseCanTransfer}, {@link #unreachable} ({@code reaches} false), {@link #failInstall},
+ *       {@link #failRegister}.</li>
+ * </ul>
+ * It records what happened to each slice ({@link #submitted}, {@link #completedSlices},
+ * {@link #failedSlices}, {@link #evictions}) and obeys the SPI: an aborted group's memory is never
+ * touched, every slice ends at most once through its group. Thread-safe.
+ *
+ * <p>The name must be one the core knows ({@code shm}, {@code rdma}, {@code tcp}, {@code cuda-ipc}):
+ * the name gives its place in the core's order of preference.
+ */
+final class FaultTransport implements Transport {
+
+    private static final MemorySegment ALL = MemorySegment.NULL.reinterpret(Long.MAX_VALUE);
+
+    /** One slice this transport holds: its group and index in it. */
+    record Held(SliceGroup group, int index) {
+        void fail(SliceFailure f, String why) {
+            group.fail(index, f, why);
+        }
+    }
+
+    private final String name;
+    private final Map<Integer, SliceFailure> failAt = new ConcurrentHashMap<>();
+    private final Map<Integer, CountDownLatch> holdAt = new ConcurrentHashMap<>();
+    private final Set<Integer> dropAt = ConcurrentHashMap.newKeySet();
+    private final List<Held> dropped = new ArrayList<>();
+    private final AtomicInteger slices = new AtomicInteger();
+    private final AtomicInteger completed = new AtomicInteger();
+    private final AtomicInteger failed = new AtomicInteger();
+    private final AtomicInteger abortedSeen = new AtomicInteger();
+    private final List<BatchTasks> evicted = new ArrayList<>();
+    private final CountDownLatch firstDrop = new CountDownLatch(1);
+    private final CountDownLatch firstHold = new CountDownLatch(1);
+    private final CountDownLatch abortedMove = new CountDownLatch(1);
+    private volatile SliceFailure failEvery;
+    private volatile boolean dropEvery;
+    private volatile boolean refuseCanTransfer;
+    private volatile boolean unreachable;
+    private volatile boolean loseOnUninstall;
+    private volatile String failInstall;
+    private volatile int failRegister;
+    private volatile ExecutorService workers;
+    private volatile boolean installed;
+    private volatile boolean uninstalled;
+
+    FaultTransport(String name) {
+        this.name = name;
+    }
+
+    /** A factory handing out this one instance (one engine per fault transport). */
+    TransportFactory factory() {
+        return new TransportFactory(name, () -> this);
+    }
+
+    // ------------------------------------------------------------------ the script
+
+    FaultTransport failSlice(int n, SliceFailure kind) {
+        failAt.put(n, kind);
+        return this;
+    }
+
+    FaultTransport failEverySlice(SliceFailure kind) {
+        failEvery = kind;
+        return this;
+    }
+
+    /** Slice {@code n} waits until {@code gate} opens, then completes (or, if its batch was given up, is left alone). */
+    FaultTransport holdSlice(int n, CountDownLatch gate) {
+        holdAt.put(n, gate);
+        return this;
+    }
+
+    FaultTransport dropSlice(int n) {
+        dropAt.add(n);
+        return this;
+    }
+
+    FaultTransport dropEverySlice() {
+        dropEvery = true;
+        return this;
+    }
+
+    FaultTransport loseOnUninstall() {
+        loseOnUninstall = true;
+        return this;
+    }
+
+    FaultTransport refuseCanTransfer(boolean refuse) {
+        refuseCanTransfer = refuse;
+        return this;
+    }
+
+    FaultTransport unreachable(boolean u) {
+        unreachable = u;
+        return this;
+    }
+
+    FaultTransport failInstall(String why) {
+        failInstall = why;
+        return this;
+    }
+
+    /** {@code registerBuffers} returns {@code rc} (a negative {@link ErrorCodes} value; 0: accept). */
+    FaultTransport failRegister(int rc) {
+        failRegister = rc;
+        return this;
+    }
+
+    // ------------------------------------------------------------------ what happened
+
+    /** Slices submitted to this transport so far. */
+    int submitted() {
+        return slices.get();
+    }
+
+    int completedSlices() {
+        return completed.get();
+    }
+
+    int failedSlices() {
+        return failed.get();
+    }
+
+    /** Held or dropped slices found given up ({@code aborted}) when they would have moved. */
+    int abortedSlices() {
+        return abortedSeen.get();
+    }
+
+    synchronized List<BatchTasks> evictions() {
+        return List.copyOf(evicted);
+    }
+
+    synchronized int droppedNow() {
+        return dropped.size();
+    }
+
+    /** Waits until a slice was dropped; false at the deadline. */
+    boolean awaitDrop(long seconds) throws InterruptedException {
+        return firstDrop.await(seconds, TimeUnit.SECONDS);
+    }
+
+    /** Waits until a slice is held on its gate; false at the deadline. */
+    boolean awaitHold(long seconds) throws InterruptedException {
+        return firstHold.await(seconds, TimeUnit.SECONDS);
+    }
+
+    /** Waits until a held slice found its batch given up when its gate opened; false at the deadline. */
+    boolean awaitAbortedMove(long seconds) throws InterruptedException {
+        return abortedMove.await(seconds, TimeUnit.SECONDS);
+    }
+
+    boolean isInstalled() {
+        return installed;
+    }
+
+    boolean isUninstalled() {
+        return uninstalled;
+    }
+
+    // ------------------------------------------------------------------ Transport
+
+    @Override
+    public String name() {
+        return name;
+    }
+
+    @Override
+    public TransportCapabilities capabilities() {
+        return new TransportCapabilities(Set.of(MemoryKind.HOST), Set.of(MemoryKind.HOST), false, true, false);
+    }
+
+    @Override
+    public void install(TransportContext context) throws TransportException {
+        String why = failInstall;
+        if (why != null) {
+            throw new TransportException(why);
+        }
+        workers = Executors.newThreadPerTaskExecutor(context.threads("fault-" + name));
+        installed = true;
+    }
+
+    @Override
+    public void uninstall() {
+        if (uninstalled || !installed) {
+            uninstalled = true;
+            return;
+        }
+        uninstalled = true;
+        List<Held> left;
+        synchronized (this) {
+            left = List.copyOf(dropped);
+            dropped.clear();
+        }
+        if (!loseOnUninstall) {
+            for (Held h : left) {
+                failed.incrementAndGet();
+                h.fail(SliceFailure.TRANSIENT, "transport uninstalled");
+            }
+        }
+        ExecutorService w = workers;
+        if (w != null) {
+            w.shutdownNow();
+        }
+    }
+
+    @Override
+    public int registerBuffers(List<LocalBuffer> buffers) {
+        return failRegister;
+    }
+
+    @Override
+    public void unregisterBuffers(List<LocalBuffer> buffers) {}
+
+    @Override
+    public void describe(DescriptorContribution out) {}
+
+    @Override
+    public boolean canTransfer(RemoteSegment peer, LocalBuffer local, SegmentDescriptor.Buffer remote) {
+        return !refuseCanTransfer;
+    }
+
+    @Override
+    public boolean reaches(RemoteSegment peer) {
+        return !unreachable;
+    }
+
+    @Override
+    public void submit(RemoteSegment peer, SliceGroup group) {
+        for (int i = 0; i < group.size(); i++) {
+            int n = slices.getAndIncrement();
+            SliceFailure f = failAt.getOrDefault(n, failEvery);
+            CountDownLatch gate = holdAt.get(n);
+            if (f != null) {
+                failed.incrementAndGet();
+                group.fail(i, f, "injected " + f + " on slice " + n);
+            } else if (gate != null) {
+                int index = i;
+                workers.execute(() -> {
+                    firstHold.countDown();
+                    try {
+                        gate.await();
+                    } catch (InterruptedException e) {
+                        // the transport is uninstalling: fail what it holds
+                        failed.incrementAndGet();
+                        group.fail(index, SliceFailure.TRANSIENT, "transport uninstalled");
+                        return;
+                    }
+                    move(group, index);
+                });
+            } else if (dropEvery || dropAt.contains(n)) {
+                synchronized (this) {
+                    dropped.add(new Held(group, i));
+                }
+                firstDrop.countDown();
+            } else {
+                move(group, i);
+            }
+        }
+    }
+
+    private void move(SliceGroup g, int i) {
+        if (g.aborted()) {
+            abortedSeen.incrementAndGet();
+            abortedMove.countDown();
+            return; // the SPI: never touch a given-up batch's memory again
+        }
+        if (g.isWrite(i)) {
+            MemorySegment.copy(ALL, g.local(i), ALL, g.remote(i), g.length(i));
+        } else {
+            MemorySegment.copy(ALL, g.remote(i), ALL, g.local(i), g.length(i));
+        }
+        completed.incrementAndGet();
+        g.complete(i);
+    }
+
+    @Override
+    public synchronized void evict(BatchTasks batch, long deadlineNanos) {
+        evicted.add(batch);
+        dropped.removeIf(h -> {
+            if (h.group().batch() == batch) {
+                abortedSeen.incrementAndGet();
+                return true;
+            }
+            return false;
+        });
+    }
+}
