@@ -19,6 +19,11 @@ module io.mooncake4j {
     requires static micrometer.registry.prometheus;
     requires java.net.http;
     requires jdk.httpserver;
+    // the node's model runtime (io.mooncake4j.model, not exported; the library packages never load it):
+    // Jlama's jar has no Automatic-Module-Name, so this is its file-name module; its tensors are typed
+    // over the incubating Vector API
+    requires jlama.core;
+    requires jdk.incubator.vector;
 
     // What each export is for. Everything not exported (engine transports tcp/rdma/shm/handshake/
     // spi/internal, connector.wire (the msgpack side-channel messages), connector.bootstrap (the
