@@ -240,4 +240,20 @@ class JlamaDisaggTest {
                     "the refusal names the mismatch");
         }
     }
+
+    @Test
+    void dRefusesKvOfAModelWithOtherHeads() throws Exception {
+        // the same model family with 4 KV heads at D: blocks of another length, refused as above
+        TinyModelWriter.write(dir.resolve("tiny-kv4"), TinyModelWriter.Shape.tiny().withKvHeads(4));
+        try (JlamaModel kv4 = JlamaModel.load(dir.resolve("tiny-kv4"), "F32");
+             LogCapture log = LogCapture.start();
+             Rig rig = new Rig(f32, kv4, null)) {
+            SimProxy.Exchange x = rig.disagg("r", prompt(10, 40));
+            assertFalse(x.decode().ok(), x.toString());
+            assertTrue(x.decode().error().contains("KV load failed"), x.decode().error());
+            assertFalse(log.matching(org.slf4j.event.Level.ERROR, "region length mismatch").isEmpty()
+                    && log.matching(org.slf4j.event.Level.WARN, "region length mismatch").isEmpty(),
+                    "the refusal names the mismatch");
+        }
+    }
 }
