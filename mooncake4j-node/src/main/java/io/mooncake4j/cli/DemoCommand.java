@@ -109,6 +109,10 @@ final class DemoCommand implements CliCommand {
                 String.format(Locale.ROOT, "  --model NAME          model preset (%s), default %s",
                         String.join(", ", ModelPreset.all().stream().filter(p -> !p.mla()).map(ModelPreset::name)
                                 .toList()), d.model().name()),
+                "  --model DIR           a model directory (make-model --tiny DIR, or a Llama/Mistral/Qwen2",
+                "                        safetensors checkpoint): Jlama behind P, D and one kv_both node, every",
+                "                        token compared (with --requests, default 8; --decode-tokens, default 16;",
+                "                        --protocol, default tcp; --seed; --timeout; --dtype F32|BF16, default F32)",
                 "  --requests N          requests to send, default " + d.requests(),
                 "  --prompt-tokens N     tokens per prompt, default " + d.promptTokens(),
                 "  --shared-prefix N     leading tokens shared by all prompts (prefix-cache hits), default "
@@ -147,11 +151,27 @@ final class DemoCommand implements CliCommand {
     public Set<String> flagNames() {
         return Set.of("model", "requests", "prompt-tokens", "shared-prefix", "decode-tokens", "p-tp", "d-tp", "engine",
                 "protocol", "num-blocks", "concurrency", "seed", "device", "gpu-id", "p-gpu", "d-gpu", "timeout", "processes",
-                "layerwise", "layer-compute-us", "warmup", "sampling");
+                "layerwise", "layer-compute-us", "warmup", "sampling", "dtype");
     }
 
     @Override
     public int run(Flags flags, PrintStream out, PrintStream err) {
+        String modelDir = flags.string("model", null);
+        if (modelDir != null && (modelDir.contains("/") || java.nio.file.Files.isDirectory(java.nio.file.Path.of(modelDir)))) {
+            // a model directory, not a preset name: the real model (io.mooncake4j.model.ModelDemo)
+            try {
+                return io.mooncake4j.model.ModelDemo.run(new io.mooncake4j.model.ModelDemo.Options(
+                        java.nio.file.Path.of(modelDir), flags.string("dtype", "F32"), flags.positiveInt("requests", 8),
+                        flags.positiveInt("decode-tokens", 16), flags.string("protocol", "tcp"), flags.longValue("seed", 7),
+                        java.time.Duration.ofSeconds(flags.positiveInt("timeout", 120))), out);
+            } catch (IllegalArgumentException e) {
+                err.println("demo: " + e.getMessage());
+                return 2;
+            } catch (Exception e) {
+                err.println("demo: " + e);
+                return 1;
+            }
+        }
         boolean processes = flags.bool("processes", false);
         int warmup = flags.intValue("warmup", 0);
         if (warmup < 0) {

@@ -14,6 +14,7 @@ public final class Main {
         return List.of(
                 new BenchCommand(),
                 new DemoCommand(),
+                new MakeModelCommand(),
                 new ProxyCommand(),
                 new RegisterCommand(),
                 new StoreCommand(),

@@ -52,6 +52,9 @@ final class ServeCommand implements CliCommand {
                 String.format(Locale.ROOT, "  --model NAME                  model preset (%s), default %s",
                         String.join(", ", ModelPreset.all().stream().filter(p -> !p.mla()).map(ModelPreset::name)
                                 .toList()), ModelPreset.LLAMA_3_8B.name()),
+                "  --model DIR                   a model directory (make-model --tiny DIR, or a Llama/Mistral/Qwen2",
+                "                                safetensors checkpoint): real text through Jlama (TP 1, host memory)",
+                "  --dtype F32|BF16              with --model DIR: the KV and activation dtype, default F32",
                 "  --served-model-name NAME      the name clients use as \"model\", default the preset's",
                 "  --host ADDR                   address of the HTTP and bootstrap servers, default 0.0.0.0",
                 "  --port N                      HTTP port (0 = any free port), default 8000",
@@ -79,8 +82,30 @@ final class ServeCommand implements CliCommand {
 
     @Override
     public int run(Flags flags, PrintStream out, PrintStream err) throws Exception {
-        ServeOptions o = parse(flags, System.getenv());
-        ServeNode node = ServeNode.start(o, o.device().equals("cuda") ? CudaDeviceMemory.INSTANCE : null);
+        String modelFlag = flags.string("model", ModelPreset.LLAMA_3_8B.name());
+        ServeOptions o;
+        ServeNode node;
+        if (isModelDirectory(modelFlag)) {
+            // vLLM's convention: --model names a checkpoint directory; a preset name keeps the synthetic model
+            io.mooncake4j.model.JlamaModel model;
+            try {
+                model = io.mooncake4j.model.JlamaModel.load(java.nio.file.Path.of(modelFlag),
+                        flags.string("dtype", "F32"));
+            } catch (IllegalArgumentException e) {
+                throw new Flags.UsageException("--model " + modelFlag + ": " + e.getMessage());
+            }
+            try {
+                o = parse(flags, System.getenv(), model);
+            } catch (RuntimeException e) {
+                model.close();
+                throw e;
+            }
+            String kind = o.transferEngine();
+            node = ServeNode.startWithModel(o, model, cfg -> TransferEngines.create(kind));
+        } else {
+            o = parse(flags, System.getenv());
+            node = ServeNode.start(o, o.device().equals("cuda") ? CudaDeviceMemory.INSTANCE : null);
+        }
         CountDownLatch stopped = new CountDownLatch(1);
         Thread hook = new Thread(() -> {
             err.println("mooncake4j serve: stopping: draining for up to " + o.drainTimeout().toSeconds() + " s");
@@ -110,9 +135,23 @@ final class ServeCommand implements CliCommand {
 
     /** The node the flags and {@code env} ask for (rejects unknown flags). */
     static ServeOptions parse(Flags flags, Map<String, String> env) {
+        return parse(flags, env, null);
+    }
+
+    /** Whether {@code --model} names a model directory (a path) rather than a preset. */
+    static boolean isModelDirectory(String model) {
+        return model.contains("/") || java.nio.file.Files.isDirectory(java.nio.file.Path.of(model));
+    }
+
+    /**
+     * As {@link #parse(Flags, Map)}; with {@code real} the KV shape is the real model's (TP 1, host memory,
+     * blocks of 16), the served name its directory's, and the longest request its context.
+     */
+    static ServeOptions parse(Flags flags, Map<String, String> env, io.mooncake4j.model.JlamaModel real) {
         ModelPreset model;
         try {
-            model = ModelPreset.byName(flags.string("model", ModelPreset.LLAMA_3_8B.name()));
+            model = real != null ? real.kvShape(16)
+                    : ModelPreset.byName(flags.string("model", ModelPreset.LLAMA_3_8B.name()));
         } catch (IllegalArgumentException e) {
             throw new Flags.UsageException(e.getMessage());
         }
@@ -120,7 +159,8 @@ final class ServeCommand implements CliCommand {
             throw new Flags.UsageException("--model " + model.name() + " is an MLA model; the synthetic model needs "
                     + "K/V heads (use llama-3-8b, llama-3-70b or tiny)");
         }
-        String served = flags.string("served-model-name", model.name());
+        String served = flags.string("served-model-name", real != null
+                ? String.valueOf(real.dir().toAbsolutePath().normalize().getFileName()) : model.name());
         String host = flags.string("host", "0.0.0.0");
         int port = flags.intValue("port", 8000);
         if (port < 0 || port > 65535) {
@@ -178,6 +218,12 @@ final class ServeCommand implements CliCommand {
                     + "KV with the CPU");
         }
         int capacity = (int) Math.min(Integer.MAX_VALUE, (long) numBlocks * model.blockSize());
+        if (real != null) {
+            if (tp != 1 || !device.equals("cpu")) {
+                throw new Flags.UsageException("a model directory runs at --tensor-parallel-size 1 on --device cpu");
+            }
+            capacity = Math.min(capacity, real.contextLength());
+        }
         int maxModelLen = flags.intValue("max-model-len", capacity);
         if (maxModelLen <= 1 || maxModelLen > capacity) {
             throw new Flags.UsageException(String.format(Locale.ROOT, "--max-model-len must be in 2..%d (what %d "

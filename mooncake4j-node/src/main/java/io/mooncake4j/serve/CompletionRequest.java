@@ -20,9 +20,13 @@ import java.util.Map;
  * @param stream           whether to answer with server-sent events
  * @param includeUsage     {@code stream_options.include_usage}: a last chunk with the usage
  * @param kvTransferParams the request's {@code kv_transfer_params}, or null
+ * @param temperature      {@code temperature}, or null (greedy)
+ * @param seed             {@code seed}, or null
+ * @param stop             {@code stop} strings (empty when none)
  */
 record CompletionRequest(boolean chat, String model, int[] prompt, int maxTokens, boolean stream,
-                         boolean includeUsage, Map<String, Object> kvTransferParams) {
+                         boolean includeUsage, Map<String, Object> kvTransferParams, Double temperature, Long seed,
+                         List<String> stop) {
 
     /** vLLM's default {@code max_tokens} of a completion request. */
     static final int DEFAULT_MAX_TOKENS = 16;
@@ -49,6 +53,15 @@ record CompletionRequest(boolean chat, String model, int[] prompt, int maxTokens
      * @throws OpenAiError 400 naming the field at fault
      */
     static CompletionRequest parse(String body, boolean chat, KvRole role) {
+        return parse(body, chat, role, TextModel.SYNTHETIC);
+    }
+
+    /**
+     * Parses and validates a body for an engine of {@code role} whose text goes through {@code text}.
+     *
+     * @throws OpenAiError 400 naming the field at fault
+     */
+    static CompletionRequest parse(String body, boolean chat, KvRole role, TextModel text) {
         Map<String, Object> m;
         try {
             m = Json.parseObject(body);
@@ -65,12 +78,12 @@ record CompletionRequest(boolean chat, String model, int[] prompt, int maxTokens
                 throw OpenAiError.badRequest("messages", "messages must be a non-empty list of messages");
             }
             try {
-                prompt = SyntheticTokenizer.encode(SyntheticTokenizer.renderChat(messages));
+                prompt = text.encodeChat(messages);
             } catch (IllegalArgumentException e) {
                 throw OpenAiError.badRequest("messages", e.getMessage());
             }
         } else {
-            prompt = prompt(m.get("prompt"));
+            prompt = prompt(m.get("prompt"), text);
         }
         int maxTokens = DEFAULT_MAX_TOKENS;
         String maxKey = chat && m.get("max_completion_tokens") != null ? "max_completion_tokens" : "max_tokens";
@@ -102,7 +115,44 @@ record CompletionRequest(boolean chat, String model, int[] prompt, int maxTokens
             includeUsage = Boolean.TRUE.equals(iu);
         }
         Map<String, Object> params = kvTransferParams(m.get("kv_transfer_params"), role);
-        return new CompletionRequest(chat, (String) model, prompt, maxTokens, stream, includeUsage, params);
+        Double temperature = null;
+        Object temp = m.get("temperature");
+        if (temp != null) {
+            if (!(temp instanceof Number num) || !(num.doubleValue() >= 0) || num.doubleValue() > 100) {
+                throw OpenAiError.badRequest("temperature", "temperature must be a number in 0..100, got "
+                        + Json.write(temp));
+            }
+            temperature = num.doubleValue();
+        }
+        Object sd = m.get("seed");
+        if (sd != null && !(sd instanceof Long)) {
+            throw OpenAiError.badRequest("seed", "seed must be an integer, got " + Json.write(sd));
+        }
+        return new CompletionRequest(chat, (String) model, prompt, maxTokens, stream, includeUsage, params,
+                temperature, (Long) sd, stop(m.get("stop")));
+    }
+
+    /** {@code stop}: null, a string or a list of non-empty strings (at most 16: each is searched in every answer). */
+    private static List<String> stop(Object raw) {
+        List<String> out = new java.util.ArrayList<>();
+        if (raw instanceof String s) {
+            raw = List.of(s);
+        }
+        if (raw instanceof List<?> list) {
+            if (list.size() > 16) {
+                throw OpenAiError.badRequest("stop", "at most 16 stop strings, got " + list.size());
+            }
+            for (Object o : list) {
+                if (!(o instanceof String s) || s.isEmpty() || s.length() > 256) {
+                    throw OpenAiError.badRequest("stop", "stop must be a string or a list of non-empty strings of "
+                            + "at most 256 characters, got " + Json.write(o));
+                }
+                out.add(s);
+            }
+        } else if (raw != null) {
+            throw OpenAiError.badRequest("stop", "stop must be a string or a list of strings, got " + Json.write(raw));
+        }
+        return List.copyOf(out);
     }
 
     private static boolean bool(Map<String, Object> m, String key) {
@@ -116,7 +166,7 @@ record CompletionRequest(boolean chat, String model, int[] prompt, int maxTokens
         return b;
     }
 
-    private static int[] prompt(Object p) {
+    private static int[] prompt(Object p, TextModel text) {
         if (p instanceof List<?> list && list.size() == 1 && (list.getFirst() instanceof String
                 || list.getFirst() instanceof List<?>)) {
             p = list.getFirst(); // a batch of one prompt
@@ -124,7 +174,7 @@ record CompletionRequest(boolean chat, String model, int[] prompt, int maxTokens
         int[] tokens;
         switch (p) {
             case null -> throw OpenAiError.badRequest("prompt", "prompt is required");
-            case String s -> tokens = SyntheticTokenizer.encode(s);
+            case String s -> tokens = text.encode(s);
             case List<?> list -> {
                 tokens = new int[list.size()];
                 for (int i = 0; i < tokens.length; i++) {
@@ -132,9 +182,9 @@ record CompletionRequest(boolean chat, String model, int[] prompt, int maxTokens
                     if (t instanceof String || t instanceof List<?>) {
                         throw OpenAiError.badRequest("prompt", "only one prompt per request is supported");
                     }
-                    if (!(t instanceof Long l) || l < 0 || l >= SyntheticTokenizer.VOCAB_SIZE) {
+                    if (!(t instanceof Long l) || l < 0 || l >= text.vocabSize()) {
                         throw OpenAiError.badRequest("prompt", String.format(Locale.ROOT,
-                                "prompt[%d] must be a token id in 0..%d, got %s", i, SyntheticTokenizer.VOCAB_SIZE - 1,
+                                "prompt[%d] must be a token id in 0..%d, got %s", i, text.vocabSize() - 1,
                                 Json.write(t)));
                     }
                     tokens[i] = (int) (long) l;

@@ -73,6 +73,9 @@ public final class ServeNode implements AutoCloseable {
 
     private static final int DONE = -1;
 
+    /** Why a real model's request was ended early: a stop string or end-of-sequence token (not an error). */
+    private static final String STOPPED = "stopped: a stop string or end-of-sequence token";
+
     /** How often the connections of requests in flight are checked for clients that went away. */
     static final Duration DISCONNECT_CHECK_PERIOD = Duration.ofSeconds(1);
 
@@ -83,6 +86,10 @@ public final class ServeNode implements AutoCloseable {
 
     private final ServeOptions options;
     private final SimEngine engine;
+    /** The synthetic tokenizer, or the real model's ({@code serve --model DIR}). */
+    private final TextModel text;
+    /** The real model, closed with the node; null for a preset. */
+    private final AutoCloseable ownedModel;
     private final HttpServer server;
     private final ExecutorService executor;
     private volatile MetricsRoute metrics = MetricsRoute.NONE;
@@ -100,7 +107,10 @@ public final class ServeNode implements AutoCloseable {
     private volatile boolean draining;
     private boolean closed; // guarded by this
 
-    private ServeNode(ServeOptions options, SimEngine engine, HttpServer server, ExecutorService executor) {
+    private ServeNode(ServeOptions options, SimEngine engine, HttpServer server, ExecutorService executor,
+            TextModel text, AutoCloseable ownedModel) {
+        this.text = text;
+        this.ownedModel = ownedModel;
         this.options = options;
         this.engine = engine;
         this.server = server;
@@ -133,6 +143,35 @@ public final class ServeNode implements AutoCloseable {
      */
     public static ServeNode start(ServeOptions options, DeviceMemory deviceMemory,
             Function<MooncakeConnectorConfig, TransferEngine> engines) {
+        return startNode(options, deviceMemory, engines, null);
+    }
+
+    /**
+     * Starts a node whose tokens {@code model} computes ({@code serve --model DIR}: Jlama, TP 1, host
+     * memory; {@link ServeOptions#model()} must be {@code model.kvShape(blockSize)}). The node owns
+     * {@code model} from here on: it closes it when it closes, or now when it cannot start.
+     */
+    public static ServeNode startWithModel(ServeOptions options, io.mooncake4j.model.JlamaModel model,
+            Function<MooncakeConnectorConfig, TransferEngine> engines) {
+        Objects.requireNonNull(model, "model");
+        try {
+            if (!options.model().equals(model.kvShape(options.model().blockSize()))) {
+                throw new IllegalArgumentException("the options' KV shape " + options.model()
+                        + " is not the model's " + model.kvShape(options.model().blockSize()));
+            }
+            if (options.maxModelLen() > model.contextLength()) {
+                throw new IllegalArgumentException("max model length " + options.maxModelLen()
+                        + " exceeds the model's context of " + model.contextLength() + " tokens");
+            }
+            return startNode(options, null, engines, model);
+        } catch (RuntimeException | Error e) {
+            model.close();
+            throw e;
+        }
+    }
+
+    private static ServeNode startNode(ServeOptions options, DeviceMemory deviceMemory,
+            Function<MooncakeConnectorConfig, TransferEngine> engines, io.mooncake4j.model.JlamaModel model) {
         Objects.requireNonNull(options, "options");
         Objects.requireNonNull(engines, "engines");
         SimEngine.KvPlacement placement = SimEngine.KvPlacement.host();
@@ -146,9 +185,18 @@ public final class ServeNode implements AutoCloseable {
         MetricsRoute metrics = MetricsRoute.create(); // GET /metrics when Micrometer's Prometheus registry is present
         SimEngine.WorkerFactory factory = sharingBootstrapPort(ConnectorSimWorker.factory(
                 cfg -> metrics.meter(engines.apply(cfg), cfg), b -> b.bootstrapBindHost(options.host())));
-        SimEngine engine = SimEngine.start(options.connector(), options.model(), options.numBlocks(),
-                new SimEngine.Limits(options.maxNumSeqs(), options.maxNumBatchedTokens()), factory, placement,
-                SimEngine.Sampling.KV);
+        SimEngine engine;
+        TextModel text = TextModel.SYNTHETIC;
+        SimEngine.Limits limits = new SimEngine.Limits(options.maxNumSeqs(), options.maxNumBatchedTokens());
+        if (model != null) {
+            io.mooncake4j.model.JlamaStepModel steps = new io.mooncake4j.model.JlamaStepModel(model);
+            text = TextModel.of(model, steps);
+            engine = SimEngine.start(options.connector(), steps, options.model().blockSize(), options.numBlocks(),
+                    limits, factory, placement);
+        } else {
+            engine = SimEngine.start(options.connector(), options.model(), options.numBlocks(), limits, factory,
+                    placement, SimEngine.Sampling.KV);
+        }
         HttpServer server;
         ExecutorService executor = Executors.newThreadPerTaskExecutor(
                 Thread.ofVirtual().name("mooncake-serve-http-", 0).factory());
@@ -160,7 +208,7 @@ public final class ServeNode implements AutoCloseable {
             throw new IllegalStateException(String.format(Locale.ROOT, "cannot serve HTTP on %s:%d: %s",
                     options.host(), options.port(), e.getMessage()), e);
         }
-        ServeNode node = new ServeNode(options, engine, server, executor);
+        ServeNode node = new ServeNode(options, engine, server, executor, text, model);
         metrics.bind(engine);
         node.metrics = metrics;
         server.createContext("/", node::handle);
@@ -365,6 +413,13 @@ public final class ServeNode implements AutoCloseable {
         executor.close();
         clientWatch.close();
         metrics.close();
+        if (ownedModel != null) {
+            try {
+                ownedModel.close();
+            } catch (Exception e) {
+                LOG.warn("engine {}: closing the model failed", engineId(), e);
+            }
+        }
         LOG.info("engine {} stopped ({})", engineId(), clean ? "drained" : "drain timed out");
     }
 
@@ -493,7 +548,7 @@ public final class ServeNode implements AutoCloseable {
 
     private void complete(HttpExchange ex, boolean chat) throws IOException {
         String body = readBody(ex);
-        CompletionRequest req = CompletionRequest.parse(body, chat, role());
+        CompletionRequest req = CompletionRequest.parse(body, chat, role(), text);
         if (req.model() != null && !req.model().equals(options.servedModelName())) {
             throw new OpenAiError(404, "NotFoundError", "model", "The model `" + req.model() + "` does not exist.");
         }
@@ -514,6 +569,7 @@ public final class ServeNode implements AutoCloseable {
         String responseId = (chat ? "chatcmpl-" : "cmpl-") + base;
         String engineRequestId = responseId + "-" + seq.incrementAndGet();
         BlockingQueue<Integer> tokens = req.stream() ? new LinkedBlockingQueue<>() : null;
+        text.sampling(engineRequestId, req.temperature(), req.seed());
         CompletableFuture<SimResult> f = submit(engineRequestId, req, tokens);
         // as vLLM: a request whose client went away is aborted (its blocks freed, per the connector's rules)
         Runnable abort = () -> {
@@ -554,9 +610,12 @@ public final class ServeNode implements AutoCloseable {
             inFlight++;
         }
         CompletableFuture<SimResult> f;
+        java.util.function.IntConsumer listener = tokens == null ? null : tokens::add;
+        if (text.real()) {
+            listener = stopWatch(id, req, listener);
+        }
         try {
-            f = engine.submit(id, req.prompt(), req.maxTokens(), req.kvTransferParams(),
-                    tokens == null ? null : tokens::add);
+            f = engine.submit(id, req.prompt(), req.maxTokens(), req.kvTransferParams(), listener);
         } catch (IllegalArgumentException e) {
             released();
             throw OpenAiError.badRequest(null, e.getMessage());
@@ -565,12 +624,12 @@ public final class ServeNode implements AutoCloseable {
             throw e;
         }
         return f.whenComplete((r, e) -> {
-            if (r != null && r.error() == null) {
+            if (r != null && (r.error() == null || STOPPED.equals(r.error()))) {
                 requestsOk.incrementAndGet();
             } else {
                 requestsFailed.incrementAndGet();
             }
-            if (r != null && r.error() == null) {
+            if (r != null && (r.error() == null || STOPPED.equals(r.error()))) {
                 kvBytesReceived.addAndGet(r.bytesReceived());
                 kvMismatchedWords.addAndGet(r.mismatchedWords());
             }
@@ -579,6 +638,29 @@ public final class ServeNode implements AutoCloseable {
                 tokens.add(DONE);
             }
         });
+    }
+
+    /**
+     * A real model's token listener: ends the request (an abort with {@link #STOPPED}, applied before the
+     * engine's next step) at an end-of-sequence token or once the text holds a stop string, then passes
+     * the token on. Runs on the step loop.
+     */
+    private java.util.function.IntConsumer stopWatch(String id, CompletionRequest req,
+            java.util.function.IntConsumer next) {
+        int[] out = new int[req.maxTokens()];
+        int[] n = {0};
+        return t -> {
+            if (n[0] < out.length) {
+                out[n[0]++] = t;
+                if (n[0] < out.length && (text.isEos(t)
+                        || !req.stop().isEmpty() && TextAnswer.of(text, req.stop(), out, n[0]).stopped())) {
+                    engine.abort(id, STOPPED);
+                }
+            }
+            if (next != null) {
+                next.accept(t);
+            }
+        };
     }
 
     private void released() {
@@ -600,14 +682,17 @@ public final class ServeNode implements AutoCloseable {
             throw new OpenAiError(503, "ServiceUnavailableError", null, "the engine stopped before the request "
                     + "finished: " + e.getCause().getMessage());
         }
-        if (r.error() != null) {
+        if (r.error() != null && !STOPPED.equals(r.error())) {
             throw new OpenAiError(500, "InternalServerError", null, "request " + r.requestId() + " failed: " + r.error());
         }
         return r;
     }
 
     private Map<String, Object> response(CompletionRequest req, String id, SimResult r) {
-        String text = SyntheticTokenizer.decode(r.outputTokens());
+        TextAnswer answer = text.real()
+                ? TextAnswer.of(text, req.stop(), r.outputTokens(), r.outputTokens().length)
+                : new TextAnswer(SyntheticTokenizer.decode(r.outputTokens()), r.outputTokens().length, false, null);
+        String text = answer.text();
         Map<String, Object> choice = new LinkedHashMap<>();
         choice.put("index", 0);
         if (req.chat()) {
@@ -620,11 +705,11 @@ public final class ServeNode implements AutoCloseable {
             choice.put("text", text);
         }
         choice.put("logprobs", null);
-        choice.put("finish_reason", "length");
-        choice.put("stop_reason", null);
+        choice.put("finish_reason", answer.finishReason());
+        choice.put("stop_reason", answer.stopReason());
         Map<String, Object> m = header(req, id, false);
         m.put("choices", List.of(choice));
-        m.put("usage", usage(r.promptTokens(), r.outputTokens().length));
+        m.put("usage", usage(r.promptTokens(), answer.tokens()));
         m.put("prompt_logprobs", null);
         m.put("kv_transfer_params", returnedParams(req));
         return m;
@@ -689,6 +774,10 @@ public final class ServeNode implements AutoCloseable {
             delta.put("content", "");
             event(out, chunk(req, id, delta, null), true);
         }
+        if (text.real()) {
+            streamText(out, req, id, f, tokens, first);
+            return;
+        }
         int sent = 0;
         for (int t = first; t != DONE; t = take(tokens)) {
             sent++;
@@ -717,6 +806,63 @@ public final class ServeNode implements AutoCloseable {
             u.put("choices", List.of());
             u.put("usage", usage(req.prompt().length, sent));
             event(out, u, false);
+        }
+        out.write("data: [DONE]\n\n".getBytes(StandardCharsets.UTF_8));
+        out.flush();
+    }
+
+    /**
+     * A real model's stream: the text decoded so far, less what might begin a stop string, goes out with
+     * each token; the rest, the finish reason and the usage when the request ends.
+     */
+    private void streamText(OutputStream out, CompletionRequest req, String id, CompletableFuture<SimResult> f,
+            BlockingQueue<Integer> tokens, int first) throws IOException {
+        int[] got = new int[req.maxTokens()];
+        int n = 0;
+        int emitted = 0;
+        int hold = TextAnswer.holdBack(req.stop());
+        boolean ended = false;
+        for (int t = first; t != DONE; t = take(tokens)) {
+            if (ended || n >= got.length) {
+                continue; // tokens after the stop: not part of the answer
+            }
+            got[n++] = t;
+            TextAnswer a = TextAnswer.of(text, req.stop(), got, n);
+            ended = a.stopped();
+            int upTo = ended ? a.text().length() : Math.max(emitted, a.text().length() - hold);
+            if (upTo > emitted) {
+                String piece = a.text().substring(emitted, upTo);
+                emitted = upTo;
+                event(out, chunk(req, id, req.chat() ? Map.of("content", piece) : piece, null), true);
+            }
+        }
+        String error = null;
+        try {
+            SimResult r = f.get();
+            error = STOPPED.equals(r.error()) ? null : r.error();
+        } catch (ExecutionException e) {
+            error = "the engine stopped before the request finished: " + e.getCause().getMessage();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            error = "interrupted";
+        }
+        TextAnswer a = TextAnswer.of(text, req.stop(), got, n);
+        if (error != null || (!a.stopped() && n < req.maxTokens())) {
+            event(out, OpenAiError.body(500, "InternalServerError", null, error != null ? error
+                    : "the request ended after " + n + " of " + req.maxTokens() + " tokens"), false);
+        } else {
+            String rest = a.text().length() > emitted ? a.text().substring(emitted) : "";
+            Map<String, Object> last = chunk(req, id, req.chat() ? Map.of("content", rest) : rest, a.finishReason());
+            @SuppressWarnings("unchecked")
+            Map<String, Object> choice = (Map<String, Object>) ((List<?>) last.get("choices")).getFirst();
+            choice.put("stop_reason", a.stopReason());
+            event(out, last, false);
+            if (req.includeUsage()) {
+                Map<String, Object> u = header(req, id, true);
+                u.put("choices", List.of());
+                u.put("usage", usage(req.prompt().length, a.tokens()));
+                event(out, u, false);
+            }
         }
         out.write("data: [DONE]\n\n".getBytes(StandardCharsets.UTF_8));
         out.flush();

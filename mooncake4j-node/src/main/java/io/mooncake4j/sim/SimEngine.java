@@ -223,6 +223,8 @@ public final class SimEngine implements AutoCloseable {
     private final List<DeviceMemory.Allocation> deviceAllocations = new ArrayList<>();
     private final List<SimWorker> workers = new ArrayList<>();
     private final List<SyntheticModel> models = new ArrayList<>();
+    /** A real model computing the tokens instead of the synthetic one (TP 1), or null. */
+    private final StepModel stepModel;
     private final MooncakeConnectorScheduler scheduler;
     private final BlockPool[] pools;
     private final TpOutputAggregator aggregator;
@@ -274,8 +276,13 @@ public final class SimEngine implements AutoCloseable {
     private long steps;
 
     private SimEngine(MooncakeConnectorConfig config, ModelPreset preset, int numBlocks, Limits limits,
-            WorkerFactory factory, KvPlacement placement, Sampling sampling) {
+            WorkerFactory factory, KvPlacement placement, Sampling sampling, StepModel stepModel) {
         this.config = Objects.requireNonNull(config, "config");
+        this.stepModel = stepModel;
+        if (stepModel != null && (config.tpSize() != 1 || placement.onGpu())) {
+            throw new IllegalArgumentException("a real model runs at TP 1 on host memory, got tp " + config.tpSize()
+                    + " on " + placement);
+        }
         this.sampling = Objects.requireNonNull(sampling, "sampling");
         this.placement = Objects.requireNonNull(placement, "placement");
         this.preset = Objects.requireNonNull(preset, "preset");
@@ -305,6 +312,9 @@ public final class SimEngine implements AutoCloseable {
                 SyntheticModel model = new SyntheticModel(preset, tp, r, caches, placement.deviceMemory());
                 models.add(model);
                 perBlock += model.bytesPerBlock();
+                if (stepModel != null) {
+                    stepModel.bind(caches);
+                }
                 workers.add(factory.create(config.toBuilder().tp(r, tp).build(), caches, preset));
             }
         } catch (RuntimeException | Error e) {
@@ -361,7 +371,24 @@ public final class SimEngine implements AutoCloseable {
      */
     public static SimEngine start(MooncakeConnectorConfig config, ModelPreset preset, int numBlocks, Limits limits,
             WorkerFactory factory, KvPlacement placement, Sampling sampling) {
-        SimEngine e = new SimEngine(config, preset, numBlocks, limits, factory, placement, sampling);
+        return start(config, preset, numBlocks, limits, factory, placement, sampling, null);
+    }
+
+    /**
+     * An engine whose tokens {@code model} computes (TP 1, host memory, the fused layout of
+     * {@link StepModel#kvShape}); the engine closes {@code model} when it closes.
+     *
+     * @param blockSize tokens per block
+     */
+    public static SimEngine start(MooncakeConnectorConfig config, StepModel model, int blockSize, int numBlocks,
+            Limits limits, WorkerFactory factory, KvPlacement placement) {
+        Objects.requireNonNull(model, "model");
+        return start(config, model.kvShape(blockSize), numBlocks, limits, factory, placement, Sampling.PROMPT, model);
+    }
+
+    private static SimEngine start(MooncakeConnectorConfig config, ModelPreset preset, int numBlocks, Limits limits,
+            WorkerFactory factory, KvPlacement placement, Sampling sampling, StepModel stepModel) {
+        SimEngine e = new SimEngine(config, preset, numBlocks, limits, factory, placement, sampling, stepModel);
         e.loop.start();
         LOG.info("engine {} ({}) up: model {}, tp {}, {} blocks per rank ({} tokens), {} of KV in {}",
                 config.engineId(), config.kvRole().wireName(), preset.name(), config.tpSize(), numBlocks,
@@ -406,7 +433,7 @@ public final class SimEngine implements AutoCloseable {
 
     /** Whether prefill pushes KV layer by layer ({@code layerwise_push} on, host caches, full attention). */
     public boolean layerwise() {
-        return scheduler.layerwisePush() && !placement.onGpu();
+        return scheduler.layerwisePush() && !placement.onGpu() && stepModel == null;
     }
 
     /** How the model picks its tokens. */
@@ -698,6 +725,10 @@ public final class SimEngine implements AutoCloseable {
             long forward0 = scheduled.isEmpty() ? 0 : System.nanoTime();
             if (layerwise && !scheduled.isEmpty()) {
                 forwardLayerwise(w, m, scheduled, layerCost);
+            } else if (stepModel != null) {
+                for (SimRequest r : scheduled) {
+                    r.modelToken = stepModel.forward(r.id, r.tokens(), r.blocks[0], r.numComputedTokens, r.numTokens);
+                }
             } else {
                 long fill0 = System.nanoTime();
                 forwardWhole(m, scheduled);
@@ -804,7 +835,9 @@ public final class SimEngine implements AutoCloseable {
                 r.kvReadyNanos = System.nanoTime();
             }
             int token;
-            if (sampling == Sampling.KV) {
+            if (stepModel != null) {
+                token = r.modelToken;
+            } else if (sampling == Sampling.KV) {
                 r.kvDigestKnown = true; // summed over the ranks' forward above (prefills run whole)
                 token = SyntheticModel.sample(r.hashes[r.numTokens - 1], r.kvDigest);
             } else {
@@ -996,7 +1029,7 @@ public final class SimEngine implements AutoCloseable {
         int n = r.prompt.length;
         long digest = 0;
         String mismatch = null;
-        for (SyntheticModel m : models) {
+        for (SyntheticModel m : stepModel != null ? List.<SyntheticModel>of() : models) {
             SyntheticModel.Verification v = m.verify(r.hashes, r.blocks, 0, n);
             r.bytesVerified += v.bytesChecked();
             r.mismatchedWords += v.badWords();
@@ -1029,6 +1062,9 @@ public final class SimEngine implements AutoCloseable {
 
     /** A request reached a finished status: tell the connector, then free or keep its blocks. */
     private void finish(SimRequest r) {
+        if (stepModel != null) {
+            stepModel.release(r.id);
+        }
         RequestFinishedResult res = scheduler.requestFinished(r, r.blocks);
         reservedBlocks -= r.reservedBlocks;
         r.reservedBlocks = 0;
@@ -1085,6 +1121,13 @@ public final class SimEngine implements AutoCloseable {
 
     /** Closes the models (their copy queues and scratch), then frees the KV memory (after the workers closed). */
     private void freeMemory() {
+        if (stepModel != null) {
+            try {
+                stepModel.close();
+            } catch (RuntimeException e) {
+                LOG.warn("engine {}: closing the model failed", config.engineId(), e);
+            }
+        }
         for (SyntheticModel m : models) {
             try {
                 m.close();

@@ -47,6 +47,8 @@ final class SimRequest implements Request {
     boolean kvDigestKnown;
     /** Called on the step loop with each generated token, or null. */
     IntConsumer onToken;
+    /** With a {@link StepModel}: the token its last forward pass picked. */
+    int modelToken;
     /** Set (step loop) when the request was aborted while its KV was being loaded: it ends when the load does. */
     String abortReason;
 
@@ -80,6 +82,13 @@ final class SimRequest implements Request {
     @Override
     public RequestStatus status() {
         return status;
+    }
+
+    /** The prompt followed by the tokens generated so far. */
+    int[] tokens() {
+        int[] t = Arrays.copyOf(prompt, prompt.length + numOutput);
+        System.arraycopy(output, 0, t, prompt.length, numOutput);
+        return t;
     }
 
     /** Appends a sampled token; its prefix hash extends the chain. */

@@ -1,0 +1,239 @@
+package io.mooncake4j.model;
+
+import com.github.tjake.jlama.model.AbstractModel;
+import com.github.tjake.jlama.tensor.AbstractTensor;
+import com.github.tjake.jlama.tensor.KvBufferCache;
+
+import io.mooncake4j.memory.KvCacheTensor;
+import io.mooncake4j.memory.KvCaches;
+import io.mooncake4j.memory.ModelPreset;
+import io.mooncake4j.sim.StepModel;
+
+import java.lang.foreign.MemorySegment;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.SplittableRandom;
+import java.util.concurrent.ConcurrentHashMap;
+
+/**
+ * A {@link StepModel} over a {@link JlamaModel}: one per engine.
+ *
+ * <p><b>Where Jlama's KV and the connector's blocks meet: one copy per side, at the request
+ * boundary.</b> Each running request has a Jlama {@code KvBuffer} of its own (an ephemeral one:
+ * Jlama's public API, pages from its tensor pool, never mapped files). Positions the request finds
+ * already computed (its prefix-cache hit, or on D the prompt P sent) are copied row by row from the
+ * blocks into that buffer when the request first runs here; every position Jlama computes is copied
+ * from the buffer into the request's blocks right after the forward pass. Jlama's pages are
+ * allocated lazily, per request, at addresses of its choosing, while the connector registers its
+ * blocks once at start-up with uniform strides; copying keeps Jlama unpatched (no reflection into
+ * its private page table) at a cost measured in {@code docs/model.md}.
+ *
+ * <p>The last position of a prefill is computed on its own ({@code forward(token, pos)}), the
+ * positions before it as one batch: a P/D pair then runs exactly the same arithmetic as one node
+ * (P batches {@code [0, n-1)} and computes {@code n-1}; D, holding P's rows of {@code [0, n-1)},
+ * computes {@code n-1} again, as vLLM's D does), so their tokens are bit-for-bit the same.
+ *
+ * <p>Sampling is greedy unless {@link #sampling} set a temperature for the request; a seeded request
+ * draws from its own generator, so P and D (and a single node) draw the same numbers.
+ *
+ * <p><b>Threading:</b> {@link #sampling} from any thread; everything else on the engine's step loop.
+ */
+public final class JlamaStepModel implements StepModel {
+
+    /**
+     * How a request samples.
+     *
+     * @param temperature 0 for greedy
+     * @param seed        the generator's seed (ignored when greedy)
+     */
+    public record Sampling(float temperature, long seed) {
+        public Sampling {
+            if (!(temperature >= 0) || Float.isInfinite(temperature)) {
+                throw new IllegalArgumentException("temperature must be finite and >= 0, got " + temperature);
+            }
+        }
+
+        /** Greedy. */
+        public static Sampling greedy() {
+            return new Sampling(0, 0);
+        }
+    }
+
+    private final JlamaModel model;
+    private final AbstractModel jlama;
+    private final KvBufferCache buffers;
+    private final int rowBytes;
+    private final Map<String, Sampling> samplingById = new ConcurrentHashMap<>();
+    private final Map<String, Session> sessions = new HashMap<>();
+    private ModelPreset shape;
+    private MemorySegment[] layerMemory;
+    private long[] layerBase;
+    private long pageBytes;
+    /** Diagnostics: bytes copied between Jlama's pages and the blocks, and the time spent, cumulative. */
+    private long copiedBytes;
+    private long copyNanos;
+
+    /** One running request: its KV buffer holds positions {@code [0, valid)}. */
+    private static final class Session {
+        final KvBufferCache.KvBuffer kv;
+        final SplittableRandom random;
+        final float temperature;
+        int valid;
+
+        Session(KvBufferCache.KvBuffer kv, Sampling s) {
+            this.kv = kv;
+            this.random = new SplittableRandom(s.seed());
+            this.temperature = s.temperature();
+        }
+    }
+
+    public JlamaStepModel(JlamaModel model) {
+        this.model = model;
+        this.jlama = model.jlama();
+        this.buffers = new KvBufferCache(jlama);
+        this.rowBytes = model.numKvHeads() * model.headSize() * model.dtypeBytes();
+    }
+
+    /** The loaded model. */
+    public JlamaModel model() {
+        return model;
+    }
+
+    /**
+     * Sets how request {@code requestId} samples (any thread, before it is submitted); greedy otherwise.
+     * The setting is dropped when the request finishes.
+     */
+    public void sampling(String requestId, Sampling s) {
+        samplingById.put(requestId, s);
+    }
+
+    @Override
+    public ModelPreset kvShape(int blockSize) {
+        return model.kvShape(blockSize);
+    }
+
+    @Override
+    public void bind(KvCaches caches) {
+        if (caches.config().groups().size() != 1) {
+            throw new IllegalArgumentException("a Jlama model has one full-attention KV group, caches have "
+                    + caches.config().groups().size());
+        }
+        int layers = model.numLayers();
+        List<List<KvCacheTensor>> tensors = List.copyOf(caches.tensorsByLayer().values());
+        if (tensors.size() != layers) {
+            throw new IllegalArgumentException("caches have " + tensors.size() + " layers, the model " + layers);
+        }
+        layerMemory = new MemorySegment[layers];
+        layerBase = new long[layers];
+        for (int l = 0; l < layers; l++) {
+            List<KvCacheTensor> ts = tensors.get(l);
+            if (ts.size() != 1 || !ts.get(0).blockDense()) {
+                throw new IllegalArgumentException("a Jlama model needs the fused KV layout (one dense tensor per layer)");
+            }
+            KvCacheTensor t = ts.get(0);
+            MemorySegment seg = t.storage().hostSegment().orElseThrow(() -> new IllegalArgumentException(
+                    "a Jlama model needs its KV caches in host memory"));
+            layerMemory[l] = seg;
+            layerBase[l] = t.dataAddress() - t.storage().address();
+            pageBytes = t.blockStrideBytes();
+        }
+        shape = caches.config().groups().get(0).spec().blockSize() > 0
+                ? model.kvShape(caches.config().groups().get(0).spec().blockSize()) : null;
+        if (shape == null || shape.pageBytes(1) != pageBytes) {
+            throw new IllegalArgumentException("cache blocks of " + pageBytes + " bytes do not hold this model's KV");
+        }
+    }
+
+    @Override
+    public int forward(String requestId, int[] tokens, int[] blockIds, int from, int to) {
+        if (from < 0 || to <= from || to > tokens.length) {
+            throw new IllegalArgumentException("bad positions [" + from + ", " + to + ") of " + tokens.length);
+        }
+        if (to > model.contextLength()) {
+            throw new IllegalArgumentException("position " + (to - 1) + " is past the model's context of "
+                    + model.contextLength());
+        }
+        Session s = sessions.get(requestId);
+        if (s != null && s.valid != from) {
+            s.kv.close(); // the engine recomputes from elsewhere: start over from the blocks
+            sessions.remove(requestId);
+            s = null;
+        }
+        if (s == null) {
+            s = new Session(buffers.getEphemeralKvBuffer(),
+                    samplingById.getOrDefault(requestId, Sampling.greedy()));
+            sessions.put(requestId, s);
+            copyRows(s.kv, blockIds, 0, from, true);
+            s.valid = from;
+        }
+        int last = to - 1;
+        if (last > from) {
+            AbstractTensor batch = jlama.batchForward(Arrays.copyOfRange(tokens, from, last), from, s.kv);
+            batch.close();
+        }
+        AbstractTensor out = jlama.forward(tokens[last], last, s.kv, Optional.empty());
+        int next;
+        try (AbstractTensor logits = jlama.makeDenseTensor(model.vocabularySize())) {
+            float u = s.temperature == 0 ? 0f : (float) s.random.nextDouble();
+            next = jlama.sample(out, s.temperature, u, logits);
+        } finally {
+            out.close();
+        }
+        copyRows(s.kv, blockIds, from, to, false);
+        s.valid = to;
+        return next;
+    }
+
+    /** Copies K and V rows of positions {@code [from, to)} of every layer: blocks to buffer, or buffer to blocks. */
+    private void copyRows(KvBufferCache.KvBuffer kv, int[] blockIds, int from, int to, boolean intoBuffer) {
+        if (from >= to) {
+            return;
+        }
+        long t0 = System.nanoTime();
+        int bs = shape.blockSize();
+        long half = pageBytes / 2;
+        for (int l = 0; l < layerMemory.length; l++) {
+            MemorySegment mem = layerMemory[l];
+            for (int p = from; p < to; p++) {
+                long at = layerBase[l] + blockIds[p / bs] * pageBytes + (long) (p % bs) * rowBytes;
+                MemorySegment k = kv.getKeyTensorForPosition(l, p).getMemorySegment().asSlice(0, rowBytes);
+                MemorySegment v = kv.getValTensorForPosition(l, p).getMemorySegment().asSlice(0, rowBytes);
+                if (intoBuffer) {
+                    k.copyFrom(mem.asSlice(at, rowBytes));
+                    v.copyFrom(mem.asSlice(at + half, rowBytes));
+                } else {
+                    mem.asSlice(at, rowBytes).copyFrom(k);
+                    mem.asSlice(at + half, rowBytes).copyFrom(v);
+                }
+            }
+        }
+        copiedBytes += 2L * rowBytes * layerMemory.length * (to - from);
+        copyNanos += System.nanoTime() - t0;
+    }
+
+    /** Diagnostics: {@code {bytes copied between pages and blocks, nanoseconds spent}} so far (step loop). */
+    public long[] copyStats() {
+        return new long[] {copiedBytes, copyNanos};
+    }
+
+    @Override
+    public void release(String requestId) {
+        samplingById.remove(requestId);
+        Session s = sessions.remove(requestId);
+        if (s != null) {
+            s.kv.close();
+        }
+    }
+
+    @Override
+    public void close() {
+        for (Session s : sessions.values()) {
+            s.kv.close();
+        }
+        sessions.clear();
+        samplingById.clear();
+    }
+}

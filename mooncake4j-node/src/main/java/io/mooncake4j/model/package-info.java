@@ -1,0 +1,22 @@
+/**
+ * The node's real model: Jlama behind the serving engine's model seam
+ * ({@link io.mooncake4j.sim.StepModel}), and the tiny checkpoint the tests and the demo run on.
+ *
+ * <ul>
+ *   <li>{@link io.mooncake4j.model.JlamaModel}: a checkpoint directory checked and loaded (weights,
+ *       tokenizer, chat template, the KV shape of its blocks);</li>
+ *   <li>{@link io.mooncake4j.model.JlamaStepModel}: one per engine; computes the scheduled positions
+ *       of each request in a Jlama KV buffer of its own and copies the rows between that buffer and
+ *       the engine's registered blocks (docs/model.md: why a copy, what it costs);</li>
+ *   <li>{@link io.mooncake4j.model.TinyModelWriter}: {@code bin/mooncake4j make-model --tiny DIR}.</li>
+ * </ul>
+ *
+ * <p>Node code only: the library packages (connector, engine, memory) never load it, and the
+ * Jlama jar and {@code --add-modules jdk.incubator.vector} are needed only where it runs.
+ *
+ * <p><b>Threading and ownership:</b> a {@code JlamaModel} owns the loaded weights and its working
+ * directory, shared read-only by its step models; a {@code JlamaStepModel} and its KV buffers are
+ * confined to its engine's step-loop thread (per-request sampling settings may be given from any
+ * thread). Jlama's kernels run on Jlama's own shared thread pool.
+ */
+package io.mooncake4j.model;

@@ -1,0 +1,36 @@
+package io.mooncake4j.model;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.concurrent.TimeUnit;
+
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/** {@code demo --model DIR} on the tiny model: the verdict line, and prefixes served from D's cache. */
+@Timeout(value = 180, unit = TimeUnit.SECONDS)
+class ModelDemoTest {
+
+    @TempDir
+    Path dir;
+
+    @Test
+    void printsTheVerdictLine() throws Exception {
+        TinyModelWriter.write(dir, TinyModelWriter.Shape.tiny());
+        ByteArrayOutputStream buf = new ByteArrayOutputStream();
+        int rc = ModelDemo.run(new ModelDemo.Options(dir, "F32", 4, 6, "tcp", 7, Duration.ofSeconds(60)),
+                new PrintStream(buf, true, StandardCharsets.UTF_8));
+        String text = buf.toString(StandardCharsets.UTF_8);
+        assertEquals(0, rc, text);
+        assertTrue(text.contains("OK: disaggregated tokens equal single-node tokens (4 requests, 24 tokens)"), text);
+        assertTrue(text.matches("(?s).*request 1: \\d+ prompt tokens \\([1-9]\\d* from D's prefix cache\\).*"),
+                "the second prompt extends the first: " + text);
+    }
+}

@@ -1,0 +1,79 @@
+package io.mooncake4j.model;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/** The tiny checkpoint: deterministic, loadable by Jlama, with a working tokenizer and chat template; bad directories refused clearly. */
+@Timeout(value = 120, unit = TimeUnit.SECONDS)
+class TinyModelWriterTest {
+
+    @TempDir
+    Path dir;
+
+    @Test
+    void sameSeedSameBytesOtherSeedOtherWeights() throws Exception {
+        TinyModelWriter.write(dir.resolve("a"), TinyModelWriter.Shape.tiny());
+        TinyModelWriter.write(dir.resolve("b"), TinyModelWriter.Shape.tiny());
+        TinyModelWriter.write(dir.resolve("c"), TinyModelWriter.Shape.tiny().withSeed(26));
+        for (String f : List.of("config.json", "tokenizer.json", "tokenizer_config.json", "model.safetensors")) {
+            assertArrayEquals(Files.readAllBytes(dir.resolve("a").resolve(f)), Files.readAllBytes(dir.resolve("b").resolve(f)), f);
+        }
+        assertFalse(java.util.Arrays.equals(Files.readAllBytes(dir.resolve("a/model.safetensors")),
+                Files.readAllBytes(dir.resolve("c/model.safetensors"))));
+    }
+
+    @Test
+    void jlamaLoadsItInBothDtypes() {
+        TinyModelWriter.write(dir.resolve("m"), TinyModelWriter.Shape.tiny());
+        for (String dtype : List.of("F32", "BF16")) {
+            try (JlamaModel m = JlamaModel.load(dir.resolve("m"), dtype)) {
+                assertEquals(2, m.numLayers());
+                assertEquals(2, m.numKvHeads());
+                assertEquals(32, m.headSize());
+                assertEquals(dtype.equals("F32") ? 4 : 2, m.dtypeBytes());
+                assertEquals(16L * 2 * 32 * m.dtypeBytes() * 2, m.kvShape(16).pageBytes(1));
+                assertEquals(TinyModelWriter.vocabulary().size(), m.vocabularySize());
+                int[] ids = m.encode("the cat sat on the mat");
+                assertEquals(TinyModelWriter.BOS, ids[0]);
+                assertTrue(ids.length < 1 + "the cat sat on the mat".length(), "bigram merges apply: " + ids.length);
+                int[] text = java.util.Arrays.copyOfRange(ids, 1, ids.length);
+                assertEquals("the cat sat on the mat", m.decode(text, text.length));
+                String chat = m.applyChatTemplate(List.<String[]>of(new String[] {"user", "hi"})).orElseThrow();
+                assertEquals("<|user|>\nhi\n<|assistant|>\n", chat);
+            }
+        }
+    }
+
+    @Test
+    void badDirectoriesGetClearErrors() throws Exception {
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> JlamaModel.load(dir.resolve("nope"), "F32"));
+        assertTrue(e.getMessage().contains("does not exist"), e.getMessage());
+
+        TinyModelWriter.write(dir.resolve("m"), TinyModelWriter.Shape.tiny());
+        Files.delete(dir.resolve("m/model.safetensors"));
+        e = assertThrows(IllegalArgumentException.class, () -> JlamaModel.load(dir.resolve("m"), "F32"));
+        assertTrue(e.getMessage().contains("incomplete: no model.safetensors"), e.getMessage());
+
+        TinyModelWriter.write(dir.resolve("g"), TinyModelWriter.Shape.tiny());
+        Path cfg = dir.resolve("g/config.json");
+        Files.writeString(cfg, Files.readString(cfg).replace("\"llama\"", "\"gpt2\""));
+        e = assertThrows(IllegalArgumentException.class, () -> JlamaModel.load(dir.resolve("g"), "F32"));
+        assertTrue(e.getMessage().contains("architecture 'gpt2' is not supported"), e.getMessage());
+
+        e = assertThrows(IllegalArgumentException.class, () -> JlamaModel.load(dir.resolve("m"), "F16"));
+        assertTrue(e.getMessage().contains("F32 or BF16"), e.getMessage());
+    }
+}
