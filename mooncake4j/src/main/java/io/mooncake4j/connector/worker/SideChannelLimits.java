@@ -55,7 +55,7 @@ public record SideChannelLimits(long maxMetadataBytes, long maxResponseBytes, in
     }
 
     /** The transfer-pool share of one peer for a pool of {@code numWorkers} threads. */
-    int transfersPerPeer(int numWorkers) {
+    public int transfersPerPeer(int numWorkers) {
         int share = maxTransfersPerPeer > 0 ? maxTransfersPerPeer : Math.max(1, numWorkers / 2);
         return Math.min(share, numWorkers);
     }

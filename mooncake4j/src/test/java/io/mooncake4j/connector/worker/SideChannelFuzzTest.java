@@ -13,6 +13,7 @@ import io.mooncake4j.connector.wire.MooncakeXferMetadata;
 import io.mooncake4j.connector.wire.MooncakeXferMetadataCodec;
 import io.mooncake4j.connector.wire.MooncakeXferResponse;
 import io.mooncake4j.connector.wire.MooncakeXferResponseStatus;
+import io.mooncake4j.connector.worker.send.ListenerStats;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;

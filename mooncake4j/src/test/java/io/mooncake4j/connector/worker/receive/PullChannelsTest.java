@@ -1,14 +1,17 @@
-package io.mooncake4j.connector.worker;
+package io.mooncake4j.connector.worker.receive;
 
+import static io.mooncake4j.connector.worker.WorkerTestSupport.await;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
-import static io.mooncake4j.connector.worker.WorkerTestSupport.await;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.mooncake4j.connector.wire.MooncakeXferResponse;
 import io.mooncake4j.connector.wire.MooncakeXferResponseCodec;
 import io.mooncake4j.connector.wire.MooncakeXferResponseStatus;
+import io.mooncake4j.connector.worker.SideChannelLimits;
+import io.mooncake4j.connector.worker.loop.BackgroundErrors;
+import io.mooncake4j.connector.worker.loop.HealthMonitor;
 import io.mooncake4j.fuzz.ZmtpPeer;
 import java.io.DataInputStream;
 import java.net.InetAddress;

@@ -1,12 +1,16 @@
-package io.mooncake4j.connector.worker;
+package io.mooncake4j.connector.worker.send;
 
+import static io.mooncake4j.connector.worker.WorkerTestSupport.await;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
-import static io.mooncake4j.connector.worker.WorkerTestSupport.await;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.mooncake4j.connector.worker.SideChannelLimits;
+import io.mooncake4j.connector.worker.WorkerTestSupport;
+import io.mooncake4j.connector.worker.loop.HealthMonitor;
+import io.mooncake4j.connector.worker.receive.PullChannels;
 import io.mooncake4j.fuzz.ZmtpPeer;
 import io.mooncake4j.internal.zmtp.Zmtp;
 import java.nio.ByteBuffer;

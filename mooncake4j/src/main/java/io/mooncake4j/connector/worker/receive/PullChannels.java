@@ -1,8 +1,13 @@
-package io.mooncake4j.connector.worker;
+package io.mooncake4j.connector.worker.receive;
 
 import io.mooncake4j.connector.wire.MooncakeXferResponse;
 import io.mooncake4j.connector.wire.MooncakeXferResponseCodec;
 import io.mooncake4j.connector.wire.MooncakeXferResponseStatus;
+import io.mooncake4j.connector.worker.SideChannelLimits;
+import io.mooncake4j.connector.worker.loop.BackgroundErrors;
+import io.mooncake4j.connector.worker.loop.HealthMonitor;
+import io.mooncake4j.connector.worker.loop.SelectorLoop;
+import io.mooncake4j.connector.worker.loop.WaveTrace;
 import io.mooncake4j.internal.zmtp.ZmtpConnection;
 import io.mooncake4j.internal.zmtp.ZmtpException;
 import io.mooncake4j.internal.zmtp.ZmtpLimits;
@@ -10,8 +15,6 @@ import java.io.IOException;
 import java.net.ConnectException;
 import java.net.InetSocketAddress;
 import java.net.StandardSocketOptions;
-import java.nio.ByteBuffer;
-import java.nio.channels.Pipe;
 import java.nio.channels.SelectionKey;
 import java.nio.channels.Selector;
 import java.nio.channels.SocketChannel;
@@ -63,7 +66,7 @@ import org.slf4j.LoggerFactory;
  * pull fails and the {@link HealthMonitor} hears of the exhaustion. An {@link Error} escaping the loop fails
  * the pulls in flight, closes every connection, is reported to the {@link HealthMonitor}, and the loop goes on.
  */
-final class PullChannels implements AutoCloseable {
+public final class PullChannels implements AutoCloseable {
 
     private static final Logger LOG = LoggerFactory.getLogger(PullChannels.class);
 
@@ -89,7 +92,6 @@ final class PullChannels implements AutoCloseable {
     static final int MAX_CONNECTIONS = 1024;
     private static final long MAX_POLL_MS = 1_000;
     private static final long JOIN_MS = 5_000;
-    private static final int READ_BUFFER = 64 * 1024;
 
     /** One TCP connection: a ZMTP DEALER connection, or a probe (no ZMTP). */
     private final class Conn {
@@ -146,14 +148,9 @@ final class PullChannels implements AutoCloseable {
     private final ZmtpLimits zmtpLimits;
     private final int maxConnections;
     private final ZmtpConnection.Listener dealerListener;
-    private volatile Error injectedFault;
-    private final Pipe wakePipe;
-    private final Thread thread;
+    private final SelectorLoop loop;
     private final ConcurrentLinkedQueue<Pull> submitted = new ConcurrentLinkedQueue<>();
-    private final AtomicBoolean wakePending = new AtomicBoolean();
     private final AtomicBoolean closed = new AtomicBoolean();
-    private volatile boolean running = true;
-    private final ByteBuffer readBuffer = ByteBuffer.allocateDirect(READ_BUFFER); // I/O thread only
 
     // I/O thread only
     private final List<Pull> active = new ArrayList<>();
@@ -191,22 +188,18 @@ final class PullChannels implements AutoCloseable {
                 return response((Conn) c.attachment(), frames);
             }
         };
-        this.wakePipe = Pipe.open();
-        wakePipe.sink().configureBlocking(false);
-        wakePipe.source().configureBlocking(false);
-        this.thread = new Thread(this::run, "mooncake-d-io-0");
-        thread.setDaemon(true);
-        thread.start();
+        this.loop = new SelectorLoop("mooncake-d-io-0", new DealerLoop());
+        loop.start();
     }
 
     void submit(String address, byte[] payload, Listener listener) {
-        if (!running) {
+        if (!loop.running()) {
             listener.onFailure("the Mooncake receiver is closed");
             return;
         }
         submitted.add(new Pull(address, payload, listener));
-        wake();
-        if (!running && submitted.remove(findSubmitted(listener))) {
+        loop.wake();
+        if (!loop.running() && submitted.remove(findSubmitted(listener))) {
             listener.onFailure("the Mooncake receiver is closed");
         }
     }
@@ -220,11 +213,11 @@ final class PullChannels implements AutoCloseable {
         return null;
     }
 
-    long handshakeRetries() {
+    public long handshakeRetries() {
         return handshakeRetries.sum();
     }
 
-    long handshakeReconnects() {
+    public long handshakeReconnects() {
         return handshakeReconnects.sum();
     }
 
@@ -232,49 +225,77 @@ final class PullChannels implements AutoCloseable {
         return pullsStarted.sum();
     }
 
-    long connectionsOpened() {
+    public long connectionsOpened() {
         return connectionsOpened.sum();
     }
 
-    int activePulls() {
+    public int activePulls() {
         return activeCount;
     }
 
-    boolean alive() {
-        return thread.isAlive();
+    public boolean alive() {
+        return loop.alive();
     }
 
-    void injectFault(Error fault) {
-        injectedFault = fault;
-        wake();
+    public void injectFault(Error fault) {
+        loop.injectFault(fault);
     }
 
-    private void wake() {
-        if (wakePending.compareAndSet(false, true)) {
-            try {
-                wakePipe.sink().write(ByteBuffer.wrap(new byte[] {1}));
-            } catch (IOException e) {
-                LOG.debug("wake-up pipe closed", e);
+    /** The DEALERs' part of the shared selector loop (all on {@code mooncake-d-io-0}). */
+    private final class DealerLoop implements SelectorLoop.Owner {
+        @Override
+        public boolean start() {
+            return true;
+        }
+
+        @Override
+        public void register(Selector sel) {
+            selector = sel;
+        }
+
+        @Override
+        public long selectTimeoutMs() {
+            return pollMs(System.nanoTime());
+        }
+
+        @Override
+        public void ready(SelectionKey k) {
+            if (k.attachment() instanceof Conn c) {
+                PullChannels.this.ready(c, k);
             }
         }
-    }
 
-    private void run() {
-        try {
-            while (running) {
-                try (Selector sel = Selector.open()) {
-                    selector = sel;
-                    serve(sel);
-                } catch (RuntimeException | Error | IOException e) {
-                    if (!running) {
-                        break;
-                    }
-                    health.died(thread.getName() + " (D side-channel I/O)", e, true);
-                    abandonAll("the Mooncake pull I/O thread failed: " + e);
-                    health.recovered(thread.getName());
+        @Override
+        public void afterSelect() {
+            Pull p;
+            while ((p = submitted.poll()) != null) {
+                PullChannels.this.start(p);
+            }
+            long now = System.nanoTime();
+            for (int i = active.size() - 1; i >= 0; i--) {
+                Pull pull = active.get(i);
+                if (pull.done || !deadlines(pull, now)) {
+                    active.remove(i);
                 }
             }
-        } finally {
+            activeCount = active.size();
+        }
+
+        @Override
+        public void error(Throwable e) {
+            errors.report("pull I/O", e);
+        }
+
+        @Override
+        public boolean recover(Throwable cause) {
+            health.died(loop.threadName() + " (D side-channel I/O)", cause, true);
+            abandonAll("the Mooncake pull I/O thread failed: " + cause);
+            health.recovered(loop.threadName());
+            return true;
+        }
+
+        @Override
+        public void stopped() {
             abandonAll("the Mooncake receiver is closed");
             Pull p;
             while ((p = submitted.poll()) != null) {
@@ -298,48 +319,6 @@ final class PullChannels implements AutoCloseable {
         }
         idle.clear();
         activeCount = 0;
-    }
-
-    private void serve(Selector sel) throws IOException {
-        wakePipe.source().register(sel, SelectionKey.OP_READ);
-        ByteBuffer drain = ByteBuffer.allocate(64);
-        while (running) {
-            Error fault = injectedFault;
-            if (fault != null) {
-                injectedFault = null;
-                throw fault;
-            }
-            try {
-                sel.select(pollMs(System.nanoTime()));
-                Iterator<SelectionKey> it = sel.selectedKeys().iterator();
-                while (it.hasNext()) {
-                    SelectionKey k = it.next();
-                    it.remove();
-                    if (k.isValid() && k.attachment() instanceof Conn c) {
-                        ready(c, k);
-                    }
-                }
-                wakePending.set(false);
-                drain.clear();
-                while (wakePipe.source().read(drain) > 0) {
-                    drain.clear();
-                }
-                Pull p;
-                while ((p = submitted.poll()) != null) {
-                    start(p);
-                }
-                long now = System.nanoTime();
-                for (int i = active.size() - 1; i >= 0; i--) {
-                    Pull pull = active.get(i);
-                    if (pull.done || !deadlines(pull, now)) {
-                        active.remove(i);
-                    }
-                }
-                activeCount = active.size();
-            } catch (IOException | RuntimeException e) {
-                errors.report("pull I/O", e);
-            }
-        }
     }
 
     /** How long the selector may wait: until the next deadline of a pull, at most {@link #MAX_POLL_MS}. */
@@ -386,7 +365,7 @@ final class PullChannels implements AutoCloseable {
     /** Reads what an idle connection has: false (closed, addressLost reported) when it ended or sent something. */
     private boolean stillOpen(Conn c) {
         try {
-            int n = c.zmtp.read(readBuffer);
+            int n = c.zmtp.read(loop.readBuffer());
             if (n >= 0 && !c.closed && !c.zmtp.hasPending()) {
                 return true;
             }
@@ -430,7 +409,7 @@ final class PullChannels implements AutoCloseable {
                 return true;
             }
         }
-        health.exhausted(thread.getName() + " (D side-channel connections)", String.format(Locale.ROOT,
+        health.exhausted(loop.threadName() + " (D side-channel connections)", String.format(Locale.ROOT,
                 "no free connection slot (at most %d connections; %d pulls in flight): too many pulls run at once; "
                         + "pulls fail until slots free up", maxConnections, active.size()),
                 new IllegalStateException("side-channel connection cap reached"));
@@ -521,7 +500,7 @@ final class PullChannels implements AutoCloseable {
                 c.zmtp.flush();
             }
             if (k.isReadable()) {
-                if (c.zmtp.read(readBuffer) < 0) {
+                if (c.zmtp.read(loop.readBuffer()) < 0) {
                     lost(c, null);
                     return;
                 }
@@ -638,7 +617,7 @@ final class PullChannels implements AutoCloseable {
         }
         c.pull = null;
         ArrayDeque<Conn> pool = idle.computeIfAbsent(pull.address, a -> new ArrayDeque<>());
-        if (running && pool.size() < MAX_IDLE_PER_PEER) {
+        if (loop.running() && pool.size() < MAX_IDLE_PER_PEER) {
             pool.addLast(c);
         } else {
             closeConn(c);
@@ -818,21 +797,8 @@ final class PullChannels implements AutoCloseable {
         if (!closed.compareAndSet(false, true)) {
             return;
         }
-        running = false;
-        wake();
-        try {
-            thread.join(JOIN_MS);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        }
-        try {
-            wakePipe.sink().close();
-            wakePipe.source().close();
-        } catch (IOException e) {
-            LOG.debug("closing the wake-up pipe", e);
-        }
-        if (thread.isAlive()) {
-            LOG.error("{} did not stop within {} ms", thread.getName(), JOIN_MS);
+        if (!loop.stop(JOIN_MS)) {
+            LOG.error("{} did not stop within {} ms", loop.threadName(), JOIN_MS);
         }
     }
 }

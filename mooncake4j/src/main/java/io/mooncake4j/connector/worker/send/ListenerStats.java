@@ -1,4 +1,4 @@
-package io.mooncake4j.connector.worker;
+package io.mooncake4j.connector.worker.send;
 
 /**
  * Counters of the producer's side-channel listener, a snapshot.
@@ -14,6 +14,6 @@ package io.mooncake4j.connector.worker;
  * @param peersDropped      connections the listener closed itself: a ZMTP violation, a frame or message above the
  *                          limits, a handshake not done in time, an identity in use, the connection cap
  */
-record ListenerStats(long messagesReceived, long malformedMessages, long handlerErrors, long repliesSent,
+public record ListenerStats(long messagesReceived, long malformedMessages, long handlerErrors, long repliesSent,
                             long repliesDropped, long listenerErrors, long backlogPauses, long peersDropped) {
 }

@@ -1,4 +1,4 @@
-package io.mooncake4j.connector.worker;
+package io.mooncake4j.connector.worker.send;
 
 /**
  * Sends a reply to the peer of one side-channel message: the listener thread writes
@@ -6,7 +6,7 @@ package io.mooncake4j.connector.worker;
  * of times (vLLM's send path answers one request with several responses).
  */
 @FunctionalInterface
-interface ReplySink {
+public interface ReplySink {
 
     /**
      * Queues {@code payload} for the peer and wakes the listener.

@@ -1,13 +1,15 @@
-package io.mooncake4j.connector.worker;
+package io.mooncake4j.connector.worker.send;
 
+import io.mooncake4j.connector.worker.SideChannelLimits;
+import io.mooncake4j.connector.worker.loop.HealthMonitor;
+import io.mooncake4j.connector.worker.loop.SelectorLoop;
+import io.mooncake4j.connector.worker.loop.WaveTrace;
 import io.mooncake4j.internal.zmtp.ZmtpConnection;
 import io.mooncake4j.internal.zmtp.ZmtpException;
 import io.mooncake4j.internal.zmtp.ZmtpLimits;
 import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.net.StandardSocketOptions;
-import java.nio.ByteBuffer;
-import java.nio.channels.ClosedChannelException;
 import java.nio.channels.Pipe;
 import java.nio.channels.SelectionKey;
 import java.nio.channels.Selector;
@@ -17,7 +19,6 @@ import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
-import java.util.Iterator;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
@@ -71,12 +72,12 @@ import org.slf4j.LoggerFactory;
  * ({@link ZmtpLimits}). An {@link Error} escaping the loop is reported to the {@link HealthMonitor}; the
  * pulls are quiesced ({@link #quiesce}) and the listener listens again on the same port.
  */
-final class SenderListener implements AutoCloseable {
+public final class SenderListener implements AutoCloseable {
 
     private static final Logger LOG = LoggerFactory.getLogger(SenderListener.class);
 
     /** Poll bound, so a lost wake-up can never delay shutdown by more than this. */
-    static final long POLL_MS = 100;
+    public static final long POLL_MS = 100;
     /** How long a reset or close waits for running writes before it closes the port anyway. */
     static final long QUIESCE_MS = 30_000;
 
@@ -92,7 +93,6 @@ final class SenderListener implements AutoCloseable {
      */
     static final long IDLE_EVICT_MS = 10_000;
     private static final int ACCEPT_BATCH = 64;
-    private static final int READ_BUFFER = 64 * 1024;
     private static final long JOIN_MS = 5_000;
     private static final long REBIND_MS = 10_000;
     private static final int MAX_DISTINCT_ERRORS = 1024;
@@ -100,7 +100,7 @@ final class SenderListener implements AutoCloseable {
     private record Reply(byte[] identity, byte[] payload) {}
 
     /** What the ROUTER's owner must do before the ROUTER's port closes (implemented by {@link KvSender}). */
-    interface Quiesce {
+    public interface Quiesce {
         /** Ends every pull being served: none of their waves starts after this completes. */
         CompletableFuture<Void> abandonAllPulls(String reason);
 
@@ -111,9 +111,9 @@ final class SenderListener implements AutoCloseable {
     /**
      * Ends every pull and waits (at most {@code waitMs}) for their running writes, so that the port
      * closes only when no write can still land in a D's blocks (D fails a pull at once when the port
-     * refuses it after a disconnect; see {@link PullChannels}). Returns whether it got there.
+     * refuses it after a disconnect; see {@code receive.PullChannels}). Returns whether it got there.
      */
-    static boolean quiesce(Quiesce q, String reason, long waitMs) {
+    public static boolean quiesce(Quiesce q, String reason, long waitMs) {
         if (q == null) {
             return true;
         }
@@ -184,21 +184,17 @@ final class SenderListener implements AutoCloseable {
     private final long handshakeNanos;
     private final long idleEvictNanos;
     private final int maxConnections;
-    private volatile Error injectedFault;
-    private final Pipe wakePipe;
-    private final ByteBuffer wakeDrain = ByteBuffer.allocate(64);
-    private final ByteBuffer readBuffer = ByteBuffer.allocateDirect(READ_BUFFER); // listener thread only
-    private final Thread thread;
+    private final SelectorLoop loop;
     private final ScheduledExecutorService senderLoop;
     private final AtomicReference<Thread> senderThread = new AtomicReference<>();
     private final CompletableFuture<Integer> ready = new CompletableFuture<>();
     private final ConcurrentLinkedQueue<Reply> replies = new ConcurrentLinkedQueue<>();
-    private final AtomicBoolean wakePending = new AtomicBoolean();
-    private volatile boolean running = true;
     private final AtomicBoolean closed = new AtomicBoolean();
     private final Map<String, Boolean> reportedErrors = new ConcurrentHashMap<>();
 
     // listener thread only
+    private ServerSocketChannel server;
+    private int port;
     private final Map<Key, Peer> byIdentity = new HashMap<>();
     private final List<Peer> peers = new ArrayList<>();
     private final ArrayDeque<Peer> handshaking = new ArrayDeque<>();
@@ -217,20 +213,20 @@ final class SenderListener implements AutoCloseable {
     private final LongAdder handshakes = new LongAdder();
     private volatile int connectionCount;
 
-    SenderListener(String hostname, Supplier<SideChannelHandler> handler, SideChannelLimits limits,
+    public SenderListener(String hostname, Supplier<SideChannelHandler> handler, SideChannelLimits limits,
             HealthMonitor health, Supplier<? extends Quiesce> quiesce, long pollMs) throws IOException {
         this(hostname, handler, limits, health, quiesce, pollMs, HANDSHAKE_MS, MAX_CONNECTIONS);
     }
 
     /** As above, with the handshake timeout and the connection cap (tests). */
-    SenderListener(String hostname, Supplier<SideChannelHandler> handler, SideChannelLimits limits,
+    public SenderListener(String hostname, Supplier<SideChannelHandler> handler, SideChannelLimits limits,
             HealthMonitor health, Supplier<? extends Quiesce> quiesce, long pollMs, long handshakeMs,
             int maxConnections) throws IOException {
         this(hostname, handler, limits, health, quiesce, pollMs, handshakeMs, maxConnections, IDLE_EVICT_MS);
     }
 
     /** As above, with how long a peer must be idle to give its slot up at the cap (tests). */
-    SenderListener(String hostname, Supplier<SideChannelHandler> handler, SideChannelLimits limits,
+    public SenderListener(String hostname, Supplier<SideChannelHandler> handler, SideChannelLimits limits,
             HealthMonitor health, Supplier<? extends Quiesce> quiesce, long pollMs, long handshakeMs,
             int maxConnections, long idleEvictMs) throws IOException {
         if (idleEvictMs < 0) {
@@ -252,39 +248,30 @@ final class SenderListener implements AutoCloseable {
         this.health = Objects.requireNonNull(health, "health");
         this.zmtpLimits = ZmtpLimits.of(Math.min(limits.maxMetadataBytes(), Integer.MAX_VALUE - 64L));
         this.backlogBudget = Math.max(4 * limits.maxMetadataBytes(), 1L << 20);
-        this.wakePipe = Pipe.open();
-        try {
-            wakePipe.sink().configureBlocking(false);
-            wakePipe.source().configureBlocking(false);
-        } catch (IOException e) {
-            closePipe();
-            throw e;
-        }
-        ScheduledThreadPoolExecutor loop = new ScheduledThreadPoolExecutor(1, r -> {
+        this.loop = new SelectorLoop("mooncake-p-listener-0", new RouterLoop());
+        ScheduledThreadPoolExecutor sender = new ScheduledThreadPoolExecutor(1, r -> {
             Thread t = new Thread(r, "mooncake-p-sender-0");
             t.setDaemon(true);
             senderThread.set(t);
             return t;
         });
-        loop.setRemoveOnCancelPolicy(true);
-        loop.setExecuteExistingDelayedTasksAfterShutdownPolicy(false);
-        loop.setContinueExistingPeriodicTasksAfterShutdownPolicy(false);
-        loop.prestartAllCoreThreads();
-        this.senderLoop = loop;
-        this.thread = new Thread(this::run, "mooncake-p-listener-0");
-        thread.setDaemon(true);
-        thread.start();
+        sender.setRemoveOnCancelPolicy(true);
+        sender.setExecuteExistingDelayedTasksAfterShutdownPolicy(false);
+        sender.setContinueExistingPeriodicTasksAfterShutdownPolicy(false);
+        sender.prestartAllCoreThreads();
+        this.senderLoop = sender;
+        this.loop.start();
     }
 
-    CompletableFuture<Integer> ready() {
+    public CompletableFuture<Integer> ready() {
         return ready;
     }
 
-    ScheduledExecutorService senderLoop() {
+    public ScheduledExecutorService senderLoop() {
         return senderLoop;
     }
 
-    ListenerStats stats() {
+    public ListenerStats stats() {
         return new ListenerStats(received.sum(), malformed.sum(), handlerErrors.sum(), repliesSent.sum(),
                 repliesDropped.sum(), listenerErrors.sum(), backlogPauses.sum(), peersDropped.sum());
     }
@@ -299,16 +286,15 @@ final class SenderListener implements AutoCloseable {
         return connectionCount;
     }
 
-    boolean alive() {
-        return thread.isAlive();
+    public boolean alive() {
+        return loop.alive();
     }
 
-    void injectFault(Error fault) {
-        injectedFault = fault;
-        wake();
+    public void injectFault(Error fault) {
+        loop.injectFault(fault);
     }
 
-    long backlogWakeUps() {
+    public long backlogWakeUps() {
         return backlogWakeUps.sum();
     }
 
@@ -325,44 +311,80 @@ final class SenderListener implements AutoCloseable {
         }
     }
 
-    private void run() {
-        ServerSocketChannel server = null;
-        int port;
-        try {
-            server = bind(0);
-            port = ((InetSocketAddress) server.getLocalAddress()).getPort();
-        } catch (IOException | RuntimeException | Error e) {
-            LOG.debug("Mooncake sender listener failed to start on {}", hostname, e);
-            ready.completeExceptionally(e);
-            closeQuietly(server);
-            return;
-        }
-        LOG.debug("Mooncake sender starting listening on path: tcp://{}:{} (builtin ZMTP)", hostname, port);
-        ready.complete(port);
-        try {
-            while (running) {
-                try {
-                    serve(server);
-                } catch (RuntimeException | Error | IOException e) {
-                    if (!running) {
-                        break;
-                    }
-                    health.died(thread.getName() + " (side-channel ROUTER on " + hostname + ":" + port + ")", e,
-                            true);
-                    // the peers' identities die with their connections: end their pulls first, and close
-                    // the port only once no write of theirs runs
-                    quiesce(quiesce.get(), "the side-channel ROUTER is being recreated",
-                            QUIESCE_MS);
-                    closeAllPeers();
-                    closeQuietly(server);
-                    server = rebind(port);
-                    if (server == null) {
-                        return;
-                    }
-                    health.recovered(thread.getName());
-                }
+    /** The ROUTER's part of the shared selector loop (all on {@code mooncake-p-listener-0}). */
+    private final class RouterLoop implements SelectorLoop.Owner {
+        @Override
+        public boolean start() {
+            try {
+                server = bind(0);
+                port = ((InetSocketAddress) server.getLocalAddress()).getPort();
+            } catch (IOException | RuntimeException | Error e) {
+                LOG.debug("Mooncake sender listener failed to start on {}", hostname, e);
+                ready.completeExceptionally(e);
+                closeQuietly(server);
+                server = null;
+                return false;
             }
-        } finally {
+            LOG.debug("Mooncake sender starting listening on path: tcp://{}:{} (builtin ZMTP)", hostname, port);
+            ready.complete(port);
+            return true;
+        }
+
+        @Override
+        public void register(Selector selector) throws IOException {
+            server.register(selector, SelectionKey.OP_ACCEPT);
+        }
+
+        @Override
+        public long selectTimeoutMs() {
+            return SenderListener.this.selectTimeoutMs();
+        }
+
+        @Override
+        public void ready(SelectionKey k) {
+            if (k.channel() == server) {
+                try {
+                    accept(server, k.selector());
+                } catch (IOException e) {
+                    error(e);
+                }
+            } else if (k.attachment() instanceof Peer p) {
+                service(p, k);
+            }
+        }
+
+        @Override
+        public void afterSelect() {
+            sendReplies();
+            resumeIfDrained();
+            expireHandshakes();
+        }
+
+        @Override
+        public void error(Throwable e) {
+            listenerErrors.increment();
+            reportOnce("listener", e);
+        }
+
+        @Override
+        public boolean recover(Throwable cause) {
+            String what = loop.threadName() + " (side-channel ROUTER on " + hostname + ":" + port + ")";
+            health.died(what, cause, true);
+            // the peers' identities die with their connections: end their pulls first, and close the port
+            // only once no write of theirs runs
+            quiesce(quiesce.get(), "the side-channel ROUTER is being recreated", QUIESCE_MS);
+            closeAllPeers();
+            closeQuietly(server);
+            server = rebind(port);
+            if (server == null) {
+                return false;
+            }
+            health.recovered(loop.threadName());
+            return true;
+        }
+
+        @Override
+        public void stopped() {
             closeAllPeers();
             closeQuietly(server);
             Reply r;
@@ -376,58 +398,20 @@ final class SenderListener implements AutoCloseable {
     private ServerSocketChannel rebind(int port) {
         long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(REBIND_MS);
         IOException last = null;
-        while (running) {
+        while (loop.running()) {
             try {
                 return bind(port);
             } catch (IOException e) {
                 last = e;
             }
             if (System.nanoTime() - deadline > 0) {
-                health.recoveryFailed(thread.getName() + " (side-channel ROUTER on " + hostname + ":" + port + ")",
+                health.recoveryFailed(loop.threadName() + " (side-channel ROUTER on " + hostname + ":" + port + ")",
                         last);
                 return null;
             }
             LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(20)); // bounded retry while the port frees
         }
         return null;
-    }
-
-    /** The loop over one listening channel; returns when stopping, throws what it cannot handle itself. */
-    private void serve(ServerSocketChannel server) throws IOException {
-        try (Selector selector = Selector.open()) {
-            server.register(selector, SelectionKey.OP_ACCEPT);
-            wakePipe.source().register(selector, SelectionKey.OP_READ);
-            while (running) {
-                Error fault = injectedFault;
-                if (fault != null) {
-                    injectedFault = null;
-                    throw fault;
-                }
-                try {
-                    selector.select(selectTimeoutMs());
-                    Iterator<SelectionKey> it = selector.selectedKeys().iterator();
-                    while (it.hasNext()) {
-                        SelectionKey k = it.next();
-                        it.remove();
-                        if (!k.isValid()) {
-                            continue;
-                        }
-                        if (k.channel() == server) {
-                            accept(server, selector);
-                        } else if (k.attachment() instanceof Peer p) {
-                            service(p, k);
-                        }
-                    }
-                    drainWakePipe();
-                    sendReplies();
-                    resumeIfDrained();
-                    expireHandshakes();
-                } catch (IOException | RuntimeException e) {
-                    listenerErrors.increment();
-                    reportOnce("listener", e);
-                }
-            }
-        }
     }
 
     private long selectTimeoutMs() {
@@ -537,7 +521,7 @@ final class SenderListener implements AutoCloseable {
                 p.conn.flush();
             }
             if (k.isReadable() && reads(p)) {
-                int n = p.conn.read(readBuffer);
+                int n = p.conn.read(loop.readBuffer());
                 if (n < 0) {
                     drop(p, null, false);
                     return;
@@ -661,7 +645,7 @@ final class SenderListener implements AutoCloseable {
 
     private void readPending(Peer p) {
         try {
-            p.conn.read(readBuffer);
+            p.conn.read(loop.readBuffer());
         } catch (ZmtpException e) {
             drop(p, e.getMessage(), true);
         } catch (IOException e) {
@@ -672,7 +656,7 @@ final class SenderListener implements AutoCloseable {
     private void backlogLowered(long now) {
         if (now <= backlogBudget && backlogPaused.get() && backlogPaused.compareAndSet(true, false)) {
             backlogWakeUps.increment();
-            wake();
+            loop.wake();
         }
     }
 
@@ -703,12 +687,12 @@ final class SenderListener implements AutoCloseable {
 
     private boolean reply(byte[] identity, byte[] payload) {
         Objects.requireNonNull(payload, "payload");
-        if (!running) {
+        if (!loop.running()) {
             repliesDropped.increment();
             return false;
         }
         replies.add(new Reply(identity, payload));
-        wake();
+        loop.wake();
         return true;
     }
 
@@ -733,36 +717,6 @@ final class SenderListener implements AutoCloseable {
                 updateInterest(p);
             } catch (IOException e) {
                 drop(p, null, false);
-            }
-        }
-    }
-
-    private void drainWakePipe() {
-        wakePending.set(false); // before draining replies: a later waker writes again
-        ByteBuffer buf = wakeDrain;
-        buf.clear();
-        try {
-            while (wakePipe.source().read(buf) > 0) {
-                buf.clear();
-            }
-        } catch (IOException e) {
-            listenerErrors.increment();
-            reportOnce("listener", new IllegalStateException("reading the wake-up pipe failed", e));
-        }
-    }
-
-    private void wake() {
-        if (wakePending.compareAndSet(false, true)) {
-            try {
-                wakePipe.sink().write(ByteBuffer.wrap(new byte[] {1}));
-            } catch (ClosedChannelException e) {
-                if (!closed.get()) {
-                    reportOnce("wake-up", e);
-                } else {
-                    LOG.debug("wake-up after close: the listener has stopped");
-                }
-            } catch (IOException e) {
-                reportOnce("wake-up", e); // the bounded poll still picks the work up
             }
         }
     }
@@ -802,9 +756,7 @@ final class SenderListener implements AutoCloseable {
         if (!closed.compareAndSet(false, true)) {
             return;
         }
-        running = false;
-        wake();
-        boolean listenerStopped = join(thread);
+        boolean listenerStopped = loop.stop(JOIN_MS);
         senderLoop.shutdown();
         try {
             if (!senderLoop.awaitTermination(JOIN_MS, TimeUnit.MILLISECONDS)) {
@@ -820,9 +772,8 @@ final class SenderListener implements AutoCloseable {
             senderLoop.shutdownNow();
             Thread.currentThread().interrupt();
         }
-        closePipe();
         if (!listenerStopped) {
-            LOG.error("{} did not stop within {} ms", thread.getName(), JOIN_MS);
+            LOG.error("{} did not stop within {} ms", loop.threadName(), JOIN_MS);
         }
     }
 
@@ -836,10 +787,5 @@ final class SenderListener implements AutoCloseable {
             Thread.currentThread().interrupt();
         }
         return !t.isAlive();
-    }
-
-    private void closePipe() {
-        closeQuietly(wakePipe.sink());
-        closeQuietly(wakePipe.source());
     }
 }
