@@ -3,7 +3,7 @@ package io.mooncake4j.connector.worker;
 import java.util.Locale;
 
 /**
- * Bounds on what a side-channel peer can make a worker spend (issue 9). Immutable; see
+ * Bounds on what a side-channel peer can make a worker spend (a peer is not trusted). Immutable; see
  * {@code docs/reliability.md} ("Side channel") for how each default was sized.
  *
  * @param maxMetadataBytes     largest frame P's ROUTER accepts ({@code ZMQ_MAXMSGSIZE}); a peer that declares a

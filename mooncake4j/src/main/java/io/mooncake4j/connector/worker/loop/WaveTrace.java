@@ -4,7 +4,7 @@ import java.util.concurrent.atomic.AtomicLongArray;
 
 /**
  * Timestamps of one pull's way through both workers, for the per-wave breakdown in
- * {@code docs/performance.md} (issue 13). Off unless the JVM runs with
+ * {@code docs/performance.md}. Off unless the JVM runs with
  * {@code -Dmooncake4j.waveTrace=true}; then each point keeps the {@link System#nanoTime()} of its
  * latest pass (one JVM-wide slot per point, so it is only meaningful for one pull at a time in one
  * process, as the benchmarks run it). Off, {@link #mark} is a constant-folded branch.

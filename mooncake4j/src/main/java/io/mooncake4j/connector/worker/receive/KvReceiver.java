@@ -43,7 +43,7 @@ import org.slf4j.LoggerFactory;
  * bootstrap bookkeeping), except one pull's per-request bookkeeping: a pull's answers are
  * processed where they are read, on {@code mooncake-d-io-0} ({@link PullChannels}), under the
  * lock of that pull's request map, so that a {@code FINISH} is visible to the embedder's
- * {@code getFinished} as soon as it is read, without a hand-off to the loop (issue 13). Bootstrap
+ * {@code getFinished} as soon as it is read, without a hand-off to the loop (a hand-off cost a thread wake-up per answer). Bootstrap
  * {@code /query} calls (blocking HTTP) run on {@code mooncake-d-bootstrap-0} and post their
  * results back to the loop. The finished and failure queues are thread-safe and drained by the
  * embedder's thread; a request's failure is queued before it is queued as finished.

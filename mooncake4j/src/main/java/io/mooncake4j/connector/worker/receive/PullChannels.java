@@ -37,7 +37,7 @@ import org.slf4j.LoggerFactory;
 /**
  * D's side-channel pulls (vLLM's {@code receive_kv_from_single_worker} socket work, spec §2.5, §6.13) on
  * our own ZMTP 3.1 ({@code io.mooncake4j.internal.zmtp}): DEALER connections served by
- * {@code mooncake-d-io-0} itself, one {@link Selector}, no I/O thread in between (issue 13), so the thread
+ * {@code mooncake-d-io-0} itself, one {@link Selector}, no I/O thread in between (each hand-off would cost a thread wake-up), so the thread
  * count does not grow with the number of concurrent pulls.
  *
  * <p>Per pull: a connection to the P worker (an idle one of an earlier pull to the same address, or a
@@ -54,7 +54,7 @@ import org.slf4j.LoggerFactory;
  * dropped ({@code addressLost} reported for EOF).
  *
  * <p><b>A disconnect after the request went out</b> (or a ZMTP violation by P, such as an oversized
- * frame) keeps the "no write after abandonment" rule (issue 9): the answer is lost, but whether
+ * frame) keeps the "no write after abandonment" rule: the answer is lost, but whether
  * P can still write into the pull's blocks depends on whether P is alive, so the loop probes P's port
  * with a plain TCP connect (every {@link #PROBE_INTERVAL_MS}): refused (nothing listens, P's worker is
  * gone and writes nothing) fails the pull at once; accepted (P alive, only the connection was lost)

@@ -46,7 +46,7 @@ import java.util.function.ToIntFunction;
  * when the wave was planned; the {@link ReplySink} is thread-safe) and posts the result back to
  * the loop, which does the bookkeeping (and answers D for a failed write).
  *
- * <p><b>Bounds (issue 9).</b> A pull is refused with an {@code ERROR} response, before anything is
+ * <p><b>Bounds.</b> A pull is refused with an {@code ERROR} response, before anything is
  * created for it, when it would make P hold more pending transfer ids (or metadata bytes) for its D
  * than {@link SideChannelLimits#maxPendingPerPeer()} allows, more over all peers than
  * {@link SideChannelLimits#maxPendingTotal()}, or more placeholders than that total. One D (keyed by
@@ -61,7 +61,7 @@ import java.util.function.ToIntFunction;
  * failed. A wave that missed it is not written; its requests are reported in {@code err_reqs} with
  * {@link #STALE_WAVE_MESSAGE}.
  *
- * <p><b>Layer-wise push (issue 13).</b> With {@code layerwise_push}, a transfer whose prefill chunks
+ * <p><b>Layer-wise push.</b> With {@code layerwise_push}, a transfer whose prefill chunks
  * are named in the step's metadata is written layer by layer as {@link #onLayerSaved} reports each
  * layer (the rest of a chunk at {@link #onForwardDone}): to every D pull already there, and to a pull
  * that arrives later all saved layers at once. Each such write passes the same staleness check, the
@@ -445,7 +445,7 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
                 writing.decrementAndGet();
             }
             // Every byte landed: D's answer is known already (it depends on the wave alone), so it goes
-            // from here, before the hand-off of the bookkeeping to the loop (issue 13; waking the loop
+            // from here, before the hand-off of the bookkeeping to the loop (waking the loop
             // first lets it take this thread's core). A pull D sends after reading the answer may then
             // reach the loop before that bookkeeping: it pairs with other transfers, and the counters
             // it meets (pending ids, pool share) are at most this wave's higher, for that moment.

@@ -44,7 +44,7 @@ import org.slf4j.LoggerFactory;
 /**
  * The producer's side channel (vLLM's {@code _mooncake_sender_listener} plus the sender loop) on our own
  * ZMTP 3.1 ({@code io.mooncake4j.internal.zmtp}): a ROUTER served by {@code mooncake-p-listener-0} itself,
- * with no I/O thread in between (issue 13: JeroMQ, which it used to run on, cost a thread wake-up per
+ * with no I/O thread in between (JeroMQ, which it used to run on, cost a thread wake-up per
  * hand-off and spun the I/O thread it had just signalled).
  *
  * <p>Threads: {@code mooncake-p-listener-0} owns the selector, the listening channel and every

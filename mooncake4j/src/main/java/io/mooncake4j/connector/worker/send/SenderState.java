@@ -55,7 +55,7 @@ abstract class SenderState {
     public static final String READY_TIMEOUT_MESSAGE = "Timeout waiting for P side ready.";
     /** The error of a request that expired (or was removed) between readiness and sending (§15 #1 fixed). */
     public static final String EXPIRED_BEFORE_SENDING = "Request expired before sending on P side.";
-    /** The error of requests whose wave could not start before D may have given up (issue 9). */
+    /** The error of requests whose wave could not start before D may have given up. */
     static final String STALE_WAVE_MESSAGE = "P could not start the transfer within the abort timeout of its last "
             + "contact with D; nothing was written (D may have given up on these blocks).";
     /** {@link #sendBlocks}' result for a wave that was not written because it was stale. */
@@ -237,7 +237,7 @@ abstract class SenderState {
     /**
      * The region pairs prepared for one shape of D (its registration as its pull describes it, its
      * ranks): a pure function of that shape and of this worker's fixed registration, so pulls of the
-     * same D share them (issue 13: preparing took a few hundred µs per pull). Immutable once built,
+     * same D share them (preparing took a few hundred µs per pull). Immutable once built,
      * except {@link #byLayer}, built on first use (sender loop).
      */
     static final class Prepared {
