@@ -27,10 +27,12 @@ import org.slf4j.LoggerFactory;
  *                             its last contact with D (no write after abandonment)
  * @param wavesQueuedForShare  waves that waited because their D already used its share of P's transfer pool
  * @param reResolutions        cached remote engines D dropped (lost connection, new bootstrap URL, missing rank)
+ * @param selfAimedRefusals    pulls (or writes) P refused because their destination is P's own engine
  */
 record WorkerDiagnostics(int pendingTransfers, int activeSends, long errorReplies, long placeholdersExpired,
         int activePulls, long dealerConnections, long handshakeRetries, long handshakeReconnects, long backgroundErrors,
-        long limitRejections, long staleWaves, long wavesQueuedForShare, long reResolutions) {
+        long limitRejections, long staleWaves, long wavesQueuedForShare, long reResolutions,
+        long selfAimedRefusals) {
 
     /**
      * Reads the counters of {@code s} and {@code r} (either may be null) and asks their loops for
@@ -46,6 +48,7 @@ record WorkerDiagnostics(int pendingTransfers, int activeSends, long errorReplie
         long limitRejections = 0;
         long staleWaves = 0;
         long queuedForShare = 0;
+        long selfAimed = 0;
         if (s != null && sl != null) {
             try {
                 int[] v = loopCalls.await(CompletableFuture.supplyAsync(
@@ -62,6 +65,7 @@ record WorkerDiagnostics(int pendingTransfers, int activeSends, long errorReplie
             limitRejections = s.limitRejections();
             staleWaves = s.staleWaves();
             queuedForShare = s.wavesQueuedForShare();
+            selfAimed = s.selfAimedRefusals();
         }
         long retries = r == null ? 0 : r.channels().handshakeRetries();
         long connections = r == null ? 0 : r.channels().connectionsOpened();
@@ -78,6 +82,7 @@ record WorkerDiagnostics(int pendingTransfers, int activeSends, long errorReplie
             }
         }
         return new WorkerDiagnostics(pending, activePulls, errorReplies, placeholders, dealers, connections, retries,
-                reconnects,                 backgroundErrors.count(), limitRejections, staleWaves, queuedForShare, reResolutions);
+                reconnects, backgroundErrors.count(), limitRejections, staleWaves, queuedForShare, reResolutions,
+                selfAimed);
     }
 }

@@ -207,6 +207,14 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
 
     void sendKvToDecode(byte[] identity, ReplySink reply, MooncakeXferMetadata meta, long bytes) {
         String peer = meta.remoteHostname() + ":" + meta.remotePort();
+        String self = selfTargets.refusal(meta.remoteHostname(), meta.remotePort());
+        if (self != null) {
+            selfAimedRefusals.increment();
+            logRejected("a pull aimed at this P worker's own engine was refused (ERROR answer)");
+            LOG.debug("{}", self);
+            replyError(reply, self);
+            return;
+        }
         String limit = limitError(peer, meta, bytes);
         if (limit != null) {
             limitRejections.increment();
@@ -510,8 +518,25 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
         }
     }
 
-    /** vLLM's {@code _send_blocks}, on a transfer-pool thread. No retry. */
+    private static int port(String s) {
+        try {
+            return Integer.parseInt(s);
+        } catch (NumberFormatException e) {
+            return -1;
+        }
+    }
+
+    /** Pulls (and writes) refused because their destination is P's own engine. */
+    public long selfAimedRefusals() {
+        return selfAimedRefusals.sum();
+    }
+
+    /** vLLM's {@code _send_blocks}, on a transfer-pool thread; {@link #SELF_AIMED} for P's own engine. No retry. */
     int sendBlocks(String session, long[] src, long[] dst, long[] len, long bytes) {
+        int colon = session.lastIndexOf(':');
+        if (colon > 0 && selfTargets.resolvesToSelf(session.substring(0, colon), port(session.substring(colon + 1)))) {
+            return SELF_AIMED; // a name that resolves to P itself: nothing is written
+        }
         WaveTrace.mark(WaveTrace.Point.P_WRITE_START);
         long t0 = System.nanoTime();
         int ret;
@@ -565,7 +590,15 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
                 ok.add(r.dReqId());
             }
         }
-        if (ret == STALE || ret == ABANDONED) {
+        if (ret == SELF_AIMED) {
+            selfAimedRefusals.increment();
+            String why = String.format(Locale.ROOT, SelfTargets.MESSAGE, pull.peer);
+            LOG.warn("Not writing {} request(s): {}", ok.size(), why);
+            errMsg = errMsg == null ? why : errMsg + "; " + why;
+            errReqs.addAll(ok);
+            errSet.addAll(ok);
+            ok.clear();
+        } else if (ret == STALE || ret == ABANDONED) {
             staleWaves.increment();
             String why = ret == STALE ? STALE_WAVE_MESSAGE : ABANDONED_MESSAGE;
             LOG.warn("Not writing {} request(s) to D {}: {}", ok.size(), pull.peer, why);

@@ -62,6 +62,8 @@ abstract class SenderState {
     static final int STALE = Integer.MIN_VALUE;
     /** {@link #sendBlocks}' result for a wave of a pull P abandoned (side channel reset, shutdown). */
     static final int ABANDONED = Integer.MIN_VALUE + 1;
+    /** {@link #sendBlocks}' result for a write whose destination resolved to P's own engine (not written). */
+    static final int SELF_AIMED = Integer.MIN_VALUE + 2;
     static final String ABANDONED_MESSAGE = "P abandoned this pull (its side channel was reset or it is shutting "
             + "down); nothing was written.";
 
@@ -103,6 +105,10 @@ abstract class SenderState {
     final LongAdder errorReplies = new LongAdder();
     final LongAdder placeholdersExpired = new LongAdder();
     final LongAdder limitRejections = new LongAdder();
+    /** Pulls (or writes) refused because their destination is P's own engine. */
+    final LongAdder selfAimedRefusals = new LongAdder();
+    /** What P's own engine is called and where it listens. */
+    final SelfTargets selfTargets;
     final LongAdder staleWaves = new LongAdder();
     final LongAdder wavesQueuedForShare = new LongAdder();
     /** Transfer-pool jobs between their abandonment check and the end of their write. */
@@ -167,6 +173,9 @@ abstract class SenderState {
         this.maxBytesPerPeer = 4 * limits.maxMetadataBytes();
         this.maxBytesTotal = 16 * limits.maxMetadataBytes();
         this.engine = engine;
+        String segment = engine.getLocalSegmentName();
+        int colon = segment.lastIndexOf(':');
+        this.selfTargets = new SelfTargets(segment, engine.getRpcPort(), colon < 0 ? segment : segment.substring(0, colon));
         this.stats = stats;
         this.errors = errors;
         this.loop = loop;
