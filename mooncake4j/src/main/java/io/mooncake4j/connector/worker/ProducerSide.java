@@ -229,7 +229,7 @@ final class ProducerSide {
     /** Counters of the side-channel listener; all zero when there is none. */
     ListenerStats listenerStats() {
         synchronized (lock) {
-            return listener == null ? new ListenerStats(0, 0, 0, 0, 0, 0, 0, 0) : listener.stats();
+            return listener == null ? ListenerStats.NONE : listener.stats();
         }
     }
 

@@ -96,6 +96,8 @@ class SideChannelFuzzTest {
             assertEquals(sent, finishes + errors, "one final answer per message");
             ListenerStats ls = p.worker.listenerStats();
             assertEquals(sent, ls.messagesReceived());
+            assertEquals(sent, ls.answers().sent(), "the listener counted one final answer sent per message");
+            assertEquals(0, ls.answers().dropped());
             assertEquals(wrongFrames, ls.malformedMessages());
             assertEquals(0, ls.listenerErrors());
             assertEquals(0, ls.handlerErrors());

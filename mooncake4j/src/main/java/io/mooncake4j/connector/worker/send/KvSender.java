@@ -138,7 +138,16 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
     }
 
     static void send(ReplySink reply, MooncakeXferResponse resp) {
-        reply.send(MooncakeXferResponseCodec.encode(resp));
+        send(reply, resp.status(), MooncakeXferResponseCodec.encode(resp));
+    }
+
+    /** A {@code CONTINUE} is not the message's final answer; {@code FINISH} and {@code ERROR} are. */
+    static void send(ReplySink reply, MooncakeXferResponseStatus status, byte[] encoded) {
+        if (status == MooncakeXferResponseStatus.CONTINUE) {
+            reply.sendContinue(encoded);
+        } else {
+            reply.send(encoded);
+        }
     }
 
     /** The limit a new pull would exceed, or null (sender loop). */
@@ -459,10 +468,11 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
             // it meets (pending ids, pool share) are at most this wave's higher, for that moment.
             long answeredAt = NOT_ANSWERED;
             if (ret == 0 && !loop.isShutdown()) {
-                byte[] answer = MooncakeXferResponseCodec.encode(answer(ready, errReqs, wErrMsg, status));
+                MooncakeXferResponse resp = answer(ready, errReqs, wErrMsg, status);
+                byte[] answer = MooncakeXferResponseCodec.encode(resp);
                 answeredAt = clock.getAsLong(); // not after the answer leaves: the staleness rule counts from it
                 WaveTrace.mark(WaveTrace.Point.P_REPLY_QUEUED);
-                pull.reply.send(answer);
+                send(pull.reply, resp.status(), answer);
             }
             long answered = answeredAt;
             try {

@@ -97,7 +97,11 @@ public final class SenderListener implements AutoCloseable {
     private static final long REBIND_MS = 10_000;
     private static final int MAX_DISTINCT_ERRORS = 1024;
 
-    private record Reply(byte[] identity, byte[] payload) {}
+    /** A reply to a message that arrived on {@code origin}; {@code last}: the message's final answer. */
+    private record Reply(Peer origin, byte[] payload, boolean last) {}
+
+    /** Why a peer's connection ended: what its unsent final answers are counted as. */
+    private enum Gone { PEER, PROTOCOL, CLOSING }
 
     /** What the ROUTER's owner must do before the ROUTER's port closes (implemented by {@link KvSender}). */
     public interface Quiesce {
@@ -164,6 +168,7 @@ public final class SenderListener implements AutoCloseable {
         boolean closed;
         long lastActive; // a read or a reply sent, System.nanoTime()
         boolean owed; // a message completed after the last reply sent to it
+        Gone gone = Gone.PEER; // why it was closed, once closed
 
         Peer(ZmtpConnection conn, long handshakeDeadline) {
             this.conn = conn;
@@ -210,6 +215,11 @@ public final class SenderListener implements AutoCloseable {
     private final LongAdder backlogPauses = new LongAdder();
     private final LongAdder backlogWakeUps = new LongAdder();
     private final LongAdder peersDropped = new LongAdder();
+    private final LongAdder answersSent = new LongAdder();
+    private final LongAdder answersDroppedProtocol = new LongAdder();
+    private final LongAdder answersDroppedPeerGone = new LongAdder();
+    private final LongAdder answersDroppedQueueFull = new LongAdder();
+    private final LongAdder answersDroppedClosing = new LongAdder();
     private final LongAdder handshakes = new LongAdder();
     private volatile int connectionCount;
 
@@ -272,8 +282,12 @@ public final class SenderListener implements AutoCloseable {
     }
 
     public ListenerStats stats() {
+        // the answers before the messages: a snapshot taken while messages arrive never shows more
+        // answers than messages
+        ListenerStats.Answers answers = new ListenerStats.Answers(answersSent.sum(), answersDroppedProtocol.sum(),
+                answersDroppedPeerGone.sum(), answersDroppedQueueFull.sum(), answersDroppedClosing.sum());
         return new ListenerStats(received.sum(), malformed.sum(), handlerErrors.sum(), repliesSent.sum(),
-                repliesDropped.sum(), listenerErrors.sum(), backlogPauses.sum(), peersDropped.sum());
+                repliesDropped.sum(), listenerErrors.sum(), backlogPauses.sum(), peersDropped.sum(), answers);
     }
 
     /** Peers whose READY was accepted, so far (tests). */
@@ -389,7 +403,7 @@ public final class SenderListener implements AutoCloseable {
             closeQuietly(server);
             Reply r;
             while ((r = replies.poll()) != null) {
-                repliesDropped.increment();
+                dropped(r.last, answersDroppedClosing);
                 LOG.trace("dropping reply of {} bytes: listener stopped", r.payload.length);
             }
         }
@@ -560,6 +574,9 @@ public final class SenderListener implements AutoCloseable {
             return;
         }
         p.closed = true;
+        if (protocol) {
+            p.gone = Gone.PROTOCOL;
+        }
         if (reason != null) {
             peersDropped.increment();
             if (protocol) {
@@ -611,7 +628,7 @@ public final class SenderListener implements AutoCloseable {
                 LOG.debug("Malformed side-channel message: {} frame(s) after the identity, expected 1", frames.size());
             }
         }
-        dispatch(p.identity, List.copyOf(frames));
+        dispatch(p, List.copyOf(frames));
         if (backlogBytes.get() > backlogBudget && !readingPaused && pauseOnBacklog()) {
             backlogPauses.increment();
             readingPaused = true; // the sender loop is behind: no OP_READ until it catches up (TCP pushes back)
@@ -660,8 +677,19 @@ public final class SenderListener implements AutoCloseable {
         }
     }
 
-    private void dispatch(byte[] identity, List<byte[]> frames) {
-        ReplySink sink = payload -> reply(identity, payload);
+    private void dispatch(Peer origin, List<byte[]> frames) {
+        byte[] identity = origin.identity;
+        ReplySink sink = new ReplySink() {
+            @Override
+            public boolean send(byte[] payload) {
+                return reply(origin, payload, true);
+            }
+
+            @Override
+            public boolean sendContinue(byte[] payload) {
+                return reply(origin, payload, false);
+            }
+        };
         long bytes = identity.length;
         for (byte[] f : frames) {
             bytes += f.length;
@@ -681,17 +709,18 @@ public final class SenderListener implements AutoCloseable {
             });
         } catch (RejectedExecutionException e) {
             backlogBytes.addAndGet(-held);
+            answersDroppedClosing.increment(); // never handled: no answer will come
             LOG.debug("sender loop stopped; dropping a side-channel message");
         }
     }
 
-    private boolean reply(byte[] identity, byte[] payload) {
+    private boolean reply(Peer origin, byte[] payload, boolean last) {
         Objects.requireNonNull(payload, "payload");
         if (!loop.running()) {
-            repliesDropped.increment();
+            dropped(last, answersDroppedClosing);
             return false;
         }
-        replies.add(new Reply(identity, payload));
+        replies.add(new Reply(origin, payload, last));
         loop.wake();
         return true;
     }
@@ -700,16 +729,26 @@ public final class SenderListener implements AutoCloseable {
         Reply r;
         while ((r = replies.poll()) != null) {
             WaveTrace.mark(WaveTrace.Point.P_REPLY_SENT);
-            Peer p = byIdentity.get(new Key(r.identity));
-            boolean ok = p != null && !p.closed && p.conn.send(r.payload);
-            if (LOG.isTraceEnabled()) {
-                LOG.trace("side-channel reply of {} bytes: {}", r.payload.length, ok ? "sent" : "dropped");
+            // its own connection, else the one that took its identity over (a peer that reconnected)
+            Peer p = r.origin.closed ? byIdentity.get(new Key(r.origin.identity)) : r.origin;
+            if (p == null || p.closed) {
+                dropped(r.last, switch (r.origin.gone) {
+                    case PROTOCOL -> answersDroppedProtocol;
+                    case CLOSING -> answersDroppedClosing;
+                    case PEER -> answersDroppedPeerGone;
+                });
+                LOG.trace("side-channel reply of {} bytes dropped: its peer is gone", r.payload.length);
+                continue;
             }
-            if (!ok) {
-                repliesDropped.increment();
+            if (!p.conn.send(r.payload)) {
+                dropped(r.last, answersDroppedQueueFull);
+                LOG.trace("side-channel reply of {} bytes dropped: the peer's out-queue is full", r.payload.length);
                 continue;
             }
             repliesSent.increment();
+            if (r.last) {
+                answersSent.increment();
+            }
             p.owed = false;
             p.lastActive = System.nanoTime();
             try {
@@ -721,8 +760,17 @@ public final class SenderListener implements AutoCloseable {
         }
     }
 
+    /** A reply was dropped; a final answer also counts under {@code reason}. */
+    private void dropped(boolean last, LongAdder reason) {
+        repliesDropped.increment();
+        if (last) {
+            reason.increment();
+        }
+    }
+
     private void closeAllPeers() {
         for (Peer p : List.copyOf(peers)) {
+            p.gone = Gone.CLOSING; // the listener stops or is recreated: not the peer's doing
             drop(p, null, false);
         }
         handshaking.clear();
