@@ -14,6 +14,7 @@ import io.mooncake4j.connector.worker.plan.TransferTopology;
 import io.mooncake4j.connector.worker.receive.KvReceiver;
 import io.mooncake4j.connector.worker.send.KvSender;
 import io.mooncake4j.connector.worker.send.ListenerStats;
+import io.mooncake4j.connector.worker.send.Quiesce;
 import io.mooncake4j.connector.worker.send.SenderListener;
 import io.mooncake4j.connector.worker.send.SideChannelHandler;
 import io.mooncake4j.engine.TransferEngine;
@@ -158,12 +159,18 @@ final class ProducerSide {
                     KvReceiver.longs(reg.blockLenPerLayer()), KvReceiver.longs(reg.kvBlockLenPerLayer()),
                     reg.registeredLayerNames(), KvReceiver.ints(reg.registeredLayerIndices()),
                     KvReceiver.ints(reg.registeredGroupIndices()), KvCacheLayouts.groupOfLayer(kvCacheConfig));
-            sender = new KvSender(config.engineId(), engine, xferStats, backgroundErrors, l.senderLoop(),
+            KvSender s = new KvSender(config.engineId(), engine, xferStats, backgroundErrors, l.senderLoop(),
                     config.numWorkers(), nanoClock, config.abortRequestTimeout().toNanos(), config.ppSize(), planner,
                     local, KvCacheLayouts.groupOfLayer(kvCacheConfig), KvCacheLayouts.layoutOfLayer(kvCacheConfig),
                     sideChannelLimits, config.layerwisePush(),
                     config.transferThreadNice());
-            sender.onFinished(onFinished);
+            if (!config.isProducer()) {
+                // kv_both (this side never starts on kv_consumer): the worker's own receiver pulls from its
+                // own engine, where D's blocks live too
+                s.acceptSelfAimedPulls();
+            }
+            s.onFinished(onFinished);
+            sender = s;
         }
         long timeoutMs = config.listenerReadyTimeout().toMillis();
         int port;
@@ -324,7 +331,7 @@ final class ProducerSide {
             b = bootstrapServer;
         }
         if (l != null && s != null) {
-            SenderListener.quiesce(s, "the worker is closing", 10_000);
+            Quiesce.await(s, "the worker is closing", 10_000);
         }
         if (l != null) {
             l.close();

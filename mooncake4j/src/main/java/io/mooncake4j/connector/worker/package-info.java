@@ -44,8 +44,8 @@
  * share of the transfer pool). Every loop thread is watched: a death is logged once, counted, and
  * either recovered (socket and loop recreated) or reported as unrecoverable in
  * {@link io.mooncake4j.connector.worker.MooncakeConnectorWorker#health()}. P never starts a write
- * after D may have abandoned the blocks, and never writes into its own engine's memory (the rules are
- * in {@code docs/differences-from-vllm.md}).
+ * after D may have abandoned the blocks, and a {@code kv_producer} never writes into its own engine's
+ * memory (the rules are in {@code docs/differences-from-vllm.md}).
  *
  * <p><b>Layer-wise push (opt-in: {@code kv_connector_extra_config.layerwise_push}).</b>
  * {@code saveKvLayer} and {@code waitForSave} (the model runner's thread) only hand a task to the

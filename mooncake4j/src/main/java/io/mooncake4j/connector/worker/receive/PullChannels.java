@@ -94,13 +94,13 @@ public final class PullChannels implements AutoCloseable {
     private static final long JOIN_MS = 5_000;
 
     /** One TCP connection: a ZMTP DEALER connection, or a probe (no ZMTP). */
-    private final class Conn {
+    final class Conn {
         final String address;
         final SocketChannel channel;
         final ZmtpConnection zmtp; // null for a probe
         SelectionKey key;
-        Pull pull; // the pull it serves; null when idle (or a probe)
-        Pull probeOf; // a probe: the pull it asks about
+        PendingPull pull; // the pull it serves; null when idle (or a probe)
+        PendingPull probeOf; // a probe: the pull it asks about
         long probeDeadline;
         boolean connected;
         boolean closed;
@@ -115,31 +115,6 @@ public final class PullChannels implements AutoCloseable {
         }
     }
 
-    /** One pull request to one P worker (I/O thread only). */
-    private static final class Pull {
-        final String address;
-        final byte[] payload;
-        final Listener listener;
-        Conn conn;
-        Conn probe;
-        boolean sent; // the request frame was queued on a connection whose peer READY was validated
-        boolean lost; // its connection was lost after the request went out
-        boolean aliveLogged;
-        String lostReason;
-        int attempts;
-        long receiveDeadline;
-        long handshakeDeadline;
-        long reconnectAt; // 0: not waiting to reconnect
-        long nextProbeAt;
-        boolean done;
-
-        Pull(String address, byte[] payload, Listener listener) {
-            this.address = address;
-            this.payload = payload;
-            this.listener = listener;
-        }
-    }
-
     private final long receiveTimeoutNanos;
     private final long handshakeTimeoutNanos;
     private final BackgroundErrors errors;
@@ -149,11 +124,11 @@ public final class PullChannels implements AutoCloseable {
     private final int maxConnections;
     private final ZmtpConnection.Listener dealerListener;
     private final SelectorLoop loop;
-    private final ConcurrentLinkedQueue<Pull> submitted = new ConcurrentLinkedQueue<>();
+    private final ConcurrentLinkedQueue<PendingPull> submitted = new ConcurrentLinkedQueue<>();
     private final AtomicBoolean closed = new AtomicBoolean();
 
     // I/O thread only
-    private final List<Pull> active = new ArrayList<>();
+    private final List<PendingPull> active = new ArrayList<>();
     private final Map<String, ArrayDeque<Conn>> idle = new HashMap<>();
     private int openConnections;
     private Selector selector;
@@ -197,15 +172,15 @@ public final class PullChannels implements AutoCloseable {
             listener.onFailure("the Mooncake receiver is closed");
             return;
         }
-        submitted.add(new Pull(address, payload, listener));
+        submitted.add(new PendingPull(address, payload, listener));
         loop.wake();
         if (!loop.running() && submitted.remove(findSubmitted(listener))) {
             listener.onFailure("the Mooncake receiver is closed");
         }
     }
 
-    private Pull findSubmitted(Listener l) {
-        for (Pull p : submitted) {
+    private PendingPull findSubmitted(Listener l) {
+        for (PendingPull p : submitted) {
             if (p.listener == l) {
                 return p;
             }
@@ -267,13 +242,13 @@ public final class PullChannels implements AutoCloseable {
 
         @Override
         public void afterSelect() {
-            Pull p;
+            PendingPull p;
             while ((p = submitted.poll()) != null) {
                 PullChannels.this.start(p);
             }
             long now = System.nanoTime();
             for (int i = active.size() - 1; i >= 0; i--) {
-                Pull pull = active.get(i);
+                PendingPull pull = active.get(i);
                 if (pull.done || !deadlines(pull, now)) {
                     active.remove(i);
                 }
@@ -297,7 +272,7 @@ public final class PullChannels implements AutoCloseable {
         @Override
         public void stopped() {
             abandonAll("the Mooncake receiver is closed");
-            Pull p;
+            PendingPull p;
             while ((p = submitted.poll()) != null) {
                 p.listener.onFailure("the Mooncake receiver is closed");
             }
@@ -307,7 +282,7 @@ public final class PullChannels implements AutoCloseable {
 
     /** Fails every pull in flight and closes every connection. */
     private void abandonAll(String reason) {
-        for (Pull pull : List.copyOf(active)) {
+        for (PendingPull pull : List.copyOf(active)) {
             end(pull);
             pull.listener.onFailure(reason);
         }
@@ -324,7 +299,7 @@ public final class PullChannels implements AutoCloseable {
     /** How long the selector may wait: until the next deadline of a pull, at most {@link #MAX_POLL_MS}. */
     private long pollMs(long now) {
         long next = now + TimeUnit.MILLISECONDS.toNanos(MAX_POLL_MS);
-        for (Pull p : active) {
+        for (PendingPull p : active) {
             next = earlier(next, p.receiveDeadline);
             if (!p.sent && p.reconnectAt == 0) {
                 next = earlier(next, p.handshakeDeadline);
@@ -343,7 +318,7 @@ public final class PullChannels implements AutoCloseable {
         return b - a < 0 ? b : a;
     }
 
-    private void start(Pull pull) {
+    private void start(PendingPull pull) {
         pullsStarted.increment();
         active.add(pull);
         pull.receiveDeadline = System.nanoTime() + receiveTimeoutNanos;
@@ -447,7 +422,7 @@ public final class PullChannels implements AutoCloseable {
     }
 
     /** A fresh connection for a pull whose request has not gone out. */
-    private void open(Pull pull) {
+    private void open(PendingPull pull) {
         pull.reconnectAt = 0;
         if (!slotFree()) {
             fail(pull, "cannot connect to " + pull.address + ": too many side-channel connections (at most "
@@ -469,7 +444,7 @@ public final class PullChannels implements AutoCloseable {
         }
     }
 
-    private void retryLater(Pull pull) {
+    private void retryLater(PendingPull pull) {
         if (pull.conn != null) {
             pull.conn.pull = null;
             closeConn(pull.conn);
@@ -530,7 +505,7 @@ public final class PullChannels implements AutoCloseable {
             probeAnswered(c, !(e instanceof ConnectException));
             return;
         }
-        Pull pull = c.pull;
+        PendingPull pull = c.pull;
         closeConn(c);
         if (pull != null && !pull.done) {
             pull.conn = null;
@@ -544,13 +519,13 @@ public final class PullChannels implements AutoCloseable {
 
     /** P's READY was accepted: the request goes out now (it could not have reached P before). */
     private void peerReady(Conn c) {
-        Pull pull = c.pull;
+        PendingPull pull = c.pull;
         if (pull != null && !pull.sent) {
             sendRequest(pull);
         }
     }
 
-    private void sendRequest(Pull pull) {
+    private void sendRequest(PendingPull pull) {
         Conn c = pull.conn;
         WaveTrace.mark(WaveTrace.Point.D_PULL_SENT);
         if (!c.zmtp.send(pull.payload)) {
@@ -574,7 +549,7 @@ public final class PullChannels implements AutoCloseable {
 
     /** A message from P on {@code c}: false to stop decoding (the pull ended, or it was unexpected). */
     private boolean response(Conn c, List<byte[]> frames) {
-        Pull pull = c.pull;
+        PendingPull pull = c.pull;
         if (pull == null) {
             LOG.warn("unexpected message on an idle side-channel connection to {}; closing it", c.address);
             closeConn(c);
@@ -607,7 +582,7 @@ public final class PullChannels implements AutoCloseable {
      * After a FINISH/ERROR nothing more comes for that request, so the connection is kept for the next pull
      * to the same P worker; vLLM opens a fresh DEALER per pull, which the P side cannot tell apart.
      */
-    private void release(Pull pull) {
+    private void release(PendingPull pull) {
         pull.done = true;
         Conn c = pull.conn;
         pull.conn = null;
@@ -626,7 +601,7 @@ public final class PullChannels implements AutoCloseable {
 
     /** The connection ended (EOF, reset) or P broke ZMTP ({@code protocolError} non-null). */
     private void lost(Conn c, String protocolError) {
-        Pull pull = c.pull;
+        PendingPull pull = c.pull;
         closeConn(c);
         if (pull == null) {
             removeIdle(c);
@@ -664,7 +639,7 @@ public final class PullChannels implements AutoCloseable {
     }
 
     private void probeAnswered(Conn probe, boolean alive) {
-        Pull pull = probe.probeOf;
+        PendingPull pull = probe.probeOf;
         closeConn(probe);
         if (pull == null || pull.done) {
             return;
@@ -688,7 +663,7 @@ public final class PullChannels implements AutoCloseable {
     }
 
     /** Checks a pull's deadlines and timers; false when it is over. */
-    private boolean deadlines(Pull pull, long now) {
+    private boolean deadlines(PendingPull pull, long now) {
         if (now - pull.receiveDeadline > 0) {
             end(pull);
             pull.listener.onFailure(String.format(Locale.ROOT, "no answer from %s within %d ms (receive timeout)",
@@ -724,7 +699,7 @@ public final class PullChannels implements AutoCloseable {
         return !pull.done;
     }
 
-    private void startProbe(Pull pull, long now) {
+    private void startProbe(PendingPull pull, long now) {
         Conn[] made = new Conn[1];
         try {
             connect(pull.address, made, true);
@@ -746,13 +721,13 @@ public final class PullChannels implements AutoCloseable {
         }
     }
 
-    private void fail(Pull pull, String reason) {
+    private void fail(PendingPull pull, String reason) {
         end(pull);
         pull.listener.onFailure(reason);
     }
 
     /** Marks a pull over and closes its connection and probe. */
-    private void end(Pull pull) {
+    private void end(PendingPull pull) {
         pull.done = true;
         if (pull.conn != null) {
             pull.conn.pull = null;
@@ -762,7 +737,7 @@ public final class PullChannels implements AutoCloseable {
         closeProbe(pull);
     }
 
-    private void closeProbe(Pull pull) {
+    private void closeProbe(PendingPull pull) {
         if (pull.probe != null) {
             pull.probe.probeOf = null;
             closeConn(pull.probe);

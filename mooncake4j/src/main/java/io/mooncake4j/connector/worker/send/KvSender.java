@@ -70,7 +70,7 @@ import java.util.function.ToIntFunction;
  * failed write stops its writes and fails it for D once (in {@code err_reqs}), when nothing of it is
  * in flight. D's side and the messages are unchanged.
  */
-public final class KvSender extends SendBookkeeping implements SideChannelHandler, SenderListener.Quiesce, AutoCloseable {
+public final class KvSender extends SendBookkeeping implements SideChannelHandler, Quiesce, AutoCloseable {
 
     public KvSender(String engineLabel, TransferEngine engine, MooncakeKvConnectorStats stats, BackgroundErrors errors,
             ScheduledExecutorService loop, int numWorkers, LongSupplier clock, long abortNanos, int localPpSize,
@@ -216,7 +216,7 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
 
     void sendKvToDecode(byte[] identity, ReplySink reply, MooncakeXferMetadata meta, long bytes) {
         String peer = meta.remoteHostname() + ":" + meta.remotePort();
-        String self = selfTargets.refusal(meta.remoteHostname(), meta.remotePort());
+        String self = selfAimedPullsAccepted ? null : selfTargets.refusal(meta.remoteHostname(), meta.remotePort());
         if (self != null) {
             selfAimedRefusals.increment();
             logRejected("a pull aimed at this P worker's own engine was refused (ERROR answer)");
@@ -536,6 +536,14 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
         }
     }
 
+    /**
+     * A kv_both worker: pulls that name this engine are its own receiver's (D's blocks live in this
+     * engine too), so they are served. Call before the first pull.
+     */
+    public void acceptSelfAimedPulls() {
+        selfAimedPullsAccepted = true;
+    }
+
     /** Pulls (and writes) refused because their destination is P's own engine. */
     public long selfAimedRefusals() {
         return selfAimedRefusals.sum();
@@ -544,7 +552,7 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
     /** vLLM's {@code _send_blocks}, on a transfer-pool thread; {@link #SELF_AIMED} for P's own engine. No retry. */
     int sendBlocks(String session, long[] src, long[] dst, long[] len, long bytes) {
         int colon = session.lastIndexOf(':');
-        if (colon > 0 && selfTargets.resolvesToSelf(session.substring(0, colon), port(session.substring(colon + 1)))) {
+        if (!selfAimedPullsAccepted && colon > 0 && selfTargets.resolvesToSelf(session.substring(0, colon), port(session.substring(colon + 1)))) {
             return SELF_AIMED; // a name that resolves to P itself: nothing is written
         }
         WaveTrace.mark(WaveTrace.Point.P_WRITE_START);

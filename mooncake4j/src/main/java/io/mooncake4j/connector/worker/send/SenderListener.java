@@ -26,12 +26,10 @@ import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedQueue;
-import java.util.concurrent.ExecutionException;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
@@ -70,7 +68,7 @@ import org.slf4j.LoggerFactory;
  * above it the listener stops reading (no OP_READ: TCP pushes back on the peers) until the handler
  * task that brings the backlog under the budget wakes it. Each connection's out-queue is bounded
  * ({@link ZmtpLimits}). An {@link Error} escaping the loop is reported to the {@link HealthMonitor}; the
- * pulls are quiesced ({@link #quiesce}) and the listener listens again on the same port.
+ * pulls are quiesced ({@link Quiesce#await}) and the listener listens again on the same port.
  */
 public final class SenderListener implements AutoCloseable {
 
@@ -102,44 +100,6 @@ public final class SenderListener implements AutoCloseable {
 
     /** Why a peer's connection ended: what its unsent final answers are counted as. */
     private enum Gone { PEER, PROTOCOL, CLOSING }
-
-    /** What the ROUTER's owner must do before the ROUTER's port closes (implemented by {@link KvSender}). */
-    public interface Quiesce {
-        /** Ends every pull being served: none of their waves starts after this completes. */
-        CompletableFuture<Void> abandonAllPulls(String reason);
-
-        /** No write of an ended pull is still running. */
-        boolean writesIdle();
-    }
-
-    /**
-     * Ends every pull and waits (at most {@code waitMs}) for their running writes, so that the port
-     * closes only when no write can still land in a D's blocks (D fails a pull at once when the port
-     * refuses it after a disconnect; see {@code receive.PullChannels}). Returns whether it got there.
-     */
-    public static boolean quiesce(Quiesce q, String reason, long waitMs) {
-        if (q == null) {
-            return true;
-        }
-        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(waitMs);
-        try {
-            q.abandonAllPulls(reason).get(waitMs, TimeUnit.MILLISECONDS);
-        } catch (ExecutionException | TimeoutException | RejectedExecutionException e) {
-            LOG.error("could not abandon the side-channel pulls before closing the ROUTER: {}", e.toString());
-            return false;
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            return false;
-        }
-        while (!q.writesIdle()) {
-            if (System.nanoTime() - deadline > 0) {
-                LOG.error("a write of an abandoned pull still runs after {} ms; closing the ROUTER anyway", waitMs);
-                return false;
-            }
-            LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(5)); // bounded wait for the transfer pool
-        }
-        return true;
-    }
 
     /** An identity as a map key. */
     private record Key(byte[] id) {
@@ -386,7 +346,7 @@ public final class SenderListener implements AutoCloseable {
             health.died(what, cause, true);
             // the peers' identities die with their connections: end their pulls first, and close the port
             // only once no write of theirs runs
-            quiesce(quiesce.get(), "the side-channel ROUTER is being recreated", QUIESCE_MS);
+            Quiesce.await(quiesce.get(), "the side-channel ROUTER is being recreated", QUIESCE_MS);
             closeAllPeers();
             closeQuietly(server);
             server = rebind(port);

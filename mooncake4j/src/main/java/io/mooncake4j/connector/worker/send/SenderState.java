@@ -109,6 +109,8 @@ abstract class SenderState {
     final LongAdder selfAimedRefusals = new LongAdder();
     /** What P's own engine is called and where it listens. */
     final SelfTargets selfTargets;
+    /** A kv_both worker: its own receiver's pulls name its own engine (set before the first pull). */
+    volatile boolean selfAimedPullsAccepted;
     final LongAdder staleWaves = new LongAdder();
     final LongAdder wavesQueuedForShare = new LongAdder();
     /** Transfer-pool jobs between their abandonment check and the end of their write. */
