@@ -54,7 +54,13 @@ public record SideChannelLimits(long maxMetadataBytes, long maxResponseBytes, in
         }
     }
 
-    /** The transfer-pool share of one peer for a pool of {@code numWorkers} threads. */
+    /**
+     * The transfer-pool share of one peer (a D worker): how many of P's transfer threads its writes may
+     * occupy at once.
+     *
+     * @param numWorkers the transfer pool's threads ({@code num_workers})
+     * @return {@code maxTransfersPerPeer} when set, else half the pool (at least 1), never above the pool
+     */
     public int transfersPerPeer(int numWorkers) {
         int share = maxTransfersPerPeer > 0 ? maxTransfersPerPeer : Math.max(1, numWorkers / 2);
         return Math.min(share, numWorkers);
