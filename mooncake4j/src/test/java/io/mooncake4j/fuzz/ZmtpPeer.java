@@ -82,7 +82,7 @@ public final class ZmtpPeer implements AutoCloseable {
                 if ((r[0] & COMMAND) == 0) {
                     throw new IOException("expected the client's READY command");
                 }
-                s.setSoTimeout(10_000);
+                s.setSoTimeout(30_000); // bounds a read that waits for an event only when the event never comes
                 return z;
             } catch (IOException e) {
                 last = e;

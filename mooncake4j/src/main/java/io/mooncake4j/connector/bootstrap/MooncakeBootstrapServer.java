@@ -7,7 +7,6 @@ import java.io.EOFException;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
-import java.math.BigInteger;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.net.Socket;
@@ -667,25 +666,25 @@ public final class MooncakeBootstrapServer implements AutoCloseable {
     private Response register(String body) {
         Object parsed;
         if (body.isBlank()) {
-            return validation(List.of(error("missing", List.of("body"), "Field required", null)));
+            return validation(List.of(RegisterFieldErrors.error("missing", List.of("body"), "Field required", null)));
         }
         try {
             parsed = Json.parse(body);
         } catch (JsonException e) {
-            Map<String, Object> err = error("json_invalid", List.of("body", 0L), "JSON decode error", Map.of());
+            Map<String, Object> err = RegisterFieldErrors.error("json_invalid", List.of("body", 0L), "JSON decode error", Map.of());
             err.put("ctx", Map.of("error", e.getMessage()));
             return validation(List.of(err));
         }
         if (!(parsed instanceof Map<?, ?> obj)) {
-            return validation(List.of(error("model_attributes_type", List.of("body"),
+            return validation(List.of(RegisterFieldErrors.error("model_attributes_type", List.of("body"),
                     "Input should be a valid dictionary or object to extract fields from", parsed)));
         }
         List<Map<String, Object>> errors = new ArrayList<>();
-        String engineId = str(obj, "engine_id", errors);
-        Integer dp = integer(obj, "dp_rank", errors);
-        Integer tp = integer(obj, "tp_rank", errors);
-        Integer pp = integer(obj, "pp_rank", errors);
-        String addr = str(obj, "addr", errors);
+        String engineId = RegisterFieldErrors.str(obj, "engine_id", errors);
+        Integer dp = RegisterFieldErrors.integer(obj, "dp_rank", errors);
+        Integer tp = RegisterFieldErrors.integer(obj, "tp_rank", errors);
+        Integer pp = RegisterFieldErrors.integer(obj, "pp_rank", errors);
+        String addr = RegisterFieldErrors.str(obj, "addr", errors);
         if (!errors.isEmpty()) {
             return validation(errors);
         }
@@ -743,103 +742,5 @@ public final class MooncakeBootstrapServer implements AutoCloseable {
         Map<String, Object> m = new LinkedHashMap<>();
         m.put("detail", errors);
         return new Response(422, m);
-    }
-
-    private static Map<String, Object> error(String type, List<Object> loc, String msg, Object input) {
-        Map<String, Object> e = new LinkedHashMap<>();
-        e.put("type", type);
-        e.put("loc", loc);
-        e.put("msg", msg);
-        e.put("input", finite(input));
-        return e;
-    }
-
-    /** {@code v} with every non-finite number replaced by its name (JSON cannot carry them). */
-    private static Object finite(Object v) {
-        if (v instanceof Double d && !Double.isFinite(d)) {
-            return d.toString();
-        }
-        if (v instanceof Float f && !Float.isFinite(f)) {
-            return f.toString();
-        }
-        if (v instanceof Map<?, ?> m) {
-            Map<Object, Object> out = new LinkedHashMap<>();
-            m.forEach((k, x) -> out.put(k, finite(x)));
-            return out;
-        }
-        if (v instanceof List<?> l) {
-            List<Object> out = new ArrayList<>(l.size());
-            for (Object x : l) {
-                out.add(finite(x));
-            }
-            return out;
-        }
-        return v;
-    }
-
-    private static String str(Map<?, ?> obj, String key, List<Map<String, Object>> errors) {
-        if (!obj.containsKey(key)) {
-            errors.add(error("missing", List.of("body", key), "Field required", obj));
-            return null;
-        }
-        Object v = obj.get(key);
-        if (v instanceof String s) {
-            if (s.length() > MAX_FIELD_CHARS) {
-                Map<String, Object> e = error("string_too_long", List.of("body", key),
-                        "String should have at most " + MAX_FIELD_CHARS + " characters", s);
-                e.put("ctx", Map.of("max_length", (long) MAX_FIELD_CHARS));
-                errors.add(e);
-                return null;
-            }
-            return s;
-        }
-        errors.add(error("string_type", List.of("body", key), "Input should be a valid string", v));
-        return null;
-    }
-
-    private static Integer integer(Map<?, ?> obj, String key, List<Map<String, Object>> errors) {
-        if (!obj.containsKey(key)) {
-            errors.add(error("missing", List.of("body", key), "Field required", obj));
-            return null;
-        }
-        Object v = obj.get(key);
-        List<Object> loc = List.of("body", key);
-        if (v instanceof Long l) {
-            return inIntRange(l, v, loc, errors);
-        }
-        if (v instanceof BigInteger) {
-            errors.add(error("int_type", loc, "Input should be a valid integer (mooncake4j accepts 32-bit ranks)", v));
-            return null;
-        }
-        if (v instanceof Boolean b) {
-            return b ? 1 : 0;
-        }
-        if (v instanceof Double d) {
-            if (d == Math.rint(d) && !Double.isInfinite(d)) {
-                return inIntRange((long) (double) d, v, loc, errors);
-            }
-            errors.add(error("int_from_float", loc,
-                    "Input should be a valid integer, got a number with a fractional part", v));
-            return null;
-        }
-        if (v instanceof String s) {
-            try {
-                return inIntRange(Long.parseLong(s.strip()), v, loc, errors);
-            } catch (NumberFormatException e) {
-                errors.add(error("int_parsing", loc,
-                        "Input should be a valid integer, unable to parse string as an integer", v));
-                return null;
-            }
-        }
-        errors.add(error("int_type", loc, "Input should be a valid integer", v));
-        return null;
-    }
-
-    private static Integer inIntRange(long l, Object v, List<Object> loc, List<Map<String, Object>> errors) {
-        if (l < Integer.MIN_VALUE || l > Integer.MAX_VALUE) {
-            errors.add(error("int_type", loc, "Input should be a valid integer (mooncake4j accepts 32-bit ranks)", v));
-            return null;
-        }
-        return (int) l;
     }
 }

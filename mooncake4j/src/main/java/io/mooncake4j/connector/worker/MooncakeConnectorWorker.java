@@ -6,39 +6,32 @@ import io.mooncake4j.connector.MooncakeConnectorMetadata;
 import io.mooncake4j.connector.bootstrap.BootstrapAddresses;
 import io.mooncake4j.connector.bootstrap.BootstrapClient;
 import io.mooncake4j.connector.bootstrap.MooncakeBootstrapServer;
-import io.mooncake4j.connector.bootstrap.RegisterWorkerPayload;
-import io.mooncake4j.connector.worker.plan.LayerLayout;
-import io.mooncake4j.connector.worker.plan.TransferPlanner;
-import io.mooncake4j.connector.worker.plan.TransferRegion;
+import io.mooncake4j.connector.worker.loop.BackgroundErrors;
+import io.mooncake4j.connector.worker.loop.HealthMonitor;
 import io.mooncake4j.connector.worker.plan.TransferTopology;
+import io.mooncake4j.connector.worker.receive.KvReceiver;
+import io.mooncake4j.connector.worker.send.KvSender;
+import io.mooncake4j.connector.worker.send.ListenerStats;
+import io.mooncake4j.connector.worker.send.SenderListener;
+import io.mooncake4j.connector.worker.send.SideChannelHandler;
 import io.mooncake4j.engine.ErrorCodes;
 import io.mooncake4j.engine.TransferEngine;
-import io.mooncake4j.internal.sys.Bytes;
 import io.mooncake4j.internal.sys.ResourceLimits;
 import io.mooncake4j.memory.KvCacheConfig;
 import io.mooncake4j.memory.KvCacheSpec;
 import io.mooncake4j.memory.KvCacheTensor;
-import io.mooncake4j.memory.MemoryStorage;
 import java.io.IOException;
 import java.time.Duration;
 import java.util.List;
-import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.OptionalLong;
 import java.util.Set;
-import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Executor;
 import java.util.concurrent.RejectedExecutionException;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
-import java.util.function.Function;
-import java.util.function.IntPredicate;
 import java.util.function.LongSupplier;
 import java.util.function.Supplier;
-import java.util.function.ToIntFunction;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -75,29 +68,17 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     private final boolean isKvProducer;
     private final boolean isKvConsumer;
     private final int rpcPort;
-    private final LongSupplier nanoClock;
     private final boolean mla;
     private final int totalNumKvHeads;
-    private final String bootstrapBindHost;
     private final Duration receiveTimeoutMargin;
     private final Duration handshakeTimeout;
-    private final Duration loopCallTimeout;
     private final TransferTopology topology;
     private final MooncakeKvConnectorStats xferStats = new MooncakeKvConnectorStats();
     private final BackgroundErrors backgroundErrors = new BackgroundErrors(LOG);
     private final HealthMonitor healthMonitor = new HealthMonitor();
     private final SideChannelLimits sideChannelLimits;
-    // written by setSideChannelHandler, read on the sender-loop thread; null = the send path
-    private volatile SideChannelHandler sideChannelHandler;
-    // set once under lock before the loops accept work; read by the embedder's thread
-    private volatile KvSender sender;
-    /**
-     * A step since the last {@link #waitForSave} named layer-wise chunks (the model runner's thread:
-     * {@code startLoadKv}, {@code saveKvLayer}, {@code waitForSave}); while false the layer hooks
-     * post nothing.
-     */
-    private volatile boolean layerwiseForwardOpen;
-    private final java.util.concurrent.atomic.LongAdder layerHookPosts = new java.util.concurrent.atomic.LongAdder();
+    /** P's side: the side-channel ROUTER, the send path, the bootstrap server; idle on a consumer. */
+    private final ProducerSide producer;
     private volatile KvReceiver receiver;
     /** The embedder's wake-up for new getFinished results ({@link #setFinishedListener}); null when none. */
     private volatile Runnable finishedListener;
@@ -108,12 +89,9 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     // guarded by lock
     private KvRegistration registration;
     private RegistrationPlan registeredPlan;
-    private SenderListener listener;
-    private MooncakeBootstrapServer bootstrapServer;
-    private int sideChannelPort;
     private boolean closed;
-    /** Completed when close() starts: a call waiting on a loop returns instead of waiting for a task close may drop. */
-    private final CompletableFuture<Void> closing = new CompletableFuture<>();
+    /** The embedder's calls that wait on a loop: bounded, and never past the start of close(). */
+    private final LoopCalls loopCalls;
 
     /**
      * A worker with the default options; see {@link #builder}.
@@ -132,14 +110,11 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         this.kvCacheConfig = b.kvCacheConfig;
         this.physicalBlocksPerLogicalBlock = b.physicalBlocksPerLogicalBlock;
         this.memlockLimit = b.memlockLimit;
-        this.sideChannelHandler = b.sideChannelHandler;
-        this.nanoClock = b.nanoClock;
         this.mla = b.mla;
         this.totalNumKvHeads = b.totalNumKvHeads;
-        this.bootstrapBindHost = b.bootstrapBindHost;
         this.receiveTimeoutMargin = b.receiveTimeoutMargin;
         this.handshakeTimeout = b.handshakeTimeout;
-        this.loopCallTimeout = b.loopCallTimeout;
+        this.loopCalls = new LoopCalls(b.loopCallTimeout, backgroundErrors);
         this.sideChannelLimits = b.sideChannelLimits;
         boolean mamba = kvCacheConfig.groups().stream().anyMatch(g -> g.spec().kind() == KvCacheSpec.Kind.MAMBA);
         this.topology = new TransferTopology(config.tpRank(), config.tpSize(), mla, mamba, totalNumKvHeads);
@@ -155,6 +130,9 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
             throw new EngineInitializationException(ret, config.hostname(), config.protocol(), config.deviceName());
         }
         this.rpcPort = engine.getRpcPort();
+        this.producer = new ProducerSide(config, engine, kvCacheConfig, topology, physicalBlocksPerLogicalBlock,
+                b.nanoClock, b.bootstrapBindHost, sideChannelLimits, xferStats, backgroundErrors, healthMonitor,
+                b.sideChannelHandler, this::signalFinished);
         LOG.debug("Mooncake Transfer Engine initialized at {}:{}", config.hostname(), rpcPort);
     }
 
@@ -229,32 +207,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         }
         plan.memlockWarning().ifPresent(LOG::warn);
         plan.deviceMemoryText().ifPresent(t -> LOG.info("GPU memory over {}: {}", plan.protocol(), t));
-        logInventory(plan);
-
-        List<MemoryStorage> storages = plan.storages();
-        long[] addrs = new long[storages.size()];
-        long[] lens = new long[storages.size()];
-        for (int i = 0; i < addrs.length; i++) {
-            addrs[i] = storages.get(i).address();
-            lens[i] = storages.get(i).byteSize();
-        }
-        int attempts = 1 + config.registrationRetries();
-        int ret = 0;
-        int made = 0;
-        for (int attempt = 1; attempt <= attempts; attempt++) {
-            made = attempt;
-            ret = engine.batchRegisterMemory(addrs, lens);
-            if (ret == 0) {
-                break;
-            }
-            if (attempt < attempts) {
-                LOG.warn("batchRegisterMemory of {} storage(s), {} returned {} ({}); retrying ({} of {})",
-                        addrs.length, Bytes.human(plan.totalBytes()), ret, ErrorCodes.name(ret), attempt + 1, attempts);
-            }
-        }
-        if (ret != 0) {
-            throw registrationFailure(plan, ret, made);
-        }
+        EngineRegistration.register(engine, plan, config.registrationRetries());
         KvRegistration reg = plan.kvRegistration();
         LOG.debug("registered block_lens={} kv_block_lens={}", reg.blockLenPerLayer(), reg.kvBlockLenPerLayer());
         synchronized (lock) {
@@ -267,30 +220,13 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         if (isKvConsumer) {
             return reg;
         }
-        launchBootstrapServerIfSelected();
-        startListener(reg);
-        registerWithBootstrap();
+        producer.launchBootstrapServerIfSelected();
+        producer.start(reg);
+        producer.registerWithBootstrap();
         return reg;
     }
 
     // ------------------------------------------------------------------ start-up of the loops
-
-    private IntPredicate mambaGroups() {
-        List<io.mooncake4j.memory.KvCacheGroup> groups = kvCacheConfig.groups();
-        return g -> g >= 0 && g < groups.size() && groups.get(g).spec().kind() == KvCacheSpec.Kind.MAMBA;
-    }
-
-    private ToIntFunction<String> groupOfLayer() {
-        Map<String, Integer> byLayer = kvCacheConfig.transferGroupIndexByLayer();
-        return name -> byLayer.getOrDefault(name, 0);
-    }
-
-    private Function<String, LayerLayout> layoutOfLayer() {
-        return name -> kvCacheConfig.specOf(name)
-                .map(sp -> new LayerLayout(sp.kind().isAttention(), sp.pageSizeBytes() > sp.unpaddedPageSizeBytes(),
-                        false))
-                .orElse(null);
-    }
 
     private void startReceiver(KvRegistration reg) {
         long receiveTimeout = config.abortRequestTimeout().plus(receiveTimeoutMargin).toNanos();
@@ -314,137 +250,18 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         LOG.debug("Mooncake Decoder: start receiver thread");
     }
 
-    private void launchBootstrapServerIfSelected() {
-        if (!BootstrapAddresses.shouldLaunchBootstrapServer(config.bootstrapServerAddress(), config.tpRank(),
-                config.ppRank(), false, config.dpRank(), config.dpRank())) {
-            return;
-        }
-        MooncakeBootstrapServer server = new MooncakeBootstrapServer(bootstrapBindHost, config.bootstrapPort());
-        synchronized (lock) {
-            if (closed) {
-                throw new IllegalStateException("worker is closed");
-            }
-            bootstrapServer = server;
-        }
-        server.start();
-    }
-
-    /** Where this P worker registers: the configured external server, else this engine's own. */
-    private String bootstrapBaseUrl() {
-        if (config.bootstrapServerAddress().isPresent()) {
-            BootstrapAddresses.HostPort hp = BootstrapAddresses.splitHostPort(config.bootstrapServerAddress().get());
-            return BootstrapAddresses.httpUrl(hp.host(), hp.port());
-        }
-        int port = bootstrapServerPort();
-        String host = config.hostname();
-        return BootstrapAddresses.httpUrl(host, port > 0 ? port : config.bootstrapPort());
-    }
-
-    /** vLLM's {@code register_worker_with_bootstrap}, bounded by {@code listenerReadyTimeout}. */
-    private void registerWithBootstrap() {
-        String url = bootstrapBaseUrl();
-        RegisterWorkerPayload payload = new RegisterWorkerPayload(config.engineId(), config.dpRank(), config.tpRank(),
-                config.ppRank(), BootstrapAddresses.tcpAddress(config.hostname(), sideChannelPort()));
-        try (BootstrapClient client = new BootstrapClient()) {
-            client.register(url, payload, config.listenerReadyTimeout());
-        }
-        LOG.info("Registered {} with the Mooncake bootstrap server {}", payload, url);
-    }
-
-    private static void logInventory(RegistrationPlan plan) {
-        if (!LOG.isDebugEnabled()) {
-            return;
-        }
-        LOG.debug("KV-cache registration inventory: {}", plan.summary());
-        for (MemoryStorage s : plan.storages()) {
-            LOG.debug("  storage 0x{} {} at {} with {} region(s)", Long.toHexString(s.address()),
-                    Bytes.human(s.byteSize()), s.location(), plan.regionCount(s));
-        }
-    }
-
-    private KvCacheRegistrationException registrationFailure(RegistrationPlan plan, int ret, int attempts) {
-        String advice;
-        if (plan.memlockVerdict() == MemlockVerdict.EXCEEDS_LIMIT) {
-            advice = plan.memlockWarning().orElseThrow();
-        } else if (RegistrationPlan.pinsHostMemory(plan.protocol())) {
-            advice = "Check that the RDMA device can register this memory (ulimit -l, nvidia-peermem for GPU "
-                    + "memory); see docs/registration.md.";
-        } else {
-            advice = "See docs/registration.md.";
-        }
-        String details = String.format(Locale.ROOT,
-                "The engine returned %d (%s) after %d attempt(s) for %d storage(s), %s in total at %s; protocol %s; "
-                        + "RLIMIT_MEMLOCK soft limit %s. %s",
-                ret, ErrorCodes.name(ret), attempts, plan.storages().size(), Bytes.human(plan.totalBytes()),
-                plan.locations(), plan.protocol(),
-                plan.memlockLimit().isPresent() ? ResourceLimits.describe(plan.memlockLimit().getAsLong()) : "unknown",
-                advice);
-        return new KvCacheRegistrationException(details, ret, attempts, plan.totalBytes(), plan.memlockLimit(),
-                plan.locations());
-    }
-
-    private void startListener(KvRegistration reg) {
-        SenderListener l;
-        synchronized (lock) {
-            if (closed) {
-                throw new IllegalStateException("worker is closed");
-            }
-            try {
-                l = new SenderListener(config.hostname(), () -> {
-                    SideChannelHandler h = sideChannelHandler;
-                    return h != null ? h : sender;
-                }, sideChannelLimits, healthMonitor, () -> sender, SenderListener.POLL_MS);
-            } catch (IOException e) {
-                throw new ConnectorException("Mooncake sender listener could not be created: " + e, e);
-            }
-            listener = l;
-            TransferPlanner planner = new TransferPlanner(topology, physicalBlocksPerLogicalBlock, mambaGroups());
-            List<TransferRegion> local = planner.regions(KvReceiver.longs(reg.kvCachesBaseAddr()),
-                    KvReceiver.longs(reg.blockLenPerLayer()), KvReceiver.longs(reg.kvBlockLenPerLayer()),
-                    reg.registeredLayerNames(), KvReceiver.ints(reg.registeredLayerIndices()),
-                    KvReceiver.ints(reg.registeredGroupIndices()), groupOfLayer());
-            sender = new KvSender(config.engineId(), engine, xferStats, backgroundErrors, l.senderLoop(),
-                    config.numWorkers(), nanoClock, config.abortRequestTimeout().toNanos(), config.ppSize(), planner,
-                    local, groupOfLayer(), layoutOfLayer(), sideChannelLimits, config.layerwisePush(),
-                    config.transferThreadNice());
-            sender.onFinished(this::signalFinished);
-        }
-        long timeoutMs = config.listenerReadyTimeout().toMillis();
-        int port;
-        try {
-            port = l.ready().get(timeoutMs, TimeUnit.MILLISECONDS);
-        } catch (TimeoutException e) {
-            throw new ConnectorException(String.format(Locale.ROOT,
-                    "Mooncake sender listener did not become ready within %d ms on tcp://%s.", timeoutMs,
-                    config.hostname()), e);
-        } catch (ExecutionException e) {
-            Throwable c = e.getCause();
-            throw new ConnectorException(String.format(Locale.ROOT,
-                    "Mooncake sender listener could not bind a random port on tcp://%s: %s. Check that the "
-                            + "hostname is an address of this machine.", config.hostname(), c), c);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new ConnectorException("interrupted while waiting for the Mooncake sender listener", e);
-        }
-        synchronized (lock) {
-            sideChannelPort = port;
-        }
-        LOG.info("Mooncake sender listening on tcp://{}:{}", config.hostname(), port);
-    }
-
     /**
      * Replaces the handler of side-channel messages (by default the send path,
      * {@code send_kv_to_decode}); tests use it to observe raw messages. May be called before or
      * after {@link #registerKvCaches}; messages already queued use the handler current when they run.
      */
     void setSideChannelHandler(SideChannelHandler handler) {
-        this.sideChannelHandler = Objects.requireNonNull(handler, "handler");
+        producer.setSideChannelHandler(handler);
     }
 
     /** The handler now installed: a replacement, or the send path (null before registration). */
     SideChannelHandler sideChannelHandler() {
-        SideChannelHandler h = sideChannelHandler;
-        return h != null ? h : sender;
+        return producer.sideChannelHandler();
     }
 
     /**
@@ -454,27 +271,17 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
      * @throws IllegalStateException before the listener started, after close, or on a consumer
      */
     Executor senderLoop() {
-        synchronized (lock) {
-            if (listener == null || closed) {
-                throw new IllegalStateException("no sender loop: " + (closed ? "worker is closed"
-                        : isKvConsumer ? "kv_consumer workers have none" : "KV caches are not registered yet"));
-            }
-            return listener.senderLoop();
-        }
+        return producer.senderLoop();
     }
 
     /** {@return the ROUTER port decode workers connect to; 0 before registration and on consumers} */
     public int sideChannelPort() {
-        synchronized (lock) {
-            return sideChannelPort;
-        }
+        return producer.sideChannelPort();
     }
 
     /** Counters of the side-channel listener; all zero when there is none. */
     ListenerStats listenerStats() {
-        synchronized (lock) {
-            return listener == null ? new ListenerStats(0, 0, 0, 0, 0, 0, 0, 0) : listener.stats();
-        }
+        return producer.listenerStats();
     }
 
     /** {@return the registration, or null before {@link #registerKvCaches} succeeded} */
@@ -543,11 +350,11 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
             }
         }
         if (!metadata.layerwiseChunks().isEmpty()) {
-            layerwiseForwardOpen = true;
+            producer.openLayerwiseForward();
         }
         if (!isKvConsumer && (!metadata.reqsToSend().isEmpty() || !metadata.reqsNotProcessed().isEmpty()
                 || !metadata.layerwiseChunks().isEmpty())) {
-            KvSender s = sender;
+            KvSender s = producer.sender();
             Executor loop = senderLoopOrNull();
             if (s == null || loop == null) {
                 backgroundErrors.report("startLoadKv", new IllegalStateException(
@@ -579,7 +386,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
      */
     public void saveKvLayer(String layerName) {
         Objects.requireNonNull(layerName, "layerName");
-        postLayerwise("saveKvLayer", s -> s.onLayerSaved(layerName));
+        producer.postLayerwise("saveKvLayer", s -> s.onLayerSaved(layerName));
     }
 
     /**
@@ -589,14 +396,12 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
      * (D learns of them through the side channel); a no-op where {@link #saveKvLayer} is.
      */
     public void waitForSave() {
-        if (postLayerwise("waitForSave", KvSender::onForwardDone)) {
-            layerwiseForwardOpen = false;
-        }
+        producer.postLayerwiseForwardDone();
     }
 
     /** Hook calls handed to the sender loop by {@link #saveKvLayer} / {@link #waitForSave} (tests). */
     long layerHookPosts() {
-        return layerHookPosts.sum();
+        return producer.layerHookPosts();
     }
 
     /**
@@ -604,38 +409,12 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
      * with: fewer than hook calls while layer-wise writes run (tests).
      */
     long layerHookWakeups() {
-        KvSender s = sender;
+        KvSender s = producer.sender();
         return s == null ? 0 : s.layerHookWakeups();
     }
 
-    /** Posts a layer hook to the sender loop; true when a step had named chunks (posted, or reported as failed). */
-    private boolean postLayerwise(String what, java.util.function.Consumer<KvSender> action) {
-        if (isKvConsumer || !config.layerwisePush() || !layerwiseForwardOpen) {
-            // no chunk since the last waitForSave: the sender loop would find nothing to do (and the
-            // worker's lock is not taken on the model runner's thread once per layer)
-            return false;
-        }
-        KvSender s = sender;
-        Executor loop = senderLoopOrNull();
-        if (s == null || loop == null) {
-            backgroundErrors.report(what, new IllegalStateException(what
-                    + " before registerKvCaches (or after close); ignored"));
-            return true;
-        }
-        layerHookPosts.increment();
-        try {
-            // queued in call order; the loop is woken only when no layer-wise write's result will run it
-            s.offerFromModelRunner(backgroundErrors.guarded("sender loop", () -> action.accept(s)), false);
-        } catch (RejectedExecutionException e) {
-            backgroundErrors.report(what, e);
-        }
-        return true;
-    }
-
     private Executor senderLoopOrNull() {
-        synchronized (lock) {
-            return listener == null || closed ? null : listener.senderLoop();
-        }
+        return producer.senderLoopOrNull();
     }
 
     /**
@@ -649,14 +428,14 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     public FinishedRequests getFinished() {
         Set<String> sending = Set.of();
         Set<String> recving = Set.of();
-        KvSender s = sender;
+        KvSender s = producer.sender();
         Executor sl = senderLoopOrNull();
         if (!isKvConsumer && s != null && sl != null) {
-            sending = onLoop(sl, s::fetchFinishedSending, "fetch_finished_sending_reqs");
+            sending = loopCalls.onLoop(sl, s::fetchFinishedSending, "fetch_finished_sending_reqs");
         }
         KvReceiver r = receiver;
         if (!isKvProducer && r != null) {
-            recving = r.fetchFinishedRecving(); // a thread-safe queue: no wait for D's loops (issue 13)
+            recving = r.fetchFinishedRecving(); // a thread-safe queue: no wait for D's loops (the answer was recorded where it was read)
         }
         if (LOG.isDebugEnabled() && (!sending.isEmpty() || !recving.isEmpty())) {
             LOG.debug("Rank {}, get_finished: {} requests done sending and {} requests done recving", config.tpRank(),
@@ -700,39 +479,6 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
             } catch (RuntimeException | Error e) {
                 backgroundErrors.report("finished listener", e);
             }
-        }
-    }
-
-    /**
-     * Waits for a task posted to a loop, at most the loop-call timeout and never past the start of
-     * {@link #close()} (which may stop the loop with the task still queued).
-     *
-     * @throws RejectedExecutionException when closing began first
-     */
-    private <T> T awaitLoop(CompletableFuture<T> f) throws ExecutionException, TimeoutException,
-            InterruptedException {
-        CompletableFuture.anyOf(f, closing).get(loopCallTimeout.toMillis(), TimeUnit.MILLISECONDS);
-        if (!f.isDone()) {
-            throw new RejectedExecutionException("the Mooncake connector worker is closing");
-        }
-        return f.get();
-    }
-
-    private Set<String> onLoop(Executor loop, Supplier<Set<String>> task, String what) {
-        try {
-            return awaitLoop(CompletableFuture.supplyAsync(task, loop));
-        } catch (RejectedExecutionException e) {
-            return Set.of(); // closing
-        } catch (ExecutionException e) {
-            backgroundErrors.report(what, e.getCause());
-            return Set.of();
-        } catch (TimeoutException e) {
-            backgroundErrors.report(what, new IllegalStateException(what + " did not run within "
-                    + loopCallTimeout.toMillis() + " ms; is the loop blocked?", e));
-            return Set.of();
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            return Set.of();
         }
     }
 
@@ -800,9 +546,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
 
     /** {@return the port of the bootstrap server this worker launched, or -1 when it launched none} */
     public int bootstrapServerPort() {
-        synchronized (lock) {
-            return bootstrapServer == null ? -1 : bootstrapServer.port();
-        }
+        return producer.bootstrapServerPort();
     }
 
     /**
@@ -818,16 +562,12 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
 
     /** The bootstrap server this worker launched, if any (tests; embedders use its address). */
     Optional<MooncakeBootstrapServer> bootstrapServer() {
-        synchronized (lock) {
-            return Optional.ofNullable(bootstrapServer);
-        }
+        return producer.bootstrapServer();
     }
 
     /** The side-channel listener once started, else null (tests). */
     SenderListener listenerOrNull() {
-        synchronized (lock) {
-            return listener;
-        }
+        return producer.listenerOrNull();
     }
 
     /** The receive path once registered, else null (tests). */
@@ -837,7 +577,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
 
     /** The send path once registered, else null (tests; its state is the sender loop's). */
     KvSender senderOrNull() {
-        return sender;
+        return producer.sender();
     }
 
     /**
@@ -847,7 +587,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
      * @return a snapshot of the counters
      */
     public WorkerCounters counters() {
-        KvSender s = sender;
+        KvSender s = producer.sender();
         KvReceiver r = receiver;
         ListenerStats l = listenerStats();
         return new WorkerCounters(s == null ? 0 : s.limitRejections(), s == null ? 0 : s.errorReplies(),
@@ -858,53 +598,11 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
 
     /** Side-channel facts of the send and receive paths, for tests and diagnostics; waits on the loops. */
     WorkerDiagnostics diagnostics() {
-        int pending = -1;
-        int activePulls = -1;
-        long errorReplies = 0;
-        long placeholders = 0;
-        long limitRejections = 0;
-        long staleWaves = 0;
-        long queuedForShare = 0;
-        KvSender s = sender;
-        Executor sl = senderLoopOrNull();
-        if (s != null && sl != null) {
-            try {
-                int[] v = awaitLoop(CompletableFuture.supplyAsync(
-                        () -> new int[] {s.pendingTransfers(), s.activePulls()}, sl));
-                pending = v[0];
-                activePulls = v[1];
-            } catch (ExecutionException | TimeoutException | RejectedExecutionException e) {
-                LOG.debug("diagnostics: sender loop did not answer", e);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            }
-            errorReplies = s.errorReplies();
-            placeholders = s.placeholdersExpired();
-            limitRejections = s.limitRejections();
-            staleWaves = s.staleWaves();
-            queuedForShare = s.wavesQueuedForShare();
-        }
-        KvReceiver r = receiver;
-        long retries = r == null ? 0 : r.channels().handshakeRetries();
-        long connections = r == null ? 0 : r.channels().connectionsOpened();
-        long reconnects = r == null ? 0 : r.channels().handshakeReconnects();
-        int dealers = r == null ? 0 : r.channels().activePulls();
-        long reResolutions = 0;
-        if (r != null) {
-            try {
-                reResolutions = awaitLoop(CompletableFuture.supplyAsync(r::reResolutions, r.loop()));
-            } catch (ExecutionException | TimeoutException | RejectedExecutionException e) {
-                LOG.debug("diagnostics: receiver loop did not answer", e);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            }
-        }
-        return new WorkerDiagnostics(pending, activePulls, errorReplies, placeholders, dealers, connections, retries, reconnects,
-                backgroundErrors.count(), limitRejections, staleWaves, queuedForShare, reResolutions);
+        return WorkerDiagnostics.of(producer.sender(), senderLoopOrNull(), receiver, backgroundErrors, loopCalls);
     }
 
     /**
-     * Whether every background thread of this worker is alive and serving (issue 9): the side-channel
+     * Whether every background thread of this worker is alive and serving: the side-channel
      * listener and sender loop on P, the receiver loop and pull I/O thread on D. A thread that died
      * was logged once at ERROR and counted; one that was recreated leaves the worker healthy, one that
      * could not be makes it unhealthy with the reason.
@@ -913,40 +611,14 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
      * @return the health now: healthy or not, the problems, loop deaths and recoveries
      */
     public WorkerHealth health() {
-        WorkerHealth h = healthMonitor.snapshot();
-        List<String> extra = new java.util.ArrayList<>();
-        SenderListener l;
         KvReceiver r;
         boolean isClosed;
         synchronized (lock) {
-            l = listener;
             r = receiver;
             isClosed = closed;
         }
-        if (!isClosed) {
-            if (l != null && !l.alive()) {
-                extra.add("mooncake-p-listener-0 is not running");
-            }
-            if (l != null && l.senderLoop().isShutdown()) {
-                extra.add("mooncake-p-sender-0 is shut down");
-            }
-            if (r != null && !r.channels().alive()) {
-                extra.add("mooncake-d-io-0 is not running");
-            }
-            if (r != null && r.loop().isShutdown()) {
-                extra.add("mooncake-d-receiver-0 is shut down");
-            }
-        }
-        if (extra.isEmpty()) {
-            return h;
-        }
-        List<String> all = new java.util.ArrayList<>(h.problems());
-        for (String e : extra) {
-            if (!all.contains(e)) {
-                all.add(e);
-            }
-        }
-        return new WorkerHealth(false, all, h.loopDeaths(), h.loopRecoveries());
+        WorkerHealth h = healthMonitor.snapshot();
+        return isClosed ? h : ThreadLiveness.check(h, producer.listenerOrNull(), r);
     }
 
     /**
@@ -956,37 +628,19 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
      */
     @Override
     public void close() {
-        SenderListener l;
-        KvSender s;
         KvReceiver r;
-        MooncakeBootstrapServer b;
         synchronized (lock) {
             if (closed) {
                 return;
             }
             closed = true;
-            closing.complete(null);
-            l = listener;
-            s = sender;
+            loopCalls.closing();
             r = receiver;
-            b = bootstrapServer;
         }
         if (r != null) {
             r.close();
         }
-        if (l != null && s != null) {
-            // no write may still run once the ROUTER's port refuses D (see PullChannels)
-            SenderListener.quiesce(s, "the worker is closing", 10_000);
-        }
-        if (l != null) {
-            l.close();
-        }
-        if (s != null) {
-            s.close();
-        }
-        if (b != null) {
-            b.close();
-        }
+        producer.close();
     }
 
     /** Options of a {@link MooncakeConnectorWorker}. */

@@ -3,7 +3,7 @@ package io.mooncake4j.connector.worker;
 import java.util.Locale;
 
 /**
- * Bounds on what a side-channel peer can make a worker spend (issue 9). Immutable; see
+ * Bounds on what a side-channel peer can make a worker spend (a peer is not trusted). Immutable; see
  * {@code docs/reliability.md} ("Side channel") for how each default was sized.
  *
  * @param maxMetadataBytes     largest frame P's ROUTER accepts ({@code ZMQ_MAXMSGSIZE}); a peer that declares a
@@ -54,8 +54,14 @@ public record SideChannelLimits(long maxMetadataBytes, long maxResponseBytes, in
         }
     }
 
-    /** The transfer-pool share of one peer for a pool of {@code numWorkers} threads. */
-    int transfersPerPeer(int numWorkers) {
+    /**
+     * The transfer-pool share of one peer (a D worker): how many of P's transfer threads its writes may
+     * occupy at once.
+     *
+     * @param numWorkers the transfer pool's threads ({@code num_workers})
+     * @return {@code maxTransfersPerPeer} when set, else half the pool (at least 1), never above the pool
+     */
+    public int transfersPerPeer(int numWorkers) {
         int share = maxTransfersPerPeer > 0 ? maxTransfersPerPeer : Math.max(1, numWorkers / 2);
         return Math.min(share, numWorkers);
     }

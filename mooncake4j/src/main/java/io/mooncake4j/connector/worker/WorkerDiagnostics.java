@@ -1,5 +1,15 @@
 package io.mooncake4j.connector.worker;
 
+import io.mooncake4j.connector.worker.loop.BackgroundErrors;
+import io.mooncake4j.connector.worker.receive.KvReceiver;
+import io.mooncake4j.connector.worker.send.KvSender;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Executor;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.TimeoutException;
+import org.slf4j.LoggerFactory;
+
 /**
  * A snapshot of the worker's side-channel state, for tests and diagnostics. Immutable.
  *
@@ -17,8 +27,62 @@ package io.mooncake4j.connector.worker;
  *                             its last contact with D (no write after abandonment)
  * @param wavesQueuedForShare  waves that waited because their D already used its share of P's transfer pool
  * @param reResolutions        cached remote engines D dropped (lost connection, new bootstrap URL, missing rank)
+ * @param selfAimedRefusals    pulls (or writes) P refused because their destination is P's own engine
  */
 record WorkerDiagnostics(int pendingTransfers, int activeSends, long errorReplies, long placeholdersExpired,
         int activePulls, long dealerConnections, long handshakeRetries, long handshakeReconnects, long backgroundErrors,
-        long limitRejections, long staleWaves, long wavesQueuedForShare, long reResolutions) {
+        long limitRejections, long staleWaves, long wavesQueuedForShare, long reResolutions,
+        long selfAimedRefusals) {
+
+    /**
+     * Reads the counters of {@code s} and {@code r} (either may be null) and asks their loops for
+     * the state only they may read (the sender loop {@code sl}, the receiver loop), each within the
+     * loop-call timeout.
+     */
+    static WorkerDiagnostics of(KvSender s, Executor sl, KvReceiver r, BackgroundErrors backgroundErrors,
+            LoopCalls loopCalls) {
+        int pending = -1;
+        int activePulls = -1;
+        long errorReplies = 0;
+        long placeholders = 0;
+        long limitRejections = 0;
+        long staleWaves = 0;
+        long queuedForShare = 0;
+        long selfAimed = 0;
+        if (s != null && sl != null) {
+            try {
+                int[] v = loopCalls.await(CompletableFuture.supplyAsync(
+                        () -> new int[] {s.pendingTransfers(), s.activePulls()}, sl));
+                pending = v[0];
+                activePulls = v[1];
+            } catch (ExecutionException | TimeoutException | RejectedExecutionException e) {
+                LoggerFactory.getLogger(WorkerDiagnostics.class).debug("diagnostics: sender loop did not answer", e);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            errorReplies = s.errorReplies();
+            placeholders = s.placeholdersExpired();
+            limitRejections = s.limitRejections();
+            staleWaves = s.staleWaves();
+            queuedForShare = s.wavesQueuedForShare();
+            selfAimed = s.selfAimedRefusals();
+        }
+        long retries = r == null ? 0 : r.channels().handshakeRetries();
+        long connections = r == null ? 0 : r.channels().connectionsOpened();
+        long reconnects = r == null ? 0 : r.channels().handshakeReconnects();
+        int dealers = r == null ? 0 : r.channels().activePulls();
+        long reResolutions = 0;
+        if (r != null) {
+            try {
+                reResolutions = loopCalls.await(CompletableFuture.supplyAsync(r::reResolutions, r.loop()));
+            } catch (ExecutionException | TimeoutException | RejectedExecutionException e) {
+                LoggerFactory.getLogger(WorkerDiagnostics.class).debug("diagnostics: receiver loop did not answer", e);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
+        return new WorkerDiagnostics(pending, activePulls, errorReplies, placeholders, dealers, connections, retries,
+                reconnects, backgroundErrors.count(), limitRejections, staleWaves, queuedForShare, reResolutions,
+                selfAimed);
+    }
 }

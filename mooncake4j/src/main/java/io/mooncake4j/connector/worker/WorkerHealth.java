@@ -3,7 +3,7 @@ package io.mooncake4j.connector.worker;
 import java.util.List;
 
 /**
- * Whether the worker's background threads are all alive and serving, a snapshot (issue 9, "no silent
+ * Whether the worker's background threads are all alive and serving, a snapshot ("no silent
  * death"). Immutable; read it with {@link MooncakeConnectorWorker#health()}.
  *
  * @param healthy        false once a watched thread died and could not be recovered: the worker is deaf on some

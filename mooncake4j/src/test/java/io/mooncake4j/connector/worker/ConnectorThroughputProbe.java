@@ -3,6 +3,7 @@ package io.mooncake4j.connector.worker;
 import static io.mooncake4j.connector.worker.PdTestbed.addPull;
 
 import io.mooncake4j.connector.MooncakeConnectorMetadata;
+import io.mooncake4j.connector.worker.loop.WaveTrace;
 import io.mooncake4j.engine.TransferEngine;
 import io.mooncake4j.engine.TransferEngines;
 import io.mooncake4j.engine.testing.ScriptedTransferEngine;

@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
+import io.mooncake4j.connector.worker.receive.KvReceiver;
 import io.mooncake4j.engine.testing.EngineMethod;
 import io.mooncake4j.engine.testing.ScriptedTransferEngine;
 import java.time.Duration;

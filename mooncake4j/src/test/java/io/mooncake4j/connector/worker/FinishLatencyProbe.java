@@ -4,6 +4,7 @@ import static io.mooncake4j.connector.worker.PdTestbed.announce;
 import static io.mooncake4j.connector.worker.PdTestbed.finished;
 import static io.mooncake4j.connector.worker.PdTestbed.pull;
 
+import io.mooncake4j.connector.worker.loop.WaveTrace;
 import io.mooncake4j.engine.testing.EngineMethod;
 import io.mooncake4j.engine.testing.ScriptedTransferEngine;
 import java.time.Duration;

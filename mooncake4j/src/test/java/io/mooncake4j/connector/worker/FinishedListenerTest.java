@@ -8,9 +8,9 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
+import io.mooncake4j.connector.worker.receive.KvReceiver;
 import io.mooncake4j.engine.testing.EngineMethod;
 import io.mooncake4j.engine.testing.ScriptedTransferEngine;
-import org.slf4j.event.Level;
 import io.mooncake4j.testlog.LogCapture;
 import java.time.Duration;
 import java.util.LinkedHashSet;
@@ -21,6 +21,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.BooleanSupplier;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.slf4j.event.Level;
 
 /**
  * {@link MooncakeConnectorWorker#setFinishedListener}: the embedder is woken, without polling, by

@@ -11,6 +11,7 @@ import io.mooncake4j.connector.wire.MooncakeXferMetadata;
 import io.mooncake4j.connector.wire.MooncakeXferMetadataCodec;
 import io.mooncake4j.connector.wire.MooncakeXferResponse;
 import io.mooncake4j.connector.wire.MooncakeXferResponseCodec;
+import io.mooncake4j.connector.worker.receive.KvReceiver;
 import io.mooncake4j.engine.TransferEngine;
 import io.mooncake4j.engine.testing.ScriptedTransferEngine;
 import io.mooncake4j.memory.HostMemoryAllocator;

@@ -14,6 +14,7 @@ import io.mooncake4j.connector.MooncakeConnectorMetadata;
 import io.mooncake4j.connector.wire.MooncakeXferMetadata;
 import io.mooncake4j.connector.wire.MooncakeXferResponse;
 import io.mooncake4j.connector.wire.MooncakeXferResponseStatus;
+import io.mooncake4j.connector.worker.send.KvSender;
 import io.mooncake4j.engine.testing.EngineMethod;
 import java.time.Duration;
 import java.util.LinkedHashMap;

@@ -2,6 +2,8 @@ package io.mooncake4j.connector.worker;
 
 import static org.junit.jupiter.api.Assertions.assertFalse;
 
+import io.mooncake4j.connector.worker.loop.HealthMonitor;
+import io.mooncake4j.connector.worker.send.SenderListener;
 import io.mooncake4j.testlog.LogCapture;
 import java.time.Duration;
 import java.util.concurrent.TimeUnit;

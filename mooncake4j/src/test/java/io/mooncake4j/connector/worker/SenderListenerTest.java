@@ -15,6 +15,8 @@ import static org.junit.jupiter.api.Assertions.fail;
 import io.mooncake4j.connector.ConnectorException;
 import io.mooncake4j.connector.KvRole;
 import io.mooncake4j.connector.MooncakeConnectorConfig;
+import io.mooncake4j.connector.worker.send.ListenerStats;
+import io.mooncake4j.connector.worker.send.SideChannelHandler;
 import io.mooncake4j.engine.testing.ScriptedTransferEngine;
 import io.mooncake4j.memory.KvCacheConfig;
 import io.mooncake4j.memory.KvCacheGroup;

@@ -8,6 +8,7 @@ import io.mooncake4j.connector.KvRole;
 import io.mooncake4j.connector.wire.MooncakeXferMetadata;
 import io.mooncake4j.connector.wire.MooncakeXferResponse;
 import io.mooncake4j.connector.wire.MooncakeXferResponseStatus;
+import io.mooncake4j.connector.worker.send.KvSender;
 import java.time.Duration;
 import java.util.LinkedHashMap;
 import java.util.Map;

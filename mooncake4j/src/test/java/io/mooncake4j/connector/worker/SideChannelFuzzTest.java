@@ -13,6 +13,7 @@ import io.mooncake4j.connector.wire.MooncakeXferMetadata;
 import io.mooncake4j.connector.wire.MooncakeXferMetadataCodec;
 import io.mooncake4j.connector.wire.MooncakeXferResponse;
 import io.mooncake4j.connector.wire.MooncakeXferResponseStatus;
+import io.mooncake4j.connector.worker.send.ListenerStats;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -95,6 +96,8 @@ class SideChannelFuzzTest {
             assertEquals(sent, finishes + errors, "one final answer per message");
             ListenerStats ls = p.worker.listenerStats();
             assertEquals(sent, ls.messagesReceived());
+            assertEquals(sent, ls.answers().sent(), "the listener counted one final answer sent per message");
+            assertEquals(0, ls.answers().dropped());
             assertEquals(wrongFrames, ls.malformedMessages());
             assertEquals(0, ls.listenerErrors());
             assertEquals(0, ls.handlerErrors());

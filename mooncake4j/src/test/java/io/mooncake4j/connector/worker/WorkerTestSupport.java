@@ -14,12 +14,12 @@ import org.zeromq.ZContext;
 import org.zeromq.ZMQ;
 
 /** Shared inputs of the worker tests. */
-final class WorkerTestSupport {
+public final class WorkerTestSupport {
 
     private WorkerTestSupport() {}
 
     /** Waits (at most 20 s, polling every 2 ms) until {@code c} holds, else fails naming {@code what}. */
-    static void await(BooleanSupplier c, String what) {
+    public static void await(BooleanSupplier c, String what) {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
         while (!c.getAsBoolean()) {
             assertTrue(System.nanoTime() - deadline < 0, what + ": not within 20 s");
@@ -73,7 +73,7 @@ final class WorkerTestSupport {
      * OS-assigned loopback port and closed makes {@code ctx}'s I/O thread register its handles afresh.
      * Harmless when nothing is lost.
      */
-    static void nudgeIoThread(ZContext ctx) {
+    public static void nudgeIoThread(ZContext ctx) {
         try (ZMQ.Socket s = ctx.createSocket(SocketType.PAIR)) {
             s.setLinger(0);
             s.bindToRandomPort("tcp://127.0.0.1");

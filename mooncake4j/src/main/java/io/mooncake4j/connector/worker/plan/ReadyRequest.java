@@ -1,5 +1,7 @@
 package io.mooncake4j.connector.worker.plan;
 
+
+
 /**
  * One ready request of a wave as the planner sees it: D's request id, P's source block ids
  * per KV group ({@code SendBlockMeta.local_block_ids}) and D's destination block ids per group

@@ -1,4 +1,4 @@
-package io.mooncake4j.connector.worker;
+package io.mooncake4j.connector.worker.loop;
 
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
@@ -10,7 +10,7 @@ import org.slf4j.Logger;
  * routes an unexpected exception: counted always, logged at ERROR once per distinct
  * (place, type, message), later occurrences at DEBUG. Never rethrows, never drops. Thread-safe.
  */
-final class BackgroundErrors {
+public final class BackgroundErrors {
 
     private static final int MAX_DISTINCT = 1024;
 
@@ -18,11 +18,11 @@ final class BackgroundErrors {
     private final LongAdder count = new LongAdder();
     private final Map<String, Boolean> seen = new ConcurrentHashMap<>();
 
-    BackgroundErrors(Logger log) {
+    public BackgroundErrors(Logger log) {
         this.log = log;
     }
 
-    void report(String where, Throwable e) {
+    public void report(String where, Throwable e) {
         count.increment();
         String key = where + ':' + e.getClass().getName() + ':' + e.getMessage();
         if (seen.size() < MAX_DISTINCT && seen.putIfAbsent(key, Boolean.TRUE) == null) {
@@ -33,7 +33,7 @@ final class BackgroundErrors {
     }
 
     /** Wraps {@code task} so that anything it throws is reported here. */
-    Runnable guarded(String where, Runnable task) {
+    public Runnable guarded(String where, Runnable task) {
         return () -> {
             try {
                 task.run();
@@ -43,7 +43,7 @@ final class BackgroundErrors {
         };
     }
 
-    long count() {
+    public long count() {
         return count.sum();
     }
 }

@@ -1,12 +1,16 @@
-package io.mooncake4j.connector.worker;
+package io.mooncake4j.connector.worker.send;
 
+import static io.mooncake4j.connector.worker.WorkerTestSupport.await;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
-import static io.mooncake4j.connector.worker.WorkerTestSupport.await;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.mooncake4j.connector.worker.SideChannelLimits;
+import io.mooncake4j.connector.worker.WorkerTestSupport;
+import io.mooncake4j.connector.worker.loop.HealthMonitor;
+import io.mooncake4j.connector.worker.receive.PullChannels;
 import io.mooncake4j.fuzz.ZmtpPeer;
 import io.mooncake4j.internal.zmtp.Zmtp;
 import java.nio.ByteBuffer;
@@ -32,10 +36,11 @@ import org.zeromq.ZMonitor;
  * against hand-written hostile ZMTP peers: routing by identity, the identity rules, every bound
  * (handshake timeout, connection cap, frame and message limits) and the watchdog.
  */
-@Timeout(value = 60, unit = TimeUnit.SECONDS)
+@Timeout(value = 180, unit = TimeUnit.SECONDS)
 class SenderListenerRouterTest {
 
-    private static final Duration READ = Duration.ofSeconds(10);
+    /** Bounds a read that waits for an event (a frame, a close) when the event never comes: never the test's pace. */
+    private static final Duration READ = Duration.ofSeconds(30);
 
     /** What the handler saw: identity and frames of each message. */
     private final ConcurrentLinkedQueue<byte[]> identities = new ConcurrentLinkedQueue<>();
@@ -198,6 +203,9 @@ class SenderListenerRouterTest {
         byte[] id = "same".getBytes(StandardCharsets.US_ASCII);
         ZmtpPeer first = raw(port(l));
         handshake(first, id);
+        // P's READY goes out at accept, before P has read ours: reading it does not mean that the first
+        // connection holds the identity yet. Both READYs can reach one selector pass, in either order.
+        await(() -> l.handshakes() == 1, "the first connection's READY accepted");
         ZmtpPeer second = raw(port(l));
         second.write(ZmtpPeer.greeting());
         second.readGreeting();

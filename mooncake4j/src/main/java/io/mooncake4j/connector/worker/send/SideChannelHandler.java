@@ -1,4 +1,4 @@
-package io.mooncake4j.connector.worker;
+package io.mooncake4j.connector.worker.send;
 
 import java.util.List;
 import org.slf4j.Logger;
@@ -15,7 +15,7 @@ import org.slf4j.LoggerFactory;
  * here is counted and logged once per distinct error; it never stops the listener.
  */
 @FunctionalInterface
-interface SideChannelHandler {
+public interface SideChannelHandler {
 
     /**
      * @param identity the ROUTER identity of the peer (frame 0)

@@ -1,23 +1,23 @@
-package io.mooncake4j.connector.worker;
+package io.mooncake4j.connector.worker.loop;
 
 import java.util.concurrent.atomic.AtomicLongArray;
 
 /**
  * Timestamps of one pull's way through both workers, for the per-wave breakdown in
- * {@code docs/performance.md} (issue 13). Off unless the JVM runs with
+ * {@code docs/performance.md}. Off unless the JVM runs with
  * {@code -Dmooncake4j.waveTrace=true}; then each point keeps the {@link System#nanoTime()} of its
  * latest pass (one JVM-wide slot per point, so it is only meaningful for one pull at a time in one
  * process, as the benchmarks run it). Off, {@link #mark} is a constant-folded branch.
  *
  * <p>Thread-safe: any thread marks, any thread reads.
  */
-final class WaveTrace {
+public final class WaveTrace {
 
     /** Whether tracing is on (read once, at class initialisation). */
-    static final boolean ON = Boolean.getBoolean("mooncake4j.waveTrace");
+    public static final boolean ON = Boolean.getBoolean("mooncake4j.waveTrace");
 
     /** The points, in the order a pull passes them. */
-    enum Point {
+    public enum Point {
         /** D: the receiver loop starts the step's pulls ({@code mooncake-d-receiver-0}). */
         D_LOAD_START,
         /** D: the pull's metadata encoded and handed to the I/O thread (receiver loop). */
@@ -51,14 +51,14 @@ final class WaveTrace {
     private WaveTrace() {
     }
 
-    static void mark(Point p) {
+    public static void mark(Point p) {
         if (ON) {
             LAST.set(p.ordinal(), System.nanoTime());
         }
     }
 
     /** The latest pass of {@code p} ({@link System#nanoTime()}), 0 if none. */
-    static long last(Point p) {
+    public static long last(Point p) {
         return LAST.get(p.ordinal());
     }
 }

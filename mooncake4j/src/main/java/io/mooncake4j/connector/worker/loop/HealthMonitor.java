@@ -1,5 +1,6 @@
-package io.mooncake4j.connector.worker;
+package io.mooncake4j.connector.worker.loop;
 
+import io.mooncake4j.connector.worker.WorkerHealth;
 import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
@@ -13,7 +14,7 @@ import org.slf4j.LoggerFactory;
  * logged once at ERROR and counted; one that is not recovered turns the worker unhealthy
  * ({@link WorkerHealth}). Thread-safe.
  */
-final class HealthMonitor {
+public final class HealthMonitor {
 
     private static final Logger LOG = LoggerFactory.getLogger(HealthMonitor.class);
     private static final int MAX_PROBLEMS = 64;
@@ -24,7 +25,7 @@ final class HealthMonitor {
     private final Set<String> exhaustedComponents = new HashSet<>(); // guarded by this
 
     /** A watched thread died; {@code recovering} says whether its owner is about to rebuild it. */
-    void died(String component, Throwable cause, boolean recovering) {
+    public void died(String component, Throwable cause, boolean recovering) {
         deaths.increment();
         String line = component + " died: " + cause;
         if (recovering) {
@@ -41,13 +42,13 @@ final class HealthMonitor {
     }
 
     /** The component of an earlier {@link #died} serves again. */
-    void recovered(String component) {
+    public void recovered(String component) {
         recoveries.increment();
         LOG.warn("Mooncake {} recovered and serves again", component);
     }
 
     /** A recovery that was attempted did not succeed. */
-    void recoveryFailed(String component, Throwable cause) {
+    public void recoveryFailed(String component, Throwable cause) {
         LOG.error("Mooncake {} could not be recovered: {}; restart the worker", component, cause.toString(), cause);
         synchronized (this) {
             if (problems.size() < MAX_PROBLEMS) {
@@ -60,7 +61,7 @@ final class HealthMonitor {
      * A bounded resource of {@code component} ran out (a leak or an overload, not a thread death):
      * logged at ERROR the first time for that component, and the worker turns unhealthy.
      */
-    void exhausted(String component, String detail, Throwable cause) {
+    public void exhausted(String component, String detail, Throwable cause) {
         String line = component + " exhausted: " + detail;
         synchronized (this) {
             if (!exhaustedComponents.add(component)) {
@@ -73,7 +74,7 @@ final class HealthMonitor {
         LOG.error("Mooncake {}; restart the worker if it persists", line, cause);
     }
 
-    WorkerHealth snapshot() {
+    public WorkerHealth snapshot() {
         List<String> p;
         synchronized (this) {
             p = List.copyOf(problems);

@@ -1,13 +1,15 @@
-package io.mooncake4j.connector.worker;
+package io.mooncake4j.connector.worker.send;
 
+import io.mooncake4j.connector.worker.SideChannelLimits;
+import io.mooncake4j.connector.worker.loop.HealthMonitor;
+import io.mooncake4j.connector.worker.loop.SelectorLoop;
+import io.mooncake4j.connector.worker.loop.WaveTrace;
 import io.mooncake4j.internal.zmtp.ZmtpConnection;
 import io.mooncake4j.internal.zmtp.ZmtpException;
 import io.mooncake4j.internal.zmtp.ZmtpLimits;
 import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.net.StandardSocketOptions;
-import java.nio.ByteBuffer;
-import java.nio.channels.ClosedChannelException;
 import java.nio.channels.Pipe;
 import java.nio.channels.SelectionKey;
 import java.nio.channels.Selector;
@@ -17,7 +19,6 @@ import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
-import java.util.Iterator;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
@@ -25,12 +26,10 @@ import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedQueue;
-import java.util.concurrent.ExecutionException;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
@@ -43,7 +42,7 @@ import org.slf4j.LoggerFactory;
 /**
  * The producer's side channel (vLLM's {@code _mooncake_sender_listener} plus the sender loop) on our own
  * ZMTP 3.1 ({@code io.mooncake4j.internal.zmtp}): a ROUTER served by {@code mooncake-p-listener-0} itself,
- * with no I/O thread in between (issue 13: JeroMQ, which it used to run on, cost a thread wake-up per
+ * with no I/O thread in between (JeroMQ, which it used to run on, cost a thread wake-up per
  * hand-off and spun the I/O thread it had just signalled).
  *
  * <p>Threads: {@code mooncake-p-listener-0} owns the selector, the listening channel and every
@@ -69,14 +68,14 @@ import org.slf4j.LoggerFactory;
  * above it the listener stops reading (no OP_READ: TCP pushes back on the peers) until the handler
  * task that brings the backlog under the budget wakes it. Each connection's out-queue is bounded
  * ({@link ZmtpLimits}). An {@link Error} escaping the loop is reported to the {@link HealthMonitor}; the
- * pulls are quiesced ({@link #quiesce}) and the listener listens again on the same port.
+ * pulls are quiesced ({@link Quiesce#await}) and the listener listens again on the same port.
  */
-final class SenderListener implements AutoCloseable {
+public final class SenderListener implements AutoCloseable {
 
     private static final Logger LOG = LoggerFactory.getLogger(SenderListener.class);
 
     /** Poll bound, so a lost wake-up can never delay shutdown by more than this. */
-    static final long POLL_MS = 100;
+    public static final long POLL_MS = 100;
     /** How long a reset or close waits for running writes before it closes the port anyway. */
     static final long QUIESCE_MS = 30_000;
 
@@ -92,50 +91,15 @@ final class SenderListener implements AutoCloseable {
      */
     static final long IDLE_EVICT_MS = 10_000;
     private static final int ACCEPT_BATCH = 64;
-    private static final int READ_BUFFER = 64 * 1024;
     private static final long JOIN_MS = 5_000;
     private static final long REBIND_MS = 10_000;
     private static final int MAX_DISTINCT_ERRORS = 1024;
 
-    private record Reply(byte[] identity, byte[] payload) {}
+    /** A reply to a message that arrived on {@code origin}; {@code last}: the message's final answer. */
+    private record Reply(Peer origin, byte[] payload, boolean last) {}
 
-    /** What the ROUTER's owner must do before the ROUTER's port closes (implemented by {@link KvSender}). */
-    interface Quiesce {
-        /** Ends every pull being served: none of their waves starts after this completes. */
-        CompletableFuture<Void> abandonAllPulls(String reason);
-
-        /** No write of an ended pull is still running. */
-        boolean writesIdle();
-    }
-
-    /**
-     * Ends every pull and waits (at most {@code waitMs}) for their running writes, so that the port
-     * closes only when no write can still land in a D's blocks (D fails a pull at once when the port
-     * refuses it after a disconnect; see {@link PullChannels}). Returns whether it got there.
-     */
-    static boolean quiesce(Quiesce q, String reason, long waitMs) {
-        if (q == null) {
-            return true;
-        }
-        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(waitMs);
-        try {
-            q.abandonAllPulls(reason).get(waitMs, TimeUnit.MILLISECONDS);
-        } catch (ExecutionException | TimeoutException | RejectedExecutionException e) {
-            LOG.error("could not abandon the side-channel pulls before closing the ROUTER: {}", e.toString());
-            return false;
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            return false;
-        }
-        while (!q.writesIdle()) {
-            if (System.nanoTime() - deadline > 0) {
-                LOG.error("a write of an abandoned pull still runs after {} ms; closing the ROUTER anyway", waitMs);
-                return false;
-            }
-            LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(5)); // bounded wait for the transfer pool
-        }
-        return true;
-    }
+    /** Why a peer's connection ended: what its unsent final answers are counted as. */
+    private enum Gone { PEER, PROTOCOL, CLOSING }
 
     /** An identity as a map key. */
     private record Key(byte[] id) {
@@ -164,6 +128,7 @@ final class SenderListener implements AutoCloseable {
         boolean closed;
         long lastActive; // a read or a reply sent, System.nanoTime()
         boolean owed; // a message completed after the last reply sent to it
+        Gone gone = Gone.PEER; // why it was closed, once closed
 
         Peer(ZmtpConnection conn, long handshakeDeadline) {
             this.conn = conn;
@@ -184,21 +149,17 @@ final class SenderListener implements AutoCloseable {
     private final long handshakeNanos;
     private final long idleEvictNanos;
     private final int maxConnections;
-    private volatile Error injectedFault;
-    private final Pipe wakePipe;
-    private final ByteBuffer wakeDrain = ByteBuffer.allocate(64);
-    private final ByteBuffer readBuffer = ByteBuffer.allocateDirect(READ_BUFFER); // listener thread only
-    private final Thread thread;
+    private final SelectorLoop loop;
     private final ScheduledExecutorService senderLoop;
     private final AtomicReference<Thread> senderThread = new AtomicReference<>();
     private final CompletableFuture<Integer> ready = new CompletableFuture<>();
     private final ConcurrentLinkedQueue<Reply> replies = new ConcurrentLinkedQueue<>();
-    private final AtomicBoolean wakePending = new AtomicBoolean();
-    private volatile boolean running = true;
     private final AtomicBoolean closed = new AtomicBoolean();
     private final Map<String, Boolean> reportedErrors = new ConcurrentHashMap<>();
 
     // listener thread only
+    private ServerSocketChannel server;
+    private int port;
     private final Map<Key, Peer> byIdentity = new HashMap<>();
     private final List<Peer> peers = new ArrayList<>();
     private final ArrayDeque<Peer> handshaking = new ArrayDeque<>();
@@ -214,23 +175,28 @@ final class SenderListener implements AutoCloseable {
     private final LongAdder backlogPauses = new LongAdder();
     private final LongAdder backlogWakeUps = new LongAdder();
     private final LongAdder peersDropped = new LongAdder();
+    private final LongAdder answersSent = new LongAdder();
+    private final LongAdder answersDroppedProtocol = new LongAdder();
+    private final LongAdder answersDroppedPeerGone = new LongAdder();
+    private final LongAdder answersDroppedQueueFull = new LongAdder();
+    private final LongAdder answersDroppedClosing = new LongAdder();
     private final LongAdder handshakes = new LongAdder();
     private volatile int connectionCount;
 
-    SenderListener(String hostname, Supplier<SideChannelHandler> handler, SideChannelLimits limits,
+    public SenderListener(String hostname, Supplier<SideChannelHandler> handler, SideChannelLimits limits,
             HealthMonitor health, Supplier<? extends Quiesce> quiesce, long pollMs) throws IOException {
         this(hostname, handler, limits, health, quiesce, pollMs, HANDSHAKE_MS, MAX_CONNECTIONS);
     }
 
     /** As above, with the handshake timeout and the connection cap (tests). */
-    SenderListener(String hostname, Supplier<SideChannelHandler> handler, SideChannelLimits limits,
+    public SenderListener(String hostname, Supplier<SideChannelHandler> handler, SideChannelLimits limits,
             HealthMonitor health, Supplier<? extends Quiesce> quiesce, long pollMs, long handshakeMs,
             int maxConnections) throws IOException {
         this(hostname, handler, limits, health, quiesce, pollMs, handshakeMs, maxConnections, IDLE_EVICT_MS);
     }
 
     /** As above, with how long a peer must be idle to give its slot up at the cap (tests). */
-    SenderListener(String hostname, Supplier<SideChannelHandler> handler, SideChannelLimits limits,
+    public SenderListener(String hostname, Supplier<SideChannelHandler> handler, SideChannelLimits limits,
             HealthMonitor health, Supplier<? extends Quiesce> quiesce, long pollMs, long handshakeMs,
             int maxConnections, long idleEvictMs) throws IOException {
         if (idleEvictMs < 0) {
@@ -252,41 +218,36 @@ final class SenderListener implements AutoCloseable {
         this.health = Objects.requireNonNull(health, "health");
         this.zmtpLimits = ZmtpLimits.of(Math.min(limits.maxMetadataBytes(), Integer.MAX_VALUE - 64L));
         this.backlogBudget = Math.max(4 * limits.maxMetadataBytes(), 1L << 20);
-        this.wakePipe = Pipe.open();
-        try {
-            wakePipe.sink().configureBlocking(false);
-            wakePipe.source().configureBlocking(false);
-        } catch (IOException e) {
-            closePipe();
-            throw e;
-        }
-        ScheduledThreadPoolExecutor loop = new ScheduledThreadPoolExecutor(1, r -> {
+        this.loop = new SelectorLoop("mooncake-p-listener-0", new RouterLoop());
+        ScheduledThreadPoolExecutor sender = new ScheduledThreadPoolExecutor(1, r -> {
             Thread t = new Thread(r, "mooncake-p-sender-0");
             t.setDaemon(true);
             senderThread.set(t);
             return t;
         });
-        loop.setRemoveOnCancelPolicy(true);
-        loop.setExecuteExistingDelayedTasksAfterShutdownPolicy(false);
-        loop.setContinueExistingPeriodicTasksAfterShutdownPolicy(false);
-        loop.prestartAllCoreThreads();
-        this.senderLoop = loop;
-        this.thread = new Thread(this::run, "mooncake-p-listener-0");
-        thread.setDaemon(true);
-        thread.start();
+        sender.setRemoveOnCancelPolicy(true);
+        sender.setExecuteExistingDelayedTasksAfterShutdownPolicy(false);
+        sender.setContinueExistingPeriodicTasksAfterShutdownPolicy(false);
+        sender.prestartAllCoreThreads();
+        this.senderLoop = sender;
+        this.loop.start();
     }
 
-    CompletableFuture<Integer> ready() {
+    public CompletableFuture<Integer> ready() {
         return ready;
     }
 
-    ScheduledExecutorService senderLoop() {
+    public ScheduledExecutorService senderLoop() {
         return senderLoop;
     }
 
-    ListenerStats stats() {
+    public ListenerStats stats() {
+        // the answers before the messages: a snapshot taken while messages arrive never shows more
+        // answers than messages
+        ListenerStats.Answers answers = new ListenerStats.Answers(answersSent.sum(), answersDroppedProtocol.sum(),
+                answersDroppedPeerGone.sum(), answersDroppedQueueFull.sum(), answersDroppedClosing.sum());
         return new ListenerStats(received.sum(), malformed.sum(), handlerErrors.sum(), repliesSent.sum(),
-                repliesDropped.sum(), listenerErrors.sum(), backlogPauses.sum(), peersDropped.sum());
+                repliesDropped.sum(), listenerErrors.sum(), backlogPauses.sum(), peersDropped.sum(), answers);
     }
 
     /** Peers whose READY was accepted, so far (tests). */
@@ -299,16 +260,15 @@ final class SenderListener implements AutoCloseable {
         return connectionCount;
     }
 
-    boolean alive() {
-        return thread.isAlive();
+    public boolean alive() {
+        return loop.alive();
     }
 
-    void injectFault(Error fault) {
-        injectedFault = fault;
-        wake();
+    public void injectFault(Error fault) {
+        loop.injectFault(fault);
     }
 
-    long backlogWakeUps() {
+    public long backlogWakeUps() {
         return backlogWakeUps.sum();
     }
 
@@ -325,49 +285,85 @@ final class SenderListener implements AutoCloseable {
         }
     }
 
-    private void run() {
-        ServerSocketChannel server = null;
-        int port;
-        try {
-            server = bind(0);
-            port = ((InetSocketAddress) server.getLocalAddress()).getPort();
-        } catch (IOException | RuntimeException | Error e) {
-            LOG.debug("Mooncake sender listener failed to start on {}", hostname, e);
-            ready.completeExceptionally(e);
-            closeQuietly(server);
-            return;
-        }
-        LOG.debug("Mooncake sender starting listening on path: tcp://{}:{} (builtin ZMTP)", hostname, port);
-        ready.complete(port);
-        try {
-            while (running) {
-                try {
-                    serve(server);
-                } catch (RuntimeException | Error | IOException e) {
-                    if (!running) {
-                        break;
-                    }
-                    health.died(thread.getName() + " (side-channel ROUTER on " + hostname + ":" + port + ")", e,
-                            true);
-                    // the peers' identities die with their connections: end their pulls first, and close
-                    // the port only once no write of theirs runs
-                    quiesce(quiesce.get(), "the side-channel ROUTER is being recreated",
-                            QUIESCE_MS);
-                    closeAllPeers();
-                    closeQuietly(server);
-                    server = rebind(port);
-                    if (server == null) {
-                        return;
-                    }
-                    health.recovered(thread.getName());
-                }
+    /** The ROUTER's part of the shared selector loop (all on {@code mooncake-p-listener-0}). */
+    private final class RouterLoop implements SelectorLoop.Owner {
+        @Override
+        public boolean start() {
+            try {
+                server = bind(0);
+                port = ((InetSocketAddress) server.getLocalAddress()).getPort();
+            } catch (IOException | RuntimeException | Error e) {
+                LOG.debug("Mooncake sender listener failed to start on {}", hostname, e);
+                ready.completeExceptionally(e);
+                closeQuietly(server);
+                server = null;
+                return false;
             }
-        } finally {
+            LOG.debug("Mooncake sender starting listening on path: tcp://{}:{} (builtin ZMTP)", hostname, port);
+            ready.complete(port);
+            return true;
+        }
+
+        @Override
+        public void register(Selector selector) throws IOException {
+            server.register(selector, SelectionKey.OP_ACCEPT);
+        }
+
+        @Override
+        public long selectTimeoutMs() {
+            return SenderListener.this.selectTimeoutMs();
+        }
+
+        @Override
+        public void ready(SelectionKey k) {
+            if (k.channel() == server) {
+                try {
+                    accept(server, k.selector());
+                } catch (IOException e) {
+                    error(e);
+                }
+            } else if (k.attachment() instanceof Peer p) {
+                service(p, k);
+            }
+        }
+
+        @Override
+        public void afterSelect() {
+            sendReplies();
+            resumeIfDrained();
+            expireHandshakes();
+        }
+
+        @Override
+        public void error(Throwable e) {
+            listenerErrors.increment();
+            reportOnce("listener", e);
+        }
+
+        @Override
+        public boolean recover(Throwable cause) {
+            String what = loop.threadName() + " (side-channel ROUTER on " + hostname + ":" + port + ")";
+            health.died(what, cause, true);
+            // the peers' identities die with their connections: end their pulls first, and close the port
+            // only once no write of theirs runs
+            Quiesce.await(quiesce.get(), "the side-channel ROUTER is being recreated", QUIESCE_MS);
+            closeAllPeers();
+            closeQuietly(server);
+            server = rebind(port);
+            if (server == null) {
+                return false;
+            }
+            health.recovered(loop.threadName());
+            return true;
+        }
+
+        @Override
+        public void stopped() {
             closeAllPeers();
             closeQuietly(server);
             Reply r;
             while ((r = replies.poll()) != null) {
-                repliesDropped.increment();
+                dropped(r.last, answersDroppedClosing);
                 LOG.trace("dropping reply of {} bytes: listener stopped", r.payload.length);
             }
         }
@@ -376,58 +372,20 @@ final class SenderListener implements AutoCloseable {
     private ServerSocketChannel rebind(int port) {
         long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(REBIND_MS);
         IOException last = null;
-        while (running) {
+        while (loop.running()) {
             try {
                 return bind(port);
             } catch (IOException e) {
                 last = e;
             }
             if (System.nanoTime() - deadline > 0) {
-                health.recoveryFailed(thread.getName() + " (side-channel ROUTER on " + hostname + ":" + port + ")",
+                health.recoveryFailed(loop.threadName() + " (side-channel ROUTER on " + hostname + ":" + port + ")",
                         last);
                 return null;
             }
             LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(20)); // bounded retry while the port frees
         }
         return null;
-    }
-
-    /** The loop over one listening channel; returns when stopping, throws what it cannot handle itself. */
-    private void serve(ServerSocketChannel server) throws IOException {
-        try (Selector selector = Selector.open()) {
-            server.register(selector, SelectionKey.OP_ACCEPT);
-            wakePipe.source().register(selector, SelectionKey.OP_READ);
-            while (running) {
-                Error fault = injectedFault;
-                if (fault != null) {
-                    injectedFault = null;
-                    throw fault;
-                }
-                try {
-                    selector.select(selectTimeoutMs());
-                    Iterator<SelectionKey> it = selector.selectedKeys().iterator();
-                    while (it.hasNext()) {
-                        SelectionKey k = it.next();
-                        it.remove();
-                        if (!k.isValid()) {
-                            continue;
-                        }
-                        if (k.channel() == server) {
-                            accept(server, selector);
-                        } else if (k.attachment() instanceof Peer p) {
-                            service(p, k);
-                        }
-                    }
-                    drainWakePipe();
-                    sendReplies();
-                    resumeIfDrained();
-                    expireHandshakes();
-                } catch (IOException | RuntimeException e) {
-                    listenerErrors.increment();
-                    reportOnce("listener", e);
-                }
-            }
-        }
     }
 
     private long selectTimeoutMs() {
@@ -537,7 +495,7 @@ final class SenderListener implements AutoCloseable {
                 p.conn.flush();
             }
             if (k.isReadable() && reads(p)) {
-                int n = p.conn.read(readBuffer);
+                int n = p.conn.read(loop.readBuffer());
                 if (n < 0) {
                     drop(p, null, false);
                     return;
@@ -576,6 +534,9 @@ final class SenderListener implements AutoCloseable {
             return;
         }
         p.closed = true;
+        if (protocol) {
+            p.gone = Gone.PROTOCOL;
+        }
         if (reason != null) {
             peersDropped.increment();
             if (protocol) {
@@ -627,7 +588,7 @@ final class SenderListener implements AutoCloseable {
                 LOG.debug("Malformed side-channel message: {} frame(s) after the identity, expected 1", frames.size());
             }
         }
-        dispatch(p.identity, List.copyOf(frames));
+        dispatch(p, List.copyOf(frames));
         if (backlogBytes.get() > backlogBudget && !readingPaused && pauseOnBacklog()) {
             backlogPauses.increment();
             readingPaused = true; // the sender loop is behind: no OP_READ until it catches up (TCP pushes back)
@@ -661,7 +622,7 @@ final class SenderListener implements AutoCloseable {
 
     private void readPending(Peer p) {
         try {
-            p.conn.read(readBuffer);
+            p.conn.read(loop.readBuffer());
         } catch (ZmtpException e) {
             drop(p, e.getMessage(), true);
         } catch (IOException e) {
@@ -672,12 +633,23 @@ final class SenderListener implements AutoCloseable {
     private void backlogLowered(long now) {
         if (now <= backlogBudget && backlogPaused.get() && backlogPaused.compareAndSet(true, false)) {
             backlogWakeUps.increment();
-            wake();
+            loop.wake();
         }
     }
 
-    private void dispatch(byte[] identity, List<byte[]> frames) {
-        ReplySink sink = payload -> reply(identity, payload);
+    private void dispatch(Peer origin, List<byte[]> frames) {
+        byte[] identity = origin.identity;
+        ReplySink sink = new ReplySink() {
+            @Override
+            public boolean send(byte[] payload) {
+                return reply(origin, payload, true);
+            }
+
+            @Override
+            public boolean sendContinue(byte[] payload) {
+                return reply(origin, payload, false);
+            }
+        };
         long bytes = identity.length;
         for (byte[] f : frames) {
             bytes += f.length;
@@ -697,18 +669,19 @@ final class SenderListener implements AutoCloseable {
             });
         } catch (RejectedExecutionException e) {
             backlogBytes.addAndGet(-held);
+            answersDroppedClosing.increment(); // never handled: no answer will come
             LOG.debug("sender loop stopped; dropping a side-channel message");
         }
     }
 
-    private boolean reply(byte[] identity, byte[] payload) {
+    private boolean reply(Peer origin, byte[] payload, boolean last) {
         Objects.requireNonNull(payload, "payload");
-        if (!running) {
-            repliesDropped.increment();
+        if (!loop.running()) {
+            dropped(last, answersDroppedClosing);
             return false;
         }
-        replies.add(new Reply(identity, payload));
-        wake();
+        replies.add(new Reply(origin, payload, last));
+        loop.wake();
         return true;
     }
 
@@ -716,16 +689,26 @@ final class SenderListener implements AutoCloseable {
         Reply r;
         while ((r = replies.poll()) != null) {
             WaveTrace.mark(WaveTrace.Point.P_REPLY_SENT);
-            Peer p = byIdentity.get(new Key(r.identity));
-            boolean ok = p != null && !p.closed && p.conn.send(r.payload);
-            if (LOG.isTraceEnabled()) {
-                LOG.trace("side-channel reply of {} bytes: {}", r.payload.length, ok ? "sent" : "dropped");
+            // its own connection, else the one that took its identity over (a peer that reconnected)
+            Peer p = r.origin.closed ? byIdentity.get(new Key(r.origin.identity)) : r.origin;
+            if (p == null || p.closed) {
+                dropped(r.last, switch (r.origin.gone) {
+                    case PROTOCOL -> answersDroppedProtocol;
+                    case CLOSING -> answersDroppedClosing;
+                    case PEER -> answersDroppedPeerGone;
+                });
+                LOG.trace("side-channel reply of {} bytes dropped: its peer is gone", r.payload.length);
+                continue;
             }
-            if (!ok) {
-                repliesDropped.increment();
+            if (!p.conn.send(r.payload)) {
+                dropped(r.last, answersDroppedQueueFull);
+                LOG.trace("side-channel reply of {} bytes dropped: the peer's out-queue is full", r.payload.length);
                 continue;
             }
             repliesSent.increment();
+            if (r.last) {
+                answersSent.increment();
+            }
             p.owed = false;
             p.lastActive = System.nanoTime();
             try {
@@ -737,38 +720,17 @@ final class SenderListener implements AutoCloseable {
         }
     }
 
-    private void drainWakePipe() {
-        wakePending.set(false); // before draining replies: a later waker writes again
-        ByteBuffer buf = wakeDrain;
-        buf.clear();
-        try {
-            while (wakePipe.source().read(buf) > 0) {
-                buf.clear();
-            }
-        } catch (IOException e) {
-            listenerErrors.increment();
-            reportOnce("listener", new IllegalStateException("reading the wake-up pipe failed", e));
-        }
-    }
-
-    private void wake() {
-        if (wakePending.compareAndSet(false, true)) {
-            try {
-                wakePipe.sink().write(ByteBuffer.wrap(new byte[] {1}));
-            } catch (ClosedChannelException e) {
-                if (!closed.get()) {
-                    reportOnce("wake-up", e);
-                } else {
-                    LOG.debug("wake-up after close: the listener has stopped");
-                }
-            } catch (IOException e) {
-                reportOnce("wake-up", e); // the bounded poll still picks the work up
-            }
+    /** A reply was dropped; a final answer also counts under {@code reason}. */
+    private void dropped(boolean last, LongAdder reason) {
+        repliesDropped.increment();
+        if (last) {
+            reason.increment();
         }
     }
 
     private void closeAllPeers() {
         for (Peer p : List.copyOf(peers)) {
+            p.gone = Gone.CLOSING; // the listener stops or is recreated: not the peer's doing
             drop(p, null, false);
         }
         handshaking.clear();
@@ -802,9 +764,7 @@ final class SenderListener implements AutoCloseable {
         if (!closed.compareAndSet(false, true)) {
             return;
         }
-        running = false;
-        wake();
-        boolean listenerStopped = join(thread);
+        boolean listenerStopped = loop.stop(JOIN_MS);
         senderLoop.shutdown();
         try {
             if (!senderLoop.awaitTermination(JOIN_MS, TimeUnit.MILLISECONDS)) {
@@ -820,9 +780,8 @@ final class SenderListener implements AutoCloseable {
             senderLoop.shutdownNow();
             Thread.currentThread().interrupt();
         }
-        closePipe();
         if (!listenerStopped) {
-            LOG.error("{} did not stop within {} ms", thread.getName(), JOIN_MS);
+            LOG.error("{} did not stop within {} ms", loop.threadName(), JOIN_MS);
         }
     }
 
@@ -836,10 +795,5 @@ final class SenderListener implements AutoCloseable {
             Thread.currentThread().interrupt();
         }
         return !t.isAlive();
-    }
-
-    private void closePipe() {
-        closeQuietly(wakePipe.sink());
-        closeQuietly(wakePipe.source());
     }
 }

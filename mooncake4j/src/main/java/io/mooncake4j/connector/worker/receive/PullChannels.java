@@ -1,8 +1,13 @@
-package io.mooncake4j.connector.worker;
+package io.mooncake4j.connector.worker.receive;
 
 import io.mooncake4j.connector.wire.MooncakeXferResponse;
 import io.mooncake4j.connector.wire.MooncakeXferResponseCodec;
 import io.mooncake4j.connector.wire.MooncakeXferResponseStatus;
+import io.mooncake4j.connector.worker.SideChannelLimits;
+import io.mooncake4j.connector.worker.loop.BackgroundErrors;
+import io.mooncake4j.connector.worker.loop.HealthMonitor;
+import io.mooncake4j.connector.worker.loop.SelectorLoop;
+import io.mooncake4j.connector.worker.loop.WaveTrace;
 import io.mooncake4j.internal.zmtp.ZmtpConnection;
 import io.mooncake4j.internal.zmtp.ZmtpException;
 import io.mooncake4j.internal.zmtp.ZmtpLimits;
@@ -10,8 +15,6 @@ import java.io.IOException;
 import java.net.ConnectException;
 import java.net.InetSocketAddress;
 import java.net.StandardSocketOptions;
-import java.nio.ByteBuffer;
-import java.nio.channels.Pipe;
 import java.nio.channels.SelectionKey;
 import java.nio.channels.Selector;
 import java.nio.channels.SocketChannel;
@@ -34,7 +37,7 @@ import org.slf4j.LoggerFactory;
 /**
  * D's side-channel pulls (vLLM's {@code receive_kv_from_single_worker} socket work, spec §2.5, §6.13) on
  * our own ZMTP 3.1 ({@code io.mooncake4j.internal.zmtp}): DEALER connections served by
- * {@code mooncake-d-io-0} itself, one {@link Selector}, no I/O thread in between (issue 13), so the thread
+ * {@code mooncake-d-io-0} itself, one {@link Selector}, no I/O thread in between (each hand-off would cost a thread wake-up), so the thread
  * count does not grow with the number of concurrent pulls.
  *
  * <p>Per pull: a connection to the P worker (an idle one of an earlier pull to the same address, or a
@@ -51,7 +54,7 @@ import org.slf4j.LoggerFactory;
  * dropped ({@code addressLost} reported for EOF).
  *
  * <p><b>A disconnect after the request went out</b> (or a ZMTP violation by P, such as an oversized
- * frame) keeps the "no write after abandonment" rule (issue 9): the answer is lost, but whether
+ * frame) keeps the "no write after abandonment" rule: the answer is lost, but whether
  * P can still write into the pull's blocks depends on whether P is alive, so the loop probes P's port
  * with a plain TCP connect (every {@link #PROBE_INTERVAL_MS}): refused (nothing listens, P's worker is
  * gone and writes nothing) fails the pull at once; accepted (P alive, only the connection was lost)
@@ -63,7 +66,7 @@ import org.slf4j.LoggerFactory;
  * pull fails and the {@link HealthMonitor} hears of the exhaustion. An {@link Error} escaping the loop fails
  * the pulls in flight, closes every connection, is reported to the {@link HealthMonitor}, and the loop goes on.
  */
-final class PullChannels implements AutoCloseable {
+public final class PullChannels implements AutoCloseable {
 
     private static final Logger LOG = LoggerFactory.getLogger(PullChannels.class);
 
@@ -89,16 +92,15 @@ final class PullChannels implements AutoCloseable {
     static final int MAX_CONNECTIONS = 1024;
     private static final long MAX_POLL_MS = 1_000;
     private static final long JOIN_MS = 5_000;
-    private static final int READ_BUFFER = 64 * 1024;
 
     /** One TCP connection: a ZMTP DEALER connection, or a probe (no ZMTP). */
-    private final class Conn {
+    final class Conn {
         final String address;
         final SocketChannel channel;
         final ZmtpConnection zmtp; // null for a probe
         SelectionKey key;
-        Pull pull; // the pull it serves; null when idle (or a probe)
-        Pull probeOf; // a probe: the pull it asks about
+        PendingPull pull; // the pull it serves; null when idle (or a probe)
+        PendingPull probeOf; // a probe: the pull it asks about
         long probeDeadline;
         boolean connected;
         boolean closed;
@@ -113,31 +115,6 @@ final class PullChannels implements AutoCloseable {
         }
     }
 
-    /** One pull request to one P worker (I/O thread only). */
-    private static final class Pull {
-        final String address;
-        final byte[] payload;
-        final Listener listener;
-        Conn conn;
-        Conn probe;
-        boolean sent; // the request frame was queued on a connection whose peer READY was validated
-        boolean lost; // its connection was lost after the request went out
-        boolean aliveLogged;
-        String lostReason;
-        int attempts;
-        long receiveDeadline;
-        long handshakeDeadline;
-        long reconnectAt; // 0: not waiting to reconnect
-        long nextProbeAt;
-        boolean done;
-
-        Pull(String address, byte[] payload, Listener listener) {
-            this.address = address;
-            this.payload = payload;
-            this.listener = listener;
-        }
-    }
-
     private final long receiveTimeoutNanos;
     private final long handshakeTimeoutNanos;
     private final BackgroundErrors errors;
@@ -146,17 +123,12 @@ final class PullChannels implements AutoCloseable {
     private final ZmtpLimits zmtpLimits;
     private final int maxConnections;
     private final ZmtpConnection.Listener dealerListener;
-    private volatile Error injectedFault;
-    private final Pipe wakePipe;
-    private final Thread thread;
-    private final ConcurrentLinkedQueue<Pull> submitted = new ConcurrentLinkedQueue<>();
-    private final AtomicBoolean wakePending = new AtomicBoolean();
+    private final SelectorLoop loop;
+    private final ConcurrentLinkedQueue<PendingPull> submitted = new ConcurrentLinkedQueue<>();
     private final AtomicBoolean closed = new AtomicBoolean();
-    private volatile boolean running = true;
-    private final ByteBuffer readBuffer = ByteBuffer.allocateDirect(READ_BUFFER); // I/O thread only
 
     // I/O thread only
-    private final List<Pull> active = new ArrayList<>();
+    private final List<PendingPull> active = new ArrayList<>();
     private final Map<String, ArrayDeque<Conn>> idle = new HashMap<>();
     private int openConnections;
     private Selector selector;
@@ -191,28 +163,24 @@ final class PullChannels implements AutoCloseable {
                 return response((Conn) c.attachment(), frames);
             }
         };
-        this.wakePipe = Pipe.open();
-        wakePipe.sink().configureBlocking(false);
-        wakePipe.source().configureBlocking(false);
-        this.thread = new Thread(this::run, "mooncake-d-io-0");
-        thread.setDaemon(true);
-        thread.start();
+        this.loop = new SelectorLoop("mooncake-d-io-0", new DealerLoop());
+        loop.start();
     }
 
     void submit(String address, byte[] payload, Listener listener) {
-        if (!running) {
+        if (!loop.running()) {
             listener.onFailure("the Mooncake receiver is closed");
             return;
         }
-        submitted.add(new Pull(address, payload, listener));
-        wake();
-        if (!running && submitted.remove(findSubmitted(listener))) {
+        submitted.add(new PendingPull(address, payload, listener));
+        loop.wake();
+        if (!loop.running() && submitted.remove(findSubmitted(listener))) {
             listener.onFailure("the Mooncake receiver is closed");
         }
     }
 
-    private Pull findSubmitted(Listener l) {
-        for (Pull p : submitted) {
+    private PendingPull findSubmitted(Listener l) {
+        for (PendingPull p : submitted) {
             if (p.listener == l) {
                 return p;
             }
@@ -220,11 +188,11 @@ final class PullChannels implements AutoCloseable {
         return null;
     }
 
-    long handshakeRetries() {
+    public long handshakeRetries() {
         return handshakeRetries.sum();
     }
 
-    long handshakeReconnects() {
+    public long handshakeReconnects() {
         return handshakeReconnects.sum();
     }
 
@@ -232,51 +200,79 @@ final class PullChannels implements AutoCloseable {
         return pullsStarted.sum();
     }
 
-    long connectionsOpened() {
+    public long connectionsOpened() {
         return connectionsOpened.sum();
     }
 
-    int activePulls() {
+    public int activePulls() {
         return activeCount;
     }
 
-    boolean alive() {
-        return thread.isAlive();
+    public boolean alive() {
+        return loop.alive();
     }
 
-    void injectFault(Error fault) {
-        injectedFault = fault;
-        wake();
+    public void injectFault(Error fault) {
+        loop.injectFault(fault);
     }
 
-    private void wake() {
-        if (wakePending.compareAndSet(false, true)) {
-            try {
-                wakePipe.sink().write(ByteBuffer.wrap(new byte[] {1}));
-            } catch (IOException e) {
-                LOG.debug("wake-up pipe closed", e);
+    /** The DEALERs' part of the shared selector loop (all on {@code mooncake-d-io-0}). */
+    private final class DealerLoop implements SelectorLoop.Owner {
+        @Override
+        public boolean start() {
+            return true;
+        }
+
+        @Override
+        public void register(Selector sel) {
+            selector = sel;
+        }
+
+        @Override
+        public long selectTimeoutMs() {
+            return pollMs(System.nanoTime());
+        }
+
+        @Override
+        public void ready(SelectionKey k) {
+            if (k.attachment() instanceof Conn c) {
+                PullChannels.this.ready(c, k);
             }
         }
-    }
 
-    private void run() {
-        try {
-            while (running) {
-                try (Selector sel = Selector.open()) {
-                    selector = sel;
-                    serve(sel);
-                } catch (RuntimeException | Error | IOException e) {
-                    if (!running) {
-                        break;
-                    }
-                    health.died(thread.getName() + " (D side-channel I/O)", e, true);
-                    abandonAll("the Mooncake pull I/O thread failed: " + e);
-                    health.recovered(thread.getName());
+        @Override
+        public void afterSelect() {
+            PendingPull p;
+            while ((p = submitted.poll()) != null) {
+                PullChannels.this.start(p);
+            }
+            long now = System.nanoTime();
+            for (int i = active.size() - 1; i >= 0; i--) {
+                PendingPull pull = active.get(i);
+                if (pull.done || !deadlines(pull, now)) {
+                    active.remove(i);
                 }
             }
-        } finally {
+            activeCount = active.size();
+        }
+
+        @Override
+        public void error(Throwable e) {
+            errors.report("pull I/O", e);
+        }
+
+        @Override
+        public boolean recover(Throwable cause) {
+            health.died(loop.threadName() + " (D side-channel I/O)", cause, true);
+            abandonAll("the Mooncake pull I/O thread failed: " + cause);
+            health.recovered(loop.threadName());
+            return true;
+        }
+
+        @Override
+        public void stopped() {
             abandonAll("the Mooncake receiver is closed");
-            Pull p;
+            PendingPull p;
             while ((p = submitted.poll()) != null) {
                 p.listener.onFailure("the Mooncake receiver is closed");
             }
@@ -286,7 +282,7 @@ final class PullChannels implements AutoCloseable {
 
     /** Fails every pull in flight and closes every connection. */
     private void abandonAll(String reason) {
-        for (Pull pull : List.copyOf(active)) {
+        for (PendingPull pull : List.copyOf(active)) {
             end(pull);
             pull.listener.onFailure(reason);
         }
@@ -300,52 +296,10 @@ final class PullChannels implements AutoCloseable {
         activeCount = 0;
     }
 
-    private void serve(Selector sel) throws IOException {
-        wakePipe.source().register(sel, SelectionKey.OP_READ);
-        ByteBuffer drain = ByteBuffer.allocate(64);
-        while (running) {
-            Error fault = injectedFault;
-            if (fault != null) {
-                injectedFault = null;
-                throw fault;
-            }
-            try {
-                sel.select(pollMs(System.nanoTime()));
-                Iterator<SelectionKey> it = sel.selectedKeys().iterator();
-                while (it.hasNext()) {
-                    SelectionKey k = it.next();
-                    it.remove();
-                    if (k.isValid() && k.attachment() instanceof Conn c) {
-                        ready(c, k);
-                    }
-                }
-                wakePending.set(false);
-                drain.clear();
-                while (wakePipe.source().read(drain) > 0) {
-                    drain.clear();
-                }
-                Pull p;
-                while ((p = submitted.poll()) != null) {
-                    start(p);
-                }
-                long now = System.nanoTime();
-                for (int i = active.size() - 1; i >= 0; i--) {
-                    Pull pull = active.get(i);
-                    if (pull.done || !deadlines(pull, now)) {
-                        active.remove(i);
-                    }
-                }
-                activeCount = active.size();
-            } catch (IOException | RuntimeException e) {
-                errors.report("pull I/O", e);
-            }
-        }
-    }
-
     /** How long the selector may wait: until the next deadline of a pull, at most {@link #MAX_POLL_MS}. */
     private long pollMs(long now) {
         long next = now + TimeUnit.MILLISECONDS.toNanos(MAX_POLL_MS);
-        for (Pull p : active) {
+        for (PendingPull p : active) {
             next = earlier(next, p.receiveDeadline);
             if (!p.sent && p.reconnectAt == 0) {
                 next = earlier(next, p.handshakeDeadline);
@@ -364,7 +318,7 @@ final class PullChannels implements AutoCloseable {
         return b - a < 0 ? b : a;
     }
 
-    private void start(Pull pull) {
+    private void start(PendingPull pull) {
         pullsStarted.increment();
         active.add(pull);
         pull.receiveDeadline = System.nanoTime() + receiveTimeoutNanos;
@@ -386,7 +340,7 @@ final class PullChannels implements AutoCloseable {
     /** Reads what an idle connection has: false (closed, addressLost reported) when it ended or sent something. */
     private boolean stillOpen(Conn c) {
         try {
-            int n = c.zmtp.read(readBuffer);
+            int n = c.zmtp.read(loop.readBuffer());
             if (n >= 0 && !c.closed && !c.zmtp.hasPending()) {
                 return true;
             }
@@ -430,7 +384,7 @@ final class PullChannels implements AutoCloseable {
                 return true;
             }
         }
-        health.exhausted(thread.getName() + " (D side-channel connections)", String.format(Locale.ROOT,
+        health.exhausted(loop.threadName() + " (D side-channel connections)", String.format(Locale.ROOT,
                 "no free connection slot (at most %d connections; %d pulls in flight): too many pulls run at once; "
                         + "pulls fail until slots free up", maxConnections, active.size()),
                 new IllegalStateException("side-channel connection cap reached"));
@@ -468,7 +422,7 @@ final class PullChannels implements AutoCloseable {
     }
 
     /** A fresh connection for a pull whose request has not gone out. */
-    private void open(Pull pull) {
+    private void open(PendingPull pull) {
         pull.reconnectAt = 0;
         if (!slotFree()) {
             fail(pull, "cannot connect to " + pull.address + ": too many side-channel connections (at most "
@@ -490,7 +444,7 @@ final class PullChannels implements AutoCloseable {
         }
     }
 
-    private void retryLater(Pull pull) {
+    private void retryLater(PendingPull pull) {
         if (pull.conn != null) {
             pull.conn.pull = null;
             closeConn(pull.conn);
@@ -521,7 +475,7 @@ final class PullChannels implements AutoCloseable {
                 c.zmtp.flush();
             }
             if (k.isReadable()) {
-                if (c.zmtp.read(readBuffer) < 0) {
+                if (c.zmtp.read(loop.readBuffer()) < 0) {
                     lost(c, null);
                     return;
                 }
@@ -551,7 +505,7 @@ final class PullChannels implements AutoCloseable {
             probeAnswered(c, !(e instanceof ConnectException));
             return;
         }
-        Pull pull = c.pull;
+        PendingPull pull = c.pull;
         closeConn(c);
         if (pull != null && !pull.done) {
             pull.conn = null;
@@ -565,13 +519,13 @@ final class PullChannels implements AutoCloseable {
 
     /** P's READY was accepted: the request goes out now (it could not have reached P before). */
     private void peerReady(Conn c) {
-        Pull pull = c.pull;
+        PendingPull pull = c.pull;
         if (pull != null && !pull.sent) {
             sendRequest(pull);
         }
     }
 
-    private void sendRequest(Pull pull) {
+    private void sendRequest(PendingPull pull) {
         Conn c = pull.conn;
         WaveTrace.mark(WaveTrace.Point.D_PULL_SENT);
         if (!c.zmtp.send(pull.payload)) {
@@ -595,7 +549,7 @@ final class PullChannels implements AutoCloseable {
 
     /** A message from P on {@code c}: false to stop decoding (the pull ended, or it was unexpected). */
     private boolean response(Conn c, List<byte[]> frames) {
-        Pull pull = c.pull;
+        PendingPull pull = c.pull;
         if (pull == null) {
             LOG.warn("unexpected message on an idle side-channel connection to {}; closing it", c.address);
             closeConn(c);
@@ -628,7 +582,7 @@ final class PullChannels implements AutoCloseable {
      * After a FINISH/ERROR nothing more comes for that request, so the connection is kept for the next pull
      * to the same P worker; vLLM opens a fresh DEALER per pull, which the P side cannot tell apart.
      */
-    private void release(Pull pull) {
+    private void release(PendingPull pull) {
         pull.done = true;
         Conn c = pull.conn;
         pull.conn = null;
@@ -638,7 +592,7 @@ final class PullChannels implements AutoCloseable {
         }
         c.pull = null;
         ArrayDeque<Conn> pool = idle.computeIfAbsent(pull.address, a -> new ArrayDeque<>());
-        if (running && pool.size() < MAX_IDLE_PER_PEER) {
+        if (loop.running() && pool.size() < MAX_IDLE_PER_PEER) {
             pool.addLast(c);
         } else {
             closeConn(c);
@@ -647,7 +601,7 @@ final class PullChannels implements AutoCloseable {
 
     /** The connection ended (EOF, reset) or P broke ZMTP ({@code protocolError} non-null). */
     private void lost(Conn c, String protocolError) {
-        Pull pull = c.pull;
+        PendingPull pull = c.pull;
         closeConn(c);
         if (pull == null) {
             removeIdle(c);
@@ -685,7 +639,7 @@ final class PullChannels implements AutoCloseable {
     }
 
     private void probeAnswered(Conn probe, boolean alive) {
-        Pull pull = probe.probeOf;
+        PendingPull pull = probe.probeOf;
         closeConn(probe);
         if (pull == null || pull.done) {
             return;
@@ -709,7 +663,7 @@ final class PullChannels implements AutoCloseable {
     }
 
     /** Checks a pull's deadlines and timers; false when it is over. */
-    private boolean deadlines(Pull pull, long now) {
+    private boolean deadlines(PendingPull pull, long now) {
         if (now - pull.receiveDeadline > 0) {
             end(pull);
             pull.listener.onFailure(String.format(Locale.ROOT, "no answer from %s within %d ms (receive timeout)",
@@ -745,7 +699,7 @@ final class PullChannels implements AutoCloseable {
         return !pull.done;
     }
 
-    private void startProbe(Pull pull, long now) {
+    private void startProbe(PendingPull pull, long now) {
         Conn[] made = new Conn[1];
         try {
             connect(pull.address, made, true);
@@ -767,13 +721,13 @@ final class PullChannels implements AutoCloseable {
         }
     }
 
-    private void fail(Pull pull, String reason) {
+    private void fail(PendingPull pull, String reason) {
         end(pull);
         pull.listener.onFailure(reason);
     }
 
     /** Marks a pull over and closes its connection and probe. */
-    private void end(Pull pull) {
+    private void end(PendingPull pull) {
         pull.done = true;
         if (pull.conn != null) {
             pull.conn.pull = null;
@@ -783,7 +737,7 @@ final class PullChannels implements AutoCloseable {
         closeProbe(pull);
     }
 
-    private void closeProbe(Pull pull) {
+    private void closeProbe(PendingPull pull) {
         if (pull.probe != null) {
             pull.probe.probeOf = null;
             closeConn(pull.probe);
@@ -818,21 +772,8 @@ final class PullChannels implements AutoCloseable {
         if (!closed.compareAndSet(false, true)) {
             return;
         }
-        running = false;
-        wake();
-        try {
-            thread.join(JOIN_MS);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        }
-        try {
-            wakePipe.sink().close();
-            wakePipe.source().close();
-        } catch (IOException e) {
-            LOG.debug("closing the wake-up pipe", e);
-        }
-        if (thread.isAlive()) {
-            LOG.error("{} did not stop within {} ms", thread.getName(), JOIN_MS);
+        if (!loop.stop(JOIN_MS)) {
+            LOG.error("{} did not stop within {} ms", loop.threadName(), JOIN_MS);
         }
     }
 }

@@ -1,4 +1,4 @@
-package io.mooncake4j.connector.worker;
+package io.mooncake4j.connector.worker.receive;
 
 import io.mooncake4j.connector.PullReqMeta;
 import io.mooncake4j.connector.bootstrap.BootstrapClient;
@@ -8,6 +8,12 @@ import io.mooncake4j.connector.wire.MooncakeXferMetadata;
 import io.mooncake4j.connector.wire.MooncakeXferMetadataCodec;
 import io.mooncake4j.connector.wire.MooncakeXferResponse;
 import io.mooncake4j.connector.wire.MooncakeXferResponseStatus;
+import io.mooncake4j.connector.worker.KvRegistration;
+import io.mooncake4j.connector.worker.MooncakeKvConnectorStats;
+import io.mooncake4j.connector.worker.SideChannelLimits;
+import io.mooncake4j.connector.worker.loop.BackgroundErrors;
+import io.mooncake4j.connector.worker.loop.HealthMonitor;
+import io.mooncake4j.connector.worker.loop.WaveTrace;
 import io.mooncake4j.connector.worker.plan.TransferPlanningException;
 import io.mooncake4j.connector.worker.plan.TransferTopology;
 import java.util.ArrayList;
@@ -37,12 +43,12 @@ import org.slf4j.LoggerFactory;
  * bootstrap bookkeeping), except one pull's per-request bookkeeping: a pull's answers are
  * processed where they are read, on {@code mooncake-d-io-0} ({@link PullChannels}), under the
  * lock of that pull's request map, so that a {@code FINISH} is visible to the embedder's
- * {@code getFinished} as soon as it is read, without a hand-off to the loop (issue 13). Bootstrap
+ * {@code getFinished} as soon as it is read, without a hand-off to the loop (a hand-off cost a thread wake-up per answer). Bootstrap
  * {@code /query} calls (blocking HTTP) run on {@code mooncake-d-bootstrap-0} and post their
  * results back to the loop. The finished and failure queues are thread-safe and drained by the
  * embedder's thread; a request's failure is queued before it is queued as finished.
  */
-final class KvReceiver implements AutoCloseable {
+public final class KvReceiver implements AutoCloseable {
 
     private static final Logger LOG = LoggerFactory.getLogger(KvReceiver.class);
 
@@ -68,15 +74,15 @@ final class KvReceiver implements AutoCloseable {
     private final ConcurrentLinkedQueue<String> finishedRecvingReqs = new ConcurrentLinkedQueue<>();
     /** Run after each request is queued as finished (the worker's finished listener); never throws. */
     private volatile Runnable onFinished = () -> { };
-    final ConcurrentLinkedQueue<Set<Integer>> invalidBlockIds = new ConcurrentLinkedQueue<>();
-    final ConcurrentLinkedQueue<String> failedRecvReqs = new ConcurrentLinkedQueue<>();
+    public final ConcurrentLinkedQueue<Set<Integer>> invalidBlockIds = new ConcurrentLinkedQueue<>();
+    public final ConcurrentLinkedQueue<String> failedRecvReqs = new ConcurrentLinkedQueue<>();
 
     /** What the receiver needs to know about its own worker to fill {@code MooncakeXferMetadata}. */
-    record MooncakeConnectorWorkerView(String hostname, int rpcPort, int tpRank, int tpSize, int ppRank, int ppSize,
+    public record MooncakeConnectorWorkerView(String hostname, int rpcPort, int tpRank, int tpSize, int ppRank, int ppSize,
             KvRegistration registration) {
     }
 
-    KvReceiver(MooncakeConnectorWorkerView self, TransferTopology topology, boolean hmaRequired,
+    public KvReceiver(MooncakeConnectorWorkerView self, TransferTopology topology, boolean hmaRequired,
             MooncakeKvConnectorStats stats, BackgroundErrors errors, long receiveTimeoutNanos,
             long handshakeTimeoutNanos, BootstrapClient bootstrap, SideChannelLimits limits, HealthMonitor health)
             throws java.io.IOException {
@@ -102,16 +108,16 @@ final class KvReceiver implements AutoCloseable {
                 addr -> post("receiver loop", () -> forgetAddress(addr)), 0);
     }
 
-    ScheduledThreadPoolExecutor loop() {
+    public ScheduledThreadPoolExecutor loop() {
         return loop;
     }
 
-    PullChannels channels() {
+    public PullChannels channels() {
         return channels;
     }
 
     /** Runs {@code task} on the loop, reporting what it throws. */
-    void post(String where, Runnable task) {
+    public void post(String where, Runnable task) {
         try {
             loop.execute(errors.guarded(where, task));
         } catch (RejectedExecutionException e) {
@@ -120,7 +126,7 @@ final class KvReceiver implements AutoCloseable {
     }
 
     /** vLLM's {@code _start_load_kv} (loop thread). */
-    void startLoadKv(Map<String, Map<String, PullReqMeta>> reqsToRecv) {
+    public void startLoadKv(Map<String, Map<String, PullReqMeta>> reqsToRecv) {
         WaveTrace.mark(WaveTrace.Point.D_LOAD_START);
         for (Map.Entry<String, Map<String, PullReqMeta>> e : reqsToRecv.entrySet()) {
             String engineId = e.getKey();
@@ -272,7 +278,7 @@ final class KvReceiver implements AutoCloseable {
                 self.ppSize());
     }
 
-    static long[] longs(List<Long> l) {
+    public static long[] longs(List<Long> l) {
         long[] out = new long[l.size()];
         for (int i = 0; i < out.length; i++) {
             out[i] = l.get(i);
@@ -280,7 +286,7 @@ final class KvReceiver implements AutoCloseable {
         return out;
     }
 
-    static int[] ints(List<Integer> l) {
+    public static int[] ints(List<Integer> l) {
         int[] out = new int[l.size()];
         for (int i = 0; i < out.length; i++) {
             out[i] = l.get(i);
@@ -403,7 +409,7 @@ final class KvReceiver implements AutoCloseable {
     }
 
     /** Cached engine entries dropped so far (lost connection, new bootstrap URL, missing rank); loop thread. */
-    long reResolutions() {
+    public long reResolutions() {
         return reResolutions;
     }
 
@@ -411,7 +417,7 @@ final class KvReceiver implements AutoCloseable {
      * Sets what runs (on the thread that queued it: the I/O thread or the loop) right after a request
      * is queued as finished, its failure queued before; it must not throw (the worker guards it).
      */
-    void onFinished(Runnable r) {
+    public void onFinished(Runnable r) {
         onFinished = java.util.Objects.requireNonNull(r, "r");
     }
 
@@ -424,7 +430,7 @@ final class KvReceiver implements AutoCloseable {
      * Whether a finished request is queued for {@link #fetchFinishedRecving}, taking nothing (tests: the
      * finished listener runs only once its event is visible). Waiting for one is the finished listener's job.
      */
-    boolean hasFinished() {
+    public boolean hasFinished() {
         return !finishedRecvingReqs.isEmpty();
     }
 
@@ -432,7 +438,7 @@ final class KvReceiver implements AutoCloseable {
      * vLLM's {@code fetch_finished_recving_reqs}: what finished since the last call, without waiting
      * for any loop (the embedder's thread). A failed request's failure was queued before it.
      */
-    Set<String> fetchFinishedRecving() {
+    public Set<String> fetchFinishedRecving() {
         String id = finishedRecvingReqs.poll();
         if (id == null) {
             return Set.of();

@@ -1,4 +1,4 @@
-package io.mooncake4j.connector.worker;
+package io.mooncake4j.connector.worker.send;
 
 import java.util.concurrent.CompletableFuture;
 
@@ -11,7 +11,7 @@ import java.util.concurrent.CompletableFuture;
  * ({@link Long#MAX_VALUE} for vLLM's {@code inf}); {@link #createdNanos} and {@link #waiters}
  * let a placeholder created by an early D pull expire (spec §15 #3 fixed).
  */
-final class SendBlockMeta {
+public final class SendBlockMeta {
 
     /** P's request id; {@code ""} for a placeholder created by an early D pull. */
     String pReqId;
@@ -32,8 +32,8 @@ final class SendBlockMeta {
     int sending;
     /** D pulls now waiting for {@link #ready}; a placeholder does not expire while one waits. */
     int waiters;
-    /** Layer-wise push state ({@code KvSender.Layerwise}); null when the request is pushed whole. */
-    KvSender.Layerwise layerwise;
+    /** Layer-wise push state ({@code SenderState.Layerwise}); null when the request is pushed whole. */
+    SenderState.Layerwise layerwise;
     /** Every D pull landed (layer-wise) before {@code request_finished}: report finished when it comes. */
     boolean sentEarly;
 

@@ -1,4 +1,4 @@
-package io.mooncake4j.connector.worker;
+package io.mooncake4j.connector.worker.send;
 
 import java.util.ArrayList;
 import java.util.List;
@@ -17,7 +17,7 @@ import java.util.function.Predicate;
  *
  * @param <T> the held item
  */
-final class ExpiryQueue<T> {
+public final class ExpiryQueue<T> {
 
     /** Whether an entry for {@code item} with deadline {@code at} still stands. */
     interface Liveness<T> {

@@ -1,0 +1,93 @@
+package io.mooncake4j.connector.worker;
+
+import static io.mooncake4j.connector.worker.PdTestbed.announce;
+import static io.mooncake4j.connector.worker.PdTestbed.blocks;
+import static io.mooncake4j.connector.worker.PdTestbed.finished;
+import static io.mooncake4j.connector.worker.PdTestbed.metadataFor;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.mooncake4j.connector.KvRole;
+import io.mooncake4j.connector.wire.MooncakeXferMetadata;
+import io.mooncake4j.connector.wire.MooncakeXferMetadataCodec;
+import io.mooncake4j.connector.wire.MooncakeXferResponse;
+import io.mooncake4j.connector.wire.MooncakeXferResponseStatus;
+import io.mooncake4j.connector.worker.send.KvSender;
+import io.mooncake4j.engine.TransferEngines;
+import io.mooncake4j.testlog.LogCapture;
+import java.net.InetAddress;
+import java.net.NetworkInterface;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.slf4j.event.Level;
+
+/**
+ * A pull whose destination is P's own engine (by its segment name, or by a name that resolves to P's
+ * address) is refused with an ERROR answer and counted: P never writes a request's blocks into its own
+ * memory, where they would overwrite other requests' cache. vLLM trusts D's destination.
+ */
+@Timeout(value = 120, unit = TimeUnit.SECONDS)
+class SelfAimedPullTest {
+
+    /** P's {@code transferId} is ready (block 7) and its block 2 holds its own data: a self-aimed pull must not copy 7 onto 2. */
+    private static void assertRefused(String host, PdTestbed bed) {
+        assertRefused(host, bed, true);
+    }
+
+    /** {@code onArrival}: refused with ERROR when the pull arrives; else when its write would start ({@code err_reqs}). */
+    private static void assertRefused(String host, PdTestbed bed, boolean onArrival) {
+        try (LogCapture logs = LogCapture.start(KvSender.class); bed) {
+            PdTestbed.Node p = bed.node(KvRole.KV_PRODUCER, "P", 0, 1, null, b -> { });
+            p.fill(2, 7);
+            p.step(announce("p1", "X"));
+            p.step(finished("p1", "X", 7));
+            MooncakeXferMetadata own = metadataFor(p, Map.of("dz", blocks("X", 2)));
+            MooncakeXferMetadata aimed = new MooncakeXferMetadata(host, own.remotePort(), own.remoteTpSize(),
+                    own.remoteTpRank(), own.reqBlocks(), own.kvCachesBaseAddr(), own.blockLens(), own.kvBlockLens(),
+                    own.registeredLayerNames(), own.registeredLayerIndices(), own.registeredGroupIndices(),
+                    own.remotePpSize());
+            try (PdTestbed.RawDealer dealer = new PdTestbed.RawDealer(p.worker.sideChannelPort())) {
+                dealer.send(MooncakeXferMetadataCodec.encode(aimed));
+                MooncakeXferResponse r = dealer.recv();
+                if (onArrival) {
+                    assertEquals(MooncakeXferResponseStatus.ERROR, r.status(), "a pull aimed at " + host);
+                } else {
+                    assertEquals(MooncakeXferResponseStatus.FINISH, r.status(), "the pull's final answer");
+                    assertEquals(java.util.List.of("dz"), r.errReqs(), "its request failed, not written");
+                }
+                assertTrue(r.errMsg().contains("own engine"), r.errMsg());
+            }
+            PdTestbed.assertSameTpCopy(p, 2, p, 2); // P's block 2 still holds its own bytes
+            assertEquals(1, p.worker.diagnostics().selfAimedRefusals());
+            if (onArrival) {
+                assertEquals(1, p.worker.diagnostics().errorReplies());
+                logs.assertLogged(Level.ERROR, "aimed at this P worker's own engine");
+            } else {
+                logs.assertLogged(Level.WARN, "own engine");
+            }
+        }
+    }
+
+    @Test
+    void aPullNamingPsOwnSegmentIsRefused() {
+        assertRefused("127.0.0.1", new PdTestbed());
+    }
+
+    @Test
+    void aPullNamingAHostThatResolvesToPIsRefused() {
+        // the TCP engine resolves the name: without the check, P's own data port takes the write
+        assertRefused("localhost", new PdTestbed().engines(() -> TransferEngines.create("tcp")));
+    }
+
+    @Test
+    void aPullNamingThisMachinesHostnameIsRefusedBeforeItsWrite() throws Exception {
+        // not a name the sender loop knows without a lookup: resolved on the transfer thread
+        InetAddress local = InetAddress.getLocalHost();
+        Assumptions.assumeTrue(NetworkInterface.getByInetAddress(local) != null || local.isLoopbackAddress(),
+                "this machine's hostname resolves to one of its own addresses");
+        assertRefused(local.getHostName(), new PdTestbed().engines(() -> TransferEngines.create("tcp")), false);
+    }
+}
