@@ -1,0 +1,197 @@
+package io.mooncake4j.http;
+
+import org.eclipse.jetty.http.HttpHeader;
+import org.eclipse.jetty.io.Content;
+import org.eclipse.jetty.server.Request;
+import org.eclipse.jetty.server.Response;
+
+import java.io.BufferedOutputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.SocketAddress;
+import java.util.Objects;
+
+/**
+ * One HTTP request and its response, for a handler that blocks (it runs on its own virtual thread):
+ * the request's line, headers and body as a stream, and a response started with
+ * {@link #sendResponseHeaders(int, long)} as the JDK's {@code HttpExchange} does it, so that a route
+ * reads the same on any server. Used by one thread at a time.
+ */
+public final class Exchange {
+
+    private static final int RESPONSE_BUFFER = 16 << 10;
+
+    private final Request request;
+    private final Response response;
+    private final Deadlines deadlines;
+    private InputStream body;
+    private Deadlines.BodyWatch bodyWatch;
+    private OutputStream out;
+    private int status = -1;
+
+    Exchange(Request request, Response response, Deadlines deadlines) {
+        this.request = request;
+        this.response = response;
+        this.deadlines = deadlines;
+    }
+
+    /** The method, as sent ({@code GET}, {@code POST}, ...). */
+    public String method() {
+        return request.getMethod();
+    }
+
+    /** The decoded path, without the query. */
+    public String path() {
+        String p = request.getHttpURI().getDecodedPath();
+        return p == null ? "/" : p;
+    }
+
+    /** The first value of a request header (names are case-insensitive), or null. */
+    public String header(String name) {
+        return request.getHeaders().get(name);
+    }
+
+    /** The request's {@code Content-Length}, or -1 when it is chunked or has no body. */
+    public long declaredLength() {
+        return request.getLength();
+    }
+
+    /** The client's address (the connection's remote end). */
+    public InetSocketAddress remoteAddress() {
+        return inet(request.getConnectionMetaData().getRemoteSocketAddress());
+    }
+
+    /** This server's end of the connection. */
+    public InetSocketAddress localAddress() {
+        return inet(request.getConnectionMetaData().getLocalSocketAddress());
+    }
+
+    /** The client's IP address: the key of its share of the node's slots. */
+    public InetAddress clientAddress() {
+        return remoteAddress().getAddress();
+    }
+
+    private static InetSocketAddress inet(SocketAddress a) {
+        if (a instanceof InetSocketAddress i) {
+            return i;
+        }
+        throw new IllegalStateException("not an IP connection: " + a);
+    }
+
+    /**
+     * The request body. A body that arrives slower than the front's minimum rate is cut: the
+     * connection is closed and a read fails.
+     */
+    public InputStream requestBody() {
+        if (body == null) {
+            bodyWatch = deadlines.watchBody(request.getConnectionMetaData().getConnection());
+            body = new CountingInput(Content.Source.asInputStream(request), bodyWatch);
+        }
+        return body;
+    }
+
+    /** Sets a response header (before {@link #sendResponseHeaders}). */
+    public void setHeader(String name, String value) {
+        response.getHeaders().put(name, value);
+    }
+
+    /**
+     * Starts the response.
+     *
+     * @param status the status code
+     * @param length the body's length; 0: unknown (sent chunked, the headers leave now); -1: no body
+     */
+    public void sendResponseHeaders(int status, long length) throws IOException {
+        if (this.status != -1) {
+            throw new IOException("the response was already started (" + this.status + ")");
+        }
+        this.status = status;
+        response.setStatus(status);
+        if (length > 0) {
+            response.getHeaders().put(HttpHeader.CONTENT_LENGTH, length);
+        } else if (length < 0) {
+            response.getHeaders().put(HttpHeader.CONTENT_LENGTH, 0L);
+        }
+        out = new BufferedOutputStream(Content.Sink.asOutputStream(response), RESPONSE_BUFFER);
+        if (length <= 0) {
+            out.flush(); // the headers go now: a stream's client sees them before its first event
+        }
+    }
+
+    /** The response body, after {@link #sendResponseHeaders}; {@code flush} sends what was written. */
+    public OutputStream responseBody() {
+        if (out == null) {
+            throw new IllegalStateException("sendResponseHeaders first");
+        }
+        return out;
+    }
+
+    /** The status sent, or -1 while the response has not been started. */
+    public int responseCode() {
+        return status;
+    }
+
+    /** Ends the response (the last bytes leave); true when one was started and ended cleanly. */
+    boolean finish() throws IOException {
+        try {
+            if (out != null) {
+                out.close();
+                return true;
+            }
+            return false;
+        } finally {
+            if (bodyWatch != null) {
+                bodyWatch.close();
+            }
+        }
+    }
+
+    /** Counts the bytes read for the rate check; the watch ends at the body's end. */
+    private static final class CountingInput extends InputStream {
+        private final InputStream in;
+        private final Deadlines.BodyWatch watch;
+
+        CountingInput(InputStream in, Deadlines.BodyWatch watch) {
+            this.in = Objects.requireNonNull(in);
+            this.watch = watch;
+        }
+
+        @Override
+        public int read() throws IOException {
+            watch.reading();
+            int b = in.read();
+            if (b < 0) {
+                watch.close();
+            } else {
+                watch.got(1);
+            }
+            return b;
+        }
+
+        @Override
+        public int read(byte[] b, int off, int len) throws IOException {
+            watch.reading();
+            int n = in.read(b, off, len);
+            if (n < 0) {
+                watch.close();
+            } else {
+                watch.got(n);
+            }
+            return n;
+        }
+
+        @Override
+        public int available() throws IOException {
+            return in.available();
+        }
+
+        @Override
+        public void close() throws IOException {
+            watch.close();
+            in.close();
+        }
+    }
+}
