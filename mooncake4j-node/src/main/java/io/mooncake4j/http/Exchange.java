@@ -31,6 +31,7 @@ public final class Exchange {
     private Deadlines.BodyWatch bodyWatch;
     private OutputStream out;
     private int status = -1;
+    private volatile IOException bodyFailure;
 
     Exchange(Request request, Response response, Deadlines deadlines) {
         this.request = request;
@@ -88,7 +89,7 @@ public final class Exchange {
     public InputStream requestBody() {
         if (body == null) {
             bodyWatch = deadlines.watchBody(request.getConnectionMetaData().getConnection());
-            body = new CountingInput(Content.Source.asInputStream(request), bodyWatch);
+            body = new CountingInput(Content.Source.asInputStream(request), bodyWatch, this);
         }
         return body;
     }
@@ -134,6 +135,19 @@ public final class Exchange {
         return status;
     }
 
+    Request request() {
+        return request;
+    }
+
+    Response response() {
+        return response;
+    }
+
+    /** Why reading the body failed (bad framing, a cut connection), or null. */
+    IOException bodyFailure() {
+        return bodyFailure;
+    }
+
     /** Ends the response (the last bytes leave); true when one was started and ended cleanly. */
     boolean finish() throws IOException {
         try {
@@ -153,16 +167,29 @@ public final class Exchange {
     private static final class CountingInput extends InputStream {
         private final InputStream in;
         private final Deadlines.BodyWatch watch;
+        private final Exchange ex;
 
-        CountingInput(InputStream in, Deadlines.BodyWatch watch) {
+        CountingInput(InputStream in, Deadlines.BodyWatch watch, Exchange ex) {
             this.in = Objects.requireNonNull(in);
             this.watch = watch;
+            this.ex = ex;
+        }
+
+        private IOException failed(IOException e) {
+            ex.bodyFailure = e;
+            watch.close();
+            return e;
         }
 
         @Override
         public int read() throws IOException {
             watch.reading();
-            int b = in.read();
+            int b;
+            try {
+                b = in.read();
+            } catch (IOException e) {
+                throw failed(e);
+            }
             if (b < 0) {
                 watch.close();
             } else {
@@ -174,7 +201,12 @@ public final class Exchange {
         @Override
         public int read(byte[] b, int off, int len) throws IOException {
             watch.reading();
-            int n = in.read(b, off, len);
+            int n;
+            try {
+                n = in.read(b, off, len);
+            } catch (IOException e) {
+                throw failed(e);
+            }
             if (n < 0) {
                 watch.close();
             } else {

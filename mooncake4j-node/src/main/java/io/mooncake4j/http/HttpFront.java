@@ -3,6 +3,7 @@ package io.mooncake4j.http;
 import io.mooncake4j.internal.json.Json;
 
 import org.eclipse.jetty.http.HttpHeader;
+import org.eclipse.jetty.io.EofException;
 import org.eclipse.jetty.server.Handler;
 import org.eclipse.jetty.server.HttpConfiguration;
 import org.eclipse.jetty.server.HttpConnectionFactory;
@@ -119,16 +120,32 @@ public final class HttpFront implements AutoCloseable {
             failure = e;
             LOG.debug("HTTP request {} {} failed", ex.method(), ex.path(), e);
         }
+        boolean answered;
         try {
-            boolean answered = ex.finish();
-            if (failure == null && answered) {
+            answered = ex.finish();
+        } catch (IOException | RuntimeException e) {
+            callback.failed(e); // the client is gone (or the answer could not be ended): nothing more to send
+            return;
+        }
+        if (answered) {
+            if (failure == null) {
                 callback.succeeded();
             } else {
-                // nothing (whole) was sent: the connection is closed rather than left with a half answer
-                callback.failed(failure != null ? failure : new IOException("the handler sent no response"));
+                // a half-sent answer: the connection is closed rather than left with it
+                callback.failed(new EofException("the handler failed after answering: " + failure));
             }
-        } catch (IOException | RuntimeException e) {
-            callback.failed(e);
+            return;
+        }
+        if (!ex.request().getConnectionMetaData().getConnection().getEndPoint().isOpen()) {
+            // cut by a deadline, or the client went away: nobody to answer
+            callback.failed(new EofException("the connection closed before an answer"));
+        } else if (ex.bodyFailure() != null) {
+            // the parser refused the body's framing (a bad chunk size, ...)
+            Response.writeError(ex.request(), ex.response(), callback, 400,
+                    "the request body could not be read: " + ex.bodyFailure().getMessage());
+        } else {
+            Response.writeError(ex.request(), ex.response(), callback, 500,
+                    "the server sent no answer" + (failure == null ? "" : ": " + failure));
         }
     }
 

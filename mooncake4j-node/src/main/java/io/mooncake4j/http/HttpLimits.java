@@ -134,6 +134,29 @@ public record HttpLimits(Duration headerTimeout, Duration idleTimeout, long minB
                 (int) Math.min(Integer.MAX_VALUE, inFlight));
     }
 
+    /** The flags' lines of a command's usage text (the environment variable of each in brackets). */
+    public static java.util.List<String> usage() {
+        HttpLimits d = defaults();
+        return java.util.List.of(
+                "  --http-header-timeout S       a request's headers must be complete within S seconds, default "
+                        + d.headerTimeout.toSeconds() + " [" + ENV_HEADER_TIMEOUT + "]",
+                "  --http-idle-timeout S         close a connection idle for S seconds, default "
+                        + d.idleTimeout.toSeconds() + " [" + ENV_IDLE_TIMEOUT + "]",
+                "  --http-min-body-rate B        bytes/s a request body must arrive at (0: off), default "
+                        + d.minBodyRate + " [" + ENV_MIN_BODY_RATE + "]",
+                "  --http-body-grace S           seconds a body may take before the rate applies, default "
+                        + d.bodyGrace.toSeconds() + " [" + ENV_BODY_GRACE + "]",
+                "  --http-max-header-bytes N     largest request line + headers (431 beyond), default "
+                        + d.maxHeaderBytes + " [" + ENV_MAX_HEADER_BYTES + "]",
+                "  --http-body-slots N           request bodies read at once, default " + d.bodySlots
+                        + " [" + ENV_BODY_SLOTS + "]",
+                "  --http-body-slots-per-client N  of those, the most one client address holds, default "
+                        + d.bodySlotsPerClient + " [" + ENV_BODY_SLOTS_PER_CLIENT + "]",
+                "  --http-in-flight-per-client N   requests in flight one client address may hold (0: no share",
+                "                                beyond the total), default " + d.inFlightPerClient + " ["
+                        + ENV_IN_FLIGHT_PER_CLIENT + "]");
+    }
+
     private record Named(String name, String value) {}
 
     private static Named value(Function<String, String> flag, Map<String, String> env, String flagName, String envName) {
