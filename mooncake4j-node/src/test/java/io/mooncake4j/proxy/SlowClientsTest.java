@@ -45,7 +45,7 @@ import org.junit.jupiter.api.Timeout;
  * {@code --max-in-flight}; a header trickled byte by byte is cut off by the header deadline; framing
  * errors are answered or closed. The slow clients connect from 127.0.0.2 (loopback, another address),
  * the legitimate ones from 127.0.0.1. Bounded: tens of connections (by hand, 2,000 header tricklers
- * and 1,000 stalled bodies per node were cut the same way).
+ * and 1,000 stalled bodies at once against one node were all cut within 11 s, docs/serving.md).
  */
 @Timeout(value = 240, unit = TimeUnit.SECONDS)
 class SlowClientsTest {
@@ -201,8 +201,9 @@ class SlowClientsTest {
     void aNegativeChunkSizeIsAnsweredOrClosed() throws Exception {
         for (int port : new int[] {decode.port(), proxy.port()}) {
             Socket s = connect(port, "127.0.0.1");
+            // the chunk-size line and nothing after it: a server that takes "-1" as a length waits for more
             s.getOutputStream().write(("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
-                    + "application/json\r\nTransfer-Encoding: chunked\r\n\r\n-5\r\n{\"a\":\r\n0\r\n\r\n")
+                    + "application/json\r\nTransfer-Encoding: chunked\r\n\r\n-1\r\n")
                     .getBytes(StandardCharsets.US_ASCII));
             s.getOutputStream().flush();
             String answer = awaitAnswerOrClose(s, System.nanoTime() + CLOSE_DEADLINE.toNanos());
@@ -211,13 +212,16 @@ class SlowClientsTest {
     }
 
     @Test
-    void aRequestLineEndedByABareLineFeedIsAnsweredOrClosed() throws Exception {
+    void requestLinesEndedByABareLineFeedAreAnsweredOrClosed() throws Exception {
         for (int port : new int[] {decode.port(), proxy.port()}) {
-            Socket s = connect(port, "127.0.0.1");
-            s.getOutputStream().write("GET /health HTTP/1.1\nHost: 127.0.0.1\n\n".getBytes(StandardCharsets.US_ASCII));
-            s.getOutputStream().flush();
-            String answer = awaitAnswerOrClose(s, System.nanoTime() + CLOSE_DEADLINE.toNanos());
-            assertTrue(answer.isEmpty() || answer.startsWith("HTTP/1.1 "), answer);
+            for (String request : new String[] {"GET /health HTTP/1.1\nHost: 127.0.0.1\n\n",
+                    "POST /v1/completions HTTP/1.1\nHost: 127.0.0.1\nContent-Length: 2\n\n{}"}) {
+                Socket s = connect(port, "127.0.0.1");
+                s.getOutputStream().write(request.getBytes(StandardCharsets.US_ASCII));
+                s.getOutputStream().flush();
+                String answer = awaitAnswerOrClose(s, System.nanoTime() + CLOSE_DEADLINE.toNanos());
+                assertTrue(answer.isEmpty() || answer.startsWith("HTTP/1.1 "), answer);
+            }
         }
     }
 
