@@ -35,8 +35,8 @@ import java.util.concurrent.Executors;
  * itself (bad framing, headers too large) carry vLLM's JSON error shape, as the routes' own do.
  *
  * <p>Ownership: the front owns its Jetty server, its few platform threads (one acceptor and one
- * selector, in a pool named {@code <name>-io}) and the sweeper; {@link #close()} stops accepting,
- * closes the connections and waits for nothing (requests in flight see their writes fail).
+ * selector, in a pool named {@code <name>io}) and the sweeper; {@link #close()} stops accepting,
+ * closes the connections, interrupts the requests still running and waits for nothing.
  */
 public final class HttpFront implements AutoCloseable {
 
@@ -164,7 +164,7 @@ public final class HttpFront implements AutoCloseable {
         return deadlines.slowBodies();
     }
 
-    /** Stops accepting and closes every connection. Idempotent. */
+    /** Stops accepting, closes every connection and interrupts the requests still running. Idempotent. */
     @Override
     public void close() {
         try {
@@ -173,7 +173,9 @@ public final class HttpFront implements AutoCloseable {
             LOG.warn("stopping the HTTP server on port {} failed", port(), e);
         }
         deadlines.close();
-        requests.close();
+        // not close(), which would wait: a proxy's request may be blocked on a node for minutes; an
+        // interrupted handler answers 503 on a connection that is already closed
+        requests.shutdownNow();
     }
 
     /** Jetty's own error answers (bad framing, 431, ...) in the JSON error shape of the routes. */
