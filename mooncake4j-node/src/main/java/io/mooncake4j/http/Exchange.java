@@ -5,13 +5,13 @@ import org.eclipse.jetty.io.Content;
 import org.eclipse.jetty.server.Request;
 import org.eclipse.jetty.server.Response;
 
-import java.io.BufferedOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.SocketAddress;
+import java.nio.ByteBuffer;
 import java.util.Objects;
 
 /**
@@ -116,9 +116,10 @@ public final class Exchange {
         } else if (length < 0) {
             response.getHeaders().put(HttpHeader.CONTENT_LENGTH, 0L);
         }
-        out = new BufferedOutputStream(Content.Sink.asOutputStream(response), RESPONSE_BUFFER);
-        if (length <= 0) {
-            out.flush(); // the headers go now: a stream's client sees them before its first event
+        ResponseStream rs = new ResponseStream(response);
+        out = rs;
+        if (length == 0) {
+            rs.sendHeaders(); // the headers go now: a stream's client sees them before its first event
         }
     }
 
@@ -160,6 +161,74 @@ public final class Exchange {
             if (bodyWatch != null) {
                 bodyWatch.close();
             }
+        }
+    }
+
+    /**
+     * The response body: what is written collects in one buffer, and each {@code flush} (a streamed
+     * event) or the end is one blocking write through Jetty, the last one ending the response (a small
+     * answer leaves with its headers in a single write).
+     */
+    private static final class ResponseStream extends java.io.OutputStream {
+        private final Response response;
+        private final byte[] buf = new byte[RESPONSE_BUFFER];
+        private int n;
+        private boolean closed;
+
+        ResponseStream(Response response) {
+            this.response = response;
+        }
+
+        void sendHeaders() throws IOException {
+            Content.Sink.write(response, false, ByteBuffer.allocate(0));
+        }
+
+        @Override
+        public void write(int b) throws IOException {
+            if (n == buf.length) {
+                drain(false);
+            }
+            buf[n++] = (byte) b;
+        }
+
+        @Override
+        public void write(byte[] b, int off, int len) throws IOException {
+            java.util.Objects.checkFromIndexSize(off, len, b.length);
+            if (closed) {
+                throw new IOException("the response was ended");
+            }
+            if (len >= buf.length) {
+                drain(false);
+                Content.Sink.write(response, false, ByteBuffer.wrap(b, off, len).slice());
+                return;
+            }
+            if (len > buf.length - n) {
+                drain(false);
+            }
+            System.arraycopy(b, off, buf, n, len);
+            n += len;
+        }
+
+        @Override
+        public void flush() throws IOException {
+            if (n > 0 && !closed) {
+                drain(false);
+            }
+        }
+
+        @Override
+        public void close() throws IOException {
+            if (!closed) {
+                closed = true;
+                drain(true);
+            }
+        }
+
+        private void drain(boolean last) throws IOException {
+            // Jetty may keep the buffer until the write completes, which the blocking write waits for
+            ByteBuffer b = ByteBuffer.wrap(buf, 0, n).slice();
+            n = 0;
+            Content.Sink.write(response, last, b);
         }
     }
 
