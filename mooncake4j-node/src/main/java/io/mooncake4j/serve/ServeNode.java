@@ -25,6 +25,7 @@ import java.net.InetAddress;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
@@ -36,7 +37,6 @@ import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.LinkedBlockingQueue;
-import java.util.HashMap;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.LockSupport;
 import java.util.function.Function;
@@ -81,7 +81,7 @@ public final class ServeNode implements AutoCloseable {
 
     private final ServeOptions options;
     private final SimEngine engine;
-    private HttpFront server; // set once by start, before the node is published
+    private volatile HttpFront server; // set once by start, before the node is returned
     private volatile MetricsRoute metrics = MetricsRoute.NONE;
     private final long created = System.currentTimeMillis() / 1000;
     private final AtomicLong seq = new AtomicLong();
