@@ -1,12 +1,15 @@
 package io.mooncake4j.cli;
 
+import io.mooncake4j.http.HttpLimits;
 import io.mooncake4j.proxy.DisaggProxy;
 import io.mooncake4j.proxy.ProxyConfig;
 
 import java.io.PrintStream;
 import java.time.Duration;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 import java.util.concurrent.CountDownLatch;
 
 /**
@@ -59,12 +62,16 @@ final class ProxyCommand implements CliCommand {
                 "  --host ADDR            address to listen on, default 127.0.0.1",
                 "  --port N               port to listen on, default 8000 (0: any free port, printed on start)",
                 "  --request-timeout S    bound on one request, seconds, default 600",
-                "  --max-in-flight N      requests handled at once (more get 503), default 4096");
+                "  --max-in-flight N      requests handled at once (more get 503), default 4096; a request counts",
+                "                         once its body has arrived",
+                String.join("\n", HttpLimits.usage()),
+                "",
+                "The --http-* limits may also come from the environment variables named in brackets.");
     }
 
     @Override
     public int run(Flags flags, PrintStream out, PrintStream err) throws Exception {
-        ProxyConfig config = parse(flags.raw());
+        ProxyConfig config = parse(flags.raw(), System.getenv());
         if (System.getProperty("jdk.httpclient.keepalive.timeout") == null) {
             // Drop idle connections to the nodes before their servers do (a POST on a connection the
             // server just closed is not retried and would fail a request).
@@ -105,7 +112,13 @@ final class ProxyCommand implements CliCommand {
 
     /** The configuration the arguments ask for; {@code --prefill} takes a URL and an optional port. */
     static ProxyConfig parse(List<String> args) {
+        return parse(args, Map.of());
+    }
+
+    /** As {@link #parse(List)}, with the {@code --http-*} limits defaulting to {@code env}'s. */
+    static ProxyConfig parse(List<String> args, Map<String, String> env) {
         ProxyConfig.Builder b = ProxyConfig.builder();
+        Map<String, String> httpFlags = new HashMap<>();
         int nPrefill = 0;
         int nDecode = 0;
         for (int i = 0; i < args.size(); i++) {
@@ -153,6 +166,10 @@ final class ProxyCommand implements CliCommand {
                         positive(inline != null ? inline : value(args, i++, name), name)));
                 case "--max-in-flight" -> b.maxInFlight(
                         (int) Math.min(Integer.MAX_VALUE, positive(inline != null ? inline : value(args, i++, name), name)));
+                case "--http-header-timeout", "--http-idle-timeout", "--http-min-body-rate", "--http-body-grace",
+                        "--http-max-header-bytes", "--http-body-slots", "--http-body-slots-per-client",
+                        "--http-in-flight-per-client" ->
+                        httpFlags.put(name.substring(2), inline != null ? inline : value(args, i++, name));
                 default -> throw new Flags.UsageException(a.startsWith("-")
                         ? "unknown flag " + a
                         : "unexpected argument '" + a + "' (a bootstrap port goes right after its --prefill URL)");
@@ -165,6 +182,7 @@ final class ProxyCommand implements CliCommand {
             throw new Flags.UsageException("at least one --decode URL is needed");
         }
         try {
+            b.http(HttpLimits.from(httpFlags::get, env));
             return b.build();
         } catch (IllegalArgumentException e) {
             throw new Flags.UsageException(e.getMessage());

@@ -5,6 +5,7 @@ import io.mooncake4j.connector.MooncakeConnectorConfig;
 import io.mooncake4j.engine.TransferEngines;
 import io.mooncake4j.memory.ModelPreset;
 import io.mooncake4j.memory.cuda.CudaDeviceMemory;
+import io.mooncake4j.http.HttpLimits;
 import io.mooncake4j.serve.ServeNode;
 import io.mooncake4j.serve.ServeOptions;
 
@@ -74,6 +75,7 @@ final class ServeCommand implements CliCommand {
                 "  --max-num-batched-tokens N    prompt tokens per engine step, default 8192",
                 "  --max-pending N               requests accepted at once (more get 503), default 1024",
                 "  --drain-timeout SECONDS       how long SIGTERM waits for in-flight requests, default 30",
+                String.join("\n", HttpLimits.usage()),
                 "",
                 "environment: VLLM_MOONCAKE_BOOTSTRAP_PORT (bootstrap server port, default 8998; 0 = any free port),",
                 "VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT (seconds P holds KV for a decode node, default 480),",
@@ -236,9 +238,15 @@ final class ServeCommand implements CliCommand {
         if (drain < 0) {
             throw new Flags.UsageException("--drain-timeout must be >= 0, got " + drain);
         }
+        HttpLimits http;
+        try {
+            http = HttpLimits.from(name -> flags.string(name, null), env);
+        } catch (IllegalArgumentException e) {
+            throw new Flags.UsageException(e.getMessage());
+        }
         flags.rejectUnknown();
         return new ServeOptions(model, served, host, port, connector, numBlocks, device, gpu, engine, maxModelLen,
-                maxNumSeqs, batched, pending, Duration.ofSeconds(drain));
+                maxNumSeqs, batched, pending, Duration.ofSeconds(drain), http);
     }
 
     /** vLLM's {@code get_ip()}: {@code VLLM_HOST_IP}, else the bind address, else this host's address. */

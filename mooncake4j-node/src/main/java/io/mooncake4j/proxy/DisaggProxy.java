@@ -1,7 +1,8 @@
 package io.mooncake4j.proxy;
 
-import com.sun.net.httpserver.HttpExchange;
-import com.sun.net.httpserver.HttpServer;
+import io.mooncake4j.http.Exchange;
+import io.mooncake4j.http.FairSlots;
+import io.mooncake4j.http.HttpFront;
 import io.mooncake4j.internal.http.RequestBodies;
 import io.mooncake4j.internal.json.Json;
 import io.mooncake4j.internal.sys.ClientWatch;
@@ -13,7 +14,7 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.ConnectException;
-import java.net.InetSocketAddress;
+import java.net.InetAddress;
 import java.net.URI;
 import java.net.http.HttpConnectTimeoutException;
 import java.net.http.HttpTimeoutException;
@@ -31,8 +32,6 @@ import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutionException;
-import java.util.concurrent.Executors;
-import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicLong;
@@ -71,7 +70,12 @@ import java.util.concurrent.atomic.AtomicLong;
  * <p>Other routes: {@code GET /health} (200 when ready, else 503; the body lists each node's state),
  * {@code GET /v1/models} (forwarded to a D).
  *
- * <p><b>Threads and ownership:</b> one virtual thread per client connection (the JDK's {@code HttpServer}),
+ * <p>Bounds: a client body is read under a body-upload slot shared by client address (a slow upload
+ * holds one of its own address's share, and is cut by the front's minimum rate), and only a request
+ * whose body has arrived takes one of the {@code --max-in-flight} slots (also shared by address when
+ * {@link io.mooncake4j.http.HttpLimits#inFlightPerClient()} is set).
+ *
+ * <p><b>Threads and ownership:</b> one virtual thread per client request ({@link HttpFront}, {@code mooncake-proxy-http-<n>-<m>}),
  * one virtual thread per call to a P or D ({@link Http1Client}, {@code mooncake-proxy-client-<n>-<m>}), one virtual prober thread
  * {@code mooncake-proxy-probe-<n>} and one disconnect watcher {@code mooncake-proxy-disconnect-<n>}. Node state is held in volatile fields written by the prober and by
  * request threads that see a node fail. {@link #close()} stops accepting, then stops the prober.
@@ -82,15 +86,18 @@ public final class DisaggProxy implements AutoCloseable {
     private static final AtomicLong IDS = new AtomicLong();
     /** Bound on an error or non-streamed body read from a node. */
     private static final int MAX_NODE_BODY = 64 << 20;
+    /** How long a request waits for a body-upload slot before its 503. */
+    private static final Duration BODY_SLOT_WAIT = Duration.ofSeconds(10);
 
     private final ProxyConfig config;
     private final List<Prefill> prefills = new ArrayList<>();
     private final List<Decode> decodes = new ArrayList<>();
     private final Http1Client http;
     private final ClientWatch clientWatch;
-    private final HttpServer server;
+    private final HttpFront server;
     private final Thread prober;
-    private final Semaphore inFlight;
+    private final FairSlots inFlight;
+    private final FairSlots bodies;
     private final AtomicLong prefillTurn = new AtomicLong();
     private final AtomicLong decodeTurn = new AtomicLong();
     private final Object probeLock = new Object();
@@ -178,24 +185,23 @@ public final class DisaggProxy implements AutoCloseable {
         this.config = config;
         config.prefill().forEach(p -> prefills.add(new Prefill(p)));
         config.decode().forEach(d -> decodes.add(new Decode(d)));
-        this.inFlight = new Semaphore(config.maxInFlight());
+        this.inFlight = new FairSlots(config.maxInFlight(), config.http().inFlightShare(config.maxInFlight()));
+        this.bodies = new FairSlots(config.http().bodySlots(), config.http().bodySlotsPerClient());
         long id = IDS.getAndIncrement();
         this.http = new Http1Client(Http1Client.Limits.defaults(config.probeTimeout()),
                 Thread.ofVirtual().name("mooncake-proxy-client-" + id + "-", 0).factory());
-        HttpServer s;
+        this.clientWatch = new ClientWatch(Duration.ofSeconds(1), Duration.ofSeconds(3), "mooncake-proxy-disconnect-" + id);
         try {
-            s = HttpServer.create(new InetSocketAddress(config.host(), config.port()), 1024);
+            // requests before the prober has run get 503 (not ready)
+            this.server = HttpFront.start("mooncake-proxy-http-" + id + "-", config.host(), config.port(), 1024,
+                    config.http(), this::handle);
         } catch (IOException e) {
             http.close();
+            clientWatch.close();
             throw new IOException(String.format(Locale.ROOT, "cannot listen on %s:%d (%s); is the port in use?",
                     config.host(), config.port(), e.getMessage()), e);
         }
-        this.server = s;
-        server.setExecutor(Executors.newThreadPerTaskExecutor(
-                Thread.ofVirtual().name("mooncake-proxy-http-" + id + "-", 0).factory()));
-        server.createContext("/", this::handle);
         this.prober = Thread.ofVirtual().name("mooncake-proxy-probe-" + id).unstarted(this::probeLoop);
-        this.clientWatch = new ClientWatch(Duration.ofSeconds(1), Duration.ofSeconds(3), "mooncake-proxy-disconnect-" + id);
     }
 
     /**
@@ -205,7 +211,6 @@ public final class DisaggProxy implements AutoCloseable {
      */
     public static DisaggProxy start(ProxyConfig config) throws IOException {
         DisaggProxy p = new DisaggProxy(Objects.requireNonNull(config, "config"));
-        p.server.start();
         p.prober.start();
         LOG.info("proxy listening on {}:{}, {} prefill node(s) {}, {} decode node(s) {}", config.host(),
                 p.port(), config.prefill().size(), config.prefill(), config.decode().size(), config.decode());
@@ -214,7 +219,7 @@ public final class DisaggProxy implements AutoCloseable {
 
     /** The port it listens on. */
     public int port() {
-        return server.getAddress().getPort();
+        return server.port();
     }
 
     /** Whether every P has been seen healthy with its engines listed (requests before that get 503). */
@@ -232,7 +237,7 @@ public final class DisaggProxy implements AutoCloseable {
             return;
         }
         closed = true;
-        server.stop(0);
+        server.close();
         synchronized (probeLock) {
             probeLock.notifyAll();
         }
@@ -446,10 +451,15 @@ public final class DisaggProxy implements AutoCloseable {
 
     // ---------------------------------------------------------------- HTTP
 
-    private void handle(HttpExchange ex) throws IOException {
-        try (ex) {
-            String path = ex.getRequestURI().getPath();
-            String method = ex.getRequestMethod();
+    /** The HTTP front door (its counters of slow clients cut off). */
+    public HttpFront httpFront() {
+        return server;
+    }
+
+    private void handle(Exchange ex) {
+        try {
+            String path = ex.path();
+            String method = ex.method();
             switch (path) {
                 case "/health" -> {
                     if (!method.equals("GET")) {
@@ -479,7 +489,7 @@ public final class DisaggProxy implements AutoCloseable {
         } catch (IOException e) {
             LOG.debug("client connection failed: {}", e.toString()); // the client went away; nothing to answer
         } catch (RuntimeException e) {
-            LOG.error("proxy handler failed on {} {}", ex.getRequestMethod(), ex.getRequestURI(), e);
+            LOG.error("proxy handler failed on {} {}", ex.method(), ex.path(), e);
             try {
                 sendError(ex, 500, "server_error", "proxy internal error: " + e);
             } catch (IOException | RuntimeException ignored) {
@@ -488,7 +498,7 @@ public final class DisaggProxy implements AutoCloseable {
         }
     }
 
-    private void health(HttpExchange ex) throws IOException {
+    private void health(Exchange ex) throws IOException {
         Map<String, Object> m = new LinkedHashMap<>();
         m.put("status", ready ? "ready" : "waiting for prefill nodes");
         List<Object> ps = new ArrayList<>();
@@ -517,7 +527,7 @@ public final class DisaggProxy implements AutoCloseable {
         sendJson(ex, ready ? 200 : 503, Json.write(m));
     }
 
-    private void models(HttpExchange ex) throws IOException {
+    private void models(Exchange ex) throws IOException {
         Decode d = decodes.stream().filter(x -> x.up).findFirst().orElse(null);
         if (d == null) {
             sendError(ex, 503, "service_unavailable", "no decode node is reachable (" + nodeProblems() + ")");
@@ -526,9 +536,9 @@ public final class DisaggProxy implements AutoCloseable {
         try {
             Http1Client.Response r = http.send(get(d.node.url().resolve("/v1/models")));
             byte[] body = readBounded(r.body(), MAX_NODE_BODY);
-            ex.getResponseHeaders().set("Content-Type", r.header("Content-Type").orElse("application/json"));
+            ex.setHeader("Content-Type", r.header("Content-Type").orElse("application/json"));
             ex.sendResponseHeaders(r.statusCode(), body.length == 0 ? -1 : body.length);
-            ex.getResponseBody().write(body);
+            ex.responseBody().write(body);
         } catch (IOException e) {
             markDown(d, e);
             sendError(ex, 502, "upstream_error", "decode node " + d.node.url() + " failed on GET /v1/models: "
@@ -536,7 +546,7 @@ public final class DisaggProxy implements AutoCloseable {
         }
     }
 
-    private void proxy(HttpExchange ex, String path) throws IOException {
+    private void proxy(Exchange ex, String path) throws IOException {
         if (!ready) {
             stats.rejected.incrementAndGet();
             drain(ex);
@@ -544,32 +554,51 @@ public final class DisaggProxy implements AutoCloseable {
                     + nodeProblems());
             return;
         }
-        if (!inFlight.tryAcquire()) {
+        long deadline = System.nanoTime() + config.requestTimeout().toNanos();
+        InetAddress client = ex.clientAddress();
+        byte[] raw;
+        // the body first, under a slot of the client's share: a slow upload holds no in-flight slot
+        FairSlots.Slot bodySlot;
+        try {
+            bodySlot = bodies.acquire(client, BODY_SLOT_WAIT);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            bodySlot = null;
+        }
+        if (bodySlot == null) {
             stats.rejected.incrementAndGet();
-            drain(ex);
-            ex.getResponseHeaders().set("Retry-After", "1");
-            sendError(ex, 503, "service_unavailable", String.format(Locale.ROOT,
-                    "the proxy already handles %d requests (its --max-in-flight); retry later", config.maxInFlight()));
+            ex.setHeader("Retry-After", "1");
+            sendError(ex, 503, "service_unavailable", String.format(Locale.ROOT, "too many request bodies being "
+                    + "uploaded at once (%d, of which %d from %s); retry later", bodies.total(), bodies.heldBy(client),
+                    client.getHostAddress()));
             return;
         }
-        try {
-            proxyAdmitted(ex, path);
-        } finally {
-            inFlight.release();
-        }
-    }
-
-    private void proxyAdmitted(HttpExchange ex, String path) throws IOException {
-        long deadline = System.nanoTime() + config.requestTimeout().toNanos();
-        byte[] raw;
-        try {
+        try (FairSlots.Slot held = bodySlot) {
             // a body over the limit is read away first, so that the client gets the 413
-            raw = RequestBodies.read(ex, config.maxBodyBytes());
+            raw = RequestBodies.read(ex.requestBody(), ex.declaredLength(), config.maxBodyBytes());
         } catch (RequestBodies.TooLargeException e) {
             stats.rejected.incrementAndGet();
             sendError(ex, 413, "invalid_request_error", "request body exceeds " + config.maxBodyBytes() + " bytes");
             return;
         }
+        FairSlots.Slot slot = inFlight.tryAcquire(client);
+        if (slot == null) {
+            stats.rejected.incrementAndGet();
+            ex.setHeader("Retry-After", "1");
+            sendError(ex, 503, "service_unavailable", inFlight.heldBy(client) >= inFlight.perClient()
+                    && inFlight.perClient() < inFlight.total()
+                    ? String.format(Locale.ROOT, "the proxy already handles %d requests from %s (its share of "
+                            + "--max-in-flight); retry later", inFlight.heldBy(client), client.getHostAddress())
+                    : String.format(Locale.ROOT, "the proxy already handles %d requests (its --max-in-flight); "
+                            + "retry later", config.maxInFlight()));
+            return;
+        }
+        try (slot) {
+            proxyAdmitted(ex, path, raw, deadline);
+        }
+    }
+
+    private void proxyAdmitted(Exchange ex, String path, byte[] raw, long deadline) throws IOException {
         Map<String, Object> req;
         try {
             req = Json.parseObject(new String(raw, StandardCharsets.UTF_8));
@@ -589,7 +618,7 @@ public final class DisaggProxy implements AutoCloseable {
         String requestId = UUID.randomUUID().toString();
         String transferId = "xfer-" + requestId;
         boolean stream = Boolean.TRUE.equals(req.get("stream"));
-        String auth = ex.getRequestHeaders().getFirst("Authorization");
+        String auth = ex.header("Authorization");
 
         Map<String, Object> pBody = new LinkedHashMap<>(req);
         Map<String, Object> pParams = new LinkedHashMap<>();
@@ -628,7 +657,7 @@ public final class DisaggProxy implements AutoCloseable {
         String dName = "decode node " + route.decode.node.url();
         // a client that goes away cancels both halves: the nodes see their connections close and abort
         java.util.concurrent.atomic.AtomicBoolean gone = new java.util.concurrent.atomic.AtomicBoolean();
-        ClientWatch.Watch watch = clientWatch.watch(ex.getLocalAddress(), ex.getRemoteAddress(), () -> {
+        ClientWatch.Watch watch = clientWatch.watch(ex.localAddress(), ex.remoteAddress(), () -> {
             gone.set(true);
             stats.clientsGone.incrementAndGet();
             cancel(pf);
@@ -718,7 +747,7 @@ public final class DisaggProxy implements AutoCloseable {
     }
 
     /** Streams or copies D's successful answer to the client. */
-    private void relay(HttpExchange ex, Http1Client.Response dr, boolean stream, String dName, String transferId,
+    private void relay(Exchange ex, Http1Client.Response dr, boolean stream, String dName, String transferId,
             long deadline) throws IOException {
         InputStream in = dr.body();
         String type = dr.header("Content-Type").orElse(stream ? "text/event-stream" : "application/json");
@@ -732,7 +761,7 @@ public final class DisaggProxy implements AutoCloseable {
                         "%s broke off its answer to request %s (%s)", dName, transferId, describe(e)));
                 return;
             }
-            ex.getResponseHeaders().set("Content-Type", type);
+            ex.setHeader("Content-Type", type);
             sendCounted(ex, dr.statusCode(), body);
             return;
         }
@@ -740,10 +769,10 @@ public final class DisaggProxy implements AutoCloseable {
         CompletableFuture<Void> cutoff = CompletableFuture.runAsync(() -> closeQuietly(in),
                 CompletableFuture.delayedExecutor(Math.max(1, remainingOrZero(deadline)), TimeUnit.NANOSECONDS));
         try {
-            ex.getResponseHeaders().set("Content-Type", type);
-            ex.getResponseHeaders().set("Cache-Control", "no-cache");
+            ex.setHeader("Content-Type", type);
+            ex.setHeader("Cache-Control", "no-cache");
             ex.sendResponseHeaders(dr.statusCode(), 0);
-            OutputStream out = ex.getResponseBody();
+            OutputStream out = ex.responseBody();
             byte[] buf = new byte[16 << 10];
             while (true) {
                 int n;
@@ -781,7 +810,7 @@ public final class DisaggProxy implements AutoCloseable {
      * that has read the answer always sees the count (a body over the server's 8 KiB buffer goes out
      * as it is written, before {@code write} returns). A failure detected while sending uncounts it.
      */
-    private void sendCounted(HttpExchange ex, int status, byte[] body) throws IOException {
+    private void sendCounted(Exchange ex, int status, byte[] body) throws IOException {
         boolean counted = false;
         try {
             if (body.length == 0) {
@@ -791,7 +820,7 @@ public final class DisaggProxy implements AutoCloseable {
                 return;
             }
             ex.sendResponseHeaders(status, body.length);
-            OutputStream out = ex.getResponseBody();
+            OutputStream out = ex.responseBody();
             out.write(body, 0, body.length - 1);
             stats.succeeded.incrementAndGet();
             counted = true;
@@ -805,7 +834,7 @@ public final class DisaggProxy implements AutoCloseable {
         }
     }
 
-    private void answerFailure(HttpExchange ex, CompletableFuture<Http1Client.Response> f, Decode d,
+    private void answerFailure(Exchange ex, CompletableFuture<Http1Client.Response> f, Decode d,
             String name, String transferId) throws IOException {
         try {
             Http1Client.Response r = f.getNow(null);
@@ -831,7 +860,7 @@ public final class DisaggProxy implements AutoCloseable {
     }
 
     /** A node's own error: its 4xx is passed on (its message kept), anything else becomes 502. */
-    private void sendNodeError(HttpExchange ex, int status, byte[] body, String name, String transferId)
+    private void sendNodeError(Exchange ex, int status, byte[] body, String name, String transferId)
             throws IOException {
         String detail = new String(body, StandardCharsets.UTF_8);
         try {
@@ -874,21 +903,30 @@ public final class DisaggProxy implements AutoCloseable {
         return Map.of("error", e);
     }
 
-    private static void sendError(HttpExchange ex, int code, String type, String message) throws IOException {
+    private static void sendError(Exchange ex, int code, String type, String message) throws IOException {
         sendJson(ex, code, Json.write(errorBody(code, type, message)));
     }
 
-    private static void sendJson(HttpExchange ex, int code, String json) throws IOException {
+    private static void sendJson(Exchange ex, int code, String json) throws IOException {
         byte[] b = json.getBytes(StandardCharsets.UTF_8);
-        ex.getResponseHeaders().set("Content-Type", "application/json");
+        ex.setHeader("Content-Type", "application/json");
         ex.sendResponseHeaders(code, b.length);
-        ex.getResponseBody().write(b);
+        ex.responseBody().write(b);
     }
 
-    /** Reads and discards a rejected request's body so the connection can be reused. */
-    private void drain(HttpExchange ex) {
+    /**
+     * Reads and discards (through a small buffer, up to the body limit) a rejected request's body so the
+     * connection can be reused.
+     */
+    private void drain(Exchange ex) {
         try {
-            readBounded(ex.getRequestBody(), config.maxBodyBytes());
+            InputStream in = ex.requestBody();
+            byte[] sink = new byte[8 << 10];
+            long left = config.maxBodyBytes();
+            int n;
+            while (left > 0 && (n = in.read(sink, 0, (int) Math.min(sink.length, left))) >= 0) {
+                left -= n;
+            }
         } catch (IOException ignored) {
             // the answer is an error anyway
         }

@@ -1,5 +1,7 @@
 package io.mooncake4j.proxy;
 
+import io.mooncake4j.http.HttpLimits;
+
 import java.net.URI;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -20,10 +22,14 @@ import java.util.Objects;
  * @param probeInterval   pause between readiness probes of a node that is not (or no longer) ready
  * @param probeTimeout    bound on one probe ({@code /health} or bootstrap {@code /query})
  * @param maxBodyBytes    largest client request body accepted (larger: 413)
- * @param maxInFlight     requests handled at once (more: 503 with a retry hint)
+ * @param maxInFlight     requests handled at once (more: 503 with a retry hint); a request counts once
+ *                        its body has arrived, so slow uploads do not hold these
+ * @param http            the HTTP front door's deadlines and per-client shares of body-upload and
+ *                        in-flight slots ({@code --http-*} flags)
  */
 public record ProxyConfig(List<PrefillNode> prefill, List<DecodeNode> decode, String host, int port,
-        Duration requestTimeout, Duration probeInterval, Duration probeTimeout, int maxBodyBytes, int maxInFlight) {
+        Duration requestTimeout, Duration probeInterval, Duration probeTimeout, int maxBodyBytes, int maxInFlight,
+        HttpLimits http) {
 
     /** vLLM's default bootstrap port ({@code VLLM_MOONCAKE_BOOTSTRAP_PORT}), used when a P gives none. */
     public static final int DEFAULT_BOOTSTRAP_PORT = 8998;
@@ -71,6 +77,7 @@ public record ProxyConfig(List<PrefillNode> prefill, List<DecodeNode> decode, St
         Objects.requireNonNull(requestTimeout, "requestTimeout");
         Objects.requireNonNull(probeInterval, "probeInterval");
         Objects.requireNonNull(probeTimeout, "probeTimeout");
+        Objects.requireNonNull(http, "http");
         if (prefill.isEmpty()) {
             throw new IllegalArgumentException("the proxy needs at least one prefill node (--prefill URL [BOOTSTRAP_PORT])");
         }
@@ -131,6 +138,7 @@ public record ProxyConfig(List<PrefillNode> prefill, List<DecodeNode> decode, St
         private Duration probeTimeout = Duration.ofSeconds(5);
         private int maxBodyBytes = 32 << 20;
         private int maxInFlight = 4096;
+        private HttpLimits http = HttpLimits.defaults();
 
         private Builder() {}
 
@@ -183,9 +191,14 @@ public record ProxyConfig(List<PrefillNode> prefill, List<DecodeNode> decode, St
             return this;
         }
 
+        public Builder http(HttpLimits v) {
+            http = v;
+            return this;
+        }
+
         public ProxyConfig build() {
             return new ProxyConfig(prefill, decode, host, port, requestTimeout, probeInterval, probeTimeout,
-                    maxBodyBytes, maxInFlight);
+                    maxBodyBytes, maxInFlight, http);
         }
     }
 }

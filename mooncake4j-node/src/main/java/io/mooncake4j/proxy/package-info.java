@@ -5,7 +5,8 @@
  *
  * <ul>
  *   <li>{@link io.mooncake4j.proxy.ProxyConfig}: the nodes and bounds, validated once;</li>
- *   <li>{@link io.mooncake4j.proxy.DisaggProxy}: the HTTP server (JDK {@code HttpServer} on virtual threads)
+ *   <li>{@link io.mooncake4j.proxy.DisaggProxy}: the HTTP server (an {@link io.mooncake4j.http.HttpFront}:
+ *       Jetty, a virtual thread per request, the slow-client deadlines and per-address shares)
  *       and the client side ({@link io.mooncake4j.proxy.Http1Client}) with the readiness prober;</li>
  *   <li>{@link io.mooncake4j.proxy.Http1Client}: a small blocking HTTP/1.1 client (keep-alive pool per
  *       upstream, bounded header, line and chunk-size lengths) for the proxy's calls to P and D and for the

@@ -1,14 +1,14 @@
 package io.mooncake4j.serve;
 
-import com.sun.net.httpserver.HttpExchange;
-import com.sun.net.httpserver.HttpServer;
-
 import io.mooncake4j.connector.KvRole;
 import io.mooncake4j.connector.MooncakeConnectorConfig;
 import io.mooncake4j.connector.KvTransferParams;
 import io.mooncake4j.connector.bootstrap.BootstrapAddresses;
 import io.mooncake4j.engine.TransferEngine;
 import io.mooncake4j.engine.TransferEngines;
+import io.mooncake4j.http.Exchange;
+import io.mooncake4j.http.FairSlots;
+import io.mooncake4j.http.HttpFront;
 import io.mooncake4j.internal.http.RequestBodies;
 import io.mooncake4j.internal.json.Json;
 import io.mooncake4j.internal.sys.ClientWatch;
@@ -21,10 +21,11 @@ import io.mooncake4j.sim.SimWorker;
 
 import java.io.IOException;
 import java.io.OutputStream;
-import java.net.InetSocketAddress;
+import java.net.InetAddress;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
@@ -35,10 +36,7 @@ import java.util.UUID;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
 import java.util.concurrent.LinkedBlockingQueue;
-import java.util.concurrent.Semaphore;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.LockSupport;
 import java.util.function.Function;
@@ -58,8 +56,8 @@ import org.slf4j.LoggerFactory;
  * the engine, which fails what is left, closes the workers (the bootstrap server with them) and frees
  * the KV memory.
  *
- * <p>Threads: HTTP exchanges run on virtual threads ({@code mooncake-serve-http-N}); the engine's step
- * loop is its own thread. Thread-safe.
+ * <p>Threads: HTTP exchanges run on virtual threads ({@code mooncake-serve-http-N}) of the node's
+ * {@link HttpFront}; the engine's step loop is its own thread. Thread-safe.
  */
 public final class ServeNode implements AutoCloseable {
 
@@ -68,8 +66,8 @@ public final class ServeNode implements AutoCloseable {
     /** The largest request body read; larger ones get 413. */
     public static final int MAX_BODY_BYTES = 16 << 20;
 
-    /** Request bodies read at once (each at most {@link #MAX_BODY_BYTES}): bounds the memory uploads take. */
-    public static final int MAX_CONCURRENT_BODIES = 64;
+    /** How long a request waits for a body-upload slot before its 503. */
+    private static final Duration BODY_SLOT_WAIT = Duration.ofSeconds(10);
 
     private static final int DONE = -1;
 
@@ -90,8 +88,7 @@ public final class ServeNode implements AutoCloseable {
     private final TextModel text;
     /** The real model, closed with the node; null for a preset. */
     private final AutoCloseable ownedModel;
-    private final HttpServer server;
-    private final ExecutorService executor;
+    private volatile HttpFront server; // set once by start, before the node is returned
     private volatile MetricsRoute metrics = MetricsRoute.NONE;
     private final long created = System.currentTimeMillis() / 1000;
     private final AtomicLong seq = new AtomicLong();
@@ -101,20 +98,20 @@ public final class ServeNode implements AutoCloseable {
     private final ClientWatch clientWatch;
     private final AtomicLong kvBytesReceived = new AtomicLong();
     private final AtomicLong kvMismatchedWords = new AtomicLong();
-    private final Semaphore bodies = new Semaphore(MAX_CONCURRENT_BODIES);
+    /** Request bodies read at once (each at most {@link #MAX_BODY_BYTES}), shared by client address. */
+    private final FairSlots bodies;
     private final Object inFlightLock = new Object();
     private int inFlight; // guarded by inFlightLock
+    private final Map<InetAddress, Integer> inFlightByClient = new HashMap<>(); // guarded by inFlightLock
     private volatile boolean draining;
     private boolean closed; // guarded by this
 
-    private ServeNode(ServeOptions options, SimEngine engine, HttpServer server, ExecutorService executor,
-            TextModel text, AutoCloseable ownedModel) {
+    private ServeNode(ServeOptions options, SimEngine engine, TextModel text, AutoCloseable ownedModel) {
         this.text = text;
         this.ownedModel = ownedModel;
         this.options = options;
         this.engine = engine;
-        this.server = server;
-        this.executor = executor;
+        this.bodies = new FairSlots(options.http().bodySlots(), options.http().bodySlotsPerClient());
         this.clientWatch = new ClientWatch(DISCONNECT_CHECK_PERIOD, DISCONNECT_CHECK_AFTER,
                 "mooncake-serve-disconnect-" + NODES.getAndIncrement());
     }
@@ -197,23 +194,19 @@ public final class ServeNode implements AutoCloseable {
             engine = SimEngine.start(options.connector(), options.model(), options.numBlocks(), limits, factory,
                     placement, SimEngine.Sampling.KV);
         }
-        HttpServer server;
-        ExecutorService executor = Executors.newThreadPerTaskExecutor(
-                Thread.ofVirtual().name("mooncake-serve-http-", 0).factory());
+        ServeNode node = new ServeNode(options, engine, text, model);
+        metrics.bind(engine);
+        node.metrics = metrics;
         try {
-            server = HttpServer.create(new InetSocketAddress(options.host(), options.port()), 128);
+            node.server = HttpFront.start("mooncake-serve-http-", options.host(), options.port(), 128, options.http(),
+                    node::handle);
         } catch (IOException | RuntimeException e) {
-            executor.close();
+            node.clientWatch.close();
+            metrics.close();
             engine.close();
             throw new IllegalStateException(String.format(Locale.ROOT, "cannot serve HTTP on %s:%d: %s",
                     options.host(), options.port(), e.getMessage()), e);
         }
-        ServeNode node = new ServeNode(options, engine, server, executor, text, model);
-        metrics.bind(engine);
-        node.metrics = metrics;
-        server.createContext("/", node::handle);
-        server.setExecutor(executor);
-        server.start();
         LOG.info("{}", node.describe());
         return node;
     }
@@ -250,7 +243,7 @@ public final class ServeNode implements AutoCloseable {
 
     /** The bound HTTP port. */
     public int port() {
-        return server.getAddress().getPort();
+        return server.port();
     }
 
     /** {@code http://host:port} of the HTTP server (the advertised hostname when bound to all interfaces). */
@@ -409,8 +402,7 @@ public final class ServeNode implements AutoCloseable {
         }
         boolean clean = drain(options.drainTimeout());
         engine.close();
-        server.stop(0);
-        executor.close();
+        server.close();
         clientWatch.close();
         metrics.close();
         if (ownedModel != null) {
@@ -425,18 +417,19 @@ public final class ServeNode implements AutoCloseable {
 
     // ------------------------------------------------------------------ HTTP
 
-    private void handle(HttpExchange ex) {
-        try {
-            route(ex);
-        } finally {
-            ex.close();
-        }
+    /** The HTTP front door (its counters of slow clients cut off). */
+    public HttpFront httpFront() {
+        return server;
     }
 
-    private void route(HttpExchange ex) {
+    private void handle(Exchange ex) {
+        route(ex);
+    }
+
+    private void route(Exchange ex) {
         try {
-            String path = ex.getRequestURI().getPath();
-            String method = ex.getRequestMethod();
+            String path = ex.path();
+            String method = ex.method();
             switch (path) {
                 case "/health" -> {
                     requireMethod(method, "GET");
@@ -457,9 +450,9 @@ public final class ServeNode implements AutoCloseable {
                                 "no /metrics: io.micrometer:micrometer-registry-prometheus is not on the class path");
                     }
                     byte[] b = m.scrape().getBytes(StandardCharsets.UTF_8);
-                    ex.getResponseHeaders().set("Content-Type", m.contentType());
+                    ex.setHeader("Content-Type", m.contentType());
                     ex.sendResponseHeaders(200, b.length);
-                    try (OutputStream out = ex.getResponseBody()) {
+                    try (OutputStream out = ex.responseBody()) {
                         out.write(b);
                     }
                 }
@@ -480,9 +473,9 @@ public final class ServeNode implements AutoCloseable {
         } catch (OpenAiError e) {
             sendError(ex, e);
         } catch (IOException e) {
-            LOG.debug("HTTP exchange {} {} failed", ex.getRequestMethod(), ex.getRequestURI(), e);
+            LOG.debug("HTTP exchange {} {} failed", ex.method(), ex.path(), e);
         } catch (RuntimeException e) {
-            LOG.error("HTTP exchange {} {} failed", ex.getRequestMethod(), ex.getRequestURI(), e);
+            LOG.error("HTTP exchange {} {} failed", ex.method(), ex.path(), e);
             sendError(ex, new OpenAiError(500, "InternalServerError", null, String.valueOf(e.getMessage())));
         }
     }
@@ -546,13 +539,13 @@ public final class ServeNode implements AutoCloseable {
         return m;
     }
 
-    private void complete(HttpExchange ex, boolean chat) throws IOException {
+    private void complete(Exchange ex, boolean chat) throws IOException {
         String body = readBody(ex);
         CompletionRequest req = CompletionRequest.parse(body, chat, role(), text);
         if (req.model() != null && !req.model().equals(options.servedModelName())) {
             throw new OpenAiError(404, "NotFoundError", "model", "The model `" + req.model() + "` does not exist.");
         }
-        String dp = ex.getRequestHeaders().getFirst("X-data-parallel-rank");
+        String dp = ex.header("X-data-parallel-rank");
         if (dp != null && !dp.trim().equals("0")) {
             throw OpenAiError.badRequest(null, "X-data-parallel-rank " + dp + " is out of range: this node has one "
                     + "data-parallel rank (0)");
@@ -564,13 +557,13 @@ public final class ServeNode implements AutoCloseable {
                     + "reduce the length of the %s or completion.", options.maxModelLen(), total,
                     req.prompt().length, chat ? "messages" : "prompt", req.maxTokens(), chat ? "messages" : "prompt"));
         }
-        String header = ex.getRequestHeaders().getFirst("X-Request-Id");
+        String header = ex.header("X-Request-Id");
         String base = header != null && !header.isBlank() ? header.trim() : UUID.randomUUID().toString().replace("-", "");
         String responseId = (chat ? "chatcmpl-" : "cmpl-") + base;
         String engineRequestId = responseId + "-" + seq.incrementAndGet();
         BlockingQueue<Integer> tokens = req.stream() ? new LinkedBlockingQueue<>() : null;
         text.sampling(engineRequestId, req.temperature(), req.seed());
-        CompletableFuture<SimResult> f = submit(engineRequestId, req, tokens);
+        CompletableFuture<SimResult> f = submit(engineRequestId, req, tokens, ex.clientAddress());
         // as vLLM: a request whose client went away is aborted (its blocks freed, per the connector's rules)
         Runnable abort = () -> {
             if (!f.isDone()) {
@@ -579,7 +572,7 @@ public final class ServeNode implements AutoCloseable {
                 engine.abort(engineRequestId, "aborted: the client disconnected");
             }
         };
-        try (ClientWatch.Watch w = clientWatch.watch(ex.getLocalAddress(), ex.getRemoteAddress(), abort)) {
+        try (ClientWatch.Watch w = clientWatch.watch(ex.localAddress(), ex.remoteAddress(), abort)) {
             if (req.stream()) {
                 stream(ex, req, responseId, f, tokens);
             } else {
@@ -598,7 +591,8 @@ public final class ServeNode implements AutoCloseable {
      * is never seen by a client before {@code /mooncake/status} counts the request done and frees its slot
      * (the engine completes its own future first, and wakes a waiter on it before its other dependents).
      */
-    private CompletableFuture<SimResult> submit(String id, CompletionRequest req, BlockingQueue<Integer> tokens) {
+    private CompletableFuture<SimResult> submit(String id, CompletionRequest req, BlockingQueue<Integer> tokens,
+            InetAddress client) {
         synchronized (inFlightLock) {
             if (draining || engine.failure() != null) {
                 throw unavailable();
@@ -607,7 +601,15 @@ public final class ServeNode implements AutoCloseable {
                 throw new OpenAiError(503, "ServiceUnavailableError", null, String.format(Locale.ROOT,
                         "too many requests in flight (%d); retry later", inFlight));
             }
+            int share = options.http().inFlightShare(options.maxPendingRequests());
+            int mine = inFlightByClient.getOrDefault(client, 0);
+            if (mine >= share) {
+                throw new OpenAiError(503, "ServiceUnavailableError", null, String.format(Locale.ROOT,
+                        "too many requests in flight from %s (%d, its share); retry later", client.getHostAddress(),
+                        mine));
+            }
             inFlight++;
+            inFlightByClient.merge(client, 1, Integer::sum);
         }
         CompletableFuture<SimResult> f;
         java.util.function.IntConsumer listener = tokens == null ? null : tokens::add;
@@ -617,10 +619,10 @@ public final class ServeNode implements AutoCloseable {
         try {
             f = engine.submit(id, req.prompt(), req.maxTokens(), req.kvTransferParams(), listener);
         } catch (IllegalArgumentException e) {
-            released();
+            released(client);
             throw OpenAiError.badRequest(null, e.getMessage());
         } catch (RuntimeException e) {
-            released();
+            released(client);
             throw e;
         }
         return f.whenComplete((r, e) -> {
@@ -633,7 +635,7 @@ public final class ServeNode implements AutoCloseable {
                 kvBytesReceived.addAndGet(r.bytesReceived());
                 kvMismatchedWords.addAndGet(r.mismatchedWords());
             }
-            released();
+            released(client);
             if (tokens != null) {
                 tokens.add(DONE);
             }
@@ -663,9 +665,10 @@ public final class ServeNode implements AutoCloseable {
         };
     }
 
-    private void released() {
+    private void released(InetAddress client) {
         synchronized (inFlightLock) {
             inFlight--;
+            inFlightByClient.computeIfPresent(client, (k, n) -> n == 1 ? null : n - 1);
             inFlightLock.notifyAll();
         }
     }
@@ -757,17 +760,17 @@ public final class ServeNode implements AutoCloseable {
         return u;
     }
 
-    private void stream(HttpExchange ex, CompletionRequest req, String id, CompletableFuture<SimResult> f,
+    private void stream(Exchange ex, CompletionRequest req, String id, CompletableFuture<SimResult> f,
             BlockingQueue<Integer> tokens) throws IOException {
         int first = take(tokens);
         if (first == DONE) {
             await(f); // the request failed before its first token: a plain error response
             throw new OpenAiError(500, "InternalServerError", null, "request finished without a token");
         }
-        ex.getResponseHeaders().set("Content-Type", "text/event-stream; charset=utf-8");
-        ex.getResponseHeaders().set("Cache-Control", "no-cache");
+        ex.setHeader("Content-Type", "text/event-stream; charset=utf-8");
+        ex.setHeader("Cache-Control", "no-cache");
         ex.sendResponseHeaders(200, 0);
-        OutputStream out = ex.getResponseBody();
+        OutputStream out = ex.responseBody();
         if (req.chat()) {
             Map<String, Object> delta = new LinkedHashMap<>();
             delta.put("role", "assistant");
@@ -897,28 +900,35 @@ public final class ServeNode implements AutoCloseable {
         }
     }
 
-    private String readBody(HttpExchange ex) throws IOException {
-        boolean got;
+    /**
+     * The body, read under a body-upload slot: at most {@link io.mooncake4j.http.HttpLimits#bodySlots()} at
+     * once, of which {@link io.mooncake4j.http.HttpLimits#bodySlotsPerClient()} for one client address, so
+     * that the connections of one slow client cannot hold every slot (and a body slower than the minimum
+     * rate is cut by the front).
+     */
+    private String readBody(Exchange ex) throws IOException {
+        FairSlots.Slot slot;
         try {
-            got = bodies.tryAcquire(10, java.util.concurrent.TimeUnit.SECONDS);
+            slot = bodies.acquire(ex.clientAddress(), BODY_SLOT_WAIT);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-            got = false;
+            slot = null;
         }
-        if (!got) {
-            throw new OpenAiError(503, "ServiceUnavailableError", null, "too many request bodies being uploaded at "
-                    + "once (" + MAX_CONCURRENT_BODIES + "); retry later");
+        if (slot == null) {
+            InetAddress client = ex.clientAddress();
+            throw new OpenAiError(503, "ServiceUnavailableError", null, String.format(Locale.ROOT, "too many request "
+                    + "bodies being uploaded at once (%d, of which %d from %s); retry later", bodies.total(),
+                    bodies.heldBy(client), client.getHostAddress()));
         }
-        try {
+        try (FairSlots.Slot held = slot) {
             return readBodyBounded(ex);
-        } finally {
-            bodies.release();
         }
     }
 
-    private static String readBodyBounded(HttpExchange ex) throws IOException {
+    private static String readBodyBounded(Exchange ex) throws IOException {
         try {
-            return new String(RequestBodies.read(ex, MAX_BODY_BYTES), StandardCharsets.UTF_8);
+            return new String(RequestBodies.read(ex.requestBody(), ex.declaredLength(), MAX_BODY_BYTES),
+                    StandardCharsets.UTF_8);
         } catch (RequestBodies.TooLargeException e) {
             throw tooLarge();
         }
@@ -929,17 +939,17 @@ public final class ServeNode implements AutoCloseable {
                 + Bytes.human(MAX_BODY_BYTES));
     }
 
-    private static void sendJson(HttpExchange ex, int status, Object body) throws IOException {
+    private static void sendJson(Exchange ex, int status, Object body) throws IOException {
         byte[] b = Json.write(body).getBytes(StandardCharsets.UTF_8);
-        ex.getResponseHeaders().set("Content-Type", "application/json");
+        ex.setHeader("Content-Type", "application/json");
         ex.sendResponseHeaders(status, b.length);
-        try (OutputStream out = ex.getResponseBody()) {
+        try (OutputStream out = ex.responseBody()) {
             out.write(b);
         }
     }
 
-    private static void sendError(HttpExchange ex, OpenAiError e) {
-        if (ex.getResponseCode() != -1) {
+    private static void sendError(Exchange ex, OpenAiError e) {
+        if (ex.responseCode() != -1) {
             LOG.debug("cannot send error {} after the response started: {}", e.status(), e.getMessage());
             return;
         }

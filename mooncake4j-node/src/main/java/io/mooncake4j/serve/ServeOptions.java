@@ -1,6 +1,7 @@
 package io.mooncake4j.serve;
 
 import io.mooncake4j.connector.MooncakeConnectorConfig;
+import io.mooncake4j.http.HttpLimits;
 import io.mooncake4j.memory.ModelPreset;
 
 import java.time.Duration;
@@ -25,11 +26,20 @@ import java.util.Objects;
  * @param maxNumBatchedTokens prompt tokens computed per engine step
  * @param maxPendingRequests  requests accepted at once (running or queued); more get 503
  * @param drainTimeout        how long a drain waits for in-flight requests and held KV blocks
+ * @param http                the HTTP front door's deadlines and per-client shares ({@code --http-*} flags)
  */
 public record ServeOptions(ModelPreset model, String servedModelName, String host, int port,
                            MooncakeConnectorConfig connector, int numBlocks, String device, int gpuId,
                            String transferEngine, int maxModelLen, int maxNumSeqs, int maxNumBatchedTokens,
-                           int maxPendingRequests, Duration drainTimeout) {
+                           int maxPendingRequests, Duration drainTimeout, HttpLimits http) {
+
+    /** Options with the default HTTP limits ({@link HttpLimits#defaults()}). */
+    public ServeOptions(ModelPreset model, String servedModelName, String host, int port,
+            MooncakeConnectorConfig connector, int numBlocks, String device, int gpuId, String transferEngine,
+            int maxModelLen, int maxNumSeqs, int maxNumBatchedTokens, int maxPendingRequests, Duration drainTimeout) {
+        this(model, servedModelName, host, port, connector, numBlocks, device, gpuId, transferEngine, maxModelLen,
+                maxNumSeqs, maxNumBatchedTokens, maxPendingRequests, drainTimeout, HttpLimits.defaults());
+    }
 
     public ServeOptions {
         Objects.requireNonNull(model, "model");
@@ -39,6 +49,7 @@ public record ServeOptions(ModelPreset model, String servedModelName, String hos
         Objects.requireNonNull(device, "device");
         Objects.requireNonNull(transferEngine, "transferEngine");
         Objects.requireNonNull(drainTimeout, "drainTimeout");
+        Objects.requireNonNull(http, "http");
         if (port < 0 || port > 65535) {
             throw new IllegalArgumentException("port must be in 0..65535, got " + port);
         }
@@ -61,6 +72,12 @@ public record ServeOptions(ModelPreset model, String servedModelName, String hos
             throw new IllegalArgumentException("drain timeout must be >= 0, got " + drainTimeout);
         }
         model.kvHeadsPerRank(connector.tpSize()); // validates TP against the KV heads
+    }
+
+    /** These options with other HTTP limits. */
+    public ServeOptions withHttp(HttpLimits limits) {
+        return new ServeOptions(model, servedModelName, host, port, connector, numBlocks, device, gpuId, transferEngine,
+                maxModelLen, maxNumSeqs, maxNumBatchedTokens, maxPendingRequests, drainTimeout, limits);
     }
 
     /** Blocks per rank that fit {@code bytesPerRank} of KV for {@code model} at TP {@code tp} (at least 1). */

@@ -73,24 +73,26 @@
  * Text is rendered by {@link io.mooncake4j.serve.SyntheticTokenizer}.
  *
  * <p>Bounds: bodies above 16 MiB get 413 (read away up to 64 MiB first, so the client sees it), at most
- * 64 are read at once, and at most {@link io.mooncake4j.serve.ServeOptions#maxPendingRequests()} requests
- * are accepted at once (503 beyond).
+ * 64 are read at once of which 16 for one client address ({@link io.mooncake4j.http.HttpLimits}; a body
+ * slower than the minimum rate, or a header not complete within the header deadline, is cut by the
+ * node's {@link io.mooncake4j.http.HttpFront}), and at most
+ * {@link io.mooncake4j.serve.ServeOptions#maxPendingRequests()} requests are accepted at once (503 beyond).
  *
  * <p>A request whose client disconnects is aborted, as vLLM does ({@link io.mooncake4j.sim.SimEngine#abort}):
  * one not yet admitted, prefilling or decoding finishes at once as {@code FINISHED_ABORTED} through the
  * connector's {@code request_finished} (P: its transfer goes to {@code reqs_not_processed}; D not yet
  * allocated: P is told to release its blocks) and its blocks are freed; a D request whose KV is being pulled is
  * abandoned and freed when the pull ends (no write of P can land in reused blocks); KV that P already holds
- * for a decode node stays held until D pulls it or the abort timeout. The JDK's HTTP server does not report
- * closed connections, so a watcher ({@link io.mooncake4j.internal.sys.ClientWatch}) reads the kernel's TCP
+ * for a decode node stays held until D pulls it or the abort timeout. A blocked handler is not told when
+ * its connection closes, so a watcher ({@link io.mooncake4j.internal.sys.ClientWatch}) reads the kernel's TCP
  * table every second for the connections of requests in flight for more than 3 s (Linux; elsewhere only a
  * failed write to a streaming client is noticed).
  *
  * <p>Not supported: more than one prompt or choice per request, logprobs, stop strings.
  *
  * <p><b>Threads and ownership:</b> a {@link io.mooncake4j.serve.ServeNode} owns its engine (KV memory,
- * workers, step loop) and its HTTP server, whose exchanges run on virtual threads
- * ({@code mooncake-serve-http-N}) that block on the engine's futures; closing the node drains it,
+ * workers, step loop) and its HTTP server (an {@link io.mooncake4j.http.HttpFront}), whose exchanges run on
+ * virtual threads ({@code mooncake-serve-http-N}) that block on the engine's futures; closing the node drains it,
  * then frees everything.
  */
 package io.mooncake4j.serve;

@@ -16,6 +16,7 @@ import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
@@ -61,6 +62,20 @@ class ProxyCommandTest {
         String text = err.toString(StandardCharsets.UTF_8);
         assertTrue(text.contains("mooncake4j proxy: ") && text.contains("--prefill"), text);
         assertFalse(text.contains("usage: bin/mooncake4j proxy"), "one error line, no usage dump: " + text);
+    }
+
+    @Test
+    void shouldTakeTheHttpLimitsFromFlagsOverTheEnvironment() {
+        ProxyConfig c = ProxyCommand.parse(List.of("--prefill", "http://a:1", "--decode", "http://b:2",
+                "--http-header-timeout", "3", "--http-body-slots-per-client=4", "--http-in-flight-per-client", "100"),
+                Map.of(io.mooncake4j.http.HttpLimits.ENV_HEADER_TIMEOUT, "9",
+                        io.mooncake4j.http.HttpLimits.ENV_MIN_BODY_RATE, "512"));
+        assertEquals(Duration.ofSeconds(3), c.http().headerTimeout());
+        assertEquals(4, c.http().bodySlotsPerClient());
+        assertEquals(100, c.http().inFlightPerClient());
+        assertEquals(512, c.http().minBodyRate());
+        assertTrue(message("--prefill", "http://a:1", "--decode", "http://b:2", "--http-body-slots", "x")
+                .contains("--http-body-slots"));
     }
 
     private static String message(String... args) {

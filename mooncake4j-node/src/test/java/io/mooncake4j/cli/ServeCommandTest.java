@@ -84,6 +84,18 @@ class ServeCommandTest {
     }
 
     @Test
+    void shouldTakeTheHttpLimitsFromFlagsAndTheEnvironment() {
+        ServeOptions o = parse(Map.of(io.mooncake4j.http.HttpLimits.ENV_BODY_GRACE, "4"), "--model", "tiny",
+                "--kv-cache-memory", "1M", "--http-header-timeout", "5", "--http-min-body-rate", "0");
+        assertEquals(Duration.ofSeconds(5), o.http().headerTimeout());
+        assertEquals(Duration.ofSeconds(4), o.http().bodyGrace());
+        assertEquals(0, o.http().minBodyRate());
+        assertEquals(io.mooncake4j.http.HttpLimits.defaults().bodySlots(), o.http().bodySlots());
+        assertTrue(assertThrows(Flags.UsageException.class, () -> parse(Map.of(), "--model", "tiny",
+                "--http-idle-timeout", "soon")).getMessage().contains("--http-idle-timeout"));
+    }
+
+    @Test
     void shouldRefuseBadFlagsWithUsageErrors() {
         Map<String, String> env = Map.of();
         assertTrue(assertThrows(Flags.UsageException.class, () -> parse(env, "--model", "tiny", "-tp", "3"))

@@ -1,0 +1,298 @@
+package io.mooncake4j.http;
+
+import org.eclipse.jetty.http.HttpHeader;
+import org.eclipse.jetty.io.Content;
+import org.eclipse.jetty.server.Request;
+import org.eclipse.jetty.server.Response;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.SocketAddress;
+import java.nio.ByteBuffer;
+import java.util.Objects;
+
+/**
+ * One HTTP request and its response, for a handler that blocks (it runs on its own virtual thread):
+ * the request's line, headers and body as a stream, and a response started with
+ * {@link #sendResponseHeaders(int, long)} as the JDK's {@code HttpExchange} does it, so that a route
+ * reads the same on any server. Used by one thread at a time.
+ */
+public final class Exchange {
+
+    private static final int RESPONSE_BUFFER = 16 << 10;
+
+    private final Request request;
+    private final Response response;
+    private final Deadlines deadlines;
+    private InputStream body;
+    private Deadlines.BodyWatch bodyWatch;
+    private OutputStream out;
+    private int status = -1;
+    private volatile IOException bodyFailure;
+
+    Exchange(Request request, Response response, Deadlines deadlines) {
+        this.request = request;
+        this.response = response;
+        this.deadlines = deadlines;
+    }
+
+    /** The method, as sent ({@code GET}, {@code POST}, ...). */
+    public String method() {
+        return request.getMethod();
+    }
+
+    /** The decoded path, without the query. */
+    public String path() {
+        String p = request.getHttpURI().getDecodedPath();
+        return p == null ? "/" : p;
+    }
+
+    /** The first value of a request header (names are case-insensitive), or null. */
+    public String header(String name) {
+        return request.getHeaders().get(name);
+    }
+
+    /** The request's {@code Content-Length}, or -1 when it is chunked or has no body. */
+    public long declaredLength() {
+        return request.getLength();
+    }
+
+    /** The client's address (the connection's remote end). */
+    public InetSocketAddress remoteAddress() {
+        return inet(request.getConnectionMetaData().getRemoteSocketAddress());
+    }
+
+    /** This server's end of the connection. */
+    public InetSocketAddress localAddress() {
+        return inet(request.getConnectionMetaData().getLocalSocketAddress());
+    }
+
+    /** The client's IP address: the key of its share of the node's slots. */
+    public InetAddress clientAddress() {
+        return remoteAddress().getAddress();
+    }
+
+    private static InetSocketAddress inet(SocketAddress a) {
+        if (a instanceof InetSocketAddress i) {
+            return i;
+        }
+        throw new IllegalStateException("not an IP connection: " + a);
+    }
+
+    /**
+     * The request body. A body that arrives slower than the front's minimum rate is cut: the
+     * connection is closed and a read fails.
+     */
+    public InputStream requestBody() {
+        if (body == null) {
+            bodyWatch = deadlines.watchBody(request.getConnectionMetaData().getConnection());
+            body = new CountingInput(Content.Source.asInputStream(request), bodyWatch, this);
+        }
+        return body;
+    }
+
+    /** Sets a response header (before {@link #sendResponseHeaders}). */
+    public void setHeader(String name, String value) {
+        response.getHeaders().put(name, value);
+    }
+
+    /**
+     * Starts the response.
+     *
+     * @param status the status code
+     * @param length the body's length; 0: unknown (sent chunked, the headers leave now); -1: no body
+     */
+    public void sendResponseHeaders(int status, long length) throws IOException {
+        if (this.status != -1) {
+            throw new IOException("the response was already started (" + this.status + ")");
+        }
+        this.status = status;
+        response.setStatus(status);
+        if (length > 0) {
+            response.getHeaders().put(HttpHeader.CONTENT_LENGTH, length);
+        } else if (length < 0) {
+            response.getHeaders().put(HttpHeader.CONTENT_LENGTH, 0L);
+        }
+        ResponseStream rs = new ResponseStream(response);
+        out = rs;
+        if (length == 0) {
+            rs.sendHeaders(); // the headers go now: a stream's client sees them before its first event
+        }
+    }
+
+    /** The response body, after {@link #sendResponseHeaders}; {@code flush} sends what was written. */
+    public OutputStream responseBody() {
+        if (out == null) {
+            throw new IllegalStateException("sendResponseHeaders first");
+        }
+        return out;
+    }
+
+    /** The status sent, or -1 while the response has not been started. */
+    public int responseCode() {
+        return status;
+    }
+
+    Request request() {
+        return request;
+    }
+
+    Response response() {
+        return response;
+    }
+
+    /** Why reading the body failed (bad framing, a cut connection), or null. */
+    IOException bodyFailure() {
+        return bodyFailure;
+    }
+
+    /** Ends the response (the last bytes leave); true when one was started and ended cleanly. */
+    boolean finish() throws IOException {
+        try {
+            if (out != null) {
+                out.close();
+                return true;
+            }
+            return false;
+        } finally {
+            if (bodyWatch != null) {
+                bodyWatch.close();
+            }
+        }
+    }
+
+    /**
+     * The response body: what is written collects in one buffer, and each {@code flush} (a streamed
+     * event) or the end is one blocking write through Jetty, the last one ending the response (a small
+     * answer leaves with its headers in a single write).
+     */
+    private static final class ResponseStream extends java.io.OutputStream {
+        private final Response response;
+        private final byte[] buf = new byte[RESPONSE_BUFFER];
+        private int n;
+        private boolean closed;
+
+        ResponseStream(Response response) {
+            this.response = response;
+        }
+
+        void sendHeaders() throws IOException {
+            Content.Sink.write(response, false, ByteBuffer.allocate(0));
+        }
+
+        @Override
+        public void write(int b) throws IOException {
+            if (n == buf.length) {
+                drain(false);
+            }
+            buf[n++] = (byte) b;
+        }
+
+        @Override
+        public void write(byte[] b, int off, int len) throws IOException {
+            java.util.Objects.checkFromIndexSize(off, len, b.length);
+            if (closed) {
+                throw new IOException("the response was ended");
+            }
+            if (len >= buf.length) {
+                drain(false);
+                Content.Sink.write(response, false, ByteBuffer.wrap(b, off, len).slice());
+                return;
+            }
+            if (len > buf.length - n) {
+                drain(false);
+            }
+            System.arraycopy(b, off, buf, n, len);
+            n += len;
+        }
+
+        @Override
+        public void flush() throws IOException {
+            if (n > 0 && !closed) {
+                drain(false);
+            }
+        }
+
+        @Override
+        public void close() throws IOException {
+            if (!closed) {
+                closed = true;
+                drain(true);
+            }
+        }
+
+        private void drain(boolean last) throws IOException {
+            // Jetty may keep the buffer until the write completes, which the blocking write waits for
+            ByteBuffer b = ByteBuffer.wrap(buf, 0, n).slice();
+            n = 0;
+            Content.Sink.write(response, last, b);
+        }
+    }
+
+    /** Counts the bytes read for the rate check; the watch ends at the body's end. */
+    private static final class CountingInput extends InputStream {
+        private final InputStream in;
+        private final Deadlines.BodyWatch watch;
+        private final Exchange ex;
+
+        CountingInput(InputStream in, Deadlines.BodyWatch watch, Exchange ex) {
+            this.in = Objects.requireNonNull(in);
+            this.watch = watch;
+            this.ex = ex;
+        }
+
+        private IOException failed(IOException e) {
+            ex.bodyFailure = e;
+            watch.close();
+            return e;
+        }
+
+        @Override
+        public int read() throws IOException {
+            watch.reading();
+            int b;
+            try {
+                b = in.read();
+            } catch (IOException e) {
+                throw failed(e);
+            }
+            if (b < 0) {
+                watch.close();
+            } else {
+                watch.got(1);
+            }
+            return b;
+        }
+
+        @Override
+        public int read(byte[] b, int off, int len) throws IOException {
+            watch.reading();
+            int n;
+            try {
+                n = in.read(b, off, len);
+            } catch (IOException e) {
+                throw failed(e);
+            }
+            if (n < 0) {
+                watch.close();
+            } else {
+                watch.got(n);
+            }
+            return n;
+        }
+
+        @Override
+        public int available() throws IOException {
+            return in.available();
+        }
+
+        @Override
+        public void close() throws IOException {
+            watch.close();
+            in.close();
+        }
+    }
+}
