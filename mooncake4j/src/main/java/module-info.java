@@ -39,6 +39,9 @@ module io.mooncake4j {
     // the worker: register_kv_caches, start_load_kv, get_finished, statistics, health, limits
     exports io.mooncake4j.connector.worker;
 
+    // strict JSON for the Mooncake Store client's config and metadata (mooncake4j-store), not for embedders
+    exports io.mooncake4j.internal.json to io.mooncake4j.store;
+
     // engine kinds beyond the built-in ones (mooncake4j-testing provides "mock")
     uses io.mooncake4j.engine.EngineKindProvider;
 }

@@ -11,8 +11,7 @@ public abstract sealed class MooncakeException extends RuntimeException
         permits MooncakeConfigException,
                 io.mooncake4j.engine.TransferEngineException,
                 io.mooncake4j.memory.cuda.CudaException,
-                io.mooncake4j.connector.ConnectorException,
-                io.mooncake4j.store.StoreException {
+                io.mooncake4j.connector.ConnectorException {
 
     private static final long serialVersionUID = 1L;
 

@@ -1,14 +1,17 @@
 package io.mooncake4j.store;
 
-import io.mooncake4j.MooncakeException;
-
 /**
  * A Mooncake Store call that failed as a whole: the master could not be reached or answered
  * nothing decodable ({@link ErrorCode#RPC_FAIL}), no answer came before the deadline
  * ({@link ErrorCode#RPC_TIMEOUT}), or the client was used wrongly. Per-key outcomes of batch calls
  * are not exceptions: they are the codes in the results.
+ *
+ * <p>The store client is an artifact of its own ({@code mooncake4j-store}), so this is the root of its
+ * errors rather than a member of the library's sealed {@code MooncakeException} family (a sealed class
+ * permits subclasses of its own module only); a wrong configuration still throws the library's
+ * {@code MooncakeConfigException}.
  */
-public final class StoreException extends MooncakeException {
+public final class StoreException extends RuntimeException {
 
     private static final long serialVersionUID = 1L;
 
