@@ -116,10 +116,10 @@ public final class RdmaTransport implements Transport {
     private volatile String lastError;
     private volatile boolean closed;
 
-    /** A transport over libibverbs configured from the environment. */
+    /** A transport over libibverbs configured from the process environment snapshot. */
     public RdmaTransport() {
-        this(new VerbsRdmaProvider(), RdmaEngineConfig.fromEnvironment(), RdmaAvailability::unavailabilityCause,
-                GpuDirectSupport.cuda());
+        this(new VerbsRdmaProvider(), RdmaEngineConfig.fromSettings(EngineSettings.fromEnvironment()),
+                RdmaAvailability::unavailabilityCause, GpuDirectSupport.cuda());
     }
 
     /**
@@ -152,15 +152,16 @@ public final class RdmaTransport implements Transport {
      * asked for by name (install then diagnoses); for {@code "auto"}/{@code ""} only where a device
      * is usable and {@code MC_FORCE_TCP} is unset ({@link ProtocolSelection}, one WARN otherwise).
      *
+     * @param forceTcp {@link RdmaEngineConfig#forceTcp()}
      * @return null to try it, else why not
      */
-    public static String autoPrecheck(String protocol, String deviceFilter) {
+    public static String autoPrecheck(String protocol, String deviceFilter, boolean forceTcp) {
         String p = protocol == null ? "" : protocol.strip().toLowerCase(Locale.ROOT);
         if (!p.isEmpty() && !p.equals("auto")) {
             return null;
         }
         try {
-            return ProtocolSelection.resolve("auto", deviceFilter).equals(ProtocolSelection.RDMA) ? null
+            return ProtocolSelection.resolve("auto", deviceFilter, forceTcp).equals(ProtocolSelection.RDMA) ? null
                     : "no usable RDMA device (or MC_FORCE_TCP is set)";
         } catch (TransferEngineException e) {
             return e.getMessage();
@@ -170,16 +171,11 @@ public final class RdmaTransport implements Transport {
     /** The transport's name ({@code MC_TRANSPORTS}, logs). */
     public static final String NAME = "rdma";
 
-    /** The factory of rdma transports over libibverbs configured from the environment (auto precheck). */
-    public static TransportFactory factory() {
-        return new TransportFactory(NAME, RdmaTransport::new, RdmaTransport::autoPrecheck);
-    }
-
-    /** The factory of rdma transports configured from the engine's settings (auto precheck). */
-    public static TransportFactory factory(EngineSettings settings) {
-        RdmaEngineConfig config = RdmaEngineConfig.fromSettings(settings);
+    /** The factory of rdma transports over libibverbs with {@code config} (auto precheck). */
+    public static TransportFactory factory(RdmaEngineConfig config) {
         return new TransportFactory(NAME, () -> new RdmaTransport(new VerbsRdmaProvider(), config,
-                RdmaAvailability::unavailabilityCause, GpuDirectSupport.cuda()), RdmaTransport::autoPrecheck);
+                RdmaAvailability::unavailabilityCause, GpuDirectSupport.cuda()),
+                (protocol, filter) -> autoPrecheck(protocol, filter, config.forceTcp()));
     }
 
     /**
