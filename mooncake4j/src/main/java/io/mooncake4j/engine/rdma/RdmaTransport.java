@@ -1,11 +1,5 @@
 package io.mooncake4j.engine.rdma;
 
-// Over 800 lines: the RDMA data path is one state machine (endpoints and their handshakes,
-// slicing, posting, completions, retries over other paths, teardown order) whose parts share the
-// contexts, the slice pool and the endpoint maps; splitting it further would spread those
-// invariants over several classes. Registered memory is RdmaMemory's; engine-level code is the
-// engine core's.
-
 import io.mooncake4j.engine.DeviceMemoryAccess;
 import io.mooncake4j.engine.ErrorCodes;
 import io.mooncake4j.engine.TransferEngine;
@@ -79,6 +73,17 @@ import org.slf4j.LoggerFactory;
  * {@link #uninstall()}, which first drains outstanding work and then destroys QPs, CQs, MRs, PDs and
  * contexts in that order. Posting is not confined to one thread per QP: submitting threads and the
  * poller post under the endpoint's lock; each CQ is owned by its poller.
+ *
+ * <p>One file over 800 lines, kept whole on purpose: endpoint bring-up, slice posting and completion
+ * handling are one state machine over one slice. A slice that fails on any of them (a handshake that
+ * breaks an endpoint, a post that finds it broken, an error completion) goes through the same
+ * {@code redispatch} / {@code nextAttempt} / {@code finishSlice} path under the same retry budget, and
+ * uninstall drains all three in one teardown order; they share the contexts, the slice pool and the
+ * endpoint maps. Split by concern, each part would need the others' private state and the retry
+ * rules would be spread over three classes. What is separable already lives beside it: registered
+ * memory ({@link RdmaMemory}), an endpoint's QPs ({@link RdmaEndpoint}, {@link QpBringUp}), a device
+ * ({@link RdmaContext}), NIC choice ({@link NicSelection}), a batch's slices ({@link RdmaBatch},
+ * {@link Slice}).
  *
  * @see <a href="https://github.com/kvcache-ai/Mooncake">Mooncake</a>
  *      {@code mooncake-transfer-engine/src/transport/rdma_transport/rdma_transport.cpp} ({@code RdmaTransport})
