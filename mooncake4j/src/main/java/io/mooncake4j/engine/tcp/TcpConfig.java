@@ -141,13 +141,6 @@ public record TcpConfig(HandshakeConfig handshake, HandshakeConfig dataListen, i
                 gatherWrites, forceV1, staging);
     }
 
-    /** A copy with other GPU-memory staging settings (tests). */
-    public TcpConfig withStaging(StagingConfig staging) {
-        return new TcpConfig(handshake, dataListen, statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs,
-                unregisterWaitMs, dataIdleTimeoutMs, maxDataConnections, peerIdleTimeoutMs, maxPeers, maxSegments,
-                gatherWrites, forceV1, staging);
-    }
-
     /** A copy with another control-plane config (tests). */
     public TcpConfig withHandshake(HandshakeConfig handshake) {
         return new TcpConfig(handshake, dataListen, statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs,
