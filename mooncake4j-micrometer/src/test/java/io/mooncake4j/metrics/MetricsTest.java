@@ -18,8 +18,10 @@ import io.mooncake4j.engine.handshake.HandshakeClient;
 import io.mooncake4j.engine.handshake.HandshakeConfig;
 import io.mooncake4j.engine.handshake.PeerAddress;
 import io.mooncake4j.engine.core.CoreEngine;
+import io.mooncake4j.engine.rdma.RdmaEngineConfig;
 import io.mooncake4j.engine.rdma.RdmaTransport;
 import io.mooncake4j.engine.shm.ShmTransport;
+import io.mooncake4j.engine.spi.EngineSettings;
 import io.mooncake4j.engine.spi.TransportFactory;
 import io.mooncake4j.engine.tcp.TcpConfig;
 import io.mooncake4j.engine.tcp.TcpTransport;
@@ -115,7 +117,7 @@ class MetricsTest {
         TcpConfig tcp = TcpConfig.fromEnvironment(Map.of(), HandshakeConfig.ephemeral(InetAddress.getLoopbackAddress()));
         return new EngineBuilder().settings(TcpTransport.engineSettings(tcp)).environment(Map.of()).offer(
                 new TransportFactory("shm", ShmTransport::new),
-                new TransportFactory("rdma", RdmaTransport::new, RdmaTransport::autoPrecheck),
+                RdmaTransport.factory(RdmaEngineConfig.fromSettings(EngineSettings.fromEnvironment())),
                 new TransportFactory("tcp", () -> new TcpTransport(tcp))).build();
     }
 

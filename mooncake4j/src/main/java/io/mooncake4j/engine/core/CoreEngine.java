@@ -447,11 +447,6 @@ public final class CoreEngine implements TransferEngine, TransportHost {
         }
 
         @Override
-        public Map<String, String> environment() {
-            return env;
-        }
-
-        @Override
         public List<LocalBuffer> registeredBuffers() {
             List<LocalBuffer> out = new ArrayList<>();
             for (BufferRegistry.Buffer b : registry.snapshot()) {

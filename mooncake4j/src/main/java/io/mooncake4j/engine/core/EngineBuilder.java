@@ -94,7 +94,7 @@ public final class EngineBuilder {
 
     /** tcp alone, configured from the environment: wire-compatible with Mooncake's TCP transport. */
     public static CoreEngine tcp() {
-        return tcp(TcpConfig.fromEnvironment());
+        return tcp(TcpConfig.fromSettings(EngineSettings.fromEnvironment()));
     }
 
     /** tcp alone with explicit settings; GPU memory through CUDA. */
@@ -113,7 +113,7 @@ public final class EngineBuilder {
      */
     public static CoreEngine rdma() {
         EngineSettings s = EngineSettings.fromEnvironment();
-        return rdma(s, RdmaTransport.factory(s));
+        return rdma(s, RdmaTransport.factory(RdmaEngineConfig.fromSettings(s)));
     }
 
     /** rdma alone over {@code provider} (tests: the emulated provider), always considered available. */
@@ -134,7 +134,7 @@ public final class EngineBuilder {
     public static CoreEngine rdma(RdmaProvider provider, RdmaEngineConfig config,
             Supplier<Optional<RdmaAvailability.Cause>> availability, GpuDirectSupport gpu) {
         EngineSettings s = new EngineSettings(config.handshake(), config.transferTimeoutMs(),
-                EngineSettings.DEFAULT_MAX_SEGMENTS, System.getenv());
+                EngineSettings.DEFAULT_MAX_SEGMENTS, EngineSettings.processEnvironment());
         return rdma(s, RdmaTransport.factory(provider, config, availability, gpu));
     }
 

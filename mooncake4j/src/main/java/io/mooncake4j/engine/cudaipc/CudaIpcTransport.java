@@ -71,7 +71,8 @@ public final class CudaIpcTransport implements Transport {
     private final Map<Integer, IpcDriver.DeviceId> devices = new ConcurrentHashMap<>();
     private final Map<Long, PeerHandles> peers = new ConcurrentHashMap<>();
     private final Set<Long> malformedLogged = ConcurrentHashMap.newKeySet();
-    private volatile int cap = DEFAULT_MAX_HANDLES;
+    private final CudaIpcConfig config;
+    private volatile int cap;
     private volatile String machine = io.mooncake4j.engine.spi.MachineIdentity.local();
     private volatile boolean installed;
 
@@ -85,18 +86,30 @@ public final class CudaIpcTransport implements Transport {
         }
     }
 
-    /** The transport over the CUDA driver of this process. */
+    /** The transport over the CUDA driver of this process, with the default settings. */
     public CudaIpcTransport() {
-        this(new CudaDriverIpc());
+        this(new CudaDriverIpc(), CudaIpcConfig.DEFAULTS);
     }
 
     /**
-     * The transport over {@code driver} (tests pass a fake).
+     * The transport over {@code driver} (tests pass a fake), with the default settings.
      *
      * @param driver the CUDA calls
      */
     public CudaIpcTransport(IpcDriver driver) {
+        this(driver, CudaIpcConfig.DEFAULTS);
+    }
+
+    /**
+     * The transport over {@code driver} with {@code config}.
+     *
+     * @param driver the CUDA calls
+     * @param config the settings (parsed from the engine's environment snapshot)
+     */
+    public CudaIpcTransport(IpcDriver driver, CudaIpcConfig config) {
         this.driver = driver;
+        this.config = java.util.Objects.requireNonNull(config, "config");
+        this.cap = config.maxHandles();
     }
 
     /**
@@ -113,9 +126,15 @@ public final class CudaIpcTransport implements Transport {
                 : "no NVIDIA driver here (/dev/nvidiactl and /proc/driver/nvidia absent)";
     }
 
-    /** The factory of cuda-ipc transports over the CUDA driver (installed only where an NVIDIA driver is). */
+    /** The factory of cuda-ipc transports over the CUDA driver with the default settings (installed only where an NVIDIA driver is). */
     public static TransportFactory factory() {
-        return new TransportFactory(NAME, CudaIpcTransport::new, CudaIpcTransport::autoPrecheck);
+        return factory(CudaIpcConfig.DEFAULTS);
+    }
+
+    /** The factory of cuda-ipc transports over the CUDA driver with {@code config} (installed only where an NVIDIA driver is). */
+    public static TransportFactory factory(CudaIpcConfig config) {
+        return new TransportFactory(NAME, () -> new CudaIpcTransport(new CudaDriverIpc(), config),
+                CudaIpcTransport::autoPrecheck);
     }
 
     @Override
@@ -136,7 +155,9 @@ public final class CudaIpcTransport implements Transport {
                     + "; GPU memory goes over rdma or tcp instead");
         }
         if (context != null) {
-            cap = maxHandles(context.environment());
+            if (config.problem() != null) {
+                throw new TransportException(config.problem());
+            }
             if (context.machineId() != null) {
                 machine = context.machineId();
             }
@@ -145,24 +166,6 @@ public final class CudaIpcTransport implements Transport {
         if (context != null) {
             registerBuffers(context.registeredBuffers());
         }
-    }
-
-    /** {@value #MAX_HANDLES_ENV} from {@code env}: a positive integer, default {@value #DEFAULT_MAX_HANDLES}. */
-    static int maxHandles(Map<String, String> env) throws TransportException {
-        String v = env.get(MAX_HANDLES_ENV);
-        if (v == null || v.isBlank()) {
-            return DEFAULT_MAX_HANDLES;
-        }
-        try {
-            int n = Integer.parseInt(v.strip());
-            if (n > 0) {
-                return n;
-            }
-        } catch (NumberFormatException e) {
-            // reported below
-        }
-        throw new TransportException(String.format(Locale.ROOT, "%s=%s: expected a positive number of IPC handles "
-                + "per peer (default %d)", MAX_HANDLES_ENV, v, DEFAULT_MAX_HANDLES));
     }
 
     @Override

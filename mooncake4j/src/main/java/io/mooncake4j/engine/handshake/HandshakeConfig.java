@@ -77,11 +77,6 @@ public record HandshakeConfig(int minPort, int maxPort, InetAddress bindAddress,
                 DEFAULT_CLIENT_REQUEST_TIMEOUT_MS);
     }
 
-    /** Mooncake's defaults with the environment applied. */
-    public static HandshakeConfig fromEnvironment() {
-        return fromEnvironment(System.getenv());
-    }
-
     /** Mooncake's defaults with {@code env} applied (testable). */
     public static HandshakeConfig fromEnvironment(Map<String, String> env) {
         int min = intVar(env, "MC_MIN_RPC_PORT", "MC_MIN_PRC_PORT", DEFAULT_MIN_PORT);

@@ -3,7 +3,6 @@ package io.mooncake4j.engine.rdma;
 import io.mooncake4j.engine.TransferEngineException;
 import java.util.List;
 import java.util.Locale;
-import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Supplier;
@@ -28,13 +27,17 @@ public final class ProtocolSelection {
 
     private ProtocolSelection() {}
 
-    /** With this machine's RDMA availability, devices and environment. */
-    public static String resolve(String protocol, String deviceName) {
-        return resolve(protocol, deviceName, System.getenv(), RdmaAvailability.unavailabilityCause(),
+    /**
+     * With this machine's RDMA availability and devices.
+     *
+     * @param forceTcp {@code MC_FORCE_TCP} ({@link RdmaEngineConfig#forceTcp()})
+     */
+    public static String resolve(String protocol, String deviceName, boolean forceTcp) {
+        return resolve(protocol, deviceName, forceTcp, RdmaAvailability.unavailabilityCause(),
                 () -> new VerbsRdmaProvider().deviceNames(), WARNED);
     }
 
-    static String resolve(String protocol, String deviceName, Map<String, String> env,
+    static String resolve(String protocol, String deviceName, boolean forceTcp,
                           Optional<RdmaAvailability.Cause> unavailable, Supplier<List<String>> devices,
                           AtomicBoolean warned) {
         String p = protocol == null ? "" : protocol.strip().toLowerCase(Locale.ROOT);
@@ -50,8 +53,7 @@ public final class ProtocolSelection {
                 return RDMA;
             }
             case "", "auto" -> {
-                String force = env.get("MC_FORCE_TCP");
-                if (force != null && !force.isBlank()) {
+                if (forceTcp) {
                     return TCP;
                 }
                 String why;

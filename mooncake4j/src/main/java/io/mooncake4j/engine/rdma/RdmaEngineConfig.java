@@ -16,6 +16,7 @@ import java.util.function.Supplier;
 /**
  * Settings of the {@link RdmaTransport}: the {@code MC_*} RDMA tunables, the handshake
  * (RPC port) settings, the synchronous-transfer deadline and where locality and limits come from.
+ * Parsed once from the engine's environment snapshot ({@link #fromSettings}).
  *
  * @param settings          the {@code MC_*} RDMA tunables
  * @param handshake         the handshake (RPC port) settings
@@ -30,10 +31,12 @@ import java.util.function.Supplier;
  * @param numaNodeOf        the NUMA node of the page at an address, -1 unknown ({@link NumaMemory#nodeOf}
  *                          in production): host memory registered as {@code *} is published as
  *                          {@code cpu:N} of its first page, as Mooncake does
+ * @param forceTcp          {@code MC_FORCE_TCP} set (any non-blank value): protocol {@code "auto"} never
+ *                          picks rdma ({@link ProtocolSelection})
  */
 public record RdmaEngineConfig(RdmaSettings settings, HandshakeConfig handshake, long transferTimeoutMs,
         Supplier<OptionalLong> memlockLimit, Path sysfsRoot, BooleanSupplier ipcLock, TopologyOverrides topology,
-        LongToIntFunction numaNodeOf) {
+        LongToIntFunction numaNodeOf, boolean forceTcp) {
 
     /**
      * Mooncake's topology environment.
@@ -71,15 +74,10 @@ public record RdmaEngineConfig(RdmaSettings settings, HandshakeConfig handshake,
     public RdmaEngineConfig(RdmaSettings settings, HandshakeConfig handshake, long transferTimeoutMs,
             Supplier<OptionalLong> memlockLimit, Path sysfsRoot) {
         this(settings, handshake, transferTimeoutMs, memlockLimit, sysfsRoot, Capabilities::hasIpcLock,
-                TopologyOverrides.NONE, NumaMemory::nodeOf);
+                TopologyOverrides.NONE, NumaMemory::nodeOf, false);
     }
 
-    /** From this process's environment. */
-    public static RdmaEngineConfig fromEnvironment() {
-        return fromEnvironment(System.getenv(), HandshakeConfig.fromEnvironment());
-    }
-
-    /** From the engine's settings: its handshake settings, transfer timeout and environment. */
+    /** From the engine's settings: its handshake settings, transfer timeout and environment snapshot. */
     public static RdmaEngineConfig fromSettings(EngineSettings s) {
         return of(s.environment(), s.handshake(), s.transferTimeoutMs());
     }
@@ -92,47 +90,52 @@ public record RdmaEngineConfig(RdmaSettings settings, HandshakeConfig handshake,
     private static RdmaEngineConfig of(Map<String, String> env, HandshakeConfig handshake, long transferTimeoutMs) {
         return new RdmaEngineConfig(RdmaSettings.from(env), handshake, transferTimeoutMs,
                 ResourceLimits::memlockSoftLimit, NicSelection.SYSFS, Capabilities::hasIpcLock,
-                TopologyOverrides.from(env), NumaMemory::nodeOf);
+                TopologyOverrides.from(env), NumaMemory::nodeOf, forceTcp(env));
+    }
+
+    private static boolean forceTcp(Map<String, String> env) {
+        String force = env.get("MC_FORCE_TCP");
+        return force != null && !force.isBlank();
     }
 
     /** A copy with other RDMA settings. */
     public RdmaEngineConfig withSettings(RdmaSettings s) {
         return new RdmaEngineConfig(s, handshake, transferTimeoutMs, memlockLimit, sysfsRoot, ipcLock, topology,
-                numaNodeOf);
+                numaNodeOf, forceTcp);
     }
 
     /** A copy with another memlock limit source. */
     public RdmaEngineConfig withMemlockLimit(Supplier<OptionalLong> limit) {
         return new RdmaEngineConfig(settings, handshake, transferTimeoutMs, limit, sysfsRoot, ipcLock, topology,
-                numaNodeOf);
+                numaNodeOf, forceTcp);
     }
 
     /** A copy with another {@code CAP_IPC_LOCK} source. */
     public RdmaEngineConfig withIpcLock(BooleanSupplier capability) {
         return new RdmaEngineConfig(settings, handshake, transferTimeoutMs, memlockLimit, sysfsRoot, capability,
-                topology, numaNodeOf);
+                topology, numaNodeOf, forceTcp);
     }
 
     /** A copy with another sysfs root. */
     public RdmaEngineConfig withSysfsRoot(Path root) {
         return new RdmaEngineConfig(settings, handshake, transferTimeoutMs, memlockLimit, root, ipcLock, topology,
-                numaNodeOf);
+                numaNodeOf, forceTcp);
     }
 
     /** A copy with other topology overrides. */
     public RdmaEngineConfig withTopology(TopologyOverrides overrides) {
         return new RdmaEngineConfig(settings, handshake, transferTimeoutMs, memlockLimit, sysfsRoot, ipcLock,
-                overrides, numaNodeOf);
+                overrides, numaNodeOf, forceTcp);
     }
 
     /** A copy with another page-locality source. */
     public RdmaEngineConfig withNumaNodeOf(LongToIntFunction nodeOf) {
         return new RdmaEngineConfig(settings, handshake, transferTimeoutMs, memlockLimit, sysfsRoot, ipcLock,
-                topology, nodeOf);
+                topology, nodeOf, forceTcp);
     }
 
     /** A copy with another synchronous-transfer deadline. */
     public RdmaEngineConfig withTransferTimeoutMs(long ms) {
-        return new RdmaEngineConfig(settings, handshake, ms, memlockLimit, sysfsRoot, ipcLock, topology, numaNodeOf);
+        return new RdmaEngineConfig(settings, handshake, ms, memlockLimit, sysfsRoot, ipcLock, topology, numaNodeOf, forceTcp);
     }
 }

@@ -43,11 +43,6 @@ public record RdmaSettings(int sliceSize, int fragmentLimit, int retryCnt, int n
         return new RdmaSettings(65536, 16384, 9, 2, 256, 4, 64, 4096, 65536, 1, -1, 2, 0, 4096, 0, 0, 1L << 40, true);
     }
 
-    /** From this process's environment. */
-    public static RdmaSettings fromEnvironment() {
-        return from(System.getenv());
-    }
-
     /** From {@code env} (a map so tests need not touch the real environment). */
     public static RdmaSettings from(Map<String, String> env) {
         RdmaSettings d = defaults();

@@ -1,11 +1,5 @@
 package io.mooncake4j.engine.rdma;
 
-// Over 800 lines: the RDMA data path is one state machine (endpoints and their handshakes,
-// slicing, posting, completions, retries over other paths, teardown order) whose parts share the
-// contexts, the slice pool and the endpoint maps; splitting it further would spread those
-// invariants over several classes. Registered memory is RdmaMemory's; engine-level code is the
-// engine core's.
-
 import io.mooncake4j.engine.DeviceMemoryAccess;
 import io.mooncake4j.engine.ErrorCodes;
 import io.mooncake4j.engine.TransferEngine;
@@ -80,6 +74,17 @@ import org.slf4j.LoggerFactory;
  * contexts in that order. Posting is not confined to one thread per QP: submitting threads and the
  * poller post under the endpoint's lock; each CQ is owned by its poller.
  *
+ * <p>One file over 800 lines, kept whole on purpose: endpoint bring-up, slice posting and completion
+ * handling are one state machine over one slice. A slice that fails on any of them (a handshake that
+ * breaks an endpoint, a post that finds it broken, an error completion) goes through the same
+ * {@code redispatch} / {@code nextAttempt} / {@code finishSlice} path under the same retry budget, and
+ * uninstall drains all three in one teardown order; they share the contexts, the slice pool and the
+ * endpoint maps. Split by concern, each part would need the others' private state and the retry
+ * rules would be spread over three classes. What is separable already lives beside it: registered
+ * memory ({@link RdmaMemory}), an endpoint's QPs ({@link RdmaEndpoint}, {@link QpBringUp}), a device
+ * ({@link RdmaContext}), NIC choice ({@link NicSelection}), a batch's slices ({@link RdmaBatch},
+ * {@link Slice}).
+ *
  * @see <a href="https://github.com/kvcache-ai/Mooncake">Mooncake</a>
  *      {@code mooncake-transfer-engine/src/transport/rdma_transport/rdma_transport.cpp} ({@code RdmaTransport})
  */
@@ -116,10 +121,10 @@ public final class RdmaTransport implements Transport {
     private volatile String lastError;
     private volatile boolean closed;
 
-    /** A transport over libibverbs configured from the environment. */
+    /** A transport over libibverbs configured from the process environment snapshot. */
     public RdmaTransport() {
-        this(new VerbsRdmaProvider(), RdmaEngineConfig.fromEnvironment(), RdmaAvailability::unavailabilityCause,
-                GpuDirectSupport.cuda());
+        this(new VerbsRdmaProvider(), RdmaEngineConfig.fromSettings(EngineSettings.fromEnvironment()),
+                RdmaAvailability::unavailabilityCause, GpuDirectSupport.cuda());
     }
 
     /**
@@ -152,15 +157,16 @@ public final class RdmaTransport implements Transport {
      * asked for by name (install then diagnoses); for {@code "auto"}/{@code ""} only where a device
      * is usable and {@code MC_FORCE_TCP} is unset ({@link ProtocolSelection}, one WARN otherwise).
      *
+     * @param forceTcp {@link RdmaEngineConfig#forceTcp()}
      * @return null to try it, else why not
      */
-    public static String autoPrecheck(String protocol, String deviceFilter) {
+    public static String autoPrecheck(String protocol, String deviceFilter, boolean forceTcp) {
         String p = protocol == null ? "" : protocol.strip().toLowerCase(Locale.ROOT);
         if (!p.isEmpty() && !p.equals("auto")) {
             return null;
         }
         try {
-            return ProtocolSelection.resolve("auto", deviceFilter).equals(ProtocolSelection.RDMA) ? null
+            return ProtocolSelection.resolve("auto", deviceFilter, forceTcp).equals(ProtocolSelection.RDMA) ? null
                     : "no usable RDMA device (or MC_FORCE_TCP is set)";
         } catch (TransferEngineException e) {
             return e.getMessage();
@@ -170,16 +176,11 @@ public final class RdmaTransport implements Transport {
     /** The transport's name ({@code MC_TRANSPORTS}, logs). */
     public static final String NAME = "rdma";
 
-    /** The factory of rdma transports over libibverbs configured from the environment (auto precheck). */
-    public static TransportFactory factory() {
-        return new TransportFactory(NAME, RdmaTransport::new, RdmaTransport::autoPrecheck);
-    }
-
-    /** The factory of rdma transports configured from the engine's settings (auto precheck). */
-    public static TransportFactory factory(EngineSettings settings) {
-        RdmaEngineConfig config = RdmaEngineConfig.fromSettings(settings);
+    /** The factory of rdma transports over libibverbs with {@code config} (auto precheck). */
+    public static TransportFactory factory(RdmaEngineConfig config) {
         return new TransportFactory(NAME, () -> new RdmaTransport(new VerbsRdmaProvider(), config,
-                RdmaAvailability::unavailabilityCause, GpuDirectSupport.cuda()), RdmaTransport::autoPrecheck);
+                RdmaAvailability::unavailabilityCause, GpuDirectSupport.cuda()),
+                (protocol, filter) -> autoPrecheck(protocol, filter, config.forceTcp()));
     }
 
     /**

@@ -9,9 +9,13 @@ import org.slf4j.LoggerFactory;
 /**
  * The engine's settings, read once from the environment when an engine is built: what the core
  * itself uses (the handshake port and client, the synchronous deadline, the segment cap) and the
- * environment the transports read their own variables from ({@code MC_TCP_*}, {@code MC_SLICE_SIZE},
- * ...; see their config records). {@code MC_TRANSFER_TIMEOUT} is parsed here only
- * ({@link #transferTimeoutMs(Map)}); the transports' configs take it from here. Immutable.
+ * environment snapshot each area's settings record is built from, once per engine, in
+ * {@code engine.core.TransportLoader} ({@code TcpConfig} with its staging and framing settings,
+ * {@code RdmaEngineConfig}, {@code CudaIpcConfig}); the transports get those typed records, never the
+ * variables. {@link #processEnvironment()} is the library's one reader of this process's
+ * {@code MC_*} and {@code MOONCAKE4J_*} engine variables; a Java process's environment cannot change
+ * after start, so one snapshot is what every engine sees. {@code MC_TRANSFER_TIMEOUT} is parsed here
+ * only ({@link #transferTimeoutMs(Map)}); the transports' configs take it from here. Immutable.
  *
  * @param handshake         the handshake port and client (ports, frame limit, timeouts)
  * @param transferTimeoutMs {@code MC_TRANSFER_TIMEOUT} in ms: base of a synchronous call's deadline
@@ -41,9 +45,19 @@ public record EngineSettings(HandshakeConfig handshake, long transferTimeoutMs, 
         }
     }
 
-    /** From this process's environment. */
+    /** This process's environment, read once: the only read of the engine's variables in the library. */
+    public static Map<String, String> processEnvironment() {
+        return ProcessEnvironment.SNAPSHOT;
+    }
+
+    /** Holds the snapshot, taken when first asked for. */
+    private static final class ProcessEnvironment {
+        static final Map<String, String> SNAPSHOT = Map.copyOf(System.getenv());
+    }
+
+    /** From this process's environment ({@link #processEnvironment()}). */
     public static EngineSettings fromEnvironment() {
-        return fromEnvironment(System.getenv());
+        return fromEnvironment(processEnvironment());
     }
 
     /**

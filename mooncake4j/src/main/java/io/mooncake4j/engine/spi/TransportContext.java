@@ -1,7 +1,6 @@
 package io.mooncake4j.engine.spi;
 
 import java.util.List;
-import java.util.Map;
 import java.util.concurrent.ThreadFactory;
 import java.util.function.Function;
 
@@ -23,9 +22,6 @@ public interface TransportContext {
      * memory.
      */
     String machineId();
-
-    /** The environment (Mooncake's {@code MC_*} variables among it); tests pass their own. */
-    Map<String, String> environment();
 
     /** Buffers registered so far, in registration order (a transport installed late registers them). */
     List<LocalBuffer> registeredBuffers();

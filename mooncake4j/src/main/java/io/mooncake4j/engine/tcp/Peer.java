@@ -81,7 +81,7 @@ final class Peer {
 
     /** Whether requests to this peer use v2 framing now. */
     boolean v2() {
-        return descriptor.tcpProtoVersion() >= 2 && !TcpConfig.forceV1();
+        return descriptor.tcpProtoVersion() >= 2 && !config.forceV1();
     }
 
     boolean isDead() {

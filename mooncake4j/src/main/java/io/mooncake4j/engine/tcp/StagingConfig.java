@@ -6,7 +6,8 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Settings of GPU-memory staging in the TCP transport, read once from the environment.
+ * Settings of GPU-memory staging in the TCP transport, parsed with the rest of {@link TcpConfig}
+ * from the engine's environment snapshot.
  *
  * <table>
  *   <caption>Variables honoured</caption>
@@ -21,22 +22,22 @@ import org.slf4j.LoggerFactory;
  * @param shared      stagers in the engine's shared pool; a session or local copy that finds none
  *                    free waits (back-pressure)
  */
-record StagingConfig(int bufferBytes, int depth, int shared) {
+public record StagingConfig(int bufferBytes, int depth, int shared) {
 
     private static final Logger LOG = LoggerFactory.getLogger(StagingConfig.class);
 
-    StagingConfig {
+    /** The defaults: 1 MiB buffers, depth 4, 8 shared. */
+    public static final StagingConfig DEFAULTS = new StagingConfig(1024 * 1024, 4, 8);
+
+    public StagingConfig {
         if (bufferBytes < 1 || depth < 1 || shared < 1) {
             throw new IllegalArgumentException(String.format(Locale.ROOT,
                     "bad staging settings: %d-byte buffers, depth %d, %d shared", bufferBytes, depth, shared));
         }
     }
 
-    static StagingConfig fromEnvironment() {
-        return fromEnvironment(System.getenv());
-    }
-
-    static StagingConfig fromEnvironment(Map<String, String> env) {
+    /** {@code env}'s {@code MOONCAKE4J_TCP_STAGING_*} applied on top of the defaults. */
+    public static StagingConfig fromEnvironment(Map<String, String> env) {
         int kb = intVar(env, "MOONCAKE4J_TCP_STAGING_BUFFER_KB", 1024, 4, 64 * 1024);
         int depth = intVar(env, "MOONCAKE4J_TCP_STAGING_DEPTH", 4, 2, 64);
         int shared = intVar(env, "MOONCAKE4J_TCP_STAGING_SHARED", 8, 1, 1024);

@@ -8,8 +8,10 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Settings of the TCP transport, read once from Mooncake's environment variables (and two
- * mooncake4j ones). Out-of-range values fall back to the default with one WARN.
+ * Settings of the TCP transport, parsed once from the engine's environment snapshot
+ * ({@link #fromSettings}; {@link EngineSettings#processEnvironment()} is the one read of the process's
+ * variables) from Mooncake's variables and mooncake4j's own. Out-of-range values fall back to the
+ * default with one WARN.
  *
  * <table>
  *   <caption>Variables honoured</caption>
@@ -17,7 +19,7 @@ import org.slf4j.LoggerFactory;
  *   <tr><td>{@code MC_TCP_STATUS_TIMEOUT_SEC}</td><td>30</td><td>deadline for a v2 status frame</td></tr>
  *   <tr><td>{@code MC_TCP_LANES_PER_PEER} ({@code MC_TCP_MAX_CONNECTIONS_PER_PEER})</td><td>4</td>
  *       <td>persistent connections per peer, 1–16</td></tr>
- *   <tr><td>{@code MC_TCP_PROTO}</td><td>—</td><td>{@code 1} forces v1 framing (read per request)</td></tr>
+ *   <tr><td>{@code MC_TCP_PROTO}</td><td>—</td><td>{@code 1} forces v1 framing ({@link #forceV1()})</td></tr>
  *   <tr><td>{@code MC_TRANSFER_TIMEOUT}</td><td>30</td><td>synchronous batch deadline: max(5, value) s + 1 ns/byte (parsed by {@link EngineSettings#transferTimeoutMs})</td></tr>
  *   <tr><td>{@code MOONCAKE4J_TCP_WINDOW}</td><td>32</td><td>requests pipelined per lane, 1–1024</td></tr>
  *   <tr><td>{@code MOONCAKE4J_UNREGISTER_WAIT_MS}</td><td>5000</td><td>how long unregistration waits for in-flight transfers before aborting them</td></tr>
@@ -36,6 +38,7 @@ import org.slf4j.LoggerFactory;
  *   <tr><td>{@code MOONCAKE4J_TCP_GATHER}</td><td>1</td><td>{@code 0} turns off gathering writes (several
  *       requests and their bodies in one {@code sendmsg}, bodies not copied); they also need
  *       {@code --add-exports java.base/sun.nio.ch=ALL-UNNAMED}, else one write per header run and per body</td></tr>
+ *   <tr><td>{@code MOONCAKE4J_TCP_STAGING_*}</td><td></td><td>GPU-memory staging ({@link StagingConfig})</td></tr>
  * </table>
  *
  * @param handshake        the control-plane settings (ports, frame limit, timeouts)
@@ -52,10 +55,15 @@ import org.slf4j.LoggerFactory;
  * @param maxPeers         initiator: peers with live lanes at once
  * @param maxSegments      initiator: distinct names {@code openSegment} accepts
  * @param gatherWrites     {@code MOONCAKE4J_TCP_GATHER}: gathering writes where the JVM allows them
+ * @param forceV1          {@code MC_TCP_PROTO=1}: v1 framing towards every peer, even one that offers v2.
+ *                         Mooncake re-reads the variable per request; a Java process's environment
+ *                         cannot change after start, so reading it once is equivalent
+ * @param staging          GPU-memory staging ({@code MOONCAKE4J_TCP_STAGING_*})
  */
 public record TcpConfig(HandshakeConfig handshake, HandshakeConfig dataListen, int statusTimeoutMs, int lanesPerPeer, int window,
         long transferTimeoutMs, long unregisterWaitMs, long dataIdleTimeoutMs, int maxDataConnections,
-        long peerIdleTimeoutMs, int maxPeers, int maxSegments, boolean gatherWrites) {
+        long peerIdleTimeoutMs, int maxPeers, int maxSegments, boolean gatherWrites, boolean forceV1,
+        StagingConfig staging) {
 
     private static final Logger LOG = LoggerFactory.getLogger(TcpConfig.class);
 
@@ -70,12 +78,13 @@ public record TcpConfig(HandshakeConfig handshake, HandshakeConfig dataListen, i
             int window, long transferTimeoutMs, long unregisterWaitMs) {
         this(handshake, dataListen, statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs, unregisterWaitMs,
                 DEFAULT_DATA_IDLE_TIMEOUT_MS, DEFAULT_MAX_DATA_CONNECTIONS, DEFAULT_PEER_IDLE_TIMEOUT_MS,
-                DEFAULT_MAX_PEERS, DEFAULT_MAX_SEGMENTS, true);
+                DEFAULT_MAX_PEERS, DEFAULT_MAX_SEGMENTS, true, false, StagingConfig.DEFAULTS);
     }
 
     public TcpConfig {
         java.util.Objects.requireNonNull(handshake, "handshake");
         java.util.Objects.requireNonNull(dataListen, "dataListen");
+        java.util.Objects.requireNonNull(staging, "staging");
         if (statusTimeoutMs < 1 || lanesPerPeer < 1 || lanesPerPeer > 16 || window < 1 || window > 1024
                 || transferTimeoutMs < 1 || unregisterWaitMs < 0 || dataIdleTimeoutMs < 1 || maxDataConnections < 1
                 || peerIdleTimeoutMs < 1 || maxPeers < 1 || maxSegments < 1) {
@@ -87,12 +96,7 @@ public record TcpConfig(HandshakeConfig handshake, HandshakeConfig dataListen, i
         }
     }
 
-    /** Mooncake's defaults with the process environment applied. */
-    public static TcpConfig fromEnvironment() {
-        return fromEnvironment(System.getenv());
-    }
-
-    /** The engine's settings applied: its handshake settings, transfer timeout and environment. */
+    /** The engine's settings applied: its handshake settings, transfer timeout and environment snapshot. */
     public static TcpConfig fromSettings(EngineSettings settings) {
         return fromEnvironment(settings.environment(), settings.handshake());
     }
@@ -117,73 +121,66 @@ public record TcpConfig(HandshakeConfig handshake, HandshakeConfig dataListen, i
         int peers = intVar(env, "MOONCAKE4J_TCP_MAX_PEERS", null, DEFAULT_MAX_PEERS, 1, 65_536);
         int segs = intVar(env, "MOONCAKE4J_TCP_MAX_SEGMENTS", null, DEFAULT_MAX_SEGMENTS, 1, 1 << 20);
         boolean gather = intVar(env, "MOONCAKE4J_TCP_GATHER", null, 1, 0, 1) == 1;
+        boolean forceV1 = "1".equals(env.get("MC_TCP_PROTO"));
         return new TcpConfig(handshake, handshake, status * 1000, lanes, window, EngineSettings.transferTimeoutMs(env), unreg,
-                dataIdle * 1000L, dataConns, peerIdle * 1000L, peers, segs, gather);
+                dataIdle * 1000L, dataConns, peerIdle * 1000L, peers, segs, gather, forceV1,
+                StagingConfig.fromEnvironment(env));
     }
 
     /** A copy with other data-port limits (tests). */
     public TcpConfig withDataLimits(long dataIdleTimeoutMs, int maxDataConnections) {
         return new TcpConfig(handshake, dataListen, statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs,
                 unregisterWaitMs, dataIdleTimeoutMs, maxDataConnections, peerIdleTimeoutMs, maxPeers, maxSegments,
-                gatherWrites);
+                gatherWrites, forceV1, staging);
     }
 
     /** A copy with other initiator peer limits (tests). */
     public TcpConfig withPeerLimits(long peerIdleTimeoutMs, int maxPeers, int maxSegments) {
         return new TcpConfig(handshake, dataListen, statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs,
                 unregisterWaitMs, dataIdleTimeoutMs, maxDataConnections, peerIdleTimeoutMs, maxPeers, maxSegments,
-                gatherWrites);
+                gatherWrites, forceV1, staging);
     }
 
     /** A copy with another control-plane config (tests). */
     public TcpConfig withHandshake(HandshakeConfig handshake) {
         return new TcpConfig(handshake, dataListen, statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs,
                 unregisterWaitMs, dataIdleTimeoutMs, maxDataConnections, peerIdleTimeoutMs, maxPeers, maxSegments,
-                gatherWrites);
+                gatherWrites, forceV1, staging);
     }
 
     /** A copy with other timeouts (tests). */
     public TcpConfig withTimeouts(int statusTimeoutMs, long transferTimeoutMs) {
         return new TcpConfig(handshake, dataListen, statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs,
                 unregisterWaitMs, dataIdleTimeoutMs, maxDataConnections, peerIdleTimeoutMs, maxPeers, maxSegments,
-                gatherWrites);
+                gatherWrites, forceV1, staging);
     }
 
     /** A copy with another lane count and window (tests, benchmarks). */
     public TcpConfig withLanes(int lanesPerPeer, int window) {
         return new TcpConfig(handshake, dataListen, statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs,
                 unregisterWaitMs, dataIdleTimeoutMs, maxDataConnections, peerIdleTimeoutMs, maxPeers, maxSegments,
-                gatherWrites);
+                gatherWrites, forceV1, staging);
     }
 
     /** A copy with another unregistration wait (tests). */
     public TcpConfig withUnregisterWait(long ms) {
         return new TcpConfig(handshake, dataListen, statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs, ms,
                 dataIdleTimeoutMs, maxDataConnections, peerIdleTimeoutMs, maxPeers, maxSegments,
-                gatherWrites);
+                gatherWrites, forceV1, staging);
     }
 
     /** A copy with gathering writes on or off ({@code MOONCAKE4J_TCP_GATHER}). */
     public TcpConfig withGatherWrites(boolean on) {
         return new TcpConfig(handshake, dataListen, statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs,
                 unregisterWaitMs, dataIdleTimeoutMs, maxDataConnections, peerIdleTimeoutMs, maxPeers, maxSegments,
-                on);
+                on, forceV1, staging);
     }
 
     /** A copy whose data port is bound per {@code listen} instead of the RPC port's range (tests). */
     public TcpConfig withDataListen(HandshakeConfig listen) {
         return new TcpConfig(handshake, listen, statusTimeoutMs, lanesPerPeer, window, transferTimeoutMs,
                 unregisterWaitMs, dataIdleTimeoutMs, maxDataConnections, peerIdleTimeoutMs, maxPeers, maxSegments,
-                gatherWrites);
-    }
-
-    // Mooncake re-reads MC_TCP_PROTO per request; a Java process's environment cannot change
-    // after start, so reading it once is equivalent (and keeps the data path allocation-free).
-    private static final boolean FORCE_V1 = "1".equals(System.getenv("MC_TCP_PROTO"));
-
-    /** Whether {@code MC_TCP_PROTO=1} forces v1 framing. */
-    static boolean forceV1() {
-        return FORCE_V1;
+                gatherWrites, forceV1, staging);
     }
 
     private static int intVar(Map<String, String> env, String name, String alias, int def, int min, int max) {

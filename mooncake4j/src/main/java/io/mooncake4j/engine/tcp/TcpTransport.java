@@ -146,27 +146,28 @@ public final class TcpTransport implements Transport {
         this.memory = new LocalMemory(TimeUnit.MILLISECONDS.toNanos(config.unregisterWaitMs()), this.staging);
     }
 
-    /** A transport with explicit settings; GPU memory through CUDA, staging settings from the environment. */
+    /** A transport with explicit settings; GPU memory through CUDA, staged per {@link TcpConfig#staging()}. */
     public TcpTransport(TcpConfig config) {
-        this(config, io.mooncake4j.memory.cuda.CudaDeviceMemory.INSTANCE, StagingConfig.fromEnvironment());
+        this(config, io.mooncake4j.memory.cuda.CudaDeviceMemory.INSTANCE, config.staging());
     }
 
     /**
      * The engine settings that go with a TCP configuration (its handshake, transfer timeout and
-     * segment cap), with the process environment for the rest.
+     * segment cap), with the process environment snapshot for the rest ({@code MC_TRANSPORTS}).
      */
     public static EngineSettings engineSettings(TcpConfig c) {
-        return new EngineSettings(c.handshake(), c.transferTimeoutMs(), c.maxSegments(), System.getenv());
+        return new EngineSettings(c.handshake(), c.transferTimeoutMs(), c.maxSegments(),
+                EngineSettings.processEnvironment());
     }
 
-    /** The factory of tcp transports with these settings (GPU memory through CUDA, staging from the environment). */
+    /** The factory of tcp transports with these settings (GPU memory through CUDA, staged per the config). */
     public static TransportFactory factory(TcpConfig config) {
         return new TransportFactory(NAME, () -> new TcpTransport(config));
     }
 
     /** The factory of tcp transports reaching GPU memory through {@code deviceMemory}. */
     public static TransportFactory factory(TcpConfig config, DeviceMemory deviceMemory) {
-        return factory(config, deviceMemory, StagingConfig.fromEnvironment());
+        return factory(config, deviceMemory, config.staging());
     }
 
     /** The factory of tcp transports with explicit staging settings (tests). */

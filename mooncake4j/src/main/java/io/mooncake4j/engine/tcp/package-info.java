@@ -43,7 +43,7 @@
  * exactly Mooncake's byte sequence.
  *
  * <h2>Ownership and threads</h2>
- * The transport owns a {@code TcpDataServer} (acceptor thread, pooled platform
+ * The transport owns a {@code TcpDataServer} (its connections are {@code DataSession}s; acceptor thread, pooled platform
  * threads for busy connections on non-blocking sockets, each waiting in the selector of its pooled
  * buffers, one selector thread where idle connections wait holding no thread and no buffer, a
  * virtual idle reaper closing connections idle past
@@ -88,7 +88,7 @@
  *   <li>GPU memory is staged through pinned bounce buffers with pipelined asynchronous copies
  *       (Mooncake copies each 64 KiB piece synchronously through pageable memory).</li>
  *   <li>Persistent pipelined lanes are always used (Mooncake: one connection per request unless
- *       {@code MC_TCP_ENABLE_CONNECTION_POOL}); {@code MC_TCP_PROTO} is read once at start.</li>
+ *       {@code MC_TCP_ENABLE_CONNECTION_POOL}); {@code MC_TCP_PROTO} is read once, into {@code TcpConfig#forceV1}.</li>
  * </ul>
  */
 package io.mooncake4j.engine.tcp;

@@ -223,8 +223,9 @@ class CudaIpcTransportTest {
             LocalBuffer a = remoteBuffer(0, ALLOC);
             LocalBuffer b = LocalBuffer.of(second.address(), 8192, "cuda:1");
             assertEquals(0, target.registerBuffers(List.of(a, b)));
-            CudaIpcTransport capped = new CudaIpcTransport(initiatorDriver);
-            capped.install(context(Map.of(CudaIpcTransport.MAX_HANDLES_ENV, "1")));
+            CudaIpcTransport capped = new CudaIpcTransport(initiatorDriver,
+                    CudaIpcConfig.fromEnvironment(Map.of(CudaIpcTransport.MAX_HANDLES_ENV, "1")));
+            capped.install(context());
             try {
                 FixedPeer peer = FixedPeer.asCore(4, describe(List.of(a, b), target));
                 RecordedSlices s = RecordedSlices.device().add(true, localMem.address(), a.address(), 64);
@@ -241,8 +242,8 @@ class CudaIpcTransportTest {
                 capped.uninstall();
             }
         }
-        TransportException e = assertThrows(TransportException.class, () -> new CudaIpcTransport(initiatorDriver)
-                .install(context(Map.of(CudaIpcTransport.MAX_HANDLES_ENV, "lots"))));
+        TransportException e = assertThrows(TransportException.class, () -> new CudaIpcTransport(initiatorDriver,
+                CudaIpcConfig.fromEnvironment(Map.of(CudaIpcTransport.MAX_HANDLES_ENV, "lots"))).install(context()));
         assertTrue(e.getMessage().contains("positive number"), e.getMessage());
     }
 
@@ -327,7 +328,7 @@ class CudaIpcTransportTest {
                 List.of(b), List.of(), Map.of(), d.extensions());
     }
 
-    private static io.mooncake4j.engine.spi.TransportContext context(Map<String, String> env) {
+    private static io.mooncake4j.engine.spi.TransportContext context() {
         return new io.mooncake4j.engine.spi.TransportContext() {
             @Override
             public String hostname() {
@@ -347,11 +348,6 @@ class CudaIpcTransportTest {
             @Override
             public String machineId() {
                 return io.mooncake4j.engine.spi.MachineIdentity.local();
-            }
-
-            @Override
-            public Map<String, String> environment() {
-                return env;
             }
 
             @Override

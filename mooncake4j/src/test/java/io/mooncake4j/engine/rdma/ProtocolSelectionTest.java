@@ -1,12 +1,15 @@
 package io.mooncake4j.engine.rdma;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.mooncake4j.engine.TransferEngineException;
+import io.mooncake4j.engine.handshake.HandshakeConfig;
 import io.mooncake4j.engine.rdma.RdmaAvailability.Cause;
 import io.mooncake4j.engine.rdma.RdmaAvailability.Reason;
+import java.net.InetAddress;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -28,49 +31,53 @@ class ProtocolSelectionTest {
 
     @Test
     void explicitTcpShouldNeverTouchRdma() {
-        assertEquals("tcp", ProtocolSelection.resolve("TCP", "", Map.of(), ENOSYS, NEVER, new AtomicBoolean()));
+        assertEquals("tcp", ProtocolSelection.resolve("TCP", "", false, ENOSYS, NEVER, new AtomicBoolean()));
     }
 
     @Test
     void explicitRdmaWithoutRdmaShouldFailWithTheDiagnosis() {
         TransferEngineException e = assertThrows(TransferEngineException.class,
-                () -> ProtocolSelection.resolve("rdma", "", Map.of(), ENOSYS, NEVER, new AtomicBoolean()));
+                () -> ProtocolSelection.resolve("rdma", "", false, ENOSYS, NEVER, new AtomicBoolean()));
         assertTrue(e.getMessage().contains("ENOSYS") && e.getMessage().contains("\"tcp\""), e.getMessage());
     }
 
     @Test
     void explicitRdmaShouldCheckDeviceName() {
-        assertEquals("rdma", ProtocolSelection.resolve("rdma", "mlx5_1", Map.of(), Optional.empty(), TWO, new AtomicBoolean()));
+        assertEquals("rdma", ProtocolSelection.resolve("rdma", "mlx5_1", false, Optional.empty(), TWO, new AtomicBoolean()));
         assertThrows(TransferEngineException.class,
-                () -> ProtocolSelection.resolve("rdma", "mlx5_9", Map.of(), Optional.empty(), TWO, new AtomicBoolean()));
+                () -> ProtocolSelection.resolve("rdma", "mlx5_9", false, Optional.empty(), TWO, new AtomicBoolean()));
     }
 
     @Test
     void autoShouldFallBackToTcpAndWarnOnce() {
         AtomicBoolean warned = new AtomicBoolean();
-        assertEquals("tcp", ProtocolSelection.resolve(null, "", Map.of(), ENOSYS, NEVER, warned));
+        assertEquals("tcp", ProtocolSelection.resolve(null, "", false, ENOSYS, NEVER, warned));
         assertTrue(warned.get());
-        assertEquals("tcp", ProtocolSelection.resolve("auto", "", Map.of(), ENOSYS, NEVER, warned));
+        assertEquals("tcp", ProtocolSelection.resolve("auto", "", false, ENOSYS, NEVER, warned));
     }
 
     @Test
     void autoShouldPickRdmaWhenADeviceSurvivesTheFilter() {
-        assertEquals("rdma", ProtocolSelection.resolve("", "mlx5_0", Map.of(), Optional.empty(), TWO, new AtomicBoolean()));
+        assertEquals("rdma", ProtocolSelection.resolve("", "mlx5_0", false, Optional.empty(), TWO, new AtomicBoolean()));
         AtomicBoolean warned = new AtomicBoolean();
-        assertEquals("tcp", ProtocolSelection.resolve("", "mlx5_7", Map.of(), Optional.empty(), TWO, warned));
+        assertEquals("tcp", ProtocolSelection.resolve("", "mlx5_7", false, Optional.empty(), TWO, warned));
         assertTrue(warned.get());
     }
 
     @Test
     void mcForceTcpShouldWinInAutoMode() {
-        assertEquals("tcp", ProtocolSelection.resolve("auto", "", Map.of("MC_FORCE_TCP", "1"), Optional.empty(), NEVER,
+        HandshakeConfig hs = HandshakeConfig.ephemeral(InetAddress.getLoopbackAddress());
+        boolean forceTcp = RdmaEngineConfig.fromEnvironment(Map.of("MC_FORCE_TCP", "1"), hs).forceTcp();
+        assertTrue(forceTcp);
+        assertFalse(RdmaEngineConfig.fromEnvironment(Map.of(), hs).forceTcp());
+        assertEquals("tcp", ProtocolSelection.resolve("auto", "", forceTcp, Optional.empty(), NEVER,
                 new AtomicBoolean()));
     }
 
     @Test
     void unknownProtocolShouldBeRejected() {
         TransferEngineException e = assertThrows(TransferEngineException.class,
-                () -> ProtocolSelection.resolve("efa", "", Map.of(), Optional.empty(), NEVER, new AtomicBoolean()));
+                () -> ProtocolSelection.resolve("efa", "", false, Optional.empty(), NEVER, new AtomicBoolean()));
         assertTrue(e.getMessage().contains("efa"));
     }
 }

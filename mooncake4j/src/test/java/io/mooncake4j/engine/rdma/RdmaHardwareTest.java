@@ -10,6 +10,7 @@ import io.mooncake4j.engine.rdma.RdmaProvider.Device;
 import io.mooncake4j.engine.rdma.RdmaProvider.MemoryRegion;
 import io.mooncake4j.engine.rdma.RdmaProvider.QueuePair;
 import io.mooncake4j.engine.rdma.verbs.DeviceAttributes;
+import io.mooncake4j.engine.spi.EngineSettings;
 import io.mooncake4j.engine.rdma.verbs.Gid;
 import io.mooncake4j.engine.rdma.verbs.IbvPd;
 import io.mooncake4j.engine.rdma.verbs.IbvQp;
@@ -45,7 +46,7 @@ class RdmaHardwareTest {
     private static final int ALL_ACCESS = IbvPd.ACCESS_LOCAL_WRITE | IbvPd.ACCESS_REMOTE_WRITE | IbvPd.ACCESS_REMOTE_READ;
     private static final long POLL_DEADLINE_NANOS = TimeUnit.SECONDS.toNanos(10);
 
-    private static final RdmaSettings SETTINGS = RdmaSettings.fromEnvironment();
+    private static final RdmaSettings SETTINGS = RdmaSettings.from(EngineSettings.processEnvironment());
     private static String deviceName;
 
     @BeforeEach

@@ -6,6 +6,7 @@ import io.mooncake4j.engine.TransferEngineContractTest;
 import io.mooncake4j.engine.core.CoreEngine;
 import io.mooncake4j.engine.core.EngineBuilder;
 import io.mooncake4j.engine.handshake.HandshakeConfig;
+import io.mooncake4j.engine.spi.EngineSettings;
 import java.net.InetAddress;
 import org.junit.jupiter.api.Tag;
 
@@ -22,7 +23,7 @@ class VerbsRdmaContractTest extends TransferEngineContractTest {
         assumeTrue(RdmaAvailability.isAvailable(),
                 () -> RdmaAvailability.unavailabilityCause().map(RdmaAvailability.Cause::message).orElse(""));
         String dev = System.getenv("MC_TEST_RDMA_DEVICE");
-        RdmaEngineConfig cfg = RdmaEngineConfig.fromEnvironment(System.getenv(),
+        RdmaEngineConfig cfg = RdmaEngineConfig.fromEnvironment(EngineSettings.processEnvironment(),
                 HandshakeConfig.ephemeral(InetAddress.getLoopbackAddress()));
         CoreEngine e = EngineBuilder.rdma(new VerbsRdmaProvider(), cfg,
                 RdmaAvailability::unavailabilityCause);

@@ -1,7 +1,9 @@
 package io.mooncake4j.engine.tcp;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.mooncake4j.engine.handshake.HandshakeConfig;
 import java.util.Map;
@@ -30,6 +32,18 @@ class TcpConfigTest {
         assertEquals(4, c.lanesPerPeer());
         assertEquals(30_000, c.transferTimeoutMs());
         assertEquals(h, c.dataListen(), "data port uses the RPC port's range");
+    }
+
+    @Test
+    void framingAndStagingComeWithTheRestOfTheSettings() {
+        TcpConfig d = TcpConfig.fromEnvironment(Map.of());
+        assertFalse(d.forceV1());
+        assertEquals(StagingConfig.DEFAULTS, d.staging());
+        TcpConfig c = TcpConfig.fromEnvironment(Map.of("MC_TCP_PROTO", "1", "MOONCAKE4J_TCP_STAGING_DEPTH", "8"));
+        assertTrue(c.forceV1(), "MC_TCP_PROTO=1 forces v1 framing");
+        assertEquals(new StagingConfig(1 << 20, 8, 8), c.staging());
+        assertFalse(TcpConfig.fromEnvironment(Map.of("MC_TCP_PROTO", "2")).forceV1(), "only 1 forces v1");
+        assertTrue(c.withLanes(2, 8).forceV1(), "copies keep it");
     }
 
     @Test

@@ -60,7 +60,7 @@ public final class TcpLoopbackThroughput {
     }
 
     private static TcpConfig envConfig() {
-        return TcpConfig.fromEnvironment(System.getenv(),
+        return TcpConfig.fromEnvironment(io.mooncake4j.engine.spi.EngineSettings.processEnvironment(),
                 io.mooncake4j.engine.handshake.HandshakeConfig.ephemeral(TcpEngines.LOOPBACK));
     }
 

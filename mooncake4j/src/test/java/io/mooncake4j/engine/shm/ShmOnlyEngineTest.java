@@ -16,9 +16,12 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
-/** Two {@link CoreEngine}s in one JVM over the real handshake port (peer = this process). */
+/**
+ * The shm-only engine ({@link EngineBuilder#shmDirect()}): two of them in one JVM over the real handshake
+ * port (peer = this process), every slice over shm.
+ */
 @Timeout(value = 30, unit = TimeUnit.SECONDS)
-class ShmDirectEngineTest {
+class ShmOnlyEngineTest {
 
     @BeforeEach
     void linux() {
