@@ -1,13 +1,9 @@
 package io.mooncake4j.proxy;
 
-import java.io.BufferedInputStream;
-import java.io.BufferedOutputStream;
-import java.io.ByteArrayOutputStream;
 import java.io.Closeable;
 import java.io.EOFException;
 import java.io.IOException;
 import java.io.InputStream;
-import java.io.OutputStream;
 import java.net.InetSocketAddress;
 import java.net.Socket;
 import java.net.SocketTimeoutException;
@@ -28,7 +24,6 @@ import java.util.Optional;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ThreadFactory;
-import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
  * A small blocking HTTP/1.1 client for the proxy's calls to P and D and for the workload client: plain
@@ -165,7 +160,7 @@ final class Http1Client implements AutoCloseable {
 
     private final Limits limits;
     private final ThreadFactory threads;
-    private final Map<String, ArrayDeque<Conn>> idle = new HashMap<>();
+    private final Map<String, ArrayDeque<Http1Conn>> idle = new HashMap<>();
     private volatile boolean closed;
 
     /**
@@ -179,7 +174,7 @@ final class Http1Client implements AutoCloseable {
     /** Idle connections pooled for {@code host:port} now (for tests). */
     int idleConnections(String hostPort) {
         synchronized (idle) {
-            ArrayDeque<Conn> q = idle.get(hostPort);
+            ArrayDeque<Http1Conn> q = idle.get(hostPort);
             return q == null ? 0 : q.size();
         }
     }
@@ -218,10 +213,10 @@ final class Http1Client implements AutoCloseable {
 
     /** What a cancel must close: the connection a call is using now. */
     private static final class Call {
-        private Conn conn;
+        private Http1Conn conn;
         private boolean aborted;
 
-        synchronized boolean attach(Conn c) {
+        synchronized boolean attach(Http1Conn c) {
             if (aborted) {
                 return false;
             }
@@ -230,7 +225,7 @@ final class Http1Client implements AutoCloseable {
         }
 
         void abort() {
-            Conn c;
+            Http1Conn c;
             synchronized (this) {
                 aborted = true;
                 c = conn;
@@ -256,7 +251,7 @@ final class Http1Client implements AutoCloseable {
         byte[] head = head(r, key);
         boolean idempotent = r.method().equals("GET") || r.method().equals("HEAD");
         for (int attempt = 0; ; attempt++) {
-            Conn c = attempt == 0 ? pooled(key) : null;
+            Http1Conn c = attempt == 0 ? pooled(key) : null;
             boolean reused = c != null;
             if (c == null) {
                 c = connect(host, port, key);
@@ -336,7 +331,7 @@ final class Http1Client implements AutoCloseable {
         return true;
     }
 
-    private Conn connect(String host, int port, String key) throws IOException {
+    private Http1Conn connect(String host, int port, String key) throws IOException {
         Socket s = new Socket();
         try {
             s.setTcpNoDelay(true);
@@ -351,17 +346,17 @@ final class Http1Client implements AutoCloseable {
             closeQuietly(s);
             throw e;
         }
-        return new Conn(s, key);
+        return new Http1Conn(s, key);
     }
 
-    private Conn pooled(String key) {
+    private Http1Conn pooled(String key) {
         long now = System.nanoTime();
-        List<Conn> expired = new ArrayList<>();
-        Conn found = null;
+        List<Http1Conn> expired = new ArrayList<>();
+        Http1Conn found = null;
         synchronized (idle) {
-            ArrayDeque<Conn> q = idle.get(key);
+            ArrayDeque<Http1Conn> q = idle.get(key);
             while (q != null && !q.isEmpty()) {
-                Conn c = q.pollLast(); // the most recently used first
+                Http1Conn c = q.pollLast(); // the most recently used first
                 if (now - c.idleSince < limits.idleTimeout().toNanos()) {
                     found = c;
                     break;
@@ -369,7 +364,7 @@ final class Http1Client implements AutoCloseable {
                 expired.add(c);
             }
         }
-        expired.forEach(Conn::close);
+        expired.forEach(Http1Conn::close);
         if (found != null) {
             found.answered = false;
         }
@@ -377,7 +372,7 @@ final class Http1Client implements AutoCloseable {
     }
 
     /** Puts a connection whose answer was read whole back in the pool, or closes it. */
-    private void release(Conn c) {
+    private void release(Http1Conn c) {
         if (closed || limits.maxIdlePerUpstream() == 0) {
             c.close();
             return;
@@ -385,7 +380,7 @@ final class Http1Client implements AutoCloseable {
         c.idleSince = System.nanoTime();
         boolean kept = false;
         synchronized (idle) {
-            ArrayDeque<Conn> q = idle.computeIfAbsent(c.key, k -> new ArrayDeque<>());
+            ArrayDeque<Http1Conn> q = idle.computeIfAbsent(c.key, k -> new ArrayDeque<>());
             if (q.size() < limits.maxIdlePerUpstream()) {
                 q.addLast(c);
                 kept = true;
@@ -400,12 +395,12 @@ final class Http1Client implements AutoCloseable {
     @Override
     public void close() {
         closed = true;
-        List<Conn> all = new ArrayList<>();
+        List<Http1Conn> all = new ArrayList<>();
         synchronized (idle) {
             idle.values().forEach(all::addAll);
             idle.clear();
         }
-        all.forEach(Conn::close);
+        all.forEach(Http1Conn::close);
     }
 
     // ---------------------------------------------------------------- parsing
@@ -419,7 +414,7 @@ final class Http1Client implements AutoCloseable {
         }
     }
 
-    private Response readResponse(Conn c, String method, long deadline, Duration bodyTimeout) throws IOException {
+    private Response readResponse(Http1Conn c, String method, long deadline, Duration bodyTimeout) throws IOException {
         while (true) {
             setTimeout(c, deadline);
             String status;
@@ -505,7 +500,7 @@ final class Http1Client implements AutoCloseable {
         return Long.parseLong(s);
     }
 
-    private Map<String, List<String>> readFields(Conn c, long deadline) throws IOException {
+    private Map<String, List<String>> readFields(Http1Conn c, long deadline) throws IOException {
         Map<String, List<String>> headers = new LinkedHashMap<>();
         int fields = 0;
         while (true) {
@@ -550,7 +545,7 @@ final class Http1Client implements AutoCloseable {
         return false;
     }
 
-    private static void setTimeout(Conn c, long deadline) throws IOException {
+    private static void setTimeout(Http1Conn c, long deadline) throws IOException {
         long left = deadline - System.nanoTime();
         if (left <= 0) {
             throw new HttpTimeoutException("no answer from " + c.key + " within the request timeout");
@@ -558,7 +553,7 @@ final class Http1Client implements AutoCloseable {
         c.socket.setSoTimeout((int) Math.min(Integer.MAX_VALUE, Math.max(1, left / 1_000_000)));
     }
 
-    private static HttpTimeoutException timeout(Conn c, SocketTimeoutException e) {
+    private static HttpTimeoutException timeout(Http1Conn c, SocketTimeoutException e) {
         HttpTimeoutException t = new HttpTimeoutException("no answer from " + c.key + " within the request timeout");
         t.initCause(e);
         return t;
@@ -581,91 +576,13 @@ final class Http1Client implements AutoCloseable {
         }
     }
 
-    /** One TCP connection with its buffered streams. */
-    private static final class Conn {
-        final Socket socket;
-        final String key;
-        final BufferedInputStream in;
-        final OutputStream out;
-        final AtomicBoolean closed = new AtomicBoolean();
-        long idleSince;
-        /** Whether a byte of the current answer was read (a reused connection failing before it is stale). */
-        boolean answered;
-        int headerBytes;
-
-        Conn(Socket socket, String key) throws IOException {
-            this.socket = socket;
-            this.key = key;
-            this.in = new BufferedInputStream(socket.getInputStream(), 16 << 10);
-            this.out = new BufferedOutputStream(socket.getOutputStream(), 8 << 10);
-        }
-
-        /**
-         * One CRLF- (or LF-) terminated ISO-8859-1 line without its end, or null at end of stream before any byte.
-         *
-         * @param first whether this is an answer's first line (its first byte marks the answer as begun)
-         */
-        String readLine(int max, boolean first) throws IOException {
-            ByteArrayOutputStream b = null;
-            byte[] small = new byte[128];
-            int n = 0;
-            while (true) {
-                int ch = in.read();
-                if (ch < 0) {
-                    if (n == 0 && b == null) {
-                        return null;
-                    }
-                    throw new EOFException("connection closed inside a line from " + key);
-                }
-                if (first) {
-                    answered = true;
-                    first = false;
-                }
-                if (ch == '\n') {
-                    break;
-                }
-                if (n == small.length) {
-                    if (b == null) {
-                        b = new ByteArrayOutputStream(256);
-                    }
-                    b.write(small, 0, n);
-                    n = 0;
-                }
-                small[n++] = (byte) ch;
-                if ((b == null ? 0 : b.size()) + n > max + 1) {
-                    throw new IOException("line from " + key + " exceeds " + max + " bytes");
-                }
-            }
-            String s;
-            if (b == null) {
-                s = new String(small, 0, n, StandardCharsets.ISO_8859_1);
-            } else {
-                b.write(small, 0, n);
-                s = b.toString(StandardCharsets.ISO_8859_1);
-            }
-            if (s.endsWith("\r")) {
-                s = s.substring(0, s.length() - 1);
-            }
-            if (s.length() > max) {
-                throw new IOException("line from " + key + " exceeds " + max + " bytes");
-            }
-            return s;
-        }
-
-        void close() {
-            if (closed.compareAndSet(false, true)) {
-                closeQuietly(socket);
-            }
-        }
-    }
-
     /** Base of the body streams: a read that times out becomes an {@link HttpTimeoutException}. */
     private abstract class Body extends InputStream {
-        final Conn c;
+        final Http1Conn c;
         boolean done;
         boolean closed;
 
-        Body(Conn c) {
+        Body(Http1Conn c) {
             this.c = c;
         }
 
@@ -734,7 +651,7 @@ final class Http1Client implements AutoCloseable {
         private long left;
         private final boolean keepAlive;
 
-        FixedBody(Conn c, long length, boolean keepAlive) {
+        FixedBody(Http1Conn c, long length, boolean keepAlive) {
             super(c);
             this.left = length;
             this.keepAlive = keepAlive;
@@ -764,7 +681,7 @@ final class Http1Client implements AutoCloseable {
     }
 
     private final class UntilCloseBody extends Body {
-        UntilCloseBody(Conn c) {
+        UntilCloseBody(Http1Conn c) {
             super(c);
         }
 
@@ -783,7 +700,7 @@ final class Http1Client implements AutoCloseable {
         private boolean first = true;
         private final boolean keepAlive;
 
-        ChunkedBody(Conn c, boolean keepAlive) {
+        ChunkedBody(Http1Conn c, boolean keepAlive) {
             super(c);
             this.keepAlive = keepAlive;
         }
