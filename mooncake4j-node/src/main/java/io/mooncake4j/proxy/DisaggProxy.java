@@ -12,11 +12,8 @@ import org.slf4j.LoggerFactory;
 
 import java.io.IOException;
 import java.io.InputStream;
-import java.io.OutputStream;
-import java.net.ConnectException;
 import java.net.InetAddress;
 import java.net.URI;
-import java.net.http.HttpConnectTimeoutException;
 import java.net.http.HttpTimeoutException;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -35,6 +32,19 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicLong;
+
+import static io.mooncake4j.proxy.ClientAnswers.drain;
+import static io.mooncake4j.proxy.ClientAnswers.relay;
+import static io.mooncake4j.proxy.ClientAnswers.sendError;
+import static io.mooncake4j.proxy.ClientAnswers.sendJson;
+import static io.mooncake4j.proxy.ClientAnswers.sendNodeError;
+import static io.mooncake4j.proxy.NodeCalls.cancel;
+import static io.mooncake4j.proxy.NodeCalls.describe;
+import static io.mooncake4j.proxy.NodeCalls.failedOrError;
+import static io.mooncake4j.proxy.NodeCalls.readBounded;
+import static io.mooncake4j.proxy.NodeCalls.remaining;
+import static io.mooncake4j.proxy.NodeCalls.unreachable;
+import static io.mooncake4j.proxy.NodeCalls.unwrap;
 
 /**
  * The disaggregated-serving router of {@code bin/mooncake4j proxy}: the HTTP contract of vLLM's
@@ -85,7 +95,7 @@ public final class DisaggProxy implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(DisaggProxy.class);
     private static final AtomicLong IDS = new AtomicLong();
     /** Bound on an error or non-streamed body read from a node. */
-    private static final int MAX_NODE_BODY = 64 << 20;
+    static final int MAX_NODE_BODY = 64 << 20;
     /** How long a request waits for a body-upload slot before its 503. */
     private static final Duration BODY_SLOT_WAIT = Duration.ofSeconds(10);
 
@@ -549,7 +559,7 @@ public final class DisaggProxy implements AutoCloseable {
     private void proxy(Exchange ex, String path) throws IOException {
         if (!ready) {
             stats.rejected.incrementAndGet();
-            drain(ex);
+            drain(ex, config.maxBodyBytes());
             sendError(ex, 503, "service_unavailable", "the proxy is not ready yet: waiting for "
                     + nodeProblems());
             return;
@@ -716,7 +726,7 @@ public final class DisaggProxy implements AutoCloseable {
                 sendNodeError(ex, dr.statusCode(), readBounded(dr.body(), MAX_NODE_BODY), dName, transferId);
                 return;
             }
-            relay(ex, dr, stream, dName, transferId, deadline);
+            relay(ex, dr, stream, dName, transferId, deadline, stats);
         } catch (TimeoutException e) {
             cancel(pf);
             cancel(df);
@@ -725,7 +735,7 @@ public final class DisaggProxy implements AutoCloseable {
                     "request %s did not finish within %d s (%s, %s)", transferId, config.requestTimeout().toSeconds(),
                     pf.isDone() ? pName + " answered" : pName + " still pending",
                     df.isDone() ? dName + " answered" : dName + " still pending"));
-        } catch (BodyTooLargeException e) {
+        } catch (NodeCalls.BodyTooLargeException e) {
             cancel(pf);
             cancel(df);
             stats.failedDecode.incrementAndGet();
@@ -746,94 +756,6 @@ public final class DisaggProxy implements AutoCloseable {
         }
     }
 
-    /** Streams or copies D's successful answer to the client. */
-    private void relay(Exchange ex, Http1Client.Response dr, boolean stream, String dName, String transferId,
-            long deadline) throws IOException {
-        InputStream in = dr.body();
-        String type = dr.header("Content-Type").orElse(stream ? "text/event-stream" : "application/json");
-        if (!stream) {
-            byte[] body;
-            try {
-                body = readBounded(in, MAX_NODE_BODY);
-            } catch (IOException e) {
-                stats.failedDecode.incrementAndGet();
-                sendError(ex, 502, "upstream_error", String.format(Locale.ROOT,
-                        "%s broke off its answer to request %s (%s)", dName, transferId, describe(e)));
-                return;
-            }
-            ex.setHeader("Content-Type", type);
-            sendCounted(ex, dr.statusCode(), body);
-            return;
-        }
-        // A stalled D stream is cut at the request deadline.
-        CompletableFuture<Void> cutoff = CompletableFuture.runAsync(() -> closeQuietly(in),
-                CompletableFuture.delayedExecutor(Math.max(1, remainingOrZero(deadline)), TimeUnit.NANOSECONDS));
-        try {
-            ex.setHeader("Content-Type", type);
-            ex.setHeader("Cache-Control", "no-cache");
-            ex.sendResponseHeaders(dr.statusCode(), 0);
-            OutputStream out = ex.responseBody();
-            byte[] buf = new byte[16 << 10];
-            while (true) {
-                int n;
-                try {
-                    n = in.read(buf);
-                } catch (IOException e) {
-                    stats.failedDecode.incrementAndGet();
-                    String msg = String.format(Locale.ROOT, "%s broke off its stream for request %s (%s)", dName,
-                            transferId, cutoff.isDone() ? "no end within the request timeout" : describe(e));
-                    out.write(("data: " + Json.write(errorBody(502, "upstream_error", msg)) + "\n\n")
-                            .getBytes(StandardCharsets.UTF_8));
-                    out.flush();
-                    return;
-                }
-                if (n < 0) {
-                    break;
-                }
-                try {
-                    out.write(buf, 0, n);
-                    out.flush();
-                } catch (IOException e) {
-                    closeQuietly(in); // the client left: stop D's generation
-                    throw e;
-                }
-            }
-            stats.succeeded.incrementAndGet();
-        } finally {
-            cutoff.cancel(false);
-            closeQuietly(in);
-        }
-    }
-
-    /**
-     * Sends a whole answer and counts it as succeeded before its last byte leaves, so that a client
-     * that has read the answer always sees the count (a body over the server's 8 KiB buffer goes out
-     * as it is written, before {@code write} returns). A failure detected while sending uncounts it.
-     */
-    private void sendCounted(Exchange ex, int status, byte[] body) throws IOException {
-        boolean counted = false;
-        try {
-            if (body.length == 0) {
-                stats.succeeded.incrementAndGet();
-                counted = true;
-                ex.sendResponseHeaders(status, -1); // the headers are the whole answer
-                return;
-            }
-            ex.sendResponseHeaders(status, body.length);
-            OutputStream out = ex.responseBody();
-            out.write(body, 0, body.length - 1);
-            stats.succeeded.incrementAndGet();
-            counted = true;
-            out.write(body, body.length - 1, 1);
-            out.flush(); // a client gone by now shows here, not only at close
-        } catch (IOException e) {
-            if (counted) {
-                stats.succeeded.decrementAndGet();
-            }
-            throw e;
-        }
-    }
-
     private void answerFailure(Exchange ex, CompletableFuture<Http1Client.Response> f, Decode d,
             String name, String transferId) throws IOException {
         try {
@@ -849,40 +771,6 @@ public final class DisaggProxy implements AutoCloseable {
         }
     }
 
-    private static boolean failedOrError(CompletableFuture<Http1Client.Response> f) {
-        if (!f.isDone()) {
-            return false;
-        }
-        if (f.isCompletedExceptionally()) {
-            return true;
-        }
-        return f.getNow(null).statusCode() / 100 != 2;
-    }
-
-    /** A node's own error: its 4xx is passed on (its message kept), anything else becomes 502. */
-    private void sendNodeError(Exchange ex, int status, byte[] body, String name, String transferId)
-            throws IOException {
-        String detail = new String(body, StandardCharsets.UTF_8);
-        try {
-            Map<String, Object> m = Json.parseObject(detail);
-            if (m.get("error") instanceof Map<?, ?> e && e.get("message") instanceof String s) {
-                detail = s;
-            } else if (m.get("message") instanceof String s) {
-                detail = s;
-            } else if (m.get("detail") != null) {
-                detail = String.valueOf(m.get("detail"));
-            }
-        } catch (JsonException notJson) {
-            if (detail.length() > 500) {
-                detail = detail.substring(0, 500) + "...";
-            }
-        }
-        boolean client = status / 100 == 4;
-        String msg = String.format(Locale.ROOT, "%s answered %d on request %s: %s", name, status, transferId,
-                detail.isBlank() ? "(empty body)" : detail);
-        sendError(ex, client ? status : 502, client ? "invalid_request_error" : "upstream_error", msg);
-    }
-
     private Http1Client.Request post(URI uri, Map<String, Object> body, String requestId, Map<String, String> extra) {
         Map<String, String> h = new LinkedHashMap<>();
         h.put("Content-Type", "application/json");
@@ -890,118 +778,5 @@ public final class DisaggProxy implements AutoCloseable {
         h.putAll(extra);
         return Http1Client.Request.post(uri, h, Json.write(body).getBytes(StandardCharsets.UTF_8),
                 config.requestTimeout());
-    }
-
-    // ---------------------------------------------------------------- helpers
-
-    private static Map<String, Object> errorBody(int code, String type, String message) {
-        Map<String, Object> e = new LinkedHashMap<>();
-        e.put("message", message);
-        e.put("type", type);
-        e.put("param", null);
-        e.put("code", code);
-        return Map.of("error", e);
-    }
-
-    private static void sendError(Exchange ex, int code, String type, String message) throws IOException {
-        sendJson(ex, code, Json.write(errorBody(code, type, message)));
-    }
-
-    private static void sendJson(Exchange ex, int code, String json) throws IOException {
-        byte[] b = json.getBytes(StandardCharsets.UTF_8);
-        ex.setHeader("Content-Type", "application/json");
-        ex.sendResponseHeaders(code, b.length);
-        ex.responseBody().write(b);
-    }
-
-    /**
-     * Reads and discards (through a small buffer, up to the body limit) a rejected request's body so the
-     * connection can be reused.
-     */
-    private void drain(Exchange ex) {
-        try {
-            InputStream in = ex.requestBody();
-            byte[] sink = new byte[8 << 10];
-            long left = config.maxBodyBytes();
-            int n;
-            while (left > 0 && (n = in.read(sink, 0, (int) Math.min(sink.length, left))) >= 0) {
-                left -= n;
-            }
-        } catch (IOException ignored) {
-            // the answer is an error anyway
-        }
-    }
-
-    private static final class BodyTooLargeException extends IOException {
-        private static final long serialVersionUID = 1L;
-
-        BodyTooLargeException() {
-            super("body too large");
-        }
-    }
-
-    private static byte[] readBounded(InputStream in, int limit) throws IOException {
-        try (in) {
-            byte[] b = in.readNBytes(limit);
-            if (in.read() >= 0) {
-                throw new BodyTooLargeException();
-            }
-            return b;
-        }
-    }
-
-    private static long remaining(long deadline) throws TimeoutException {
-        long r = deadline - System.nanoTime();
-        if (r <= 0) {
-            throw new TimeoutException();
-        }
-        return r;
-    }
-
-    private static long remainingOrZero(long deadline) {
-        return Math.max(0, deadline - System.nanoTime());
-    }
-
-    private static void cancel(CompletableFuture<Http1Client.Response> f) {
-        if (!f.cancel(true) && f.isDone() && !f.isCompletedExceptionally()) {
-            closeQuietly(f.getNow(null).body());
-        }
-    }
-
-    private static void closeQuietly(InputStream in) {
-        try {
-            in.close();
-        } catch (IOException ignored) {
-            // closing to abort; the stream's error is not news
-        }
-    }
-
-    private static Throwable unwrap(Throwable e) {
-        Throwable c = e;
-        while ((c instanceof ExecutionException || c instanceof CompletionException) && c.getCause() != null) {
-            c = c.getCause();
-        }
-        return c;
-    }
-
-    /** A failure that says the node is not there (as opposed to a slow or erroring node). */
-    private static boolean unreachable(Throwable c) {
-        return c instanceof ConnectException || c instanceof HttpConnectTimeoutException
-                || (c instanceof IOException && !(c instanceof HttpTimeoutException));
-    }
-
-    private static String describe(Throwable e) {
-        Throwable c = unwrap(e);
-        if (c instanceof ConnectException || c.getCause() instanceof ConnectException) {
-            return "connection refused";
-        }
-        if (c instanceof HttpConnectTimeoutException) {
-            return "connect timed out";
-        }
-        if (c instanceof HttpTimeoutException) {
-            return "timed out";
-        }
-        String m = c.getMessage();
-        return c.getClass().getSimpleName() + (m == null ? "" : ": " + m);
     }
 }

@@ -1,13 +1,9 @@
 package io.mooncake4j.proxy;
 
-import java.io.BufferedInputStream;
-import java.io.BufferedOutputStream;
-import java.io.ByteArrayOutputStream;
 import java.io.Closeable;
 import java.io.EOFException;
 import java.io.IOException;
 import java.io.InputStream;
-import java.io.OutputStream;
 import java.net.InetSocketAddress;
 import java.net.Socket;
 import java.net.SocketTimeoutException;
@@ -28,7 +24,6 @@ import java.util.Optional;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ThreadFactory;
-import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
  * A small blocking HTTP/1.1 client for the proxy's calls to P and D and for the workload client: plain
@@ -36,6 +31,11 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * ({@code host:port}) for reuse, bodies framed by {@code Content-Length}, {@code chunked} or the end of the
  * connection. It replaces the JDK's {@code java.net.http.HttpClient} on these paths, whose asynchronous
  * machinery cost ~10 ms of CPU per proxied request (docs/performance.md, "Serving through serve + proxy").
+ * It was kept, not moved to Jetty 12's client (the library the nodes' server is on), by a same-run
+ * measurement ({@code UpstreamClientBench}, three runs of 8 alternating rounds on a loaded 2-core machine):
+ * Jetty's client took 1.8–2.0× the CPU per call for a JSON answer (about 0.1 ms more a call; the proxy
+ * makes two per request) and 1.33–1.36× for a streamed one, at 0.52–0.81× and 0.74–0.97× the throughput
+ * (docs/performance.md, "The nodes' HTTP layer on Jetty 12").
  *
  * <p>What a peer can make it spend is bounded: the status line and each header or chunk-size line
  * ({@link Limits#maxLineBytes()}), the whole header block ({@link Limits#maxHeaderBytes()}) and the number
@@ -165,7 +165,7 @@ final class Http1Client implements AutoCloseable {
 
     private final Limits limits;
     private final ThreadFactory threads;
-    private final Map<String, ArrayDeque<Conn>> idle = new HashMap<>();
+    private final Map<String, ArrayDeque<Http1Conn>> idle = new HashMap<>();
     private volatile boolean closed;
 
     /**
@@ -179,7 +179,7 @@ final class Http1Client implements AutoCloseable {
     /** Idle connections pooled for {@code host:port} now (for tests). */
     int idleConnections(String hostPort) {
         synchronized (idle) {
-            ArrayDeque<Conn> q = idle.get(hostPort);
+            ArrayDeque<Http1Conn> q = idle.get(hostPort);
             return q == null ? 0 : q.size();
         }
     }
@@ -218,10 +218,10 @@ final class Http1Client implements AutoCloseable {
 
     /** What a cancel must close: the connection a call is using now. */
     private static final class Call {
-        private Conn conn;
+        private Http1Conn conn;
         private boolean aborted;
 
-        synchronized boolean attach(Conn c) {
+        synchronized boolean attach(Http1Conn c) {
             if (aborted) {
                 return false;
             }
@@ -230,7 +230,7 @@ final class Http1Client implements AutoCloseable {
         }
 
         void abort() {
-            Conn c;
+            Http1Conn c;
             synchronized (this) {
                 aborted = true;
                 c = conn;
@@ -256,7 +256,7 @@ final class Http1Client implements AutoCloseable {
         byte[] head = head(r, key);
         boolean idempotent = r.method().equals("GET") || r.method().equals("HEAD");
         for (int attempt = 0; ; attempt++) {
-            Conn c = attempt == 0 ? pooled(key) : null;
+            Http1Conn c = attempt == 0 ? pooled(key) : null;
             boolean reused = c != null;
             if (c == null) {
                 c = connect(host, port, key);
@@ -336,7 +336,7 @@ final class Http1Client implements AutoCloseable {
         return true;
     }
 
-    private Conn connect(String host, int port, String key) throws IOException {
+    private Http1Conn connect(String host, int port, String key) throws IOException {
         Socket s = new Socket();
         try {
             s.setTcpNoDelay(true);
@@ -351,17 +351,17 @@ final class Http1Client implements AutoCloseable {
             closeQuietly(s);
             throw e;
         }
-        return new Conn(s, key);
+        return new Http1Conn(s, key);
     }
 
-    private Conn pooled(String key) {
+    private Http1Conn pooled(String key) {
         long now = System.nanoTime();
-        List<Conn> expired = new ArrayList<>();
-        Conn found = null;
+        List<Http1Conn> expired = new ArrayList<>();
+        Http1Conn found = null;
         synchronized (idle) {
-            ArrayDeque<Conn> q = idle.get(key);
+            ArrayDeque<Http1Conn> q = idle.get(key);
             while (q != null && !q.isEmpty()) {
-                Conn c = q.pollLast(); // the most recently used first
+                Http1Conn c = q.pollLast(); // the most recently used first
                 if (now - c.idleSince < limits.idleTimeout().toNanos()) {
                     found = c;
                     break;
@@ -369,7 +369,7 @@ final class Http1Client implements AutoCloseable {
                 expired.add(c);
             }
         }
-        expired.forEach(Conn::close);
+        expired.forEach(Http1Conn::close);
         if (found != null) {
             found.answered = false;
         }
@@ -377,7 +377,7 @@ final class Http1Client implements AutoCloseable {
     }
 
     /** Puts a connection whose answer was read whole back in the pool, or closes it. */
-    private void release(Conn c) {
+    private void release(Http1Conn c) {
         if (closed || limits.maxIdlePerUpstream() == 0) {
             c.close();
             return;
@@ -385,7 +385,7 @@ final class Http1Client implements AutoCloseable {
         c.idleSince = System.nanoTime();
         boolean kept = false;
         synchronized (idle) {
-            ArrayDeque<Conn> q = idle.computeIfAbsent(c.key, k -> new ArrayDeque<>());
+            ArrayDeque<Http1Conn> q = idle.computeIfAbsent(c.key, k -> new ArrayDeque<>());
             if (q.size() < limits.maxIdlePerUpstream()) {
                 q.addLast(c);
                 kept = true;
@@ -400,12 +400,12 @@ final class Http1Client implements AutoCloseable {
     @Override
     public void close() {
         closed = true;
-        List<Conn> all = new ArrayList<>();
+        List<Http1Conn> all = new ArrayList<>();
         synchronized (idle) {
             idle.values().forEach(all::addAll);
             idle.clear();
         }
-        all.forEach(Conn::close);
+        all.forEach(Http1Conn::close);
     }
 
     // ---------------------------------------------------------------- parsing
@@ -419,7 +419,7 @@ final class Http1Client implements AutoCloseable {
         }
     }
 
-    private Response readResponse(Conn c, String method, long deadline, Duration bodyTimeout) throws IOException {
+    private Response readResponse(Http1Conn c, String method, long deadline, Duration bodyTimeout) throws IOException {
         while (true) {
             setTimeout(c, deadline);
             String status;
@@ -505,7 +505,7 @@ final class Http1Client implements AutoCloseable {
         return Long.parseLong(s);
     }
 
-    private Map<String, List<String>> readFields(Conn c, long deadline) throws IOException {
+    private Map<String, List<String>> readFields(Http1Conn c, long deadline) throws IOException {
         Map<String, List<String>> headers = new LinkedHashMap<>();
         int fields = 0;
         while (true) {
@@ -550,7 +550,7 @@ final class Http1Client implements AutoCloseable {
         return false;
     }
 
-    private static void setTimeout(Conn c, long deadline) throws IOException {
+    private static void setTimeout(Http1Conn c, long deadline) throws IOException {
         long left = deadline - System.nanoTime();
         if (left <= 0) {
             throw new HttpTimeoutException("no answer from " + c.key + " within the request timeout");
@@ -558,7 +558,7 @@ final class Http1Client implements AutoCloseable {
         c.socket.setSoTimeout((int) Math.min(Integer.MAX_VALUE, Math.max(1, left / 1_000_000)));
     }
 
-    private static HttpTimeoutException timeout(Conn c, SocketTimeoutException e) {
+    private static HttpTimeoutException timeout(Http1Conn c, SocketTimeoutException e) {
         HttpTimeoutException t = new HttpTimeoutException("no answer from " + c.key + " within the request timeout");
         t.initCause(e);
         return t;
@@ -581,91 +581,13 @@ final class Http1Client implements AutoCloseable {
         }
     }
 
-    /** One TCP connection with its buffered streams. */
-    private static final class Conn {
-        final Socket socket;
-        final String key;
-        final BufferedInputStream in;
-        final OutputStream out;
-        final AtomicBoolean closed = new AtomicBoolean();
-        long idleSince;
-        /** Whether a byte of the current answer was read (a reused connection failing before it is stale). */
-        boolean answered;
-        int headerBytes;
-
-        Conn(Socket socket, String key) throws IOException {
-            this.socket = socket;
-            this.key = key;
-            this.in = new BufferedInputStream(socket.getInputStream(), 16 << 10);
-            this.out = new BufferedOutputStream(socket.getOutputStream(), 8 << 10);
-        }
-
-        /**
-         * One CRLF- (or LF-) terminated ISO-8859-1 line without its end, or null at end of stream before any byte.
-         *
-         * @param first whether this is an answer's first line (its first byte marks the answer as begun)
-         */
-        String readLine(int max, boolean first) throws IOException {
-            ByteArrayOutputStream b = null;
-            byte[] small = new byte[128];
-            int n = 0;
-            while (true) {
-                int ch = in.read();
-                if (ch < 0) {
-                    if (n == 0 && b == null) {
-                        return null;
-                    }
-                    throw new EOFException("connection closed inside a line from " + key);
-                }
-                if (first) {
-                    answered = true;
-                    first = false;
-                }
-                if (ch == '\n') {
-                    break;
-                }
-                if (n == small.length) {
-                    if (b == null) {
-                        b = new ByteArrayOutputStream(256);
-                    }
-                    b.write(small, 0, n);
-                    n = 0;
-                }
-                small[n++] = (byte) ch;
-                if ((b == null ? 0 : b.size()) + n > max + 1) {
-                    throw new IOException("line from " + key + " exceeds " + max + " bytes");
-                }
-            }
-            String s;
-            if (b == null) {
-                s = new String(small, 0, n, StandardCharsets.ISO_8859_1);
-            } else {
-                b.write(small, 0, n);
-                s = b.toString(StandardCharsets.ISO_8859_1);
-            }
-            if (s.endsWith("\r")) {
-                s = s.substring(0, s.length() - 1);
-            }
-            if (s.length() > max) {
-                throw new IOException("line from " + key + " exceeds " + max + " bytes");
-            }
-            return s;
-        }
-
-        void close() {
-            if (closed.compareAndSet(false, true)) {
-                closeQuietly(socket);
-            }
-        }
-    }
-
     /** Base of the body streams: a read that times out becomes an {@link HttpTimeoutException}. */
     private abstract class Body extends InputStream {
-        final Conn c;
+        final Http1Conn c;
         boolean done;
         boolean closed;
 
-        Body(Conn c) {
+        Body(Http1Conn c) {
             this.c = c;
         }
 
@@ -734,7 +656,7 @@ final class Http1Client implements AutoCloseable {
         private long left;
         private final boolean keepAlive;
 
-        FixedBody(Conn c, long length, boolean keepAlive) {
+        FixedBody(Http1Conn c, long length, boolean keepAlive) {
             super(c);
             this.left = length;
             this.keepAlive = keepAlive;
@@ -764,7 +686,7 @@ final class Http1Client implements AutoCloseable {
     }
 
     private final class UntilCloseBody extends Body {
-        UntilCloseBody(Conn c) {
+        UntilCloseBody(Http1Conn c) {
             super(c);
         }
 
@@ -783,7 +705,7 @@ final class Http1Client implements AutoCloseable {
         private boolean first = true;
         private final boolean keepAlive;
 
-        ChunkedBody(Conn c, boolean keepAlive) {
+        ChunkedBody(Http1Conn c, boolean keepAlive) {
             super(c);
             this.keepAlive = keepAlive;
         }

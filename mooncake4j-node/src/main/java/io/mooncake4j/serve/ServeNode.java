@@ -35,7 +35,6 @@ import java.util.Optional;
 import java.util.UUID;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ExecutionException;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.LockSupport;
@@ -69,11 +68,6 @@ public final class ServeNode implements AutoCloseable {
     /** How long a request waits for a body-upload slot before its 503. */
     private static final Duration BODY_SLOT_WAIT = Duration.ofSeconds(10);
 
-    private static final int DONE = -1;
-
-    /** Why a real model's request was ended early: a stop string or end-of-sequence token (not an error). */
-    private static final String STOPPED = "stopped: a stop string or end-of-sequence token";
-
     /** How often the connections of requests in flight are checked for clients that went away. */
     static final Duration DISCONNECT_CHECK_PERIOD = Duration.ofSeconds(1);
 
@@ -88,6 +82,8 @@ public final class ServeNode implements AutoCloseable {
     private final TextModel text;
     /** The real model, closed with the node; null for a preset. */
     private final AutoCloseable ownedModel;
+    /** The JSON answers and event streams of the completion routes. */
+    private final CompletionAnswers answers;
     private volatile HttpFront server; // set once by start, before the node is returned
     private volatile MetricsRoute metrics = MetricsRoute.NONE;
     private final long created = System.currentTimeMillis() / 1000;
@@ -111,6 +107,7 @@ public final class ServeNode implements AutoCloseable {
         this.ownedModel = ownedModel;
         this.options = options;
         this.engine = engine;
+        this.answers = new CompletionAnswers(text, options.servedModelName(), created);
         this.bodies = new FairSlots(options.http().bodySlots(), options.http().bodySlotsPerClient());
         this.clientWatch = new ClientWatch(DISCONNECT_CHECK_PERIOD, DISCONNECT_CHECK_AFTER,
                 "mooncake-serve-disconnect-" + NODES.getAndIncrement());
@@ -574,10 +571,10 @@ public final class ServeNode implements AutoCloseable {
         };
         try (ClientWatch.Watch w = clientWatch.watch(ex.localAddress(), ex.remoteAddress(), abort)) {
             if (req.stream()) {
-                stream(ex, req, responseId, f, tokens);
+                answers.stream(ex, req, responseId, f, tokens);
             } else {
-                SimResult r = await(f);
-                sendJson(ex, 200, response(req, responseId, r));
+                SimResult r = answers.await(f);
+                sendJson(ex, 200, answers.response(req, responseId, r, returnedParams(req)));
             }
         } catch (IOException e) {
             abort.run(); // a write to the client failed: it is gone
@@ -626,25 +623,25 @@ public final class ServeNode implements AutoCloseable {
             throw e;
         }
         return f.whenComplete((r, e) -> {
-            if (r != null && (r.error() == null || STOPPED.equals(r.error()))) {
+            if (r != null && (r.error() == null || CompletionAnswers.STOPPED.equals(r.error()))) {
                 requestsOk.incrementAndGet();
             } else {
                 requestsFailed.incrementAndGet();
             }
-            if (r != null && (r.error() == null || STOPPED.equals(r.error()))) {
+            if (r != null && (r.error() == null || CompletionAnswers.STOPPED.equals(r.error()))) {
                 kvBytesReceived.addAndGet(r.bytesReceived());
                 kvMismatchedWords.addAndGet(r.mismatchedWords());
             }
             released(client);
             if (tokens != null) {
-                tokens.add(DONE);
+                tokens.add(CompletionAnswers.DONE);
             }
         });
     }
 
     /**
-     * A real model's token listener: ends the request (an abort with {@link #STOPPED}, applied before the
-     * engine's next step) at an end-of-sequence token or once the text holds a stop string, then passes
+     * A real model's token listener: ends the request (an abort with {@link CompletionAnswers#STOPPED}, applied
+     * before the engine's next step) at an end-of-sequence token or once the text holds a stop string, then passes
      * the token on. Runs on the step loop.
      */
     private java.util.function.IntConsumer stopWatch(String id, CompletionRequest req,
@@ -656,7 +653,7 @@ public final class ServeNode implements AutoCloseable {
                 out[n[0]++] = t;
                 if (n[0] < out.length && (text.isEos(t)
                         || !req.stop().isEmpty() && TextAnswer.of(text, req.stop(), out, n[0]).stopped())) {
-                    engine.abort(id, STOPPED);
+                    engine.abort(id, CompletionAnswers.STOPPED);
                 }
             }
             if (next != null) {
@@ -671,51 +668,6 @@ public final class ServeNode implements AutoCloseable {
             inFlightByClient.computeIfPresent(client, (k, n) -> n == 1 ? null : n - 1);
             inFlightLock.notifyAll();
         }
-    }
-
-    /** The result, or the error to answer with when the engine failed the request. */
-    private SimResult await(CompletableFuture<SimResult> f) {
-        SimResult r;
-        try {
-            r = f.get();
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new OpenAiError(503, "ServiceUnavailableError", null, "interrupted");
-        } catch (ExecutionException e) {
-            throw new OpenAiError(503, "ServiceUnavailableError", null, "the engine stopped before the request "
-                    + "finished: " + e.getCause().getMessage());
-        }
-        if (r.error() != null && !STOPPED.equals(r.error())) {
-            throw new OpenAiError(500, "InternalServerError", null, "request " + r.requestId() + " failed: " + r.error());
-        }
-        return r;
-    }
-
-    private Map<String, Object> response(CompletionRequest req, String id, SimResult r) {
-        TextAnswer answer = text.real()
-                ? TextAnswer.of(text, req.stop(), r.outputTokens(), r.outputTokens().length)
-                : new TextAnswer(SyntheticTokenizer.decode(r.outputTokens()), r.outputTokens().length, false, null);
-        String text = answer.text();
-        Map<String, Object> choice = new LinkedHashMap<>();
-        choice.put("index", 0);
-        if (req.chat()) {
-            Map<String, Object> msg = new LinkedHashMap<>();
-            msg.put("role", "assistant");
-            msg.put("content", text);
-            msg.put("tool_calls", List.of());
-            choice.put("message", msg);
-        } else {
-            choice.put("text", text);
-        }
-        choice.put("logprobs", null);
-        choice.put("finish_reason", answer.finishReason());
-        choice.put("stop_reason", answer.stopReason());
-        Map<String, Object> m = header(req, id, false);
-        m.put("choices", List.of(choice));
-        m.put("usage", usage(r.promptTokens(), answer.tokens()));
-        m.put("prompt_logprobs", null);
-        m.put("kv_transfer_params", returnedParams(req));
-        return m;
     }
 
     /**
@@ -739,165 +691,6 @@ public final class ServeNode implements AutoCloseable {
         p.put(KvTransferParams.REMOTE_BOOTSTRAP_ADDR, url.get());
         p.put(KvTransferParams.TRANSFER_ID, req.transferId());
         return p;
-    }
-
-    private Map<String, Object> header(CompletionRequest req, String id, boolean chunk) {
-        Map<String, Object> m = new LinkedHashMap<>();
-        m.put("id", id);
-        m.put("object", req.chat() ? (chunk ? "chat.completion.chunk" : "chat.completion")
-                : "text_completion");
-        m.put("created", created);
-        m.put("model", options.servedModelName());
-        return m;
-    }
-
-    private static Map<String, Object> usage(int prompt, int completion) {
-        Map<String, Object> u = new LinkedHashMap<>();
-        u.put("prompt_tokens", prompt);
-        u.put("total_tokens", prompt + completion);
-        u.put("completion_tokens", completion);
-        u.put("prompt_tokens_details", null);
-        return u;
-    }
-
-    private void stream(Exchange ex, CompletionRequest req, String id, CompletableFuture<SimResult> f,
-            BlockingQueue<Integer> tokens) throws IOException {
-        int first = take(tokens);
-        if (first == DONE) {
-            await(f); // the request failed before its first token: a plain error response
-            throw new OpenAiError(500, "InternalServerError", null, "request finished without a token");
-        }
-        ex.setHeader("Content-Type", "text/event-stream; charset=utf-8");
-        ex.setHeader("Cache-Control", "no-cache");
-        ex.sendResponseHeaders(200, 0);
-        OutputStream out = ex.responseBody();
-        if (req.chat()) {
-            Map<String, Object> delta = new LinkedHashMap<>();
-            delta.put("role", "assistant");
-            delta.put("content", "");
-            event(out, chunk(req, id, delta, null), true);
-        }
-        if (text.real()) {
-            streamText(out, req, id, f, tokens, first);
-            return;
-        }
-        int sent = 0;
-        for (int t = first; t != DONE; t = take(tokens)) {
-            sent++;
-            String piece = SyntheticTokenizer.decode(t);
-            Object payload = req.chat() ? Map.of("content", piece) : piece;
-            boolean last = sent == req.maxTokens();
-            // each token goes out as it is made; the last one waits for the end of the request (the same
-            // engine step), so that it, the usage and [DONE] leave in one write instead of three
-            event(out, chunk(req, id, payload, last ? "length" : null), !last);
-        }
-        String error = null;
-        try {
-            SimResult r = f.get();
-            error = r.error();
-        } catch (ExecutionException e) {
-            error = "the engine stopped before the request finished: " + e.getCause().getMessage();
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            error = "interrupted";
-        }
-        if (error != null || sent < req.maxTokens()) {
-            event(out, OpenAiError.body(500, "InternalServerError", null, error != null ? error
-                    : "the request ended after " + sent + " of " + req.maxTokens() + " tokens"), false);
-        } else if (req.includeUsage()) {
-            Map<String, Object> u = header(req, id, true);
-            u.put("choices", List.of());
-            u.put("usage", usage(req.prompt().length, sent));
-            event(out, u, false);
-        }
-        out.write("data: [DONE]\n\n".getBytes(StandardCharsets.UTF_8));
-        out.flush();
-    }
-
-    /**
-     * A real model's stream: the text decoded so far, less what might begin a stop string, goes out with
-     * each token; the rest, the finish reason and the usage when the request ends.
-     */
-    private void streamText(OutputStream out, CompletionRequest req, String id, CompletableFuture<SimResult> f,
-            BlockingQueue<Integer> tokens, int first) throws IOException {
-        int[] got = new int[req.maxTokens()];
-        int n = 0;
-        int emitted = 0;
-        int hold = TextAnswer.holdBack(req.stop());
-        boolean ended = false;
-        for (int t = first; t != DONE; t = take(tokens)) {
-            if (ended || n >= got.length) {
-                continue; // tokens after the stop: not part of the answer
-            }
-            got[n++] = t;
-            TextAnswer a = TextAnswer.of(text, req.stop(), got, n);
-            ended = a.stopped();
-            int upTo = ended ? a.text().length() : Math.max(emitted, a.text().length() - hold);
-            if (upTo > emitted) {
-                String piece = a.text().substring(emitted, upTo);
-                emitted = upTo;
-                event(out, chunk(req, id, req.chat() ? Map.of("content", piece) : piece, null), true);
-            }
-        }
-        String error = null;
-        try {
-            SimResult r = f.get();
-            error = STOPPED.equals(r.error()) ? null : r.error();
-        } catch (ExecutionException e) {
-            error = "the engine stopped before the request finished: " + e.getCause().getMessage();
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            error = "interrupted";
-        }
-        TextAnswer a = TextAnswer.of(text, req.stop(), got, n);
-        if (error != null || (!a.stopped() && n < req.maxTokens())) {
-            event(out, OpenAiError.body(500, "InternalServerError", null, error != null ? error
-                    : "the request ended after " + n + " of " + req.maxTokens() + " tokens"), false);
-        } else {
-            String rest = a.text().length() > emitted ? a.text().substring(emitted) : "";
-            Map<String, Object> last = chunk(req, id, req.chat() ? Map.of("content", rest) : rest, a.finishReason());
-            @SuppressWarnings("unchecked")
-            Map<String, Object> choice = (Map<String, Object>) ((List<?>) last.get("choices")).getFirst();
-            choice.put("stop_reason", a.stopReason());
-            event(out, last, false);
-            if (req.includeUsage()) {
-                Map<String, Object> u = header(req, id, true);
-                u.put("choices", List.of());
-                u.put("usage", usage(req.prompt().length, a.tokens()));
-                event(out, u, false);
-            }
-        }
-        out.write("data: [DONE]\n\n".getBytes(StandardCharsets.UTF_8));
-        out.flush();
-    }
-
-    private Map<String, Object> chunk(CompletionRequest req, String id, Object payload, String finishReason) {
-        Map<String, Object> choice = new LinkedHashMap<>();
-        choice.put("index", 0);
-        choice.put(req.chat() ? "delta" : "text", payload);
-        choice.put("logprobs", null);
-        choice.put("finish_reason", finishReason);
-        choice.put("stop_reason", null);
-        Map<String, Object> m = header(req, id, true);
-        m.put("choices", List.of(choice));
-        return m;
-    }
-
-    /** One server-sent event; {@code flush}: sent now, else with what is written next. */
-    private static void event(OutputStream out, Object json, boolean flush) throws IOException {
-        out.write(("data: " + Json.write(json) + "\n\n").getBytes(StandardCharsets.UTF_8));
-        if (flush) {
-            out.flush();
-        }
-    }
-
-    private static int take(BlockingQueue<Integer> q) {
-        try {
-            return q.take();
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new OpenAiError(503, "ServiceUnavailableError", null, "interrupted");
-        }
     }
 
     /**

@@ -93,6 +93,7 @@
  * <p><b>Threads and ownership:</b> a {@link io.mooncake4j.serve.ServeNode} owns its engine (KV memory,
  * workers, step loop) and its HTTP server (an {@link io.mooncake4j.http.HttpFront}), whose exchanges run on
  * virtual threads ({@code mooncake-serve-http-N}) that block on the engine's futures; closing the node drains it,
- * then frees everything.
+ * then frees everything. The node admits a request and owns its engine request and slots; the JSON answer and
+ * the event stream written on that exchange's thread are {@code CompletionAnswers}'.
  */
 package io.mooncake4j.serve;
