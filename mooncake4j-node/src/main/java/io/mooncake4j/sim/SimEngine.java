@@ -431,9 +431,12 @@ public final class SimEngine implements AutoCloseable {
         kvLoadedListener = listener;
     }
 
-    /** Whether prefill pushes KV layer by layer ({@code layerwise_push} on, host caches, full attention). */
+    /**
+     * Whether prefill pushes KV layer by layer ({@code layerwise_push} on, host caches, full attention,
+     * and a real model only when it can be driven layer by layer).
+     */
     public boolean layerwise() {
-        return scheduler.layerwisePush() && !placement.onGpu() && stepModel == null;
+        return scheduler.layerwisePush() && !placement.onGpu() && (stepModel == null || stepModel.layerwise());
     }
 
     /** How the model picks its tokens. */
@@ -723,7 +726,9 @@ public final class SimEngine implements AutoCloseable {
             w.startLoadKv(rank == 0 ? meta : copyOf(meta));
             SyntheticModel m = models.get(rank);
             long forward0 = scheduled.isEmpty() ? 0 : System.nanoTime();
-            if (layerwise && !scheduled.isEmpty()) {
+            if (layerwise && !scheduled.isEmpty() && stepModel != null) {
+                forwardModelLayerwise(w, m, scheduled);
+            } else if (layerwise && !scheduled.isEmpty()) {
                 forwardLayerwise(w, m, scheduled, layerCost);
             } else if (stepModel != null) {
                 for (SimRequest r : scheduled) {
@@ -752,6 +757,32 @@ public final class SimEngine implements AutoCloseable {
         }
         SimWorker.TransferResults merged = aggregator.aggregate(results);
         return update(scheduled, merged, admitted) || aborted;
+    }
+
+    /**
+     * The real model's forward pass, layer by layer (TP 1): the worker is told each layer once the
+     * model copied that layer's rows of every scheduled request into the blocks, so P's transfer of
+     * layer {@code l} overlaps the compute of layer {@code l + 1}; {@code waitForSave} after the last.
+     */
+    private void forwardModelLayerwise(SimWorker w, SyntheticModel names, List<SimRequest> scheduled) {
+        List<StepModel.Work> work = new ArrayList<>(scheduled.size());
+        for (SimRequest r : scheduled) {
+            work.add(new StepModel.Work(r.id, r.tokens(), r.blocks[0], r.numComputedTokens, r.numTokens));
+        }
+        long[] hooks = new long[2];
+        int[] next = stepModel.forwardLayerwise(work, l -> {
+            long h0 = System.nanoTime();
+            w.saveKvLayer(names.layerName(l));
+            hooks[0] += System.nanoTime() - h0;
+            hooks[1]++;
+        });
+        long h0 = System.nanoTime();
+        w.waitForSave();
+        hookNanos += hooks[0] + System.nanoTime() - h0;
+        hookCalls += hooks[1] + 1;
+        for (int i = 0; i < scheduled.size(); i++) {
+            scheduled.get(i).modelToken = next[i];
+        }
     }
 
     /** One rank's forward pass, layer by layer, telling the worker after each layer and at the end. */

@@ -11,10 +11,13 @@ import io.mooncake4j.connector.MooncakeConnectorConfig;
 import io.mooncake4j.connector.bootstrap.MooncakeBootstrapServer;
 import io.mooncake4j.engine.TransferEngine;
 import io.mooncake4j.engine.TransferEngines;
+import io.mooncake4j.memory.KvCaches;
+import io.mooncake4j.memory.ModelPreset;
 import io.mooncake4j.sim.ConnectorSimWorker;
 import io.mooncake4j.sim.SimEngine;
 import io.mooncake4j.sim.SimProxy;
 import io.mooncake4j.sim.SimResult;
+import io.mooncake4j.sim.SimWorker;
 import io.mooncake4j.testlog.LogCapture;
 
 import java.lang.foreign.MemorySegment;
@@ -77,6 +80,15 @@ class JlamaDisaggTest {
 
         Rig(JlamaModel pModel, JlamaModel dModel, Function<MooncakeConnectorConfig, TransferEngine> pEngines)
                 throws Exception {
+            this(pModel, dModel, pEngines, false, null);
+        }
+
+        /**
+         * @param layerwise P pushes each layer's KV as it is saved ({@code layerwise_push})
+         * @param pSaves    when not null, counts P's {@code saveKvLayer} calls
+         */
+        Rig(JlamaModel pModel, JlamaModel dModel, Function<MooncakeConnectorConfig, TransferEngine> pEngines,
+                boolean layerwise, AtomicInteger pSaves) throws Exception {
             bootstrap = new MooncakeBootstrapServer("127.0.0.1", 0);
             bootstrapBoth = new MooncakeBootstrapServer("127.0.0.1", 0);
             SimEngine pe = null;
@@ -89,9 +101,11 @@ class JlamaDisaggTest {
                 var base = MooncakeConnectorConfig.builder().protocol("tcp").hostname("127.0.0.1").numWorkers(2)
                         .bootstrapServerAddress(hostPort).abortRequestTimeout(Duration.ofSeconds(60));
                 Function<MooncakeConnectorConfig, TransferEngine> tcp = cfg -> TransferEngines.create("tcp");
-                pe = SimEngine.start(base.kvRole(KvRole.KV_PRODUCER).engineId("p-jlama").tp(0, 1).build(),
+                SimEngine.WorkerFactory pWorkers = ConnectorSimWorker.factory(pEngines == null ? tcp : pEngines);
+                pe = SimEngine.start(base.kvRole(KvRole.KV_PRODUCER).engineId("p-jlama").tp(0, 1)
+                        .layerwisePush(layerwise).build(),
                         new JlamaStepModel(pModel), BLOCK, BLOCKS, SimEngine.Limits.defaults(),
-                        ConnectorSimWorker.factory(pEngines == null ? tcp : pEngines), SimEngine.KvPlacement.host());
+                        pSaves == null ? pWorkers : countingSaves(pWorkers, pSaves), SimEngine.KvPlacement.host());
                 de = SimEngine.start(base.kvRole(KvRole.KV_CONSUMER).engineId("d-jlama").tp(0, 1).build(),
                         new JlamaStepModel(dModel), BLOCK, BLOCKS, SimEngine.Limits.defaults(),
                         ConnectorSimWorker.factory(tcp), SimEngine.KvPlacement.host());
@@ -108,6 +122,35 @@ class JlamaDisaggTest {
             both = be;
             String url = "http://" + "127.0.0.1:" + bootstrap.port();
             proxy = new SimProxy(p, d, url, SimProxy.resolveEngineId(url, 0));
+        }
+
+        /** {@code workers} whose workers count their {@code saveKvLayer} calls into {@code saves}. */
+        private static SimEngine.WorkerFactory countingSaves(SimEngine.WorkerFactory workers, AtomicInteger saves) {
+            return new SimEngine.WorkerFactory() {
+                @Override
+                public SimWorker create(MooncakeConnectorConfig rankConfig, KvCaches caches) {
+                    return wrap(workers.create(rankConfig, caches));
+                }
+
+                @Override
+                public SimWorker create(MooncakeConnectorConfig rankConfig, KvCaches caches, ModelPreset model) {
+                    return wrap(workers.create(rankConfig, caches, model));
+                }
+
+                private SimWorker wrap(SimWorker real) {
+                    return (SimWorker) Proxy.newProxyInstance(SimWorker.class.getClassLoader(),
+                            new Class<?>[] {SimWorker.class}, (proxy, m, args) -> {
+                                if (m.getName().equals("saveKvLayer")) {
+                                    saves.incrementAndGet();
+                                }
+                                try {
+                                    return m.invoke(real, args);
+                                } catch (InvocationTargetException e) {
+                                    throw e.getCause();
+                                }
+                            });
+                }
+            };
         }
 
         int[] single(String id, int[] prompt) throws Exception {
@@ -179,6 +222,26 @@ class JlamaDisaggTest {
             assertEquals(48, x.decode().localHitTokens(), "D's prefix-cache hit: " + x);
             assertEquals(22, x.decode().externalTokens(), "the rest from P: " + x);
             assertArrayEquals(want, x.decode().outputTokens(), "with a prefix-cache hit at D");
+        }
+    }
+
+    @Test
+    void layerwisePushGivesTheSameTokens() throws Exception {
+        // P runs Jlama block by block and pushes each layer's KV while the next layer computes
+        AtomicInteger saves = new AtomicInteger();
+        try (Rig rig = new Rig(f32, f32, null, true, saves)) {
+            assertTrue(rig.p.layerwise(), "a Jlama P with layerwise_push on runs layer by layer");
+            int[][] prompts = {prompt(11, 37), prompt(12, 48), prompt(13, 300)};
+            for (int i = 0; i < prompts.length; i++) {
+                int[] want = rig.single("s" + i, prompts[i]);
+                SimProxy.Exchange x = rig.disagg("r" + i, prompts[i]);
+                assertTrue(x.ok(), x.toString());
+                assertEquals(prompts[i].length, x.decode().externalTokens(), "D loads the whole prompt: " + x);
+                assertArrayEquals(want, x.decode().outputTokens(), "request " + i + " (" + prompts[i].length
+                        + " prompt tokens), layer-wise push");
+            }
+            assertTrue(saves.get() >= prompts.length * f32.numLayers(),
+                    "P saved every layer of every prefill: " + saves.get());
         }
     }
 
