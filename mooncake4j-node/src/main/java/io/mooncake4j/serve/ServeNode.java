@@ -641,8 +641,8 @@ public final class ServeNode implements AutoCloseable {
     }
 
     /**
-     * A real model's token listener: ends the request (an abort with {@link #STOPPED}, applied before the
-     * engine's next step) at an end-of-sequence token or once the text holds a stop string, then passes
+     * A real model's token listener: ends the request ({@link SimEngine#stop}, a normal end applied before
+     * the engine's next step) at an end-of-sequence token or once the text holds a stop string, then passes
      * the token on. Runs on the step loop.
      */
     private java.util.function.IntConsumer stopWatch(String id, CompletionRequest req,
@@ -654,7 +654,7 @@ public final class ServeNode implements AutoCloseable {
                 out[n[0]++] = t;
                 if (n[0] < out.length && (text.isEos(t)
                         || !req.stop().isEmpty() && TextAnswer.of(text, req.stop(), out, n[0]).stopped())) {
-                    engine.abort(id, STOPPED);
+                    engine.stop(id);
                 }
             }
             if (next != null) {

@@ -567,7 +567,21 @@ public final class SimEngine implements AutoCloseable {
         wake();
     }
 
-    /** Applies the aborts asked for since the last step (step loop). */
+    /**
+     * Ends a running request normally (any thread), as vLLM's engine does when a stop string or an
+     * end-of-sequence token ends it: applied at the next step, the request finishes as
+     * {@link RequestStatus#FINISHED_STOPPED} with the tokens it has, no error, counted as a success
+     * (not in {@link Snapshot#failed()}), the connector told and the blocks freed as for any finished
+     * request. A request that is not prefilling or decoding (waiting, loading its KV, finished) is not
+     * affected. Unknown ids are ignored.
+     */
+    public void stop(String requestId) {
+        Objects.requireNonNull(requestId, "requestId");
+        aborts.add(new String[] {requestId, null}); // no reason: a normal end, applied with the aborts
+        wake();
+    }
+
+    /** Applies the aborts (and stops) asked for since the last step (step loop). */
     private boolean applyAborts() {
         boolean changed = false;
         for (String[] a; (a = aborts.poll()) != null; ) {
@@ -580,7 +594,9 @@ public final class SimEngine implements AutoCloseable {
                     break;
                 }
             }
-            if (r != null) {
+            if (r != null && reason == null) {
+                r = null; // a stop applies to running requests only
+            } else if (r != null) {
                 waiting.remove(r);
             } else {
                 for (SimRequest w : running) {
@@ -593,13 +609,18 @@ public final class SimEngine implements AutoCloseable {
                     running.remove(r);
                 }
             }
-            if (r != null) {
+            if (r != null && reason == null) {
+                r.status = RequestStatus.FINISHED_STOPPED;
+                finish(r);
+                changed = true;
+                LOG.debug("engine {}: request {} stopped", engineId(), id);
+            } else if (r != null) {
                 r.error = reason;
                 r.status = RequestStatus.FINISHED_ABORTED;
                 finish(r);
                 changed = true;
                 LOG.debug("engine {}: request {} aborted: {}", engineId(), id, reason);
-            } else if (loading.get(id) instanceof SimRequest l && l.abortReason == null) {
+            } else if (reason != null && loading.get(id) instanceof SimRequest l && l.abortReason == null) {
                 l.abortReason = reason;
                 LOG.debug("engine {}: request {} aborted while its KV loads: it ends with the load", engineId(), id);
             }
@@ -1100,7 +1121,8 @@ public final class SimEngine implements AutoCloseable {
         reservedBlocks -= r.reservedBlocks;
         r.reservedBlocks = 0;
         finished++;
-        if (r.status != RequestStatus.FINISHED_LENGTH_CAPPED || r.error != null) {
+        boolean normalEnd = r.status == RequestStatus.FINISHED_LENGTH_CAPPED || r.status == RequestStatus.FINISHED_STOPPED;
+        if (!normalEnd || r.error != null) {
             failed++;
         }
         if (res.delayFreeBlocks()) {

@@ -105,6 +105,27 @@ class ServeModelTest {
     }
 
     @Test
+    void aRequestEndedByAStopStringIsASuccessInTheStatus() throws Exception {
+        ServeNode n = start(KvRole.KV_BOTH);
+        String prompt = "the rain in spain stays mainly in the plain";
+        String greedy = (String) choice(post(n, "/v1/completions", body(prompt, 24))).get("text");
+        String stop = greedy.substring(greedy.length() / 2, greedy.length() / 2 + 2);
+        Map<String, Object> withStop = body(prompt, 24);
+        withStop.put("stop", List.of(stop));
+        HttpResponse<String> sr = post(n, "/v1/completions", withStop);
+        assertEquals("stop", choice(sr).get("finish_reason"), sr.body());
+        assertTrue((Long) usage(sr).get("completion_tokens") < 24L, "the stop ended it early: " + sr.body());
+        HttpResponse<String> st = http.send(HttpRequest.newBuilder(URI.create(n.url() + "/mooncake/status"))
+                .timeout(Duration.ofSeconds(60)).GET().build(), HttpResponse.BodyHandlers.ofString());
+        assertEquals(200, st.statusCode(), st.body());
+        Map<String, Object> status = Json.parseObject(st.body());
+        assertEquals(2L, status.get("finished"), st.body());
+        assertEquals(0L, status.get("failed"), "a stopped request is no failure: " + st.body());
+        assertEquals(2L, status.get("requests_ok"), st.body());
+        assertEquals(0L, status.get("requests_failed"), st.body());
+    }
+
+    @Test
     void completionsChatSamplingStopAndStreaming() throws Exception {
         ServeNode n = start(KvRole.KV_BOTH);
         String prompt = "the rain in spain stays mainly in the plain";
