@@ -113,6 +113,11 @@ public final class JlamaStepModel implements StepModel {
     }
 
     @Override
+    public String kvLayout() {
+        return model.kvLayout();
+    }
+
+    @Override
     public ModelPreset kvShape(int blockSize) {
         return model.kvShape(blockSize);
     }

@@ -735,6 +735,9 @@ public final class ServeNode implements AutoCloseable {
         p.put(KvTransferParams.REMOTE_ENGINE_ID, engineId());
         p.put(KvTransferParams.REMOTE_BOOTSTRAP_ADDR, url.get());
         p.put(KvTransferParams.TRANSFER_ID, req.transferId());
+        if (text.kvLayout() != null) { // checked by a D node the proxy forwards these to
+            p.put(SimEngine.KV_LAYOUT_PARAM, text.kvLayout());
+        }
         return p;
     }
 

@@ -72,6 +72,14 @@ import org.slf4j.LoggerFactory;
  */
 public final class SimEngine implements AutoCloseable {
 
+    /**
+     * A {@code kv_transfer_params} key of mooncake4j's: the KV layout of the P node that computed the
+     * prompt ({@link StepModel#kvLayout}). A P node with a model returns it among the parameters of its
+     * answer; a D request that carries it is refused unless it equals this engine's own layout. vLLM
+     * ignores keys it does not know.
+     */
+    public static final String KV_LAYOUT_PARAM = "mooncake4j_kv_layout";
+
     private static final Logger LOG = LoggerFactory.getLogger(SimEngine.class);
     private static final AtomicInteger ENGINES = new AtomicInteger();
     /** How long the step loop of an engine with no request at all waits for one before it looks again. */
@@ -536,6 +544,7 @@ public final class SimEngine implements AutoCloseable {
                     "request %s needs %d blocks (%d prompt + %d output tokens) but engine %s has %d",
                     requestId, need, promptTokens.length, maxTokens, engineId(), numBlocks));
         }
+        checkKvLayout(requestId, kvTransferParams);
         if (!knownIds.add(requestId)) {
             throw new IllegalArgumentException("duplicate request id " + requestId);
         }
@@ -548,6 +557,23 @@ public final class SimEngine implements AutoCloseable {
         incoming.add(r);
         wake();
         return r.future;
+    }
+
+    /**
+     * Refuses a request whose {@code kv_transfer_params} name a P layout other than this engine's
+     * model's: decoding on the KV of another model gives garbage, so the request never starts. Nothing
+     * to compare (no key, the synthetic model) lets it through.
+     */
+    private void checkKvLayout(String requestId, Map<String, Object> kvTransferParams) {
+        Object theirs = kvTransferParams == null ? null : kvTransferParams.get(KV_LAYOUT_PARAM);
+        String ours = stepModel == null ? null : stepModel.kvLayout();
+        if (theirs == null || ours == null || ours.equals(theirs)) {
+            return;
+        }
+        throw new IllegalArgumentException(String.format(Locale.ROOT,
+                "request %s: the prefill node's KV layout %s differs from this node's %s (another model, dtype or "
+                        + "shape): its KV cannot be decoded here; pair nodes that serve the same checkpoint",
+                requestId, theirs, ours));
     }
 
     /**

@@ -50,6 +50,15 @@ public interface StepModel extends AutoCloseable {
     int forward(String requestId, int[] tokens, int[] blockIds, int from, int to);
 
     /**
+     * What this model's KV means (architecture, shapes, dtype, a digest of the weights), or null when
+     * it cannot tell. A D engine refuses a request whose {@code kv_transfer_params} carry P's layout
+     * ({@link SimEngine#KV_LAYOUT_PARAM}) when it differs from this.
+     */
+    default String kvLayout() {
+        return null;
+    }
+
+    /**
      * One request's share of a layer-by-layer pass: the arguments of {@link #forward}.
      *
      * @param requestId the engine's request id

@@ -288,6 +288,35 @@ class JlamaDisaggTest {
     }
 
     @Test
+    void dRefusesThePromptOfAModelWithTheSameKvShapes() throws Exception {
+        // the same shapes, other weights: blocks of the same length, which the connector would move;
+        // P's layout in the D request's kv_transfer_params tells them apart
+        TinyModelWriter.write(dir.resolve("tiny-26"), TinyModelWriter.Shape.tiny().withSeed(26));
+        TinyModelWriter.write(dir.resolve("tiny-copy"), TinyModelWriter.Shape.tiny());
+        try (JlamaModel other = JlamaModel.load(dir.resolve("tiny-26"), "F32");
+             JlamaModel copy = JlamaModel.load(dir.resolve("tiny-copy"), "F32");
+             Rig rig = new Rig(f32, other, null)) {
+            assertEquals(f32.kvShape(BLOCK), other.kvShape(BLOCK), "byte-identical KV shapes");
+            assertEquals(f32.kvLayout(), copy.kvLayout(), "the same checkpoint elsewhere has the same layout");
+            assertFalse(f32.kvLayout().equals(other.kvLayout()), f32.kvLayout());
+            java.util.Map<String, Object> params = new java.util.HashMap<>(
+                    SimProxy.decodeParams("xfer-other", rig.proxy.remoteEngineId(), rig.proxy.bootstrapUrl()));
+            params.put(SimEngine.KV_LAYOUT_PARAM, f32.kvLayout());
+            IllegalArgumentException e = org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
+                    () -> rig.d.submit("r-other", prompt(14, 40), DECODE, params));
+            assertTrue(e.getMessage().contains("KV layout " + f32.kvLayout()) && e.getMessage().contains(other.kvLayout()),
+                    e.getMessage());
+            assertEquals(0, rig.d.snapshot().loadingRemoteKv(), "nothing was started");
+            // the layout of the model D runs passes
+            params.put(SimEngine.KV_LAYOUT_PARAM, other.kvLayout());
+            params.put("transfer_id", "xfer-same");
+            rig.p.submit("p-same", prompt(14, 40), 1, SimProxy.prefillParams("xfer-same"));
+            SimResult r = rig.d.submit("r-same", prompt(14, 40), DECODE, params).get(60, TimeUnit.SECONDS);
+            assertTrue(r.ok(), r.toString());
+        }
+    }
+
+    @Test
     void dRefusesKvOfAnotherLayout() throws Exception {
         // P works in F32, D in BF16: the connector's transfer planning sees KV regions of different
         // lengths and refuses the transfer; D fails the request instead of decoding foreign bytes
