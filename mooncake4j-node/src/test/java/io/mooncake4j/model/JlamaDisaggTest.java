@@ -80,7 +80,7 @@ class JlamaDisaggTest {
 
         Rig(JlamaModel pModel, JlamaModel dModel, Function<MooncakeConnectorConfig, TransferEngine> pEngines)
                 throws Exception {
-            this(pModel, dModel, pEngines, false, null);
+            this(pModel, dModel, pEngines, false, null, "tcp");
         }
 
         /**
@@ -88,7 +88,7 @@ class JlamaDisaggTest {
          * @param pSaves    when not null, counts P's {@code saveKvLayer} calls
          */
         Rig(JlamaModel pModel, JlamaModel dModel, Function<MooncakeConnectorConfig, TransferEngine> pEngines,
-                boolean layerwise, AtomicInteger pSaves) throws Exception {
+                boolean layerwise, AtomicInteger pSaves, String protocol) throws Exception {
             bootstrap = new MooncakeBootstrapServer("127.0.0.1", 0);
             bootstrapBoth = new MooncakeBootstrapServer("127.0.0.1", 0);
             SimEngine pe = null;
@@ -98,21 +98,24 @@ class JlamaDisaggTest {
                 bootstrap.start();
                 bootstrapBoth.start();
                 String hostPort = "127.0.0.1:" + bootstrap.port();
-                var base = MooncakeConnectorConfig.builder().protocol("tcp").hostname("127.0.0.1").numWorkers(2)
+                var base = MooncakeConnectorConfig.builder().protocol(protocol).hostname("127.0.0.1").numWorkers(2)
                         .bootstrapServerAddress(hostPort).abortRequestTimeout(Duration.ofSeconds(60));
-                Function<MooncakeConnectorConfig, TransferEngine> tcp = cfg -> TransferEngines.create("tcp");
+                Function<MooncakeConnectorConfig, TransferEngine> tcp = cfg -> TransferEngines.create(protocol);
+                // the shm transport maps the peer's KV memory: memfd-backed caches on both sides
+                SimEngine.KvPlacement place = protocol.equals("tcp") ? SimEngine.KvPlacement.host()
+                        : SimEngine.KvPlacement.sharedHost();
                 SimEngine.WorkerFactory pWorkers = ConnectorSimWorker.factory(pEngines == null ? tcp : pEngines);
                 pe = SimEngine.start(base.kvRole(KvRole.KV_PRODUCER).engineId("p-jlama").tp(0, 1)
                         .layerwisePush(layerwise).build(),
                         new JlamaStepModel(pModel), BLOCK, BLOCKS, SimEngine.Limits.defaults(),
-                        pSaves == null ? pWorkers : countingSaves(pWorkers, pSaves), SimEngine.KvPlacement.host());
+                        pSaves == null ? pWorkers : countingSaves(pWorkers, pSaves), place);
                 de = SimEngine.start(base.kvRole(KvRole.KV_CONSUMER).engineId("d-jlama").tp(0, 1).build(),
                         new JlamaStepModel(dModel), BLOCK, BLOCKS, SimEngine.Limits.defaults(),
-                        ConnectorSimWorker.factory(tcp), SimEngine.KvPlacement.host());
+                        ConnectorSimWorker.factory(tcp), place);
                 be = SimEngine.start(base.bootstrapServerAddress("127.0.0.1:" + bootstrapBoth.port())
                         .kvRole(KvRole.KV_BOTH).engineId("both-jlama").tp(0, 1).build(),
                         new JlamaStepModel(pModel), BLOCK, BLOCKS, SimEngine.Limits.defaults(),
-                        ConnectorSimWorker.factory(tcp), SimEngine.KvPlacement.host());
+                        ConnectorSimWorker.factory(tcp), place);
             } catch (Exception | Error e) {
                 closeAll(be, de, pe, bootstrapBoth, bootstrap);
                 throw e;
@@ -229,7 +232,7 @@ class JlamaDisaggTest {
     void layerwisePushGivesTheSameTokens() throws Exception {
         // P runs Jlama block by block and pushes each layer's KV while the next layer computes
         AtomicInteger saves = new AtomicInteger();
-        try (Rig rig = new Rig(f32, f32, null, true, saves)) {
+        try (Rig rig = new Rig(f32, f32, null, true, saves, "tcp")) {
             assertTrue(rig.p.layerwise(), "a Jlama P with layerwise_push on runs layer by layer");
             int[][] prompts = {prompt(11, 37), prompt(12, 48), prompt(13, 300)};
             for (int i = 0; i < prompts.length; i++) {
@@ -242,6 +245,27 @@ class JlamaDisaggTest {
             }
             assertTrue(saves.get() >= prompts.length * f32.numLayers(),
                     "P saved every layer of every prefill: " + saves.get());
+        }
+    }
+
+    @Test
+    void overSharedMemoryTheTokensAreTheSame() throws Exception {
+        // P and D on one machine: engine kind shm (memfd-backed caches mapped by the peer), with and
+        // without layer-wise push
+        org.junit.jupiter.api.Assumptions.assumeTrue(io.mooncake4j.internal.sys.SharedMemory.available(),
+                () -> "no memfd here: " + io.mooncake4j.internal.sys.SharedMemory.unavailableReason());
+        for (boolean layerwise : new boolean[] {false, true}) {
+            try (Rig rig = new Rig(f32, f32, null, layerwise, null, "shm")) {
+                assertEquals(SimEngine.KvPlacement.sharedHost(), rig.p.placement());
+                int[][] prompts = {prompt(21, 37), prompt(22, 32)};
+                for (int i = 0; i < prompts.length; i++) {
+                    int[] want = rig.single("s" + i, prompts[i]);
+                    SimProxy.Exchange x = rig.disagg("r" + i, prompts[i]);
+                    assertTrue(x.ok(), x.toString());
+                    assertEquals(prompts[i].length, x.decode().externalTokens(), x.toString());
+                    assertArrayEquals(want, x.decode().outputTokens(), "shm, layerwise " + layerwise + ", request " + i);
+                }
+            }
         }
     }
 
