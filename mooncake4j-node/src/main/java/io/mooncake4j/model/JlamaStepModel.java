@@ -38,6 +38,10 @@ import java.util.function.IntConsumer;
  * (P batches {@code [0, n-1)} and computes {@code n-1}; D, holding P's rows of {@code [0, n-1)},
  * computes {@code n-1} again, as vLLM's D does), so their tokens are bit-for-bit the same.
  *
+ * <p>{@link #forwardLayerwise} runs the same pieces block by block, layer-major over the step's
+ * requests, copying each layer's rows into the blocks as soon as that layer is computed so that the
+ * connector can push them while the next layer computes ({@code layerwise_push}).
+ *
  * <p>Sampling is greedy unless {@link #sampling} set a temperature for the request; a seeded request
  * draws from its own generator, so P and D (and a single node) draw the same numbers.
  *
