@@ -24,8 +24,9 @@ import java.util.concurrent.TimeUnit;
  * In one JVM: a {@code kv_both} engine (the single node), a P engine pushing whole requests, a P engine
  * pushing layer by layer ({@code layerwise_push}) and a D engine, all over the TCP transfer engine on
  * 127.0.0.1, the weights loaded once. Each round runs, one after the other (nothing overlaps another
- * configuration): the single node, the pair with whole-request push, the pair with layer-wise push; the
- * first round warms up and is not counted; the medians of the rest are printed.
+ * configuration), in an order rotating by round: the single node, the pair with whole-request push, the
+ * pair with layer-wise push; the first round warms up and is not counted; the medians of the rest are
+ * printed, and, within each pair request, TTFT at D less P's prefill (what disaggregation adds).
  *
  * <ul>
  *   <li>single node: prefill time = submit → first token; decode tokens/s over the tokens after the first;</li>
@@ -116,12 +117,22 @@ public final class ModelBench {
                     for (int i = 1; i < promptTokens; i++) {
                         prompt[i] = 3 + rnd.nextInt(model.vocabularySize() - 3);
                     }
-                    Clock s = new Clock();
-                    SimResult sr = both.submit("single-" + round, prompt, decode + 1, null, s::token)
-                            .get(600, TimeUnit.SECONDS);
-                    check(sr);
-                    double[] w = pair(pWhole, d, urlWhole, idWhole, "whole-" + round, prompt, decode);
-                    double[] l = pair(pLayer, d, urlLayer, idLayer, "layer-" + round, prompt, decode);
+                    // the three configurations in a rotating order: a load change on the shared machine
+                    // does not always hit the same one
+                    Clock s = null;
+                    double[] w = null;
+                    double[] l = null;
+                    for (int k = 0; k < 3; k++) {
+                        switch ((round + k) % 3) {
+                            case 0 -> {
+                                s = new Clock();
+                                check(both.submit("single-" + round, prompt, decode + 1, null, s::token)
+                                        .get(600, TimeUnit.SECONDS));
+                            }
+                            case 1 -> w = pair(pWhole, d, urlWhole, idWhole, "whole-" + round, prompt, decode);
+                            default -> l = pair(pLayer, d, urlLayer, idLayer, "layer-" + round, prompt, decode);
+                        }
+                    }
                     System.out.printf(Locale.ROOT, "round %d%s: single prefill %.3f s, decode %.2f tok/s | whole push: "
                             + "P prefill %.3f s, TTFT at D %.3f s, D decode %.2f tok/s | layer-wise push: P prefill "
                             + "%.3f s, TTFT at D %.3f s, D decode %.2f tok/s%n", round, round == 0 ? " (warm-up)" : "",
@@ -148,6 +159,13 @@ public final class ModelBench {
                 System.out.printf(Locale.ROOT, "decode at D / single node: whole %.3f, layer-wise %.3f; P prefill t/s / "
                         + "single: whole %.3f, layer-wise %.3f%n", median(whole[2]) / sd, median(layer[2]) / sd,
                         sp / median(whole[0]), sp / median(layer[0]));
+                // within one request, P's prefill and D's first token share the machine's moment: their
+                // difference is what disaggregation adds (transfer not hidden, D's load, D's last-token
+                // recompute), free of the load swings between configurations
+                System.out.printf(Locale.ROOT, "TTFT at D - P prefill (median): whole %.0f ms (TTFT/P prefill %.3f), "
+                        + "layer-wise %.0f ms (%.3f)%n", 1000 * medianDiff(whole[1], whole[0]),
+                        medianRatio(whole[1], whole[0]), 1000 * medianDiff(layer[1], layer[0]),
+                        medianRatio(layer[1], layer[0]));
             }
         }
     }
@@ -182,6 +200,18 @@ public final class ModelBench {
     private static SimEngine engine(MooncakeConnectorConfig cfg, JlamaModel model, int blocks) {
         return SimEngine.start(cfg, new JlamaStepModel(model), BLOCK, blocks, SimEngine.Limits.defaults(),
                 ConnectorSimWorker.factory("tcp"), SimEngine.KvPlacement.host());
+    }
+
+    private static double medianDiff(double[] a, double[] b) {
+        double[] d = new double[a.length];
+        Arrays.setAll(d, i -> a[i] - b[i]);
+        return median(d);
+    }
+
+    private static double medianRatio(double[] a, double[] b) {
+        double[] d = new double[a.length];
+        Arrays.setAll(d, i -> a[i] / b[i]);
+        return median(d);
     }
 
     private static double median(double[] v) {
