@@ -109,7 +109,7 @@ final class DemoCommand implements CliCommand {
                 String.format(Locale.ROOT, "  --model NAME          model preset (%s), default %s",
                         String.join(", ", ModelPreset.all().stream().filter(p -> !p.mla()).map(ModelPreset::name)
                                 .toList()), d.model().name()),
-                "  --model DIR           a model directory (make-model --tiny DIR, or a Llama/Mistral/Qwen2",
+                "  --model DIR           a model directory (from bin/mooncake4j make-model, or a Llama/Mistral/Qwen2",
                 "                        safetensors checkpoint): Jlama behind P, D and one kv_both node, every",
                 "                        token compared (with --requests, default 8; --decode-tokens, default 16;",
                 "                        --protocol, default tcp; --seed; --timeout; --dtype F32|BF16, default F32;",
