@@ -180,6 +180,13 @@ class VllmProxyInteropTest {
     /** Starts vLLM's proxy in front of {@code p} and {@code d} and waits until it answers; its URL. */
     private URI startProxy(String script, ServeNode p, ServeNode d) throws Exception {
         Path dir = Files.createTempDirectory("vllm-proxy");
+        open.add(() -> { // closed after the proxy (reverse order): its log is complete by then
+            try (var files = Files.walk(dir)) {
+                for (Path f : files.sorted(java.util.Comparator.reverseOrder()).toList()) {
+                    Files.deleteIfExists(f);
+                }
+            }
+        });
         Path wrapper = Files.writeString(dir.resolve("run_with_lifespan.py"), LIFESPAN_WRAPPER);
         Path log = dir.resolve("proxy.log");
         int port = freePort();
