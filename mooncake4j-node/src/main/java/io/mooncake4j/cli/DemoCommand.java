@@ -109,10 +109,12 @@ final class DemoCommand implements CliCommand {
                 String.format(Locale.ROOT, "  --model NAME          model preset (%s), default %s",
                         String.join(", ", ModelPreset.all().stream().filter(p -> !p.mla()).map(ModelPreset::name)
                                 .toList()), d.model().name()),
-                "  --model DIR           a model directory (written by the make-model command, or a Llama/Mistral/Qwen2",
+                "  --model DIR           a model directory (from bin/mooncake4j make-model, or a Llama/Mistral/Qwen2",
                 "                        safetensors checkpoint): Jlama behind P, D and one kv_both node, every",
                 "                        token compared (with --requests, default 8; --decode-tokens, default 16;",
-                "                        --protocol, default tcp; --seed; --timeout; --dtype F32|BF16, default F32)",
+                "                        --protocol, default tcp; --seed; --timeout; --dtype F32|BF16, default F32;",
+                "                        --layerwise: P pushes each layer's KV while the next computes; --processes:",
+                "                        P, D, kv_both and proxy as separate serve/proxy processes, answers compared)",
                 "  --requests N          requests to send, default " + d.requests(),
                 "  --prompt-tokens N     tokens per prompt, default " + d.promptTokens(),
                 "  --shared-prefix N     leading tokens shared by all prompts (prefix-cache hits), default "
@@ -160,10 +162,16 @@ final class DemoCommand implements CliCommand {
         if (modelDir != null && (modelDir.contains("/") || java.nio.file.Files.isDirectory(java.nio.file.Path.of(modelDir)))) {
             // a model directory, not a preset name: the real model (io.mooncake4j.model.ModelDemo)
             try {
-                return io.mooncake4j.model.ModelDemo.run(new io.mooncake4j.model.ModelDemo.Options(
+                var mo = new io.mooncake4j.model.ModelDemo.Options(
                         java.nio.file.Path.of(modelDir), flags.string("dtype", "F32"), flags.positiveInt("requests", 8),
                         flags.positiveInt("decode-tokens", 16), flags.string("protocol", "tcp"), flags.longValue("seed", 7),
-                        java.time.Duration.ofSeconds(flags.positiveInt("timeout", 120))), out);
+                        java.time.Duration.ofSeconds(flags.positiveInt("timeout", 120)), flags.bool("layerwise", false));
+                if (flags.bool("processes", false)) {
+                    String opts = System.getenv(ProcessDemo.CHILD_JAVA_OPTS_ENV);
+                    return ModelProcessDemo.run(mo, out, err, java.nio.file.Path.of(System.getProperty("java.io.tmpdir")),
+                            opts == null || opts.isBlank() ? List.of() : List.of(opts.trim().split("\\s+")));
+                }
+                return io.mooncake4j.model.ModelDemo.run(mo, out);
             } catch (IllegalArgumentException e) {
                 err.println("demo: " + e.getMessage());
                 return 2;

@@ -42,14 +42,14 @@ import java.util.regex.Pattern;
  */
 final class ProcessDemo {
 
-    private static final Pattern SERVE_READY = Pattern.compile("mooncake4j serve: ready on (http://\\S+)");
+    static final Pattern SERVE_READY = Pattern.compile("mooncake4j serve: ready on (http://\\S+)");
     private static final Pattern BOOTSTRAP_PORT = Pattern.compile("mooncake4j serve: .*; bootstrap port (\\d+);");
-    private static final Pattern PROXY_READY = Pattern.compile("mooncake4j proxy: ready on port (\\d+)");
+    static final Pattern PROXY_READY = Pattern.compile("mooncake4j proxy: ready on port (\\d+)");
 
     private ProcessDemo() {}
 
     /** One child JVM, its output copied to a log file and scanned for its ready line. */
-    private static final class Child {
+    static final class Child {
         final String role;
         final Process process;
         final Path log;
@@ -427,12 +427,12 @@ final class ProcessDemo {
     }
 
     /** SIGTERM to every child still running (serve drains, the proxy stops), newest first; SIGKILL after {@code wait}. */
-    private static void stopAll(List<Child> children, Duration wait) {
+    static void stopAll(List<Child> children, Duration wait) {
         stopAll(children, wait, null);
     }
 
     /** As {@link #stopAll(List, Duration)}; reports to {@code err} (when not null) a child that did not stop cleanly. */
-    private static boolean stopAll(List<Child> children, Duration wait, PrintStream err) {
+    static boolean stopAll(List<Child> children, Duration wait, PrintStream err) {
         boolean clean = true;
         for (int i = children.size() - 1; i >= 0; i--) {
             children.get(i).process.destroy();
@@ -466,7 +466,7 @@ final class ProcessDemo {
     }
 
     /** The last {@code lines} lines of a child's log, to {@code err}. */
-    private static void printTail(Child c, PrintStream err, int lines) {
+    static void printTail(Child c, PrintStream err, int lines) {
         try {
             List<String> all = Files.readAllLines(c.log, StandardCharsets.UTF_8);
             err.printf(Locale.ROOT, "mooncake4j demo: last lines of %s's log (exit %s):%n", c.role,
@@ -509,7 +509,7 @@ final class ProcessDemo {
     }
 
     /** A node's {@code GET /mooncake/status} (empty when it cannot be read). */
-    private static Map<String, Object> status(String url) {
+    static Map<String, Object> status(String url) {
         try (HttpClient http = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build()) {
             HttpResponse<String> r = http.send(HttpRequest.newBuilder(URI.create(url + "/mooncake/status"))
                     .timeout(Duration.ofSeconds(10)).build(), HttpResponse.BodyHandlers.ofString());
@@ -522,7 +522,7 @@ final class ProcessDemo {
         }
     }
 
-    private static List<String> concat(List<String> head, String... tail) {
+    static List<String> concat(List<String> head, String... tail) {
         List<String> l = new ArrayList<>(head);
         l.addAll(List.of(tail));
         return l;

@@ -46,9 +46,11 @@ public final class JlamaModel implements AutoCloseable {
     private final String modelType;
     private final DType workingDType;
     private final Path work;
+    private final String digest;
 
-    private JlamaModel(Path dir, AbstractModel model, String modelType, DType workingDType, Path work) {
+    private JlamaModel(Path dir, AbstractModel model, String modelType, DType workingDType, Path work, String digest) {
         this.work = work;
+        this.digest = digest;
         this.dir = dir;
         this.model = model;
         this.modelType = modelType;
@@ -96,7 +98,15 @@ public final class JlamaModel implements AutoCloseable {
             throw new IllegalArgumentException("BF16 needs a head dimension that is a multiple of 32, model has "
                     + c.headSize + "; use F32");
         }
-        return new JlamaModel(dir, m, type, dtype, work);
+        String digest;
+        try {
+            digest = checkpointDigest(dir);
+        } catch (RuntimeException e) {
+            m.close();
+            deleteTree(work);
+            throw e;
+        }
+        return new JlamaModel(dir, m, type, dtype, work, digest);
     }
 
     private static void deleteTree(Path p) {
@@ -209,14 +219,48 @@ public final class JlamaModel implements AutoCloseable {
     }
 
     /**
-     * What a KV block means: architecture, layers, heads, head size, dtype and the model directory's
-     * name. Two nodes exchange KV only when these are equal (a byte-compatible layout of another
-     * model would decode into garbage).
+     * What a KV block means: architecture, layers, heads, head size, dtype and a digest of the
+     * checkpoint ({@link #checkpointDigest}), e.g. {@code llama/L2/H4/KV2/D32/F32/1f0c...}. Two nodes
+     * exchange KV only when these are equal: a byte-compatible layout of another model (same shapes,
+     * other weights) would decode into garbage. The same checkpoint in two directories gives the same
+     * value.
      */
     public String kvLayout() {
         return String.format(Locale.ROOT, "%s/L%d/H%d/KV%d/D%d/%s/%s", modelType, numLayers(),
-                model.getConfig().numberOfHeads, numKvHeads(), headSize(), workingDType.name(),
-                dir.toAbsolutePath().normalize().getFileName());
+                model.getConfig().numberOfHeads, numKvHeads(), headSize(), workingDType.name(), digest);
+    }
+
+    /** Bytes of each weights file that {@link #checkpointDigest} reads: the header and the first tensors. */
+    private static final int DIGEST_PREFIX_BYTES = 1 << 20;
+
+    /**
+     * 16 hex digits of SHA-256 over {@code config.json} and the first MiB of each {@code *.safetensors}
+     * file (name order): the safetensors header (names, shapes, offsets) and the first weights, which
+     * differ between two checkpoints of one architecture (fine-tunes, other seeds). Reading a prefix
+     * keeps start-up cheap for checkpoints of many GiB.
+     */
+    static String checkpointDigest(Path dir) {
+        try {
+            java.security.MessageDigest md = java.security.MessageDigest.getInstance("SHA-256");
+            md.update(Files.readAllBytes(dir.resolve("config.json")));
+            List<Path> weights;
+            try (var files = Files.list(dir)) {
+                weights = files.filter(f -> f.getFileName().toString().endsWith(".safetensors")).sorted().toList();
+            }
+            byte[] buf = new byte[DIGEST_PREFIX_BYTES];
+            for (Path f : weights) {
+                md.update(f.getFileName().toString().getBytes(StandardCharsets.UTF_8));
+                try (var in = Files.newInputStream(f)) {
+                    int n = in.readNBytes(buf, 0, buf.length);
+                    md.update(buf, 0, n);
+                }
+            }
+            return java.util.HexFormat.of().formatHex(md.digest(), 0, 8);
+        } catch (IOException e) {
+            throw new UncheckedIOException("cannot read the checkpoint in " + dir + ": " + e.getMessage(), e);
+        } catch (java.security.NoSuchAlgorithmException e) {
+            throw new IllegalStateException("SHA-256 is missing from this JDK", e);
+        }
     }
 
     /** Encodes text, a beginning-of-sequence token first (Llama's convention). */

@@ -1,6 +1,7 @@
 package io.mooncake4j.model;
 
 import com.github.tjake.jlama.model.AbstractModel;
+import com.github.tjake.jlama.model.Mooncake4jLayers;
 import com.github.tjake.jlama.tensor.AbstractTensor;
 import com.github.tjake.jlama.tensor.KvBufferCache;
 
@@ -17,6 +18,7 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.SplittableRandom;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.IntConsumer;
 
 /**
  * A {@link StepModel} over a {@link JlamaModel}: one per engine.
@@ -35,6 +37,10 @@ import java.util.concurrent.ConcurrentHashMap;
  * positions before it as one batch: a P/D pair then runs exactly the same arithmetic as one node
  * (P batches {@code [0, n-1)} and computes {@code n-1}; D, holding P's rows of {@code [0, n-1)},
  * computes {@code n-1} again, as vLLM's D does), so their tokens are bit-for-bit the same.
+ *
+ * <p>{@link #forwardLayerwise} runs the same pieces block by block, layer-major over the step's
+ * requests, copying each layer's rows into the blocks as soon as that layer is computed so that the
+ * connector can push them while the next layer computes ({@code layerwise_push}).
  *
  * <p>Sampling is greedy unless {@link #sampling} set a temperature for the request; a seeded request
  * draws from its own generator, so P and D (and a single node) draw the same numbers.
@@ -111,6 +117,11 @@ public final class JlamaStepModel implements StepModel {
     }
 
     @Override
+    public String kvLayout() {
+        return model.kvLayout();
+    }
+
+    @Override
     public ModelPreset kvShape(int blockSize) {
         return model.kvShape(blockSize);
     }
@@ -149,6 +160,96 @@ public final class JlamaStepModel implements StepModel {
 
     @Override
     public int forward(String requestId, int[] tokens, int[] blockIds, int from, int to) {
+        Session s = session(requestId, tokens, blockIds, from, to);
+        int last = to - 1;
+        if (last > from) {
+            AbstractTensor batch = jlama.batchForward(Arrays.copyOfRange(tokens, from, last), from, s.kv);
+            batch.close();
+        }
+        AbstractTensor out = jlama.forward(tokens[last], last, s.kv, Optional.empty());
+        int next = sample(s, out);
+        for (int l = 0; l < layerMemory.length; l++) {
+            copyRows(s.kv, blockIds, l, from, to, false);
+        }
+        s.valid = to;
+        return next;
+    }
+
+    /** Jlama's transformer blocks can be run one at a time ({@code Mooncake4jLayers}). */
+    @Override
+    public boolean layerwise() {
+        return true;
+    }
+
+    /**
+     * Layer-major over the requests, the same arithmetic as {@link #forward}: per request, the
+     * positions before the last run in embedding batches of Jlama's {@code batchForward} size, the last
+     * position on its own; block {@code l} of every piece reads rows of layer {@code l} only, and those
+     * of earlier pieces are written before it in both orders, so the outputs are bit for bit the same.
+     */
+    @Override
+    public int[] forwardLayerwise(List<Work> work, IntConsumer layerDone) {
+        int n = work.size();
+        Session[] ss = new Session[n];
+        AbstractTensor[][] hidden = new AbstractTensor[n][];
+        int[][] starts = new int[n][];
+        try {
+            for (int i = 0; i < n; i++) {
+                Work w = work.get(i);
+                ss[i] = session(w.requestId(), w.tokens(), w.blockIds(), w.from(), w.to());
+                int last = w.to() - 1;
+                int batch = Mooncake4jLayers.maxBatchSize();
+                int pieces = (last - w.from() + batch - 1) / batch;
+                hidden[i] = new AbstractTensor[pieces + 1];
+                starts[i] = new int[pieces + 1];
+                for (int c = 0; c < pieces; c++) {
+                    int a = w.from() + c * batch;
+                    int b = Math.min(last, a + batch);
+                    starts[i][c] = a;
+                    hidden[i][c] = Mooncake4jLayers.embedBatch(jlama, Arrays.copyOfRange(w.tokens(), a, b), a);
+                }
+                starts[i][pieces] = last;
+                hidden[i][pieces] = Mooncake4jLayers.embedOne(jlama, w.tokens()[last], last);
+            }
+            for (int l = 0; l < layerMemory.length; l++) {
+                for (int i = 0; i < n; i++) {
+                    for (int c = 0; c < hidden[i].length; c++) {
+                        AbstractTensor in = hidden[i][c];
+                        hidden[i][c] = null; // closed by the block
+                        hidden[i][c] = Mooncake4jLayers.block(jlama, l, in, starts[i][c], ss[i].kv);
+                    }
+                    Work w = work.get(i);
+                    copyRows(ss[i].kv, w.blockIds(), l, w.from(), w.to(), false);
+                }
+                layerDone.accept(l);
+            }
+            int[] next = new int[n];
+            for (int i = 0; i < n; i++) {
+                AbstractTensor out = hidden[i][hidden[i].length - 1];
+                hidden[i][hidden[i].length - 1] = null;
+                next[i] = sample(ss[i], out);
+                ss[i].valid = work.get(i).to();
+            }
+            return next;
+        } finally {
+            for (AbstractTensor[] hs : hidden) {
+                if (hs != null) {
+                    for (AbstractTensor h : hs) {
+                        if (h != null) {
+                            h.close();
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /**
+     * The request's session, its buffer holding {@code [0, from)}: kept when it is there already,
+     * else a fresh buffer filled from the blocks (the engine recomputes from elsewhere, a prefix-cache
+     * hit, or P's KV on D).
+     */
+    private Session session(String requestId, int[] tokens, int[] blockIds, int from, int to) {
         if (from < 0 || to <= from || to > tokens.length) {
             throw new IllegalArgumentException("bad positions [" + from + ", " + to + ") of " + tokens.length);
         }
@@ -166,51 +267,46 @@ public final class JlamaStepModel implements StepModel {
             s = new Session(buffers.getEphemeralKvBuffer(),
                     samplingById.getOrDefault(requestId, Sampling.greedy()));
             sessions.put(requestId, s);
-            copyRows(s.kv, blockIds, 0, from, true);
+            for (int l = 0; l < layerMemory.length; l++) {
+                copyRows(s.kv, blockIds, l, 0, from, true);
+            }
             s.valid = from;
         }
-        int last = to - 1;
-        if (last > from) {
-            AbstractTensor batch = jlama.batchForward(Arrays.copyOfRange(tokens, from, last), from, s.kv);
-            batch.close();
-        }
-        AbstractTensor out = jlama.forward(tokens[last], last, s.kv, Optional.empty());
-        int next;
+        return s;
+    }
+
+    /** Samples the token after {@code out} (the last position's output of the last block); closes {@code out}. */
+    private int sample(Session s, AbstractTensor out) {
         try (AbstractTensor logits = jlama.makeDenseTensor(model.vocabularySize())) {
             float u = s.temperature == 0 ? 0f : (float) s.random.nextDouble();
-            next = jlama.sample(out, s.temperature, u, logits);
+            return jlama.sample(out, s.temperature, u, logits);
         } finally {
             out.close();
         }
-        copyRows(s.kv, blockIds, from, to, false);
-        s.valid = to;
-        return next;
     }
 
-    /** Copies K and V rows of positions {@code [from, to)} of every layer: blocks to buffer, or buffer to blocks. */
-    private void copyRows(KvBufferCache.KvBuffer kv, int[] blockIds, int from, int to, boolean intoBuffer) {
+    /** Copies layer {@code l}'s K and V rows of positions {@code [from, to)}: blocks to buffer, or buffer to blocks. */
+    private void copyRows(KvBufferCache.KvBuffer kv, int[] blockIds, int l, int from, int to, boolean intoBuffer) {
         if (from >= to) {
             return;
         }
         long t0 = System.nanoTime();
         int bs = shape.blockSize();
         long half = pageBytes / 2;
-        for (int l = 0; l < layerMemory.length; l++) {
-            MemorySegment mem = layerMemory[l];
-            for (int p = from; p < to; p++) {
-                long at = layerBase[l] + blockIds[p / bs] * pageBytes + (long) (p % bs) * rowBytes;
-                MemorySegment k = kv.getKeyTensorForPosition(l, p).getMemorySegment().asSlice(0, rowBytes);
-                MemorySegment v = kv.getValTensorForPosition(l, p).getMemorySegment().asSlice(0, rowBytes);
-                if (intoBuffer) {
-                    k.copyFrom(mem.asSlice(at, rowBytes));
-                    v.copyFrom(mem.asSlice(at + half, rowBytes));
-                } else {
-                    mem.asSlice(at, rowBytes).copyFrom(k);
-                    mem.asSlice(at + half, rowBytes).copyFrom(v);
-                }
+        MemorySegment mem = layerMemory[l];
+        for (int p = from; p < to; p++) {
+            long at = layerBase[l] + blockIds[p / bs] * pageBytes + (long) (p % bs) * rowBytes;
+            MemorySegment k = kv.getKeyTensorForPosition(l, p).getMemorySegment().asSlice(0, rowBytes);
+            MemorySegment v = kv.getValTensorForPosition(l, p).getMemorySegment().asSlice(0, rowBytes);
+            if (intoBuffer) {
+                k.copyFrom(mem.asSlice(at, rowBytes));
+                v.copyFrom(mem.asSlice(at + half, rowBytes));
+            } else {
+                mem.asSlice(at, rowBytes).copyFrom(k);
+                mem.asSlice(at + half, rowBytes).copyFrom(v);
             }
         }
-        copiedBytes += 2L * rowBytes * layerMemory.length * (to - from);
+        copiedBytes += 2L * rowBytes * (to - from);
         copyNanos += System.nanoTime() - t0;
     }
 

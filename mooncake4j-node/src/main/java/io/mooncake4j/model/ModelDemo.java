@@ -11,7 +11,9 @@ import io.mooncake4j.sim.SimResult;
 import java.io.PrintStream;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.List;
 import java.util.Locale;
 import java.util.SplittableRandom;
 import java.util.concurrent.TimeUnit;
@@ -37,13 +39,19 @@ public final class ModelDemo {
      * @param protocol  the transfer engine ({@code tcp}, ...)
      * @param seed      the prompts' seed
      * @param timeout   per request
+     * @param layerwise P pushes each layer's KV while the next computes ({@code layerwise_push})
      */
     public record Options(Path dir, String dtype, int requests, int decode, String protocol, long seed,
-                          Duration timeout) {
+                          Duration timeout, boolean layerwise) {
         public Options {
             if (requests <= 0 || decode <= 0) {
                 throw new IllegalArgumentException("requests and decode tokens must be positive");
             }
+        }
+
+        /** Whole-request push (no layer-wise push). */
+        public Options(Path dir, String dtype, int requests, int decode, String protocol, long seed, Duration timeout) {
+            this(dir, dtype, requests, decode, protocol, seed, timeout, false);
         }
     }
 
@@ -58,39 +66,35 @@ public final class ModelDemo {
              MooncakeBootstrapServer bothBootstrap = new MooncakeBootstrapServer("127.0.0.1", 0)) {
             pdBootstrap.start();
             bothBootstrap.start();
-            int maxPrompt = Math.min(160, model.contextLength() - o.decode());
-            if (maxPrompt < 8) {
-                throw new IllegalArgumentException("the model's context of " + model.contextLength()
-                        + " tokens leaves no room for prompts and " + o.decode() + " output tokens");
-            }
+            int maxPrompt = maxPrompt(model, o.decode());
             int blocks = 2 * ((maxPrompt + o.decode()) / BLOCK + 2) + 8;
+            // the shm transport maps the peer's KV memory: memfd-backed caches
+            SimEngine.KvPlacement place = o.protocol().equals("shm") || o.protocol().equals("auto")
+                    ? SimEngine.KvPlacement.sharedHost() : SimEngine.KvPlacement.host();
             var base = MooncakeConnectorConfig.builder().protocol(o.protocol()).hostname("127.0.0.1").numWorkers(2)
                     .abortRequestTimeout(o.timeout());
             String pd = "127.0.0.1:" + pdBootstrap.port();
-            out.printf(Locale.ROOT, "model %s (%s), %d requests x %d tokens, P->D over %s%n", o.dir(), model.kvLayout(),
-                    o.requests(), o.decode(), o.protocol());
+            out.printf(Locale.ROOT, "model %s (%s), %d requests x %d tokens, P->D over %s%s%n", o.dir(),
+                    model.kvLayout(), o.requests(), o.decode(), o.protocol(), o.layerwise() ? ", layer-wise push" : "");
             try (SimEngine p = SimEngine.start(base.bootstrapServerAddress(pd).kvRole(KvRole.KV_PRODUCER)
-                            .engineId("demo-p").tp(0, 1).build(), new JlamaStepModel(model), BLOCK, blocks,
-                            SimEngine.Limits.defaults(), ConnectorSimWorker.factory(o.protocol()),
-                            SimEngine.KvPlacement.host());
+                            .engineId("demo-p").tp(0, 1).layerwisePush(o.layerwise()).build(),
+                            new JlamaStepModel(model), BLOCK, blocks,
+                            SimEngine.Limits.defaults(), ConnectorSimWorker.factory(o.protocol()), place);
                  SimEngine d = SimEngine.start(base.bootstrapServerAddress(pd).kvRole(KvRole.KV_CONSUMER)
                             .engineId("demo-d").tp(0, 1).build(), new JlamaStepModel(model), BLOCK, blocks,
-                            SimEngine.Limits.defaults(), ConnectorSimWorker.factory(o.protocol()),
-                            SimEngine.KvPlacement.host());
+                            SimEngine.Limits.defaults(), ConnectorSimWorker.factory(o.protocol()), place);
                  SimEngine both = SimEngine.start(base.bootstrapServerAddress("127.0.0.1:" + bothBootstrap.port())
                             .kvRole(KvRole.KV_BOTH).engineId("demo-both").tp(0, 1).build(), new JlamaStepModel(model),
                             BLOCK, blocks, SimEngine.Limits.defaults(), ConnectorSimWorker.factory(o.protocol()),
-                            SimEngine.KvPlacement.host())) {
+                            place)) {
                 String url = "http://" + pd;
                 SimProxy proxy = new SimProxy(p, d, url, SimProxy.resolveEngineId(url, 0));
-                SplittableRandom rnd = new SplittableRandom(o.seed());
-                int[] previous = null;
+                List<int[]> prompts = prompts(model, o.requests(), o.decode(), o.seed());
                 long tokens = 0;
                 long hits = 0;
                 long t0 = System.nanoTime();
                 for (int i = 0; i < o.requests(); i++) {
-                    int[] prompt = prompt(rnd, model, maxPrompt, i % 2 == 1 ? previous : null);
-                    previous = prompt;
+                    int[] prompt = prompts.get(i);
                     long s = o.timeout().toNanos();
                     SimResult single = both.submit("single-" + i, prompt, o.decode(), null)
                             .get(s, TimeUnit.NANOSECONDS);
@@ -113,6 +117,32 @@ public final class ModelDemo {
                 return 0;
             }
         }
+    }
+
+    /** The longest prompt the demo sends: at most 160 tokens, and room for {@code decode} more. */
+    private static int maxPrompt(JlamaModel model, int decode) {
+        int maxPrompt = Math.min(160, model.contextLength() - decode);
+        if (maxPrompt < 8) {
+            throw new IllegalArgumentException("the model's context of " + model.contextLength()
+                    + " tokens leaves no room for prompts and " + decode + " output tokens");
+        }
+        return maxPrompt;
+    }
+
+    /**
+     * The demo's prompts: random token ids after a beginning-of-sequence token, lengths ending inside and
+     * on block boundaries; every second one extends the one before (a prefix D has in its cache).
+     */
+    public static List<int[]> prompts(JlamaModel model, int requests, int decode, long seed) {
+        int max = maxPrompt(model, decode);
+        SplittableRandom rnd = new SplittableRandom(seed);
+        List<int[]> out = new ArrayList<>(requests);
+        int[] previous = null;
+        for (int i = 0; i < requests; i++) {
+            previous = prompt(rnd, model, max, i % 2 == 1 ? previous : null);
+            out.add(previous);
+        }
+        return out;
     }
 
     /** Null when equal; else what differs first. */
@@ -155,7 +185,8 @@ public final class ModelDemo {
         return t;
     }
 
-    private static String printable(String s) {
+    /** The text on one line, at most 60 characters and an ellipsis, quoted. */
+    public static String printable(String s) {
         String one = s.replace("\n", "\\n");
         return "\"" + (one.length() > 60 ? one.substring(0, 60) + "..." : one) + "\"";
     }

@@ -11,6 +11,16 @@
  *   <li>{@link io.mooncake4j.model.TinyModelWriter}: {@code bin/mooncake4j make-model --tiny DIR}.</li>
  * </ul>
  *
+ * <p>Layer-wise push drives Jlama one transformer block at a time through
+ * {@code com.github.tjake.jlama.model.Mooncake4jLayers}, a class of ours placed in Jlama's package
+ * (the blocks are protected members of Jlama's {@code AbstractModel}); nothing else reaches into Jlama's
+ * internals.
+ *
+ * <p>{@link io.mooncake4j.model.JlamaModel#kvLayout()} fingerprints what a KV block means (shapes,
+ * dtype, a digest of the checkpoint); a D engine refuses P's KV when the layout P returned differs.
+ * {@code ModelDemo} is {@code demo --model DIR} in this JVM; the {@code --processes} variant lives in
+ * {@code io.mooncake4j.cli} beside the synthetic one.
+ *
  * <p>Node code only: the library packages (connector, engine, memory) never load it, and the
  * Jlama jar and {@code --add-modules jdk.incubator.vector} are needed only where it runs.
  *

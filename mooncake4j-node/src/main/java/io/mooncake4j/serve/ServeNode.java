@@ -640,8 +640,8 @@ public final class ServeNode implements AutoCloseable {
     }
 
     /**
-     * A real model's token listener: ends the request (an abort with {@link CompletionAnswers#STOPPED}, applied
-     * before the engine's next step) at an end-of-sequence token or once the text holds a stop string, then passes
+     * A real model's token listener: ends the request ({@link SimEngine#stop}, a normal end applied before
+     * the engine's next step) at an end-of-sequence token or once the text holds a stop string, then passes
      * the token on. Runs on the step loop.
      */
     private java.util.function.IntConsumer stopWatch(String id, CompletionRequest req,
@@ -653,7 +653,7 @@ public final class ServeNode implements AutoCloseable {
                 out[n[0]++] = t;
                 if (n[0] < out.length && (text.isEos(t)
                         || !req.stop().isEmpty() && TextAnswer.of(text, req.stop(), out, n[0]).stopped())) {
-                    engine.abort(id, CompletionAnswers.STOPPED);
+                    engine.stop(id);
                 }
             }
             if (next != null) {
@@ -690,6 +690,9 @@ public final class ServeNode implements AutoCloseable {
         p.put(KvTransferParams.REMOTE_ENGINE_ID, engineId());
         p.put(KvTransferParams.REMOTE_BOOTSTRAP_ADDR, url.get());
         p.put(KvTransferParams.TRANSFER_ID, req.transferId());
+        if (text.kvLayout() != null) { // checked by a D node the proxy forwards these to
+            p.put(SimEngine.KV_LAYOUT_PARAM, text.kvLayout());
+        }
         return p;
     }
 

@@ -72,6 +72,14 @@ import org.slf4j.LoggerFactory;
  */
 public final class SimEngine implements AutoCloseable {
 
+    /**
+     * A {@code kv_transfer_params} key of mooncake4j's: the KV layout of the P node that computed the
+     * prompt ({@link StepModel#kvLayout}). A P node with a model returns it among the parameters of its
+     * answer; a D request that carries it is refused unless it equals this engine's own layout. vLLM
+     * ignores keys it does not know.
+     */
+    public static final String KV_LAYOUT_PARAM = "mooncake4j_kv_layout";
+
     private static final Logger LOG = LoggerFactory.getLogger(SimEngine.class);
     private static final AtomicInteger ENGINES = new AtomicInteger();
     /** How long the step loop of an engine with no request at all waits for one before it looks again. */
@@ -431,9 +439,12 @@ public final class SimEngine implements AutoCloseable {
         kvLoadedListener = listener;
     }
 
-    /** Whether prefill pushes KV layer by layer ({@code layerwise_push} on, host caches, full attention). */
+    /**
+     * Whether prefill pushes KV layer by layer ({@code layerwise_push} on, host caches, full attention,
+     * and a real model only when it can be driven layer by layer).
+     */
     public boolean layerwise() {
-        return scheduler.layerwisePush() && !placement.onGpu() && stepModel == null;
+        return scheduler.layerwisePush() && !placement.onGpu() && (stepModel == null || stepModel.layerwise());
     }
 
     /** How the model picks its tokens. */
@@ -533,6 +544,7 @@ public final class SimEngine implements AutoCloseable {
                     "request %s needs %d blocks (%d prompt + %d output tokens) but engine %s has %d",
                     requestId, need, promptTokens.length, maxTokens, engineId(), numBlocks));
         }
+        checkKvLayout(requestId, kvTransferParams);
         if (!knownIds.add(requestId)) {
             throw new IllegalArgumentException("duplicate request id " + requestId);
         }
@@ -545,6 +557,23 @@ public final class SimEngine implements AutoCloseable {
         incoming.add(r);
         wake();
         return r.future;
+    }
+
+    /**
+     * Refuses a request whose {@code kv_transfer_params} name a P layout other than this engine's
+     * model's: decoding on the KV of another model gives garbage, so the request never starts. Nothing
+     * to compare (no key, the synthetic model) lets it through.
+     */
+    private void checkKvLayout(String requestId, Map<String, Object> kvTransferParams) {
+        Object theirs = kvTransferParams == null ? null : kvTransferParams.get(KV_LAYOUT_PARAM);
+        String ours = stepModel == null ? null : stepModel.kvLayout();
+        if (theirs == null || ours == null || ours.equals(theirs)) {
+            return;
+        }
+        throw new IllegalArgumentException(String.format(Locale.ROOT,
+                "request %s: the prefill node's KV layout %s differs from this node's %s (another model, dtype or "
+                        + "shape): its KV cannot be decoded here; pair nodes that serve the same checkpoint",
+                requestId, theirs, ours));
     }
 
     /**
@@ -564,7 +593,21 @@ public final class SimEngine implements AutoCloseable {
         wake();
     }
 
-    /** Applies the aborts asked for since the last step (step loop). */
+    /**
+     * Ends a running request normally (any thread), as vLLM's engine does when a stop string or an
+     * end-of-sequence token ends it: applied at the next step, the request finishes as
+     * {@link RequestStatus#FINISHED_STOPPED} with the tokens it has, no error, counted as a success
+     * (not in {@link Snapshot#failed()}), the connector told and the blocks freed as for any finished
+     * request. A request that is not prefilling or decoding (waiting, loading its KV, finished) is not
+     * affected. Unknown ids are ignored.
+     */
+    public void stop(String requestId) {
+        Objects.requireNonNull(requestId, "requestId");
+        aborts.add(new String[] {requestId, null}); // no reason: a normal end, applied with the aborts
+        wake();
+    }
+
+    /** Applies the aborts (and stops) asked for since the last step (step loop). */
     private boolean applyAborts() {
         boolean changed = false;
         for (String[] a; (a = aborts.poll()) != null; ) {
@@ -577,7 +620,9 @@ public final class SimEngine implements AutoCloseable {
                     break;
                 }
             }
-            if (r != null) {
+            if (r != null && reason == null) {
+                r = null; // a stop applies to running requests only
+            } else if (r != null) {
                 waiting.remove(r);
             } else {
                 for (SimRequest w : running) {
@@ -590,13 +635,18 @@ public final class SimEngine implements AutoCloseable {
                     running.remove(r);
                 }
             }
-            if (r != null) {
+            if (r != null && reason == null) {
+                r.status = RequestStatus.FINISHED_STOPPED;
+                finish(r);
+                changed = true;
+                LOG.debug("engine {}: request {} stopped", engineId(), id);
+            } else if (r != null) {
                 r.error = reason;
                 r.status = RequestStatus.FINISHED_ABORTED;
                 finish(r);
                 changed = true;
                 LOG.debug("engine {}: request {} aborted: {}", engineId(), id, reason);
-            } else if (loading.get(id) instanceof SimRequest l && l.abortReason == null) {
+            } else if (reason != null && loading.get(id) instanceof SimRequest l && l.abortReason == null) {
                 l.abortReason = reason;
                 LOG.debug("engine {}: request {} aborted while its KV loads: it ends with the load", engineId(), id);
             }
@@ -723,7 +773,9 @@ public final class SimEngine implements AutoCloseable {
             w.startLoadKv(rank == 0 ? meta : copyOf(meta));
             SyntheticModel m = models.get(rank);
             long forward0 = scheduled.isEmpty() ? 0 : System.nanoTime();
-            if (layerwise && !scheduled.isEmpty()) {
+            if (layerwise && !scheduled.isEmpty() && stepModel != null) {
+                forwardModelLayerwise(w, m, scheduled);
+            } else if (layerwise && !scheduled.isEmpty()) {
                 forwardLayerwise(w, m, scheduled, layerCost);
             } else if (stepModel != null) {
                 for (SimRequest r : scheduled) {
@@ -752,6 +804,32 @@ public final class SimEngine implements AutoCloseable {
         }
         SimWorker.TransferResults merged = aggregator.aggregate(results);
         return update(scheduled, merged, admitted) || aborted;
+    }
+
+    /**
+     * The real model's forward pass, layer by layer (TP 1): the worker is told each layer once the
+     * model copied that layer's rows of every scheduled request into the blocks, so P's transfer of
+     * layer {@code l} overlaps the compute of layer {@code l + 1}; {@code waitForSave} after the last.
+     */
+    private void forwardModelLayerwise(SimWorker w, SyntheticModel names, List<SimRequest> scheduled) {
+        List<StepModel.Work> work = new ArrayList<>(scheduled.size());
+        for (SimRequest r : scheduled) {
+            work.add(new StepModel.Work(r.id, r.tokens(), r.blocks[0], r.numComputedTokens, r.numTokens));
+        }
+        long[] hooks = new long[2];
+        int[] next = stepModel.forwardLayerwise(work, l -> {
+            long h0 = System.nanoTime();
+            w.saveKvLayer(names.layerName(l));
+            hooks[0] += System.nanoTime() - h0;
+            hooks[1]++;
+        });
+        long h0 = System.nanoTime();
+        w.waitForSave();
+        hookNanos += hooks[0] + System.nanoTime() - h0;
+        hookCalls += hooks[1] + 1;
+        for (int i = 0; i < scheduled.size(); i++) {
+            scheduled.get(i).modelToken = next[i];
+        }
     }
 
     /** One rank's forward pass, layer by layer, telling the worker after each layer and at the end. */
@@ -1069,7 +1147,8 @@ public final class SimEngine implements AutoCloseable {
         reservedBlocks -= r.reservedBlocks;
         r.reservedBlocks = 0;
         finished++;
-        if (r.status != RequestStatus.FINISHED_LENGTH_CAPPED || r.error != null) {
+        boolean normalEnd = r.status == RequestStatus.FINISHED_LENGTH_CAPPED || r.status == RequestStatus.FINISHED_STOPPED;
+        if (!normalEnd || r.error != null) {
             failed++;
         }
         if (res.delayFreeBlocks()) {

@@ -8,8 +8,10 @@ import io.mooncake4j.connector.scheduler.RequestStatus;
  * @param requestId          the engine's request id
  * @param engineId           the engine that ran it
  * @param status             {@link RequestStatus#FINISHED_LENGTH_CAPPED} when it produced its
- *                           {@code max_tokens}, {@link RequestStatus#FINISHED_ERROR} when its KV load
- *                           failed or did not verify
+ *                           {@code max_tokens}, {@link RequestStatus#FINISHED_STOPPED} when
+ *                           {@link SimEngine#stop} ended it earlier (a stop string, an end-of-sequence
+ *                           token), {@link RequestStatus#FINISHED_ERROR} when its KV load failed or did
+ *                           not verify
  * @param outputTokens       the tokens generated
  * @param promptTokens       prompt length
  * @param localHitTokens     prompt tokens found in the engine's own prefix cache
@@ -38,8 +40,9 @@ public record SimResult(
         long kvReadyNanos,
         long finishNanos) {
 
-    /** Whether it produced its tokens with verified KV. */
+    /** Whether it produced its tokens (all of them, or up to a stop) with verified KV. */
     public boolean ok() {
-        return status == RequestStatus.FINISHED_LENGTH_CAPPED && error == null && mismatchedWords == 0;
+        return (status == RequestStatus.FINISHED_LENGTH_CAPPED || status == RequestStatus.FINISHED_STOPPED)
+                && error == null && mismatchedWords == 0;
     }
 }

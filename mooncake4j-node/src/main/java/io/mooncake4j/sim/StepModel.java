@@ -3,6 +3,9 @@ package io.mooncake4j.sim;
 import io.mooncake4j.memory.KvCaches;
 import io.mooncake4j.memory.ModelPreset;
 
+import java.util.List;
+import java.util.function.IntConsumer;
+
 /**
  * A real model behind a {@link SimEngine}'s step loop, in place of the {@link SyntheticModel}: the
  * engine schedules, allocates blocks, caches prefixes and drives the connector exactly as for the
@@ -45,6 +48,48 @@ public interface StepModel extends AutoCloseable {
      * @return the next token
      */
     int forward(String requestId, int[] tokens, int[] blockIds, int from, int to);
+
+    /**
+     * What this model's KV means (architecture, shapes, dtype, a digest of the weights), or null when
+     * it cannot tell. A D engine refuses a request whose {@code kv_transfer_params} carry P's layout
+     * ({@link SimEngine#KV_LAYOUT_PARAM}) when it differs from this.
+     */
+    default String kvLayout() {
+        return null;
+    }
+
+    /**
+     * One request's share of a layer-by-layer pass: the arguments of {@link #forward}.
+     *
+     * @param requestId the engine's request id
+     * @param tokens    the request's tokens so far
+     * @param blockIds  its block ids of KV group 0, in position order
+     * @param from      the first position to compute
+     * @param to        one past the last position to compute
+     */
+    record Work(String requestId, int[] tokens, int[] blockIds, int from, int to) {}
+
+    /**
+     * Whether the model can be driven layer by layer ({@link #forwardLayerwise}); the engine pushes
+     * each layer's KV while the next computes only then ({@code layerwise_push}).
+     */
+    default boolean layerwise() {
+        return false;
+    }
+
+    /**
+     * Computes every request of {@code work} as {@link #forward} does, layer-major: layer {@code l} of
+     * every request, then {@code layerDone.accept(l)}, then layer {@code l + 1}. When {@code layerDone}
+     * is told {@code l}, the K and V rows of layer {@code l} of every request's positions
+     * {@code [from, to)} are in its blocks, so the connector may send them while the next layer computes.
+     * The tokens equal those of {@link #forward} called per request.
+     *
+     * @return the next token of each request, in {@code work}'s order
+     * @throws UnsupportedOperationException when {@link #layerwise()} is false
+     */
+    default int[] forwardLayerwise(List<Work> work, IntConsumer layerDone) {
+        throw new UnsupportedOperationException(getClass().getSimpleName() + " cannot be driven layer by layer");
+    }
 
     /** The request finished (any status): drop whatever the model keeps for it. Unknown ids are ignored. */
     void release(String requestId);

@@ -11,10 +11,13 @@ import io.mooncake4j.connector.MooncakeConnectorConfig;
 import io.mooncake4j.connector.bootstrap.MooncakeBootstrapServer;
 import io.mooncake4j.engine.TransferEngine;
 import io.mooncake4j.engine.TransferEngines;
+import io.mooncake4j.memory.KvCaches;
+import io.mooncake4j.memory.ModelPreset;
 import io.mooncake4j.sim.ConnectorSimWorker;
 import io.mooncake4j.sim.SimEngine;
 import io.mooncake4j.sim.SimProxy;
 import io.mooncake4j.sim.SimResult;
+import io.mooncake4j.sim.SimWorker;
 import io.mooncake4j.testlog.LogCapture;
 
 import java.lang.foreign.MemorySegment;
@@ -77,6 +80,15 @@ class JlamaDisaggTest {
 
         Rig(JlamaModel pModel, JlamaModel dModel, Function<MooncakeConnectorConfig, TransferEngine> pEngines)
                 throws Exception {
+            this(pModel, dModel, pEngines, false, null, "tcp");
+        }
+
+        /**
+         * @param layerwise P pushes each layer's KV as it is saved ({@code layerwise_push})
+         * @param pSaves    when not null, counts P's {@code saveKvLayer} calls
+         */
+        Rig(JlamaModel pModel, JlamaModel dModel, Function<MooncakeConnectorConfig, TransferEngine> pEngines,
+                boolean layerwise, AtomicInteger pSaves, String protocol) throws Exception {
             bootstrap = new MooncakeBootstrapServer("127.0.0.1", 0);
             bootstrapBoth = new MooncakeBootstrapServer("127.0.0.1", 0);
             SimEngine pe = null;
@@ -86,19 +98,24 @@ class JlamaDisaggTest {
                 bootstrap.start();
                 bootstrapBoth.start();
                 String hostPort = "127.0.0.1:" + bootstrap.port();
-                var base = MooncakeConnectorConfig.builder().protocol("tcp").hostname("127.0.0.1").numWorkers(2)
+                var base = MooncakeConnectorConfig.builder().protocol(protocol).hostname("127.0.0.1").numWorkers(2)
                         .bootstrapServerAddress(hostPort).abortRequestTimeout(Duration.ofSeconds(60));
-                Function<MooncakeConnectorConfig, TransferEngine> tcp = cfg -> TransferEngines.create("tcp");
-                pe = SimEngine.start(base.kvRole(KvRole.KV_PRODUCER).engineId("p-jlama").tp(0, 1).build(),
+                Function<MooncakeConnectorConfig, TransferEngine> tcp = cfg -> TransferEngines.create(protocol);
+                // the shm transport maps the peer's KV memory: memfd-backed caches on both sides
+                SimEngine.KvPlacement place = protocol.equals("tcp") ? SimEngine.KvPlacement.host()
+                        : SimEngine.KvPlacement.sharedHost();
+                SimEngine.WorkerFactory pWorkers = ConnectorSimWorker.factory(pEngines == null ? tcp : pEngines);
+                pe = SimEngine.start(base.kvRole(KvRole.KV_PRODUCER).engineId("p-jlama").tp(0, 1)
+                        .layerwisePush(layerwise).build(),
                         new JlamaStepModel(pModel), BLOCK, BLOCKS, SimEngine.Limits.defaults(),
-                        ConnectorSimWorker.factory(pEngines == null ? tcp : pEngines), SimEngine.KvPlacement.host());
+                        pSaves == null ? pWorkers : countingSaves(pWorkers, pSaves), place);
                 de = SimEngine.start(base.kvRole(KvRole.KV_CONSUMER).engineId("d-jlama").tp(0, 1).build(),
                         new JlamaStepModel(dModel), BLOCK, BLOCKS, SimEngine.Limits.defaults(),
-                        ConnectorSimWorker.factory(tcp), SimEngine.KvPlacement.host());
+                        ConnectorSimWorker.factory(tcp), place);
                 be = SimEngine.start(base.bootstrapServerAddress("127.0.0.1:" + bootstrapBoth.port())
                         .kvRole(KvRole.KV_BOTH).engineId("both-jlama").tp(0, 1).build(),
                         new JlamaStepModel(pModel), BLOCK, BLOCKS, SimEngine.Limits.defaults(),
-                        ConnectorSimWorker.factory(tcp), SimEngine.KvPlacement.host());
+                        ConnectorSimWorker.factory(tcp), place);
             } catch (Exception | Error e) {
                 closeAll(be, de, pe, bootstrapBoth, bootstrap);
                 throw e;
@@ -108,6 +125,35 @@ class JlamaDisaggTest {
             both = be;
             String url = "http://" + "127.0.0.1:" + bootstrap.port();
             proxy = new SimProxy(p, d, url, SimProxy.resolveEngineId(url, 0));
+        }
+
+        /** {@code workers} whose workers count their {@code saveKvLayer} calls into {@code saves}. */
+        private static SimEngine.WorkerFactory countingSaves(SimEngine.WorkerFactory workers, AtomicInteger saves) {
+            return new SimEngine.WorkerFactory() {
+                @Override
+                public SimWorker create(MooncakeConnectorConfig rankConfig, KvCaches caches) {
+                    return wrap(workers.create(rankConfig, caches));
+                }
+
+                @Override
+                public SimWorker create(MooncakeConnectorConfig rankConfig, KvCaches caches, ModelPreset model) {
+                    return wrap(workers.create(rankConfig, caches, model));
+                }
+
+                private SimWorker wrap(SimWorker real) {
+                    return (SimWorker) Proxy.newProxyInstance(SimWorker.class.getClassLoader(),
+                            new Class<?>[] {SimWorker.class}, (proxy, m, args) -> {
+                                if (m.getName().equals("saveKvLayer")) {
+                                    saves.incrementAndGet();
+                                }
+                                try {
+                                    return m.invoke(real, args);
+                                } catch (InvocationTargetException e) {
+                                    throw e.getCause();
+                                }
+                            });
+                }
+            };
         }
 
         int[] single(String id, int[] prompt) throws Exception {
@@ -183,6 +229,47 @@ class JlamaDisaggTest {
     }
 
     @Test
+    void layerwisePushGivesTheSameTokens() throws Exception {
+        // P runs Jlama block by block and pushes each layer's KV while the next layer computes
+        AtomicInteger saves = new AtomicInteger();
+        try (Rig rig = new Rig(f32, f32, null, true, saves, "tcp")) {
+            assertTrue(rig.p.layerwise(), "a Jlama P with layerwise_push on runs layer by layer");
+            int[][] prompts = {prompt(11, 37), prompt(12, 48), prompt(13, 300)};
+            for (int i = 0; i < prompts.length; i++) {
+                int[] want = rig.single("s" + i, prompts[i]);
+                SimProxy.Exchange x = rig.disagg("r" + i, prompts[i]);
+                assertTrue(x.ok(), x.toString());
+                assertEquals(prompts[i].length, x.decode().externalTokens(), "D loads the whole prompt: " + x);
+                assertArrayEquals(want, x.decode().outputTokens(), "request " + i + " (" + prompts[i].length
+                        + " prompt tokens), layer-wise push");
+            }
+            assertTrue(saves.get() >= prompts.length * f32.numLayers(),
+                    "P saved every layer of every prefill: " + saves.get());
+        }
+    }
+
+    @Test
+    void overSharedMemoryTheTokensAreTheSame() throws Exception {
+        // P and D on one machine: engine kind shm (memfd-backed caches mapped by the peer), with and
+        // without layer-wise push
+        org.junit.jupiter.api.Assumptions.assumeTrue(io.mooncake4j.internal.sys.SharedMemory.available(),
+                () -> "no memfd here: " + io.mooncake4j.internal.sys.SharedMemory.unavailableReason());
+        for (boolean layerwise : new boolean[] {false, true}) {
+            try (Rig rig = new Rig(f32, f32, null, layerwise, null, "shm")) {
+                assertEquals(SimEngine.KvPlacement.sharedHost(), rig.p.placement());
+                int[][] prompts = {prompt(21, 37), prompt(22, 32)};
+                for (int i = 0; i < prompts.length; i++) {
+                    int[] want = rig.single("s" + i, prompts[i]);
+                    SimProxy.Exchange x = rig.disagg("r" + i, prompts[i]);
+                    assertTrue(x.ok(), x.toString());
+                    assertEquals(prompts[i].length, x.decode().externalTokens(), x.toString());
+                    assertArrayEquals(want, x.decode().outputTokens(), "shm, layerwise " + layerwise + ", request " + i);
+                }
+            }
+        }
+    }
+
+    @Test
     void aByteChangedInFlightChangesTheTokens() throws Exception {
         // P's transfer engine flips one byte of what it sends (the bytes of the first write, in P's
         // memory for the duration of that write only): D decodes from the bytes it received
@@ -221,6 +308,35 @@ class JlamaDisaggTest {
             assertTrue(writes.get() >= 1, "a write carried the prompt's KV");
             assertFalse(Arrays.equals(want, x.decode().outputTokens()),
                     "... but a changed KV byte must change D's tokens: " + Arrays.toString(want));
+        }
+    }
+
+    @Test
+    void dRefusesThePromptOfAModelWithTheSameKvShapes() throws Exception {
+        // the same shapes, other weights: blocks of the same length, which the connector would move;
+        // P's layout in the D request's kv_transfer_params tells them apart
+        TinyModelWriter.write(dir.resolve("tiny-26"), TinyModelWriter.Shape.tiny().withSeed(26));
+        TinyModelWriter.write(dir.resolve("tiny-copy"), TinyModelWriter.Shape.tiny());
+        try (JlamaModel other = JlamaModel.load(dir.resolve("tiny-26"), "F32");
+             JlamaModel copy = JlamaModel.load(dir.resolve("tiny-copy"), "F32");
+             Rig rig = new Rig(f32, other, null)) {
+            assertEquals(f32.kvShape(BLOCK), other.kvShape(BLOCK), "byte-identical KV shapes");
+            assertEquals(f32.kvLayout(), copy.kvLayout(), "the same checkpoint elsewhere has the same layout");
+            assertFalse(f32.kvLayout().equals(other.kvLayout()), f32.kvLayout());
+            java.util.Map<String, Object> params = new java.util.HashMap<>(
+                    SimProxy.decodeParams("xfer-other", rig.proxy.remoteEngineId(), rig.proxy.bootstrapUrl()));
+            params.put(SimEngine.KV_LAYOUT_PARAM, f32.kvLayout());
+            IllegalArgumentException e = org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
+                    () -> rig.d.submit("r-other", prompt(14, 40), DECODE, params));
+            assertTrue(e.getMessage().contains("KV layout " + f32.kvLayout()) && e.getMessage().contains(other.kvLayout()),
+                    e.getMessage());
+            assertEquals(0, rig.d.snapshot().loadingRemoteKv(), "nothing was started");
+            // the layout of the model D runs passes
+            params.put(SimEngine.KV_LAYOUT_PARAM, other.kvLayout());
+            params.put("transfer_id", "xfer-same");
+            rig.p.submit("p-same", prompt(14, 40), 1, SimProxy.prefillParams("xfer-same"));
+            SimResult r = rig.d.submit("r-same", prompt(14, 40), DECODE, params).get(60, TimeUnit.SECONDS);
+            assertTrue(r.ok(), r.toString());
         }
     }
 

@@ -58,7 +58,11 @@ class ServeModelTest {
     }
 
     private ServeNode start(KvRole role) {
-        JlamaModel model = JlamaModel.load(dir.resolve("tiny"), "F32");
+        return start(role, "tiny");
+    }
+
+    private ServeNode start(KvRole role, String modelDir) {
+        JlamaModel model = JlamaModel.load(dir.resolve(modelDir), "F32");
         MooncakeConnectorConfig cfg = MooncakeConnectorConfig.builder().kvRole(role)
                 .engineId("model-" + role.wireName() + "-" + System.nanoTime()).protocol("tcp").numWorkers(2)
                 .hostname("127.0.0.1").bootstrapPort(0).abortRequestTimeout(Duration.ofSeconds(60)).tp(0, 1).build();
@@ -102,6 +106,27 @@ class ServeModelTest {
         assertEquals("BadRequestError", m.get("type"), r.body());
         assertEquals(400L, m.get("code"), r.body());
         assertTrue(String.valueOf(m.get("message")).contains(text), r.body());
+    }
+
+    @Test
+    void aRequestEndedByAStopStringIsASuccessInTheStatus() throws Exception {
+        ServeNode n = start(KvRole.KV_BOTH);
+        String prompt = "the rain in spain stays mainly in the plain";
+        String greedy = (String) choice(post(n, "/v1/completions", body(prompt, 24))).get("text");
+        String stop = greedy.substring(greedy.length() / 2, greedy.length() / 2 + 2);
+        Map<String, Object> withStop = body(prompt, 24);
+        withStop.put("stop", List.of(stop));
+        HttpResponse<String> sr = post(n, "/v1/completions", withStop);
+        assertEquals("stop", choice(sr).get("finish_reason"), sr.body());
+        assertTrue((Long) usage(sr).get("completion_tokens") < 24L, "the stop ended it early: " + sr.body());
+        HttpResponse<String> st = http.send(HttpRequest.newBuilder(URI.create(n.url() + "/mooncake/status"))
+                .timeout(Duration.ofSeconds(60)).GET().build(), HttpResponse.BodyHandlers.ofString());
+        assertEquals(200, st.statusCode(), st.body());
+        Map<String, Object> status = Json.parseObject(st.body());
+        assertEquals(2L, status.get("finished"), st.body());
+        assertEquals(0L, status.get("failed"), "a stopped request is no failure: " + st.body());
+        assertEquals(2L, status.get("requests_ok"), st.body());
+        assertEquals(0L, status.get("requests_failed"), st.body());
     }
 
     @Test
@@ -195,6 +220,44 @@ class ServeModelTest {
         assertBadRequest(post(n, "/v1/completions", s), "stop");
         Map<String, Object> after = choice(post(n, "/v1/completions", body("still here", 4)));
         assertEquals("length", after.get("finish_reason"), "the node keeps serving");
+    }
+
+    @Test
+    void aDecodeNodeOfAnotherModelRefusesTheKvLayoutPReturns() throws Exception {
+        // another checkpoint of byte-identical KV shape (the tiny model with another seed): the connector
+        // cannot tell the blocks apart, the layout P returns in its kv_transfer_params can
+        TinyModelWriter.write(dir.resolve("tiny-26"), TinyModelWriter.Shape.tiny().withSeed(26));
+        ServeNode both = start(KvRole.KV_BOTH);
+        ServeNode p = start(KvRole.KV_PRODUCER);
+        ServeNode d = start(KvRole.KV_CONSUMER);
+        ServeNode other = start(KvRole.KV_CONSUMER, "tiny-26");
+        String prompt = "all that glitters is not gold";
+        String want = (String) choice(post(both, "/v1/completions", body(prompt, 12))).get("text");
+        // as a proxy that forwards P's answer does: P first, then D with the parameters P returned
+        for (String xfer : List.of("xfer-layout-same", "xfer-layout-other")) {
+            Map<String, Object> pb = body(prompt, 1);
+            pb.put("kv_transfer_params", Map.of("do_remote_decode", true, "do_remote_prefill", false,
+                    "transfer_id", xfer));
+            HttpResponse<String> pr = post(p, "/v1/completions", pb);
+            assertEquals(200, pr.statusCode(), pr.body());
+            @SuppressWarnings("unchecked")
+            Map<String, Object> returned = (Map<String, Object>) Json.parseObject(pr.body()).get("kv_transfer_params");
+            assertEquals(p.engineId(), returned.get("remote_engine_id"), pr.body());
+            assertTrue(String.valueOf(returned.get("mooncake4j_kv_layout")).startsWith("llama/L2/H4/KV2/D32/F32/"),
+                    pr.body());
+            Map<String, Object> db = body(prompt, 12);
+            db.put("kv_transfer_params", returned);
+            if (xfer.endsWith("same")) {
+                assertEquals(want, choice(post(d, "/v1/completions", db)).get("text"), "same model: D decodes");
+            } else {
+                HttpResponse<String> refused = post(other, "/v1/completions", db);
+                assertBadRequest(refused, "KV layout");
+                assertTrue(refused.body().contains(String.valueOf(returned.get("mooncake4j_kv_layout"))),
+                        "the refusal names P's layout: " + refused.body());
+                // and it keeps serving
+                assertEquals("length", choice(post(other, "/v1/completions", body(prompt, 4))).get("finish_reason"));
+            }
+        }
     }
 
     @Test
