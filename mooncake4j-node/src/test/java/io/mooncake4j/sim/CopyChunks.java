@@ -10,7 +10,7 @@ import java.util.Locale;
 import java.util.Map;
 
 /**
- * Probe for the mock engine's transfer time (issue 13): 1 GiB copied with
+ * Probe for the mock engine's transfer time, a part of the layer-wise TTFT figures: 1 GiB copied with
  * {@link MemorySegment#copy} in one call, and in chunks of 1 MiB down to 16 KiB (the mock
  * engine copies one descriptor per call: a whole run of blocks, or one 64 KiB block when the two
  * sides' block orders differ). Medians of 8 interleaved rounds. Not a test: a {@code main}.

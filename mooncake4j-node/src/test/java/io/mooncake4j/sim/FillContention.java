@@ -10,7 +10,7 @@ import java.util.Locale;
 import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
- * Micro-check for the layer-wise TTFT bench (issue 13): is P's KV fill slowed by a concurrent
+ * Micro-check for the layer-wise TTFT bench: is P's KV fill slowed by a concurrent
  * transfer because they share the CPU or because they share memory bandwidth? One thread fills
  * {@code mib} MiB with sequential 8-byte stores, as {@code SyntheticModel.forwardLayer} writes the
  * KV, while a second thread does nothing, a memcpy of the same size in a loop (the mock engine's

@@ -9,7 +9,7 @@ import java.lang.invoke.MethodHandle;
 import java.util.*;
 
 /**
- * Probe for the layer-wise TTFT bench (issue 13): does the synthetic model's KV fill run at one
+ * Probe for the layer-wise TTFT bench: does the synthetic model's KV fill run at one
  * speed on every region of memory, and at one speed over time? {@code regions} regions of
  * {@code mib} MiB each (anonymous {@code mmap}, 2 MiB-aligned, with {@code huge}
  * {@code madvise(MADV_HUGEPAGE)} first), each holding Llama-3-8B KV caches; every round fills each

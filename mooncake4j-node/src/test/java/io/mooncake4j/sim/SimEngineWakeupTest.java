@@ -21,7 +21,7 @@ import org.junit.jupiter.api.Timeout;
 
 /**
  * The step loop waits for its workers' finished listeners instead of polling them every
- * millisecond (issue 13): while D's load is held up at P's write, neither engine steps more than
+ * millisecond, which would steal the CPU the transfer needs: while D's load is held up at P's write, neither engine steps more than
  * its guard timeout allows, and the load's end still reaches D.
  */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)

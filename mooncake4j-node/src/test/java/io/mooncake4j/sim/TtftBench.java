@@ -17,7 +17,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 
 /**
- * Time to first token at D with and without layer-wise push (issue 13), one request at a time,
+ * Time to first token at D with and without layer-wise push, one request at a time,
  * Llama-3-8B shape, through the reference serving engine and the real connector. Not a test (no
  * assertions); per engine kind and prompt size it measures, in the same run and same engines:
  * <ul>

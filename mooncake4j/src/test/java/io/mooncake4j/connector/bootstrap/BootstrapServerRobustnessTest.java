@@ -21,7 +21,7 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
-/** Hostile and slow clients against the bootstrap HTTP server (issue 9, findings 8 and 10). */
+/** Hostile and slow clients against the bootstrap HTTP server: it answers or drops them and keeps serving. */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class BootstrapServerRobustnessTest {
 

@@ -12,7 +12,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * Issue 9 item 7: D caches the side-channel address of each remote engine id. It drops the entry
+ * A restarted P must be found again: D caches the side-channel address of each remote engine id. It drops the entry
  * when that P worker's connection is lost, and when a pull names another bootstrap URL for the
  * engine id, so that a P restarted under the same engine id is found again.
  */

@@ -20,7 +20,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * Issue 13's hand-offs: D records a pull's answer on its I/O thread (so {@code getFinished} does
+ * The hand-offs that keep a finished load off the loops' queues: D records a pull's answer on its I/O thread (so {@code getFinished} does
  * not depend on the receiver loop), P's transfer thread answers a written wave itself (so D does
  * not wait for P's sender loop), and the finished listener wakes an embedder on a finished load.
  */

@@ -14,7 +14,7 @@ import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.LockSupport;
 
 /**
- * How soon D's embedder sees a finished load (issue 13): P writes one block, answers FINISH, and
+ * How soon D's embedder sees a finished load, the last part of time to first token: P writes one block, answers FINISH, and
  * D's {@code getFinished} is called in a tight loop as an embedder's step would; the probe reports
  * the time from the start of P's write (its engine call; the one-block copy itself takes
  * microseconds) to the first {@code getFinished} that names the request. That span contains P's

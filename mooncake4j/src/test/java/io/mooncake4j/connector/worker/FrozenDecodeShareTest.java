@@ -16,7 +16,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * Issue 9 item 5: a D that stops reading makes each transfer to it block for the whole transfer
+ * One slow peer must not take P's whole transfer pool: a D that stops reading makes each transfer to it block for the whole transfer
  * timeout. It may occupy only its share of P's transfer pool (half of {@code num_workers} by
  * default); another D's transfers proceed meanwhile.
  */

@@ -21,7 +21,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * Layer-wise push (issue 13): P writes each layer of a prefill chunk as {@code saveKvLayer} names
+ * Layer-wise push: P writes each layer of a prefill chunk as {@code saveKvLayer} names
  * it, D's side and the wire are unchanged, and the correctness rules of whole-request sends hold.
  */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)

@@ -16,7 +16,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * Issue 9, bounded resources: messages P's listener has read but the sender loop has not handled yet
+ * Bounded resources: messages P's listener has read but the sender loop has not handled yet
  * are bounded in bytes; past the budget the listener stops reading (ZMQ's high-water marks, or with the builtin
  * ROUTER TCP itself, push back on the peer) and resumes once the loop catches up, losing nothing.
  */

@@ -9,7 +9,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * Issue 9, "no silent death": a watched loop thread that dies is logged once, counted in
+ * No silent death: a watched loop thread that dies is logged once, counted in
  * {@link MooncakeConnectorWorker#health()}, and rebuilt: P's ROUTER listens again on the same port,
  * D's pull I/O goes on with fresh connections.
  */

@@ -19,7 +19,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * Issue 9 item 6: a queued wave whose transfer cannot start within the abort timeout of P's last
+ * No write after D may have given up: a queued wave whose transfer cannot start within the abort timeout of P's last
  * contact with D (by then D may have declared the load failed and reused the blocks) is not written;
  * D hears it as an error for those requests. P's clock is a test clock; the first wave blocks in the
  * engine so that the second waits in the queue while the clock passes the bound.

@@ -15,7 +15,7 @@ import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
-/** PP fan-out (spec §6.13) and losing the D peer mid-transfer (issue 4, Reliability). */
+/** PP fan-out (spec §6.13) and losing the D peer mid-transfer (docs/reliability.md). */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class PipelineAndPeerLossTest {
 

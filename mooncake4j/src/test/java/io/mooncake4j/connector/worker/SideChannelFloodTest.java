@@ -18,7 +18,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * Issue 9 item 3: metadata naming transfer ids P does not know. Each creates a placeholder and a
+ * Placeholders a peer can make P create are bounded: metadata naming transfer ids P does not know. Each creates a placeholder and a
  * pending wait; past the per-peer or total cap P answers ERROR at once (counted), creates nothing,
  * and serves again once the waits have timed out.
  */

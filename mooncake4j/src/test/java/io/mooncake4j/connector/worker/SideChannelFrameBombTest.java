@@ -20,7 +20,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * Issue 9 items 1 and 2: a ZMTP peer that declares a ~1 GiB frame. The side channel's ZMTP checks the
+ * A peer must not make P allocate what it declares: a ZMTP peer that declares a ~1 GiB frame. The side channel's ZMTP checks the
  * declared size against the maximum message size on the frame header, before it allocates, so the peer
  * is dropped and nothing is allocated; the node keeps serving others.
  */
