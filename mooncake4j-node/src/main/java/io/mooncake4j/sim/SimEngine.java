@@ -1,13 +1,8 @@
 package io.mooncake4j.sim;
 
 import io.mooncake4j.connector.MooncakeConnectorConfig;
-import io.mooncake4j.connector.KvTransferParams;
 import io.mooncake4j.connector.MooncakeConnectorMetadata;
-import io.mooncake4j.connector.PullReqMeta;
-import io.mooncake4j.connector.scheduler.KvCacheBlocks;
-import io.mooncake4j.connector.scheduler.MatchedTokens;
 import io.mooncake4j.connector.scheduler.MooncakeConnectorScheduler;
-import io.mooncake4j.connector.scheduler.RequestFinishedResult;
 import io.mooncake4j.connector.scheduler.RequestStatus;
 import io.mooncake4j.connector.worker.MooncakeKvConnectorStats;
 import io.mooncake4j.memory.DeviceMemory;
@@ -17,12 +12,8 @@ import io.mooncake4j.memory.KvCaches;
 import io.mooncake4j.memory.ModelPreset;
 
 import java.time.Duration;
-import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.HashMap;
-import java.util.HashSet;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
@@ -66,6 +57,11 @@ import org.slf4j.LoggerFactory;
  * </ol>
  * Blocks for decode tokens are reserved at admission (this engine never preempts).
  *
+ * <p>The engine keeps the loop, its wake-ups and the engine's resources (KV memory, workers,
+ * models); the scheduler side of a step (queues, admission, blocks, aborts, finishing) is a
+ * {@code StepScheduler}, the worker side on every rank (forward pass, layer hooks, results, stats)
+ * a {@code ModelRunner}. Both are owned by the step-loop thread.
+ *
  * <p><b>Threading:</b> {@link #submit} may be called from any thread; everything else happens on
  * the step-loop thread. Results complete on that thread: keep continuations short. An error in
  * the loop is logged, fails every pending request and stops the engine ({@link #failure()}).
@@ -87,7 +83,9 @@ public final class SimEngine implements AutoCloseable {
     /**
      * How long the step loop waits for a wake-up (a request, an abort, a worker's finished listener)
      * while requests are in flight, when every worker has a listener: a guard against a missed
-     * signal, never the mechanism (issue 13).
+     * signal, never the mechanism. A finished transfer has to reach the step loop as soon as its
+     * worker learns of it, not a poll interval later (it adds to time to first token), so the
+     * listener's wake-up does the work and this timeout only bounds the stall of a lost wake-up.
      */
     private static final long GUARD_WAIT_MILLIS = 100;
     /** The poll interval while requests are in flight for workers without a finished listener. */
@@ -223,7 +221,6 @@ public final class SimEngine implements AutoCloseable {
     private final MooncakeConnectorConfig config;
     private final ModelPreset preset;
     private final int numBlocks;
-    private final Limits limits;
     private final int blockSize;
     private final String role;
     private final HostMemoryAllocator allocator = new HostMemoryAllocator();
@@ -235,10 +232,11 @@ public final class SimEngine implements AutoCloseable {
     private final StepModel stepModel;
     private final MooncakeConnectorScheduler scheduler;
     private final BlockPool[] pools;
-    private final TpOutputAggregator aggregator;
+    /** The worker side of each step on every rank: forward passes, layer hooks, results, stats. */
+    private final ModelRunner runner;
+    /** The scheduler side of each step: request queues, admission, blocks, aborts, finishing. */
+    private final StepScheduler stepScheduler;
     private final long bytesPerBlockAllRanks;
-    private final MooncakeKvConnectorStats stats = new MooncakeKvConnectorStats();
-    private volatile Consumer<MooncakeKvConnectorStats> statsListener = s -> { };
     private final LinkedBlockingQueue<SimRequest> incoming = new LinkedBlockingQueue<>();
     private final java.util.concurrent.ConcurrentLinkedQueue<String[]> aborts =
             new java.util.concurrent.ConcurrentLinkedQueue<>();
@@ -257,31 +255,6 @@ public final class SimEngine implements AutoCloseable {
     private final java.util.concurrent.atomic.LongAdder stepCalls = new java.util.concurrent.atomic.LongAdder();
     private volatile Throwable failure;
     private volatile Snapshot snapshot = new Snapshot(0, 0, 0, 0, 0, 0, 0, 0);
-    /** Compute cost of one layer per 1024 prompt tokens computed, in nanoseconds (0: the KV fill only). */
-    private volatile long layerComputeNanosPer1k;
-    /**
-     * Where the step thread's forward passes spent their time, cumulative (written by the step loop
-     * only, read by diagnostics): the KV fill, waits for the simulated device, and the connector's
-     * layer hooks ({@code saveKvLayer} / {@code waitForSave}).
-     */
-    private volatile long fillNanos;
-    private volatile long deviceWaitNanos;
-    private volatile long hookNanos;
-    private volatile long hookCalls;
-    private volatile long forwardNanos;
-    /** Diagnostics (benchmarks): told a request's id on the step thread when its remote KV load ended (D). */
-    private volatile java.util.function.Consumer<String> kvLoadedListener;
-
-    // step-loop state
-    private final ArrayDeque<SimRequest> waiting = new ArrayDeque<>();
-    private final List<SimRequest> running = new ArrayList<>();
-    private final Map<String, SimRequest> loading = new LinkedHashMap<>();
-    private final Map<String, SimRequest> delayedFree = new HashMap<>();
-    private final Set<Integer> invalidBlocks = new HashSet<>();
-    private int reservedBlocks;
-    private long finished;
-    private long failed;
-    private long steps;
 
     private SimEngine(MooncakeConnectorConfig config, ModelPreset preset, int numBlocks, Limits limits,
             WorkerFactory factory, KvPlacement placement, Sampling sampling, StepModel stepModel) {
@@ -294,7 +267,7 @@ public final class SimEngine implements AutoCloseable {
         this.sampling = Objects.requireNonNull(sampling, "sampling");
         this.placement = Objects.requireNonNull(placement, "placement");
         this.preset = Objects.requireNonNull(preset, "preset");
-        this.limits = Objects.requireNonNull(limits, "limits");
+        Objects.requireNonNull(limits, "limits");
         Objects.requireNonNull(factory, "factory");
         if (numBlocks <= 0) {
             throw new IllegalArgumentException("numBlocks must be positive, got " + numBlocks);
@@ -334,7 +307,9 @@ public final class SimEngine implements AutoCloseable {
         this.scheduler = new MooncakeConnectorScheduler(config, first.config(), blockSize);
         this.pools = new BlockPool[first.config().groups().size()];
         Arrays.setAll(pools, g -> new BlockPool(numBlocks));
-        this.aggregator = new TpOutputAggregator(tp);
+        this.runner = new ModelRunner(List.copyOf(workers), List.copyOf(models), stepModel, sampling);
+        this.stepScheduler = new StepScheduler(config.engineId(), scheduler, pools, blockSize, limits, sampling,
+                stepModel, List.copyOf(models), knownIds, perBlock);
         this.loop = new Thread(this::runLoop, "mooncake-" + role + "-engine-" + (ENGINES.getAndIncrement()));
         this.loop.setDaemon(true);
         boolean notify = true;
@@ -418,7 +393,7 @@ public final class SimEngine implements AutoCloseable {
         if (perLayerPer1kTokens.isNegative()) {
             throw new IllegalArgumentException("layer compute must be >= 0, got " + perLayerPer1kTokens);
         }
-        layerComputeNanosPer1k = perLayerPer1kTokens.toNanos();
+        runner.layerComputeNanosPer1k(perLayerPer1kTokens.toNanos());
     }
 
     /**
@@ -427,7 +402,7 @@ public final class SimEngine implements AutoCloseable {
      * Any thread; each value is current as of the last forward pass that ended.
      */
     long[] forwardTimes() {
-        return new long[] {forwardNanos, fillNanos, deviceWaitNanos, hookNanos, hookCalls};
+        return runner.forwardTimes();
     }
 
     /**
@@ -436,7 +411,7 @@ public final class SimEngine implements AutoCloseable {
      * is verified; null removes it. Keep it short.
      */
     void onKvLoaded(java.util.function.Consumer<String> listener) {
-        kvLoadedListener = listener;
+        stepScheduler.onKvLoaded(listener);
     }
 
     /**
@@ -504,7 +479,7 @@ public final class SimEngine implements AutoCloseable {
 
     /** A copy of the connector stats gathered from every rank so far. */
     public MooncakeKvConnectorStats kvConnectorStats() {
-        return stats.copy();
+        return runner.kvConnectorStats();
     }
 
     /**
@@ -512,7 +487,7 @@ public final class SimEngine implements AutoCloseable {
      * step thread: for meters ({@code MooncakeConnectorMetrics::record}). Replaces the previous one.
      */
     public void onKvConnectorStats(Consumer<MooncakeKvConnectorStats> listener) {
-        this.statsListener = java.util.Objects.requireNonNull(listener, "listener");
+        runner.onKvConnectorStats(listener);
     }
 
     /**
@@ -538,7 +513,7 @@ public final class SimEngine implements AutoCloseable {
         if (promptTokens.length == 0 || maxTokens <= 0) {
             throw new IllegalArgumentException("need a non-empty prompt and max_tokens >= 1");
         }
-        int need = ceilDiv(promptTokens.length + maxTokens - 1, blockSize);
+        int need = StepScheduler.ceilDiv(promptTokens.length + maxTokens - 1, blockSize);
         if (need > numBlocks) {
             throw new IllegalArgumentException(String.format(Locale.ROOT,
                     "request %s needs %d blocks (%d prompt + %d output tokens) but engine %s has %d",
@@ -607,57 +582,6 @@ public final class SimEngine implements AutoCloseable {
         wake();
     }
 
-    /** Applies the aborts (and stops) asked for since the last step (step loop). */
-    private boolean applyAborts() {
-        boolean changed = false;
-        for (String[] a; (a = aborts.poll()) != null; ) {
-            String id = a[0];
-            String reason = a[1];
-            SimRequest r = null;
-            for (SimRequest w : waiting) {
-                if (w.id.equals(id)) {
-                    r = w;
-                    break;
-                }
-            }
-            if (r != null && reason == null) {
-                r = null; // a stop applies to running requests only
-            } else if (r != null) {
-                waiting.remove(r);
-            } else {
-                for (SimRequest w : running) {
-                    if (w.id.equals(id)) {
-                        r = w;
-                        break;
-                    }
-                }
-                if (r != null) {
-                    running.remove(r);
-                }
-            }
-            if (r != null && reason == null) {
-                r.status = RequestStatus.FINISHED_STOPPED;
-                finish(r);
-                changed = true;
-                LOG.debug("engine {}: request {} stopped", engineId(), id);
-            } else if (r != null) {
-                r.error = reason;
-                r.status = RequestStatus.FINISHED_ABORTED;
-                finish(r);
-                changed = true;
-                LOG.debug("engine {}: request {} aborted: {}", engineId(), id, reason);
-            } else if (reason != null && loading.get(id) instanceof SimRequest l && l.abortReason == null) {
-                l.abortReason = reason;
-                LOG.debug("engine {}: request {} aborted while its KV loads: it ends with the load", engineId(), id);
-            }
-        }
-        return changed;
-    }
-
-    private static int ceilDiv(int a, int b) {
-        return (a + b - 1) / b;
-    }
-
     // ------------------------------------------------------------------ step loop
 
     private void runLoop() {
@@ -670,7 +594,7 @@ public final class SimEngine implements AutoCloseable {
                     // listener), with a guard timeout; workers without a listener are polled every 1 ms
                     // while the connector has work to report on. With no request at all (none waiting,
                     // running, loading or held) there is nothing to poll the workers for.
-                    boolean idle = waiting.isEmpty() && running.isEmpty() && loading.isEmpty() && delayedFree.isEmpty();
+                    boolean idle = stepScheduler.idle();
                     awaitWakeup(idle ? IDLE_WAIT_MILLIS : workersNotify ? GUARD_WAIT_MILLIS : POLL_WAIT_MILLIS);
                 }
             }
@@ -715,464 +639,26 @@ public final class SimEngine implements AutoCloseable {
     }
 
     private void failPending(Throwable cause) {
-        List<SimRequest> all = new ArrayList<>(waiting);
-        incoming.drainTo(all);
-        all.addAll(running);
-        all.addAll(loading.values());
-        for (SimRequest r : all) {
-            knownIds.remove(r.id);
-            r.future.completeExceptionally(cause);
-        }
-        waiting.clear();
-        running.clear();
-        loading.clear();
+        stepScheduler.failPending(incoming, cause);
     }
 
     /** One engine step; true when a forward pass ran or a request changed state. */
     private boolean step() {
-        incoming.drainTo(waiting);
-        boolean aborted = !aborts.isEmpty() && applyAborts();
+        stepScheduler.drainIncoming(incoming);
+        boolean aborted = !aborts.isEmpty() && stepScheduler.applyAborts(aborts);
         // ---- schedule
         List<SimRequest> scheduled = new ArrayList<>();
-        for (SimRequest r : running) {
-            if (ensureBlocks(r, r.numTokens)) {
-                scheduled.add(r);
-            }
-        }
-        int budget = limits.maxNumBatchedTokens();
-        boolean admitted = false;
-        while (!waiting.isEmpty() && running.size() + loading.size() < limits.maxNumSeqs()) {
-            SimRequest r = waiting.peek();
-            if (!admit(r, budget, scheduled)) {
-                break;
-            }
-            waiting.poll();
-            admitted = true;
-            if (r.status == RequestStatus.RUNNING) {
-                budget -= r.numTokens - r.numComputedTokens;
-            }
-        }
+        boolean admitted = stepScheduler.schedule(scheduled);
         boolean layerwise = layerwise();
-        long prefillTokens = 0;
-        for (SimRequest r : scheduled) {
-            if (r.numComputedTokens < r.prompt.length) {
-                prefillTokens += r.numTokens - r.numComputedTokens;
-                if (layerwise) {
-                    scheduler.recordPrefillChunk(r, r.blocks, r.numComputedTokens, r.numTokens);
-                }
-            }
-        }
-        long layerCost = prefillTokens == 0 ? 0 : layerComputeNanosPer1k * prefillTokens / 1024;
+        long prefillTokens = stepScheduler.prefillTokens(scheduled, layerwise);
+        long layerCost = runner.layerCost(prefillTokens);
         MooncakeConnectorMetadata meta = scheduler.buildConnectorMeta();
         // ---- worker side: start_load_kv, forward, get_finished (per rank, as each rank's model runner does)
-        List<SimWorker.TransferResults> results = new ArrayList<>(workers.size());
-        for (int rank = 0; rank < workers.size(); rank++) {
-            SimWorker w = workers.get(rank);
-            // each rank gets its own copy, as each vLLM worker process unpickles its own: the worker
-            // keeps per-pull bookkeeping (pull_tasks_count, failed) in the PullReqMeta objects
-            w.startLoadKv(rank == 0 ? meta : copyOf(meta));
-            SyntheticModel m = models.get(rank);
-            long forward0 = scheduled.isEmpty() ? 0 : System.nanoTime();
-            if (layerwise && !scheduled.isEmpty() && stepModel != null) {
-                forwardModelLayerwise(w, m, scheduled);
-            } else if (layerwise && !scheduled.isEmpty()) {
-                forwardLayerwise(w, m, scheduled, layerCost);
-            } else if (stepModel != null) {
-                for (SimRequest r : scheduled) {
-                    r.modelToken = stepModel.forward(r.id, r.tokens(), r.blocks[0], r.numComputedTokens, r.numTokens);
-                }
-            } else {
-                long fill0 = System.nanoTime();
-                forwardWhole(m, scheduled);
-                long wait0 = System.nanoTime();
-                // the device ran the fill, then every layer's compute: its clock, not the host's wake-ups
-                awaitDevice(wait0 + layerCost * m.numLayers());
-                if (!scheduled.isEmpty()) {
-                    fillNanos += wait0 - fill0;
-                    deviceWaitNanos += System.nanoTime() - wait0;
-                }
-            }
-            if (!scheduled.isEmpty()) {
-                forwardNanos += System.nanoTime() - forward0;
-            }
-            results.add(w.getTransferResults());
-            invalidBlocks.addAll(w.getBlockIdsWithLoadErrors());
-            w.getKvConnectorStats().ifPresent(s -> {
-                stats.aggregate(s);
-                statsListener.accept(s);
-            });
-        }
-        SimWorker.TransferResults merged = aggregator.aggregate(results);
-        return update(scheduled, merged, admitted) || aborted;
-    }
-
-    /**
-     * The real model's forward pass, layer by layer (TP 1): the worker is told each layer once the
-     * model copied that layer's rows of every scheduled request into the blocks, so P's transfer of
-     * layer {@code l} overlaps the compute of layer {@code l + 1}; {@code waitForSave} after the last.
-     */
-    private void forwardModelLayerwise(SimWorker w, SyntheticModel names, List<SimRequest> scheduled) {
-        List<StepModel.Work> work = new ArrayList<>(scheduled.size());
-        for (SimRequest r : scheduled) {
-            work.add(new StepModel.Work(r.id, r.tokens(), r.blocks[0], r.numComputedTokens, r.numTokens));
-        }
-        long[] hooks = new long[2];
-        int[] next = stepModel.forwardLayerwise(work, l -> {
-            long h0 = System.nanoTime();
-            w.saveKvLayer(names.layerName(l));
-            hooks[0] += System.nanoTime() - h0;
-            hooks[1]++;
-        });
-        long h0 = System.nanoTime();
-        w.waitForSave();
-        hookNanos += hooks[0] + System.nanoTime() - h0;
-        hookCalls += hooks[1] + 1;
-        for (int i = 0; i < scheduled.size(); i++) {
-            scheduled.get(i).modelToken = next[i];
-        }
-    }
-
-    /** One rank's forward pass, layer by layer, telling the worker after each layer and at the end. */
-    private void forwardLayerwise(SimWorker w, SyntheticModel m, List<SimRequest> scheduled, long layerCost) {
-        boolean digest = sampling == Sampling.KV;
-        long[] layerDigest = new long[scheduled.size()];
-        // When the simulated device is done with layer l: every layer so far's KV fill (host CPU time
-        // standing in for the device's own writes) and compute, back to back on the device's clock, as
-        // a GPU runs the kernels a host enqueued ahead. A host thread that wakes late for one layer
-        // does not stretch the next ones (the device went on meanwhile); a layer is still saved only
-        // once its KV is written and its compute is over.
-        long device = System.nanoTime();
-        long fillSum = 0;
-        long waitSum = 0;
-        long hookSum = 0;
-        for (int l = 0; l < m.numLayers(); l++) {
-            long fill0 = System.nanoTime();
-            for (int i = 0; i < scheduled.size(); i++) {
-                SimRequest r = scheduled.get(i);
-                boolean dg = digest && !r.kvDigestKnown;
-                layerDigest[i] += m.forwardLayer(l, r.hashes, r.blocks, r.numComputedTokens, r.numTokens, dg);
-            }
-            long wait0 = System.nanoTime();
-            long fill = wait0 - fill0;
-            fillSum += fill;
-            device += fill + layerCost;
-            awaitDevice(device);
-            long hook0 = System.nanoTime();
-            waitSum += hook0 - wait0;
-            w.saveKvLayer(m.layerName(l));
-            hookSum += System.nanoTime() - hook0;
-        }
-        long hook0 = System.nanoTime();
-        w.waitForSave();
-        hookSum += System.nanoTime() - hook0;
-        fillNanos += fillSum;
-        deviceWaitNanos += waitSum;
-        hookNanos += hookSum;
-        hookCalls += m.numLayers() + 1;
-        if (digest) {
-            for (int i = 0; i < scheduled.size(); i++) {
-                SimRequest r = scheduled.get(i);
-                if (!r.kvDigestKnown) {
-                    r.kvDigest += layerDigest[i] + m.kvDigest(r.hashes, r.blocks, 0, r.numComputedTokens);
-                }
-            }
-        }
-    }
-
-    /**
-     * Waits (parked: the host's cores stay free) until the simulated accelerator's clock reaches
-     * {@code deadline} ({@link System#nanoTime()}); returns at once when it is past already.
-     */
-    private static void awaitDevice(long deadline) {
-        for (long left = deadline - System.nanoTime(); left > 0; left = deadline - System.nanoTime()) {
-            java.util.concurrent.locks.LockSupport.parkNanos(left);
-        }
-    }
-
-    private void forwardWhole(SyntheticModel m, List<SimRequest> scheduled) {
-        {
-            for (SimRequest r : scheduled) {
-                if (sampling == Sampling.KV && !r.kvDigestKnown) {
-                    // the prompt's KV: computed now (digested as written) after the cached prefix (read)
-                    r.kvDigest += m.forwardWithDigest(r.hashes, r.blocks, r.numComputedTokens, r.numTokens)
-                            + m.kvDigest(r.hashes, r.blocks, 0, r.numComputedTokens);
-                } else {
-                    m.forward(r.hashes, r.blocks, r.numComputedTokens, r.numTokens);
-                }
-            }
-        }
-    }
-
-    private boolean update(List<SimRequest> scheduled, SimWorker.TransferResults merged, boolean admitted) {
-        // ---- update from output
-        boolean changed = admitted || !scheduled.isEmpty();
-        for (SimRequest r : scheduled) {
-            r.numComputedTokens = r.numTokens;
-            cacheFullBlocks(r, r.numComputedTokens);
-            if (r.kvReadyNanos == 0) {
-                r.kvReadyNanos = System.nanoTime();
-            }
-            int token;
-            if (stepModel != null) {
-                token = r.modelToken;
-            } else if (sampling == Sampling.KV) {
-                r.kvDigestKnown = true; // summed over the ranks' forward above (prefills run whole)
-                token = SyntheticModel.sample(r.hashes[r.numTokens - 1], r.kvDigest);
-            } else {
-                token = SyntheticModel.sample(r.hashes[r.numTokens - 1]);
-            }
-            r.appendToken(token);
-            if (r.onToken != null) {
-                try {
-                    r.onToken.accept(token);
-                } catch (RuntimeException e) {
-                    LOG.warn("engine {}: the token listener of request {} failed", engineId(), r.id, e);
-                }
-            }
-            if (r.numOutput >= r.maxTokens) {
-                r.status = RequestStatus.FINISHED_LENGTH_CAPPED;
-                running.remove(r);
-                finish(r);
-            }
-        }
-        for (String id : merged.finishedSending()) {
-            changed = true;
-            SimRequest r = delayedFree.remove(id);
-            if (r == null) {
-                LOG.warn("engine {}: finished_sending for unknown request {}", engineId(), id);
-            } else {
-                freeBlocks(r);
-            }
-        }
-        for (String id : merged.finishedRecving()) {
-            changed = true;
-            SimRequest r = loading.remove(id);
-            if (r == null) {
-                LOG.warn("engine {}: finished_recving for unknown request {}", engineId(), id);
-                continue;
-            }
-            onRemoteKvLoaded(r, merged.failedRecving().contains(id));
-        }
-        steps++;
-        snapshot = new Snapshot(waiting.size(), running.size(), loading.size(), delayedFree.size(),
-                pools[0].numFreeBlocks(), finished, failed, steps);
-        return changed;
-    }
-
-    /** A deep copy of {@code meta} (fresh {@link PullReqMeta} objects with untouched bookkeeping). */
-    static MooncakeConnectorMetadata copyOf(MooncakeConnectorMetadata meta) {
-        MooncakeConnectorMetadata c = new MooncakeConnectorMetadata();
-        for (Map<String, PullReqMeta> byReq : meta.reqsToRecv().values()) {
-            for (Map.Entry<String, PullReqMeta> e : byReq.entrySet()) {
-                PullReqMeta pm = e.getValue();
-                Map<String, Object> params = new HashMap<>();
-                params.put(KvTransferParams.TRANSFER_ID, pm.transferId());
-                params.put(KvTransferParams.REMOTE_ENGINE_ID, pm.remoteEngineId());
-                params.put(KvTransferParams.REMOTE_BOOTSTRAP_ADDR, pm.remoteBootstrapAddr());
-                c.addNewReq(e.getKey(), pm.localBlockIds(), params, true);
-            }
-        }
-        meta.reqsToSend().forEach((id, send) -> c.addNewReq(id, send.localBlockIds(),
-                Map.of(KvTransferParams.TRANSFER_ID, send.transferId()), false));
-        meta.layerwiseChunks().forEach(c::addLayerwiseChunk);
-        c.setReqsNotProcessed(meta.reqsNotProcessed());
-        return c;
-    }
-
-    /** Tries to admit the head of the waiting queue; false when it does not fit this step. */
-    private boolean admit(SimRequest r, int budget, List<SimRequest> scheduled) {
-        int n = r.prompt.length;
-        long[] blockHashes = SyntheticModel.blockHashes(r.hashes, n, blockSize);
-        int maxHit = (n - 1) / blockSize; // at least one token is always computed (or loaded)
-        int[][] hits = new int[pools.length][];
-        int hit = Integer.MAX_VALUE;
-        for (int g = 0; g < pools.length; g++) {
-            hits[g] = pools[g].findCachedPrefix(blockHashes, maxHit);
-            hit = Math.min(hit, hits[g].length);
-        }
-        int numComputed = hit * blockSize;
-        MatchedTokens matched = scheduler.getNumNewMatchedTokens(r, numComputed);
-        int promptBlocks = ceilDiv(n, blockSize);
-        int newBlocks = promptBlocks - hit;
-        int reserve = ceilDiv(n + r.maxTokens - 1, blockSize) - promptBlocks;
-        if (!matched.loadKvAsync() && !scheduled.isEmpty() && n - numComputed - matched.numExternalTokens() > budget) {
-            return false;
-        }
-        for (int g = 0; g < pools.length; g++) {
-            int revived = 0;
-            for (int k = 0; k < hit; k++) {
-                if (pools[g].refCount(hits[g][k]) == 0) {
-                    revived++;
-                }
-            }
-            if (pools[g].numFreeBlocks() - reservedBlocks < newBlocks + reserve + revived) {
-                return false;
-            }
-        }
-        int[][] fresh = new int[pools.length][];
-        for (int g = 0; g < pools.length; g++) {
-            int[] h = Arrays.copyOf(hits[g], hit);
-            pools[g].touch(h);
-            fresh[g] = pools[g].allocate(newBlocks);
-            int[] all = Arrays.copyOf(h, hit + newBlocks);
-            System.arraycopy(fresh[g], 0, all, hit, newBlocks);
-            r.blocks[g] = all;
-        }
-        r.numBlocks = promptBlocks;
-        r.reservedBlocks = reserve;
-        reservedBlocks += reserve;
-        r.localHitTokens = numComputed;
-        r.numComputedTokens = numComputed;
-        scheduler.updateStateAfterAlloc(r, KvCacheBlocks.ofUnhashed(fresh), matched.numExternalTokens());
-        if (matched.loadKvAsync()) {
-            r.externalTokens = matched.numExternalTokens();
-            r.pulledBlocks = newBlocks;
-            r.status = RequestStatus.WAITING_FOR_REMOTE_KVS;
-            loading.put(r.id, r);
-        } else {
-            r.status = RequestStatus.RUNNING;
-            running.add(r);
-            scheduled.add(r);
-        }
-        return true;
-    }
-
-    /** Makes sure the request has blocks for positions below {@code numTokens}, taking from its reservation. */
-    private boolean ensureBlocks(SimRequest r, int numTokens) {
-        int need = ceilDiv(numTokens, blockSize) - r.numBlocks;
-        if (need <= 0) {
-            return true;
-        }
-        for (BlockPool p : pools) {
-            if (p.numFreeBlocks() < need) {
-                LOG.warn("engine {}: no free block for request {} (reservation accounting broken?)", engineId(), r.id);
-                return false;
-            }
-        }
-        int[][] add = new int[pools.length][];
-        for (int g = 0; g < pools.length; g++) {
-            add[g] = pools[g].allocate(need);
-        }
-        r.addBlocks(add);
-        int fromReserve = Math.min(need, r.reservedBlocks);
-        r.reservedBlocks -= fromReserve;
-        reservedBlocks -= fromReserve;
-        return true;
-    }
-
-    private void cacheFullBlocks(SimRequest r, int computedTokens) {
-        int full = Math.min(computedTokens / blockSize, r.numBlocks);
-        for (int k = 0; k < full; k++) {
-            long h = r.hashes[(k + 1) * blockSize - 1];
-            for (int g = 0; g < pools.length; g++) {
-                pools[g].cacheBlock(r.blocks[g][k], h);
-            }
-        }
-    }
-
-    /** D: the load of {@code r} ended (all ranks reported it). */
-    private void onRemoteKvLoaded(SimRequest r, boolean failedPerRequest) {
-        r.kvReadyNanos = System.nanoTime();
-        java.util.function.Consumer<String> l = kvLoadedListener;
-        if (l != null) {
-            try {
-                l.accept(r.id);
-            } catch (RuntimeException e) {
-                LOG.warn("engine {}: the KV-loaded listener failed for request {}", engineId(), r.id, e);
-            }
-        }
-        if (r.abortReason != null) {
-            for (int[] group : r.blocks) {
-                for (int b : group) {
-                    invalidBlocks.remove(b);
-                }
-            }
-            r.error = r.abortReason;
-            r.status = RequestStatus.FINISHED_ABORTED;
-            finish(r);
-            return;
-        }
-        boolean badBlocks = false;
-        for (int[] group : r.blocks) {
-            for (int b : group) {
-                badBlocks |= invalidBlocks.remove(b);
-            }
-        }
-        if (failedPerRequest || badBlocks) {
-            r.error = failedPerRequest ? "KV load failed (failed_recving)" : "KV load failed (invalid block ids)";
-            r.status = RequestStatus.FINISHED_ERROR;
-            finish(r);
-            return;
-        }
-        int n = r.prompt.length;
-        long digest = 0;
-        String mismatch = null;
-        for (SyntheticModel m : stepModel != null ? List.<SyntheticModel>of() : models) {
-            SyntheticModel.Verification v = m.verify(r.hashes, r.blocks, 0, n);
-            r.bytesVerified += v.bytesChecked();
-            r.mismatchedWords += v.badWords();
-            digest += v.digest();
-            if (!v.ok() && mismatch == null) {
-                mismatch = "received KV does not match: " + v.badWords() + " wrong 8-byte words; first at "
-                        + v.firstMismatch();
-            }
-        }
-        // the digest of the received bytes, taken before the last prompt position is computed again
-        r.kvDigest = digest;
-        r.kvDigestKnown = true;
-        if (mismatch != null && sampling == Sampling.KV) {
-            LOG.warn("engine {}: request {}: {}; decoding on the KV as received", engineId(), r.id, mismatch);
-        } else if (mismatch != null) {
-            r.error = mismatch;
-        }
-        if (r.error != null) {
-            LOG.error("engine {}: request {}: {}", engineId(), r.id, r.error);
-            r.status = RequestStatus.FINISHED_ERROR;
-            finish(r);
-            return;
-        }
-        cacheFullBlocks(r, n);
-        // like vLLM, the last prompt token is computed again to sample the first output token
-        r.numComputedTokens = n - 1;
-        r.status = RequestStatus.RUNNING;
-        running.add(r);
-    }
-
-    /** A request reached a finished status: tell the connector, then free or keep its blocks. */
-    private void finish(SimRequest r) {
-        if (stepModel != null) {
-            stepModel.release(r.id);
-        }
-        RequestFinishedResult res = scheduler.requestFinished(r, r.blocks);
-        reservedBlocks -= r.reservedBlocks;
-        r.reservedBlocks = 0;
-        finished++;
-        boolean normalEnd = r.status == RequestStatus.FINISHED_LENGTH_CAPPED || r.status == RequestStatus.FINISHED_STOPPED;
-        if (!normalEnd || r.error != null) {
-            failed++;
-        }
-        if (res.delayFreeBlocks()) {
-            delayedFree.put(r.id, r);
-        } else {
-            freeBlocks(r);
-        }
-        knownIds.remove(r.id);
-        r.future.complete(r.result(engineId(), bytesPerBlockAllRanks));
-    }
-
-    private void freeBlocks(SimRequest r) {
-        for (int g = 0; g < pools.length; g++) {
-            int[] ids = Arrays.copyOf(r.blocks[g], r.numBlocks);
-            // tail blocks first, so that they are evicted before the shared prefix (as vLLM does)
-            for (int i = 0, j = ids.length - 1; i < j; i++, j--) {
-                int t = ids[i];
-                ids[i] = ids[j];
-                ids[j] = t;
-            }
-            pools[g].free(ids);
-        }
-        r.numBlocks = 0;
-        Arrays.setAll(r.blocks, g -> new int[0]);
+        SimWorker.TransferResults merged = runner.run(meta, scheduled, layerwise, layerCost,
+                stepScheduler.invalidBlocks());
+        boolean changed = stepScheduler.update(scheduled, merged, admitted);
+        snapshot = stepScheduler.snapshot();
+        return changed || aborted;
     }
 
     /** Stops the step loop (pending requests fail), closes the workers in reverse rank order, frees the KV caches. */

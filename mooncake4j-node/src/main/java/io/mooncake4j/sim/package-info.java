@@ -8,7 +8,12 @@
  *       → {@code startLoadKv} → forward → {@code getTransferResults} → free), one
  *       {@link io.mooncake4j.sim.BlockPool} per KV group with prefix caching, and one
  *       {@link io.mooncake4j.sim.SimWorker} and {@link io.mooncake4j.sim.SyntheticModel} per
- *       tensor-parallel rank;</li>
+ *       tensor-parallel rank; the loop's two halves are package-private classes beside it:
+ *       {@code StepScheduler}, the scheduler side of a step (request queues, admission with the
+ *       prefix cache and block reservation, aborts and stops, the update from the ranks' output,
+ *       {@code requestFinished} and block freeing), and {@code ModelRunner}, the worker side on every
+ *       rank ({@code startLoadKv}, the synthetic model's or a {@link io.mooncake4j.sim.StepModel}'s
+ *       forward pass with the layer-wise hooks, results merged by the aggregator, connector stats);</li>
  *   <li>{@link io.mooncake4j.sim.SimProxy}: assigns {@code transfer_id}s and sends each request to a
  *       P engine ({@code do_remote_decode}, {@code max_tokens=1}) and a D engine
  *       ({@code do_remote_prefill}) concurrently;</li>
@@ -35,7 +40,9 @@
  *
  * <p><b>Threading and ownership:</b> each engine owns its KV memory, workers and one step-loop
  * thread; requests may be submitted from any thread, everything else runs on the step loop.
- * {@code BlockPool}, {@code TpOutputAggregator} and the scheduler are confined to that thread.
+ * {@code StepScheduler}, {@code ModelRunner}, {@code BlockPool}, {@code TpOutputAggregator} and the
+ * connector scheduler are owned by that thread (the step loop is the only one that calls them; the
+ * few settings and diagnostics other threads touch are volatile).
  * Closing an engine stops its loop, closes its workers and frees its memory.
  */
 package io.mooncake4j.sim;

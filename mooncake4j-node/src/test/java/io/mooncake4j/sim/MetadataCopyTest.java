@@ -26,7 +26,7 @@ class MetadataCopyTest {
         m.setReqsNotProcessed(Set.of("x3"));
         m.reqsToRecv().get("p").get("d1").setPullTasksCount(2);
 
-        MooncakeConnectorMetadata c = SimEngine.copyOf(m);
+        MooncakeConnectorMetadata c = ModelRunner.copyOf(m);
         PullReqMeta orig = m.reqsToRecv().get("p").get("d1");
         PullReqMeta copy = c.reqsToRecv().get("p").get("d1");
         assertNotSame(orig, copy, "a worker's pull_tasks_count must not be another worker's");
