@@ -20,9 +20,10 @@ import java.util.concurrent.atomic.LongAdder;
  * answered again; its transfer finished lately but this D request's outcome is forgotten, and it gets a
  * clear error instead of waiting for a transfer that will never be ready again.
  *
- * <p>Bounded: outcomes and finished transfer ids are kept for the abort timeout (D's receive
- * deadline runs that long plus a margin after P's last answer, so a re-send comes within it) and at
- * most {@code cap} of each, the oldest dropped first. Sender loop only.
+ * <p>Bounded: outcomes are kept for the abort timeout (D's receive deadline runs that long plus a
+ * margin after P's last answer, so a re-send comes within it), finished transfer ids (a few bytes each)
+ * {@link #FINISHED_TTL_FACTOR} times as long, and at most {@code cap} of each, the oldest dropped
+ * first. Sender loop only.
  */
 final class RetriedPulls {
 
@@ -32,6 +33,9 @@ final class RetriedPulls {
 
     static final String FORGOTTEN_MESSAGE = "P finished transfer %s already and no longer knows the outcome of D "
             + "request %s (pulled again after its answer was lost); it is not written again";
+
+    /** Finished transfer ids outlive outcomes by this factor, so that a late re-send hears why. */
+    static final int FINISHED_TTL_FACTOR = 4;
 
     private final long ttlNanos;
     private final int cap;
@@ -132,7 +136,7 @@ final class RetriedPulls {
             it.remove();
         }
         for (Iterator<Long> it = finishedTransfers.values().iterator(); it.hasNext(); ) {
-            if (now - it.next() - ttlNanos <= 0) {
+            if (now - it.next() - FINISHED_TTL_FACTOR * ttlNanos <= 0) {
                 break;
             }
             it.remove();
