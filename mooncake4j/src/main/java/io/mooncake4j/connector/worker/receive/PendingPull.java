@@ -24,7 +24,7 @@ final class PendingPull {
     String lostReason;
     int attempts;
     int resends; // times the request went out again on a new connection after one was lost
-    private final Set<String> heard = new HashSet<>(); // request ids answered (ok or err) so far
+    private Set<String> heard; // request ids answered (ok or err) so far; made at the first answer
     long receiveDeadline;
     long handshakeDeadline;
     long reconnectAt; // 0: not waiting to reconnect
@@ -51,8 +51,19 @@ final class PendingPull {
     }
 
     private List<String> fresh(List<String> ids) {
-        if (ids == null) {
-            return null;
+        if (ids == null || ids.isEmpty()) {
+            return ids;
+        }
+        if (heard == null) {
+            heard = new HashSet<>();
+        }
+        boolean repeated = false;
+        for (String id : ids) {
+            repeated |= heard.contains(id);
+        }
+        if (!repeated) { // the usual case: nothing to copy
+            heard.addAll(ids);
+            return ids;
         }
         List<String> out = new ArrayList<>(ids.size());
         for (String id : ids) {
@@ -60,7 +71,7 @@ final class PendingPull {
                 out.add(id);
             }
         }
-        return out.size() == ids.size() ? ids : out;
+        return out;
     }
 
     /** {@code tcp://host:port} (or {@code host:port}) as a socket address. */
