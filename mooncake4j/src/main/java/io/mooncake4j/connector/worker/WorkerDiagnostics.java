@@ -28,11 +28,17 @@ import org.slf4j.LoggerFactory;
  * @param wavesQueuedForShare  waves that waited because their D already used its share of P's transfer pool
  * @param reResolutions        cached remote engines D dropped (lost connection, new bootstrap URL, missing rank)
  * @param selfAimedRefusals    pulls (or writes) P refused because their destination is P's own engine
+ * @param pullsResent          D requests sent again on a new connection after the one they went out on was lost
+ * @param retriesFollowed      requests of re-sent pulls P let wait for the first pull's outcome (one write)
+ * @param retriesAnsweredAgain requests of re-sent pulls P answered again from the outcome it remembered
+ * @param retriesForgotten     requests of re-sent pulls whose transfer P had finished and whose outcome it no
+ *                             longer knew (answered with an error, not written again)
  */
 record WorkerDiagnostics(int pendingTransfers, int activeSends, long errorReplies, long placeholdersExpired,
         int activePulls, long dealerConnections, long handshakeRetries, long handshakeReconnects, long backgroundErrors,
         long limitRejections, long staleWaves, long wavesQueuedForShare, long reResolutions,
-        long selfAimedRefusals) {
+        long selfAimedRefusals, long pullsResent, long retriesFollowed, long retriesAnsweredAgain,
+        long retriesForgotten) {
 
     /**
      * Reads the counters of {@code s} and {@code r} (either may be null) and asks their loops for
@@ -83,6 +89,7 @@ record WorkerDiagnostics(int pendingTransfers, int activeSends, long errorReplie
         }
         return new WorkerDiagnostics(pending, activePulls, errorReplies, placeholders, dealers, connections, retries,
                 reconnects, backgroundErrors.count(), limitRejections, staleWaves, queuedForShare, reResolutions,
-                selfAimed);
+                selfAimed, r == null ? 0 : r.channels().pullsResent(), s == null ? 0 : s.retriesFollowed(),
+                s == null ? 0 : s.retriesAnsweredAgain(), s == null ? 0 : s.retriesForgotten());
     }
 }

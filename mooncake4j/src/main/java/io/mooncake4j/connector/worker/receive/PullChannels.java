@@ -53,13 +53,15 @@ import org.slf4j.LoggerFactory;
  * {@link #MAX_IDLE_PER_PEER}); an idle connection that reaches EOF or receives anything is
  * dropped ({@code addressLost} reported for EOF).
  *
- * <p><b>A disconnect after the request went out</b> (or a ZMTP violation by P, such as an oversized
- * frame) keeps the "no write after abandonment" rule: the answer is lost, but whether
- * P can still write into the pull's blocks depends on whether P is alive, so the loop probes P's port
- * with a plain TCP connect (every {@link #PROBE_INTERVAL_MS}): refused (nothing listens, P's worker is
- * gone and writes nothing) fails the pull at once; accepted (P alive, only the connection was lost)
- * lets the pull fail at its receive deadline, by which time P's staleness rule guarantees that no write
- * of it starts (vLLM always waits for the receive timeout). {@code addressLost} is reported.
+ * <p><b>A disconnect after the request went out</b> sends the request again on a new connection (at most
+ * {@link #MAX_RESENDS} times, within the pull's own receive deadline): D sends no ZMQ identity, so P
+ * cannot route the answer to the new connection, but it answers the re-sent request from what it knows
+ * (never writing it twice), and answers heard already are not passed on again. A refused connect then
+ * (P's worker gone: it writes nothing) fails the pull at once. Past the re-sends, or after a ZMTP
+ * violation by P (such as an oversized frame), the "no write after abandonment" rule holds: the loop
+ * probes P's port with a plain TCP connect (every {@link #PROBE_INTERVAL_MS}): refused fails the pull
+ * at once; accepted lets it fail at its receive deadline, by which time P's staleness rule guarantees
+ * that no write of it starts. {@code addressLost} is reported.
  *
  * <p><b>Bounds and watchdog.</b> Open connections (pull, idle and probe) are capped
  * ({@link #MAX_CONNECTIONS}); at the cap an idle connection is closed to make room, and without one the
@@ -90,6 +92,8 @@ public final class PullChannels implements AutoCloseable {
     static final long PROBE_TIMEOUT_MS = 2_000;
     /** Connections open at once by default (pulls, idle ones, probes). */
     static final int MAX_CONNECTIONS = 1024;
+    /** A request goes out again at most this often when connections are lost before its answer. */
+    static final int MAX_RESENDS = 2;
     private static final long MAX_POLL_MS = 1_000;
     private static final long JOIN_MS = 5_000;
 
@@ -136,6 +140,7 @@ public final class PullChannels implements AutoCloseable {
     private final LongAdder handshakeRetries = new LongAdder();
     private final LongAdder handshakeReconnects = new LongAdder();
     private final LongAdder pullsStarted = new LongAdder();
+    private final LongAdder pullsResent = new LongAdder();
     private final LongAdder connectionsOpened = new LongAdder();
     private volatile int activeCount;
 
@@ -198,6 +203,11 @@ public final class PullChannels implements AutoCloseable {
 
     long pullsStarted() {
         return pullsStarted.sum();
+    }
+
+    /** Requests sent again on a new connection after the one they went out on was lost. */
+    public long pullsResent() {
+        return pullsResent.sum();
     }
 
     public long connectionsOpened() {
@@ -354,20 +364,6 @@ public final class PullChannels implements AutoCloseable {
         return false;
     }
 
-    private static InetSocketAddress socketAddress(String address) {
-        int scheme = address.indexOf("://");
-        String hp = scheme >= 0 ? address.substring(scheme + 3) : address;
-        int colon = hp.lastIndexOf(':');
-        if (colon <= 0) {
-            throw new IllegalArgumentException("not a tcp://host:port address: " + address);
-        }
-        String host = hp.substring(0, colon);
-        if (host.startsWith("[") && host.endsWith("]")) {
-            host = host.substring(1, host.length() - 1);
-        }
-        return new InetSocketAddress(host, Integer.parseInt(hp.substring(colon + 1)));
-    }
-
     /** Makes room for one more connection; false (reported) when every slot serves a pull. */
     private boolean slotFree() {
         if (openConnections < maxConnections) {
@@ -392,7 +388,7 @@ public final class PullChannels implements AutoCloseable {
     }
 
     private SocketChannel connect(String address, Conn[] made, boolean probe) throws IOException {
-        InetSocketAddress to = socketAddress(address);
+        InetSocketAddress to = PendingPull.socketAddress(address);
         SocketChannel ch = SocketChannel.open();
         try {
             ch.configureBlocking(false);
@@ -438,9 +434,18 @@ public final class PullChannels implements AutoCloseable {
             made[0].pull = pull;
             pull.conn = made[0];
         } catch (ConnectException e) {
-            retryLater(pull);
+            refused(pull);
         } catch (IOException | RuntimeException e) {
             fail(pull, "cannot connect to " + pull.address + ": " + e);
+        }
+    }
+
+    /** P's port refused a connect: retried, as a DEALER does, unless the request may have reached P. */
+    private void refused(PendingPull pull) {
+        if (pull.resends == 0) {
+            retryLater(pull);
+        } else { // the request went out before: P's worker is gone and writes nothing
+            fail(pull, "P worker " + pull.address + " disconnected before answering and no longer accepts connections");
         }
     }
 
@@ -510,7 +515,7 @@ public final class PullChannels implements AutoCloseable {
         if (pull != null && !pull.done) {
             pull.conn = null;
             if (e instanceof ConnectException) {
-                retryLater(pull); // P's port refused us before any request went out: try again, as a DEALER does
+                refused(pull);
             } else {
                 fail(pull, "cannot connect to " + pull.address + ": " + e);
             }
@@ -564,7 +569,7 @@ public final class PullChannels implements AutoCloseable {
                 throw new IllegalArgumentException("P worker " + pull.address + " answered with a message of "
                         + frames.size() + " frames, expected 1");
             }
-            resp = MooncakeXferResponseCodec.decode(frames.getFirst());
+            resp = pull.unseen(MooncakeXferResponseCodec.decode(frames.getFirst()));
         } catch (RuntimeException e) {
             end(pull);
             pull.listener.onFailure(e.toString());
@@ -617,6 +622,17 @@ public final class PullChannels implements AutoCloseable {
             LOG.debug("side-channel connection to {} lost before its handshake ({}); connecting again", pull.address,
                     protocolError != null ? protocolError : "closed by P");
             retryLater(pull);
+            return;
+        }
+        if (protocolError == null && pull.resends < MAX_RESENDS) {
+            // P may be alive and only the answer lost: P answers a re-sent request from what it knows
+            pull.resends++;
+            pullsResent.increment();
+            pull.sent = false;
+            addressLost.accept(pull.address);
+            LOG.info("side-channel connection to {} lost after the request went out; sending it again on a new "
+                    + "connection ({} of {})", pull.address, pull.resends, MAX_RESENDS);
+            open(pull);
             return;
         }
         pull.lost = true;

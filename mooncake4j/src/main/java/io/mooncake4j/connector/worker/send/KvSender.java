@@ -186,9 +186,9 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
     /** Counts a new pull's pending transfer ids and metadata bytes against the limits (sender loop). */
     void pend(Pull pull) {
         long[] mine = pendingByPeer.computeIfAbsent(pull.peer, k -> new long[2]);
-        mine[0] += pull.pending.size();
+        mine[0] += pull.pending.size() + pull.followed.size();
         mine[1] += pull.bytes;
-        pendingTotal += pull.pending.size();
+        pendingTotal += pull.pending.size() + pull.followed.size();
         pendingBytesTotal += pull.bytes;
     }
 
@@ -203,7 +203,7 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
 
     /** The pull ended: what is left of it no longer counts. */
     void unpendAll(Pull pull) {
-        unpend(pull, pull.pending.size());
+        unpend(pull, pull.pending.size() + pull.followed.size());
         long[] mine = pendingByPeer.get(pull.peer);
         if (mine != null) {
             mine[1] -= pull.bytes;
@@ -254,9 +254,30 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
         for (Map.Entry<String, MooncakeXferMetadata.ReqBlocks> e : meta.reqBlocks().entrySet()) {
             pull.remoteBlocks.put(e.getKey(), toInts(e.getValue().blockIds()));
         }
+        List<String> knownOk = new ArrayList<>();
+        List<String> knownErr = new ArrayList<>();
+        String knownMsg = null;
         for (Map.Entry<String, MooncakeXferMetadata.ReqBlocks> e : meta.reqBlocks().entrySet()) {
             String transferId = e.getValue().transferId();
+            String key = RetriedPulls.key(peer, e.getKey(), transferId);
+            if (retried.servedBy(key) != null) { // a re-send: it hears the first pull's outcome, no second write
+                pull.followed.add(e.getKey());
+                retried.follow(key, pull);
+                continue;
+            }
+            RetriedPulls.Outcome known = retried.answered(key, now);
             SendBlockMeta sm = reqsNeedSend.get(transferId);
+            if (known == null && sm == null && retried.finishedLately(transferId, now)) {
+                retried.forgotten();
+                known = new RetriedPulls.Outcome(false, String.format(Locale.ROOT, RetriedPulls.FORGOTTEN_MESSAGE,
+                        transferId, e.getKey()), now);
+            }
+            if (known != null) { // answered already: answered again, never written again
+                (known.ok() ? knownOk : knownErr).add(e.getKey());
+                knownMsg = known.ok() || knownMsg != null ? knownMsg : known.errMsg();
+                continue;
+            }
+            retried.serve(key, pull);
             if (sm == null) { // D arrived before P's scheduler
                 sm = new SendBlockMeta("", transferId, new int[0][], now);
                 reqsNeedSend.put(transferId, sm);
@@ -268,9 +289,12 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
             }
         }
 
-        if (pull.pending.isEmpty()) {
-            send(reply, MooncakeXferResponse.of(MooncakeXferResponseStatus.FINISH, null, null, null));
+        if (pull.pending.isEmpty() && pull.followed.isEmpty()) {
+            send(reply, MooncakeXferResponse.of(MooncakeXferResponseStatus.FINISH, knownOk, knownErr, knownMsg));
             return;
+        }
+        if (!knownOk.isEmpty() || !knownErr.isEmpty()) {
+            send(reply, MooncakeXferResponse.of(MooncakeXferResponseStatus.CONTINUE, knownOk, knownErr, knownMsg));
         }
         activePulls.add(pull);
         pend(pull);
@@ -334,13 +358,16 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
         if (pull.done || pull.busy || !pull.readyNow.isEmpty()) {
             return; // a wave is due; it re-arms the timeout
         }
-        if (pull.lwInflight > 0) {
-            armTimeout(pull); // answer only once no layer-wise write of this pull is running
+        if (pull.lwInflight > 0 || !pull.followed.isEmpty()) {
+            armTimeout(pull); // answer only once no write of this pull (or of the pull it follows) is running
             return;
         }
         List<String> ids = new ArrayList<>(pull.pending.keySet());
         LOG.warn("Timeout waiting for P side ready: {}", ids);
         send(pull.reply, MooncakeXferResponse.of(MooncakeXferResponseStatus.FINISH, null, ids, READY_TIMEOUT_MESSAGE));
+        for (String id : ids) {
+            settle(pull, id, false, READY_TIMEOUT_MESSAGE, true);
+        }
         end(pull);
     }
 
@@ -357,10 +384,14 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
         for (SendBlockMeta sm : pull.pending.values()) {
             sm.waiters--;
         }
+        for (String id : List.copyOf(pull.pending.keySet())) {
+            settle(pull, id, false, ABANDONED_MESSAGE, false); // not answered: a re-send is served afresh
+        }
         if (activePulls.contains(pull)) {
             unpendAll(pull);
         }
         pull.pending.clear();
+        pull.followed.clear(); // its followings are dropped when the first pulls settle
         pull.readyNow.clear();
         activePulls.remove(pull);
     }
@@ -405,7 +436,7 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
             }
         }
         pull.readyNow.clear();
-        MooncakeXferResponseStatus status = pull.pending.isEmpty()
+        MooncakeXferResponseStatus status = pull.pending.isEmpty() && pull.followed.isEmpty()
                 ? MooncakeXferResponseStatus.FINISH : MooncakeXferResponseStatus.CONTINUE;
         buf.clear();
         planErrors.clear();
@@ -421,6 +452,12 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
             }
             LOG.error("Error processing Mooncake xfer request: {}", e.getMessage());
             replyError(pull.reply, e.getMessage());
+            for (Ready r : ready) {
+                settle(pull, r.dReqId(), false, e.getMessage(), true);
+            }
+            for (Ready r : lwDone) {
+                settle(pull, r.dReqId(), false, e.getMessage(), true);
+            }
             end(pull);
             return;
         }
@@ -651,7 +688,17 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
         } else {
             pull.lastContact = answeredAt;
         }
-        if (status == MooncakeXferResponseStatus.FINISH || pull.done) {
+        for (String id : ok) {
+            settle(pull, id, true, null, true);
+        }
+        for (String id : errReqs) {
+            settle(pull, id, false, errMsg, true);
+        }
+        if (status == MooncakeXferResponseStatus.CONTINUE && !pull.done && nothingLeft(pull)) {
+            // what this pull followed was answered while the wave ran: the FINISH is still owed
+            send(pull.reply, MooncakeXferResponse.of(MooncakeXferResponseStatus.FINISH, null, null, null));
+            end(pull);
+        } else if (status == MooncakeXferResponseStatus.FINISH || pull.done) {
             end(pull);
         } else if (!pull.readyNow.isEmpty()) {
             scheduleWave(pull);

@@ -1,6 +1,8 @@
 package io.mooncake4j.connector.worker.send;
 
 import io.mooncake4j.connector.MooncakeConnectorMetadata;
+import io.mooncake4j.connector.wire.MooncakeXferResponse;
+import io.mooncake4j.connector.wire.MooncakeXferResponseStatus;
 import io.mooncake4j.connector.worker.MooncakeKvConnectorStats;
 import io.mooncake4j.connector.worker.SideChannelLimits;
 import io.mooncake4j.connector.worker.loop.BackgroundErrors;
@@ -177,6 +179,72 @@ abstract class SendBookkeeping extends LayerwisePush {
             return true;
         });
         return out;
+    }
+
+    // ------------------------------------------------------------------------------ re-sent pulls
+
+    /** Ends a pull being served (KvSender). */
+    abstract void end(Pull pull);
+
+    /** {@code n} pending transfer ids of {@code pull} are no longer waited for (KvSender). */
+    abstract void unpend(Pull pull, int n);
+
+    String retryKey(Pull pull, String dReqId) {
+        return RetriedPulls.key(pull.peer, dReqId, pull.meta.reqBlocks().get(dReqId).transferId());
+    }
+
+    /**
+     * {@code pull}'s answer for {@code dReqId} is final: remembered for a re-send ({@code remember} false
+     * when nothing was answered: the pull was abandoned), and every re-sent pull that followed it hears it.
+     */
+    void settle(Pull pull, String dReqId, boolean ok, String errMsg, boolean remember) {
+        long now = clock.getAsLong();
+        if (ok) {
+            retried.transferFinished(pull.meta.reqBlocks().get(dReqId).transferId(), now);
+        }
+        List<Pull> followers = retried.settle(retryKey(pull, dReqId), pull, ok, errMsg, remember, now);
+        if (followers == null) {
+            return;
+        }
+        for (Pull f : followers) {
+            if (!f.done && f.followed.remove(dReqId)) {
+                unpend(f, 1);
+                answerFollower(f, dReqId, ok, remember ? errMsg : ABANDONED_MESSAGE);
+            }
+        }
+    }
+
+    /** A re-sent pull hears the outcome of one of its requests that another pull served. */
+    void answerFollower(Pull f, String dReqId, boolean ok, String errMsg) {
+        boolean last = nothingLeft(f);
+        KvSender.send(f.reply, MooncakeXferResponse.of(last ? MooncakeXferResponseStatus.FINISH
+                : MooncakeXferResponseStatus.CONTINUE, ok ? List.of(dReqId) : null, ok ? null : List.of(dReqId),
+                ok ? null : errMsg));
+        f.lastContact = clock.getAsLong();
+        if (last) {
+            end(f);
+        }
+    }
+
+    /** Nothing of {@code pull} waits, is planned or is being written: its next answer is its last. */
+    static boolean nothingLeft(Pull pull) {
+        return pull.pending.isEmpty() && pull.followed.isEmpty() && pull.readyNow.isEmpty() && !pull.busy
+                && pull.lwInflight == 0;
+    }
+
+    /** Requests of re-sent pulls that waited for the first pull's outcome (never written twice). */
+    public long retriesFollowed() {
+        return retried.followedCount.sum();
+    }
+
+    /** Requests of re-sent pulls answered again from the outcome P remembered. */
+    public long retriesAnsweredAgain() {
+        return retried.answeredAgainCount.sum();
+    }
+
+    /** Requests of re-sent pulls whose transfer had finished and whose outcome P no longer knew (ERROR). */
+    public long retriesForgotten() {
+        return retried.forgottenCount.sum();
     }
 
     /** Entries held by the two expiry queues, dead ones not yet dropped included (tests: they stay bounded). */

@@ -117,6 +117,8 @@ abstract class SenderState {
     final AtomicInteger writing = new AtomicInteger();
 
     final SideChannelLimits limits;
+    /** D requests served or answered lately, so that a re-sent pull is never written twice. */
+    final RetriedPulls retried;
     final int perPeerShare;
     final long maxBytesPerPeer;
     final long maxBytesTotal;
@@ -171,6 +173,7 @@ abstract class SenderState {
         this.layerNameSet = Set.copyOf(names);
         this.engineLabel = engineLabel;
         this.limits = limits;
+        this.retried = new RetriedPulls(abortNanos, limits.maxPendingTotal());
         this.perPeerShare = limits.transfersPerPeer(numWorkers);
         this.maxBytesPerPeer = 4 * limits.maxMetadataBytes();
         this.maxBytesTotal = 16 * limits.maxMetadataBytes();
@@ -218,6 +221,8 @@ abstract class SenderState {
         final Map<String, SendBlockMeta> pending = new LinkedHashMap<>();
         final Map<String, int[][]> remoteBlocks = new LinkedHashMap<>();
         final Set<String> readyNow = new LinkedHashSet<>();
+        /** D request ids this (re-sent) pull waits on another pull's outcome for ({@link RetriedPulls}). */
+        final Set<String> followed = new LinkedHashSet<>();
         final String peer;
         final long bytes;
         /** When P last heard from or answered D on this pull (P's clock); the staleness rule counts from it. */

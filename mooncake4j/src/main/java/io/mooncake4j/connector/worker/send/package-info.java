@@ -7,7 +7,9 @@
  * {@code SenderState} (the sender loop's maps, counters, limits, transfer pool and the types of a pull
  * being served), {@code LayerwisePush} (writes layer by layer while the forward pass runs),
  * {@code SendBookkeeping} ({@code record_send_reqs}, finished and expired holds, the one expiry timer)
- * and {@code KvSender} (the side channel: a pull's limits, its waves, their writes and answers).
+ * and {@code KvSender} (the side channel: a pull's limits, its waves, their writes and answers);
+ * {@code RetriedPulls} remembers which pull serves each D request and the outcomes answered lately, so
+ * that a pull D sends again after losing its connection is never written twice.
  *
  * <p><b>Threads.</b> {@code mooncake-p-listener-0} runs the ROUTER on the shared
  * {@link io.mooncake4j.connector.worker.loop.SelectorLoop} and owns every connection; it hands each

@@ -225,6 +225,54 @@ class PullChannelsTest {
         await(() -> ch.activePulls() == 0, "the pull ended");
     }
 
+    /** A frame's body as text ({@link ZmtpPeer#readFrame} puts the flags first). */
+    private static String body(byte[] frame) {
+        return new String(frame, 1, frame.length - 1, StandardCharsets.US_ASCII);
+    }
+
+    @Test
+    void aConnectionLostAfterTheRequestSendsItAgainAndAnswersHeardAlreadyArePassedOnOnce() throws Exception {
+        ServerSocket fake = fakeP();
+        PullChannels ch = channels(60_000, 1_000, 1 << 20, 0);
+        Outcome o = new Outcome();
+        byte[] request = "the-pull".getBytes(StandardCharsets.US_ASCII);
+        ch.submit(address(fake.getLocalPort()), request, o);
+        try (ZmtpPeer z = ZmtpPeer.acceptHandshaken(fake, "ROUTER", Duration.ofSeconds(20))) {
+            assertEquals("the-pull", body(z.readFrame()));
+            z.write(ZmtpPeer.frame(0, cont("a")));
+            await(() -> o.responses.size() == 1, "a's answer read");
+        } // lost before b's answer
+        try (ZmtpPeer z = ZmtpPeer.acceptHandshaken(fake, "ROUTER", Duration.ofSeconds(20))) {
+            assertEquals("the-pull", body(z.readFrame()), "the same request again");
+            z.write(ZmtpPeer.frame(0, finish("a", "b"))); // P answers again what it answered before
+            assertEquals("answered FINISH", o.await());
+        }
+        assertEquals(2, o.responses.size());
+        assertEquals(List.of("a"), o.responses.get(0).okReqs());
+        assertEquals(List.of("b"), o.responses.get(1).okReqs(), "a is passed on once");
+        assertEquals(1, ch.pullsResent());
+        assertTrue(lostAddresses.contains(address(fake.getLocalPort())));
+        await(() -> ch.activePulls() == 0, "the pull ended");
+    }
+
+    @Test
+    void aPullIsSentAgainAtMostTwiceThenWaitsForItsDeadline() throws Exception {
+        ServerSocket fake = fakeP();
+        PullChannels ch = channels(60_000, 1_000, 1 << 20, 0);
+        Outcome o = new Outcome();
+        ch.submit(address(fake.getLocalPort()), new byte[] {7}, o);
+        for (int i = 0; i <= PullChannels.MAX_RESENDS; i++) {
+            try (ZmtpPeer z = ZmtpPeer.acceptHandshaken(fake, "ROUTER", Duration.ofSeconds(20))) {
+                assertEquals(7, z.readFrame()[1], "the request (after the flags byte)");
+            } // each connection lost after the request
+        }
+        await(() -> lostAddresses.size() >= PullChannels.MAX_RESENDS + 1, "every loss reported");
+        assertEquals(PullChannels.MAX_RESENDS, ch.pullsResent());
+        assertFalse(o.end.isDone(), "past the re-sends the pull waits for its deadline (P's port accepts)");
+        fake.close(); // now P is gone: the probe is refused
+        assertTrue(o.await().contains("no longer accepts connections"));
+    }
+
     @Test
     void aConnectionLostAfterTheRequestWaitsForTheReceiveDeadlineWhilePsPortAccepts() throws Exception {
         ServerSocket fake = fakeP(); // stays open: the probe's connect is accepted by the kernel
