@@ -246,6 +246,11 @@ public final class MooncakeStoreClient implements AutoCloseable {
         return master;
     }
 
+    /** {@return the put and get path (tests drive its stages apart)} */
+    DataPath dataPath() {
+        return data;
+    }
+
     /** {@return the transfer engine} */
     public TransferEngine engine() {
         return engine;
