@@ -43,13 +43,15 @@ final class StoreCommand implements CliCommand {
                          [--segment-size 1G] [--local-hostname 127.0.0.1]
                 flags: --master (required), --segment-size (memory this process contributes, default 64M;
                 hold: 1G; bench: 1G, large enough for every value written, or 0 to contribute none, so
-                that the master places the values in other processes' segments, e.g. a hold), --local-hostname
+                that the master places the values in other processes' segments, e.g. a hold), --local-hostname,
+                --metadata-server (P2PHANDSHAKE, default, or http://HOST:PORT/metadata: also publish this
+                process's segment there for C++ clients)
                 """;
     }
 
     // the action is positional, so the command checks its flags itself (flagNames() stays empty)
     private static final Set<String> FLAGS = Set.of("master", "key", "value", "size", "force", "value-size", "batch",
-            "threads", "duration", "verify", "raw", "segment-size", "local-hostname");
+            "threads", "duration", "verify", "raw", "segment-size", "local-hostname", "metadata-server");
 
     @Override
     public int run(Flags f, PrintStream out, PrintStream err) throws Exception {
@@ -70,7 +72,7 @@ final class StoreCommand implements CliCommand {
         }
         StoreConfig cfg = StoreConfig.loopback(master).withGlobalSegmentSize(segment)
                 .withLocalBufferSize(64L << 20);
-        cfg = new StoreConfig(f.string("local-hostname", "127.0.0.1"), cfg.metadataServer(), cfg.globalSegmentSize(),
+        cfg = new StoreConfig(f.string("local-hostname", "127.0.0.1"), f.string("metadata-server", cfg.metadataServer()), cfg.globalSegmentSize(),
                 cfg.localBufferSize(), cfg.protocol(), cfg.deviceName(), master, cfg.tenantId(), Duration.ofSeconds(10),
                 cfg.pingInterval());
         return switch (action) {
