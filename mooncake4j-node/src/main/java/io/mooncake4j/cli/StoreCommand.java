@@ -72,7 +72,8 @@ final class StoreCommand implements CliCommand {
         }
         StoreConfig cfg = StoreConfig.loopback(master).withGlobalSegmentSize(segment)
                 .withLocalBufferSize(64L << 20);
-        cfg = new StoreConfig(f.string("local-hostname", "127.0.0.1"), f.string("metadata-server", cfg.metadataServer()), cfg.globalSegmentSize(),
+        cfg = new StoreConfig(f.string("local-hostname", "127.0.0.1"), f.string("metadata-server", cfg.metadataServer()),
+                cfg.globalSegmentSize(),
                 cfg.localBufferSize(), cfg.protocol(), cfg.deviceName(), master, cfg.tenantId(), Duration.ofSeconds(10),
                 cfg.pingInterval());
         return switch (action) {
