@@ -125,6 +125,7 @@ public final class MooncakeStoreClient implements AutoCloseable {
      * @return the running client; close it
      * @throws StoreException when the engine, the master or the mount fails
      * @throws MooncakeConfigException for a metadata mode or protocol this client lacks
+     * @throws MetadataException in HTTP metadata mode, when the segment cannot be published
      */
     public static MooncakeStoreClient setup(StoreConfig config) {
         checkMetadataServer(config);
@@ -233,7 +234,7 @@ public final class MooncakeStoreClient implements AutoCloseable {
         }
     }
 
-    /** Re-publishes after a remount (the master may have cleaned the entries up at the expiry); reports failures. */
+    /** Re-publishes after a remount (the entries may have been removed at the expiry); reports failures. */
     private void republish() {
         try {
             publish();
