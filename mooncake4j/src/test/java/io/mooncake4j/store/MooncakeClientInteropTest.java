@@ -2,6 +2,7 @@ package io.mooncake4j.store;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
@@ -93,6 +94,10 @@ class MooncakeClientInteropTest {
         }
     }
 
+    private static String endpointOf(MooncakeStoreClient c, String key) {
+        return c.master().getReplicaList(key).orThrow().replicas().getFirst().endpoint();
+    }
+
     @Test
     void valuesPutByEitherClientAreReadByTheOther() throws Exception {
         try (MasterProcess m = new MasterProcess();
@@ -115,6 +120,14 @@ class MooncakeClientInteropTest {
             // ours writes into its own segment; Mooncake's client reads it from our data port
             assertEquals(0, java.put("java-own", pattern(size, 4), toJava));
             assertEquals("GET " + size + " " + sha256(pattern(size, 4)), py.ask("get java-own"));
+            // each value sits where it was meant to, so every direction above crossed the wire: the pool
+            // holds two segments, ours (its transfer endpoint is our engine's) and Mooncake's (whose
+            // endpoint is its engine's ip:port, not the segment name get_hostname() gives)
+            assertNotEquals(java.endpoint(), endpointOf(java, "py-own"));
+            assertEquals(java.endpoint(), endpointOf(java, "py-to-java"));
+            assertNotEquals(java.endpoint(), endpointOf(java, "java-to-py"));
+            assertEquals(java.endpoint(), endpointOf(java, "java-own"));
+            assertEquals(endpointOf(java, "py-own"), endpointOf(java, "java-to-py"));
             // a miss is a miss on both sides
             assertEquals("GET 0 " + sha256(new byte[0]), py.ask("get nobody"));
             assertEquals(0, java.get("nobody").length);
