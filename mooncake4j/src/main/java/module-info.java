@@ -41,6 +41,9 @@ module io.mooncake4j {
 
     // strict JSON for the Mooncake Store client's config and metadata (mooncake4j-store), not for embedders
     exports io.mooncake4j.internal.json to io.mooncake4j.store;
+    // Mooncake's HTTP metadata store and the P2P handshake client, for the store client's segment
+    exports io.mooncake4j.metadata to io.mooncake4j.store;
+    exports io.mooncake4j.engine.handshake to io.mooncake4j.store;
 
     // engine kinds beyond the built-in ones (mooncake4j-testing provides "mock")
     uses io.mooncake4j.engine.EngineKindProvider;

@@ -11,7 +11,8 @@ public abstract sealed class MooncakeException extends RuntimeException
         permits MooncakeConfigException,
                 io.mooncake4j.engine.TransferEngineException,
                 io.mooncake4j.memory.cuda.CudaException,
-                io.mooncake4j.connector.ConnectorException {
+                io.mooncake4j.connector.ConnectorException,
+                io.mooncake4j.metadata.MetadataException {
 
     private static final long serialVersionUID = 1L;
 

@@ -4,15 +4,12 @@ import io.mooncake4j.store.MooncakeStoreClient;
 import io.mooncake4j.store.ReplicateConfig;
 import io.mooncake4j.store.StoreConfig;
 import java.io.PrintStream;
-import java.lang.foreign.Arena;
-import java.lang.foreign.MemorySegment;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
 import java.util.Set;
-import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.CountDownLatch;
 
 /**
  * {@code bin/mooncake4j store put|get|exists|rm|bench --master HOST:PORT}: a Mooncake Store client on
@@ -36,43 +33,53 @@ final class StoreCommand implements CliCommand {
     @Override
     public String usage() {
         return """
-                usage: bin/mooncake4j store <put|get|exists|rm|bench> --master HOST:PORT [flags]
+                usage: bin/mooncake4j store <put|get|exists|rm|hold|bench> --master HOST:PORT [flags]
                   put    --key K (--value TEXT | --size BYTES)       put a value (text, or SIZE pattern bytes)
                   get    --key K                                     print the value's size and first bytes
                   exists --key K                                     1 present, 0 absent
                   rm     --key K [--force]                           remove (force ignores leases)
+                  hold   [--segment-size 1G]                         contribute a segment until stopped (SIGTERM)
                   bench  [--value-size 64K] [--batch 128] [--threads 1] [--duration 10] [--verify] [--raw]
                          [--segment-size 1G] [--local-hostname 127.0.0.1]
                 flags: --master (required), --segment-size (memory this process contributes, default 64M;
-                bench: large enough for every value written), --local-hostname
+                hold: 1G; bench: 1G, large enough for every value written, or 0 to contribute none, so
+                that the master places the values in other processes' segments, e.g. a hold), --local-hostname,
+                --metadata-server (P2PHANDSHAKE, default, or http://HOST:PORT/metadata: also publish this
+                process's segment there for C++ clients)
                 """;
     }
 
     // the action is positional, so the command checks its flags itself (flagNames() stays empty)
-    private static final Set<String> FLAGS = Set.of("master", "key", "value", "size", "force", "value-size", "batch", "threads", "duration", "verify",
-                "raw", "segment-size", "local-hostname");
+    private static final Set<String> FLAGS = Set.of("master", "key", "value", "size", "force", "value-size", "batch",
+            "threads", "duration", "verify", "raw", "segment-size", "local-hostname", "metadata-server");
 
     @Override
     public int run(Flags f, PrintStream out, PrintStream err) throws Exception {
         f.rejectUnknown(FLAGS);
         List<String> pos = f.positional();
         if (pos.size() != 1) {
-            throw new Flags.UsageException("store needs one action: put, get, exists, rm or bench");
+            throw new Flags.UsageException("store needs one action: put, get, exists, rm, hold or bench");
         }
         String master = f.string("master", null);
         if (master == null) {
             throw new Flags.UsageException("--master HOST:PORT is required");
         }
         String action = pos.getFirst();
-        long segment = f.positiveLong("segment-size", action.equals("bench") ? 1L << 30 : 64L << 20);
+        long segment = f.longValue("segment-size", action.equals("bench") || action.equals("hold") ? 1L << 30 : 64L << 20);
+        if (segment < 0 || segment == 0 && !action.equals("bench")) {
+            throw new Flags.UsageException("--segment-size must be positive" + (action.equals("bench") ? " or 0" : "")
+                    + ", got " + segment);
+        }
         StoreConfig cfg = StoreConfig.loopback(master).withGlobalSegmentSize(segment)
                 .withLocalBufferSize(64L << 20);
-        cfg = new StoreConfig(f.string("local-hostname", "127.0.0.1"), cfg.metadataServer(), cfg.globalSegmentSize(),
+        cfg = new StoreConfig(f.string("local-hostname", "127.0.0.1"), f.string("metadata-server", cfg.metadataServer()),
+                cfg.globalSegmentSize(),
                 cfg.localBufferSize(), cfg.protocol(), cfg.deviceName(), master, cfg.tenantId(), Duration.ofSeconds(10),
                 cfg.pingInterval());
         return switch (action) {
             case "put", "get", "exists", "rm" -> single(action, f, cfg, out, err);
             case "bench" -> StoreBench.run(f, cfg, out, err);
+            case "hold" -> hold(cfg, out, err);
             default -> throw new Flags.UsageException("unknown store action '" + action + "'");
         };
     }
@@ -129,152 +136,26 @@ final class StoreCommand implements CliCommand {
         }
     }
 
-    /** The bench, apart so that the command stays short. */
-    static final class StoreBench {
-        private StoreBench() {}
-
-        static int run(Flags f, StoreConfig cfg, PrintStream out, PrintStream err) throws Exception {
-            long valueSize = f.positiveLong("value-size", 64L << 10);
-            int batch = f.positiveInt("batch", 128);
-            int threads = f.positiveInt("threads", 1);
-            long seconds = f.positiveLong("duration", 10);
-            boolean verify = f.bool("verify", false);
-            boolean raw = f.bool("raw", false);
-            long perThread = valueSize * batch;
-            if (perThread * threads * 2 > cfg.globalSegmentSize()) {
-                throw new Flags.UsageException(String.format(Locale.ROOT,
-                        "--segment-size %d is too small for %d threads x batch %d x %d bytes (twice, for the removals)",
-                        cfg.globalSegmentSize(), threads, batch, valueSize));
-            }
-            try (MooncakeStoreClient c = MooncakeStoreClient.setup(cfg); Arena arena = Arena.ofShared()) {
-                c.removeAll(true);
-                MemorySegment src = arena.allocate(perThread * threads, 4096);
-                MemorySegment dst = arena.allocate(perThread * threads, 4096);
-                for (long i = 0; i < src.byteSize(); i += 8) {
-                    src.set(java.lang.foreign.ValueLayout.JAVA_LONG_UNALIGNED, i, i * 0x9E3779B97F4A7C15L);
-                }
-                if (c.registerBuffer(src.address(), src.byteSize()) != 0 || c.registerBuffer(dst.address(), dst.byteSize()) != 0) {
-                    err.println("store bench: cannot register the buffers");
-                    return 1;
-                }
-                Phase put = new Phase("put");
-                Phase get = new Phase("get");
-                AtomicLong failures = new AtomicLong();
-                long end = System.nanoTime() + Duration.ofSeconds(seconds).toNanos();
-                List<Thread> ts = new ArrayList<>();
-                for (int t = 0; t < threads; t++) {
-                    final int tid = t;
-                    ts.add(Thread.ofPlatform().name("store-bench-" + t).start(() -> {
-                        LatencyHistogram hp = new LatencyHistogram();
-                        LatencyHistogram hg = new LatencyHistogram();
-                        long[] addrS = new long[batch];
-                        long[] addrD = new long[batch];
-                        long[] sizes = new long[batch];
-                        for (int i = 0; i < batch; i++) {
-                            addrS[i] = src.address() + tid * perThread + i * valueSize;
-                            addrD[i] = dst.address() + tid * perThread + i * valueSize;
-                            sizes[i] = valueSize;
-                        }
-                        long round = 0;
-                        long sumPut = 0;
-                        long sumGet = 0;
-                        while (System.nanoTime() < end) {
-                            List<String> keys = new ArrayList<>(batch);
-                            for (int i = 0; i < batch; i++) {
-                                keys.add("bench-" + tid + "-" + round + "-" + i);
-                            }
-                            long t0 = System.nanoTime();
-                            int[] pr = c.batchPutFrom(keys, addrS, sizes, ReplicateConfig.defaults());
-                            long t1 = System.nanoTime();
-                            long[] gr = c.batchGetInto(keys, addrD, sizes);
-                            long t2 = System.nanoTime();
-                            hp.record(t1 - t0);
-                            hg.record(t2 - t1);
-                            sumPut += t1 - t0;
-                            sumGet += t2 - t1;
-                            for (int i = 0; i < batch; i++) {
-                                if (pr[i] != 0 || gr[i] != valueSize) {
-                                    failures.incrementAndGet();
-                                }
-                            }
-                            if (verify && dst.asSlice(tid * perThread, perThread).mismatch(src.asSlice(tid * perThread, perThread)) >= 0) {
-                                failures.incrementAndGet();
-                            }
-                            c.master().batchRemove(keys, true);
-                            round++;
-                        }
-                        put.add(hp, sumPut);
-                        get.add(hg, sumGet);
-                    }));
-                }
-                for (Thread t : ts) {
-                    t.join();
-                }
-                out.printf(Locale.ROOT, "store bench: value %d B, batch %d, threads %d, %d s%s%n", valueSize, batch, threads,
-                        seconds, verify ? ", verified" : "");
-                put.print(out, batch, valueSize, threads);
-                get.print(out, batch, valueSize, threads);
-                out.printf(Locale.ROOT, "failures %d, backpressure %d%n", failures.get(), c.backpressureCount());
-                if (raw) {
-                    rawEngine(c, src, dst, perThread, batch, valueSize, seconds, out);
-                }
-                timeExists(c, out);
-                return failures.get() == 0 ? 0 : 1;
-            }
-        }
-
-        /** This client's engine writing and reading the same bytes into its own mounted segment, no master. */
-        private static void rawEngine(MooncakeStoreClient c, MemorySegment src, MemorySegment dst, long perThread, int batch,
-                long valueSize, long seconds, PrintStream out) {
-            var seg = c.segments().getFirst();
-            long[] s = new long[batch];
-            long[] d = new long[batch];
-            long[] r = new long[batch];
-            long[] n = new long[batch];
-            for (int i = 0; i < batch; i++) {
-                s[i] = src.address() + i * valueSize;
-                d[i] = dst.address() + i * valueSize;
-                r[i] = seg.base() + i * valueSize;
-                n[i] = valueSize;
-            }
-            LatencyHistogram hw = new LatencyHistogram();
-            LatencyHistogram hr = new LatencyHistogram();
-            long sw = 0;
-            long sr = 0;
-            long end = System.nanoTime() + Duration.ofSeconds(seconds).toNanos();
-            while (System.nanoTime() < end) {
-                long t0 = System.nanoTime();
-                c.engine().batchTransferSyncWrite(seg.teEndpoint(), s, r, n);
-                long t1 = System.nanoTime();
-                c.engine().batchTransferSyncRead(seg.teEndpoint(), d, r, n);
-                long t2 = System.nanoTime();
-                hw.record(t1 - t0);
-                hr.record(t2 - t1);
-                sw += t1 - t0;
-                sr += t2 - t1;
-            }
-            Phase w = new Phase("raw write");
-            w.add(hw, sw);
-            Phase rd = new Phase("raw read");
-            rd.add(hr, sr);
-            w.print(out, batch, valueSize, 1);
-            rd.print(out, batch, valueSize, 1);
-        }
-
-        private static void timeExists(MooncakeStoreClient c, PrintStream out) {
-            List<String> keys = new ArrayList<>();
-            for (int i = 0; i < 1000; i++) {
-                keys.add("exists-probe-" + i);
-            }
-            LatencyHistogram h = new LatencyHistogram();
-            for (int i = 0; i < 200; i++) {
-                long t0 = System.nanoTime();
-                c.batchIsExist(keys);
-                h.record(System.nanoTime() - t0);
-            }
-            out.printf(Locale.ROOT, "batchIsExist 1000 keys (one RPC): p50 %.3f ms, p99 %.3f ms, %d calls%n",
-                    h.percentile(0.50) / 1e6, h.percentile(0.99) / 1e6, h.count());
-        }
+    /**
+     * Contributes a segment to the pool until SIGTERM: the other side of a two-process bench, or a
+     * node whose memory outlives one-shot tools.
+     */
+    private static int hold(StoreConfig cfg, PrintStream out, PrintStream err) throws InterruptedException {
+        MooncakeStoreClient c = MooncakeStoreClient.setup(cfg);
+        CountDownLatch stopped = new CountDownLatch(1);
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            c.close();
+            err.println("mooncake4j store hold: unmounted, stopped");
+            err.flush();
+            stopped.countDown();
+            // a JVM ended by SIGTERM exits 143; an orderly unmount exits 0
+            Runtime.getRuntime().halt(0);
+        }, "mooncake-store-hold-shutdown"));
+        out.printf(Locale.ROOT, "mooncake4j store hold: segment %s (%d bytes) mounted at %s; SIGTERM stops%n",
+                c.getHostname(), cfg.globalSegmentSize(), cfg.masterServerAddress());
+        out.flush();
+        stopped.await();
+        return 0;
     }
 
     /** One phase's batch latencies and busy time, merged over threads. */
@@ -290,6 +171,18 @@ final class StoreCommand implements CliCommand {
         synchronized void add(LatencyHistogram h, long nanos) {
             all.add(h);
             busyNanos += nanos;
+        }
+
+        synchronized long batches() {
+            return all.count();
+        }
+
+        synchronized double busySeconds() {
+            return Math.max(1, busyNanos) / 1e9;
+        }
+
+        synchronized double p50() {
+            return all.percentile(0.50);
         }
 
         /** Rate over the time spent in this phase (per thread, so threads in parallel add up). */

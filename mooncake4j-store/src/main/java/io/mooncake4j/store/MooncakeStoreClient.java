@@ -3,6 +3,15 @@ package io.mooncake4j.store;
 import io.mooncake4j.MooncakeConfigException;
 import io.mooncake4j.engine.TransferEngine;
 import io.mooncake4j.engine.TransferEngines;
+import io.mooncake4j.engine.handshake.HandshakeClient;
+import io.mooncake4j.engine.handshake.HandshakeConfig;
+import io.mooncake4j.engine.handshake.PeerAddress;
+import io.mooncake4j.engine.handshake.SegmentDescriptor;
+import io.mooncake4j.metadata.HttpMetadataStore;
+import io.mooncake4j.metadata.MetadataException;
+import io.mooncake4j.metadata.MetadataKeys;
+import io.mooncake4j.metadata.RpcMeta;
+import io.mooncake4j.metadata.SegmentMetadata;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -36,6 +45,13 @@ import org.slf4j.LoggerFactory;
  * <p>Addresses passed to the zero-copy calls must lie in memory registered with
  * {@link #registerBuffer} (or this client's own segment or staging buffer).
  *
+ * <p>Metadata: with {@code metadata_server = P2PHANDSHAKE} peers fetch this client's segment
+ * descriptor from its engine's handshake port. With {@code http://host:port/metadata} (the master's
+ * embedded metadata server, or any server of Mooncake's HTTP metadata protocol) the client also
+ * publishes the descriptor and its engine's address there, in the keys and JSON of Mooncake's C++
+ * engine, after each mount and remount, and withdraws them on close, so C++ clients in that mode
+ * find its segment. The engine itself still reaches peers by the P2P handshake.
+ *
  * <p>Threads: one liveness thread (Ping every {@code pingInterval}; ReMountSegment whenever the
  * master answers NEED_REMOUNT: at first contact, after a master restart, after a client-TTL expiry),
  * the transfer engine's, and the master connection's. Thread-safe.
@@ -60,6 +76,9 @@ public final class MooncakeStoreClient implements AutoCloseable {
     private final AtomicLong backpressure = new AtomicLong();
     private final AtomicLong remounts = new AtomicLong();
     private final AtomicLong pingFailures = new AtomicLong();
+    private final AtomicLong metadataFailures = new AtomicLong();
+    /** Null in P2P handshake mode. */
+    private final SegmentMetadata metadata;
     private volatile boolean masterReachable = true;
     private volatile boolean pingPaused;
     private volatile boolean closed;
@@ -81,6 +100,8 @@ public final class MooncakeStoreClient implements AutoCloseable {
         this.stagingBase = sb;
         this.staging = new StagingBuffer(sb, config.localBufferSize());
         this.data = new DataPath(engine, master, clientId, endpoint, backpressure);
+        this.metadata = isHttp(config.metadataServer()) ? new SegmentMetadata(HttpMetadataStore.of(config.metadataServer()),
+                MetadataKeys.fromEnvironment(System.getenv())) : null;
         this.liveness = Executors.newSingleThreadScheduledExecutor(r -> {
             Thread t = new Thread(r, "store-liveness " + endpoint);
             t.setDaemon(true);
@@ -104,12 +125,10 @@ public final class MooncakeStoreClient implements AutoCloseable {
      * @return the running client; close it
      * @throws StoreException when the engine, the master or the mount fails
      * @throws MooncakeConfigException for a metadata mode or protocol this client lacks
+     * @throws MetadataException in HTTP metadata mode, when the segment cannot be published
      */
     public static MooncakeStoreClient setup(StoreConfig config) {
-        if (!TransferEngine.P2P_HANDSHAKE.equals(config.metadataServer())) {
-            throw new MooncakeConfigException("metadata_server", String.format(Locale.ROOT,
-                    "metadata_server '%s' is not supported yet: use P2PHANDSHAKE", config.metadataServer()));
-        }
+        checkMetadataServer(config);
         TransferEngine engine = TransferEngines.create(config.protocol().equals("tcp") ? "tcp" : config.protocol());
         int rc = engine.initialize(hostOnly(config.localHostname()), TransferEngine.P2P_HANDSHAKE, config.protocol(),
                 config.deviceName());
@@ -130,7 +149,29 @@ public final class MooncakeStoreClient implements AutoCloseable {
      * @return the running client
      */
     public static MooncakeStoreClient setup(StoreConfig config, TransferEngine engine) {
+        checkMetadataServer(config);
         return start(config, Objects.requireNonNull(engine, "engine"), false);
+    }
+
+    private static boolean isHttp(String metadataServer) {
+        return metadataServer.regionMatches(true, 0, "http://", 0, 7);
+    }
+
+    private static void checkMetadataServer(StoreConfig config) {
+        String m = config.metadataServer();
+        if (TransferEngine.P2P_HANDSHAKE.equals(m)) {
+            return;
+        }
+        if (!isHttp(m)) {
+            throw new MooncakeConfigException("metadata_server", String.format(Locale.ROOT,
+                    "metadata_server '%s' is not supported: use P2PHANDSHAKE or http://host:port/metadata (etcd and"
+                            + " redis stores are not implemented)", m));
+        }
+        try {
+            HttpMetadataStore.of(m).close();
+        } catch (IllegalArgumentException e) {
+            throw new MooncakeConfigException("metadata_server", e.getMessage(), e);
+        }
     }
 
     private static String hostOnly(String h) {
@@ -145,6 +186,9 @@ public final class MooncakeStoreClient implements AutoCloseable {
             c.master.serviceReady().orThrow();
             if (config.globalSegmentSize() > 0) {
                 c.mountSegment(config.globalSegmentSize());
+            }
+            if (c.metadata != null) {
+                c.publish();
             }
             c.pingOnce();
             long ms = config.pingInterval().toMillis();
@@ -168,6 +212,38 @@ public final class MooncakeStoreClient implements AutoCloseable {
         segments.add(s);
     }
 
+    /**
+     * Publishes this client's segment descriptor and engine address in the metadata store. The
+     * descriptor is the one the engine serves on its handshake port (asked for there), so both
+     * metadata modes describe the segment identically.
+     *
+     * @throws MetadataException when the store refuses or cannot be reached
+     */
+    private void publish() {
+        SegmentDescriptor d = ownDescriptor();
+        metadata.publish(hostname, d, new RpcMeta(d.host(), engine.getRpcPort()));
+    }
+
+    private SegmentDescriptor ownDescriptor() {
+        HandshakeClient hc = new HandshakeClient(HandshakeConfig.fromEnvironment(System.getenv()));
+        try {
+            return hc.fetchDescriptor(PeerAddress.parse(endpoint, engine.getRpcPort()), "{}\n");
+        } catch (RuntimeException e) {
+            throw new MetadataException("cannot read this engine's own segment descriptor at " + endpoint + ": "
+                    + e.getMessage(), e);
+        }
+    }
+
+    /** Re-publishes after a remount (the entries may have been removed at the expiry); reports failures. */
+    private void republish() {
+        try {
+            publish();
+        } catch (MetadataException e) {
+            metadataFailures.incrementAndGet();
+            LOG.warn("cannot publish segment {} in {}: {}", hostname, metadata.store(), e.getMessage());
+        }
+    }
+
     private String hostId() {
         String h = hostOnly(config.localHostname());
         // Mooncake's ResolveMooncakeHostId: loopback names have no host id
@@ -186,6 +262,9 @@ public final class MooncakeStoreClient implements AutoCloseable {
             if (r.ok() && r.value().needRemount() || !r.ok() && r.code() == ErrorCode.CLIENT_NOT_FOUND.code()) {
                 Result<Void> m = master.reMountSegment(List.copyOf(segments), clientId);
                 if (m.ok()) {
+                    if (metadata != null) {
+                        republish();
+                    }
                     remounts.incrementAndGet();
                     LOG.info("remounted {} segment(s) of client {} at {}", segments.size(), clientId, master.address());
                 } else {
@@ -246,6 +325,11 @@ public final class MooncakeStoreClient implements AutoCloseable {
         return master;
     }
 
+    /** {@return the put and get path (tests drive its stages apart)} */
+    DataPath dataPath() {
+        return data;
+    }
+
     /** {@return the transfer engine} */
     public TransferEngine engine() {
         return engine;
@@ -259,6 +343,16 @@ public final class MooncakeStoreClient implements AutoCloseable {
     /** {@return successful ReMountSegment calls (one at start, then one per NEED_REMOUNT)} */
     public long remountCount() {
         return remounts.get();
+    }
+
+    /** {@return publications in the metadata store that failed (HTTP metadata mode)} */
+    public long metadataFailureCount() {
+        return metadataFailures.get();
+    }
+
+    /** {@return the segment metadata store in HTTP metadata mode, else empty} */
+    public java.util.Optional<SegmentMetadata> metadata() {
+        return java.util.Optional.ofNullable(metadata);
     }
 
     /** {@return Pings that got no answer} */
@@ -522,6 +616,14 @@ public final class MooncakeStoreClient implements AutoCloseable {
             engine.unregisterMemory(s.base());
         }
         master.close();
+        if (metadata != null) {
+            try {
+                metadata.withdraw(hostname, endpoint);
+            } catch (MetadataException e) {
+                LOG.warn("cannot withdraw segment {} from {}: {}", hostname, metadata.store(), e.getMessage());
+            }
+            metadata.store().close();
+        }
         if (stagingBase != 0) {
             engine.unregisterMemory(stagingBase);
         }

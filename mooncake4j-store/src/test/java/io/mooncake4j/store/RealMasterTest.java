@@ -160,6 +160,64 @@ class RealMasterTest {
     }
 
     @Test
+    void aLargeBatchGivesEachKeyItsOwnResultInPlace() throws Exception {
+        try (MasterProcess m = new MasterProcess();
+                MooncakeStoreClient a = MooncakeStoreClient.setup(config(m, 64L << 20));
+                MooncakeStoreClient b = MooncakeStoreClient.setup(config(m, 0));
+                Arena arena = Arena.ofShared()) {
+            int n = 101;
+            int size = 8 << 10;
+            MemorySegment src = arena.allocate((long) n * size, 4096);
+            MemorySegment dst = arena.allocate((long) n * size, 4096);
+            assertEquals(0, b.registerBuffer(src.address(), src.byteSize()));
+            assertEquals(0, b.registerBuffer(dst.address(), dst.byteSize()));
+            List<String> keys = new ArrayList<>();
+            long[] sa = new long[n];
+            long[] da = new long[n];
+            long[] sizes = new long[n];
+            for (int i = 0; i < n; i++) {
+                keys.add("big-" + i);
+                MemorySegment.copy(pattern(size, 1000 + i), 0, src, ValueLayout.JAVA_BYTE, (long) i * size, size);
+                sa[i] = src.address() + (long) i * size;
+                da[i] = dst.address() + (long) i * size;
+                sizes[i] = size;
+            }
+            // two keys exist already, with other bytes: already-exists is success, the old value stays
+            int second = 35;
+            int fourth = 97;
+            assertEquals(0, a.put(keys.get(second), pattern(size, 1), ReplicateConfig.defaults()));
+            assertEquals(0, a.put(keys.get(fourth), pattern(size, 2), ReplicateConfig.defaults()));
+            // one key is empty, which the master refuses: only that key fails
+            int third = 66;
+            sizes[third] = 0;
+            int[] put = b.batchPutFrom(keys, sa, sizes, ReplicateConfig.defaults());
+            for (int i = 0; i < n; i++) {
+                if (i == third) {
+                    assertTrue(put[i] < 0, "an empty value was accepted");
+                } else {
+                    assertEquals(0, put[i], keys.get(i));
+                }
+            }
+            sizes[third] = size;
+            // read back with two keys missing (and the refused one)
+            List<String> read = new ArrayList<>(keys);
+            read.set(4, "missing-a");
+            read.set(n - 1, "missing-b");
+            long[] got = b.batchGetInto(read, da, sizes);
+            for (int i = 0; i < n; i++) {
+                if (i == 4 || i == n - 1 || i == third) {
+                    assertEquals(ErrorCode.OBJECT_NOT_FOUND.code(), got[i], read.get(i));
+                    continue;
+                }
+                assertEquals(size, got[i], read.get(i));
+                byte[] want = i == second ? pattern(size, 1) : i == fourth ? pattern(size, 2) : pattern(size, 1000 + i);
+                assertArrayEquals(want, dst.asSlice((long) i * size, size).toArray(ValueLayout.JAVA_BYTE), read.get(i));
+            }
+            assertFalse(b.master().rpc().protocolErrors() > 0);
+        }
+    }
+
+    @Test
     void masterRestartIsSurvived() throws Exception {
         try (MasterProcess m = new MasterProcess(); MooncakeStoreClient c = MooncakeStoreClient.setup(config(m, 32L << 20))) {
             byte[] v = pattern(50_000, 1);
