@@ -136,17 +136,30 @@ public final class MasterClient implements AutoCloseable {
         return await(invoke(MasterCodec.SERVICE_READY, w -> { }, r -> MasterCodec.expected(r, StructPackReader::string)));
     }
 
-    /** {@return Ping: this client's status at the master (NEED_REMOUNT until ReMountSegment)} */
+    /**
+     * {@return Ping: this client's status at the master (NEED_REMOUNT until ReMountSegment)}
+     *
+     * @param clientId this client's id
+     */
     public Result<PingResult> ping(Uuid clientId) {
         return await(pingAsync(clientId));
     }
 
-    /** {@return the asynchronous form of {@link #ping}} */
+    /**
+     * {@return the asynchronous form of {@link #ping}}
+     *
+     * @param clientId this client's id
+     */
     public CompletableFuture<Result<PingResult>> pingAsync(Uuid clientId) {
         return invoke(MasterCodec.PING, w -> MasterCodec.uuid(w, clientId), r -> MasterCodec.expected(r, MasterCodec::ping));
     }
 
-    /** {@return MountSegment of {@code segment} owned by {@code clientId}} */
+    /**
+     * {@return MountSegment of {@code segment} owned by {@code clientId}}
+     *
+     * @param segment  the segment to mount
+     * @param clientId its owner's id
+     */
     public Result<Void> mountSegment(Segment segment, Uuid clientId) {
         return await(invoke(MasterCodec.MOUNT_SEGMENT, w -> {
             MasterCodec.segment(w, segment);
@@ -154,7 +167,12 @@ public final class MasterClient implements AutoCloseable {
         }, MasterCodec::expectedVoid));
     }
 
-    /** {@return ReMountSegment of all of a client's segments (after a mount, and on NEED_REMOUNT)} */
+    /**
+     * {@return ReMountSegment of all of a client's segments (after a mount, and on NEED_REMOUNT)}
+     *
+     * @param segments every segment the client has mounted
+     * @param clientId their owner's id
+     */
     public Result<Void> reMountSegment(List<Segment> segments, Uuid clientId) {
         return await(invoke(MasterCodec.REMOUNT_SEGMENT, w -> {
             w.length(segments.size());
@@ -163,7 +181,12 @@ public final class MasterClient implements AutoCloseable {
         }, MasterCodec::expectedVoid));
     }
 
-    /** {@return UnmountSegment} */
+    /**
+     * {@return UnmountSegment}
+     *
+     * @param segmentId the segment's id
+     * @param clientId  its owner's id
+     */
     public Result<Void> unmountSegment(Uuid segmentId, Uuid clientId) {
         return await(invoke(MasterCodec.UNMOUNT_SEGMENT, w -> {
             MasterCodec.uuid(w, segmentId);
@@ -173,7 +196,14 @@ public final class MasterClient implements AutoCloseable {
 
     // ------------------------------------------------------------------ puts
 
-    /** {@return PutStart: space for {@code length} bytes, one descriptor per replica (PROCESSING)} */
+    /**
+     * {@return PutStart: space for {@code length} bytes, one descriptor per replica (PROCESSING)}
+     *
+     * @param clientId the writer's id
+     * @param key      the object's key
+     * @param length   the object's size in bytes
+     * @param config   the placement
+     */
     public Result<List<ReplicaDescriptor>> putStart(Uuid clientId, String key, long length, ReplicateConfig config) {
         return await(invoke(MasterCodec.PUT_START, w -> {
             MasterCodec.uuid(w, clientId);
@@ -183,7 +213,13 @@ public final class MasterClient implements AutoCloseable {
         }, r -> MasterCodec.expected(r, MasterCodec::replicas)));
     }
 
-    /** {@return PutEnd: the object becomes readable} */
+    /**
+     * {@return PutEnd: the object becomes readable}
+     *
+     * @param clientId the writer's id
+     * @param key      the object's key
+     * @param checksum the object's checksum to record, or null for none
+     */
     public Result<Void> putEnd(Uuid clientId, String key, Long checksum) {
         return await(invoke(MasterCodec.PUT_END, w -> {
             MasterCodec.uuid(w, clientId);
@@ -192,7 +228,12 @@ public final class MasterClient implements AutoCloseable {
         }, MasterCodec::expectedVoid));
     }
 
-    /** {@return PutRevoke: give the space of an unfinished put back} */
+    /**
+     * {@return PutRevoke: give the space of an unfinished put back}
+     *
+     * @param clientId the writer's id
+     * @param key      the object's key
+     */
     public Result<Void> putRevoke(Uuid clientId, String key) {
         return await(invoke(MasterCodec.PUT_REVOKE, w -> {
             MasterCodec.uuid(w, clientId);
@@ -200,7 +241,15 @@ public final class MasterClient implements AutoCloseable {
         }, MasterCodec::expectedVoid));
     }
 
-    /** {@return BatchPutStart: one result per key} */
+    /**
+     * {@return BatchPutStart: one result per key}
+     *
+     * @param clientId the writer's id
+     * @param keys     the objects' keys
+     * @param lengths  each object's size in bytes, one per key
+     * @param config   the placement of every key
+     * @throws IllegalArgumentException if {@code lengths} and {@code keys} differ in length
+     */
     public List<Result<List<ReplicaDescriptor>>> batchPutStart(Uuid clientId, List<String> keys, long[] lengths,
             ReplicateConfig config) {
         if (lengths.length != keys.size()) {
@@ -218,7 +267,12 @@ public final class MasterClient implements AutoCloseable {
         }, r -> MasterCodec.list(r, 1, x -> MasterCodec.expected(x, MasterCodec::replicas))));
     }
 
-    /** {@return BatchPutEnd: one result per key} */
+    /**
+     * {@return BatchPutEnd: one result per key}
+     *
+     * @param clientId the writer's id
+     * @param keys     the objects' keys (no checksums sent)
+     */
     public List<Result<Void>> batchPutEnd(Uuid clientId, List<String> keys) {
         return await(invoke(MasterCodec.BATCH_PUT_END, w -> {
             MasterCodec.uuid(w, clientId);
@@ -228,7 +282,12 @@ public final class MasterClient implements AutoCloseable {
         }, r -> MasterCodec.list(r, 1, MasterCodec::expectedVoid)));
     }
 
-    /** {@return BatchPutRevoke: one result per key} */
+    /**
+     * {@return BatchPutRevoke: one result per key}
+     *
+     * @param clientId the writer's id
+     * @param keys     the objects' keys
+     */
     public List<Result<Void>> batchPutRevoke(Uuid clientId, List<String> keys) {
         return await(invoke(MasterCodec.BATCH_PUT_REVOKE, w -> {
             MasterCodec.uuid(w, clientId);
@@ -239,13 +298,21 @@ public final class MasterClient implements AutoCloseable {
 
     // ------------------------------------------------------------------ reads and queries
 
-    /** {@return GetReplicaList (grants a read lease)} */
+    /**
+     * {@return GetReplicaList (grants a read lease)}
+     *
+     * @param key the object's key
+     */
     public Result<ReplicaList> getReplicaList(String key) {
         return await(invoke(MasterCodec.GET_REPLICA_LIST, w -> w.string(key).string(tenant),
                 r -> MasterCodec.expected(r, MasterCodec::replicaList)));
     }
 
-    /** {@return BatchGetReplicaList: one result per key} */
+    /**
+     * {@return BatchGetReplicaList: one result per key}
+     *
+     * @param keys the objects' keys
+     */
     public List<Result<ReplicaList>> batchGetReplicaList(List<String> keys) {
         return await(invoke(MasterCodec.BATCH_GET_REPLICA_LIST, w -> {
             MasterCodec.strings(w, keys);
@@ -253,13 +320,21 @@ public final class MasterClient implements AutoCloseable {
         }, r -> MasterCodec.list(r, 1, x -> MasterCodec.expected(x, MasterCodec::replicaList))));
     }
 
-    /** {@return ExistKey} */
+    /**
+     * {@return ExistKey}
+     *
+     * @param key the object's key
+     */
     public Result<Boolean> existKey(String key) {
         return await(invoke(MasterCodec.EXIST_KEY, w -> w.string(key).string(tenant),
                 r -> MasterCodec.expected(r, StructPackReader::bool)));
     }
 
-    /** {@return BatchExistKey: one result per key, in one RPC} */
+    /**
+     * {@return BatchExistKey: one result per key, in one RPC}
+     *
+     * @param keys the objects' keys
+     */
     public List<Result<Boolean>> batchExistKey(List<String> keys) {
         return await(invoke(MasterCodec.BATCH_EXIST_KEY, w -> {
             MasterCodec.strings(w, keys);
@@ -267,12 +342,22 @@ public final class MasterClient implements AutoCloseable {
         }, r -> MasterCodec.list(r, 1, x -> MasterCodec.expected(x, StructPackReader::bool))));
     }
 
-    /** {@return Remove (without {@code force} it fails with OBJECT_HAS_LEASE while a lease is held)} */
+    /**
+     * {@return Remove (without {@code force} it fails with OBJECT_HAS_LEASE while a lease is held)}
+     *
+     * @param key   the object's key
+     * @param force remove even while a lease is held
+     */
     public Result<Void> remove(String key, boolean force) {
         return await(invoke(MasterCodec.REMOVE, w -> w.string(key).bool(force).string(tenant), MasterCodec::expectedVoid));
     }
 
-    /** {@return BatchRemove: one result per key} */
+    /**
+     * {@return BatchRemove: one result per key}
+     *
+     * @param keys  the objects' keys
+     * @param force remove even while a lease is held
+     */
     public List<Result<Void>> batchRemove(List<String> keys, boolean force) {
         return await(invoke(MasterCodec.BATCH_REMOVE, w -> {
             MasterCodec.strings(w, keys);
@@ -280,7 +365,11 @@ public final class MasterClient implements AutoCloseable {
         }, r -> MasterCodec.list(r, 1, MasterCodec::expectedVoid)));
     }
 
-    /** {@return RemoveAll: the number of objects removed} */
+    /**
+     * {@return RemoveAll: the number of objects removed}
+     *
+     * @param force remove leased objects too
+     */
     public long removeAll(boolean force) {
         return await(invoke(MasterCodec.REMOVE_ALL, w -> w.bool(force).string(tenant), StructPackReader::i64));
     }

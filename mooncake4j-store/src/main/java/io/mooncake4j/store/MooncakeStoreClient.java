@@ -372,24 +372,48 @@ public final class MooncakeStoreClient implements AutoCloseable {
 
     // ------------------------------------------------------------------ memory
 
-    /** {@return 0, or the engine's negative code: registers memory the zero-copy calls may use} */
+    /**
+     * {@return 0, or the engine's negative code: registers memory the zero-copy calls may use}
+     *
+     * @param address the memory's start address
+     * @param length  its length in bytes
+     */
     public int registerBuffer(long address, long length) {
         return engine.registerMemory(address, length, "cpu:0");
     }
 
-    /** {@return 0, or the engine's negative code} */
+    /**
+     * {@return 0, or the engine's negative code}
+     *
+     * @param address the start address it was registered with
+     */
     public int unregisterBuffer(long address) {
         return engine.unregisterMemory(address);
     }
 
     // ------------------------------------------------------------------ zero-copy
 
-    /** {@return 0 or a negative code: puts {@code size} bytes at {@code address} under {@code key}} */
+    /**
+     * {@return 0 or a negative code: puts {@code size} bytes at {@code address} under {@code key}}
+     *
+     * @param key     the object's key
+     * @param address where the value starts, in registered memory
+     * @param size    the value's length in bytes
+     * @param config  the placement
+     */
     public int putFrom(String key, long address, long size, ReplicateConfig config) {
         return batchPutFrom(List.of(key), new long[] {address}, new long[] {size}, config)[0];
     }
 
-    /** {@return per key 0 or a negative code: one BatchPutStart, the writes, one BatchPutEnd} */
+    /**
+     * {@return per key 0 or a negative code: one BatchPutStart, the writes, one BatchPutEnd}
+     *
+     * @param keys      the objects' keys
+     * @param addresses each value's start, in registered memory, one per key
+     * @param sizes     each value's length in bytes, one per key
+     * @param config    the placement of every key
+     * @throws IllegalArgumentException if the three differ in length
+     */
     public int[] batchPutFrom(List<String> keys, long[] addresses, long[] sizes, ReplicateConfig config) {
         if (addresses.length != keys.size() || sizes.length != keys.size()) {
             throw new IllegalArgumentException("keys, addresses and sizes differ in length");
@@ -403,18 +427,38 @@ public final class MooncakeStoreClient implements AutoCloseable {
         return batchPutFromMultiBuffers(keys, a, s, config);
     }
 
-    /** {@return per key 0 or a negative code; each key's value is its parts concatenated} */
+    /**
+     * {@return per key 0 or a negative code; each key's value is its parts concatenated}
+     *
+     * @param keys      the objects' keys
+     * @param addresses per key, the start of each part, in registered memory
+     * @param sizes     per key, the length of each part in bytes
+     * @param config    the placement of every key
+     * @throws IllegalArgumentException if the arrays do not match the keys, or a key's parts its sizes
+     */
     public int[] batchPutFromMultiBuffers(List<String> keys, long[][] addresses, long[][] sizes, ReplicateConfig config) {
         requireOpen();
         return data.put(keys, addresses, sizes, config);
     }
 
-    /** {@return the bytes read into {@code address} (at most {@code size}), or a negative code} */
+    /**
+     * {@return the bytes read into {@code address} (at most {@code size}), or a negative code}
+     *
+     * @param key     the object's key
+     * @param address where to read it, in registered memory
+     * @param size    the room at {@code address} in bytes
+     */
     public long getInto(String key, long address, long size) {
         return batchGetInto(List.of(key), new long[] {address}, new long[] {size})[0];
     }
 
-    /** {@return per key the bytes read, or a negative code (-704 miss, -707 lease expired, ...)} */
+    /**
+     * {@return per key the bytes read, or a negative code (-704 miss, -707 lease expired, ...)}
+     *
+     * @param keys      the objects' keys
+     * @param addresses where to read each, in registered memory, one per key
+     * @param sizes     the room at each address in bytes, one per key
+     */
     public long[] batchGetInto(List<String> keys, long[] addresses, long[] sizes) {
         long[][] a = new long[keys.size()][];
         long[][] s = new long[keys.size()][];
@@ -425,7 +469,13 @@ public final class MooncakeStoreClient implements AutoCloseable {
         return batchGetIntoMultiBuffers(keys, a, s);
     }
 
-    /** {@return per key the bytes read, scattered over its parts in order, or a negative code} */
+    /**
+     * {@return per key the bytes read, scattered over its parts in order, or a negative code}
+     *
+     * @param keys      the objects' keys
+     * @param addresses per key, the start of each part to fill, in registered memory
+     * @param sizes     per key, the room of each part in bytes
+     */
     public long[] batchGetIntoMultiBuffers(List<String> keys, long[][] addresses, long[][] sizes) {
         requireOpen();
         return data.get(keys, addresses, sizes, null, 0);
@@ -433,7 +483,11 @@ public final class MooncakeStoreClient implements AutoCloseable {
 
     // ------------------------------------------------------------------ queries and removal
 
-    /** {@return 1 present, 0 absent, or a negative code} */
+    /**
+     * {@return 1 present, 0 absent, or a negative code}
+     *
+     * @param key the object's key
+     */
     public int isExist(String key) {
         try {
             Result<Boolean> r = master.existKey(key);
@@ -443,7 +497,11 @@ public final class MooncakeStoreClient implements AutoCloseable {
         }
     }
 
-    /** {@return per key 1, 0 or a negative code, from one BatchExistKey} */
+    /**
+     * {@return per key 1, 0 or a negative code, from one BatchExistKey}
+     *
+     * @param keys the objects' keys
+     */
     public int[] batchIsExist(List<String> keys) {
         int[] out = new int[keys.size()];
         try {
@@ -458,7 +516,11 @@ public final class MooncakeStoreClient implements AutoCloseable {
         return out;
     }
 
-    /** {@return the object's size in bytes, or a negative code} */
+    /**
+     * {@return the object's size in bytes, or a negative code}
+     *
+     * @param key the object's key
+     */
     public long getSize(String key) {
         try {
             Result<ReplicaList> r = master.getReplicaList(key);
@@ -472,12 +534,21 @@ public final class MooncakeStoreClient implements AutoCloseable {
         }
     }
 
-    /** {@return 0 or a negative code (OBJECT_HAS_LEASE while a reader holds a lease)} */
+    /**
+     * {@return 0 or a negative code (OBJECT_HAS_LEASE while a reader holds a lease)}
+     *
+     * @param key the object's key
+     */
     public int remove(String key) {
         return remove(key, false);
     }
 
-    /** {@return 0 or a negative code; {@code force} ignores leases} */
+    /**
+     * {@return 0 or a negative code; {@code force} ignores leases}
+     *
+     * @param key   the object's key
+     * @param force remove even while a lease is held
+     */
     public int remove(String key, boolean force) {
         try {
             return master.remove(key, force).code();
@@ -486,7 +557,12 @@ public final class MooncakeStoreClient implements AutoCloseable {
         }
     }
 
-    /** {@return per key 0 or a negative code} */
+    /**
+     * {@return per key 0 or a negative code}
+     *
+     * @param keys  the objects' keys
+     * @param force remove even while a lease is held
+     */
     public int[] batchRemove(List<String> keys, boolean force) {
         int[] out = new int[keys.size()];
         try {
@@ -500,7 +576,11 @@ public final class MooncakeStoreClient implements AutoCloseable {
         return out;
     }
 
-    /** {@return the number of objects removed, or a negative code} */
+    /**
+     * {@return the number of objects removed, or a negative code}
+     *
+     * @param force remove leased objects too
+     */
     public long removeAll(boolean force) {
         try {
             return master.removeAll(force);
@@ -511,7 +591,13 @@ public final class MooncakeStoreClient implements AutoCloseable {
 
     // ------------------------------------------------------------------ copying
 
-    /** {@return 0 or a negative code: puts a copy of {@code value}} */
+    /**
+     * {@return 0 or a negative code: puts a copy of {@code value}}
+     *
+     * @param key    the object's key
+     * @param value  the bytes to store
+     * @param config the placement
+     */
     public int put(String key, byte[] value, ReplicateConfig config) {
         requireOpen();
         try (Staged s = stage(value.length)) {
@@ -520,7 +606,11 @@ public final class MooncakeStoreClient implements AutoCloseable {
         }
     }
 
-    /** {@return the object's bytes; empty when it is missing or cannot be read (as the binding)} */
+    /**
+     * {@return the object's bytes; empty when it is missing or cannot be read (as the binding)}
+     *
+     * @param key the object's key
+     */
     public byte[] get(String key) {
         requireOpen();
         Result<ReplicaList> r;

@@ -56,31 +56,51 @@ public record ReplicateConfig(long replicaNum, long nofReplicaNum, long dfsRepli
         return new ReplicateConfig(1, 0, 0, SOFT_PIN_PRESERVE, null, false, List.of(), "", List.of(), false, 0, "", null);
     }
 
-    /** {@return a copy with {@code n} memory replicas} */
+    /**
+     * {@return a copy with {@code n} memory replicas}
+     *
+     * @param n the number of memory replicas (at least 1)
+     */
     public ReplicateConfig withReplicaNum(long n) {
         return new ReplicateConfig(n, nofReplicaNum, dfsReplicaNum, softPinAction, softPinTtlMs, withHardPin,
                 preferredSegments, preferredSegment, preferredNofSegments, preferAllocInSameNode, dataType, hostId, groupIds);
     }
 
-    /** {@return a copy preferring segment {@code name} (as Mooncake's Python {@code preferred_segment})} */
+    /**
+     * {@return a copy preferring segment {@code name} (as Mooncake's Python {@code preferred_segment})}
+     *
+     * @param name the segment's name (a client's {@code local_hostname})
+     */
     public ReplicateConfig withPreferredSegment(String name) {
         return new ReplicateConfig(replicaNum, nofReplicaNum, dfsReplicaNum, softPinAction, softPinTtlMs, withHardPin,
                 preferredSegments, name, preferredNofSegments, preferAllocInSameNode, dataType, hostId, groupIds);
     }
 
-    /** {@return a copy with a soft pin ({@code ttlMs} null for the master's default)} */
+    /**
+     * {@return a copy with a soft pin ({@code ttlMs} null for the master's default)}
+     *
+     * @param ttlMs the soft pin's lifetime in milliseconds, or null for the master's default
+     */
     public ReplicateConfig withSoftPin(Long ttlMs) {
         return new ReplicateConfig(replicaNum, nofReplicaNum, dfsReplicaNum, SOFT_PIN_ENABLE, ttlMs, withHardPin,
                 preferredSegments, preferredSegment, preferredNofSegments, preferAllocInSameNode, dataType, hostId, groupIds);
     }
 
-    /** {@return a copy with the hard pin set or cleared} */
+    /**
+     * {@return a copy with the hard pin set or cleared}
+     *
+     * @param pin whether the object is never evicted
+     */
     public ReplicateConfig withHardPin(boolean pin) {
         return new ReplicateConfig(replicaNum, nofReplicaNum, dfsReplicaNum, softPinAction, softPinTtlMs, pin,
                 preferredSegments, preferredSegment, preferredNofSegments, preferAllocInSameNode, dataType, hostId, groupIds);
     }
 
-    /** {@return a copy with per-key group ids (null for none)} */
+    /**
+     * {@return a copy with per-key group ids (null for none)}
+     *
+     * @param ids one group id per key of a batch, or null
+     */
     public ReplicateConfig withGroupIds(List<String> ids) {
         return new ReplicateConfig(replicaNum, nofReplicaNum, dfsReplicaNum, softPinAction, softPinTtlMs, withHardPin,
                 preferredSegments, preferredSegment, preferredNofSegments, preferAllocInSameNode, dataType, hostId, ids);

@@ -11,12 +11,23 @@ import java.util.Locale;
  */
 public record Result<T>(T value, int code) {
 
-    /** {@return a success} */
+    /**
+     * {@return a success}
+     *
+     * @param value the value ({@code null} for {@code expected<void>})
+     * @param <T>   the value's type
+     */
     public static <T> Result<T> ok(T value) {
         return new Result<>(value, 0);
     }
 
-    /** {@return a failure with {@code code}} */
+    /**
+     * {@return a failure with {@code code}}
+     *
+     * @param code the error code (not 0)
+     * @param <T>  the value's type
+     * @throws IllegalArgumentException if {@code code} is 0
+     */
     public static <T> Result<T> error(int code) {
         if (code == 0) {
             throw new IllegalArgumentException("an error code is not 0");

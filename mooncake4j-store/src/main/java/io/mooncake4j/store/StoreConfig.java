@@ -53,25 +53,42 @@ public record StoreConfig(String localHostname, String metadataServer, long glob
         }
     }
 
-    /** {@return a loopback P2P config with Mooncake's defaults for the master at {@code master}} */
+    /**
+     * {@return a loopback P2P config with Mooncake's defaults for the master at {@code master}}
+     *
+     * @param master the master's RPC address, {@code "host:port"}
+     */
     public static StoreConfig loopback(String master) {
         return new StoreConfig("127.0.0.1", "P2PHANDSHAKE", DEFAULT_SIZE, DEFAULT_SIZE, "tcp", "", master, "default",
                 Duration.ofSeconds(5), Duration.ofSeconds(1));
     }
 
-    /** {@return a copy with {@code bytes} of contributed segment memory} */
+    /**
+     * {@return a copy with {@code bytes} of contributed segment memory}
+     *
+     * @param bytes the segment's size (0 for none)
+     */
     public StoreConfig withGlobalSegmentSize(long bytes) {
         return new StoreConfig(localHostname, metadataServer, bytes, localBufferSize, protocol, deviceName,
                 masterServerAddress, tenantId, rpcTimeout, pingInterval);
     }
 
-    /** {@return a copy with {@code bytes} of local staging buffer} */
+    /**
+     * {@return a copy with {@code bytes} of local staging buffer}
+     *
+     * @param bytes the buffer's size (0 for none)
+     */
     public StoreConfig withLocalBufferSize(long bytes) {
         return new StoreConfig(localHostname, metadataServer, globalSegmentSize, bytes, protocol, deviceName,
                 masterServerAddress, tenantId, rpcTimeout, pingInterval);
     }
 
-    /** {@return a copy with another call deadline and ping interval} */
+    /**
+     * {@return a copy with another call deadline and ping interval}
+     *
+     * @param rpc  the deadline of each master call (positive)
+     * @param ping the liveness loop's Ping interval (positive)
+     */
     public StoreConfig withTimings(Duration rpc, Duration ping) {
         return new StoreConfig(localHostname, metadataServer, globalSegmentSize, localBufferSize, protocol, deviceName,
                 masterServerAddress, tenantId, rpc, ping);

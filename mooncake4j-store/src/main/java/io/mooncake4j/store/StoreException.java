@@ -15,6 +15,7 @@ public final class StoreException extends RuntimeException {
 
     private static final long serialVersionUID = 1L;
 
+    /** The Mooncake error code (negative). */
     private final int errorCode;
 
     /**
