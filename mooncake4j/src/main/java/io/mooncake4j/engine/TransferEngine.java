@@ -28,7 +28,8 @@ public interface TransferEngine extends AutoCloseable {
      * Starts the engine: binds the RPC (handshake) port and installs the transport.
      *
      * @param localHostname  host part of this engine's segment name (any port in it is ignored)
-     * @param metadataServer must be {@link #P2P_HANDSHAKE}
+     * @param metadataServer {@link #P2P_HANDSHAKE}, or {@code http://host:port/metadata} (Mooncake's HTTP
+     *                       metadata server: the engine publishes its segment there and reads peers' from it)
      * @param protocol       {@code "tcp"}, {@code "rdma"}, ...
      * @param deviceName     comma-separated RDMA device filter, {@code ""} for all
      * @return 0 on success, -1 on failure

@@ -84,6 +84,8 @@ public final class CoreEngine implements TransferEngine, TransportHost {
     private volatile Transport[] transports = new Transport[0];
     private volatile Router router;
     private volatile HandshakeServer rpc;
+    /** HTTP metadata mode's store; null in P2P handshake mode. */
+    private volatile MetadataDirectory directory;
     private volatile String host;
     private volatile String segmentName;
     private volatile String lastError;
@@ -139,10 +141,21 @@ public final class CoreEngine implements TransferEngine, TransportHost {
                 }
             }
             String h = PeerAddress.parse(localHostname.trim(), settings.handshake().defaultPort()).host();
+            MetadataDirectory dir = null;
+            if (EngineCalls.isHttp(metadataServer)) {
+                try {
+                    dir = MetadataDirectory.open(metadataServer, env);
+                } catch (IllegalArgumentException e) {
+                    return fail("initialize: " + e.getMessage());
+                }
+            }
             HandshakeServer server;
             try {
                 server = HandshakeServer.start(settings.handshake(), this::handle);
             } catch (IOException e) {
+                if (dir != null) {
+                    dir.close();
+                }
                 return fail("initialize: cannot bind the RPC port: " + e.getMessage());
             }
             this.host = h;
@@ -170,29 +183,68 @@ public final class CoreEngine implements TransferEngine, TransportHost {
                         for (Transport done : installed.reversed()) {
                             done.uninstall();
                         }
-                        server.close();
-                        rpc = null;
-                        segmentName = null;
-                        return fail("initialize(protocol \"" + protocol + "\"): " + e.getMessage());
+                        return abandon(server, dir, "initialize(protocol \"" + protocol + "\"): " + e.getMessage());
                     }
                     LOG.info("transport {} not installed: {}", name, e.getMessage());
                     skipped.add(name + ": " + e.getMessage());
                 }
             }
             if (installed.isEmpty()) {
-                server.close();
-                rpc = null;
-                segmentName = null;
-                return fail("initialize(protocol \"" + protocol + "\"): no transport could be installed: "
+                return abandon(server, dir, "initialize(protocol \"" + protocol + "\"): no transport could be installed: "
                         + String.join("; ", skipped));
             }
             Transport[] ts = installed.toArray(new Transport[0]);
             transports = ts;
+            if (dir != null) {
+                try {
+                    dir.publish(localDescriptor(), h, server.port());
+                } catch (io.mooncake4j.metadata.MetadataException e) {
+                    transports = new Transport[0];
+                    for (Transport done : installed.reversed()) {
+                        done.uninstall();
+                    }
+                    return abandon(server, dir, "initialize: cannot publish the segment at " + metadataServer + ": "
+                            + e.getMessage());
+                }
+                directory = dir;
+                peers.useDirectory(dir);
+            }
             router = new Router(ts, registry);
             lastError = null;
-            LOG.info("Transfer Engine RPC using P2P handshake, listening on {}:{}; transports {}", h, server.port(),
+            LOG.info("Transfer Engine RPC using {}, listening on {}:{}; transports {}",
+                    dir == null ? "P2P handshake" : "metadata server " + metadataServer, h, server.port(),
                     transportNames());
             return 0;
+        }
+    }
+
+    /** Undoes a failed {@link #initialize} after the RPC port was bound. */
+    private int abandon(HandshakeServer server, MetadataDirectory dir, String message) {
+        server.close();
+        rpc = null;
+        segmentName = null;
+        if (dir != null) {
+            dir.close();
+        }
+        return fail(message);
+    }
+
+    /**
+     * Re-publishes the descriptor in HTTP metadata mode after registrations changed (peers read the
+     * buffers from it); 0, or {@link ErrorCodes#METADATA} (logged, and kept as {@link #lastError()})
+     * when the store refuses. Called under the lifecycle lock.
+     */
+    private int republish() {
+        MetadataDirectory d = directory;
+        if (d == null || closed) {
+            return 0;
+        }
+        try {
+            d.publish(localDescriptor(), host, getRpcPort());
+            return 0;
+        } catch (io.mooncake4j.metadata.MetadataException e) {
+            fail("cannot update segment " + segmentName + " at the metadata server: " + e.getMessage());
+            return ErrorCodes.METADATA;
         }
     }
 
@@ -323,6 +375,16 @@ public final class CoreEngine implements TransferEngine, TransportHost {
             b.aborted = true;
         }
         peers.close();
+        MetadataDirectory dir = directory;
+        if (dir != null) {
+            try {
+                dir.withdraw(segmentName);
+            } catch (io.mooncake4j.metadata.MetadataException e) {
+                LOG.error("cannot withdraw segment {} from the metadata server: {}", segmentName, e.getMessage());
+            } finally {
+                dir.close();
+            }
+        }
         HandshakeServer r = rpc;
         if (r != null) {
             r.close();
@@ -541,7 +603,7 @@ public final class CoreEngine implements TransferEngine, TransportHost {
                     return rc;
                 }
             }
-            return 0;
+            return republish();
         }
     }
 
@@ -612,7 +674,8 @@ public final class CoreEngine implements TransferEngine, TransportHost {
                     lock.unlock();
                 }
             }
-            return rc;
+            int published = republish();
+            return rc != 0 ? rc : published;
         }
     }
 

@@ -59,17 +59,28 @@ final class EngineCalls {
 
     /**
      * Why {@code initialize} must refuse before binding anything, or null: the engine is closed or
-     * already initialised, or the metadata server is not {@code P2PHANDSHAKE}.
+     * already initialised, or the metadata server is neither {@code P2PHANDSHAKE} nor an
+     * {@code http(s)://} URL of Mooncake's HTTP metadata protocol.
      */
     static String initializeRefusal(boolean closed, boolean initialized, String metadataServer) {
         if (closed || initialized) {
             return "initialize: engine already " + (closed ? "closed" : "initialized");
         }
-        if (!io.mooncake4j.engine.TransferEngine.P2P_HANDSHAKE.equals(metadataServer)) {
+        if (!io.mooncake4j.engine.TransferEngine.P2P_HANDSHAKE.equals(metadataServer) && !isHttp(metadataServer)) {
             return String.format(Locale.ROOT, "initialize: metadata server '%s' is not supported; only \"%s\""
-                    + " (direct peer handshakes)", metadataServer, io.mooncake4j.engine.TransferEngine.P2P_HANDSHAKE);
+                    + " (direct peer handshakes) or http://host:port/metadata (Mooncake's HTTP metadata server)",
+                    metadataServer, io.mooncake4j.engine.TransferEngine.P2P_HANDSHAKE);
         }
         return null;
+    }
+
+    /** Whether {@code metadataServer} names an HTTP metadata server ({@code http://} or {@code https://}). */
+    static boolean isHttp(String metadataServer) {
+        if (metadataServer == null) {
+            return false;
+        }
+        String m = metadataServer.toLowerCase(Locale.ROOT);
+        return m.startsWith("http://") || m.startsWith("https://");
     }
 
     /** Why {@code initialize} refuses {@code localHostname}, or null. */

@@ -40,6 +40,8 @@ final class PeerTable {
     private final AtomicLong nextId = new AtomicLong(1);
     private final AtomicLong limitHits = new AtomicLong();
     private volatile boolean closed;
+    /** Where descriptors are read in HTTP metadata mode; null: over the peer's handshake port. */
+    private volatile MetadataDirectory directory;
 
     /**
      * @param local  this engine's descriptor (sent with each fetch, and to recognise aliases of itself)
@@ -85,6 +87,20 @@ final class PeerTable {
         closed = true;
     }
 
+    /** From now on descriptors are read from {@code d} (HTTP metadata mode), not over the handshake. */
+    void useDirectory(MetadataDirectory d) {
+        this.directory = d;
+    }
+
+    /** {@code name}'s descriptor from the metadata server in HTTP mode, else over its handshake port. */
+    private SegmentDescriptor fetch(String name, String localJson) throws HandshakeException {
+        MetadataDirectory d = directory;
+        if (d != null) {
+            return d.lookup(name);
+        }
+        return client.fetchDescriptor(PeerAddress.parse(name, settings.handshake().defaultPort()), localJson);
+    }
+
     private long fetchAndRegister(String n) {
         Long id = ids.get(n);
         if (id != null) {
@@ -99,7 +115,7 @@ final class PeerTable {
         }
         SegmentDescriptor d;
         try {
-            d = client.fetchDescriptor(PeerAddress.parse(n, settings.handshake().defaultPort()), local.get().toJson());
+            d = fetch(n, local.get().toJson());
         } catch (HandshakeException e) {
             LOG.warn("openSegment({}) failed: {}", n, e.getMessage());
             return -1;
@@ -142,7 +158,7 @@ final class PeerTable {
         SegmentDescriptor d = p.descriptor();
         SegmentDescriptor fresh;
         try {
-            fresh = client.fetchDescriptor(PeerAddress.parse(d.name(), settings.handshake().defaultPort()), "{}\n");
+            fresh = fetch(d.name(), "{}\n");
         } catch (HandshakeException e) {
             LOG.warn("cannot refresh segment {}: {}", d.name(), e.getMessage());
             return false;

@@ -10,7 +10,8 @@
  *       primitive arrays; transports see it as {@code spi.BatchTasks}), {@code BatchTable} (ids and
  *       Mooncake's free rule), {@code EngineCalls} (argument checks, deadlines, abort).</li>
  *   <li>Peers: {@code PeerTable}, {@code CorePeer} (descriptor cache, unreachable transports),
- *       {@code SegmentOpenings} (one descriptor fetch per name).</li>
+ *       {@code SegmentOpenings} (one descriptor fetch per name), {@code MetadataDirectory} (HTTP
+ *       metadata mode: the own descriptor published there, peers' read from there).</li>
  *   <li>The local descriptor from the transports' contributions ({@code Descriptors}) and the
  *       engine side of the handshake port ({@code HandshakeService}).</li>
  *   <li>Which transports {@code protocol} and {@code MC_TRANSPORTS} install ({@code TransportPlan})
