@@ -47,4 +47,13 @@ module io.mooncake4j {
 
     // engine kinds beyond the built-in ones (mooncake4j-testing provides "mock")
     uses io.mooncake4j.engine.EngineKindProvider;
+
+    // the transports, found by the engine core through their declarations (it names none); the same
+    // list is in META-INF/services for the class path
+    uses io.mooncake4j.engine.spi.TransportProvider;
+    provides io.mooncake4j.engine.spi.TransportProvider with
+            io.mooncake4j.engine.cudaipc.CudaIpcTransportProvider,
+            io.mooncake4j.engine.shm.ShmTransportProvider,
+            io.mooncake4j.engine.rdma.RdmaTransportProvider,
+            io.mooncake4j.engine.tcp.TcpTransportProvider;
 }

@@ -93,7 +93,7 @@ final class BenchCommand implements CliCommand {
      */
     static TransferEngine createEngine(String kind) {
         if (kind.equals("shm-direct") || (kind.equals("shm") && !TransferEngines.kinds().contains("shm"))) {
-            return EngineBuilder.shmDirect();
+            return EngineBuilder.only("shm");
         }
         return TransferEngines.create(kind);
     }

@@ -54,7 +54,7 @@ public final class TransferEngines {
      */
     public static TransferEngine create(String kind) {
         return switch (kind.toLowerCase(Locale.ROOT)) {
-            case "tcp" -> EngineBuilder.tcp();
+            case "tcp" -> EngineBuilder.only("tcp");
             case "rdma", "shm", "auto" -> EngineBuilder.allTransports();
             default -> provided(kind.toLowerCase(Locale.ROOT));
         };
