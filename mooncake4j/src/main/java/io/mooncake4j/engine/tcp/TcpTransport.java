@@ -12,6 +12,7 @@ import io.mooncake4j.engine.spi.EngineSettings;
 import io.mooncake4j.engine.spi.LocalBuffer;
 import io.mooncake4j.engine.spi.MemoryKind;
 import io.mooncake4j.engine.spi.RemoteSegment;
+import io.mooncake4j.engine.spi.SliceFailure;
 import io.mooncake4j.engine.spi.SliceGroup;
 import io.mooncake4j.engine.spi.Transport;
 import io.mooncake4j.engine.spi.TransportCapabilities;
@@ -406,7 +407,7 @@ public final class TcpTransport implements Transport {
             // retired for idleness between peer() and offer(): the next peer() opens a fresh one
         }
         for (int i = 0; i < n; i++) {
-            b.fail(slices.task(i));
+            b.fail(slices.task(i), NAME, SliceFailure.TRANSIENT, "peer retired");
         }
     }
 

@@ -3,6 +3,7 @@ package io.mooncake4j.engine.core;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.mooncake4j.engine.EngineCounters;
@@ -73,6 +74,24 @@ class CoreRoutingTest extends CoreFixture {
             assertEquals(1, e.counters().fallbackSlices(), kind + ": in the engine's counters too");
             assertEquals(Map.of("near", LEN, "far", Q), e.bytesByTransport(), kind + ": a fallback counts for both");
         }
+    }
+
+    @Test
+    void aFailureReportedOnTheBatchGoesThroughTheCoresFallbackToo() {
+        FaultTransport first = new FaultTransport("near", 1).failThroughBatch().failSlice(1, SliceFailure.TRANSIENT)
+                .failSlice(2, SliceFailure.REJECTED);
+        FaultTransport next = new FaultTransport("far", 3);
+        CoreEngine e = initiator(first, next);
+        remote.segment().fill((byte) 0);
+        try (LogCapture logs = LogCapture.start("io.mooncake4j.engine")) {
+            assertEquals(-1, write(e), "the rejected slice fails its transfer");
+            assertEquals(1, logs.matching(Level.WARN, "could not move a slice").size());
+        }
+        assertEquals(1, next.submitted(), "only the retryable one moved on: no transport skips the fallback");
+        assertEquals(1, e.fallbackSlices());
+        TaskBatch b = new TaskBatch(7, 1);
+        assertThrows(IllegalArgumentException.class, () -> b.fail(0, "near", SliceFailure.TRANSIENT, "x"),
+                "a batch no router took refuses a report naming a transport");
     }
 
     @Test

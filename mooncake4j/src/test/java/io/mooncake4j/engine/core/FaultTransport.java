@@ -65,6 +65,7 @@ final class FaultTransport implements Transport {
     private final String name;
     private final int preference;
     private volatile boolean companion;
+    private volatile boolean throughBatch;
     private final Map<Integer, SliceFailure> failAt = new ConcurrentHashMap<>();
     private final Map<Integer, CountDownLatch> holdAt = new ConcurrentHashMap<>();
     private final Set<Integer> dropAt = ConcurrentHashMap.newKeySet();
@@ -92,6 +93,12 @@ final class FaultTransport implements Transport {
     FaultTransport(String name, int preference) {
         this.name = name;
         this.preference = preference;
+    }
+
+    /** Ends injected failures on the core batch ({@code BatchTasks.fail}), as tcp's lanes do, not through the group. */
+    FaultTransport failThroughBatch() {
+        throughBatch = true;
+        return this;
     }
 
     /** Installed beside a transport that {@code initialize}'s protocol asks for (as tcp is). */
@@ -290,7 +297,11 @@ final class FaultTransport implements Transport {
             CountDownLatch gate = holdAt.get(n);
             if (f != null) {
                 failed.incrementAndGet();
-                group.fail(i, f, "injected " + f + " on slice " + n);
+                if (throughBatch) { // as tcp's lanes do: on the core batch, by task index and own name
+                    group.batch().fail(group.task(i), name, f, "injected " + f + " on slice " + n);
+                } else {
+                    group.fail(i, f, "injected " + f + " on slice " + n);
+                }
             } else if (gate != null) {
                 int index = i;
                 workers.execute(() -> {
