@@ -113,9 +113,8 @@ public class TaskBatch implements BatchTasks {
     public boolean fail(int task, String transport, SliceFailure failure, String why) {
         Router r = router;
         int from = r == null ? -1 : r.indexOf(transport);
-        if (from < 0) {
-            throw new IllegalArgumentException("task " + task + " failed by " + transport
-                    + ", which this engine has not installed");
+        if (from < 0) { // a transport bug (it names another, or a batch no router took): end it, nothing hangs
+            return finish(task, failure == SliceFailure.TIMEOUT ? TIMEOUT : FAILED);
         }
         return fail(task, from, failure, why);
     }
