@@ -53,15 +53,6 @@ public final class TransferEngines {
                 .filter(p -> !BUILT_IN.contains(p.kind()))
                 .toList();
 
-        static {
-            for (String k : BUILT_IN) {
-                if (BUILT.stream().noneMatch(p -> p.kind().equals(k))) {
-                    throw new IllegalStateException("the library's engine kind '" + k + "' is not registered: "
-                            + "its META-INF/services/" + EngineKindProvider.class.getName() + " (or its module's "
-                            + "provides clause) is missing from the path");
-                }
-            }
-        }
 
         /** Whether {@code c} comes from this library (its module, or on the class path its jar). */
         private static boolean ownClass(Class<?> c) {
@@ -88,6 +79,12 @@ public final class TransferEngines {
             if (p.kind().equals(k)) {
                 return p.create();
             }
+        }
+        if (BUILT_IN.contains(k)) {
+            throw new TransferEngineException(String.format(Locale.ROOT,
+                    "the library's engine kind '%s' is not registered: its META-INF/services/%s is missing "
+                            + "from the class path (a shaded jar must merge services files)", k,
+                    EngineKindProvider.class.getName()));
         }
         throw new TransferEngineException(String.format(Locale.ROOT,
                 "unknown engine kind '%s'; available: %s%s", kind, kinds(), k.equals("mock")

@@ -54,7 +54,21 @@ public final class TransportLoader {
         return List.copyOf(out);
     }
 
-    /** The provided transports' declarations, in the core's order. */
+    /**
+     * The provided transports, in the core's order.
+     *
+     * @throws IllegalStateException when none is registered (a shaded jar that dropped the services file)
+     */
+    private static List<TransportProvider> provided() {
+        if (Provided.ALL.isEmpty()) {
+            throw new IllegalStateException("no transport is registered: the library's META-INF/services/"
+                    + TransportProvider.class.getName() + " is missing from the class path (a shaded jar must "
+                    + "merge services files)");
+        }
+        return Provided.ALL;
+    }
+
+    /** The provided transports' declarations, in the core's order (empty when none is registered). */
     public static List<TransportDeclaration> declarations() {
         return Provided.ALL.stream().map(TransportProvider::declaration).toList();
     }
@@ -70,7 +84,7 @@ public final class TransportLoader {
      * @throws IllegalArgumentException for a name no provider declares (the message lists them)
      */
     public static TransportFactory load(String name, EngineSettings settings) {
-        for (TransportProvider p : Provided.ALL) {
+        for (TransportProvider p : provided()) {
             if (p.declaration().name().equals(name)) {
                 return p.factory(settings);
             }
@@ -82,7 +96,7 @@ public final class TransportLoader {
     /** Every provided transport's factory, in the core's order. */
     public static List<TransportFactory> all(EngineSettings settings) {
         List<TransportFactory> out = new ArrayList<>();
-        for (TransportProvider p : Provided.ALL) {
+        for (TransportProvider p : provided()) {
             out.add(p.factory(settings));
         }
         return out;
