@@ -87,7 +87,7 @@ final class BenchCommand implements CliCommand {
     }
 
     /**
-     * {@link TransferEngines#create}, plus {@code shm-direct}: {@link EngineBuilder#shmDirect()}, the shm
+     * {@link TransferEngines#create}, plus {@code shm-direct}: {@link EngineBuilder#only EngineBuilder.only("shm")}, the shm
      * transport on its own (synchronous calls only). {@code shm} is the factory's kind when it has one
      * (the engine core with every transport), else the direct engine.
      */

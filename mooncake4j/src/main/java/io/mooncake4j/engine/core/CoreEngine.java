@@ -53,7 +53,7 @@ import org.slf4j.LoggerFactory;
  * ({@link TransportPlan}).
  *
  * <p>{@link EngineBuilder} makes it from {@link EngineSettings} and the transports offered
- * ({@link TransportLoader} holds the built-in ones by name; {@code TransferEngines.create} and the
+ * ({@link TransportLoader} finds the transports' providers; {@code TransferEngines.create} and the
  * single-transport engines of tests and benchmarks go through it). A transport's monitoring getters
  * are its own ({@code TcpTransport.in(engine)}, {@code RdmaTransport.in(engine)}), found through
  * {@link TransportHost}.

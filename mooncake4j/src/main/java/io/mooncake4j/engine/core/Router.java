@@ -17,8 +17,8 @@ import org.slf4j.LoggerFactory;
 
 /**
  * Per-request transport selection (Mooncake TENT's shape): each slice goes to the first installed
- * transport, in the core's order of preference ({@code cuda-ipc}, {@code shm}, {@code rdma},
- * {@code tcp}), whose
+ * transport, in the core's order (the declared preferences: {@code cuda-ipc}, {@code shm},
+ * {@code rdma}, {@code tcp}), whose
  * capabilities move its memory kinds, that speaks a wire the peer speaks (C++ peers get only
  * Mooncake's), that was not found unable to reach the peer, and whose
  * {@link Transport#canTransfer} accepts the pair of buffers. A slice failed with a retryable
