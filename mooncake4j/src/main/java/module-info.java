@@ -51,7 +51,8 @@ module io.mooncake4j {
             io.mooncake4j.engine.core.CoreEngineKinds.Tcp,
             io.mooncake4j.engine.core.CoreEngineKinds.Rdma,
             io.mooncake4j.engine.core.CoreEngineKinds.Shm,
-            io.mooncake4j.engine.core.CoreEngineKinds.Auto;
+            io.mooncake4j.engine.core.CoreEngineKinds.Auto,
+            io.mooncake4j.engine.core.CoreEngineKinds.ShmDirect;
 
     // the transports, found by the engine core through their declarations (it names none); the same
     // list is in META-INF/services for the class path

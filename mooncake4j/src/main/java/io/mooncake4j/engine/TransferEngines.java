@@ -19,6 +19,8 @@ import java.util.ServiceLoader;
  * reaches its peer, falling back to the next on failure. All are configured from Mooncake's
  * {@code MC_*} environment variables. Further kinds come from {@link EngineKindProvider}s on the
  * path: with {@code mooncake4j-testing} present, {@code "mock"} is its in-JVM scripted engine.
+ * {@code "shm-direct"} is the engine core with the shm transport alone (no fallback: a peer on
+ * another machine, or a buffer shm cannot reach, fails its transfer), to measure shm by itself.
  * The built-in kinds are {@link EngineKindProvider}s too, registered by the library itself
  * ({@code engine.core.CoreEngineKinds}), so this package names nothing of the engine core.
  */
@@ -26,7 +28,7 @@ public final class TransferEngines {
 
     private TransferEngines() {}
 
-    private static final List<String> BUILT_IN = List.of("tcp", "rdma", "shm", "auto");
+    private static final List<String> BUILT_IN = List.of("tcp", "rdma", "shm", "auto", "shm-direct");
 
     /** {@return the kinds {@link #create} accepts: those provided on the path, then the built-in ones} */
     public static List<String> kinds() {

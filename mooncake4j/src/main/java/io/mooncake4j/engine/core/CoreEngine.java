@@ -304,6 +304,7 @@ public final class CoreEngine implements TransferEngine, TransportHost {
      *
      * @return transport name to bytes
      */
+    @Override
     public Map<String, Long> bytesByTransport() {
         Router r = router;
         Map<String, Long> out = new LinkedHashMap<>();

@@ -9,7 +9,7 @@ import io.mooncake4j.engine.TransferEngine;
  * package names nothing of the core: {@code "tcp"} is the core with tcp alone
  * ({@link EngineBuilder#only}); {@code "auto"}, {@code "rdma"} and {@code "shm"} the core with every
  * provided transport ({@link EngineBuilder#allTransports()}), of which {@code initialize}'s
- * {@code protocol} picks. Stateless.
+ * {@code protocol} picks; {@code "shm-direct"} the core with shm alone. Stateless.
  */
 public abstract sealed class CoreEngineKinds implements EngineKindProvider {
 
@@ -62,6 +62,18 @@ public abstract sealed class CoreEngineKinds implements EngineKindProvider {
         @Override
         public TransferEngine create() {
             return EngineBuilder.allTransports();
+        }
+    }
+
+    /** {@code "shm-direct"}: shm alone, no fallback (to measure the shm transport by itself). */
+    public static final class ShmDirect extends CoreEngineKinds {
+        public ShmDirect() {
+            super("shm-direct");
+        }
+
+        @Override
+        public TransferEngine create() {
+            return EngineBuilder.only("shm");
         }
     }
 
