@@ -1,13 +1,13 @@
 package io.mooncake4j.fuzz;
 
 import io.mooncake4j.engine.core.CoreEngine;
-import io.mooncake4j.engine.tcp.TcpEngines;
 import io.mooncake4j.engine.handshake.HandshakeClient;
 import io.mooncake4j.engine.handshake.HandshakeConfig;
 import io.mooncake4j.engine.handshake.HandshakeFrame;
 import io.mooncake4j.engine.handshake.PeerAddress;
 import io.mooncake4j.engine.handshake.SegmentDescriptor;
 import io.mooncake4j.engine.tcp.TcpConfig;
+import io.mooncake4j.engine.tcp.TcpEngines;
 import io.mooncake4j.memory.HostMemoryAllocator;
 import io.mooncake4j.memory.HostMemoryStorage;
 import java.lang.foreign.ValueLayout;

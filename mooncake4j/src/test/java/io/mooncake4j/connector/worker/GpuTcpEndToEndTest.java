@@ -1,6 +1,5 @@
 package io.mooncake4j.connector.worker;
 
-import io.mooncake4j.engine.tcp.TcpEngines;
 import static io.mooncake4j.connector.worker.PdTestbed.announce;
 import static io.mooncake4j.connector.worker.PdTestbed.finished;
 import static io.mooncake4j.connector.worker.PdTestbed.pull;
@@ -10,6 +9,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.mooncake4j.engine.DeviceMemoryAccess;
 import io.mooncake4j.engine.handshake.HandshakeConfig;
 import io.mooncake4j.engine.tcp.TcpConfig;
+import io.mooncake4j.engine.tcp.TcpEngines;
 import io.mooncake4j.memory.DeviceMemory.Direction;
 import io.mooncake4j.memory.FakeDeviceMemory;
 import java.net.InetAddress;
