@@ -15,7 +15,6 @@ module io.mooncake4j {
     requires org.slf4j;
     requires com.fasterxml.jackson.core;
     requires java.net.http;
-    requires jdk.httpserver;
 
     // What each export is for. Everything not exported (engine transports tcp/rdma/shm/handshake/
     // spi/core, connector.wire (the msgpack side-channel messages), connector.bootstrap (the
@@ -47,4 +46,20 @@ module io.mooncake4j {
 
     // engine kinds beyond the built-in ones (mooncake4j-testing provides "mock")
     uses io.mooncake4j.engine.EngineKindProvider;
+    // the built-in kinds are providers too, so the exported engine package names nothing of the core
+    provides io.mooncake4j.engine.EngineKindProvider with
+            io.mooncake4j.engine.core.CoreEngineKinds.Tcp,
+            io.mooncake4j.engine.core.CoreEngineKinds.Rdma,
+            io.mooncake4j.engine.core.CoreEngineKinds.Shm,
+            io.mooncake4j.engine.core.CoreEngineKinds.Auto,
+            io.mooncake4j.engine.core.CoreEngineKinds.ShmDirect;
+
+    // the transports, found by the engine core through their declarations (it names none); the same
+    // list is in META-INF/services for the class path
+    uses io.mooncake4j.engine.spi.TransportProvider;
+    provides io.mooncake4j.engine.spi.TransportProvider with
+            io.mooncake4j.engine.cudaipc.CudaIpcTransportProvider,
+            io.mooncake4j.engine.shm.ShmTransportProvider,
+            io.mooncake4j.engine.rdma.RdmaTransportProvider,
+            io.mooncake4j.engine.tcp.TcpTransportProvider;
 }

@@ -4,15 +4,14 @@ package io.mooncake4j;
  * Root of every exception mooncake4j throws on the control path (initialisation, registration,
  * configuration, handshakes). The data path reports status codes instead.
  *
- * <p>The hierarchy is sealed at the top: each area has one non-sealed base class that its own
- * specialised exceptions extend.
+ * <p>Each area has one base class that its own specialised exceptions extend:
+ * {@link MooncakeConfigException} here, {@code engine.TransferEngineException},
+ * {@code memory.cuda.CudaException}, {@code connector.ConnectorException} and
+ * {@code metadata.MetadataException}. The root is not sealed: a {@code permits} clause naming
+ * those classes would make this package and theirs import each other (a cycle between packages);
+ * the arrow runs one way, from each area to this root.
  */
-public abstract sealed class MooncakeException extends RuntimeException
-        permits MooncakeConfigException,
-                io.mooncake4j.engine.TransferEngineException,
-                io.mooncake4j.memory.cuda.CudaException,
-                io.mooncake4j.connector.ConnectorException,
-                io.mooncake4j.metadata.MetadataException {
+public abstract class MooncakeException extends RuntimeException {
 
     private static final long serialVersionUID = 1L;
 

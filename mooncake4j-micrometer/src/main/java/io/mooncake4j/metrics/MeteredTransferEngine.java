@@ -154,6 +154,11 @@ public final class MeteredTransferEngine implements TransferEngine {
         return delegate.counters();
     }
 
+    @Override
+    public java.util.Map<String, Long> bytesByTransport() {
+        return delegate.bytesByTransport();
+    }
+
     /** {@return the wrapped engine} */
     public TransferEngine delegate() {
         return delegate;

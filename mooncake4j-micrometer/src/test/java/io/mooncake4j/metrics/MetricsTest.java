@@ -116,9 +116,9 @@ class MetricsTest {
     private static CoreEngine autoEngine() {
         TcpConfig tcp = TcpConfig.fromEnvironment(Map.of(), HandshakeConfig.ephemeral(InetAddress.getLoopbackAddress()));
         return new EngineBuilder().settings(TcpTransport.engineSettings(tcp)).environment(Map.of()).offer(
-                new TransportFactory("shm", ShmTransport::new),
+                new TransportFactory(ShmTransport.DECLARATION, ShmTransport::new),
                 RdmaTransport.factory(RdmaEngineConfig.fromSettings(EngineSettings.fromEnvironment())),
-                new TransportFactory("tcp", () -> new TcpTransport(tcp))).build();
+                new TransportFactory(TcpTransport.DECLARATION, () -> new TcpTransport(tcp))).build();
     }
 
     @Test

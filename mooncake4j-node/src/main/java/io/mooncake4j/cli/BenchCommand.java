@@ -5,7 +5,6 @@ import io.mooncake4j.engine.TransferEngine;
 import io.mooncake4j.engine.TransferEngines;
 import io.mooncake4j.engine.TransferRequest;
 import io.mooncake4j.engine.TransferStatus;
-import io.mooncake4j.engine.core.EngineBuilder;
 import io.mooncake4j.internal.sys.Bytes;
 import io.mooncake4j.memory.DeviceCopier;
 import io.mooncake4j.memory.DeviceMemory;
@@ -87,14 +86,10 @@ final class BenchCommand implements CliCommand {
     }
 
     /**
-     * {@link TransferEngines#create}, plus {@code shm-direct}: {@link EngineBuilder#shmDirect()}, the shm
-     * transport on its own (synchronous calls only). {@code shm} is the factory's kind when it has one
-     * (the engine core with every transport), else the direct engine.
+     * {@link TransferEngines#create}: {@code shm-direct} is the library's kind for the shm transport
+     * on its own (synchronous calls only); {@code shm} the engine core with every transport.
      */
     static TransferEngine createEngine(String kind) {
-        if (kind.equals("shm-direct") || (kind.equals("shm") && !TransferEngines.kinds().contains("shm"))) {
-            return EngineBuilder.shmDirect();
-        }
         return TransferEngines.create(kind);
     }
 
@@ -516,9 +511,9 @@ final class BenchCommand implements CliCommand {
                 micros(all.max()));
         out.printf(Locale.ROOT, "Descriptors: %.0f /s%n", batches * (double) o.batchSize() * (o.verify() ? 2 : 1)
                 / duration);
-        if (engine instanceof io.mooncake4j.engine.core.CoreEngine core && !core.bytesByTransport().isEmpty()) {
+        if (!engine.bytesByTransport().isEmpty()) {
             StringBuilder by = new StringBuilder();
-            core.bytesByTransport().forEach((k, v) -> by.append(by.isEmpty() ? "" : ", ").append(k).append(' ')
+            engine.bytesByTransport().forEach((k, v) -> by.append(by.isEmpty() ? "" : ", ").append(k).append(' ')
                     .append(Bytes.human(v)));
             out.printf(Locale.ROOT, "Bytes by transport: %s (handed to each by this engine, fallbacks counted twice)%n",
                     by);

@@ -2,7 +2,6 @@ package io.mooncake4j.cli;
 
 import io.mooncake4j.engine.TransferEngine;
 import io.mooncake4j.engine.TransferEngines;
-import io.mooncake4j.engine.core.CoreEngine;
 import io.mooncake4j.internal.sys.Bytes;
 import io.mooncake4j.memory.DeviceMemory;
 import io.mooncake4j.memory.ModelPreset;
@@ -60,9 +59,7 @@ final class DemoCommand implements CliCommand {
         Map<String, Long> drain() {
             Map<String, Long> sum = new LinkedHashMap<>();
             for (TransferEngine e : engines) {
-                if (e instanceof CoreEngine c) {
-                    c.bytesByTransport().forEach((k, v) -> sum.merge(k, v, Long::sum));
-                }
+                e.bytesByTransport().forEach((k, v) -> sum.merge(k, v, Long::sum));
             }
             engines.clear();
             return sum;

@@ -66,8 +66,8 @@ class BenchVramTest {
 
     private Function<String, TransferEngine> tcpOver(DeviceMemory memory) {
         return kind -> {
-            CoreEngine e = EngineBuilder.tcp(TcpConfig.fromEnvironment(Map.of(),
-                    HandshakeConfig.ephemeral(InetAddress.getLoopbackAddress())), memory);
+            TcpConfig c = TcpConfig.fromEnvironment(Map.of(), HandshakeConfig.ephemeral(InetAddress.getLoopbackAddress()));
+            CoreEngine e = EngineBuilder.of(TcpTransport.engineSettings(c), TcpTransport.factory(c, memory));
             engines.add(e);
             return e;
         };

@@ -8,6 +8,7 @@ import io.mooncake4j.engine.TransferEngine;
 import io.mooncake4j.engine.core.EngineBuilder;
 import io.mooncake4j.engine.handshake.HandshakeConfig;
 import io.mooncake4j.engine.tcp.TcpConfig;
+import io.mooncake4j.engine.tcp.TcpTransport;
 import io.mooncake4j.memory.cuda.CudaAvailability;
 import io.mooncake4j.memory.cuda.CudaDeviceMemory;
 import io.mooncake4j.sim.ConnectorSimWorker;
@@ -50,8 +51,10 @@ class CliGpuTest {
     }
 
     private static Function<String, TransferEngine> tcpEngines() {
-        return kind -> EngineBuilder.tcp(TcpConfig.fromEnvironment(Map.of(),
-                HandshakeConfig.ephemeral(InetAddress.getLoopbackAddress())), CudaDeviceMemory.INSTANCE);
+        return kind -> {
+            TcpConfig c = TcpConfig.fromEnvironment(Map.of(), HandshakeConfig.ephemeral(InetAddress.getLoopbackAddress()));
+            return EngineBuilder.of(TcpTransport.engineSettings(c), TcpTransport.factory(c, CudaDeviceMemory.INSTANCE));
+        };
     }
 
     private static final class Watcher extends OutputStream {

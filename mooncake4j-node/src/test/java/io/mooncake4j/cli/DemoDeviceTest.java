@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assumptions.assumeFalse;
 import io.mooncake4j.engine.core.EngineBuilder;
 import io.mooncake4j.engine.handshake.HandshakeConfig;
 import io.mooncake4j.engine.tcp.TcpConfig;
+import io.mooncake4j.engine.tcp.TcpTransport;
 import io.mooncake4j.memory.DeviceMemory;
 import io.mooncake4j.memory.FakeDeviceMemory;
 import io.mooncake4j.memory.cuda.CudaAvailability;
@@ -85,9 +86,9 @@ class DemoDeviceTest {
     @Test
     void deviceCudaRunsTheWholeDemoOverAnEmulatedGpuAndVerifiesEveryByte() {
         try (FakeDeviceMemory fake = new FakeDeviceMemory(2)) {
-            DemoCommand cmd = new DemoCommand(protocol -> ConnectorSimWorker.factory(cfg -> EngineBuilder.tcp(
-                    TcpConfig.fromEnvironment(Map.of(), HandshakeConfig.ephemeral(InetAddress.getLoopbackAddress())),
-                    fake)), fake);
+            TcpConfig c = TcpConfig.fromEnvironment(Map.of(), HandshakeConfig.ephemeral(InetAddress.getLoopbackAddress()));
+            DemoCommand cmd = new DemoCommand(protocol -> ConnectorSimWorker.factory(
+                    cfg -> EngineBuilder.of(TcpTransport.engineSettings(c), TcpTransport.factory(c, fake))), fake);
             Result r = run(cmd, "--device", "cuda", "--p-gpu", "1", "--model", "tiny", "--requests", "8",
                     "--prompt-tokens", "120", "--num-blocks", "48", "--timeout", "40");
             assertEquals(0, r.code(), r.out() + r.err());

@@ -140,8 +140,8 @@ class GpuDemoTest {
     /** Workers over real TCP engines (ephemeral loopback ports) whose GPU memory is {@code fake}. */
     private static DemoRunner.Workers tcpWorkers(FakeDeviceMemory fake, List<CoreEngine> engines) {
         return protocol -> ConnectorSimWorker.factory(cfg -> {
-            CoreEngine e = EngineBuilder.tcp(TcpConfig.fromEnvironment(Map.of(),
-                    HandshakeConfig.ephemeral(InetAddress.getLoopbackAddress())), fake);
+            TcpConfig c = TcpConfig.fromEnvironment(Map.of(), HandshakeConfig.ephemeral(InetAddress.getLoopbackAddress()));
+            CoreEngine e = EngineBuilder.of(TcpTransport.engineSettings(c), TcpTransport.factory(c, fake));
             engines.add(e);
             return e;
         });

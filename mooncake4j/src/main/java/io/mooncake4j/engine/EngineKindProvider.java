@@ -13,4 +13,16 @@ public interface EngineKindProvider {
 
     /** {@return a new, uninitialised engine of this kind; the caller owns it} */
     TransferEngine create();
+
+    /**
+     * Why the last {@code initialize} of {@code engine} failed, in words that name the cause and
+     * the fix, when this provider made it and keeps such a message; else null
+     * ({@link TransferEngines#lastError}).
+     *
+     * @param engine an engine, possibly of another kind
+     * @return the message, or null
+     */
+    default String lastError(TransferEngine engine) {
+        return null;
+    }
 }

@@ -212,6 +212,17 @@ public interface TransferEngine extends AutoCloseable {
         return EngineCounters.NONE;
     }
 
+    /**
+     * Bytes handed to each installed transport so far, by transport name in the engine's order of
+     * preference (a slice that fell back counts for both), for monitoring and the benchmarks; the
+     * default, for an engine that does not choose among transports, is empty.
+     *
+     * @return transport name to bytes; empty before {@code initialize}
+     */
+    default java.util.Map<String, Long> bytesByTransport() {
+        return java.util.Map.of();
+    }
+
     /** Stops the engine and releases its sockets and threads. Idempotent. */
     @Override
     void close();

@@ -3,7 +3,7 @@ package io.mooncake4j.engine;
 import io.mooncake4j.MooncakeException;
 
 /** A control-path failure of the transfer engine (initialisation, handshake, configuration). */
-public non-sealed class TransferEngineException extends MooncakeException {
+public class TransferEngineException extends MooncakeException {
 
     private static final long serialVersionUID = 1L;
 

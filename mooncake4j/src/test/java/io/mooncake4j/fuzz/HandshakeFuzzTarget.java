@@ -1,13 +1,13 @@
 package io.mooncake4j.fuzz;
 
 import io.mooncake4j.engine.core.CoreEngine;
-import io.mooncake4j.engine.core.EngineBuilder;
 import io.mooncake4j.engine.handshake.HandshakeClient;
 import io.mooncake4j.engine.handshake.HandshakeConfig;
 import io.mooncake4j.engine.handshake.HandshakeFrame;
 import io.mooncake4j.engine.handshake.PeerAddress;
 import io.mooncake4j.engine.handshake.SegmentDescriptor;
 import io.mooncake4j.engine.tcp.TcpConfig;
+import io.mooncake4j.engine.tcp.TcpEngines;
 import io.mooncake4j.memory.HostMemoryAllocator;
 import io.mooncake4j.memory.HostMemoryStorage;
 import java.lang.foreign.ValueLayout;
@@ -46,7 +46,7 @@ public final class HandshakeFuzzTarget implements FuzzTarget {
     }
 
     static CoreEngine started(TcpConfig cfg) {
-        CoreEngine e = EngineBuilder.tcp(cfg);
+        CoreEngine e = TcpEngines.alone(cfg);
         if (e.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", "") != 0) {
             e.close();
             throw new IllegalStateException("engine initialisation failed");

@@ -53,7 +53,7 @@ import org.slf4j.LoggerFactory;
  * ({@link TransportPlan}).
  *
  * <p>{@link EngineBuilder} makes it from {@link EngineSettings} and the transports offered
- * ({@link TransportLoader} holds the built-in ones by name; {@code TransferEngines.create} and the
+ * ({@link TransportLoader} finds the transports' providers; {@code TransferEngines.create} and the
  * single-transport engines of tests and benchmarks go through it). A transport's monitoring getters
  * are its own ({@code TcpTransport.in(engine)}, {@code RdmaTransport.in(engine)}), found through
  * {@link TransportHost}.
@@ -92,17 +92,19 @@ public final class CoreEngine implements TransferEngine, TransportHost {
     private volatile boolean closed;
 
     /**
-     * An engine offering {@code offered} (any order: installation follows {@link TransportPlan#ORDER});
+     * An engine offering {@code offered} (any order: installation follows the declarations'
+     * preferences, {@link TransportLoader#ORDER}; one factory per name);
      * {@link EngineBuilder} makes them.
      */
     CoreEngine(EngineSettings settings, List<TransportFactory> offered) {
         this.settings = Objects.requireNonNull(settings, "settings");
         this.env = settings.environment();
-        for (TransportFactory c : offered) {
-            if (!TransportPlan.ORDER.contains(c.name())) {
-                throw new IllegalArgumentException("unknown transport " + c.name() + "; known: " + TransportPlan.ORDER);
+        List<TransportFactory> sorted = new ArrayList<>(offered);
+        sorted.sort(java.util.Comparator.comparing(TransportFactory::declaration, TransportLoader.ORDER));
+        for (TransportFactory c : sorted) {
+            if (candidates.putIfAbsent(c.name(), c) != null) {
+                throw new IllegalArgumentException("transport " + c.name() + " offered twice");
             }
-            candidates.put(c.name(), c);
         }
         this.calls = new EngineCalls(this, settings.transferTimeoutMs());
         this.batches = calls.batches();
@@ -129,7 +131,9 @@ public final class CoreEngine implements TransferEngine, TransportHost {
             }
             TransportPlan plan;
             try {
-                plan = TransportPlan.resolve(protocol, candidates.keySet(), env);
+                plan = TransportPlan.resolve(protocol,
+                        candidates.values().stream().map(TransportFactory::declaration).toList(),
+                        TransportLoader.declarations(), env);
             } catch (TransferEngineException e) {
                 return fail("initialize(protocol \"" + protocol + "\"): " + e.getMessage());
             }
@@ -175,6 +179,11 @@ public final class CoreEngine implements TransferEngine, TransportHost {
                 }
                 Transport t = c.create().get();
                 try {
+                    if (!t.name().equals(name) || !c.declaration().covers(t.capabilities())) {
+                        throw new IllegalStateException(String.format(Locale.ROOT,
+                                "transport %s (%s) does not match its declaration %s", t.name(), t.capabilities(),
+                                c.declaration()));
+                    }
                     t.install(ctx);
                     installed.add(t);
                 } catch (TransportException | RuntimeException e) {
@@ -295,6 +304,7 @@ public final class CoreEngine implements TransferEngine, TransportHost {
      *
      * @return transport name to bytes
      */
+    @Override
     public Map<String, Long> bytesByTransport() {
         Router r = router;
         Map<String, Long> out = new LinkedHashMap<>();
@@ -348,17 +358,23 @@ public final class CoreEngine implements TransferEngine, TransportHost {
     }
 
     /**
-     * What the descriptor advertises as Mooncake's {@code protocol}: {@code "rdma"} when the rdma
-     * transport is installed, else {@code "tcp"} when tcp is, else the one transport's name; null
-     * before initialisation.
+     * What the descriptor advertises as Mooncake's {@code protocol}: the first installed transport,
+     * in the core's order, that speaks a wire Mooncake's C++ engine speaks
+     * ({@link io.mooncake4j.engine.spi.TransportCapabilities#mooncakeWire()}: rdma before tcp), else
+     * the first installed transport's name; null before initialisation.
      */
     @Override
     public String protocol() {
-        List<String> names = transportNames();
-        if (names.isEmpty()) {
+        Transport[] ts = transports;
+        if (ts.length == 0) {
             return null;
         }
-        return names.contains("rdma") ? "rdma" : names.contains("tcp") ? "tcp" : names.get(0);
+        for (Transport t : ts) {
+            if (t.capabilities().mooncakeWire()) {
+                return t.name();
+            }
+        }
+        return ts[0].name();
     }
 
     @Override

@@ -1,33 +1,24 @@
 package io.mooncake4j.engine.core;
 
-import io.mooncake4j.engine.rdma.GpuDirectSupport;
-import io.mooncake4j.engine.rdma.RdmaAvailability;
-import io.mooncake4j.engine.rdma.RdmaEngineConfig;
-import io.mooncake4j.engine.rdma.RdmaProvider;
-import io.mooncake4j.engine.rdma.RdmaTransport;
-import io.mooncake4j.engine.shm.ShmTransport;
 import io.mooncake4j.engine.spi.EngineSettings;
 import io.mooncake4j.engine.spi.TransportFactory;
-import io.mooncake4j.engine.tcp.TcpConfig;
-import io.mooncake4j.engine.tcp.TcpTransport;
-import io.mooncake4j.memory.DeviceMemory;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
-import java.util.Optional;
-import java.util.function.Supplier;
 
 /**
  * Makes engine cores: {@link EngineSettings} (read once from the environment unless given) plus
- * the transports offered, by name from the {@link TransportLoader} or as factories of their own
- * (tests: an emulated RDMA provider, a fault-injecting transport). Which offered transports
- * {@code initialize} then installs follows its {@code protocol} and {@code MC_TRANSPORTS}.
+ * the transports offered, by name from the {@link TransportLoader}'s providers or as factories of
+ * their own (tests: an emulated RDMA provider, a fault-injecting transport). Which offered
+ * transports {@code initialize} then installs follows its {@code protocol}, the transports'
+ * declarations and {@code MC_TRANSPORTS}. It names no transport.
  *
- * <p>The static methods are the engines the library, its tools and tests use: every built-in
- * transport ({@link #allTransports()}: {@code TransferEngines.create("auto" | "rdma" | "shm")}), tcp
- * alone ({@code "tcp"}), rdma alone, shm alone (the benchmark's {@code shm-direct}). Not thread-safe
- * (a builder is used by one thread); the engines it builds are.
+ * <p>The static methods are the engines the library, its tools and tests use: every provided
+ * transport ({@link #allTransports()}: {@code TransferEngines.create("auto" | "rdma" | "shm")}), one
+ * provided transport alone ({@link #only}: {@code "tcp"}, the benchmark's {@code shm-direct}), and
+ * explicit factories ({@link #of}). Not thread-safe (a builder is used by one thread); the engines it
+ * builds are.
  */
 public final class EngineBuilder {
 
@@ -58,13 +49,13 @@ public final class EngineBuilder {
         return this;
     }
 
-    /** Offers the built-in transport {@code name} ({@link TransportLoader#load}), configured from the settings. */
+    /** Offers the provided transport {@code name} ({@link TransportLoader#load}), configured from the settings. */
     public EngineBuilder offer(String name) {
         offered.add(TransportLoader.load(name, effectiveSettings()));
         return this;
     }
 
-    /** Offers every built-in transport. */
+    /** Offers every provided transport. */
     public EngineBuilder offerAll() {
         offered.addAll(TransportLoader.all(effectiveSettings()));
         return this;
@@ -87,69 +78,23 @@ public final class EngineBuilder {
 
     // ------------------------------------------------------------------ the engines in use
 
-    /** Every built-in transport (cuda-ipc, shm, rdma over libibverbs, tcp), configured from the environment. */
+    /** Every provided transport (cuda-ipc, shm, rdma over libibverbs, tcp), configured from the environment. */
     public static CoreEngine allTransports() {
         return new EngineBuilder().offerAll().build();
     }
 
-    /** tcp alone, configured from the environment: wire-compatible with Mooncake's TCP transport. */
-    public static CoreEngine tcp() {
-        return tcp(TcpConfig.fromSettings(EngineSettings.fromEnvironment()));
-    }
-
-    /** tcp alone with explicit settings; GPU memory through CUDA. */
-    public static CoreEngine tcp(TcpConfig config) {
-        return of(TcpTransport.engineSettings(config), TcpTransport.factory(config));
-    }
-
-    /** tcp alone with explicit settings, reaching GPU memory ({@code cuda:N}) through {@code deviceMemory}. */
-    public static CoreEngine tcp(TcpConfig config, DeviceMemory deviceMemory) {
-        return of(TcpTransport.engineSettings(config), TcpTransport.factory(config, deviceMemory));
-    }
-
     /**
-     * rdma alone over libibverbs, configured from the environment: wire-compatible with Mooncake's
-     * RDMA engine. Without RDMA {@code initialize} returns -1 and {@code lastError} holds the diagnosis.
+     * The provided transport {@code name} alone, configured from the environment: {@code "tcp"}
+     * (wire-compatible with Mooncake's TCP transport), {@code "rdma"} (Mooncake's RDMA engine; where
+     * RDMA cannot run, {@code initialize} returns -1 and {@code lastError} holds the diagnosis),
+     * {@code "shm"} (every slice over shm, none falls back: {@code bench --engine=shm-direct}).
+     * Alone, it is always tried, whatever {@code protocol} says: its install diagnoses itself.
+     *
+     * @throws IllegalArgumentException for a name no provider declares
      */
-    public static CoreEngine rdma() {
+    public static CoreEngine only(String name) {
         EngineSettings s = EngineSettings.fromEnvironment();
-        return rdma(s, RdmaTransport.factory(RdmaEngineConfig.fromSettings(s)));
-    }
-
-    /** rdma alone over {@code provider} (tests: the emulated provider), always considered available. */
-    public static CoreEngine rdma(RdmaProvider provider, RdmaEngineConfig config) {
-        return rdma(provider, config, Optional::empty, GpuDirectSupport.cuda());
-    }
-
-    /** rdma alone over {@code provider}; {@code availability} says why RDMA cannot run here (empty: it can). */
-    public static CoreEngine rdma(RdmaProvider provider, RdmaEngineConfig config,
-            Supplier<Optional<RdmaAvailability.Cause>> availability) {
-        return rdma(provider, config, availability, GpuDirectSupport.cuda());
-    }
-
-    /**
-     * rdma alone over {@code provider}; {@code gpu} finds and exports GPU memory ({@code cuda:N}) for
-     * GPUDirect registration.
-     */
-    public static CoreEngine rdma(RdmaProvider provider, RdmaEngineConfig config,
-            Supplier<Optional<RdmaAvailability.Cause>> availability, GpuDirectSupport gpu) {
-        EngineSettings s = new EngineSettings(config.handshake(), config.transferTimeoutMs(),
-                EngineSettings.DEFAULT_MAX_SEGMENTS, EngineSettings.processEnvironment());
-        return rdma(s, RdmaTransport.factory(provider, config, availability, gpu));
-    }
-
-    private static CoreEngine rdma(EngineSettings s, TransportFactory rdma) {
-        // "auto" and "" mean rdma here: the factory has no precheck, so rdma is tried and diagnosed
-        return of(s, new TransportFactory(rdma.name(), rdma.create()));
-    }
-
-    /**
-     * shm alone, configured from the environment: every slice goes over shm, none falls back (a
-     * peer on another machine, or a buffer shm cannot reach, fails its transfer); to measure the
-     * shm path alone ({@code bench --engine=shm-direct}, the two-process tests).
-     */
-    public static CoreEngine shmDirect() {
-        return of(EngineSettings.fromEnvironment(), ShmTransport.factory());
+        return of(s, TransportLoader.load(name, s).alwaysTried());
     }
 
     /** An engine with these settings offering these transports. */

@@ -17,8 +17,8 @@ import org.slf4j.LoggerFactory;
 
 /**
  * Per-request transport selection (Mooncake TENT's shape): each slice goes to the first installed
- * transport, in the core's order of preference ({@code cuda-ipc}, {@code shm}, {@code rdma},
- * {@code tcp}), whose
+ * transport, in the core's order (the declared preferences: {@code cuda-ipc}, {@code shm},
+ * {@code rdma}, {@code tcp}), whose
  * capabilities move its memory kinds, that speaks a wire the peer speaks (C++ peers get only
  * Mooncake's), that was not found unable to reach the peer, and whose
  * {@link Transport#canTransfer} accepts the pair of buffers. A slice failed with a retryable
@@ -68,6 +68,16 @@ final class Router {
         return unroutable.get();
     }
 
+    /** The index of the installed transport called {@code name}, or -1. */
+    int indexOf(String name) {
+        for (int t = 0; t < transports.length; t++) {
+            if (transports[t].name().equals(name)) {
+                return t;
+            }
+        }
+        return -1;
+    }
+
     /** How many transports this router selects among. */
     int size() {
         return transports.length;
@@ -95,6 +105,7 @@ final class Router {
      * fails now.
      */
     void route(TaskBatch b, CorePeer p, int from, int n, int[] idx) {
+        b.router = this;
         // per task: b.localBuf[i] (null when dropped here) and b.via[i]; nothing allocated per task
         LocalBuffer[] lbs = b.localBuf;
         BufferRegistry.Buffer lastBuffer = null; // consecutive tasks mostly lie in one buffer
@@ -170,6 +181,7 @@ final class Router {
             b.via[i] = (byte) t;
             routedBytes[t].addAndGet(len);
             lbs[i] = local;
+            b.peer[i] = p;
             kept++;
             if (first < 0) {
                 first = t;
@@ -181,7 +193,7 @@ final class Router {
             return;
         }
         if (uniform) { // the common case: one transport for all of them, nothing dropped
-            transports[first].submit(p, new Slices(this, b, p, first, from, n, idx == null ? null : idx));
+            transports[first].submit(p, new Slices(b, first, from, n, idx == null ? null : idx));
             return;
         }
         for (int t = 0; t < transports.length; t++) {
@@ -203,7 +215,7 @@ final class Router {
                     tasks[j++] = i;
                 }
             }
-            transports[t].submit(p, new Slices(this, b, p, t, 0, m, tasks));
+            transports[t].submit(p, new Slices(b, t, 0, m, tasks));
         }
     }
 
@@ -251,7 +263,7 @@ final class Router {
                     + "(logged once per peer and transport)", transports[from].name(), p.name(),
                     failure.name().toLowerCase(java.util.Locale.ROOT), why, transports[next].name());
         }
-        transports[next].submit(p, new Slices(this, b, p, next, i, 1, null)); // b.localBuf[i] is still local
+        transports[next].submit(p, new Slices(b, next, i, 1, null)); // b.localBuf[i] is still local
         return true;
     }
 

@@ -6,25 +6,22 @@ import io.mooncake4j.engine.spi.SliceGroup;
 
 /**
  * The core's {@link SliceGroup}: tasks of one {@link TaskBatch} bound for one peer over one
- * transport, either a contiguous run ({@code idx == null}) or listed. A retryable failure goes back
- * to the {@link Router} for the next capable transport; anything else ends the task.
+ * transport, either a contiguous run ({@code idx == null}) or listed. A failure goes to the batch
+ * ({@link TaskBatch#fail(int, int, SliceFailure, String)}): a retryable one moves on to the next
+ * capable transport, anything else ends the task.
  */
 final class Slices implements SliceGroup {
 
     private static final int WRITE = io.mooncake4j.engine.TransferRequest.Opcode.WRITE.wire();
 
-    private final Router router;
     private final TaskBatch batch;
-    private final CorePeer peer;
     private final int transport;
     private final int from;
     private final int count;
     private final int[] idx;
 
-    Slices(Router router, TaskBatch batch, CorePeer peer, int transport, int from, int count, int[] idx) {
-        this.router = router;
+    Slices(TaskBatch batch, int transport, int from, int count, int[] idx) {
         this.batch = batch;
-        this.peer = peer;
         this.transport = transport;
         this.from = from;
         this.count = count;
@@ -78,12 +75,7 @@ final class Slices implements SliceGroup {
 
     @Override
     public void fail(int i, SliceFailure failure, String why) {
-        int t = task(i);
-        if (failure.retryable() && !batch.aborted && router.fallBack(batch, peer, t, transport, batch.localBuf[t], failure,
-                why)) {
-            return;
-        }
-        batch.finish(t, failure == SliceFailure.TIMEOUT ? TaskBatch.TIMEOUT : TaskBatch.FAILED);
+        batch.fail(task(i), transport, failure, why);
     }
 
     @Override

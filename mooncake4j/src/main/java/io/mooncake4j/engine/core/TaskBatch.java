@@ -4,6 +4,7 @@ import io.mooncake4j.engine.TransferRequest;
 import io.mooncake4j.engine.TransferStatus;
 import io.mooncake4j.engine.spi.BatchTasks;
 import io.mooncake4j.engine.spi.LocalBuffer;
+import io.mooncake4j.engine.spi.SliceFailure;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -53,6 +54,10 @@ public class TaskBatch implements BatchTasks {
      * Kept per task so that routing allocates nothing per descriptor.
      */
     final LocalBuffer[] localBuf;
+    /** The peer of each routed task; written with {@link #localBuf}. */
+    final CorePeer[] peer;
+    /** The router that routed this batch's tasks (one per initialised engine); null before. */
+    volatile Router router;
 
     public TaskBatch(long id, int capacity) {
         this.id = id;
@@ -66,6 +71,7 @@ public class TaskBatch implements BatchTasks {
         this.observed = new boolean[capacity];
         this.via = new byte[capacity];
         this.localBuf = new LocalBuffer[capacity];
+        this.peer = new CorePeer[capacity];
     }
 
     @Override
@@ -104,8 +110,38 @@ public class TaskBatch implements BatchTasks {
     }
 
     @Override
-    public boolean fail(int task) {
-        return finish(task, FAILED);
+    public boolean fail(int task, String transport, SliceFailure failure, String why) {
+        Router r = router;
+        int from = r == null ? -1 : r.indexOf(transport);
+        if (from < 0) { // a transport bug (it names another, or a batch no router took): end it, nothing hangs
+            return finish(task, failure == SliceFailure.TIMEOUT ? TIMEOUT : FAILED);
+        }
+        return fail(task, from, failure, why);
+    }
+
+    /**
+     * Task {@code task} failed on installed transport {@code from}: a retryable failure moves it
+     * to the next capable transport ({@link Router#fallBack}), anything else ends it (TIMEOUT for a
+     * timeout, else FAILED). The one way a task fails once routed, for {@link Slices} and
+     * {@link #fail(int, String, SliceFailure, String)} alike.
+     *
+     * @return false when the task had already ended or transport {@code from} no longer holds it
+     */
+    boolean fail(int task, int from, SliceFailure failure, String why) {
+        Router r = router;
+        CorePeer p = peer[task];
+        if (r == null || p == null) {
+            return finish(task, failure == SliceFailure.TIMEOUT ? TIMEOUT : FAILED);
+        }
+        synchronized (this) {
+            if (via[task] != from) {
+                return false; // a late report: the task already moved on
+            }
+        }
+        if (failure.retryable() && !aborted && r.fallBack(this, p, task, from, localBuf[task], failure, why)) {
+            return true;
+        }
+        return finish(task, failure == SliceFailure.TIMEOUT ? TIMEOUT : FAILED);
     }
 
     public int size() {

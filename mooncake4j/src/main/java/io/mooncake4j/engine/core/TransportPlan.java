@@ -1,45 +1,45 @@
 package io.mooncake4j.engine.core;
 
 import io.mooncake4j.engine.TransferEngineException;
+import io.mooncake4j.engine.spi.TransportDeclaration;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
+import java.util.stream.Collectors;
 
 /**
  * Which transports {@code initialize} installs, from its {@code protocol} argument (Mooncake's
- * meaning) and {@code MC_TRANSPORTS}:
+ * meaning), the offered transports' declarations and {@code MC_TRANSPORTS}; no transport is named
+ * here:
  * <ul>
- *   <li>{@code "tcp"}: tcp only;</li>
- *   <li>{@code "rdma"}: rdma (required: where it cannot run, initialize fails with the diagnosis),
- *       and tcp beside it for peers or buffers rdma cannot reach;</li>
- *   <li>{@code "shm"}: shm (required) and tcp;</li>
+ *   <li>a requestable transport's name ({@code "tcp"}, {@code "rdma"}, {@code "shm"}): that
+ *       transport (required: where it cannot run, initialize fails with the diagnosis) and the
+ *       companions beside it ({@code tcp}) for peers or buffers it cannot reach;</li>
  *   <li>{@code "auto"}, {@code ""}, null: every transport the engine offers that can run here
- *       (rdma only where a device is usable, as Mooncake's auto-discovery; one WARN otherwise;
- *       cuda-ipc only where an NVIDIA driver is present).</li>
+ *       (each factory's precheck decides: rdma only where a device is usable, as Mooncake's
+ *       auto-discovery; cuda-ipc only where an NVIDIA driver is present).</li>
  * </ul>
  * {@code MC_TRANSPORTS} (a comma-separated list of names) restricts that set; naming away a
- * required transport fails. The result keeps the core's order of preference ({@link #ORDER}).
+ * required transport fails. The result keeps the core's order of preference
+ * ({@link TransportLoader#ORDER}).
  *
  * @param required installed or initialize fails
  * @param optional installed where they can run, skipped (logged) where they cannot
+ * @param order    the offered transports' names in the core's order
  */
-record TransportPlan(List<String> required, List<String> optional) {
+record TransportPlan(List<String> required, List<String> optional, List<String> order) {
 
-    /**
-     * The order of preference: cheapest first ({@code cuda-ipc} moves GPU memory only, {@code shm}
-     * host memory only, both on one machine); tcp last (its failures are final, see SliceGroup).
-     */
-    static final List<String> ORDER = List.of("cuda-ipc", "shm", "rdma", "tcp");
     /** The environment variable restricting the set. */
     static final String RESTRICT = "MC_TRANSPORTS";
 
-    /** Every name, required first-come, in {@link #ORDER}. */
+    /** Every name to install, in the core's order. */
     List<String> all() {
         List<String> out = new ArrayList<>();
-        for (String n : ORDER) {
+        for (String n : order) {
             if (required.contains(n) || optional.contains(n)) {
                 out.add(n);
             }
@@ -48,39 +48,62 @@ record TransportPlan(List<String> required, List<String> optional) {
     }
 
     /**
-     * @param offered the transports this engine can install (an engine with one transport offers fewer)
+     * @param offered the declarations of the transports this engine can install (an engine with one
+     *                transport offers fewer)
+     * @param known   every declaration the library knows (the providers'), for names an engine
+     *                does not offer
      * @throws TransferEngineException naming the problem and the fix
      */
-    static TransportPlan resolve(String protocol, Set<String> offered, Map<String, String> env) {
+    static TransportPlan resolve(String protocol, List<TransportDeclaration> offered,
+            List<TransportDeclaration> known, Map<String, String> env) {
+        Map<String, TransportDeclaration> all = new LinkedHashMap<>();
+        for (TransportDeclaration d : known) {
+            all.put(d.name(), d);
+        }
+        List<TransportDeclaration> sorted = new ArrayList<>(offered);
+        sorted.sort(TransportLoader.ORDER);
+        for (TransportDeclaration d : sorted) {
+            all.put(d.name(), d);
+        }
+        List<TransportDeclaration> byOrder = new ArrayList<>(all.values());
+        byOrder.sort(TransportLoader.ORDER);
+        List<String> order = sorted.stream().map(TransportDeclaration::name).toList();
+        Set<String> names = byOrder.stream().map(TransportDeclaration::name)
+                .collect(Collectors.toCollection(LinkedHashSet::new));
+
         String p = protocol == null ? "" : protocol.strip().toLowerCase(Locale.ROOT);
         List<String> required = new ArrayList<>();
         List<String> optional = new ArrayList<>();
-        switch (p) {
-            case "tcp" -> required.add("tcp");
-            case "rdma", "shm" -> {
-                required.add(p);
-                optional.add("tcp");
+        if (p.isEmpty() || p.equals("auto")) {
+            optional.addAll(order);
+        } else {
+            TransportDeclaration d = all.get(p);
+            if (d == null || !d.requestable()) {
+                String choices = byOrder.stream().filter(TransportDeclaration::requestable)
+                        .map(x -> "\"" + x.name() + "\"").collect(Collectors.joining(", "));
+                throw new TransferEngineException(String.format(Locale.ROOT,
+                        "unsupported protocol '%s'; use %s or \"auto\"", protocol, choices));
             }
-            case "", "auto" -> optional.addAll(ORDER);
-            default -> throw new TransferEngineException(String.format(Locale.ROOT,
-                    "unsupported protocol '%s'; use \"tcp\", \"rdma\", \"shm\" or \"auto\"", protocol));
-        }
-        for (String r : required) {
-            if (!offered.contains(r)) {
+            if (!order.contains(p)) {
                 throw new TransferEngineException(String.format(Locale.ROOT,
                         "protocol \"%s\" is not served by this engine (it offers %s); create the engine with "
-                                + "TransferEngines.create(\"%s\") or TransferEngines.create(\"auto\")", r, offered, r));
+                                + "TransferEngines.create(\"%s\") or TransferEngines.create(\"auto\")", p, order, p));
+            }
+            required.add(p);
+            for (TransportDeclaration o : sorted) {
+                if (o.companion()) {
+                    optional.add(o.name());
+                }
             }
         }
-        optional.retainAll(offered);
         String restrict = env.get(RESTRICT);
         if (restrict != null && !restrict.isBlank()) {
             Set<String> allowed = new LinkedHashSet<>();
             for (String s : restrict.split(",")) {
                 String n = s.strip().toLowerCase(Locale.ROOT);
-                if (!ORDER.contains(n)) {
+                if (!names.contains(n)) {
                     throw new TransferEngineException(String.format(Locale.ROOT,
-                            "%s=%s names unknown transport '%s'; known: %s", RESTRICT, restrict, n, ORDER));
+                            "%s=%s names unknown transport '%s'; known: %s", RESTRICT, restrict, n, names));
                 }
                 allowed.add(n);
             }
@@ -95,8 +118,8 @@ record TransportPlan(List<String> required, List<String> optional) {
         optional.removeAll(required);
         if (required.isEmpty() && optional.isEmpty()) {
             throw new TransferEngineException(String.format(Locale.ROOT,
-                    "no transport left to install (offered %s, %s=%s)", offered, RESTRICT, restrict));
+                    "no transport left to install (offered %s, %s=%s)", order, RESTRICT, restrict));
         }
-        return new TransportPlan(List.copyOf(required), List.copyOf(optional));
+        return new TransportPlan(List.copyOf(required), List.copyOf(optional), order);
     }
 }

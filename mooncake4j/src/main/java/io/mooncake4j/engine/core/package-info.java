@@ -4,8 +4,9 @@
  * of, in one copy for every transport. Module-private.
  * <ul>
  *   <li>Making one: {@code EngineBuilder} (settings plus the transports offered; its static methods
- *       are the engines in use: every transport, tcp alone, rdma alone, shm alone) and
- *       {@code TransportLoader}, the one place that maps a transport's name to its factory.</li>
+ *       are the engines in use: every provided transport, one alone, explicit factories) and
+ *       {@code TransportLoader}, which finds the transports' {@code spi.TransportProvider}s with
+ *       {@code ServiceLoader} and orders them by their declarations.</li>
  *   <li>The asynchronous and synchronous batch calls: {@code TaskBatch} (per-batch task state in
  *       primitive arrays; transports see it as {@code spi.BatchTasks}), {@code BatchTable} (ids and
  *       Mooncake's free rule), {@code EngineCalls} (argument checks, deadlines, abort).</li>
@@ -19,10 +20,11 @@
  *       {@code Slices}).</li>
  * </ul>
  *
- * <p>The arrow runs one way: the core imports the SPI and, in {@code TransportLoader} and
- * {@code EngineBuilder} only, the transports' factories; no transport imports this package. The
- * core's own tests drive it through a fault-injecting transport ({@code FaultTransport} in the
- * test tree).
+ * <p>The core imports the SPI and names no transport: which transports exist, their order and
+ * which one {@code initialize}'s protocol asks for come from their declarations
+ * ({@code spi.TransportDeclaration}); no transport imports this package. The core's own tests
+ * drive it through a fault-injecting transport ({@code FaultTransport} in the test tree), which
+ * registers as itself ({@code FaultTransportProvider}).
  *
  * <p>Threads: the core owns the handshake server's threads only; everything here is called from
  * the embedder's threads and the transports' completion threads and is thread-safe. Registration

@@ -5,7 +5,7 @@ import java.util.Map;
 
 /**
  * Settings of the cuda-ipc transport, parsed once from the engine's environment snapshot
- * ({@code engine.core.TransportLoader} builds it; the transport never sees the variables).
+ * ({@link CudaIpcTransportProvider} builds it; the transport never sees the variables).
  *
  * @param maxHandles IPC handles opened per peer ({@value CudaIpcTransport#MAX_HANDLES_ENV}, default
  *                   {@value CudaIpcTransport#DEFAULT_MAX_HANDLES}); further allocations of that peer go

@@ -12,6 +12,7 @@ import io.mooncake4j.engine.spi.Transport;
 import io.mooncake4j.engine.spi.TransportCapabilities;
 import io.mooncake4j.engine.spi.TransportContext;
 import io.mooncake4j.engine.spi.TransportException;
+import io.mooncake4j.engine.spi.TransportDeclaration;
 import io.mooncake4j.engine.spi.TransportFactory;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -54,6 +55,10 @@ public final class CudaIpcTransport implements Transport {
 
     /** The transport's name ({@code MC_TRANSPORTS}, logs, {@code bytesByTransport}). */
     public static final String NAME = "cuda-ipc";
+
+    /** Its declaration: GPU memory on this machine (to or from host or GPU memory); first in the order; only "auto" installs it. */
+    public static final TransportDeclaration DECLARATION = new TransportDeclaration(NAME,
+            Set.of(MemoryKind.HOST, MemoryKind.CUDA), 10, false, false);
     /** Caps the IPC handles opened per peer. */
     public static final String MAX_HANDLES_ENV = "MOONCAKE4J_CUDA_IPC_MAX_HANDLES";
     /** The default of {@value #MAX_HANDLES_ENV}. */
@@ -133,7 +138,7 @@ public final class CudaIpcTransport implements Transport {
 
     /** The factory of cuda-ipc transports over the CUDA driver with {@code config} (installed only where an NVIDIA driver is). */
     public static TransportFactory factory(CudaIpcConfig config) {
-        return new TransportFactory(NAME, () -> new CudaIpcTransport(new CudaDriverIpc(), config),
+        return new TransportFactory(DECLARATION, () -> new CudaIpcTransport(new CudaDriverIpc(), config),
                 CudaIpcTransport::autoPrecheck);
     }
 

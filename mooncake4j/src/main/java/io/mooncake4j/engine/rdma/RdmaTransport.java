@@ -25,6 +25,7 @@ import io.mooncake4j.engine.spi.Transport;
 import io.mooncake4j.engine.spi.TransportCapabilities;
 import io.mooncake4j.engine.spi.TransportContext;
 import io.mooncake4j.engine.spi.TransportException;
+import io.mooncake4j.engine.spi.TransportDeclaration;
 import io.mooncake4j.engine.spi.TransportFactory;
 import io.mooncake4j.engine.spi.TransportHost;
 import java.util.ArrayList;
@@ -176,9 +177,13 @@ public final class RdmaTransport implements Transport {
     /** The transport's name ({@code MC_TRANSPORTS}, logs). */
     public static final String NAME = "rdma";
 
+    /** Its declaration: host and GPU memory (GPUDirect); after the same-machine transports, before tcp. */
+    public static final TransportDeclaration DECLARATION = new TransportDeclaration(NAME,
+            Set.of(MemoryKind.HOST, MemoryKind.CUDA), 30, true, false);
+
     /** The factory of rdma transports over libibverbs with {@code config} (auto precheck). */
     public static TransportFactory factory(RdmaEngineConfig config) {
-        return new TransportFactory(NAME, () -> new RdmaTransport(new VerbsRdmaProvider(), config,
+        return new TransportFactory(DECLARATION, () -> new RdmaTransport(new VerbsRdmaProvider(), config,
                 RdmaAvailability::unavailabilityCause, GpuDirectSupport.cuda()),
                 (protocol, filter) -> autoPrecheck(protocol, filter, config.forceTcp()));
     }
@@ -189,7 +194,7 @@ public final class RdmaTransport implements Transport {
      */
     public static TransportFactory factory(RdmaProvider provider, RdmaEngineConfig config,
             Supplier<Optional<RdmaAvailability.Cause>> availability, GpuDirectSupport gpu) {
-        return new TransportFactory(NAME, () -> new RdmaTransport(provider, config, availability, gpu));
+        return new TransportFactory(DECLARATION, () -> new RdmaTransport(provider, config, availability, gpu));
     }
 
     /**

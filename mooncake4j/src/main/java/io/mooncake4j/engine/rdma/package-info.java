@@ -6,8 +6,8 @@
  * filter, NUMA/PCI preferences from sysfs, the descriptor's {@code priority_matrix}).
  *
  * <p>The transport: {@link io.mooncake4j.engine.rdma.RdmaTransport}, installed by the engine core
- * (kinds {@code "rdma"}/{@code "auto"}; the core's {@code EngineBuilder.rdma(...)} is the core with
- * rdma alone, its monitoring getters through {@code RdmaTransport.in(engine)}), over an {@link io.mooncake4j.engine.rdma.RdmaProvider} —
+ * (kinds {@code "rdma"}/{@code "auto"}; found through {@code RdmaTransportProvider};
+ * {@code EngineBuilder.only("rdma")} is the core with rdma alone; its monitoring getters through {@code RdmaTransport.in(engine)}), over an {@link io.mooncake4j.engine.rdma.RdmaProvider} —
  * {@link io.mooncake4j.engine.rdma.VerbsRdmaProvider} in production, an emulated fabric in the
  * tests. Per device an {@code RdmaContext} (CQ, poller thread, endpoints by peer NIC path); per
  * peer NIC path an {@code RdmaEndpoint} ({@code MC_NUM_QP_PER_EP} RC QPs, queue of slices,

@@ -12,6 +12,7 @@ import io.mooncake4j.engine.spi.Transport;
 import io.mooncake4j.engine.spi.TransportCapabilities;
 import io.mooncake4j.engine.spi.TransportContext;
 import io.mooncake4j.engine.spi.TransportException;
+import io.mooncake4j.engine.spi.TransportDeclaration;
 import io.mooncake4j.engine.spi.TransportFactory;
 import io.mooncake4j.internal.sys.SharedMemory;
 import io.mooncake4j.memory.ShareableMemory;
@@ -63,9 +64,13 @@ public final class ShmTransport implements Transport {
     /** The transport's name ({@code MC_TRANSPORTS}, logs). */
     public static final String NAME = "shm";
 
+    /** Its declaration: host memory on this machine; after cuda-ipc, before rdma. */
+    public static final TransportDeclaration DECLARATION = new TransportDeclaration(NAME,
+            Set.of(MemoryKind.HOST), 20, true, false);
+
     /** The factory of shm transports for this process's machine identity. */
     public static TransportFactory factory() {
-        return new TransportFactory(NAME, ShmTransport::new);
+        return new TransportFactory(DECLARATION, ShmTransport::new);
     }
 
     @Override

@@ -5,9 +5,10 @@ package io.mooncake4j.engine.spi;
  * way to end it. The core implements it; a {@link SliceGroup} is a view of some of its tasks
  * ({@link SliceGroup#batch()}, {@link SliceGroup#task(int)}).
  *
- * <p>A transport whose worker threads already speak in batch tasks (tcp's lanes) may end a task
- * here directly with {@link #complete} or {@link #fail}: that is {@link SliceGroup#complete} /
- * {@link SliceGroup#fail} minus the fallback, so the core puts such a transport last in its order.
+ * <p>A transport whose worker threads already speak in batch tasks (tcp's lanes) may end a task it
+ * holds here with {@link #complete} or {@link #fail}, exactly as through its {@link SliceGroup}: a
+ * failure goes through the core, which moves a retryable one to the next capable transport in its
+ * order, so no transport can skip the fallback and none needs a particular place in the order.
  * Each task ends exactly once; later calls for an ended task return false and change nothing.
  *
  * <p>Thread-safe: tasks are ended from any thread; the per-task fields are written by the
@@ -42,6 +43,13 @@ public interface BatchTasks {
     /** Ends task {@code task} as applied at the target; false when it had already ended. */
     boolean complete(int task);
 
-    /** Ends task {@code task} as failed, with no fallback; false when it had already ended. */
-    boolean fail(int task);
+    /**
+     * Task {@code task} failed on transport {@code transport} (its {@link Transport#name()}): as
+     * {@link SliceGroup#fail}, the core retries a retryable failure on the next capable transport
+     * and ends the task otherwise. A report from a transport that no longer holds the task (it
+     * already moved on) is ignored.
+     *
+     * @return false when the task had already ended or moved on (nothing changed)
+     */
+    boolean fail(int task, String transport, SliceFailure failure, String why);
 }

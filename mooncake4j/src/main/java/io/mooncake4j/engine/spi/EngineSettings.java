@@ -9,8 +9,8 @@ import org.slf4j.LoggerFactory;
 /**
  * The engine's settings, read once from the environment when an engine is built: what the core
  * itself uses (the handshake port and client, the synchronous deadline, the segment cap) and the
- * environment snapshot each area's settings record is built from, once per engine, in
- * {@code engine.core.TransportLoader} ({@code TcpConfig} with its staging and framing settings,
+ * environment snapshot each transport's settings record is built from, once per engine, in its
+ * {@link TransportProvider#factory} ({@code TcpConfig} with its staging and framing settings,
  * {@code RdmaEngineConfig}, {@code CudaIpcConfig}); the transports get those typed records, never the
  * variables. {@link #processEnvironment()} is the library's one reader of this process's
  * {@code MC_*} and {@code MOONCAKE4J_*} engine variables; a Java process's environment cannot change

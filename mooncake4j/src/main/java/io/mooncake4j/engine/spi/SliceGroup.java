@@ -14,9 +14,8 @@ package io.mooncake4j.engine.spi;
  *
  * <p>Every group is a view of tasks of one core batch ({@link #batch()}, {@link #task(int)}): a
  * transport whose worker threads already speak in batch tasks (tcp's lanes) may end a task on the
- * batch directly ({@link BatchTasks#complete}, {@link BatchTasks#fail}), which is what
- * {@link #complete}/{@link #fail} do minus the fallback; the core therefore puts such a transport
- * last in its order (its failures are final).
+ * batch directly ({@link BatchTasks#complete}, {@link BatchTasks#fail}), which does what
+ * {@link #complete}/{@link #fail} do, fallback included.
  */
 public interface SliceGroup {
 

@@ -5,9 +5,10 @@
  * <p>Closed: a transport imports this package, {@code engine}'s public types, the handshake's
  * descriptor and wire types, {@code memory} and {@code io.mooncake4j.internal.*}, never the core.
  * What the core shares with transports lives here: the settings read once from the environment
- * ({@link io.mooncake4j.engine.spi.EngineSettings}), how a transport is made
- * ({@link io.mooncake4j.engine.spi.TransportFactory}; the core's transport loader holds the
- * built-in ones by name), a core batch as a transport sees it
+ * ({@link io.mooncake4j.engine.spi.EngineSettings}), how a transport is found, declared and made
+ * ({@link io.mooncake4j.engine.spi.TransportProvider} through {@code ServiceLoader},
+ * {@link io.mooncake4j.engine.spi.TransportDeclaration}, {@link io.mooncake4j.engine.spi.TransportFactory}),
+ * a core batch as a transport sees it
  * ({@link io.mooncake4j.engine.spi.BatchTasks}) and the way from an engine to its installed
  * transports for their monitoring getters ({@link io.mooncake4j.engine.spi.TransportHost}).
  *
@@ -38,9 +39,8 @@
  * once; a transport completes slices from whichever thread it likes, and must not block the
  * submitting thread on the network for longer than its own bounded timeouts.
  *
- * <p>Order: the core tries installed transports as {@code cuda-ipc}, {@code shm}, {@code rdma},
- * {@code tcp};
- * {@code tcp} is last, and its lanes end tasks on the core's batch directly
- * ({@link io.mooncake4j.engine.spi.BatchTasks}: no fallback after it).
+ * <p>Order: the core tries installed transports by their declared preference ({@code cuda-ipc} 10,
+ * {@code shm} 20, {@code rdma} 30, {@code tcp} 90); tcp's lanes end tasks on the core's batch
+ * ({@link io.mooncake4j.engine.spi.BatchTasks}).
  */
 package io.mooncake4j.engine.spi;

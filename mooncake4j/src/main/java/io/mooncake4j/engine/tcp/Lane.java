@@ -1,6 +1,7 @@
 package io.mooncake4j.engine.tcp;
 
 import io.mooncake4j.engine.spi.BatchTasks;
+import io.mooncake4j.engine.spi.SliceFailure;
 import io.mooncake4j.engine.BufferRegistry.Buffer;
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
@@ -55,6 +56,8 @@ import org.slf4j.LoggerFactory;
 final class Lane {
 
     private static final Logger LOG = LoggerFactory.getLogger(Lane.class);
+    /** Why a task failed on a lane whose connection broke or could not carry it. */
+    private static final String LOST = "connection lost";
     private static final int CONNECT_TIMEOUT_MS = 5_000;
     /** Receive buffer: status frames and small read bodies of pipelined requests arrive in one read. */
     private static final int IN_BUFFER = 64 * 1024;
@@ -182,7 +185,7 @@ final class Lane {
                     sendBatch = b;
                     try {
                         if (!healthy) {
-                            b.fail(i);
+                            b.fail(i, TcpTransport.NAME, SliceFailure.TRANSIENT, "lane unhealthy");
                         } else if (!b.aborted() && !b.isTerminal(i)) {
                             healthy = sendOne(ch, b, i, views, stage, stageSegment);
                         }
@@ -246,7 +249,7 @@ final class Lane {
 
     private void failUnsentV1() {
         for (int k = 0; k < v1Count; k++) {
-            v1Batch[k].fail(v1Task[k]);
+            v1Batch[k].fail(v1Task[k], TcpTransport.NAME, SliceFailure.TRANSIENT, LOST);
             v1Batch[k] = null;
         }
         v1Count = 0;
@@ -313,7 +316,7 @@ final class Lane {
         if (stage.remaining() < staged || tail - head >= capacity || (gather != null && !gather.hasRoom(3))) {
             // make room; the target must see the staged requests before the ring can drain
             if (!flush(ch, stage) || !awaitSpace(ch)) {
-                b.fail(i);
+                b.fail(i, TcpTransport.NAME, SliceFailure.TRANSIENT, LOST);
                 return false;
             }
         }
@@ -323,17 +326,17 @@ final class Lane {
             lb = peer.memory.registry.find(local, len);
             // queued bodies of another buffer go first: slot position 0 holds one buffer
             if (lb != null && gatherBuf != null && lb != gatherBuf && !flush(ch, stage)) {
-                b.fail(i);
+                b.fail(i, TcpTransport.NAME, SliceFailure.TRANSIENT, LOST);
                 return false;
             }
             if (lb == null || (lb != gatherBuf && !slot.enter(0, lb))) {
-                b.fail(i);
+                b.fail(i, TcpTransport.NAME, SliceFailure.TRANSIENT, LOST);
                 return true;
             }
             dev = DeviceStaging.deviceOf(lb);
             if (dev >= 0 && sendStager() == null) {
                 slot.exit(0);
-                b.fail(i);
+                b.fail(i, TcpTransport.NAME, SliceFailure.TRANSIENT, LOST);
                 return true;
             }
         }
@@ -348,12 +351,12 @@ final class Lane {
             }
             if (dev >= 0) { // GPU memory: the header goes now, the body through the bounce buffers
                 if (!flush(ch, stage)) {
-                    b.fail(i);
+                    b.fail(i, TcpTransport.NAME, SliceFailure.TRANSIENT, LOST);
                     return false;
                 }
                 int rc = sendStager.send(ch, dev, local, len);
                 if (rc != Stager.OK) {
-                    b.fail(i);
+                    b.fail(i, TcpTransport.NAME, SliceFailure.TRANSIENT, LOST);
                     kill(String.format(Locale.ROOT, "GPU copy for a write of %d bytes from 0x%x failed (%d)", len,
                             local, rc));
                     return false;
@@ -372,7 +375,7 @@ final class Lane {
             stage.position(stage.position() + first);
             if (first < len) { // large body: send what is staged, then the rest straight from memory
                 if (!flush(ch, stage)) {
-                    b.fail(i);
+                    b.fail(i, TcpTransport.NAME, SliceFailure.TRANSIENT, LOST);
                     return false;
                 }
                 long done = first;
@@ -386,7 +389,7 @@ final class Lane {
                 }
             }
         } catch (IOException e) {
-            b.fail(i);
+            b.fail(i, TcpTransport.NAME, SliceFailure.TRANSIENT, LOST);
             kill("send failed: " + e.getMessage());
             return false;
         } finally {
@@ -535,7 +538,7 @@ final class Lane {
                 if (ok) {
                     b.complete(i);
                 } else {
-                    b.fail(i);
+                    b.fail(i, TcpTransport.NAME, SliceFailure.TRANSIENT, "no good reply");
                 }
                 if (ok) {
                     ringBatch[k] = null;
@@ -669,7 +672,7 @@ final class Lane {
         long t = tail;
         for (long q = head; q < t; q++) {
             int k = index(q);
-            ringBatch[k].fail(ringTask[k]);
+            ringBatch[k].fail(ringTask[k], TcpTransport.NAME, SliceFailure.TRANSIENT, LOST);
             ringBatch[k] = null;
         }
         head = t;

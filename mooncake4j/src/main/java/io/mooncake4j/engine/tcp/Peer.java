@@ -1,6 +1,7 @@
 package io.mooncake4j.engine.tcp;
 
 import io.mooncake4j.engine.spi.BatchTasks;
+import io.mooncake4j.engine.spi.SliceFailure;
 import io.mooncake4j.engine.handshake.SegmentDescriptor;
 import java.net.InetSocketAddress;
 import java.util.ArrayDeque;
@@ -178,7 +179,7 @@ final class Peer {
         try {
             if (dead) {
                 for (int k = w.next; k < w.end; k++) {
-                    w.batch.fail(w.task(k));
+                    w.batch.fail(w.task(k), TcpTransport.NAME, SliceFailure.TRANSIENT, "peer connection closed");
                 }
                 return;
             }
@@ -260,7 +261,7 @@ final class Peer {
             dead = true;
             for (Work w : queue) {
                 for (int k = w.next; k < w.end; k++) {
-                    w.batch.fail(w.task(k));
+                    w.batch.fail(w.task(k), TcpTransport.NAME, SliceFailure.TRANSIENT, "peer connection closed");
                 }
             }
             queue.clear();

@@ -12,11 +12,13 @@ import io.mooncake4j.engine.spi.EngineSettings;
 import io.mooncake4j.engine.spi.LocalBuffer;
 import io.mooncake4j.engine.spi.MemoryKind;
 import io.mooncake4j.engine.spi.RemoteSegment;
+import io.mooncake4j.engine.spi.SliceFailure;
 import io.mooncake4j.engine.spi.SliceGroup;
 import io.mooncake4j.engine.spi.Transport;
 import io.mooncake4j.engine.spi.TransportCapabilities;
 import io.mooncake4j.engine.spi.TransportContext;
 import io.mooncake4j.engine.spi.TransportException;
+import io.mooncake4j.engine.spi.TransportDeclaration;
 import io.mooncake4j.engine.spi.TransportFactory;
 import io.mooncake4j.engine.spi.TransportHost;
 import io.mooncake4j.memory.DeviceMemory;
@@ -162,7 +164,7 @@ public final class TcpTransport implements Transport {
 
     /** The factory of tcp transports with these settings (GPU memory through CUDA, staged per the config). */
     public static TransportFactory factory(TcpConfig config) {
-        return new TransportFactory(NAME, () -> new TcpTransport(config));
+        return new TransportFactory(DECLARATION, () -> new TcpTransport(config));
     }
 
     /** The factory of tcp transports reaching GPU memory through {@code deviceMemory}. */
@@ -172,7 +174,7 @@ public final class TcpTransport implements Transport {
 
     /** The factory of tcp transports with explicit staging settings (tests). */
     static TransportFactory factory(TcpConfig config, DeviceMemory deviceMemory, StagingConfig staging) {
-        return new TransportFactory(NAME, () -> new TcpTransport(config, deviceMemory, staging));
+        return new TransportFactory(DECLARATION, () -> new TcpTransport(config, deviceMemory, staging));
     }
 
     /**
@@ -185,6 +187,10 @@ public final class TcpTransport implements Transport {
 
     /** The transport's name ({@code MC_TRANSPORTS}, logs). */
     public static final String NAME = "tcp";
+
+    /** Its declaration: host and GPU memory (GPU memory staged through pinned host buffers); last in the order, and installed beside any requested transport. */
+    public static final TransportDeclaration DECLARATION = new TransportDeclaration(NAME,
+            Set.of(MemoryKind.HOST, MemoryKind.CUDA), 90, true, true);
 
     @Override
     public String name() {
@@ -401,7 +407,7 @@ public final class TcpTransport implements Transport {
             // retired for idleness between peer() and offer(): the next peer() opens a fresh one
         }
         for (int i = 0; i < n; i++) {
-            b.fail(slices.task(i));
+            b.fail(slices.task(i), NAME, SliceFailure.TRANSIENT, "peer retired");
         }
     }
 

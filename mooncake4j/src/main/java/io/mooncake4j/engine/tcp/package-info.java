@@ -63,8 +63,8 @@
  * memory waits (bounded, {@code MOONCAKE4J_UNREGISTER_WAIT_MS}) for transfers using it and then
  * aborts them by closing their connections, so memory is never touched after
  * {@code unregisterMemory} returned. The handshake server, descriptors, batches and the local
- * short-circuit are the engine core's; lanes end tasks on the core's batch directly, through the
- * SPI's {@code BatchTasks}. All public methods are thread-safe.
+ * short-circuit are the engine core's; lanes end tasks on the core's batch, through the SPI's
+ * {@code BatchTasks} (a failure goes through the core's fallback like any other transport's). All public methods are thread-safe.
  *
  * <h2>GPU memory</h2>
  * Buffers registered at {@code cuda:N} (declared, or {@code *} resolved through the engine's

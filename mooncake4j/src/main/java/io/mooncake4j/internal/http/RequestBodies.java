@@ -1,6 +1,5 @@
 package io.mooncake4j.internal.http;
 
-import com.sun.net.httpserver.HttpExchange;
 import java.io.IOException;
 import java.io.InputStream;
 
@@ -44,30 +43,6 @@ public final class RequestBodies {
     /** The most bytes read of a body over {@code limit} before giving up on it: 4 × the limit. */
     public static long drainLimit(int limit) {
         return 4L * limit;
-    }
-
-    /**
-     * An exchange's body, at most {@code limit} bytes, read as {@link #read(InputStream, long, int)}
-     * does with its {@code Content-Length}; the body's stream is closed.
-     *
-     * @throws TooLargeException the body is longer than {@code limit}
-     * @throws IOException       reading failed
-     */
-    public static byte[] read(HttpExchange ex, int limit) throws IOException {
-        long declared = -1;
-        String len = ex.getRequestHeaders().getFirst("Content-Length");
-        if (len != null) {
-            try {
-                declared = Long.parseLong(len.trim());
-            } catch (NumberFormatException e) {
-                // the JDK's server answers 400 to these before a handler runs; should one get
-                // here, the limit is enforced by reading
-                declared = -1;
-            }
-        }
-        try (InputStream in = ex.getRequestBody()) {
-            return read(in, declared, limit);
-        }
     }
 
     /**

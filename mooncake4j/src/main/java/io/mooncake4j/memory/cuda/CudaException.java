@@ -10,7 +10,7 @@ import java.util.Locale;
  * <p>The memory area's exception: it extends the library's root directly, since {@code memory} sits
  * below the engine and knows nothing of it (engine code that calls CUDA reports these as they are).
  */
-public non-sealed class CudaException extends MooncakeException {
+public class CudaException extends MooncakeException {
 
     private static final long serialVersionUID = 1L;
 

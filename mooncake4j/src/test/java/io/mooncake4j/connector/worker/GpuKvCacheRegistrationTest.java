@@ -10,9 +10,9 @@ import io.mooncake4j.connector.ConnectorException;
 import io.mooncake4j.connector.KvRole;
 import io.mooncake4j.engine.DeviceMemoryAccess;
 import io.mooncake4j.engine.core.CoreEngine;
-import io.mooncake4j.engine.core.EngineBuilder;
 import io.mooncake4j.engine.handshake.HandshakeConfig;
 import io.mooncake4j.engine.tcp.TcpConfig;
+import io.mooncake4j.engine.tcp.TcpEngines;
 import io.mooncake4j.internal.json.Json;
 import io.mooncake4j.memory.DeviceMemory;
 import io.mooncake4j.memory.FakeDeviceMemory;
@@ -46,7 +46,7 @@ class GpuKvCacheRegistrationTest {
 
     private static CoreEngine engine(DeviceMemory device) {
         TcpConfig cfg = TcpConfig.fromEnvironment(Map.of(), HandshakeConfig.ephemeral(InetAddress.getLoopbackAddress()));
-        return EngineBuilder.tcp(cfg, device);
+        return TcpEngines.alone(cfg, device);
     }
 
     private static KvCacheConfig kvConfig() {

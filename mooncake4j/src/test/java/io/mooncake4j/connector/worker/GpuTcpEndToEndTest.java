@@ -7,9 +7,9 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.mooncake4j.engine.DeviceMemoryAccess;
-import io.mooncake4j.engine.core.EngineBuilder;
 import io.mooncake4j.engine.handshake.HandshakeConfig;
 import io.mooncake4j.engine.tcp.TcpConfig;
+import io.mooncake4j.engine.tcp.TcpEngines;
 import io.mooncake4j.memory.DeviceMemory.Direction;
 import io.mooncake4j.memory.FakeDeviceMemory;
 import java.net.InetAddress;
@@ -34,7 +34,7 @@ class GpuTcpEndToEndTest {
         try (FakeDeviceMemory fake = new FakeDeviceMemory(1)) {
             TcpConfig cfg = TcpConfig.fromEnvironment(Map.of(),
                     HandshakeConfig.ephemeral(InetAddress.getLoopbackAddress()));
-            try (PdTestbed bed = new PdTestbed().engines(() -> EngineBuilder.tcp(cfg, fake))
+            try (PdTestbed bed = new PdTestbed().engines(() -> TcpEngines.alone(cfg, fake))
                     .memory(bytes -> fake.allocate(0, bytes), fake::hostView)) {
                 PdTestbed.Node p = bed.producer("P", 0, 1, null);
                 PdTestbed.Node d = bed.consumer("D", 0, 1);

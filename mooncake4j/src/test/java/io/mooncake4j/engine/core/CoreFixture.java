@@ -79,7 +79,7 @@ abstract class CoreFixture {
         for (long i = 0; i < LEN; i += 8) {
             local.segment().set(ValueLayout.JAVA_LONG_UNALIGNED, i, i * 31 + 7);
         }
-        target = engine(600_000, "", new FaultTransport("tcp"));
+        target = engine(600_000, "", new FaultTransport("far", 3));
         assertEquals(0, target.registerMemory(remote.address(), LEN, "cpu:0"));
     }
 

@@ -46,7 +46,7 @@ class CoreLifecycleTest extends CoreFixture {
 
     @Test
     void aBatchReportsEachTaskAndIsFreedOnlyOnceEveryTaskWasSeenTerminal() {
-        FaultTransport tcp = new FaultTransport("tcp").failSlice(2, SliceFailure.REJECTED);
+        FaultTransport tcp = new FaultTransport("far", 3).failSlice(2, SliceFailure.REJECTED);
         CoreEngine e = initiator(tcp);
         long batch = submitAsync(e);
         assertEquals(StatusCodes.BATCH_BUSY, e.freeBatchId(batch), "no task observed yet");
@@ -65,7 +65,7 @@ class CoreLifecycleTest extends CoreFixture {
 
     @Test
     void aTaskATransportHoldsStaysWaitingAndKeepsItsBatch() {
-        FaultTransport tcp = new FaultTransport("tcp").dropSlice(1);
+        FaultTransport tcp = new FaultTransport("far", 3).dropSlice(1);
         CoreEngine e = initiator(tcp);
         long batch = submitAsync(e);
         assertEquals(TransferStatus.State.COMPLETED, state(e, batch, 0));
@@ -82,8 +82,8 @@ class CoreLifecycleTest extends CoreFixture {
 
     @Test
     void aSynchronousCallPastItsDeadlineTimesOutAndEveryTransportEvictsTheBatch() {
-        FaultTransport shm = new FaultTransport("shm").refuseCanTransfer(true);
-        FaultTransport tcp = new FaultTransport("tcp").dropSlice(1);
+        FaultTransport shm = new FaultTransport("near", 1).refuseCanTransfer(true);
+        FaultTransport tcp = new FaultTransport("far", 3).dropSlice(1);
         CoreEngine e = shortDeadlineInitiator(shm, tcp);
         try (LogCapture logs = LogCapture.start("io.mooncake4j.engine")) {
             assertEquals(-1, write(e));
@@ -102,7 +102,7 @@ class CoreLifecycleTest extends CoreFixture {
     @Test
     void aSliceHeldPastTheDeadlineNeverTouchesTheMemoryOfTheBatchGivenUp() throws Exception {
         CountDownLatch gate = new CountDownLatch(1);
-        FaultTransport tcp = new FaultTransport("tcp").holdSlice(0, gate);
+        FaultTransport tcp = new FaultTransport("far", 3).holdSlice(0, gate);
         CoreEngine e = shortDeadlineInitiator(tcp);
         try (LogCapture logs = LogCapture.start("io.mooncake4j.engine")) {
             assertEquals(-1, writeOne(e));
@@ -119,7 +119,7 @@ class CoreLifecycleTest extends CoreFixture {
     @Test
     void closeWhileSlicesAreInFlightEndsEveryTaskAndReleasesTheWaitingCaller() throws Exception {
         CountDownLatch gate = new CountDownLatch(1);
-        FaultTransport tcp = new FaultTransport("tcp").holdSlice(0, gate).dropSlice(N);
+        FaultTransport tcp = new FaultTransport("far", 3).holdSlice(0, gate).dropSlice(N);
         CoreEngine e = initiator(tcp); // ten-minute synchronous deadline: only close can end the call
         long batch = submitAsync(e);
         assertTrue(tcp.awaitHold(30), "slice 0 is held");
@@ -142,7 +142,7 @@ class CoreLifecycleTest extends CoreFixture {
 
     @Test
     void closeEndsTheTasksOfATransportThatLosesItsSlices() {
-        FaultTransport tcp = new FaultTransport("tcp").dropEverySlice().loseOnUninstall();
+        FaultTransport tcp = new FaultTransport("far", 3).dropEverySlice().loseOnUninstall();
         CoreEngine e = initiator(tcp);
         long batch = submitAsync(e);
         assertEquals(N, tcp.droppedNow());

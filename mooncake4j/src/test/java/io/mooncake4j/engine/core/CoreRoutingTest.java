@@ -43,23 +43,23 @@ class CoreRoutingTest extends CoreFixture {
 
     @Test
     void everySliceGoesToTheFirstTransportInTheCoresOrder() {
-        FaultTransport shm = new FaultTransport("shm");
-        FaultTransport tcp = new FaultTransport("tcp");
+        FaultTransport shm = new FaultTransport("near", 1);
+        FaultTransport tcp = new FaultTransport("far", 3);
         CoreEngine e = initiator(tcp, shm);
-        assertEquals(List.of("shm", "tcp"), e.transportNames(), "installed in the core's order, not the offer's");
+        assertEquals(List.of("near", "far"), e.transportNames(), "installed in the core's order, not the offer's");
         assertEquals(0, write(e));
         assertArrived();
         assertEquals(N, shm.submitted());
         assertEquals(0, tcp.submitted());
-        assertEquals(Map.of("shm", LEN, "tcp", 0L), e.bytesByTransport());
+        assertEquals(Map.of("near", LEN, "far", 0L), e.bytesByTransport());
         assertEquals(0, e.fallbackSlices());
     }
 
     @Test
     void aRetryableFailureMovesTheSliceToTheNextTransportAndIsCounted() {
         for (SliceFailure kind : List.of(SliceFailure.TRANSIENT, SliceFailure.UNREACHABLE)) {
-            FaultTransport shm = new FaultTransport("shm").failSlice(1, kind);
-            FaultTransport tcp = new FaultTransport("tcp");
+            FaultTransport shm = new FaultTransport("near", 1).failSlice(1, kind);
+            FaultTransport tcp = new FaultTransport("far", 3);
             CoreEngine e = initiator(shm, tcp);
             remote.segment().fill((byte) 0);
             try (LogCapture logs = LogCapture.start("io.mooncake4j.engine")) {
@@ -71,15 +71,34 @@ class CoreRoutingTest extends CoreFixture {
             assertEquals(1, tcp.submitted(), kind + ": only the failed slice moved on");
             assertEquals(1, e.fallbackSlices(), kind.name());
             assertEquals(1, e.counters().fallbackSlices(), kind + ": in the engine's counters too");
-            assertEquals(Map.of("shm", LEN, "tcp", Q), e.bytesByTransport(), kind + ": a fallback counts for both");
+            assertEquals(Map.of("near", LEN, "far", Q), e.bytesByTransport(), kind + ": a fallback counts for both");
         }
+    }
+
+    @Test
+    void aFailureReportedOnTheBatchGoesThroughTheCoresFallbackToo() {
+        FaultTransport first = new FaultTransport("near", 1).failThroughBatch().failSlice(1, SliceFailure.TRANSIENT)
+                .failSlice(2, SliceFailure.REJECTED);
+        FaultTransport next = new FaultTransport("far", 3);
+        CoreEngine e = initiator(first, next);
+        remote.segment().fill((byte) 0);
+        try (LogCapture logs = LogCapture.start("io.mooncake4j.engine")) {
+            assertEquals(-1, write(e), "the rejected slice fails its transfer");
+            assertEquals(1, logs.matching(Level.WARN, "could not move a slice").size());
+        }
+        assertEquals(1, next.submitted(), "only the retryable one moved on: no transport skips the fallback");
+        assertEquals(1, e.fallbackSlices());
+        TaskBatch b = new TaskBatch(7, 1);
+        b.append(io.mooncake4j.engine.TransferRequest.Opcode.WRITE.wire(), 0, 0, 0, 1);
+        assertTrue(b.fail(0, "near", SliceFailure.TRANSIENT, "x"), "a batch no router took still ends the task");
+        assertEquals(TaskBatch.FAILED, b.state(0));
     }
 
     @Test
     void aFinalFailureEndsTheSliceWithoutFallback() {
         for (SliceFailure kind : List.of(SliceFailure.REJECTED, SliceFailure.TIMEOUT)) {
-            FaultTransport shm = new FaultTransport("shm").failSlice(2, kind);
-            FaultTransport tcp = new FaultTransport("tcp");
+            FaultTransport shm = new FaultTransport("near", 1).failSlice(2, kind);
+            FaultTransport tcp = new FaultTransport("far", 3);
             CoreEngine e = initiator(shm, tcp);
             long batch = submitAsync(e);
             TransferStatus.State expected = kind == SliceFailure.TIMEOUT ? TransferStatus.State.TIMEOUT
@@ -99,9 +118,9 @@ class CoreRoutingTest extends CoreFixture {
 
     @Test
     void aSliceIsTriedAtMostOncePerTransport() {
-        FaultTransport shm = new FaultTransport("shm").failEverySlice(SliceFailure.TRANSIENT);
-        FaultTransport rdma = new FaultTransport("rdma").failEverySlice(SliceFailure.TRANSIENT);
-        FaultTransport tcp = new FaultTransport("tcp").failEverySlice(SliceFailure.TRANSIENT);
+        FaultTransport shm = new FaultTransport("near", 1).failEverySlice(SliceFailure.TRANSIENT);
+        FaultTransport rdma = new FaultTransport("middle", 2).failEverySlice(SliceFailure.TRANSIENT);
+        FaultTransport tcp = new FaultTransport("far", 3).failEverySlice(SliceFailure.TRANSIENT);
         CoreEngine e = initiator(shm, rdma, tcp);
         assertEquals(-1, writeOne(e));
         assertEquals(1, shm.submitted());
@@ -112,9 +131,9 @@ class CoreRoutingTest extends CoreFixture {
 
     @Test
     void unreachableTakesTheTransportOffThePeerTransientDoesNot() {
-        FaultTransport shm = new FaultTransport("shm").failSlice(0, SliceFailure.TRANSIENT)
+        FaultTransport shm = new FaultTransport("near", 1).failSlice(0, SliceFailure.TRANSIENT)
                 .failSlice(1, SliceFailure.UNREACHABLE);
-        FaultTransport tcp = new FaultTransport("tcp");
+        FaultTransport tcp = new FaultTransport("far", 3);
         CoreEngine e = initiator(shm, tcp);
         assertEquals(0, writeOne(e));
         assertEquals(1, shm.submitted());
@@ -131,8 +150,8 @@ class CoreRoutingTest extends CoreFixture {
 
     @Test
     void aTransportThatRefusesCanTransferIsPassedOver() {
-        FaultTransport shm = new FaultTransport("shm").refuseCanTransfer(true);
-        FaultTransport tcp = new FaultTransport("tcp");
+        FaultTransport shm = new FaultTransport("near", 1).refuseCanTransfer(true);
+        FaultTransport tcp = new FaultTransport("far", 3);
         CoreEngine e = initiator(shm, tcp);
         assertEquals(0, write(e));
         assertArrived();
@@ -143,7 +162,7 @@ class CoreRoutingTest extends CoreFixture {
 
     @Test
     void aSliceNoTransportTakesFailsAndIsCountedUnroutable() {
-        FaultTransport tcp = new FaultTransport("tcp").refuseCanTransfer(true);
+        FaultTransport tcp = new FaultTransport("far", 3).refuseCanTransfer(true);
         CoreEngine e = initiator(tcp);
         try (LogCapture logs = LogCapture.start("io.mooncake4j.engine")) {
             assertEquals(-1, writeOne(e));
@@ -157,7 +176,7 @@ class CoreRoutingTest extends CoreFixture {
 
     @Test
     void aPeerNoTransportReachesIsRefusedAtSubmission() {
-        FaultTransport tcp = new FaultTransport("tcp").unreachable(true);
+        FaultTransport tcp = new FaultTransport("far", 3).unreachable(true);
         CoreEngine e = initiator(tcp);
         long seg = e.openSegment(target.getLocalSegmentName());
         long batch = e.allocateBatchId(1);
@@ -168,7 +187,7 @@ class CoreRoutingTest extends CoreFixture {
 
     @Test
     void aRangeOutsideRegisteredMemoryFailsBeforeAnyTransport() {
-        FaultTransport tcp = new FaultTransport("tcp");
+        FaultTransport tcp = new FaultTransport("far", 3);
         CoreEngine e = initiator(tcp);
         try (LogCapture logs = LogCapture.start("io.mooncake4j.engine")) {
             assertEquals(-1, e.batchTransferSyncWrite(target.getLocalSegmentName(), new long[] {local.address()},
@@ -185,17 +204,17 @@ class CoreRoutingTest extends CoreFixture {
 
     @Test
     void anOptionalTransportThatCannotInstallIsSkippedARequiredOneFailsInitialize() {
-        FaultTransport shm = new FaultTransport("shm").failInstall("no shared memory here");
-        FaultTransport tcp = new FaultTransport("tcp");
+        FaultTransport shm = new FaultTransport("near", 1).failInstall("no shared memory here");
+        FaultTransport tcp = new FaultTransport("far", 3);
         CoreEngine e = initiator(shm, tcp);
-        assertEquals(List.of("tcp"), e.transportNames());
+        assertEquals(List.of("far"), e.transportNames());
         assertEquals(0, write(e));
         assertArrived();
 
-        FaultTransport shm2 = new FaultTransport("shm").failInstall("no shared memory here");
-        FaultTransport tcp2 = new FaultTransport("tcp");
+        FaultTransport shm2 = new FaultTransport("near", 1).failInstall("no shared memory here");
+        FaultTransport tcp2 = new FaultTransport("far", 3).companion();
         try (LogCapture logs = LogCapture.start("io.mooncake4j.engine")) {
-            CoreEngine required = engine(600_000, "shm", shm2, tcp2);
+            CoreEngine required = engine(600_000, "near", shm2, tcp2);
             assertEquals(0, required.getRpcPort(), "initialize failed: no RPC port kept");
             assertTrue(required.lastError().contains("no shared memory here"), required.lastError());
             assertEquals(1, logs.matching(Level.ERROR, "no shared memory here").size());
@@ -205,12 +224,12 @@ class CoreRoutingTest extends CoreFixture {
 
     @Test
     void aRegistrationOneTransportRefusesIsUndoneEverywhere() {
-        FaultTransport shm = new FaultTransport("shm");
-        FaultTransport tcp = new FaultTransport("tcp").failRegister(ErrorCodes.INVALID_ARGUMENT);
+        FaultTransport shm = new FaultTransport("near", 1);
+        FaultTransport tcp = new FaultTransport("far", 3).failRegister(ErrorCodes.INVALID_ARGUMENT);
         CoreEngine e = engine(600_000, "", shm, tcp);
         try (LogCapture logs = LogCapture.start("io.mooncake4j.engine")) {
             assertEquals(ErrorCodes.INVALID_ARGUMENT, e.registerMemory(local.address(), LEN, "cpu:0"));
-            assertEquals(1, logs.matching(Level.ERROR, "transport tcp refused").size());
+            assertEquals(1, logs.matching(Level.ERROR, "transport far refused").size());
         }
         assertEquals(-1, writeOne(e), "the refused buffer is not registered");
         assertEquals(0, shm.submitted() + tcp.submitted());

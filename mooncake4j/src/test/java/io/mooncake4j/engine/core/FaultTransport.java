@@ -13,6 +13,7 @@ import io.mooncake4j.engine.spi.Transport;
 import io.mooncake4j.engine.spi.TransportCapabilities;
 import io.mooncake4j.engine.spi.TransportContext;
 import io.mooncake4j.engine.spi.TransportException;
+import io.mooncake4j.engine.spi.TransportDeclaration;
 import io.mooncake4j.engine.spi.TransportFactory;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
@@ -46,8 +47,9 @@ import java.util.concurrent.atomic.AtomicInteger;
  * {@link #failedSlices}, {@link #evictions}) and obeys the SPI: an aborted group's memory is never
  * touched, every slice ends at most once through its group. Thread-safe.
  *
- * <p>The name must be one the core knows ({@code shm}, {@code rdma}, {@code tcp}, {@code cuda-ipc}):
- * the name gives its place in the core's order of preference.
+ * <p>It registers as itself: its own name and a declaration ({@link #declaration()}) whose
+ * preference gives its place in the core's order, so a test orders several of them as it likes
+ * ({@link FaultTransportProvider} is the same transport found the way the built-in ones are).
  */
 final class FaultTransport implements Transport {
 
@@ -61,6 +63,9 @@ final class FaultTransport implements Transport {
     }
 
     private final String name;
+    private final int preference;
+    private volatile boolean companion;
+    private volatile boolean throughBatch;
     private final Map<Integer, SliceFailure> failAt = new ConcurrentHashMap<>();
     private final Map<Integer, CountDownLatch> holdAt = new ConcurrentHashMap<>();
     private final Set<Integer> dropAt = ConcurrentHashMap.newKeySet();
@@ -84,13 +89,32 @@ final class FaultTransport implements Transport {
     private volatile boolean installed;
     private volatile boolean uninstalled;
 
-    FaultTransport(String name) {
+    /** A fault transport called {@code name}, at {@code preference} in the core's order (lower first). */
+    FaultTransport(String name, int preference) {
         this.name = name;
+        this.preference = preference;
+    }
+
+    /** Ends injected failures on the core batch ({@code BatchTasks.fail}), as tcp's lanes do, not through the group. */
+    FaultTransport failThroughBatch() {
+        throughBatch = true;
+        return this;
+    }
+
+    /** Installed beside a transport that {@code initialize}'s protocol asks for (as tcp is). */
+    FaultTransport companion() {
+        companion = true;
+        return this;
+    }
+
+    /** What it declares: host memory, its preference, requestable by name. */
+    TransportDeclaration declaration() {
+        return new TransportDeclaration(name, Set.of(MemoryKind.HOST), preference, true, companion);
     }
 
     /** A factory handing out this one instance (one engine per fault transport). */
     TransportFactory factory() {
-        return new TransportFactory(name, () -> this);
+        return new TransportFactory(declaration(), () -> this);
     }
 
     // ------------------------------------------------------------------ the script
@@ -273,7 +297,11 @@ final class FaultTransport implements Transport {
             CountDownLatch gate = holdAt.get(n);
             if (f != null) {
                 failed.incrementAndGet();
-                group.fail(i, f, "injected " + f + " on slice " + n);
+                if (throughBatch) { // as tcp's lanes do: on the core batch, by task index and own name
+                    group.batch().fail(group.task(i), name, f, "injected " + f + " on slice " + n);
+                } else {
+                    group.fail(i, f, "injected " + f + " on slice " + n);
+                }
             } else if (gate != null) {
                 int index = i;
                 workers.execute(() -> {

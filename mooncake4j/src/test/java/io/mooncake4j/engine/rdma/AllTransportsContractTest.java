@@ -25,10 +25,10 @@ class AllTransportsContractTest extends TransferEngineContractTest {
         RdmaEngineConfig cfg = EmulatedEngines.config();
         TcpConfig tcp = TcpConfig.fromEnvironment(Map.of(), HandshakeConfig.ephemeral(InetAddress.getLoopbackAddress()));
         CoreEngine e = new EngineBuilder().settings(new EngineSettings(cfg.handshake(), cfg.transferTimeoutMs(), 64, Map.of())).environment(Map.of()).offer(
-                new TransportFactory("shm", ShmTransport::new),
-                new TransportFactory("rdma", () -> new RdmaTransport(fabric, cfg, Optional::empty,
+                new TransportFactory(ShmTransport.DECLARATION, ShmTransport::new),
+                new TransportFactory(RdmaTransport.DECLARATION, () -> new RdmaTransport(fabric, cfg, Optional::empty,
                         GpuDirectSupport.cuda())),
-                new TransportFactory("tcp", () -> new TcpTransport(tcp))).build();
+                new TransportFactory(TcpTransport.DECLARATION, () -> new TcpTransport(tcp))).build();
         if (e.initialize("127.0.0.1", TransferEngine.P2P_HANDSHAKE, "auto", device) != 0) {
             String why = e.lastError();
             e.close();

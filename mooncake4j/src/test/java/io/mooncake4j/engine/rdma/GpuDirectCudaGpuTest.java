@@ -6,7 +6,6 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.mooncake4j.engine.DeviceMemoryAccess;
 import io.mooncake4j.engine.core.CoreEngine;
-import io.mooncake4j.engine.core.EngineBuilder;
 import io.mooncake4j.memory.cuda.CudaAvailability;
 import io.mooncake4j.memory.cuda.CudaDeviceStorage;
 import java.util.List;
@@ -33,7 +32,7 @@ class GpuDirectCudaGpuTest {
         Optional<String> dmaBuf = cuda.unavailability().or(() -> cuda.dmaBufUnsupported(0));
         EmulatedRdmaProvider fabric = new EmulatedRdmaProvider("emu0").dmabuf(true);
         try (CudaDeviceStorage gpu = CudaDeviceStorage.allocate(0, 8L << 20);
-                CoreEngine e = EngineBuilder.rdma(fabric, EmulatedEngines.config(), Optional::empty, cuda)) {
+                CoreEngine e = EmulatedEngines.alone(fabric, EmulatedEngines.config(), Optional::empty, cuda)) {
             assertEquals(0, e.initialize("127.0.0.1", "P2PHANDSHAKE", "rdma", "emu0"), e::lastError);
             DeviceMemoryAccess access = e.deviceMemoryAccess("cuda:0");
             System.out.println("deviceMemoryAccess(cuda:0) = " + access);

@@ -40,7 +40,7 @@ class GpuDirectHardwareTest {
         assumeTrue(CudaAvailability.isAvailable(), () -> "no usable GPU: " + CudaAvailability.summary());
         try (HostMemoryAllocator alloc = new HostMemoryAllocator();
                 CudaDeviceStorage gpu = CudaDeviceStorage.allocate(0, BUF);
-                CoreEngine e = EngineBuilder.rdma()) {
+                CoreEngine e = EngineBuilder.only("rdma")) {
             String devices = System.getenv("MC_TEST_RDMA_DEVICE");
             assertEquals(0, e.initialize("127.0.0.1", "P2PHANDSHAKE", "rdma", devices == null ? "" : devices),
                     e::lastError);

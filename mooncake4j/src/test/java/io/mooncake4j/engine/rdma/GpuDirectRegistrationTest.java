@@ -8,7 +8,6 @@ import static org.junit.jupiter.api.Assumptions.assumeFalse;
 import io.mooncake4j.engine.DeviceMemoryAccess;
 import io.mooncake4j.engine.ErrorCodes;
 import io.mooncake4j.engine.core.CoreEngine;
-import io.mooncake4j.engine.core.EngineBuilder;
 import io.mooncake4j.engine.handshake.SegmentDescriptor;
 import io.mooncake4j.memory.HostMemoryAllocator;
 import io.mooncake4j.memory.HostMemoryStorage;
@@ -58,7 +57,7 @@ class GpuDirectRegistrationTest {
     }
 
     private CoreEngine engine(String devices, GpuDirectSupport g) {
-        CoreEngine e = EngineBuilder.rdma(fabric, EmulatedEngines.config(), Optional::empty, g);
+        CoreEngine e = EmulatedEngines.alone(fabric, EmulatedEngines.config(), Optional::empty, g);
         engines.add(e);
         assertEquals(0, e.initialize("127.0.0.1", "P2PHANDSHAKE", "rdma", devices), e::lastError);
         return e;

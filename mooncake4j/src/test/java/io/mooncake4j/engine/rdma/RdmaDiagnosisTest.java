@@ -39,7 +39,7 @@ class RdmaDiagnosisTest {
     @Test
     void initializeRdmaOnThisMachineFailsNamingTheCauseAndSuggestingTcp() {
         RdmaAvailability.Cause cause = cause();
-        try (CoreEngine e = EngineBuilder.rdma()) {
+        try (CoreEngine e = EngineBuilder.only("rdma")) {
             assertEquals(-1, e.initialize("127.0.0.1", TransferEngine.P2P_HANDSHAKE, "rdma", ""));
             assertDiagnosis(e.lastError(), cause);
             assertEquals(0, e.getRpcPort(), "no port bound");
@@ -68,7 +68,7 @@ class RdmaDiagnosisTest {
 
     @Test
     void anUnknownDeviceNameIsNamedWithTheDevicesPresent() {
-        try (CoreEngine e = EngineBuilder.rdma(new EmulatedRdmaProvider("emu0", "emu1"),
+        try (CoreEngine e = EmulatedEngines.alone(new EmulatedRdmaProvider("emu0", "emu1"),
                 EmulatedEngines.config())) {
             assertEquals(-1, e.initialize("127.0.0.1", TransferEngine.P2P_HANDSHAKE, "rdma", "mlx5_7"));
             assertTrue(e.lastError().contains("mlx5_7") && e.lastError().contains("[emu0, emu1]"), e.lastError());
@@ -77,7 +77,7 @@ class RdmaDiagnosisTest {
 
     @Test
     void protocolTcpIsNotServedByTheRdmaEngine() {
-        try (CoreEngine e = EngineBuilder.rdma(new EmulatedRdmaProvider("emu0"),
+        try (CoreEngine e = EmulatedEngines.alone(new EmulatedRdmaProvider("emu0"),
                 EmulatedEngines.config())) {
             assertEquals(-1, e.initialize("127.0.0.1", TransferEngine.P2P_HANDSHAKE, "tcp", ""));
             assertTrue(e.lastError().contains("TransferEngines.create(\"tcp\")"), e.lastError());

@@ -4,7 +4,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.mooncake4j.engine.core.CoreEngine;
-import io.mooncake4j.engine.core.EngineBuilder;
 import io.mooncake4j.engine.handshake.SegmentDescriptor;
 import io.mooncake4j.memory.HostMemoryAllocator;
 import io.mooncake4j.memory.HostMemoryStorage;
@@ -72,7 +71,7 @@ class RdmaTopologyTest {
         FakeGpuDirect gpu = new FakeGpuDirect(gpuMemory.address(), 1L << 20).pciBusIds("0000:cb:00.0");
         EmulatedRdmaProvider fabric = new EmulatedRdmaProvider("emu0", "emu1", "emu2");
         RdmaEngineConfig cfg = EmulatedEngines.config().withSysfsRoot(sys).withNumaNodeOf(a -> 1);
-        initiator = EngineBuilder.rdma(fabric, cfg, Optional::empty, gpu);
+        initiator = EmulatedEngines.alone(fabric, cfg, Optional::empty, gpu);
         assertEquals(0, initiator.initialize("127.0.0.1", "P2PHANDSHAKE", "rdma", "emu0,emu1"), initiator::lastError);
         target = EmulatedEngines.started(fabric, "emu2");
 

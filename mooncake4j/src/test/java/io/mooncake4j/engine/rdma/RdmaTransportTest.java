@@ -11,7 +11,6 @@ import io.mooncake4j.engine.StatusCodes;
 import io.mooncake4j.engine.TransferRequest;
 import io.mooncake4j.engine.TransferStatus;
 import io.mooncake4j.engine.core.CoreEngine;
-import io.mooncake4j.engine.core.EngineBuilder;
 import io.mooncake4j.engine.rdma.verbs.WorkCompletions;
 import io.mooncake4j.memory.HostMemoryAllocator;
 import io.mooncake4j.memory.HostMemoryStorage;
@@ -364,7 +363,7 @@ class RdmaTransportTest {
 
     @Test
     void registrationBeforeInitializeIsRejected() {
-        CoreEngine e = EngineBuilder.rdma(new EmulatedRdmaProvider("emu0"), EmulatedEngines.config());
+        CoreEngine e = EmulatedEngines.alone(new EmulatedRdmaProvider("emu0"), EmulatedEngines.config());
         HostMemoryStorage b = alloc.allocate(4096);
         assertEquals(ErrorCodes.INVALID_ARGUMENT, e.registerMemory(b.address(), 4096, "cpu:0"));
         assertTrue(e.lastError().contains("not initialized"), e.lastError());

@@ -4,7 +4,6 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.mooncake4j.engine.TransferEngineContractTest;
 import io.mooncake4j.engine.core.CoreEngine;
-import io.mooncake4j.engine.core.EngineBuilder;
 import io.mooncake4j.engine.handshake.HandshakeConfig;
 import io.mooncake4j.engine.spi.EngineSettings;
 import java.net.InetAddress;
@@ -25,7 +24,7 @@ class VerbsRdmaContractTest extends TransferEngineContractTest {
         String dev = System.getenv("MC_TEST_RDMA_DEVICE");
         RdmaEngineConfig cfg = RdmaEngineConfig.fromEnvironment(EngineSettings.processEnvironment(),
                 HandshakeConfig.ephemeral(InetAddress.getLoopbackAddress()));
-        CoreEngine e = EngineBuilder.rdma(new VerbsRdmaProvider(), cfg,
+        CoreEngine e = EmulatedEngines.alone(new VerbsRdmaProvider(), cfg,
                 RdmaAvailability::unavailabilityCause);
         if (e.initialize("127.0.0.1", "P2PHANDSHAKE", "rdma", dev == null ? "" : dev) != 0) {
             String why = e.lastError();

@@ -13,8 +13,8 @@ class ShmContractTest extends TransferEngineContractTest {
     @Override
     protected Pair createPair() {
         Assumptions.assumeTrue(SharedMemory.available(), "shm needs native access on Linux");
-        CoreEngine target = started(EngineBuilder.shmDirect());
-        CoreEngine initiator = started(EngineBuilder.shmDirect());
+        CoreEngine target = started(EngineBuilder.only("shm"));
+        CoreEngine initiator = started(EngineBuilder.only("shm"));
         return new Pair(initiator, target, target.getLocalSegmentName());
     }
 

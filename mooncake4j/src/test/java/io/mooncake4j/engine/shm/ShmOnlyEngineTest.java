@@ -31,7 +31,7 @@ class ShmOnlyEngineTest {
     @Test
     void writesAndReadsBetweenEnginesThroughTheAdvertisedMemfd() {
         try (HostMemoryAllocator alloc = new HostMemoryAllocator();
-                CoreEngine a = EngineBuilder.shmDirect(); CoreEngine b = EngineBuilder.shmDirect()) {
+                CoreEngine a = EngineBuilder.only("shm"); CoreEngine b = EngineBuilder.only("shm")) {
             assertEquals(0, a.initialize("127.0.0.1", TransferEngine.P2P_HANDSHAKE, "shm", ""));
             assertEquals(0, b.initialize("127.0.0.1", TransferEngine.P2P_HANDSHAKE, "shm", ""));
             HostMemoryStorage src = alloc.allocateShareable(1 << 20);
@@ -67,7 +67,7 @@ class ShmOnlyEngineTest {
     @Test
     void aPeerWithoutTheShmAdvertIsRefusedNotWrittenToByAnotherPath() {
         try (HostMemoryAllocator alloc = new HostMemoryAllocator();
-                CoreEngine a = EngineBuilder.shmDirect(); CoreEngine tcp = EngineBuilder.tcp()) {
+                CoreEngine a = EngineBuilder.only("shm"); CoreEngine tcp = EngineBuilder.only("tcp")) {
             assertEquals(0, a.initialize("127.0.0.1", TransferEngine.P2P_HANDSHAKE, "shm", ""));
             assertEquals(0, tcp.initialize("127.0.0.1", TransferEngine.P2P_HANDSHAKE, "tcp", ""));
             HostMemoryStorage src = alloc.allocateShareable(4096);

@@ -68,8 +68,8 @@ class CudaIpcSelectionTest {
     private CoreEngine engine(FakeIpcDriver driver, Map<String, String> env) {
         TcpConfig tcp = TcpEngines.config();
         CoreEngine e = new EngineBuilder().settings(TcpTransport.engineSettings(tcp)).environment(env).offer(
-                new TransportFactory(CudaIpcTransport.NAME, () -> new CudaIpcTransport(driver)),
-                new TransportFactory("tcp", () -> new TcpTransport(tcp, gpus, new StagingConfig(64 << 10, 2, 4)))).build();
+                new TransportFactory(CudaIpcTransport.DECLARATION, () -> new CudaIpcTransport(driver)),
+                new TransportFactory(TcpTransport.DECLARATION, () -> new TcpTransport(tcp, gpus, new StagingConfig(64 << 10, 2, 4)))).build();
         if (e.initialize("127.0.0.1", TransferEngine.P2P_HANDSHAKE, "auto", "") != 0) {
             String why = e.lastError();
             e.close();

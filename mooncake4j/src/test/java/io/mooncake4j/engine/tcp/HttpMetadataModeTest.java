@@ -9,7 +9,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
 import io.mooncake4j.engine.core.CoreEngine;
-import io.mooncake4j.engine.core.EngineBuilder;
 import io.mooncake4j.engine.handshake.SegmentDescriptor;
 import io.mooncake4j.internal.json.Json;
 import io.mooncake4j.memory.HostMemoryAllocator;
@@ -97,7 +96,7 @@ class HttpMetadataModeTest {
     }
 
     private CoreEngine started() {
-        CoreEngine e = EngineBuilder.tcp(TcpEngines.config());
+        CoreEngine e = TcpEngines.alone(TcpEngines.config());
         engines.add(e);
         assertEquals(0, e.initialize("127.0.0.1", url, "tcp", ""), () -> e.lastError());
         return e;
@@ -183,7 +182,7 @@ class HttpMetadataModeTest {
 
     @Test
     void otherMetadataServersAreStillRefused() {
-        CoreEngine e = EngineBuilder.tcp(TcpEngines.config());
+        CoreEngine e = TcpEngines.alone(TcpEngines.config());
         engines.add(e);
         try (LogCapture log = LogCapture.start()) {
             assertEquals(-1, e.initialize("127.0.0.1", "etcd://127.0.0.1:2379", "tcp", ""));

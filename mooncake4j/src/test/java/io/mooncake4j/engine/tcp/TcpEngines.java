@@ -7,18 +7,18 @@ import java.net.InetAddress;
 import java.util.Map;
 
 /** Test helpers: TCP engines on 127.0.0.1 with OS-assigned ports. */
-final class TcpEngines {
+public final class TcpEngines {
 
     static final InetAddress LOOPBACK = InetAddress.getLoopbackAddress();
 
     private TcpEngines() {}
 
-    static TcpConfig config() {
+    public static TcpConfig config() {
         return TcpConfig.fromEnvironment(Map.of(), HandshakeConfig.ephemeral(LOOPBACK));
     }
 
     static CoreEngine started(TcpConfig cfg) {
-        return started(EngineBuilder.tcp(cfg));
+        return started(alone(cfg));
     }
 
     /** Initialises {@code e} on 127.0.0.1 (closing it when that fails). */
@@ -32,6 +32,16 @@ final class TcpEngines {
 
     static CoreEngine started() {
         return started(config());
+    }
+
+    /** tcp alone with explicit settings, GPU memory through CUDA (not started). */
+    public static CoreEngine alone(TcpConfig cfg) {
+        return EngineBuilder.of(TcpTransport.engineSettings(cfg), TcpTransport.factory(cfg));
+    }
+
+    /** tcp alone with explicit settings, reaching GPU memory ({@code cuda:N}) through {@code deviceMemory} (not started). */
+    public static CoreEngine alone(TcpConfig cfg, io.mooncake4j.memory.DeviceMemory deviceMemory) {
+        return EngineBuilder.of(TcpTransport.engineSettings(cfg), TcpTransport.factory(cfg, deviceMemory));
     }
 
     /** tcp alone reaching GPU memory through {@code deviceMemory} with explicit staging settings (not started). */

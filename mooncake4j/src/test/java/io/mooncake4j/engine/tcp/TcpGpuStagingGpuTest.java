@@ -6,7 +6,6 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.mooncake4j.engine.DeviceMemoryAccess;
 import io.mooncake4j.engine.core.CoreEngine;
-import io.mooncake4j.engine.core.EngineBuilder;
 import io.mooncake4j.memory.HostMemoryAllocator;
 import io.mooncake4j.memory.HostMemoryStorage;
 import io.mooncake4j.memory.cuda.CudaAvailability;

@@ -8,7 +8,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.mooncake4j.engine.DeviceMemoryAccess;
 import io.mooncake4j.engine.ErrorCodes;
 import io.mooncake4j.engine.core.CoreEngine;
-import io.mooncake4j.engine.core.EngineBuilder;
 import io.mooncake4j.memory.DeviceMemory.Direction;
 import io.mooncake4j.memory.FakeDeviceMemory;
 import io.mooncake4j.memory.FakeDeviceMemory.DeviceBuffer;
@@ -311,7 +310,7 @@ class TcpGpuStagingTest {
     void registeringGpuMemoryWithoutCudaFailsAndTheAccessCheckSaysWhy() {
         String why = "CUDA is unavailable: no NVIDIA driver. Fix: install an NVIDIA driver";
         try (FakeDeviceMemory none = FakeDeviceMemory.unavailable(why)) {
-            initiator = TcpEngines.started(EngineBuilder.tcp(TcpEngines.config(), none));
+            initiator = TcpEngines.started(TcpEngines.alone(TcpEngines.config(), none));
             assertEquals(ErrorCodes.DEVICE_NOT_FOUND, initiator.registerMemory(0x7000_0000_0000L, 4096, "cuda:0"));
             DeviceMemoryAccess access = initiator.deviceMemoryAccess("cuda:0");
             assertEquals(DeviceMemoryAccess.Kind.UNSUPPORTED, access.kind());

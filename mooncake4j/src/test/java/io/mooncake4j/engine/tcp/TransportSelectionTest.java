@@ -40,8 +40,8 @@ class TransportSelectionTest {
     static CoreEngine shmAndTcp(Map<String, String> env) {
         TcpConfig tcp = TcpEngines.config();
         return new EngineBuilder().settings(TcpTransport.engineSettings(tcp)).environment(env).offer(
-                new TransportFactory("shm", ShmTransport::new),
-                new TransportFactory("tcp", () -> new TcpTransport(tcp))).build();
+                new TransportFactory(ShmTransport.DECLARATION, ShmTransport::new),
+                new TransportFactory(TcpTransport.DECLARATION, () -> new TcpTransport(tcp))).build();
     }
 
     private static CoreEngine started(CoreEngine e, String protocol) {
