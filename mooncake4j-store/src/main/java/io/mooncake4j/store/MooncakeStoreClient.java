@@ -607,34 +607,54 @@ public final class MooncakeStoreClient implements AutoCloseable {
     }
 
     /**
-     * {@return the object's bytes; empty when it is missing or cannot be read (as the binding)}
+     * {@return the object's bytes; empty when it is missing or cannot be read (as the binding's
+     * {@code get}): use {@link #getValue} to tell a miss from a failure}
      *
      * @param key the object's key
      */
     public byte[] get(String key) {
+        Result<byte[]> r = getValue(key);
+        return r.ok() ? r.value() : new byte[0];
+    }
+
+    /**
+     * Gets a copy of the object's bytes.
+     *
+     * @param key the object's key
+     * @return the bytes; or a miss ({@link Result#missing()}: {@link ErrorCode#OBJECT_NOT_FOUND}); or the
+     *         failure's code ({@link ErrorCode#RPC_FAIL}, {@link ErrorCode#RPC_TIMEOUT},
+     *         {@link ErrorCode#TRANSFER_FAIL}, {@link ErrorCode#LEASE_EXPIRED},
+     *         {@link ErrorCode#REPLICA_IS_NOT_READY}, ...)
+     * @throws StoreException {@link ErrorCode#INVALID_PARAMS} when the client is closed
+     */
+    public Result<byte[]> getValue(String key) {
+        Objects.requireNonNull(key, "key");
         requireOpen();
         Result<ReplicaList> r;
         long t0 = System.nanoTime();
         try {
             r = master.getReplicaList(key);
         } catch (StoreException e) {
-            return new byte[0];
+            return Result.error(e.errorCode());
         }
         if (!r.ok()) {
-            return new byte[0];
+            return Result.error(r.code());
         }
         ReplicaDescriptor d = DataPath.choose(r.value(), endpoint);
-        if (d == null || d.size() > Integer.MAX_VALUE - 16) {
-            return new byte[0];
+        if (d == null) {
+            return Result.error(ErrorCode.REPLICA_IS_NOT_READY.code());
+        }
+        if (d.size() > Integer.MAX_VALUE - 16) {
+            return Result.error(ErrorCode.BUFFER_OVERFLOW.code());
         }
         try (Staged s = stage(d.size())) {
             long n = data.get(List.of(key), new long[][] {{s.address}}, new long[][] {{d.size()}}, List.of(r), t0)[0];
             if (n < 0) {
-                return new byte[0];
+                return Result.error((int) n);
             }
             byte[] out = new byte[(int) n];
             MemorySegment.copy(s.segment, ValueLayout.JAVA_BYTE, 0, out, 0, (int) n);
-            return out;
+            return Result.ok(out);
         }
     }
 

@@ -40,6 +40,14 @@ public record Result<T>(T value, int code) {
         return code == 0;
     }
 
+    /**
+     * {@return whether the call failed because the key is not there ({@link ErrorCode#OBJECT_NOT_FOUND}):
+     * a miss, which callers treat as "compute it", not as a failure of the store}
+     */
+    public boolean missing() {
+        return code == ErrorCode.OBJECT_NOT_FOUND.code();
+    }
+
     /** {@return the named error code ({@link ErrorCode#OK} on success)} */
     public ErrorCode errorCode() {
         return ErrorCode.of(code);
