@@ -119,15 +119,10 @@ final class DataPath {
 
     int[] put(List<String> keys, long[][] addresses, long[][] sizes, ReplicateConfig config) {
         int n = keys.size();
-        if (addresses.length != n || sizes.length != n) {
-            throw new IllegalArgumentException("keys, addresses and sizes differ in length");
-        }
+        Args.parts(keys, addresses, sizes);
         long[] codes = new long[n];
         long[] totals = new long[n];
         for (int i = 0; i < n; i++) {
-            if (addresses[i].length != sizes[i].length) {
-                throw new IllegalArgumentException("key " + i + ": addresses and sizes differ in length");
-            }
             for (long s : sizes[i]) {
                 totals[i] += s;
             }
@@ -239,9 +234,7 @@ final class DataPath {
      */
     long[] get(List<String> keys, long[][] addresses, long[][] sizes, List<Result<ReplicaList>> lists, long t0) {
         int n = keys.size();
-        if (addresses.length != n || sizes.length != n) {
-            throw new IllegalArgumentException("keys, addresses and sizes differ in length");
-        }
+        Args.parts(keys, addresses, sizes);
         long[] codes = new long[n];
         if (lists == null) {
             t0 = System.nanoTime();

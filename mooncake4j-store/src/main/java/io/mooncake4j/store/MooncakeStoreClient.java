@@ -34,13 +34,18 @@ import org.slf4j.LoggerFactory;
  * through our transfer engine), keeps its lease at the master alive, and puts and gets objects
  * by key, zero-copy from and into registered memory or copying for tools.
  *
- * <p>Return conventions follow the binding: puts and removes return 0 or a negative
- * {@link ErrorCode} value; gets return the bytes read or a negative code; batch calls return one
- * such value per key (partial success is normal). {@link ErrorCode#OBJECT_ALREADY_EXISTS} on a put
- * counts as success (another client put the same key first); {@link ErrorCode#NO_AVAILABLE_HANDLE}
- * (-200) is backpressure, counted in {@link #backpressureCount()}. A master that cannot be reached
- * makes every key of a call {@link ErrorCode#RPC_FAIL} or {@link ErrorCode#RPC_TIMEOUT}, never a hang
- * past the call deadline.
+ * <p>Errors, one model: what the store says about a key is a result, never an exception. Puts and
+ * removes return 0 or a negative {@link ErrorCode} value; gets return the bytes read or a negative
+ * code; batch calls return one such value per key (partial success is normal); the copying
+ * {@link #getValue} returns a {@link Result}. A miss is {@link ErrorCode#OBJECT_NOT_FOUND} (-704,
+ * {@link Result#missing()}), not a failure. {@link ErrorCode#OBJECT_ALREADY_EXISTS} on a put counts as
+ * success (another client put the same key first); {@link ErrorCode#NO_AVAILABLE_HANDLE} (-200) is
+ * backpressure, counted in {@link #backpressureCount()}. A master that cannot be reached makes every
+ * key of a call {@link ErrorCode#RPC_FAIL} or {@link ErrorCode#RPC_TIMEOUT}, never a hang past the call
+ * deadline. Exceptions are for the caller's mistakes and for setup, and are all {@link StoreException}:
+ * {@link ErrorCode#INVALID_PARAMS} naming the wrong argument (a null key, arrays that do not match the
+ * keys) or a closed client, checked before anything is sent; at {@link #setup} also a master that does
+ * not serve, a segment that cannot be mounted, or a configuration this client cannot run.
  *
  * <p>Addresses passed to the zero-copy calls must lie in memory registered with
  * {@link #registerBuffer} (or this client's own segment or staging buffer).
@@ -123,11 +128,13 @@ public final class MooncakeStoreClient implements AutoCloseable {
      *
      * @param config the settings
      * @return the running client; close it
-     * @throws StoreException when the engine, the master or the mount fails
-     * @throws MooncakeConfigException for a metadata mode or protocol this client lacks
-     * @throws MetadataException in HTTP metadata mode, when the segment cannot be published
+     * @throws StoreException when the engine, the master or the mount fails ({@link ErrorCode#RPC_FAIL},
+     *         {@link ErrorCode#RPC_TIMEOUT}, the master's code), or {@link ErrorCode#INVALID_PARAMS} for
+     *         a metadata mode or protocol this client lacks (the cause a {@code MooncakeConfigException}
+     *         naming the key); in HTTP metadata mode also when the segment cannot be published
      */
     public static MooncakeStoreClient setup(StoreConfig config) {
+        Args.notNull(config, "config");
         checkMetadataServer(config);
         TransferEngine engine = TransferEngines.create(config.protocol().equals("tcp") ? "tcp" : config.protocol());
         int rc = engine.initialize(hostOnly(config.localHostname()), TransferEngine.P2P_HANDSHAKE, config.protocol(),
@@ -149,8 +156,9 @@ public final class MooncakeStoreClient implements AutoCloseable {
      * @return the running client
      */
     public static MooncakeStoreClient setup(StoreConfig config, TransferEngine engine) {
+        Args.notNull(config, "config");
         checkMetadataServer(config);
-        return start(config, Objects.requireNonNull(engine, "engine"), false);
+        return start(config, Args.notNull(engine, "engine"), false);
     }
 
     private static boolean isHttp(String metadataServer) {
@@ -163,15 +171,19 @@ public final class MooncakeStoreClient implements AutoCloseable {
             return;
         }
         if (!isHttp(m)) {
-            throw new MooncakeConfigException("metadata_server", String.format(Locale.ROOT,
+            throw configError(new MooncakeConfigException("metadata_server", String.format(Locale.ROOT,
                     "metadata_server '%s' is not supported: use P2PHANDSHAKE or http://host:port/metadata (etcd and"
-                            + " redis stores are not implemented)", m));
+                            + " redis stores are not implemented)", m)));
         }
         try {
             HttpMetadataStore.of(m).close();
         } catch (IllegalArgumentException e) {
-            throw new MooncakeConfigException("metadata_server", e.getMessage(), e);
+            throw configError(new MooncakeConfigException("metadata_server", e.getMessage(), e));
         }
+    }
+
+    private static StoreException configError(MooncakeConfigException e) {
+        return new StoreException(ErrorCode.INVALID_PARAMS.code(), e.getMessage(), e);
     }
 
     private static String hostOnly(String h) {
@@ -194,6 +206,13 @@ public final class MooncakeStoreClient implements AutoCloseable {
             long ms = config.pingInterval().toMillis();
             c.liveness.scheduleWithFixedDelay(c::pingOnce, ms, ms, TimeUnit.MILLISECONDS);
             return c;
+        } catch (MetadataException e) {
+            if (c != null) {
+                c.close();
+            } else if (owns) {
+                engine.close();
+            }
+            throw new StoreException(ErrorCode.RPC_FAIL.code(), "cannot publish the segment: " + e.getMessage(), e);
         } catch (RuntimeException e) {
             if (c != null) {
                 c.close();
@@ -351,7 +370,7 @@ public final class MooncakeStoreClient implements AutoCloseable {
     }
 
     /** {@return the segment metadata store in HTTP metadata mode, else empty} */
-    public java.util.Optional<SegmentMetadata> metadata() {
+    java.util.Optional<SegmentMetadata> metadata() {
         return java.util.Optional.ofNullable(metadata);
     }
 
@@ -412,12 +431,12 @@ public final class MooncakeStoreClient implements AutoCloseable {
      * @param addresses each value's start, in registered memory, one per key
      * @param sizes     each value's length in bytes, one per key
      * @param config    the placement of every key
-     * @throws IllegalArgumentException if the three differ in length
+     * @throws StoreException {@link ErrorCode#INVALID_PARAMS} if the three differ in length
      */
     public int[] batchPutFrom(List<String> keys, long[] addresses, long[] sizes, ReplicateConfig config) {
-        if (addresses.length != keys.size() || sizes.length != keys.size()) {
-            throw new IllegalArgumentException("keys, addresses and sizes differ in length");
-        }
+        Args.keys(keys);
+        Args.perKey(keys, "addresses", addresses, addresses == null ? 0 : addresses.length);
+        Args.perKey(keys, "sizes", sizes, sizes == null ? 0 : sizes.length);
         long[][] a = new long[keys.size()][];
         long[][] s = new long[keys.size()][];
         for (int i = 0; i < a.length; i++) {
@@ -434,10 +453,12 @@ public final class MooncakeStoreClient implements AutoCloseable {
      * @param addresses per key, the start of each part, in registered memory
      * @param sizes     per key, the length of each part in bytes
      * @param config    the placement of every key
-     * @throws IllegalArgumentException if the arrays do not match the keys, or a key's parts its sizes
+     * @throws StoreException {@link ErrorCode#INVALID_PARAMS} if the arrays do not match the keys, or a
+     *         key's parts its sizes
      */
     public int[] batchPutFromMultiBuffers(List<String> keys, long[][] addresses, long[][] sizes, ReplicateConfig config) {
         requireOpen();
+        Args.notNull(config, "config");
         return data.put(keys, addresses, sizes, config);
     }
 
@@ -458,8 +479,12 @@ public final class MooncakeStoreClient implements AutoCloseable {
      * @param keys      the objects' keys
      * @param addresses where to read each, in registered memory, one per key
      * @param sizes     the room at each address in bytes, one per key
+     * @throws StoreException {@link ErrorCode#INVALID_PARAMS} if the three differ in length
      */
     public long[] batchGetInto(List<String> keys, long[] addresses, long[] sizes) {
+        Args.keys(keys);
+        Args.perKey(keys, "addresses", addresses, addresses == null ? 0 : addresses.length);
+        Args.perKey(keys, "sizes", sizes, sizes == null ? 0 : sizes.length);
         long[][] a = new long[keys.size()][];
         long[][] s = new long[keys.size()][];
         for (int i = 0; i < a.length; i++) {
@@ -475,6 +500,7 @@ public final class MooncakeStoreClient implements AutoCloseable {
      * @param keys      the objects' keys
      * @param addresses per key, the start of each part to fill, in registered memory
      * @param sizes     per key, the room of each part in bytes
+     * @throws StoreException {@link ErrorCode#INVALID_PARAMS} if the arrays do not match the keys
      */
     public long[] batchGetIntoMultiBuffers(List<String> keys, long[][] addresses, long[][] sizes) {
         requireOpen();
@@ -489,6 +515,7 @@ public final class MooncakeStoreClient implements AutoCloseable {
      * @param key the object's key
      */
     public int isExist(String key) {
+        Args.key(key);
         try {
             Result<Boolean> r = master.existKey(key);
             return r.ok() ? (r.value() ? 1 : 0) : r.code();
@@ -503,6 +530,7 @@ public final class MooncakeStoreClient implements AutoCloseable {
      * @param keys the objects' keys
      */
     public int[] batchIsExist(List<String> keys) {
+        Args.keys(keys);
         int[] out = new int[keys.size()];
         try {
             List<Result<Boolean>> r = master.batchExistKey(keys);
@@ -522,6 +550,7 @@ public final class MooncakeStoreClient implements AutoCloseable {
      * @param key the object's key
      */
     public long getSize(String key) {
+        Args.key(key);
         try {
             Result<ReplicaList> r = master.getReplicaList(key);
             if (!r.ok()) {
@@ -550,6 +579,7 @@ public final class MooncakeStoreClient implements AutoCloseable {
      * @param force remove even while a lease is held
      */
     public int remove(String key, boolean force) {
+        Args.key(key);
         try {
             return master.remove(key, force).code();
         } catch (StoreException e) {
@@ -564,6 +594,7 @@ public final class MooncakeStoreClient implements AutoCloseable {
      * @param force remove even while a lease is held
      */
     public int[] batchRemove(List<String> keys, boolean force) {
+        Args.keys(keys);
         int[] out = new int[keys.size()];
         try {
             List<Result<Void>> r = master.batchRemove(keys, force);
@@ -600,6 +631,9 @@ public final class MooncakeStoreClient implements AutoCloseable {
      */
     public int put(String key, byte[] value, ReplicateConfig config) {
         requireOpen();
+        Args.key(key);
+        Args.notNull(value, "value");
+        Args.notNull(config, "config");
         try (Staged s = stage(value.length)) {
             MemorySegment.copy(value, 0, s.segment, ValueLayout.JAVA_BYTE, 0, value.length);
             return putFrom(key, s.address, value.length, config);
@@ -628,7 +662,7 @@ public final class MooncakeStoreClient implements AutoCloseable {
      * @throws StoreException {@link ErrorCode#INVALID_PARAMS} when the client is closed
      */
     public Result<byte[]> getValue(String key) {
-        Objects.requireNonNull(key, "key");
+        Args.key(key);
         requireOpen();
         Result<ReplicaList> r;
         long t0 = System.nanoTime();
