@@ -15,6 +15,7 @@ import io.mooncake4j.metadata.SegmentMetadata;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -82,6 +83,8 @@ public final class MooncakeStoreClient implements AutoCloseable {
     private final AtomicLong remounts = new AtomicLong();
     private final AtomicLong pingFailures = new AtomicLong();
     private final AtomicLong metadataFailures = new AtomicLong();
+    /** Calls in flight that use this client's memory or engine (monitor: close waits on it). */
+    private final java.util.concurrent.atomic.AtomicInteger calls = new java.util.concurrent.atomic.AtomicInteger();
     /** Null in P2P handshake mode. */
     private final SegmentMetadata metadata;
     private volatile boolean masterReachable = true;
@@ -319,6 +322,11 @@ public final class MooncakeStoreClient implements AutoCloseable {
         }
     }
 
+    /** {@return whether {@link #close} has begun: new calls are refused} */
+    public boolean isClosed() {
+        return closed;
+    }
+
     /** {@return this client's name: {@code host:port}, the name of its segment} */
     public String getHostname() {
         return hostname;
@@ -457,9 +465,13 @@ public final class MooncakeStoreClient implements AutoCloseable {
      *         key's parts its sizes
      */
     public int[] batchPutFromMultiBuffers(List<String> keys, long[][] addresses, long[][] sizes, ReplicateConfig config) {
-        requireOpen();
         Args.notNull(config, "config");
-        return data.put(keys, addresses, sizes, config);
+        enter();
+        try {
+            return data.put(keys, addresses, sizes, config);
+        } finally {
+            exit();
+        }
     }
 
     /**
@@ -503,8 +515,12 @@ public final class MooncakeStoreClient implements AutoCloseable {
      * @throws StoreException {@link ErrorCode#INVALID_PARAMS} if the arrays do not match the keys
      */
     public long[] batchGetIntoMultiBuffers(List<String> keys, long[][] addresses, long[][] sizes) {
-        requireOpen();
-        return data.get(keys, addresses, sizes, null, 0);
+        enter();
+        try {
+            return data.get(keys, addresses, sizes, null, 0);
+        } finally {
+            exit();
+        }
     }
 
     // ------------------------------------------------------------------ queries and removal
@@ -630,13 +646,15 @@ public final class MooncakeStoreClient implements AutoCloseable {
      * @param config the placement
      */
     public int put(String key, byte[] value, ReplicateConfig config) {
-        requireOpen();
         Args.key(key);
         Args.notNull(value, "value");
         Args.notNull(config, "config");
+        enter();
         try (Staged s = stage(value.length)) {
             MemorySegment.copy(value, 0, s.segment, ValueLayout.JAVA_BYTE, 0, value.length);
-            return putFrom(key, s.address, value.length, config);
+            return data.put(List.of(key), new long[][] {{s.address}}, new long[][] {{value.length}}, config)[0];
+        } finally {
+            exit();
         }
     }
 
@@ -663,7 +681,15 @@ public final class MooncakeStoreClient implements AutoCloseable {
      */
     public Result<byte[]> getValue(String key) {
         Args.key(key);
-        requireOpen();
+        enter();
+        try {
+            return getValueOpen(key);
+        } finally {
+            exit();
+        }
+    }
+
+    private Result<byte[]> getValueOpen(String key) {
         Result<ReplicaList> r;
         long t0 = System.nanoTime();
         try {
@@ -729,15 +755,59 @@ public final class MooncakeStoreClient implements AutoCloseable {
         return new Staged(length);
     }
 
-    private void requireOpen() {
+    /** Enters a call that uses this client's memory or engine; close() waits for it. */
+    private void enter() {
+        calls.incrementAndGet();
         if (closed) {
+            exit();
             throw new StoreException(ErrorCode.INVALID_PARAMS.code(), "store client is closed", null);
         }
     }
 
+    private void exit() {
+        if (calls.decrementAndGet() == 0 && closed) {
+            synchronized (calls) {
+                calls.notifyAll();
+            }
+        }
+    }
+
+    /** {@return whether every call in flight ended within {@code nanos}} */
+    private boolean drained(long nanos) {
+        long end = System.nanoTime() + nanos;
+        synchronized (calls) {
+            while (calls.get() > 0) {
+                long left = end - System.nanoTime();
+                if (left <= 0) {
+                    return false;
+                }
+                try {
+                    calls.wait(Math.max(1, TimeUnit.NANOSECONDS.toMillis(left)));
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    return calls.get() == 0;
+                }
+            }
+            return true;
+        }
+    }
+
+    /** {@return calls in flight now (puts, gets; close waits for them)} */
+    public int callsInFlight() {
+        return calls.get();
+    }
+
+    /** The longest close waits for calls in flight, at each of its steps (the call deadline if shorter). */
+    public static final Duration CLOSE_GRACE = Duration.ofSeconds(2);
+
     /**
-     * Stops the liveness loop, unmounts the segments (best effort, each within the call deadline),
-     * closes the master connection and (when owned) the engine, and frees the memory.
+     * Closes the client; idempotent. New calls are refused ({@link ErrorCode#INVALID_PARAMS}) from the
+     * start and the liveness loop stops. Calls in flight are waited for, up to {@link #CLOSE_GRACE} (or
+     * the call deadline, if shorter); calls still waiting for the master then have their master calls
+     * failed (the connection is dropped: RPC_FAIL) and are waited for again. Then the segments are
+     * unmounted (best effort, each within the call deadline), the master connection and (when owned)
+     * the engine closed, and the memory freed. Should a call still be inside a transfer after that,
+     * the memory is not freed (an error is logged): leaked memory, never freed memory in use.
      */
     @Override
     public void close() {
@@ -746,6 +816,14 @@ public final class MooncakeStoreClient implements AutoCloseable {
         }
         closed = true;
         liveness.shutdownNow();
+        long grace = Math.min(config.rpcTimeout().toNanos(), CLOSE_GRACE.toNanos());
+        boolean drained = drained(grace);
+        if (!drained) {
+            LOG.warn("closing store client {}: {} call(s) still in flight after {} ms; failing their master calls",
+                    hostname, calls.get(), TimeUnit.NANOSECONDS.toMillis(grace));
+            master.rpc().disconnect();
+            drained = drained(grace);
+        }
         List<Segment> mounted = new ArrayList<>(segments);
         segments.clear();
         for (Segment s : mounted) {
@@ -757,9 +835,11 @@ public final class MooncakeStoreClient implements AutoCloseable {
             } catch (StoreException e) {
                 LOG.debug("UnmountSegment {} failed: {}", s.id(), e.getMessage());
             }
-            engine.unregisterMemory(s.base());
         }
         master.close();
+        for (Segment s : mounted) {
+            engine.unregisterMemory(s.base());
+        }
         if (metadata != null) {
             try {
                 metadata.withdraw(hostname, endpoint);
@@ -774,6 +854,11 @@ public final class MooncakeStoreClient implements AutoCloseable {
         if (ownsEngine) {
             engine.close();
         }
-        arena.close();
+        if (drained || drained(grace)) {
+            arena.close();
+        } else {
+            LOG.error("closing store client {}: {} call(s) still inside a transfer; its segment and staging memory"
+                    + " are left allocated rather than freed under them", hostname, calls.get());
+        }
     }
 }
