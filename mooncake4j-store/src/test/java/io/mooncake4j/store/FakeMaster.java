@@ -760,9 +760,6 @@ public final class FakeMaster implements AutoCloseable {
                 return Result.error(prior.complete ? ErrorCode.OBJECT_ALREADY_EXISTS.code()
                         : ErrorCode.OBJECT_REPLICA_BUSY.code());
             }
-            if (prior.leaseUntil > System.nanoTime()) {
-                return Result.error(ErrorCode.OBJECT_HAS_LEASE.code());
-            }
             drop(key);
         }
         List<Seg> order = new ArrayList<>();
