@@ -56,7 +56,9 @@ import org.slf4j.LoggerFactory;
  * embedded metadata server, or any server of Mooncake's HTTP metadata protocol) the client also
  * publishes the descriptor and its engine's address there, in the keys and JSON of Mooncake's C++
  * engine, after each mount and remount, and withdraws them on close, so C++ clients in that mode
- * find its segment. The engine itself still reaches peers by the P2P handshake.
+ * find its segment; and the engine it starts runs in that mode too: it publishes its segment there
+ * (again on every registration) and finds peers' segments there, so it reaches C++ clients that run
+ * in HTTP mode (whose handshake ports give no descriptor).
  *
  * <p>Threads: one liveness thread (Ping every {@code pingInterval}; ReMountSegment whenever the
  * master answers NEED_REMOUNT: at first contact, after a master restart, after a client-TTL expiry),
@@ -128,8 +130,8 @@ public final class MooncakeStoreClient implements AutoCloseable {
     }
 
     /**
-     * Starts a client with its own transfer engine: initialises the engine (P2P handshake on
-     * {@code local_hostname}), allocates and registers the segment and the local buffer, checks the
+     * Starts a client with its own transfer engine: initialises the engine on {@code local_hostname}
+     * in the configured metadata mode (P2P handshake, or HTTP metadata), allocates and registers the segment and the local buffer, checks the
      * master serves, mounts the segment, and starts the liveness loop.
      *
      * @param config the settings
@@ -143,7 +145,8 @@ public final class MooncakeStoreClient implements AutoCloseable {
         Args.notNull(config, "config");
         StoreSetup.checkMetadataServer(config);
         TransferEngine engine = TransferEngines.create(config.protocol().equals("tcp") ? "tcp" : config.protocol());
-        int rc = engine.initialize(StoreSetup.hostOnly(config.localHostname()), TransferEngine.P2P_HANDSHAKE,
+        // in HTTP metadata mode the engine itself publishes its segment there and finds peers' there
+        int rc = engine.initialize(StoreSetup.hostOnly(config.localHostname()), config.metadataServer(),
                 config.protocol(),
                 config.deviceName());
         if (rc != 0) {
@@ -156,7 +159,8 @@ public final class MooncakeStoreClient implements AutoCloseable {
     }
 
     /**
-     * Starts a client on an engine the caller already initialised (P2P handshake) and keeps owning.
+     * Starts a client on an engine the caller already initialised (in the configured metadata mode) and
+     * keeps owning.
      *
      * @param config the settings ({@code local_hostname}, {@code protocol} are the engine's)
      * @param engine an initialised engine
