@@ -34,7 +34,7 @@ import java.util.function.Consumer;
  * (coro_rpc frames with struct_pack bodies, decoded with the client's own types) through a real
  * socket, and keeps the master's state: clients and their segments (MountSegment, ReMountSegment,
  * UnmountSegment), objects whose replicas are placed in mounted segments (PutStart/End/Revoke and
- * the batch forms, Upsert*), reads that grant leases (GetReplicaList), ExistKey, Remove, RemoveAll,
+ * the batch forms, Upsert*), reads that grant leases (GetReplicaList, and ExistKey on a hit), Remove, RemoveAll,
  * RemoveByRegex, and liveness (Ping answers NEED_REMOUNT for a client it does not know; a client
  * silent for longer than the client TTL is expired with its segments and the objects in them).
  * Values live in the segment owners' memory, as with the real master: the fake only hands out
@@ -601,14 +601,14 @@ public final class FakeMaster implements AutoCloseable {
             case "ExistKey" -> {
                 String key = r.string();
                 r.string();
-                Result<Boolean> e = exists(key);
+                Result<Boolean> e = exists(key, now);
                 return w -> writeExpected(w, e, b -> w.bool(b));
             }
             case "BatchExistKey" -> {
                 List<String> keys = strings(r);
                 r.string();
                 List<Result<Boolean>> out = new ArrayList<>();
-                keys.forEach(k -> out.add(exists(k)));
+                keys.forEach(k -> out.add(exists(k, now)));
                 return w -> {
                     w.length(out.size());
                     out.forEach(x -> writeExpected(w, x, b -> w.bool(b)));
@@ -845,13 +845,18 @@ public final class FakeMaster implements AutoCloseable {
         return Result.ok(o);
     }
 
-    private Result<Boolean> exists(String key) {
+    /** ExistKey: like GetReplicaList, a hit grants a read lease (Mooncake's documented behaviour). */
+    private Result<Boolean> exists(String key, long now) {
         Integer e = keyError(key);
         if (e != null) {
             return Result.error(e);
         }
         Obj o = objects.get(key);
-        return Result.ok(o != null && o.complete);
+        boolean hit = o != null && o.complete;
+        if (hit) {
+            o.leaseUntil = Math.max(o.leaseUntil, now + leaseTtlMs * 1_000_000L);
+        }
+        return Result.ok(hit);
     }
 
     private int remove(String key, boolean force, long now) {
