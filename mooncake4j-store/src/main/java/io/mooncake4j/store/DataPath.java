@@ -17,7 +17,8 @@ import org.slf4j.LoggerFactory;
 /**
  * The put and get of {@link MooncakeStoreClient}: the master's two-phase put (BatchPutStart, the
  * writes into the replicas' buffers, BatchPutEnd or BatchPutRevoke) and the get (BatchGetReplicaList,
- * reads from one complete memory replica per key, the lease check). Writes and reads are grouped
+ * reads from one complete memory replica per key, this client's own first, and from the next replica
+ * when a read fails; the lease check). Writes and reads are grouped
  * per target endpoint into one synchronous engine batch each; groups of different endpoints run
  * at once. One key of a single-key call uses the single-key RPCs.
  */
@@ -118,24 +119,33 @@ final class DataPath {
     }
 
     int[] put(List<String> keys, long[][] addresses, long[][] sizes, ReplicateConfig config) {
+        return put(keys, addresses, sizes, config, false);
+    }
+
+    /**
+     * Puts (or with {@code upsert} overwrites) keys from their parts: the Put* or the Upsert* RPCs.
+     *
+     * @return per key 0 or a negative code
+     */
+    int[] put(List<String> keys, long[][] addresses, long[][] sizes, ReplicateConfig config, boolean upsert) {
         int n = keys.size();
-        if (addresses.length != n || sizes.length != n) {
-            throw new IllegalArgumentException("keys, addresses and sizes differ in length");
-        }
+        Args.parts(keys, addresses, sizes);
         long[] codes = new long[n];
         long[] totals = new long[n];
         for (int i = 0; i < n; i++) {
-            if (addresses[i].length != sizes[i].length) {
-                throw new IllegalArgumentException("key " + i + ": addresses and sizes differ in length");
-            }
             for (long s : sizes[i]) {
                 totals[i] += s;
             }
         }
         List<Result<List<ReplicaDescriptor>>> starts;
         try {
-            starts = n == 1 ? List.of(master.putStart(clientId, keys.getFirst(), totals[0], config))
-                    : master.batchPutStart(clientId, keys, totals, config);
+            if (upsert) {
+                starts = n == 1 ? List.of(master.upsertStart(clientId, keys.getFirst(), totals[0], config))
+                        : master.batchUpsertStart(clientId, keys, totals, config);
+            } else {
+                starts = n == 1 ? List.of(master.putStart(clientId, keys.getFirst(), totals[0], config))
+                        : master.batchPutStart(clientId, keys, totals, config);
+            }
         } catch (StoreException e) {
             int[] out = new int[n];
             Arrays.fill(out, e.errorCode());
@@ -183,8 +193,10 @@ final class DataPath {
         }
         try {
             if (!ends.isEmpty()) {
-                List<Result<Void>> e = ends.size() == 1 && n == 1 ? List.of(master.putEnd(clientId, ends.getFirst(), null))
-                        : master.batchPutEnd(clientId, ends);
+                boolean one = ends.size() == 1 && n == 1;
+                List<Result<Void>> e = upsert ? (one ? List.of(master.upsertEnd(clientId, ends.getFirst()))
+                        : master.batchUpsertEnd(clientId, ends))
+                        : one ? List.of(master.putEnd(clientId, ends.getFirst(), null)) : master.batchPutEnd(clientId, ends);
                 for (int j = 0; j < endIdx.size(); j++) {
                     codes[endIdx.get(j)] = j < e.size() ? e.get(j).code() : ErrorCode.RPC_FAIL.code();
                 }
@@ -196,8 +208,10 @@ final class DataPath {
         }
         if (!revokes.isEmpty()) {
             try {
-                List<Result<Void>> rv = revokes.size() == 1 && n == 1 ? List.of(master.putRevoke(clientId, revokes.getFirst()))
-                        : master.batchPutRevoke(clientId, revokes);
+                boolean one = revokes.size() == 1 && n == 1;
+                List<Result<Void>> rv = upsert ? (one ? List.of(master.upsertRevoke(clientId, revokes.getFirst()))
+                        : master.batchUpsertRevoke(clientId, revokes))
+                        : one ? List.of(master.putRevoke(clientId, revokes.getFirst())) : master.batchPutRevoke(clientId, revokes);
                 for (int j = 0; j < rv.size(); j++) {
                     if (!rv.get(j).ok()) {
                         LOG.warn("PutRevoke of {} answered {}", revokes.get(j), rv.get(j));
@@ -211,6 +225,21 @@ final class DataPath {
         int[] out = new int[n];
         for (int i = 0; i < n; i++) {
             out[i] = (int) codes[i];
+        }
+        return out;
+    }
+
+    /** {@return the complete memory replicas in the order to try them: this client's own first} */
+    static List<ReplicaDescriptor> readable(ReplicaList list, String ownEndpoint) {
+        List<ReplicaDescriptor> out = new ArrayList<>();
+        for (ReplicaDescriptor d : list.replicas()) {
+            if (d.readableMemory()) {
+                if (d.endpoint().equals(ownEndpoint)) {
+                    out.addFirst(d);
+                } else {
+                    out.add(d);
+                }
+            }
         }
         return out;
     }
@@ -238,9 +267,22 @@ final class DataPath {
      * @return per key the bytes read or a negative code
      */
     long[] get(List<String> keys, long[][] addresses, long[][] sizes, List<Result<ReplicaList>> lists, long t0) {
+        return get(keys, addresses, sizes, null, lists, t0);
+    }
+
+    /**
+     * Gets keys into their parts; with {@code sourceOffsets}, part {@code p} of key {@code i} is the
+     * object's bytes {@code [sourceOffsets[i][p], +sizes[i][p])} (ranges), else the parts take the
+     * object's bytes in order from its start.
+     *
+     * @return per key the bytes read (ranges: the sum of the range sizes) or a negative code
+     */
+    long[] get(List<String> keys, long[][] addresses, long[][] sizes, long[][] sourceOffsets,
+            List<Result<ReplicaList>> lists, long t0) {
         int n = keys.size();
-        if (addresses.length != n || sizes.length != n) {
-            throw new IllegalArgumentException("keys, addresses and sizes differ in length");
+        Args.parts(keys, addresses, sizes);
+        if (sourceOffsets != null) {
+            Args.parts(keys, sourceOffsets, sizes);
         }
         long[] codes = new long[n];
         if (lists == null) {
@@ -253,39 +295,86 @@ final class DataPath {
             }
         }
         long[] result = new long[n];
-        Groups g = new Groups();
+        List<List<ReplicaDescriptor>> candidates = new ArrayList<>(n);
         for (int i = 0; i < n; i++) {
+            candidates.add(List.of());
             Result<ReplicaList> r = i < lists.size() ? lists.get(i) : Result.error(ErrorCode.RPC_FAIL.code());
             if (!r.ok()) {
                 codes[i] = r.code();
                 continue;
             }
-            ReplicaDescriptor d = choose(r.value(), endpoint);
-            if (d == null) {
+            List<ReplicaDescriptor> c = readable(r.value(), endpoint);
+            if (c.isEmpty()) {
                 codes[i] = ErrorCode.REPLICA_IS_NOT_READY.code();
                 continue;
             }
             long cap = 0;
-            for (long s : sizes[i]) {
-                cap += s;
+            boolean inside = true;
+            for (int p = 0; p < sizes[i].length; p++) {
+                cap += sizes[i][p];
+                if (sourceOffsets != null && (sourceOffsets[i][p] < 0 || sourceOffsets[i][p] + sizes[i][p] > c.getFirst().size())) {
+                    inside = false;
+                }
             }
-            if (d.size() > cap) {
+            if (sourceOffsets == null ? c.getFirst().size() > cap : !inside) {
                 codes[i] = ErrorCode.INVALID_PARAMS.code();
                 continue;
             }
-            long left = d.size();
-            long off = 0;
-            for (int p = 0; p < sizes[i].length && left > 0; p++) {
-                long len = Math.min(sizes[i][p], left);
-                if (len > 0) {
-                    g.add(d.endpoint(), i, addresses[i][p], d.address() + off, len);
-                }
-                off += len;
-                left -= len;
-            }
-            result[i] = d.size();
+            candidates.set(i, c);
+            result[i] = sourceOffsets == null ? c.getFirst().size() : cap;
         }
-        run(g, false, codes);
+        // read each key from its first replica; a key whose read failed is read again from its next one
+        int[] attempt = new int[n];
+        boolean[] pending = new boolean[n];
+        for (int i = 0; i < n; i++) {
+            pending[i] = codes[i] == 0;
+        }
+        while (true) {
+            Groups g = new Groups();
+            for (int i = 0; i < n; i++) {
+                if (!pending[i]) {
+                    continue;
+                }
+                ReplicaDescriptor d = candidates.get(i).get(attempt[i]);
+                if (sourceOffsets != null) {
+                    for (int p = 0; p < sizes[i].length; p++) {
+                        if (sizes[i][p] > 0) {
+                            g.add(d.endpoint(), i, addresses[i][p], d.address() + sourceOffsets[i][p], sizes[i][p]);
+                        }
+                    }
+                    continue;
+                }
+                long left = d.size();
+                long off = 0;
+                for (int p = 0; p < sizes[i].length && left > 0; p++) {
+                    long len = Math.min(sizes[i][p], left);
+                    if (len > 0) {
+                        g.add(d.endpoint(), i, addresses[i][p], d.address() + off, len);
+                    }
+                    off += len;
+                    left -= len;
+                }
+            }
+            run(g, false, codes);
+            boolean again = false;
+            for (int i = 0; i < n; i++) {
+                if (!pending[i]) {
+                    continue;
+                }
+                pending[i] = false;
+                if (codes[i] == ErrorCode.TRANSFER_FAIL.code() && attempt[i] + 1 < candidates.get(i).size()) {
+                    LOG.debug("reading {} from {} failed; trying its replica at {}", keys.get(i),
+                            candidates.get(i).get(attempt[i]).endpoint(), candidates.get(i).get(attempt[i] + 1).endpoint());
+                    attempt[i]++;
+                    codes[i] = 0;
+                    pending[i] = true;
+                    again = true;
+                }
+            }
+            if (!again) {
+                break;
+            }
+        }
         long elapsedMs = (System.nanoTime() - t0) / 1_000_000;
         for (int i = 0; i < n; i++) {
             if (codes[i] == 0) {

@@ -15,6 +15,7 @@ import io.mooncake4j.metadata.SegmentMetadata;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -34,13 +35,18 @@ import org.slf4j.LoggerFactory;
  * through our transfer engine), keeps its lease at the master alive, and puts and gets objects
  * by key, zero-copy from and into registered memory or copying for tools.
  *
- * <p>Return conventions follow the binding: puts and removes return 0 or a negative
- * {@link ErrorCode} value; gets return the bytes read or a negative code; batch calls return one
- * such value per key (partial success is normal). {@link ErrorCode#OBJECT_ALREADY_EXISTS} on a put
- * counts as success (another client put the same key first); {@link ErrorCode#NO_AVAILABLE_HANDLE}
- * (-200) is backpressure, counted in {@link #backpressureCount()}. A master that cannot be reached
- * makes every key of a call {@link ErrorCode#RPC_FAIL} or {@link ErrorCode#RPC_TIMEOUT}, never a hang
- * past the call deadline.
+ * <p>Errors, one model: what the store says about a key is a result, never an exception. Puts and
+ * removes return 0 or a negative {@link ErrorCode} value; gets return the bytes read or a negative
+ * code; batch calls return one such value per key (partial success is normal); the copying
+ * {@link #getValue} returns a {@link Result}. A miss is {@link ErrorCode#OBJECT_NOT_FOUND} (-704,
+ * {@link Result#missing()}), not a failure. {@link ErrorCode#OBJECT_ALREADY_EXISTS} on a put counts as
+ * success (another client put the same key first); {@link ErrorCode#NO_AVAILABLE_HANDLE} (-200) is
+ * backpressure, counted in {@link #backpressureCount()}. A master that cannot be reached makes every
+ * key of a call {@link ErrorCode#RPC_FAIL} or {@link ErrorCode#RPC_TIMEOUT}, never a hang past the call
+ * deadline. Exceptions are for the caller's mistakes and for setup, and are all {@link StoreException}:
+ * {@link ErrorCode#INVALID_PARAMS} naming the wrong argument (a null key, arrays that do not match the
+ * keys) or a closed client, checked before anything is sent; at {@link #setup} also a master that does
+ * not serve, a segment that cannot be mounted, or a configuration this client cannot run.
  *
  * <p>Addresses passed to the zero-copy calls must lie in memory registered with
  * {@link #registerBuffer} (or this client's own segment or staging buffer).
@@ -50,7 +56,9 @@ import org.slf4j.LoggerFactory;
  * embedded metadata server, or any server of Mooncake's HTTP metadata protocol) the client also
  * publishes the descriptor and its engine's address there, in the keys and JSON of Mooncake's C++
  * engine, after each mount and remount, and withdraws them on close, so C++ clients in that mode
- * find its segment. The engine itself still reaches peers by the P2P handshake.
+ * find its segment; and the engine it starts runs in that mode too: it publishes its segment there
+ * (again on every registration) and finds peers' segments there, so it reaches C++ clients that run
+ * in HTTP mode (whose handshake ports give no descriptor).
  *
  * <p>Threads: one liveness thread (Ping every {@code pingInterval}; ReMountSegment whenever the
  * master answers NEED_REMOUNT: at first contact, after a master restart, after a client-TTL expiry),
@@ -72,11 +80,14 @@ public final class MooncakeStoreClient implements AutoCloseable {
     private final long stagingBase;
     private final StagingBuffer staging;
     private final DataPath data;
+    private final Copies copies;
     private final ScheduledExecutorService liveness;
     private final AtomicLong backpressure = new AtomicLong();
     private final AtomicLong remounts = new AtomicLong();
     private final AtomicLong pingFailures = new AtomicLong();
     private final AtomicLong metadataFailures = new AtomicLong();
+    /** Calls in flight that use this client's memory or engine (monitor: close waits on it). */
+    private final InFlight calls = new InFlight();
     /** Null in P2P handshake mode. */
     private final SegmentMetadata metadata;
     private volatile boolean masterReachable = true;
@@ -100,7 +111,9 @@ public final class MooncakeStoreClient implements AutoCloseable {
         this.stagingBase = sb;
         this.staging = new StagingBuffer(sb, config.localBufferSize());
         this.data = new DataPath(engine, master, clientId, endpoint, backpressure);
-        this.metadata = isHttp(config.metadataServer()) ? new SegmentMetadata(HttpMetadataStore.of(config.metadataServer()),
+        this.copies = new Copies(engine, staging, data, master, endpoint);
+        this.metadata = StoreSetup.isHttp(config.metadataServer())
+                ? new SegmentMetadata(HttpMetadataStore.of(config.metadataServer()),
                 MetadataKeys.fromEnvironment(System.getenv())) : null;
         this.liveness = Executors.newSingleThreadScheduledExecutor(r -> {
             Thread t = new Thread(r, "store-liveness " + endpoint);
@@ -117,20 +130,24 @@ public final class MooncakeStoreClient implements AutoCloseable {
     }
 
     /**
-     * Starts a client with its own transfer engine: initialises the engine (P2P handshake on
-     * {@code local_hostname}), allocates and registers the segment and the local buffer, checks the
+     * Starts a client with its own transfer engine: initialises the engine on {@code local_hostname}
+     * in the configured metadata mode (P2P handshake, or HTTP metadata), allocates and registers the segment and the local buffer, checks the
      * master serves, mounts the segment, and starts the liveness loop.
      *
      * @param config the settings
      * @return the running client; close it
-     * @throws StoreException when the engine, the master or the mount fails
-     * @throws MooncakeConfigException for a metadata mode or protocol this client lacks
-     * @throws MetadataException in HTTP metadata mode, when the segment cannot be published
+     * @throws StoreException when the engine, the master or the mount fails ({@link ErrorCode#RPC_FAIL},
+     *         {@link ErrorCode#RPC_TIMEOUT}, the master's code), or {@link ErrorCode#INVALID_PARAMS} for
+     *         a metadata mode or protocol this client lacks (the cause a {@code MooncakeConfigException}
+     *         naming the key); in HTTP metadata mode also when the segment cannot be published
      */
     public static MooncakeStoreClient setup(StoreConfig config) {
-        checkMetadataServer(config);
+        Args.notNull(config, "config");
+        StoreSetup.checkMetadataServer(config);
         TransferEngine engine = TransferEngines.create(config.protocol().equals("tcp") ? "tcp" : config.protocol());
-        int rc = engine.initialize(hostOnly(config.localHostname()), TransferEngine.P2P_HANDSHAKE, config.protocol(),
+        // in HTTP metadata mode the engine itself publishes its segment there and finds peers' there
+        int rc = engine.initialize(StoreSetup.hostOnly(config.localHostname()), config.metadataServer(),
+                config.protocol(),
                 config.deviceName());
         if (rc != 0) {
             String why = TransferEngines.lastError(engine);
@@ -142,41 +159,17 @@ public final class MooncakeStoreClient implements AutoCloseable {
     }
 
     /**
-     * Starts a client on an engine the caller already initialised (P2P handshake) and keeps owning.
+     * Starts a client on an engine the caller already initialised (in the configured metadata mode) and
+     * keeps owning.
      *
      * @param config the settings ({@code local_hostname}, {@code protocol} are the engine's)
      * @param engine an initialised engine
      * @return the running client
      */
     public static MooncakeStoreClient setup(StoreConfig config, TransferEngine engine) {
-        checkMetadataServer(config);
-        return start(config, Objects.requireNonNull(engine, "engine"), false);
-    }
-
-    private static boolean isHttp(String metadataServer) {
-        return metadataServer.regionMatches(true, 0, "http://", 0, 7);
-    }
-
-    private static void checkMetadataServer(StoreConfig config) {
-        String m = config.metadataServer();
-        if (TransferEngine.P2P_HANDSHAKE.equals(m)) {
-            return;
-        }
-        if (!isHttp(m)) {
-            throw new MooncakeConfigException("metadata_server", String.format(Locale.ROOT,
-                    "metadata_server '%s' is not supported: use P2PHANDSHAKE or http://host:port/metadata (etcd and"
-                            + " redis stores are not implemented)", m));
-        }
-        try {
-            HttpMetadataStore.of(m).close();
-        } catch (IllegalArgumentException e) {
-            throw new MooncakeConfigException("metadata_server", e.getMessage(), e);
-        }
-    }
-
-    private static String hostOnly(String h) {
-        int colon = h.lastIndexOf(':');
-        return colon > 0 && h.indexOf(':') == colon ? h.substring(0, colon) : h;
+        Args.notNull(config, "config");
+        StoreSetup.checkMetadataServer(config);
+        return start(config, Args.notNull(engine, "engine"), false);
     }
 
     private static MooncakeStoreClient start(StoreConfig config, TransferEngine engine, boolean owns) {
@@ -194,6 +187,13 @@ public final class MooncakeStoreClient implements AutoCloseable {
             long ms = config.pingInterval().toMillis();
             c.liveness.scheduleWithFixedDelay(c::pingOnce, ms, ms, TimeUnit.MILLISECONDS);
             return c;
+        } catch (MetadataException e) {
+            if (c != null) {
+                c.close();
+            } else if (owns) {
+                engine.close();
+            }
+            throw new StoreException(ErrorCode.RPC_FAIL.code(), "cannot publish the segment: " + e.getMessage(), e);
         } catch (RuntimeException e) {
             if (c != null) {
                 c.close();
@@ -207,7 +207,8 @@ public final class MooncakeStoreClient implements AutoCloseable {
     private void mountSegment(long size) {
         MemorySegment m = arena.allocate(size, 4096);
         check(engine.registerMemory(m.address(), size, "cpu:0"), "register the segment");
-        Segment s = new Segment(Uuid.random(), hostname, m.address(), size, endpoint, config.protocol(), hostId());
+        Segment s = new Segment(Uuid.random(), hostname, m.address(), size, endpoint, config.protocol(),
+                StoreSetup.hostId(config));
         master.mountSegment(s, clientId).orThrow();
         segments.add(s);
     }
@@ -242,13 +243,6 @@ public final class MooncakeStoreClient implements AutoCloseable {
             metadataFailures.incrementAndGet();
             LOG.warn("cannot publish segment {} in {}: {}", hostname, metadata.store(), e.getMessage());
         }
-    }
-
-    private String hostId() {
-        String h = hostOnly(config.localHostname());
-        // Mooncake's ResolveMooncakeHostId: loopback names have no host id
-        return h.equalsIgnoreCase("localhost") || h.equals("127.0.0.1") || h.equals("0.0.0.0") || h.equals("::1")
-                || h.equals("[::1]") ? "" : h;
     }
 
     /** One liveness round: Ping, and ReMountSegment when the master asks for it. */
@@ -298,6 +292,11 @@ public final class MooncakeStoreClient implements AutoCloseable {
         } catch (StoreException e) {
             return 2;
         }
+    }
+
+    /** {@return whether {@link #close} has begun: new calls are refused} */
+    public boolean isClosed() {
+        return closed;
     }
 
     /** {@return this client's name: {@code host:port}, the name of its segment} */
@@ -351,7 +350,7 @@ public final class MooncakeStoreClient implements AutoCloseable {
     }
 
     /** {@return the segment metadata store in HTTP metadata mode, else empty} */
-    public java.util.Optional<SegmentMetadata> metadata() {
+    java.util.Optional<SegmentMetadata> metadata() {
         return java.util.Optional.ofNullable(metadata);
     }
 
@@ -412,12 +411,12 @@ public final class MooncakeStoreClient implements AutoCloseable {
      * @param addresses each value's start, in registered memory, one per key
      * @param sizes     each value's length in bytes, one per key
      * @param config    the placement of every key
-     * @throws IllegalArgumentException if the three differ in length
+     * @throws StoreException {@link ErrorCode#INVALID_PARAMS} if the three differ in length
      */
     public int[] batchPutFrom(List<String> keys, long[] addresses, long[] sizes, ReplicateConfig config) {
-        if (addresses.length != keys.size() || sizes.length != keys.size()) {
-            throw new IllegalArgumentException("keys, addresses and sizes differ in length");
-        }
+        Args.keys(keys);
+        Args.perKey(keys, "addresses", addresses, addresses == null ? 0 : addresses.length);
+        Args.perKey(keys, "sizes", sizes, sizes == null ? 0 : sizes.length);
         long[][] a = new long[keys.size()][];
         long[][] s = new long[keys.size()][];
         for (int i = 0; i < a.length; i++) {
@@ -434,11 +433,17 @@ public final class MooncakeStoreClient implements AutoCloseable {
      * @param addresses per key, the start of each part, in registered memory
      * @param sizes     per key, the length of each part in bytes
      * @param config    the placement of every key
-     * @throws IllegalArgumentException if the arrays do not match the keys, or a key's parts its sizes
+     * @throws StoreException {@link ErrorCode#INVALID_PARAMS} if the arrays do not match the keys, or a
+     *         key's parts its sizes
      */
     public int[] batchPutFromMultiBuffers(List<String> keys, long[][] addresses, long[][] sizes, ReplicateConfig config) {
-        requireOpen();
-        return data.put(keys, addresses, sizes, config);
+        Args.notNull(config, "config");
+        enter();
+        try {
+            return data.put(keys, addresses, sizes, config);
+        } finally {
+            exit();
+        }
     }
 
     /**
@@ -458,8 +463,12 @@ public final class MooncakeStoreClient implements AutoCloseable {
      * @param keys      the objects' keys
      * @param addresses where to read each, in registered memory, one per key
      * @param sizes     the room at each address in bytes, one per key
+     * @throws StoreException {@link ErrorCode#INVALID_PARAMS} if the three differ in length
      */
     public long[] batchGetInto(List<String> keys, long[] addresses, long[] sizes) {
+        Args.keys(keys);
+        Args.perKey(keys, "addresses", addresses, addresses == null ? 0 : addresses.length);
+        Args.perKey(keys, "sizes", sizes, sizes == null ? 0 : sizes.length);
         long[][] a = new long[keys.size()][];
         long[][] s = new long[keys.size()][];
         for (int i = 0; i < a.length; i++) {
@@ -475,10 +484,15 @@ public final class MooncakeStoreClient implements AutoCloseable {
      * @param keys      the objects' keys
      * @param addresses per key, the start of each part to fill, in registered memory
      * @param sizes     per key, the room of each part in bytes
+     * @throws StoreException {@link ErrorCode#INVALID_PARAMS} if the arrays do not match the keys
      */
     public long[] batchGetIntoMultiBuffers(List<String> keys, long[][] addresses, long[][] sizes) {
-        requireOpen();
-        return data.get(keys, addresses, sizes, null, 0);
+        enter();
+        try {
+            return data.get(keys, addresses, sizes, null, 0);
+        } finally {
+            exit();
+        }
     }
 
     // ------------------------------------------------------------------ queries and removal
@@ -489,6 +503,7 @@ public final class MooncakeStoreClient implements AutoCloseable {
      * @param key the object's key
      */
     public int isExist(String key) {
+        Args.key(key);
         try {
             Result<Boolean> r = master.existKey(key);
             return r.ok() ? (r.value() ? 1 : 0) : r.code();
@@ -503,6 +518,7 @@ public final class MooncakeStoreClient implements AutoCloseable {
      * @param keys the objects' keys
      */
     public int[] batchIsExist(List<String> keys) {
+        Args.keys(keys);
         int[] out = new int[keys.size()];
         try {
             List<Result<Boolean>> r = master.batchExistKey(keys);
@@ -522,6 +538,7 @@ public final class MooncakeStoreClient implements AutoCloseable {
      * @param key the object's key
      */
     public long getSize(String key) {
+        Args.key(key);
         try {
             Result<ReplicaList> r = master.getReplicaList(key);
             if (!r.ok()) {
@@ -550,6 +567,7 @@ public final class MooncakeStoreClient implements AutoCloseable {
      * @param force remove even while a lease is held
      */
     public int remove(String key, boolean force) {
+        Args.key(key);
         try {
             return master.remove(key, force).code();
         } catch (StoreException e) {
@@ -564,6 +582,7 @@ public final class MooncakeStoreClient implements AutoCloseable {
      * @param force remove even while a lease is held
      */
     public int[] batchRemove(List<String> keys, boolean force) {
+        Args.keys(keys);
         int[] out = new int[keys.size()];
         try {
             List<Result<Void>> r = master.batchRemove(keys, force);
@@ -574,6 +593,23 @@ public final class MooncakeStoreClient implements AutoCloseable {
             Arrays.fill(out, e.errorCode());
         }
         return out;
+    }
+
+    /**
+     * {@return the number of objects whose keys match {@code regex} that were removed, or a negative code
+     * (Mooncake's {@code remove_by_regex}; ECMAScript syntax, as the master's {@code std::regex})}
+     *
+     * @param regex the pattern
+     * @param force remove leased objects too
+     */
+    public long removeByRegex(String regex, boolean force) {
+        Args.notNull(regex, "regex");
+        try {
+            Result<Long> r = master.removeByRegex(regex, force);
+            return r.ok() ? r.value() : r.code();
+        } catch (StoreException e) {
+            return e.errorCode();
+        }
     }
 
     /**
@@ -599,91 +635,271 @@ public final class MooncakeStoreClient implements AutoCloseable {
      * @param config the placement
      */
     public int put(String key, byte[] value, ReplicateConfig config) {
-        requireOpen();
-        try (Staged s = stage(value.length)) {
-            MemorySegment.copy(value, 0, s.segment, ValueLayout.JAVA_BYTE, 0, value.length);
-            return putFrom(key, s.address, value.length, config);
+        return copyingPut(List.of(Args.key(key)), List.of(List.of(Args.notNull(value, "value"))), config, false)[0];
+    }
+
+    /**
+     * {@return 0 or a negative code: puts the concatenation of {@code parts} (Mooncake's {@code put_parts},
+     * e.g. LMCache's 28-byte header and the KV bytes) without joining them on the heap}
+     *
+     * @param key    the object's key
+     * @param parts  the value's parts, in order
+     * @param config the placement
+     */
+    public int putParts(String key, List<byte[]> parts, ReplicateConfig config) {
+        return copyingPut(List.of(Args.key(key)), List.of(Args.notNull(parts, "parts")), config, false)[0];
+    }
+
+    /**
+     * {@return per key 0 or a negative code: copies of the values, in one batch (Mooncake's {@code put_batch})}
+     *
+     * @param keys   the objects' keys
+     * @param values the bytes, one per key
+     * @param config the placement of every key
+     */
+    public int[] putBatch(List<String> keys, List<byte[]> values, ReplicateConfig config) {
+        return copyingPut(keys, singleParts(values), config, false);
+    }
+
+    /**
+     * {@return 0 or a negative code: puts {@code value} under {@code key}, replacing an existing value
+     * (Mooncake's {@code upsert}; the master may answer OBJECT_REPLICA_BUSY while the old value is being
+     * read)}
+     *
+     * @param key    the object's key
+     * @param value  the bytes to store
+     * @param config the placement
+     */
+    public int upsert(String key, byte[] value, ReplicateConfig config) {
+        return copyingPut(List.of(Args.key(key)), List.of(List.of(Args.notNull(value, "value"))), config, true)[0];
+    }
+
+    /**
+     * {@return 0 or a negative code: {@link #putParts} that replaces an existing value}
+     *
+     * @param key    the object's key
+     * @param parts  the value's parts, in order
+     * @param config the placement
+     */
+    public int upsertParts(String key, List<byte[]> parts, ReplicateConfig config) {
+        return copyingPut(List.of(Args.key(key)), List.of(Args.notNull(parts, "parts")), config, true)[0];
+    }
+
+    /**
+     * {@return per key 0 or a negative code: {@link #putBatch} that replaces existing values}
+     *
+     * @param keys   the objects' keys
+     * @param values the bytes, one per key
+     * @param config the placement of every key
+     */
+    public int[] upsertBatch(List<String> keys, List<byte[]> values, ReplicateConfig config) {
+        return copyingPut(keys, singleParts(values), config, true);
+    }
+
+    /**
+     * {@return 0 or a negative code: {@link #putFrom} that replaces an existing value}
+     *
+     * @param key     the object's key
+     * @param address where the value starts, in registered memory
+     * @param size    the value's length in bytes
+     * @param config  the placement
+     */
+    public int upsertFrom(String key, long address, long size, ReplicateConfig config) {
+        return batchUpsertFrom(List.of(Args.key(key)), new long[] {address}, new long[] {size}, config)[0];
+    }
+
+    /**
+     * {@return per key 0 or a negative code: {@link #batchPutFrom} that replaces existing values}
+     *
+     * @param keys      the objects' keys
+     * @param addresses each value's start, in registered memory, one per key
+     * @param sizes     each value's length in bytes, one per key
+     * @param config    the placement of every key
+     */
+    public int[] batchUpsertFrom(List<String> keys, long[] addresses, long[] sizes, ReplicateConfig config) {
+        Args.keys(keys);
+        Args.perKey(keys, "addresses", addresses, addresses == null ? 0 : addresses.length);
+        Args.perKey(keys, "sizes", sizes, sizes == null ? 0 : sizes.length);
+        Args.notNull(config, "config");
+        long[][] a = new long[keys.size()][];
+        long[][] s = new long[keys.size()][];
+        for (int i = 0; i < a.length; i++) {
+            a[i] = new long[] {addresses[i]};
+            s[i] = new long[] {sizes[i]};
+        }
+        enter();
+        try {
+            return data.put(keys, a, s, config, true);
+        } finally {
+            exit();
+        }
+    }
+
+    private static List<List<byte[]>> singleParts(List<byte[]> values) {
+        Args.notNull(values, "values");
+        List<List<byte[]>> out = new ArrayList<>(values.size());
+        for (int i = 0; i < values.size(); i++) {
+            if (values.get(i) == null) {
+                throw Args.invalid("values[%d] is null", i);
+            }
+            out.add(List.of(values.get(i)));
+        }
+        return out;
+    }
+
+    private int[] copyingPut(List<String> keys, List<List<byte[]>> parts, ReplicateConfig config, boolean upsert) {
+        enter();
+        try {
+            return copies.put(keys, parts, config, upsert);
+        } finally {
+            exit();
         }
     }
 
     /**
-     * {@return the object's bytes; empty when it is missing or cannot be read (as the binding)}
+     * {@return the object's bytes; empty when it is missing or cannot be read (as the binding's
+     * {@code get}): use {@link #getValue} to tell a miss from a failure}
      *
      * @param key the object's key
      */
     public byte[] get(String key) {
-        requireOpen();
-        Result<ReplicaList> r;
-        long t0 = System.nanoTime();
+        Result<byte[]> r = getValue(key);
+        return r.ok() ? r.value() : new byte[0];
+    }
+
+    /**
+     * Gets a copy of the object's bytes.
+     *
+     * @param key the object's key
+     * @return the bytes; or a miss ({@link Result#missing()}: {@link ErrorCode#OBJECT_NOT_FOUND}); or the
+     *         failure's code ({@link ErrorCode#RPC_FAIL}, {@link ErrorCode#RPC_TIMEOUT},
+     *         {@link ErrorCode#TRANSFER_FAIL}, {@link ErrorCode#LEASE_EXPIRED},
+     *         {@link ErrorCode#REPLICA_IS_NOT_READY}, ...)
+     * @throws StoreException {@link ErrorCode#INVALID_PARAMS} when the client is closed
+     */
+    public Result<byte[]> getValue(String key) {
+        return batchGetValue(List.of(Args.key(key))).getFirst();
+    }
+
+    /**
+     * Gets copies of the objects' bytes, with one BatchGetReplicaList.
+     *
+     * @param keys the objects' keys
+     * @return per key as {@link #getValue}
+     * @throws StoreException {@link ErrorCode#INVALID_PARAMS} for a null key or a closed client
+     */
+    @SuppressWarnings("unchecked")
+    public List<Result<byte[]>> batchGetValue(List<String> keys) {
+        Args.keys(keys);
+        enter();
         try {
-            r = master.getReplicaList(key);
-        } catch (StoreException e) {
-            return new byte[0];
-        }
-        if (!r.ok()) {
-            return new byte[0];
-        }
-        ReplicaDescriptor d = DataPath.choose(r.value(), endpoint);
-        if (d == null || d.size() > Integer.MAX_VALUE - 16) {
-            return new byte[0];
-        }
-        try (Staged s = stage(d.size())) {
-            long n = data.get(List.of(key), new long[][] {{s.address}}, new long[][] {{d.size()}}, List.of(r), t0)[0];
-            if (n < 0) {
-                return new byte[0];
-            }
-            byte[] out = new byte[(int) n];
-            MemorySegment.copy(s.segment, ValueLayout.JAVA_BYTE, 0, out, 0, (int) n);
-            return out;
-        }
-    }
-
-    /** Registered memory for one copying call: a range of the local buffer, or a temporary registration. */
-    private final class Staged implements AutoCloseable {
-        final long address;
-        final long length;
-        final MemorySegment segment;
-        final Arena temp;
-
-        Staged(long length) {
-            this.length = length;
-            long a = staging.allocate(length);
-            if (a >= 0) {
-                address = a;
-                temp = null;
-                segment = MemorySegment.ofAddress(a).reinterpret(Math.max(1, length));
-            } else {
-                temp = Arena.ofShared();
-                segment = temp.allocate(Math.max(1, length), 4096);
-                address = segment.address();
-                check(engine.registerMemory(address, Math.max(1, length), "cpu:0"), "register a staging buffer");
-            }
-        }
-
-        @Override
-        public void close() {
-            if (temp == null) {
-                staging.release(address, length);
-            } else {
-                engine.unregisterMemory(address);
-                temp.close();
-            }
-        }
-    }
-
-    private Staged stage(long length) {
-        return new Staged(length);
-    }
-
-    private void requireOpen() {
-        if (closed) {
-            throw new StoreException(ErrorCode.INVALID_PARAMS.code(), "store client is closed", null);
+            return (List<Result<byte[]>>) (List<?>) copies.get(keys, false, calls::enterAnyway, this::exit);
+        } finally {
+            exit();
         }
     }
 
     /**
-     * Stops the liveness loop, unmounts the segments (best effort, each within the call deadline),
-     * closes the master connection and (when owned) the engine, and frees the memory.
+     * {@return per key the object's bytes, or empty bytes for a miss or a failure (Mooncake's
+     * {@code get_batch}): use {@link #batchGetValue} to tell them apart}
+     *
+     * @param keys the objects' keys
+     */
+    public List<byte[]> getBatch(List<String> keys) {
+        List<byte[]> out = new ArrayList<>(keys == null ? 0 : keys.size());
+        for (Result<byte[]> r : batchGetValue(keys)) {
+            out.add(r.ok() ? r.value() : new byte[0]);
+        }
+        return out;
+    }
+
+    /**
+     * Reads the object into registered staging memory without a heap copy (Mooncake's {@code get_buffer}).
+     *
+     * @param key the object's key
+     * @return the buffer (close it), a miss ({@link Result#missing()}), or the failure's code
+     * @throws StoreException {@link ErrorCode#INVALID_PARAMS} for a null key or a closed client
+     */
+    public Result<StoreBuffer> getBuffer(String key) {
+        return batchGetBuffer(List.of(Args.key(key))).getFirst();
+    }
+
+    /**
+     * Reads the objects into registered staging memory, with one BatchGetReplicaList (Mooncake's
+     * {@code batch_get_buffer}).
+     *
+     * @param keys the objects' keys
+     * @return per key as {@link #getBuffer}; close every buffer
+     * @throws StoreException {@link ErrorCode#INVALID_PARAMS} for a null key or a closed client
+     */
+    @SuppressWarnings("unchecked")
+    public List<Result<StoreBuffer>> batchGetBuffer(List<String> keys) {
+        Args.keys(keys);
+        enter();
+        try {
+            return (List<Result<StoreBuffer>>) (List<?>) copies.get(keys, true, calls::enterAnyway, this::exit);
+        } finally {
+            exit();
+        }
+    }
+
+    /**
+     * Reads byte ranges of objects into buffers (Mooncake's {@code get_into_ranges}): for buffer
+     * {@code b}, key {@code k} of {@code keys.get(b)}, range {@code r}: the object's bytes
+     * {@code [srcOffsets[b][k][r], +sizes[b][k][r])} go to {@code buffers[b] + dstOffsets[b][k][r]}.
+     * Every key of every buffer is looked up in one BatchGetReplicaList and read in one data path call.
+     *
+     * @param buffers    the destination buffers' start addresses, in registered memory
+     * @param keys       per buffer, the keys to read
+     * @param dstOffsets per buffer, per key, each range's offset in the buffer
+     * @param srcOffsets per buffer, per key, each range's offset in the object
+     * @param sizes      per buffer, per key, each range's length
+     * @return per buffer, per key, per range the bytes read, or the key's negative code (a range
+     *         outside the object: INVALID_PARAMS)
+     * @throws StoreException {@link ErrorCode#INVALID_PARAMS} if the arrays do not match each other
+     */
+    public long[][][] getIntoRanges(long[] buffers, List<List<String>> keys, long[][][] dstOffsets, long[][][] srcOffsets,
+            long[][][] sizes) {
+        Ranges r = Ranges.of(buffers, keys, dstOffsets, srcOffsets, sizes);
+        enter();
+        try {
+            return r.results(data.get(r.keys(), r.local(), r.lengths(), r.sources(), null, 0));
+        } finally {
+            exit();
+        }
+    }
+
+    /** Enters a call that uses this client's memory or engine; close() waits for it. */
+    private void enter() {
+        if (!calls.enter(() -> closed)) {
+            throw new StoreException(ErrorCode.INVALID_PARAMS.code(), "store client is closed", null);
+        }
+    }
+
+    private void exit() {
+        calls.exit();
+    }
+
+    private boolean drained(long nanos) {
+        return calls.awaitZero(nanos);
+    }
+
+    /** {@return calls in flight now (puts, gets; close waits for them)} */
+    public int callsInFlight() {
+        return calls.get();
+    }
+
+    /** The longest close waits for calls in flight, at each of its steps (the call deadline if shorter). */
+    public static final Duration CLOSE_GRACE = Duration.ofSeconds(2);
+
+    /**
+     * Closes the client; idempotent. New calls are refused ({@link ErrorCode#INVALID_PARAMS}) from the
+     * start and the liveness loop stops. Calls in flight are waited for, up to {@link #CLOSE_GRACE} (or
+     * the call deadline, if shorter); calls still waiting for the master then have their master calls
+     * failed (the connection is dropped: RPC_FAIL) and are waited for again. Then the segments are
+     * unmounted (best effort, each within the call deadline), the master connection and (when owned)
+     * the engine closed, and the memory freed. Should a call still be inside a transfer after that,
+     * the memory is not freed (an error is logged): leaked memory, never freed memory in use.
      */
     @Override
     public void close() {
@@ -692,6 +908,14 @@ public final class MooncakeStoreClient implements AutoCloseable {
         }
         closed = true;
         liveness.shutdownNow();
+        long grace = Math.min(config.rpcTimeout().toNanos(), CLOSE_GRACE.toNanos());
+        boolean drained = drained(grace);
+        if (!drained) {
+            LOG.warn("closing store client {}: {} call(s) still in flight after {} ms; failing their master calls",
+                    hostname, calls.get(), TimeUnit.NANOSECONDS.toMillis(grace));
+            master.rpc().disconnect();
+            drained = drained(grace);
+        }
         List<Segment> mounted = new ArrayList<>(segments);
         segments.clear();
         for (Segment s : mounted) {
@@ -703,9 +927,11 @@ public final class MooncakeStoreClient implements AutoCloseable {
             } catch (StoreException e) {
                 LOG.debug("UnmountSegment {} failed: {}", s.id(), e.getMessage());
             }
-            engine.unregisterMemory(s.base());
         }
         master.close();
+        for (Segment s : mounted) {
+            engine.unregisterMemory(s.base());
+        }
         if (metadata != null) {
             try {
                 metadata.withdraw(hostname, endpoint);
@@ -720,6 +946,11 @@ public final class MooncakeStoreClient implements AutoCloseable {
         if (ownsEngine) {
             engine.close();
         }
-        arena.close();
+        if (drained || drained(grace)) {
+            arena.close();
+        } else {
+            LOG.error("closing store client {}: {} call(s) still inside a transfer; its segment and staging memory"
+                    + " are left allocated rather than freed under them", hostname, calls.get());
+        }
     }
 }
