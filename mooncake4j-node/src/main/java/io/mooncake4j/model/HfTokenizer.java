@@ -67,7 +67,7 @@ public final class HfTokenizer {
     private final Map<String, Integer> added;
     private final Set<Integer> special;
     private final UnaryOperator<String> normalizer;
-    private final List<UnaryOperator<List<String>>> preTokenizers;
+    private final List<PreTokenizer> preTokenizers;
     private final boolean byteLevel;
     /** The SentencePiece space character to turn back into a space when decoding, or null. */
     private final String metaspace;
@@ -182,8 +182,8 @@ public final class HfTokenizer {
     private void encodePlain(String text, boolean atStart, List<Integer> out) {
         String s = normalizer.apply(text);
         List<String> pieces = List.of(s);
-        for (UnaryOperator<List<String>> p : preTokenizers) {
-            pieces = p.apply(pieces);
+        for (PreTokenizer p : preTokenizers) {
+            pieces = p.split(pieces, atStart);
         }
         for (String piece : pieces) {
             if (piece.isEmpty()) {
@@ -318,6 +318,12 @@ public final class HfTokenizer {
         }
     }
 
+    /** One pre-tokenizer: splits pieces further; {@code atStart} when the pieces begin the text. */
+    @FunctionalInterface
+    private interface PreTokenizer {
+        List<String> split(List<String> pieces, boolean atStart);
+    }
+
     /** GPT-2's reversible byte ↔ printable-character map of byte-level BPE. */
     static final class ByteLevel {
         static final char[] ENCODE = new char[256];
@@ -357,7 +363,7 @@ public final class HfTokenizer {
         Map<String, Integer> added = Map.of();
         Set<Integer> special = Set.of();
         UnaryOperator<String> normalizer = UnaryOperator.identity();
-        List<UnaryOperator<List<String>>> preTokenizers = new ArrayList<>();
+        List<PreTokenizer> preTokenizers = new ArrayList<>();
         boolean byteLevel;
         String metaspace;
         Integer bos;
@@ -529,7 +535,7 @@ public final class HfTokenizer {
                     }
                     Pattern re = pat.get("Regex") instanceof String r ? compile(r)
                             : Pattern.compile(Pattern.quote(String.valueOf(pat.get("String"))));
-                    preTokenizers.add(pieces -> isolate(pieces, re));
+                    preTokenizers.add((pieces, atStart) -> isolate(pieces, re));
                 }
                 case "ByteLevel" -> {
                     if (byteLevel) {
@@ -538,7 +544,7 @@ public final class HfTokenizer {
                     byteLevel = true;
                     boolean prefix = Boolean.TRUE.equals(p.get("add_prefix_space"));
                     Pattern gpt2 = Boolean.FALSE.equals(p.get("use_regex")) ? null : compile(GPT2_REGEX);
-                    preTokenizers.add(pieces -> {
+                    preTokenizers.add((pieces, atStart) -> {
                         List<String> out = new ArrayList<>();
                         for (int i = 0; i < pieces.size(); i++) {
                             String s = pieces.get(i);
@@ -560,12 +566,17 @@ public final class HfTokenizer {
                         throw unsupported("pre-tokenizer Metaspace with split", "Metaspace with split false");
                     }
                     noteMetaspace(rep);
-                    boolean prepend = scheme.equals("always") || scheme.equals("first");
-                    preTokenizers.add(pieces -> {
+                    if (!List.of("always", "first", "never").contains(scheme)) {
+                        throw unsupported("pre-tokenizer Metaspace prepend_scheme '" + scheme + "'",
+                                "always, first, never");
+                    }
+                    preTokenizers.add((pieces, atStart) -> {
                         List<String> out = new ArrayList<>();
                         for (int i = 0; i < pieces.size(); i++) {
                             String s = pieces.get(i).replace(" ", rep);
-                            out.add(prepend && (i == 0 || scheme.equals("always")) && !s.startsWith(rep) ? rep + s : s);
+                            // first: only the text's start, not a piece after an added token
+                            boolean prepend = scheme.equals("always") || (scheme.equals("first") && atStart && i == 0);
+                            out.add(prepend && !s.startsWith(rep) ? rep + s : s);
                         }
                         return out;
                     });
