@@ -48,6 +48,56 @@ class HfTokenizerTest {
         return ((Number) v).intValue();
     }
 
+    /**
+     * The ids Hugging Face's own tokenizers library gives for the tokenizers {@code make-model} writes
+     * (golden file: {@code tokenizers} 0.23.2 from PyPI, {@code encode(text, add_special_tokens=False)}), for text
+     * with repeated spaces, tabs, newlines, contractions, digits, non-ASCII characters and added tokens.
+     */
+    @Test
+    @SuppressWarnings("unchecked")
+    void theIdsEqualHuggingFaceTokenizers() throws Exception {
+        Map<String, Object> golden;
+        try (var in = HfTokenizerTest.class.getResourceAsStream("hf-tokenizers-golden.json")) {
+            golden = Json.parseObject(new String(in.readAllBytes(), java.nio.charset.StandardCharsets.UTF_8));
+        }
+        List<Object> texts = (List<Object>) golden.get("texts");
+        Map<String, Object> ids = (Map<String, Object>) golden.get("ids");
+        Map<String, TinyModelWriter.TokenizerKind> kinds = Map.of("llama3", TinyModelWriter.TokenizerKind.LLAMA3,
+                "qwen2", TinyModelWriter.TokenizerKind.QWEN2, "mistral", TinyModelWriter.TokenizerKind.SENTENCEPIECE,
+                "llama2", TinyModelWriter.TokenizerKind.SENTENCEPIECE, "tiny", TinyModelWriter.TokenizerKind.CHAR);
+        Map<String, Path> dirs = new java.util.HashMap<>();
+        for (Map.Entry<String, TinyModelWriter.TokenizerKind> k : kinds.entrySet()) {
+            dirs.put(k.getKey(), write("golden-" + k.getKey(), k.getValue()));
+        }
+        dirs.put("metaspace", metaspace(write("golden-metaspace", TinyModelWriter.TokenizerKind.SENTENCEPIECE)));
+        int compared = 0;
+        for (Map.Entry<String, Path> k : dirs.entrySet()) {
+            HfTokenizer t = HfTokenizer.load(k.getValue());
+            List<Object> want = (List<Object>) ids.get(k.getKey());
+            for (int i = 0; i < texts.size(); i++) {
+                int[] got = t.encode((String) texts.get(i));
+                int[] w = ((List<Object>) want.get(i)).stream().mapToInt(x -> ((Number) x).intValue()).toArray();
+                // HF's ids are without the BOS our encode adds (unless the text itself starts with it)
+                int skip = t.bosToken() != null && got[0] == t.bosToken() && (w.length == 0 || w[0] != t.bosToken())
+                        ? 1 : 0;
+                assertArrayEquals(w, Arrays.copyOfRange(got, skip, got.length),
+                        k.getKey() + ": \"" + texts.get(i) + "\"");
+                compared++;
+            }
+        }
+        assertEquals(6 * texts.size(), compared);
+    }
+
+    /** The SentencePiece tokenizer in Mistral v0.3's form: a Metaspace pre-tokenizer (prepend first), no normalizer. */
+    private static Path metaspace(Path d) throws Exception {
+        Map<String, Object> tok = Json.parseObject(Files.readString(d.resolve("tokenizer.json")));
+        tok.put("normalizer", null);
+        tok.put("pre_tokenizer", Map.of("type", "Metaspace", "replacement", "\u2581", "prepend_scheme", "first",
+                "split", false));
+        Files.writeString(d.resolve("tokenizer.json"), Json.write(tok));
+        return d;
+    }
+
     @Test
     void byteLevelMergesLowestRankFirstWithinRegexPieces() throws Exception {
         Path d = write("llama3", TinyModelWriter.TokenizerKind.LLAMA3);
@@ -85,13 +135,7 @@ class HfTokenizerTest {
         Path d = write("spm", TinyModelWriter.TokenizerKind.SENTENCEPIECE);
         HfTokenizer normalizer = HfTokenizer.load(d);
         assertEquals("SentencePiece-style BPE with byte fallback", normalizer.kind());
-        Path m = write("metaspace", TinyModelWriter.TokenizerKind.SENTENCEPIECE);
-        Map<String, Object> tok = Json.parseObject(Files.readString(m.resolve("tokenizer.json")));
-        tok.put("normalizer", null);
-        tok.put("pre_tokenizer", Map.of("type", "Metaspace", "replacement", "\u2581", "prepend_scheme", "first",
-                "split", false));
-        Files.writeString(m.resolve("tokenizer.json"), Json.write(tok));
-        HfTokenizer metaspace = HfTokenizer.load(m);
+        HfTokenizer metaspace = HfTokenizer.load(metaspace(write("metaspace", TinyModelWriter.TokenizerKind.SENTENCEPIECE)));
         String text = "the rain in spain is caf\u00e9 \u2014 ok";
         assertArrayEquals(normalizer.encode(text), metaspace.encode(text));
         int[] ids = metaspace.encode(text);
