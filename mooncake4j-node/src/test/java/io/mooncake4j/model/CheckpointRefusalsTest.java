@@ -71,6 +71,14 @@ class CheckpointRefusalsTest {
                 new PrintStream(out, true, StandardCharsets.UTF_8), new PrintStream(err, true, StandardCharsets.UTF_8));
         assertEquals(2, rc, err.toString(StandardCharsets.UTF_8));
         assertContains(err.toString(StandardCharsets.UTF_8), "this node does not download models");
+
+        // a bare name is a preset name; the refusal says a checkpoint is a directory
+        err.reset();
+        rc = Main.run(new String[] {"serve", "--model", "gpt2", "--port", "0"},
+                new PrintStream(out, true, StandardCharsets.UTF_8), new PrintStream(err, true, StandardCharsets.UTF_8));
+        assertEquals(2, rc, err.toString(StandardCharsets.UTF_8));
+        assertContains(err.toString(StandardCharsets.UTF_8), "unknown model preset 'gpt2'");
+        assertContains(err.toString(StandardCharsets.UTF_8), "or a checkpoint directory (this node does not download");
     }
 
     @Test
