@@ -64,6 +64,7 @@ public final class HfTokenizer {
     private final Integer unk;
     private final int[] byteTokens; // byte → <0xNN> id, or -1
     private final List<String> addedContents; // longest first
+    private final Set<Character> addedFirstChars;
     private final Map<String, Integer> added;
     private final Set<Integer> special;
     private final UnaryOperator<String> normalizer;
@@ -84,6 +85,11 @@ public final class HfTokenizer {
         this.unk = b.unk;
         this.byteTokens = b.byteTokens;
         this.addedContents = b.addedContents;
+        Set<Character> firsts = new HashSet<>();
+        for (String a : b.addedContents) {
+            firsts.add(a.charAt(0));
+        }
+        this.addedFirstChars = Set.copyOf(firsts);
         this.added = b.added;
         this.special = b.special;
         this.normalizer = b.normalizer;
@@ -153,6 +159,9 @@ public final class HfTokenizer {
             int at = -1;
             String which = null;
             for (int i = start; i < text.length() && at < 0; i++) {
+                if (!addedFirstChars.contains(text.charAt(i))) {
+                    continue;
+                }
                 for (String a : addedContents) {
                     if (text.startsWith(a, i)) {
                         at = i;
@@ -597,11 +606,8 @@ public final class HfTokenizer {
                     throw new IllegalArgumentException("tokenizer_config.json has add_bos_token but no bos_token");
                 }
                 content = s;
-            } else if (!cfg.containsKey("add_bos_token") && postProcessor instanceof Map<?, ?> pp
-                    && "TemplateProcessing".equals(pp.get("type")) && pp.get("single") instanceof List<?> single
-                    && !single.isEmpty() && single.getFirst() instanceof Map<?, ?> first
-                    && first.get("SpecialToken") instanceof Map<?, ?> st) {
-                content = String.valueOf(st.get("id"));
+            } else if (!cfg.containsKey("add_bos_token")) {
+                content = templateBos(postProcessor);
             }
             if (content != null) {
                 bos = vocab.get(content);
@@ -610,6 +616,31 @@ public final class HfTokenizer {
                             + "' is not in the tokenizer's vocabulary");
                 }
             }
+        }
+
+        /**
+         * The special token a {@code TemplateProcessing} post-processor (alone, or in a {@code Sequence} as
+         * Llama 3.1's) puts before a single sequence, or null.
+         */
+        private static String templateBos(Object postProcessor) {
+            if (!(postProcessor instanceof Map<?, ?> pp)) {
+                return null;
+            }
+            if ("Sequence".equals(pp.get("type")) && pp.get("processors") instanceof List<?> ps) {
+                for (Object p : ps) {
+                    String b = templateBos(p);
+                    if (b != null) {
+                        return b;
+                    }
+                }
+                return null;
+            }
+            if ("TemplateProcessing".equals(pp.get("type")) && pp.get("single") instanceof List<?> single
+                    && !single.isEmpty() && single.getFirst() instanceof Map<?, ?> first
+                    && first.get("SpecialToken") instanceof Map<?, ?> st) {
+                return String.valueOf(st.get("id"));
+            }
+            return null;
         }
 
         private static Pattern compile(String regex) {

@@ -113,6 +113,14 @@ class HfTokenizerTest {
         assertArrayEquals(new int[] {bos, id(d, "\u00c3"), id(d, "\u00a9"), id(d, "\u010a")}, ids);
         assertEquals("\u00e9\n", t.decode(ids, ids.length));
         assertEquals("\ufffd", t.decode(ids, 2), "an incomplete character decodes to U+FFFD");
+
+        // Llama 3.1's form: the TemplateProcessing inside a Sequence post-processor
+        Map<String, Object> tok = Json.parseObject(Files.readString(d.resolve("tokenizer.json")));
+        tok.put("post_processor", Map.of("type", "Sequence", "processors", List.of(
+                Map.of("type", "ByteLevel", "add_prefix_space", true, "trim_offsets", false, "use_regex", true),
+                tok.get("post_processor"))));
+        Files.writeString(d.resolve("tokenizer.json"), Json.write(tok));
+        assertEquals(bos, HfTokenizer.load(d).bosToken());
     }
 
     @Test
