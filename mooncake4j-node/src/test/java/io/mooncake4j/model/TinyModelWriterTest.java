@@ -32,6 +32,17 @@ class TinyModelWriterTest {
         }
         assertFalse(java.util.Arrays.equals(Files.readAllBytes(dir.resolve("a/model.safetensors")),
                 Files.readAllBytes(dir.resolve("c/model.safetensors"))));
+        // every form a download comes in, file for file
+        for (TinyModelWriter.Variant v : List.of(TinyModelWriter.Variant.llama3(), TinyModelWriter.Variant.qwen2(),
+                TinyModelWriter.Variant.mistral(), TinyModelWriter.Variant.llama2())) {
+            List<Path> first = TinyModelWriter.write(dir.resolve("x-" + v.arch() + v.dtype()), TinyModelWriter.Shape.tiny(), v);
+            List<Path> again = TinyModelWriter.write(dir.resolve("y-" + v.arch() + v.dtype()), TinyModelWriter.Shape.tiny(), v);
+            assertEquals(first.size(), again.size());
+            for (int i = 0; i < first.size(); i++) {
+                assertEquals(first.get(i).getFileName(), again.get(i).getFileName());
+                assertArrayEquals(Files.readAllBytes(first.get(i)), Files.readAllBytes(again.get(i)), first.get(i).toString());
+            }
+        }
     }
 
     @Test
