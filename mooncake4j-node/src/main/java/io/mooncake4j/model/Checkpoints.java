@@ -86,6 +86,28 @@ final class Checkpoints {
         return new Checked(type, config, dtype, weights, window);
     }
 
+    /**
+     * The {@code eos_token_id} of {@code generation_config.json} (one id or a list), empty when the file or
+     * the key is absent.
+     *
+     * @throws IllegalArgumentException when the file is not JSON or an id is not a non-negative integer
+     */
+    static List<Integer> generationEos(Path dir) {
+        Path f = dir.resolve("generation_config.json");
+        if (!Files.isRegularFile(f)) {
+            return List.of();
+        }
+        Object eos = readObject(f).get("eos_token_id");
+        List<Integer> out = new ArrayList<>();
+        for (Object o : eos instanceof List<?> l ? l : eos == null ? List.of() : List.of(eos)) {
+            if (!(o instanceof Number n) || n.longValue() < 0 || n.longValue() > Integer.MAX_VALUE) {
+                throw new IllegalArgumentException(f + ": eos_token_id must be token ids, got " + eos);
+            }
+            out.add(n.intValue());
+        }
+        return out;
+    }
+
     private static Map<String, Object> readObject(Path f) {
         try {
             return Json.parseObject(Files.readString(f, StandardCharsets.UTF_8));

@@ -53,13 +53,17 @@ public final class JlamaModel implements AutoCloseable {
     private final HfTokenizer tokenizer;
     private final WeightLoader weights;
     private final int contextLength;
+    private final List<Integer> eosTokens;
 
     private JlamaModel(Path dir, AbstractModel model, String modelType, DType workingDType, Path work, String digest,
-            HfTokenizer tokenizer, WeightLoader weights, int slidingWindow) {
+            HfTokenizer tokenizer, WeightLoader weights, int slidingWindow, List<Integer> generationEos) {
         this.tokenizer = tokenizer;
         this.weights = weights;
         int ctx = model.getConfig().contextLength;
         this.contextLength = slidingWindow > 0 ? Math.min(ctx, slidingWindow) : ctx;
+        java.util.LinkedHashSet<Integer> eos = new java.util.LinkedHashSet<>(model.getConfig().eosTokens);
+        eos.addAll(generationEos);
+        this.eosTokens = List.copyOf(eos);
         this.work = work;
         this.digest = digest;
         this.dir = dir;
@@ -91,6 +95,7 @@ public final class JlamaModel implements AutoCloseable {
                     + "supported for qwen2 (its q/k/v biases): use --dtype F32, or BF16 weights");
         }
         HfTokenizer tok = HfTokenizer.load(dir);
+        List<Integer> generationEos = Checkpoints.generationEos(dir);
         AbstractModel m;
         Path work;
         try {
@@ -150,7 +155,7 @@ public final class JlamaModel implements AutoCloseable {
             deleteTree(work);
             throw e;
         }
-        return new JlamaModel(dir, m, type, dtype, work, digest, tok, wl, checked.slidingWindow());
+        return new JlamaModel(dir, m, type, dtype, work, digest, tok, wl, checked.slidingWindow(), generationEos);
     }
 
     private static void closeQuietly(WeightLoader wl) {
@@ -220,9 +225,12 @@ public final class JlamaModel implements AutoCloseable {
         return model.getConfig().vocabularySize;
     }
 
-    /** The end-of-sequence token ids. */
+    /**
+     * The end-of-sequence token ids: {@code config.json}'s and {@code generation_config.json}'s (vLLM stops on
+     * both; an instruct model's chat end token is often only in the latter).
+     */
     public List<Integer> eosTokens() {
-        return model.getConfig().eosTokens;
+        return eosTokens;
     }
 
     /** Attention layers. */

@@ -183,6 +183,13 @@ public final class TinyModelWriter {
             out.add(writeString(dir.resolve("config.json"), config(shape, variant, tok)));
             out.add(writeString(dir.resolve("tokenizer.json"), tok.tokenizer()));
             out.add(writeString(dir.resolve("tokenizer_config.json"), tok.tokenizerConfig()));
+            if (!tok.generationEos().isEmpty()) {
+                Map<String, Object> gen = new LinkedHashMap<>();
+                gen.put("bos_token_id", tok.bos());
+                gen.put("eos_token_id", tok.generationEos());
+                out.add(writeString(dir.resolve("generation_config.json"),
+                        io.mooncake4j.internal.json.Json.write(gen) + "\n"));
+            }
             out.addAll(writeWeights(dir, shape, variant, tok.vocabSize()));
             return out;
         } catch (IOException e) {

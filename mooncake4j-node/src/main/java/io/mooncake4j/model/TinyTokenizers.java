@@ -39,8 +39,10 @@ final class TinyTokenizers {
      * @param vocabSize       ids in use (the config's {@code vocab_size})
      * @param bos             {@code bos_token_id}
      * @param eos             {@code eos_token_id}: the ids that end a sequence
+     * @param generationEos   {@code generation_config.json}'s {@code eos_token_id}, empty for no such file
      */
-    record Files(String tokenizer, String tokenizerConfig, int vocabSize, int bos, List<Integer> eos) {}
+    record Files(String tokenizer, String tokenizerConfig, int vocabSize, int bos, List<Integer> eos,
+            List<Integer> generationEos) {}
 
     private TinyTokenizers() {}
 
@@ -85,7 +87,7 @@ final class TinyTokenizers {
         cfg.put("legacy", false);
         cfg.put("model_max_length", 512);
         cfg.put("chat_template", template);
-        return new Files(tok, Json.write(cfg) + "\n", vocab.size(), 1, List.of(2));
+        return new Files(tok, Json.write(cfg) + "\n", vocab.size(), 1, List.of(2), List.of());
     }
 
     /** Llama 3 (Split by regex, ByteLevel; BOS by the post-processor) or Qwen2 (NFC first; no BOS). */
@@ -159,8 +161,11 @@ final class TinyTokenizers {
         cfg.put("model_max_length", 512);
         cfg.put("chat_template", template);
         int size = first + specials.size();
-        return qwen ? new Files(tok, Json.write(cfg) + "\n", size, first, List.of(first + 2))
-                : new Files(tok, Json.write(cfg) + "\n", size, first, List.of(first + 1, first + 4));
+        // Qwen2 instruct: config.json ends on <|im_end|>, generation_config.json on <|endoftext|> too;
+        // Llama 3 instruct: <|end_of_text|> and <|eot_id|>
+        return qwen ? new Files(tok, Json.write(cfg) + "\n", size, first, List.of(first + 2), List.of(first, first + 2))
+                : new Files(tok, Json.write(cfg) + "\n", size, first, List.of(first + 1, first + 4),
+                        List.of(first + 1, first + 4));
     }
 
     /** Llama 2 / Mistral: ▁ for spaces (Prepend + Replace), byte fallback to {@code <0xNN>}, BOS added. */
@@ -208,7 +213,7 @@ final class TinyTokenizers {
         cfg.put("chat_template", "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'assistant' %}"
                 + "{{ message['content'] }}</s>{% else %}[INST] {{ message['content'] }} [/INST]{% endif %}"
                 + "{% endfor %}");
-        return new Files(tok, Json.write(cfg) + "\n", vocab.size(), 1, List.of(2));
+        return new Files(tok, Json.write(cfg) + "\n", vocab.size(), 1, List.of(2), List.of());
     }
 
     private static Map<String, Object> bpe(List<String> vocab, List<String> merges, String unk, boolean byteFallback,

@@ -113,6 +113,20 @@ class CheckpointVariantsTest {
             assertTrue(model.kvLayout().startsWith(v.arch().modelType + "/L2/H4/KV2/D32/F32/"), model.kvLayout());
             Map<String, Object> config = Json.parseObject(Files.readString(m.resolve("config.json")));
             int bos = ((Number) config.get("bos_token_id")).intValue();
+            // the end-of-sequence ids of config.json and of generation_config.json (where the download has one)
+            Object eos = config.get("eos_token_id");
+            for (Object id : eos instanceof List<?> l ? l : List.of(eos)) {
+                assertTrue(model.eosTokens().contains(((Number) id).intValue()), model.eosTokens().toString());
+            }
+            Path gen = m.resolve("generation_config.json");
+            if (v.tokenizer() == TinyModelWriter.TokenizerKind.QWEN2) {
+                Object genEos = Json.parseObject(Files.readString(gen)).get("eos_token_id");
+                for (Object id : (List<?>) genEos) {
+                    assertTrue(model.eosTokens().contains(((Number) id).intValue()), "generation_config.json's "
+                            + genEos + " in " + model.eosTokens());
+                }
+                assertEquals(2, model.eosTokens().size(), model.eosTokens().toString());
+            }
 
             int[] ids = model.encode(TEXT);
             boolean sentencePiece = v.tokenizer() == TinyModelWriter.TokenizerKind.SENTENCEPIECE;
