@@ -29,8 +29,7 @@ import java.util.TreeSet;
  *       every shard it names;</li>
  *   <li>{@code model_type} {@code llama}, {@code mistral} or {@code qwen2}, {@code hidden_act} {@code silu},
  *       no quantization, no RoPE scaling but {@code linear} (Llama), no attention or MLP biases on a Llama,
- *       no sliding window on Qwen2, a {@code head_dim} equal to hidden / heads (but Mistral), one
- *       end-of-sequence id (Mistral, Qwen2: Jlama reads one);</li>
+ *       no sliding window on Qwen2, a {@code head_dim} equal to hidden / heads (but Mistral);</li>
  *   <li>weights in F32, F16 or BF16 (not a mix of F16 and BF16), with headers under the 1 MiB Jlama reads.</li>
  * </ul>
  *
@@ -86,6 +85,22 @@ final class Checkpoints {
         return new Checked(type, config, dtype, weights, window);
     }
 
+    /** {@code config.json}'s {@code eos_token_id}: one id, a list, or none. */
+    static List<Integer> configEos(Map<String, Object> config) {
+        return ids(config.get("eos_token_id"), "config.json");
+    }
+
+    private static List<Integer> ids(Object eos, String where) {
+        List<Integer> out = new ArrayList<>();
+        for (Object o : eos instanceof List<?> l ? l : eos == null ? List.of() : List.of(eos)) {
+            if (!(o instanceof Number n) || n.longValue() < 0 || n.longValue() > Integer.MAX_VALUE) {
+                throw new IllegalArgumentException(where + ": eos_token_id must be token ids, got " + eos);
+            }
+            out.add(n.intValue());
+        }
+        return out;
+    }
+
     /**
      * The {@code eos_token_id} of {@code generation_config.json} (one id or a list), empty when the file or
      * the key is absent.
@@ -97,15 +112,7 @@ final class Checkpoints {
         if (!Files.isRegularFile(f)) {
             return List.of();
         }
-        Object eos = readObject(f).get("eos_token_id");
-        List<Integer> out = new ArrayList<>();
-        for (Object o : eos instanceof List<?> l ? l : eos == null ? List.of() : List.of(eos)) {
-            if (!(o instanceof Number n) || n.longValue() < 0 || n.longValue() > Integer.MAX_VALUE) {
-                throw new IllegalArgumentException(f + ": eos_token_id must be token ids, got " + eos);
-            }
-            out.add(n.intValue());
-        }
-        return out;
+        return ids(readObject(f).get("eos_token_id"), f.toString());
     }
 
     private static Map<String, Object> readObject(Path f) {
@@ -167,10 +174,7 @@ final class Checkpoints {
             throw new IllegalArgumentException("head_dim " + hd + " other than hidden_size / num_attention_heads ("
                     + hidden / heads + ") is not supported for " + type);
         }
-        if (!type.equals("llama") && c.get("eos_token_id") instanceof List<?> eos) {
-            throw new IllegalArgumentException("eos_token_id " + eos + " (a list) is not supported for " + type
-                    + " (Jlama 0.8.4 reads one id)");
-        }
+        configEos(c); // ids, or refused
         return type;
     }
 

@@ -95,7 +95,8 @@ public final class JlamaModel implements AutoCloseable {
                     + "supported for qwen2 (its q/k/v biases): use --dtype F32, or BF16 weights");
         }
         HfTokenizer tok = HfTokenizer.load(dir);
-        List<Integer> generationEos = Checkpoints.generationEos(dir);
+        List<Integer> generationEos = new java.util.ArrayList<>(Checkpoints.configEos(checked.config()));
+        generationEos.addAll(Checkpoints.generationEos(dir));
         AbstractModel m;
         Path work;
         try {
@@ -115,7 +116,14 @@ public final class JlamaModel implements AutoCloseable {
                 case "mistral" -> MistralConfig.class;
                 default -> LlamaConfig.class;
             };
-            Config c = JsonSupport.om.readValue(dir.resolve("config.json").toFile(), configClass);
+            var tree = (com.fasterxml.jackson.databind.node.ObjectNode) JsonSupport.om.readTree(
+                    dir.resolve("config.json").toFile());
+            if (tree.get("eos_token_id") != null && tree.get("eos_token_id").isArray()
+                    && !tree.get("eos_token_id").isEmpty() && !type.equals("llama")) {
+                // Jlama's Mistral and Qwen2 configs read one id; every id still ends a sequence (eosTokens)
+                tree.put("eos_token_id", tree.get("eos_token_id").get(0).asInt());
+            }
+            Config c = JsonSupport.om.treeToValue(tree, configClass);
             c.setWorkingDirectory(work.toFile());
             wl = SafeTensorSupport.loadWeights(dir.toFile());
             JlamaTokenizer jt = new JlamaTokenizer(tok, dir);
@@ -226,8 +234,8 @@ public final class JlamaModel implements AutoCloseable {
     }
 
     /**
-     * The end-of-sequence token ids: {@code config.json}'s and {@code generation_config.json}'s (vLLM stops on
-     * both; an instruct model's chat end token is often only in the latter).
+     * The end-of-sequence token ids: {@code config.json}'s (one or a list) and {@code generation_config.json}'s
+     * (vLLM stops on both; an instruct model's chat end token is often only in the latter).
      */
     public List<Integer> eosTokens() {
         return eosTokens;
