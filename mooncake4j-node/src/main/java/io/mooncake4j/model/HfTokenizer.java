@@ -24,8 +24,9 @@ import java.util.regex.Pattern;
 
 /**
  * The Hugging Face {@code tokenizer.json} BPE tokenizers of the Llama family, read and run by us
- * (Jlama 0.8.4's own tokenizer rejects Qwen2's NFC normalizer, maps only ASCII correctly at byte
- * level, strips the answer's leading space and runs in cubic time on a long SentencePiece prompt):
+ * (Jlama 0.8.4's own tokenizer ignores Qwen2's NFC normalizer, maps only ASCII correctly at byte
+ * level, strips the answer's leading space and runs in quadratic time in the length of a SentencePiece
+ * prompt):
  *
  * <ul>
  *   <li><b>byte-level BPE</b> (GPT-2, Llama 3, Qwen2): a {@code ByteLevel} pre-tokenizer, alone or

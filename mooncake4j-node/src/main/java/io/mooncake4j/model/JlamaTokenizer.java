@@ -17,7 +17,7 @@ import java.util.Optional;
 
 /**
  * Jlama's {@link Tokenizer} seam over our {@link HfTokenizer}: the model is constructed with it
- * instead of Jlama's own tokenizer (which refuses or mis-tokenizes some real tokenizers), and it
+ * instead of Jlama's own tokenizer (which mis-tokenizes some real tokenizers: {@link HfTokenizer}), and it
  * carries the chat template of {@code tokenizer_config.json} for Jlama's {@link PromptSupport}
  * (Jinja rendering). The serving path encodes and decodes through {@link HfTokenizer} directly.
  */
