@@ -283,7 +283,9 @@ public final class HfTokenizer {
 
     /**
      * Decodes {@code count} tokens to text, skipping special tokens and ids without a token (a model's
-     * {@code vocab_size} may exceed the tokenizer's); bytes that do not form UTF-8 become U+FFFD.
+     * {@code vocab_size} may exceed the tokenizer's); bytes that do not form UTF-8 become U+FFFD, and a
+     * character the last tokens only begin is left out until a later token completes it (as vLLM's
+     * detokenizer holds it back).
      *
      * @throws IllegalArgumentException for a negative id
      */
@@ -319,9 +321,11 @@ public final class HfTokenizer {
                 }
             }
         }
+        byte[] all = bytes.toByteArray();
+        int end = completeLength(all);
         try {
             return StandardCharsets.UTF_8.newDecoder().onMalformedInput(CodingErrorAction.REPLACE)
-                    .onUnmappableCharacter(CodingErrorAction.REPLACE).decode(ByteBuffer.wrap(bytes.toByteArray()))
+                    .onUnmappableCharacter(CodingErrorAction.REPLACE).decode(ByteBuffer.wrap(all, 0, end))
                     .toString();
         } catch (java.nio.charset.CharacterCodingException e) {
             throw new IllegalStateException(e); // REPLACE does not throw
@@ -332,6 +336,24 @@ public final class HfTokenizer {
     @FunctionalInterface
     private interface PreTokenizer {
         List<String> split(List<String> pieces, boolean atStart);
+    }
+
+    /**
+     * The length of {@code b} without a trailing UTF-8 sequence that the next token could still complete
+     * (a lead byte followed by fewer continuation bytes than it announces): the text of a prefix of the
+     * tokens is then a prefix of the text of all of them, so a stream can send what is new.
+     */
+    static int completeLength(byte[] b) {
+        int n = b.length;
+        for (int back = 1; back <= 3 && n - back >= 0; back++) {
+            int x = b[n - back] & 0xff;
+            if ((x & 0xC0) == 0x80) {
+                continue; // a continuation byte: look further back for its lead
+            }
+            int need = x >= 0xF0 && x <= 0xF4 ? 4 : x >= 0xE0 && x <= 0xEF ? 3 : x >= 0xC2 && x <= 0xDF ? 2 : 1;
+            return back < need ? n - back : n;
+        }
+        return n;
     }
 
     /** GPT-2's reversible byte ↔ printable-character map of byte-level BPE. */

@@ -112,7 +112,8 @@ class HfTokenizerTest {
         int[] ids = t.encode("\u00e9\n");
         assertArrayEquals(new int[] {bos, id(d, "\u00c3"), id(d, "\u00a9"), id(d, "\u010a")}, ids);
         assertEquals("\u00e9\n", t.decode(ids, ids.length));
-        assertEquals("\ufffd", t.decode(ids, 2), "an incomplete character decodes to U+FFFD");
+        assertEquals("", t.decode(ids, 2), "a character the tokens only begin waits for the next token");
+        assertEquals("\ufffda", t.decode(new int[] {id(d, "\u00c3"), id(d, "a")}, 2), "a broken one is U+FFFD");
 
         // Llama 3.1's form: the TemplateProcessing inside a Sequence post-processor
         Map<String, Object> tok = Json.parseObject(Files.readString(d.resolve("tokenizer.json")));
@@ -121,6 +122,30 @@ class HfTokenizerTest {
                 tok.get("post_processor"))));
         Files.writeString(d.resolve("tokenizer.json"), Json.write(tok));
         assertEquals(bos, HfTokenizer.load(d).bosToken());
+    }
+
+    /** The text of a prefix of the tokens is a prefix of the text of all of them (what a stream relies on). */
+    @Test
+    void decodingIsPrefixStableAcrossCharactersThatSpanTokens() throws Exception {
+        Path d = write("stable", TinyModelWriter.TokenizerKind.LLAMA3);
+        HfTokenizer t = HfTokenizer.load(d);
+        int[] text = t.encode("caf\u00e9 \u20ac 10 \ud83d\ude00 \u4e2d\u6587");
+        java.util.SplittableRandom r = new java.util.SplittableRandom(3);
+        for (int round = 0; round < 200; round++) {
+            int[] ids = new int[24];
+            for (int i = 0; i < ids.length; i++) {
+                // mostly the pieces of real text, sometimes any byte
+                ids[i] = r.nextInt(4) == 0 ? r.nextInt(256) : text[1 + r.nextInt(text.length - 1)];
+            }
+            String all = t.decode(ids, ids.length);
+            for (int k = 0; k <= ids.length; k++) {
+                String part = t.decode(ids, k);
+                assertTrue(all.startsWith(part), "round " + round + ", " + k + " tokens: \"" + part + "\" is not a prefix"
+                        + " of \"" + all + "\"");
+            }
+        }
+        // and a complete text decodes whole
+        assertEquals("caf\u00e9 \u20ac 10 \ud83d\ude00 \u4e2d\u6587", t.decode(text, text.length));
     }
 
     @Test

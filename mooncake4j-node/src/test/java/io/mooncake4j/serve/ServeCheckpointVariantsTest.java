@@ -133,6 +133,24 @@ class ServeCheckpointVariantsTest {
         try (JlamaModel local = JlamaModel.load(m, "F32")) {
             assertEquals(local.encode(prompt).length, usage(r, "prompt_tokens"), "the checkpoint's tokenizer counts");
         }
+        // a stream adds up to the same text, though a character may span tokens (byte-level and byte
+        // fallback tokens; a random-weight model's bytes are mostly not UTF-8, replaced by U+FFFD)
+        Map<String, Object> whole = body(prompt, 48);
+        String wholeText = (String) choice(post(both, "/v1/completions", whole)).get("text");
+        whole.put("stream", true);
+        HttpResponse<String> stream = post(both, "/v1/completions", whole);
+        assertEquals(200, stream.statusCode(), stream.body());
+        StringBuilder joined = new StringBuilder();
+        for (String line : stream.body().split("\n")) {
+            if (line.startsWith("data: ") && !line.equals("data: [DONE]")) {
+                List<Map<String, Object>> choices = (List<Map<String, Object>>) Json.parseObject(line.substring(6))
+                        .get("choices");
+                if (!choices.isEmpty()) {
+                    joined.append(choices.getFirst().get("text"));
+                }
+            }
+        }
+        assertEquals(wholeText, joined.toString(), "the stream of " + name);
 
         Map<String, Object> chat = new LinkedHashMap<>();
         chat.put("messages", List.of(Map.of("role", "system", "content", "be brief"),
