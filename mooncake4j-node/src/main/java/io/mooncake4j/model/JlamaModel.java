@@ -11,9 +11,9 @@ import com.github.tjake.jlama.safetensors.Config;
 import com.github.tjake.jlama.safetensors.DType;
 import com.github.tjake.jlama.safetensors.SafeTensorSupport;
 import com.github.tjake.jlama.safetensors.WeightLoader;
-import com.github.tjake.jlama.util.JsonSupport;
 import com.github.tjake.jlama.safetensors.prompt.PromptContext;
 import com.github.tjake.jlama.safetensors.prompt.PromptSupport;
+import com.github.tjake.jlama.util.JsonSupport;
 
 import io.mooncake4j.memory.ModelPreset;
 
@@ -95,6 +95,11 @@ public final class JlamaModel implements AutoCloseable {
                     + "supported for qwen2 (its q/k/v biases): use --dtype F32, or BF16 weights");
         }
         HfTokenizer tok = HfTokenizer.load(dir);
+        int vocab = ((Number) checked.config().get("vocab_size")).intValue();
+        if (tok.size() > vocab) {
+            throw new IllegalArgumentException(String.format(Locale.ROOT, "the tokenizer has %d ids, more than the "
+                    + "model's vocab_size %d (its embeddings have no row for the others)", tok.size(), vocab));
+        }
         List<Integer> generationEos = new java.util.ArrayList<>(Checkpoints.configEos(checked.config()));
         generationEos.addAll(Checkpoints.generationEos(dir));
         AbstractModel m;
@@ -146,13 +151,6 @@ public final class JlamaModel implements AutoCloseable {
             deleteTree(work);
             throw new IllegalArgumentException("BF16 needs a head dimension that is a multiple of 32, model has "
                     + c.headSize + "; use F32");
-        }
-        if (tok.size() > c.vocabularySize) {
-            m.close();
-            closeQuietly(wl);
-            deleteTree(work);
-            throw new IllegalArgumentException(String.format(Locale.ROOT, "the tokenizer has %d ids, more than the "
-                    + "model's vocab_size %d", tok.size(), c.vocabularySize));
         }
         String digest;
         try {

@@ -103,6 +103,10 @@ class CheckpointRefusalsTest {
         editJson(m.resolve("config.json"), c -> c.put("hidden_act", "gelu"));
         assertContains(refusal(m, "F32"), "hidden_act 'gelu' is not supported for mistral");
 
+        m = model("vocab", TinyModelWriter.Variant.llama3());
+        editJson(m.resolve("config.json"), c -> c.put("vocab_size", 300));
+        assertContains(refusal(m, "F32"), "more than the model's vocab_size 300");
+
         m = model("window", TinyModelWriter.Variant.qwen2());
         editJson(m.resolve("config.json"), c -> c.put("use_sliding_window", true));
         assertContains(refusal(m, "F32"), "use_sliding_window is not supported for qwen2");
