@@ -155,7 +155,9 @@ final class ServeCommand implements CliCommand {
             model = real != null ? real.kvShape(16)
                     : ModelPreset.byName(flags.string("model", ModelPreset.LLAMA_3_8B.name()));
         } catch (IllegalArgumentException e) {
-            throw new Flags.UsageException(e.getMessage());
+            // a bare name is a preset; a checkpoint is a directory, which this node does not download
+            throw new Flags.UsageException(real == null ? e.getMessage() + "; or a checkpoint directory (this node "
+                    + "does not download models)" : e.getMessage());
         }
         if (model.mla()) {
             throw new Flags.UsageException("--model " + model.name() + " is an MLA model; the synthetic model needs "

@@ -1,11 +1,19 @@
 package io.mooncake4j.model;
 
 import com.github.tjake.jlama.model.AbstractModel;
-import com.github.tjake.jlama.model.ModelSupport;
+import com.github.tjake.jlama.model.llama.LlamaConfig;
+import com.github.tjake.jlama.model.llama.LlamaModel;
+import com.github.tjake.jlama.model.mistral.MistralConfig;
+import com.github.tjake.jlama.model.mistral.MistralModel;
+import com.github.tjake.jlama.model.qwen2.Qwen2Config;
+import com.github.tjake.jlama.model.qwen2.Qwen2Model;
 import com.github.tjake.jlama.safetensors.Config;
 import com.github.tjake.jlama.safetensors.DType;
+import com.github.tjake.jlama.safetensors.SafeTensorSupport;
+import com.github.tjake.jlama.safetensors.WeightLoader;
 import com.github.tjake.jlama.safetensors.prompt.PromptContext;
 import com.github.tjake.jlama.safetensors.prompt.PromptSupport;
+import com.github.tjake.jlama.util.JsonSupport;
 
 import io.mooncake4j.memory.ModelPreset;
 
@@ -17,9 +25,6 @@ import java.nio.file.Path;
 import java.util.List;
 import java.util.Locale;
 import java.util.Optional;
-import java.util.Set;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
 
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -27,19 +32,17 @@ import org.slf4j.LoggerFactory;
 /**
  * A Jlama model loaded from a Hugging Face-style directory, with what a serving node needs around
  * it: the KV shape of its blocks, a fingerprint of the KV layout, the tokenizer and the chat
- * template. The directory is checked before Jlama sees it, so a missing file or an unsupported
- * architecture is a clear {@link IllegalArgumentException}, never a stack trace from inside Jlama.
+ * template. The directory is checked before Jlama sees it ({@link Checkpoints}), so a missing file, an
+ * unsupported architecture, dtype or tokenizer feature is a clear {@link IllegalArgumentException}
+ * naming it, never a stack trace from inside Jlama. Jlama computes; the text goes through our
+ * {@link HfTokenizer} (Jlama's model is constructed with it, not with Jlama's own tokenizer).
  *
  * <p>The weights are shared, read-only, by every {@link JlamaStepModel} made from this object (one
  * per engine); Jlama's kernels run on its own shared thread pool. Closing releases the weights.
  */
 public final class JlamaModel implements AutoCloseable {
 
-    /** The architectures ({@code model_type}) this node runs: Jlama's decoder-only Llama family. */
-    static final Set<String> SUPPORTED = Set.of("llama", "mistral", "qwen2");
-
     private static final Logger LOG = LoggerFactory.getLogger(JlamaModel.class);
-    private static final Pattern MODEL_TYPE = Pattern.compile("\"model_type\"\\s*:\\s*\"([^\"]*)\"");
 
     private final Path dir;
     private final AbstractModel model;
@@ -47,8 +50,20 @@ public final class JlamaModel implements AutoCloseable {
     private final DType workingDType;
     private final Path work;
     private final String digest;
+    private final HfTokenizer tokenizer;
+    private final WeightLoader weights;
+    private final int contextLength;
+    private final List<Integer> eosTokens;
 
-    private JlamaModel(Path dir, AbstractModel model, String modelType, DType workingDType, Path work, String digest) {
+    private JlamaModel(Path dir, AbstractModel model, String modelType, DType workingDType, Path work, String digest,
+            HfTokenizer tokenizer, WeightLoader weights, int slidingWindow, List<Integer> generationEos) {
+        this.tokenizer = tokenizer;
+        this.weights = weights;
+        int ctx = model.getConfig().contextLength;
+        this.contextLength = slidingWindow > 0 ? Math.min(ctx, slidingWindow) : ctx;
+        java.util.LinkedHashSet<Integer> eos = new java.util.LinkedHashSet<>(model.getConfig().eosTokens);
+        eos.addAll(generationEos);
+        this.eosTokens = List.copyOf(eos);
         this.work = work;
         this.digest = digest;
         this.dir = dir;
@@ -72,7 +87,21 @@ public final class JlamaModel implements AutoCloseable {
             case "BF16", "BFLOAT16" -> DType.BF16;
             default -> throw new IllegalArgumentException("KV dtype must be F32 or BF16, got " + working);
         };
-        String type = check(dir);
+        Checkpoints.Checked checked = Checkpoints.check(dir);
+        String type = checked.modelType();
+        if (type.equals("qwen2") && dtype == DType.BF16 && !checked.weightsDType().equals("BF16")) {
+            // Jlama adds the q/k/v biases in the weights' dtype to BF16 activations only when both are BF16
+            throw new IllegalArgumentException("working dtype BF16 with " + checked.weightsDType() + " weights is not "
+                    + "supported for qwen2 (its q/k/v biases): use --dtype F32, or BF16 weights");
+        }
+        HfTokenizer tok = HfTokenizer.load(dir);
+        int vocab = ((Number) checked.config().get("vocab_size")).intValue();
+        if (tok.size() > vocab) {
+            throw new IllegalArgumentException(String.format(Locale.ROOT, "the tokenizer has %d ids, more than the "
+                    + "model's vocab_size %d (its embeddings have no row for the others)", tok.size(), vocab));
+        }
+        List<Integer> generationEos = new java.util.ArrayList<>(Checkpoints.configEos(checked.config()));
+        generationEos.addAll(Checkpoints.generationEos(dir));
         AbstractModel m;
         Path work;
         try {
@@ -84,9 +113,33 @@ public final class JlamaModel implements AutoCloseable {
         } catch (IOException e) {
             throw new UncheckedIOException("cannot create a working directory for the model: " + e.getMessage(), e);
         }
+        WeightLoader wl = null;
         try {
-            m = ModelSupport.loadModel(dir.toFile(), work.toFile(), dtype, DType.I8, Optional.empty(), Optional.empty());
-        } catch (RuntimeException e) {
+            // ModelSupport.loadModel's steps, with our tokenizer in place of Jlama's
+            Class<? extends Config> configClass = switch (type) {
+                case "qwen2" -> Qwen2Config.class;
+                case "mistral" -> MistralConfig.class;
+                default -> LlamaConfig.class;
+            };
+            var tree = (com.fasterxml.jackson.databind.node.ObjectNode) JsonSupport.om.readTree(
+                    dir.resolve("config.json").toFile());
+            if (tree.get("eos_token_id") != null && tree.get("eos_token_id").isArray()
+                    && !tree.get("eos_token_id").isEmpty() && !type.equals("llama")) {
+                // Jlama's Mistral and Qwen2 configs read one id; every id still ends a sequence (eosTokens)
+                tree.put("eos_token_id", tree.get("eos_token_id").get(0).asInt());
+            }
+            Config c = JsonSupport.om.treeToValue(tree, configClass);
+            c.setWorkingDirectory(work.toFile());
+            wl = SafeTensorSupport.loadWeights(dir.toFile());
+            JlamaTokenizer jt = new JlamaTokenizer(tok, dir);
+            var full = AbstractModel.InferenceType.FULL_GENERATION;
+            m = switch (type) {
+                case "qwen2" -> new Qwen2Model(full, c, wl, jt, dtype, DType.I8, Optional.empty());
+                case "mistral" -> new MistralModel(full, c, wl, jt, dtype, DType.I8, Optional.empty());
+                default -> new LlamaModel(full, c, wl, jt, dtype, DType.I8, Optional.empty());
+            };
+        } catch (IOException | RuntimeException e) {
+            closeQuietly(wl);
             deleteTree(work);
             throw new IllegalArgumentException(String.format(Locale.ROOT, "model directory %s cannot be loaded: %s",
                     dir, rootMessage(e)), e);
@@ -94,6 +147,7 @@ public final class JlamaModel implements AutoCloseable {
         Config c = m.getConfig();
         if (c.headSize % 32 != 0 && dtype == DType.BF16) {
             m.close();
+            closeQuietly(wl);
             deleteTree(work);
             throw new IllegalArgumentException("BF16 needs a head dimension that is a multiple of 32, model has "
                     + c.headSize + "; use F32");
@@ -103,10 +157,21 @@ public final class JlamaModel implements AutoCloseable {
             digest = checkpointDigest(dir);
         } catch (RuntimeException e) {
             m.close();
+            closeQuietly(wl);
             deleteTree(work);
             throw e;
         }
-        return new JlamaModel(dir, m, type, dtype, work, digest);
+        return new JlamaModel(dir, m, type, dtype, work, digest, tok, wl, checked.slidingWindow(), generationEos);
+    }
+
+    private static void closeQuietly(WeightLoader wl) {
+        if (wl != null) {
+            try {
+                wl.close();
+            } catch (Exception e) {
+                LOG.warn("cannot close the model's weights: {}", e.toString());
+            }
+        }
     }
 
     private static void deleteTree(Path p) {
@@ -119,39 +184,9 @@ public final class JlamaModel implements AutoCloseable {
         }
     }
 
-    /** Checks the directory's files and architecture; returns the {@code model_type}. */
+    /** Checks the directory's files, architecture and weights ({@link Checkpoints}); returns the {@code model_type}. */
     static String check(Path dir) {
-        if (!Files.isDirectory(dir)) {
-            throw new IllegalArgumentException("model directory " + dir + " does not exist (make one with "
-                    + "`bin/mooncake4j make-model --tiny DIR`, or name a Hugging Face checkpoint directory)");
-        }
-        for (String f : List.of("config.json", "tokenizer.json")) {
-            if (!Files.isRegularFile(dir.resolve(f))) {
-                throw new IllegalArgumentException("model directory " + dir + " is incomplete: no " + f);
-            }
-        }
-        if (!Files.isRegularFile(dir.resolve("model.safetensors"))
-                && !Files.isRegularFile(dir.resolve("model.safetensors.index.json"))) {
-            throw new IllegalArgumentException("model directory " + dir
-                    + " is incomplete: no model.safetensors (nor model.safetensors.index.json)");
-        }
-        String config;
-        try {
-            config = Files.readString(dir.resolve("config.json"), StandardCharsets.UTF_8);
-        } catch (IOException e) {
-            throw new IllegalArgumentException("cannot read " + dir.resolve("config.json") + ": " + e.getMessage(), e);
-        }
-        Matcher mt = MODEL_TYPE.matcher(config);
-        if (!mt.find()) {
-            throw new IllegalArgumentException(dir.resolve("config.json") + " has no model_type");
-        }
-        String type = mt.group(1).toLowerCase(Locale.ROOT);
-        if (!SUPPORTED.contains(type)) {
-            throw new IllegalArgumentException(String.format(Locale.ROOT,
-                    "model architecture '%s' is not supported (supported: %s)", type,
-                    String.join(", ", SUPPORTED.stream().sorted().toList())));
-        }
-        return type;
+        return Checkpoints.check(dir).modelType();
     }
 
     private static String rootMessage(Throwable t) {
@@ -182,9 +217,13 @@ public final class JlamaModel implements AutoCloseable {
         return workingDType.size();
     }
 
-    /** {@code max_position_embeddings}: prompt plus output may not exceed it. */
+    /**
+     * {@code max_position_embeddings}, or a Mistral's {@code sliding_window} when smaller (Jlama attends to
+     * the whole context, which equals a sliding window only up to its length): prompt plus output may not
+     * exceed it.
+     */
     public int contextLength() {
-        return model.getConfig().contextLength;
+        return contextLength;
     }
 
     /** {@code vocab_size}. */
@@ -192,9 +231,12 @@ public final class JlamaModel implements AutoCloseable {
         return model.getConfig().vocabularySize;
     }
 
-    /** The end-of-sequence token ids. */
+    /**
+     * The end-of-sequence token ids: {@code config.json}'s (one or a list) and {@code generation_config.json}'s
+     * (vLLM stops on both; an instruct model's chat end token is often only in the latter).
+     */
     public List<Integer> eosTokens() {
-        return model.getConfig().eosTokens;
+        return eosTokens;
     }
 
     /** Attention layers. */
@@ -263,31 +305,28 @@ public final class JlamaModel implements AutoCloseable {
         }
     }
 
-    /** Encodes text, a beginning-of-sequence token first (Llama's convention). */
+    /**
+     * Encodes text with the checkpoint's tokenizer ({@link HfTokenizer}): a beginning-of-sequence token
+     * first where the tokenizer adds one (Llama, Mistral; not Qwen2), unless the text starts with it
+     * (a chat template that writes it).
+     */
     public int[] encode(String text) {
-        long[] ids = model.getTokenizer().encode(text);
-        int bos = model.getConfig().bosToken;
-        int skip = ids.length > 0 && ids[0] == bos ? 1 : 0;
-        int[] out = new int[ids.length - skip + 1];
-        out[0] = bos;
-        for (int i = skip; i < ids.length; i++) {
-            out[i - skip + 1] = Math.toIntExact(ids[i]);
-        }
-        return out;
+        return tokenizer.encode(text);
     }
 
     /**
-     * Decodes generated tokens to text in one go (Jlama's per-token decode keeps state across calls,
-     * so a stream decodes the whole output so far and sends what is new).
+     * Decodes generated tokens to text in one go, special tokens skipped (a stream decodes the whole
+     * output so far and sends what is new, so characters spanning tokens come out whole).
+     *
+     * @throws IllegalArgumentException for a negative token id
      */
     public String decode(int[] tokens, int count) {
-        long[] ids = new long[count];
-        for (int i = 0; i < count; i++) {
-            ids[i] = tokens[i];
-        }
-        synchronized (model) { // the tokenizer's byte-fallback buffer is shared state
-            return model.getTokenizer().decode(ids);
-        }
+        return tokenizer.decode(tokens, count);
+    }
+
+    /** The tokenizer's kind, e.g. {@code byte-level BPE} ({@link HfTokenizer#kind()}). */
+    public String tokenizerKind() {
+        return tokenizer.kind();
     }
 
     /**
@@ -320,6 +359,7 @@ public final class JlamaModel implements AutoCloseable {
         try {
             model.close();
         } finally {
+            closeQuietly(weights);
             deleteTree(work);
         }
     }

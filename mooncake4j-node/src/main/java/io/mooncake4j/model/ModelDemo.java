@@ -23,8 +23,8 @@ import java.util.concurrent.TimeUnit;
  * real connector, a transfer engine on loopback) and through one {@code kv_both} engine, every
  * generated token compared, one verdict line at the end.
  *
- * <p>Prompts are random token ids (a beginning-of-sequence token first) of lengths that end inside
- * and on block boundaries; every second request extends the previous one's prompt, so D also serves
+ * <p>Prompts are random token ids (a beginning-of-sequence token first where the tokenizer adds one) of
+ * lengths that end inside and on block boundaries; every second request extends the previous one's prompt, so D also serves
  * prefixes from its own cache. Greedy decoding.
  *
  * <p>Single-threaded use: {@link #run} blocks until every request finished or timed out.
@@ -130,7 +130,8 @@ public final class ModelDemo {
     }
 
     /**
-     * The demo's prompts: random token ids after a beginning-of-sequence token, lengths ending inside and
+     * The demo's prompts: random token ids (after a beginning-of-sequence token where the tokenizer adds
+     * one), lengths ending inside and
      * on block boundaries; every second one extends the one before (a prefix D has in its cache).
      */
     public static List<int[]> prompts(JlamaModel model, int requests, int decode, long seed) {
@@ -178,9 +179,9 @@ public final class ModelDemo {
             keep = extend.length;
             System.arraycopy(extend, 0, t, 0, keep);
         }
-        int bos = model.encode("")[0];
+        int[] start = model.encode(""); // the beginning-of-sequence token, where the tokenizer adds one (not Qwen2)
         for (int i = keep; i < n; i++) {
-            t[i] = i == 0 ? bos : 3 + rnd.nextInt(model.vocabularySize() - 3);
+            t[i] = i == 0 && start.length > 0 ? start[0] : 3 + rnd.nextInt(model.vocabularySize() - 3);
         }
         return t;
     }

@@ -1,14 +1,20 @@
 /**
  * The node's real model: Jlama behind the serving engine's model seam
- * ({@link io.mooncake4j.sim.StepModel}), and the tiny checkpoint the tests and the demo run on.
+ * ({@link io.mooncake4j.sim.StepModel}), and the tiny checkpoints the tests and the demo run on.
  *
  * <ul>
- *   <li>{@link io.mooncake4j.model.JlamaModel}: a checkpoint directory checked and loaded (weights,
- *       tokenizer, chat template, the KV shape of its blocks);</li>
+ *   <li>{@link io.mooncake4j.model.JlamaModel}: a checkpoint directory checked ({@code Checkpoints}: what
+ *       is refused, with a message naming it) and loaded (weights, tokenizer, chat template, the KV shape
+ *       of its blocks);</li>
+ *   <li>{@link io.mooncake4j.model.HfTokenizer}: the checkpoint's {@code tokenizer.json} (byte-level or
+ *       SentencePiece-style BPE), ours rather than Jlama's; {@code JlamaTokenizer} hands it and the chat
+ *       template to Jlama's model;</li>
  *   <li>{@link io.mooncake4j.model.JlamaStepModel}: one per engine; computes the scheduled positions
  *       of each request in a Jlama KV buffer of its own and copies the rows between that buffer and
  *       the engine's registered blocks (docs/model.md: why a copy, what it costs);</li>
- *   <li>{@link io.mooncake4j.model.TinyModelWriter}: {@code bin/mooncake4j make-model --tiny DIR}.</li>
+ *   <li>{@link io.mooncake4j.model.TinyModelWriter}: {@code bin/mooncake4j make-model --tiny DIR}, in each
+ *       form a download comes in ({@link io.mooncake4j.model.TinyModelWriter.Variant}; tokenizer files by
+ *       {@code TinyTokenizers}).</li>
  * </ul>
  *
  * <p>Layer-wise push drives Jlama one transformer block at a time through

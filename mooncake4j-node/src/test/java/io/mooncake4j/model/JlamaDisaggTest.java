@@ -69,7 +69,7 @@ class JlamaDisaggTest {
     }
 
     /** A P, a D and a kv_both engine over one bootstrap server; closes them all. */
-    private static final class Rig implements AutoCloseable {
+    static final class Rig implements AutoCloseable {
         final MooncakeBootstrapServer bootstrap;
         /** The single node's own: a bootstrap server knows one engine per DP rank. */
         final MooncakeBootstrapServer bootstrapBoth;

@@ -32,6 +32,17 @@ class TinyModelWriterTest {
         }
         assertFalse(java.util.Arrays.equals(Files.readAllBytes(dir.resolve("a/model.safetensors")),
                 Files.readAllBytes(dir.resolve("c/model.safetensors"))));
+        // every form a download comes in, file for file
+        for (TinyModelWriter.Variant v : List.of(TinyModelWriter.Variant.llama3(), TinyModelWriter.Variant.qwen2(),
+                TinyModelWriter.Variant.mistral(), TinyModelWriter.Variant.llama2())) {
+            List<Path> first = TinyModelWriter.write(dir.resolve("x-" + v.arch() + v.dtype()), TinyModelWriter.Shape.tiny(), v);
+            List<Path> again = TinyModelWriter.write(dir.resolve("y-" + v.arch() + v.dtype()), TinyModelWriter.Shape.tiny(), v);
+            assertEquals(first.size(), again.size());
+            for (int i = 0; i < first.size(); i++) {
+                assertEquals(first.get(i).getFileName(), again.get(i).getFileName());
+                assertArrayEquals(Files.readAllBytes(first.get(i)), Files.readAllBytes(again.get(i)), first.get(i).toString());
+            }
+        }
     }
 
     @Test
@@ -75,5 +86,38 @@ class TinyModelWriterTest {
 
         e = assertThrows(IllegalArgumentException.class, () -> JlamaModel.load(dir.resolve("m"), "F16"));
         assertTrue(e.getMessage().contains("F32 or BF16"), e.getMessage());
+    }
+
+    @Test
+    void makeModelFlagsPickEachPart() throws Exception {
+        java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
+        java.io.ByteArrayOutputStream err = new java.io.ByteArrayOutputStream();
+        java.io.PrintStream o = new java.io.PrintStream(out, true, java.nio.charset.StandardCharsets.UTF_8);
+        java.io.PrintStream e = new java.io.PrintStream(err, true, java.nio.charset.StandardCharsets.UTF_8);
+        Path m = dir.resolve("flags");
+        assertEquals(0, io.mooncake4j.cli.Main.run(new String[] {"make-model", "--tiny", m.toString(), "--like", "llama2",
+                "--arch", "mistral", "--dtype", "bf16", "--shards", "2", "--tied", "--tokenizer", "llama3"}, o, e),
+                err.toString(java.nio.charset.StandardCharsets.UTF_8));
+        var config = io.mooncake4j.internal.json.Json.parseObject(Files.readString(m.resolve("config.json")));
+        assertEquals("mistral", config.get("model_type"));
+        assertEquals(true, config.get("tie_word_embeddings"));
+        assertEquals("bfloat16", config.get("torch_dtype"));
+        assertTrue(Files.isRegularFile(m.resolve("model.safetensors.index.json")));
+        assertTrue(Files.isRegularFile(m.resolve("model-00002-of-00002.safetensors")));
+        assertTrue(Files.readString(m.resolve("tokenizer.json")).contains("<|begin_of_text|>"));
+        try (JlamaModel loaded = JlamaModel.load(m, "F32")) {
+            assertEquals("byte-level BPE", loaded.tokenizerKind());
+        }
+
+        err.reset();
+        assertEquals(2, io.mooncake4j.cli.Main.run(new String[] {"make-model", "--tiny", m.toString(), "--like",
+                "gemma"}, o, e));
+        assertTrue(err.toString(java.nio.charset.StandardCharsets.UTF_8).contains(
+                "--like must be llama3, qwen2, mistral or llama2, got gemma"), err.toString());
+        err.reset();
+        assertEquals(2, io.mooncake4j.cli.Main.run(new String[] {"make-model", "--tiny", m.toString(), "--dtype",
+                "I8"}, o, e));
+        assertTrue(err.toString(java.nio.charset.StandardCharsets.UTF_8).contains(
+                "the weights' dtype must be F32, F16 or BF16, got I8"), err.toString());
     }
 }
