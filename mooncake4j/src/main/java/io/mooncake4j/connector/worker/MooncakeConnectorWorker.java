@@ -240,7 +240,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         KvReceiver r;
         try {
             r = new KvReceiver(new KvReceiver.MooncakeConnectorWorkerView(config.hostname(), rpcPort, config.tpRank(),
-                    config.tpSize(), config.ppRank(), config.ppSize(), reg), topology,
+                    config.tpSize(), config.ppRank(), config.ppSize(), reg, kvLayout), topology,
                     kvCacheConfig.hasNonFullAttentionGroup(), xferStats, backgroundErrors, receiveTimeout,
                     handshakeTimeout.toNanos(), new BootstrapClient(), sideChannelLimits, healthMonitor);
         } catch (IOException e) {

@@ -167,6 +167,7 @@ final class ProducerSide {
                     local, KvCacheLayouts.groupOfLayer(kvCacheConfig), KvCacheLayouts.layoutOfLayer(kvCacheConfig),
                     sideChannelLimits, config.layerwisePush(),
                     config.transferThreadNice());
+            s.kvLayout(kvLayout);
             if (!config.isProducer()) {
                 // kv_both (this side never starts on kv_consumer): the worker's own receiver pulls from its
                 // own engine, where D's blocks live too
