@@ -45,12 +45,15 @@ public final class SpeedBench {
             int blocks = (promptTokens + decode + 1) / BLOCK + 4;
             MooncakeConnectorConfig cfg = MooncakeConnectorConfig.builder().kvRole(KvRole.KV_BOTH).engineId("speed")
                     .protocol("tcp").hostname("127.0.0.1").bootstrapPort(0).numWorkers(1).tp(0, 1).build();
-            try (SimEngine e = SimEngine.start(cfg, new JlamaStepModel(model), BLOCK, blocks,
+            JlamaStepModel steps = new JlamaStepModel(model);
+            long runNanos = 0;
+            try (SimEngine e = SimEngine.start(cfg, steps, BLOCK, blocks,
                     SimEngine.Limits.defaults(), ConnectorSimWorker.factory(
                             c -> TransferEngines.create("tcp"), b -> b.bootstrapBindHost("127.0.0.1")),
                     SimEngine.KvPlacement.host())) {
                 List<Double> prefill = new ArrayList<>();
                 List<Double> dec = new ArrayList<>();
+                long copyNanos = 0; // KV rows copied between Jlama's pages and the blocks, counted rounds
                 SplittableRandom rnd = new SplittableRandom(7);
                 for (int round = 0; round < rounds; round++) {
                     int[] prompt = new int[promptTokens]; // a fresh prompt: no prefix-cache hit
@@ -58,6 +61,7 @@ public final class SpeedBench {
                     for (int i = 1; i < promptTokens; i++) {
                         prompt[i] = 3 + rnd.nextInt(model.vocabularySize() - 3);
                     }
+                    long[] copy0 = steps.copyStats();
                     long start = System.nanoTime();
                     List<Long> at = new ArrayList<>();
                     SimResult r = e.submit("speed-" + round, prompt, decode + 1, null, t -> at.add(System.nanoTime()))
@@ -72,11 +76,14 @@ public final class SpeedBench {
                     if (round > 0) {
                         prefill.add(p);
                         dec.add(d);
+                        runNanos += at.getLast() - start;
+                        copyNanos += steps.copyStats()[1] - copy0[1];
                     }
                 }
                 System.out.printf(Locale.ROOT, "SPEED ops=%s layout=%s prompt=%d decode=%d prefill_tps=%.1f "
-                        + "decode_tps=%.2f load=%s%n", TensorOperationsProvider.get().name().replace(' ', '_'),
+                        + "decode_tps=%.2f copy_share=%.4f load=%s%n", TensorOperationsProvider.get().name().replace(' ', '_'),
                         model.kvLayout(), promptTokens, decode, median(prefill), median(dec),
+                        runNanos == 0 ? Double.NaN : copyNanos / (double) runNanos,
                         Files.readString(Path.of("/proc/loadavg")).trim().replace(' ', ','));
             }
         }
