@@ -407,6 +407,7 @@ public final class KvReceiver implements AutoCloseable {
         remoteAgents.remove(engineId);
         tpSizes.remove(engineId);
         resolvedFrom.remove(engineId);
+        remoteLayouts.remove(engineId);
         reResolutions++;
     }
 
