@@ -87,6 +87,7 @@ public final class JlamaModel implements AutoCloseable {
             case "BF16", "BFLOAT16" -> DType.BF16;
             default -> throw new IllegalArgumentException("KV dtype must be F32 or BF16, got " + working);
         };
+        JlamaKernels.prepare(dtype.name()); // native kernels for F32, the Vector API's for BF16
         Checkpoints.Checked checked = Checkpoints.check(dir);
         String type = checked.modelType();
         if (type.equals("qwen2") && dtype == DType.BF16 && !checked.weightsDType().equals("BF16")) {

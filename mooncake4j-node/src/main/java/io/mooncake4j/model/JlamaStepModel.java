@@ -72,6 +72,7 @@ public final class JlamaStepModel implements StepModel {
     private final AbstractModel jlama;
     private final KvBufferCache buffers;
     private final int rowBytes;
+    private final String tokenizerDigest;
     private final Map<String, Sampling> samplingById = new ConcurrentHashMap<>();
     private final Map<String, Session> sessions = new HashMap<>();
     private ModelPreset shape;
@@ -101,6 +102,7 @@ public final class JlamaStepModel implements StepModel {
         this.jlama = model.jlama();
         this.buffers = new KvBufferCache(jlama);
         this.rowBytes = model.numKvHeads() * model.headSize() * model.dtypeBytes();
+        this.tokenizerDigest = tokenizerDigest(model.dir());
     }
 
     /** The loaded model. */
@@ -116,9 +118,40 @@ public final class JlamaStepModel implements StepModel {
         samplingById.put(requestId, s);
     }
 
+    /**
+     * The model's layout ({@link JlamaModel#kvLayout}) and {@code /T} with a digest of its tokenizer
+     * ({@link #tokenizerDigest}): the same weights behind another vocabulary or merges give other token ids
+     * for the same text, so KV computed for one does not continue the other's prompt.
+     */
     @Override
     public String kvLayout() {
-        return model.kvLayout();
+        return model.kvLayout() + "/T" + tokenizerDigest;
+    }
+
+    /** The tokenizer files a digest covers, those present of them, in this order. */
+    private static final List<String> TOKENIZER_FILES = List.of("tokenizer.json", "tokenizer_config.json",
+            "tokenizer.model", "special_tokens_map.json");
+
+    /**
+     * 8 hex digits of SHA-256 over the tokenizer files of checkpoint {@code dir} that exist (vocabulary,
+     * merges, special tokens, chat template), each named before its bytes.
+     */
+    static String tokenizerDigest(java.nio.file.Path dir) {
+        try {
+            java.security.MessageDigest md = java.security.MessageDigest.getInstance("SHA-256");
+            for (String name : TOKENIZER_FILES) {
+                java.nio.file.Path f = dir.resolve(name);
+                if (java.nio.file.Files.isRegularFile(f)) {
+                    md.update(name.getBytes(java.nio.charset.StandardCharsets.UTF_8));
+                    md.update(java.nio.file.Files.readAllBytes(f));
+                }
+            }
+            return java.util.HexFormat.of().formatHex(md.digest(), 0, 4);
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException("cannot read the tokenizer in " + dir + ": " + e.getMessage(), e);
+        } catch (java.security.NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e);
+        }
     }
 
     @Override

@@ -23,7 +23,8 @@
  * internals.
  *
  * <p>{@link io.mooncake4j.model.JlamaModel#kvLayout()} fingerprints what a KV block means (shapes,
- * dtype, a digest of the checkpoint); a D engine refuses P's KV when the layout P returned differs.
+ * dtype, a digest of the checkpoint), {@link io.mooncake4j.model.JlamaStepModel#kvLayout()} adds the
+ * tokenizer and the engine the block size; a D node refuses P's KV when P's layout differs (docs/model.md).
  * {@code ModelDemo} is {@code demo --model DIR} in this JVM; the {@code --processes} variant lives in
  * {@code io.mooncake4j.cli} beside the synthetic one.
  *

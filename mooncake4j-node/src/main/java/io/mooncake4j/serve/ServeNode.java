@@ -15,6 +15,7 @@ import io.mooncake4j.internal.sys.ClientWatch;
 import io.mooncake4j.internal.sys.Bytes;
 import io.mooncake4j.memory.DeviceMemory;
 import io.mooncake4j.sim.ConnectorSimWorker;
+import io.mooncake4j.sim.KvLayouts;
 import io.mooncake4j.sim.SimEngine;
 import io.mooncake4j.sim.SimResult;
 import io.mooncake4j.sim.SimWorker;
@@ -92,6 +93,8 @@ public final class ServeNode implements AutoCloseable {
     private final AtomicLong requestsFailed = new AtomicLong();
     private final AtomicLong requestsAborted = new AtomicLong();
     private final ClientWatch clientWatch;
+    /** Compares a prefill node's KV layout with this node's before a decode request is admitted. */
+    private final PeerLayouts peerLayouts;
     private final AtomicLong kvBytesReceived = new AtomicLong();
     private final AtomicLong kvMismatchedWords = new AtomicLong();
     /** Request bodies read at once (each at most {@link #MAX_BODY_BYTES}), shared by client address. */
@@ -111,6 +114,7 @@ public final class ServeNode implements AutoCloseable {
         this.bodies = new FairSlots(options.http().bodySlots(), options.http().bodySlotsPerClient());
         this.clientWatch = new ClientWatch(DISCONNECT_CHECK_PERIOD, DISCONNECT_CHECK_AFTER,
                 "mooncake-serve-disconnect-" + NODES.getAndIncrement());
+        this.peerLayouts = new PeerLayouts(engine.kvLayout());
     }
 
     /** Starts a node with KV caches in host memory (or on a GPU through CUDA, as {@code options} say). */
@@ -177,13 +181,15 @@ public final class ServeNode implements AutoCloseable {
             placement = SimEngine.KvPlacement.gpu(deviceMemory, options.gpuId());
         }
         MetricsRoute metrics = MetricsRoute.create(); // GET /metrics when Micrometer's Prometheus registry is present
+        io.mooncake4j.model.JlamaStepModel steps = model == null ? null : new io.mooncake4j.model.JlamaStepModel(model);
+        // a P registers its KV layout with its bootstrap server, where a D asks for it (PeerLayouts)
+        String layout = steps == null ? null : KvLayouts.withBlockSize(steps.kvLayout(), options.model().blockSize());
         SimEngine.WorkerFactory factory = sharingBootstrapPort(ConnectorSimWorker.factory(
-                cfg -> metrics.meter(engines.apply(cfg), cfg), b -> b.bootstrapBindHost(options.host())));
+                cfg -> metrics.meter(engines.apply(cfg), cfg), b -> b.bootstrapBindHost(options.host()).kvLayout(layout)));
         SimEngine engine;
         TextModel text = TextModel.SYNTHETIC;
         SimEngine.Limits limits = new SimEngine.Limits(options.maxNumSeqs(), options.maxNumBatchedTokens());
         if (model != null) {
-            io.mooncake4j.model.JlamaStepModel steps = new io.mooncake4j.model.JlamaStepModel(model);
             text = TextModel.of(model, steps);
             engine = SimEngine.start(options.connector(), steps, options.model().blockSize(), options.numBlocks(),
                     limits, factory, placement);
@@ -199,6 +205,7 @@ public final class ServeNode implements AutoCloseable {
                     node::handle);
         } catch (IOException | RuntimeException e) {
             node.clientWatch.close();
+            node.peerLayouts.close();
             metrics.close();
             engine.close();
             throw new IllegalStateException(String.format(Locale.ROOT, "cannot serve HTTP on %s:%d: %s",
@@ -250,6 +257,14 @@ public final class ServeNode implements AutoCloseable {
             h = options.connector().hostname();
         }
         return BootstrapAddresses.httpUrl(h, port());
+    }
+
+    /**
+     * What this node's KV blocks mean ({@link SimEngine#kvLayout()}: model, dtype, shapes, tokenizer, block
+     * size), or null for the synthetic model; registered with the bootstrap server and compared by a decode node.
+     */
+    public String kvLayout() {
+        return engine.kvLayout();
     }
 
     /** This engine's id (the {@code remote_engine_id} decode nodes name it by). */
@@ -401,6 +416,7 @@ public final class ServeNode implements AutoCloseable {
         engine.close();
         server.close();
         clientWatch.close();
+        peerLayouts.close();
         metrics.close();
         if (ownedModel != null) {
             try {
@@ -590,6 +606,7 @@ public final class ServeNode implements AutoCloseable {
      */
     private CompletableFuture<SimResult> submit(String id, CompletionRequest req, BlockingQueue<Integer> tokens,
             InetAddress client) {
+        peerLayouts.check(id, req.kvTransferParams()); // before anything is admitted: 400 for another P layout
         synchronized (inFlightLock) {
             if (draining || engine.failure() != null) {
                 throw unavailable();
@@ -690,8 +707,8 @@ public final class ServeNode implements AutoCloseable {
         p.put(KvTransferParams.REMOTE_ENGINE_ID, engineId());
         p.put(KvTransferParams.REMOTE_BOOTSTRAP_ADDR, url.get());
         p.put(KvTransferParams.TRANSFER_ID, req.transferId());
-        if (text.kvLayout() != null) { // checked by a D node the proxy forwards these to
-            p.put(SimEngine.KV_LAYOUT_PARAM, text.kvLayout());
+        if (engine.kvLayout() != null) { // checked by a D node the proxy forwards these to
+            p.put(SimEngine.KV_LAYOUT_PARAM, engine.kvLayout());
         }
         return p;
     }

@@ -46,14 +46,6 @@ interface TextModel {
      */
     void sampling(String engineRequestId, Double temperature, Long seed);
 
-    /**
-     * What this node's KV means ({@link io.mooncake4j.sim.StepModel#kvLayout}), returned to a proxy in a
-     * P answer's {@code kv_transfer_params}; null for the synthetic model.
-     */
-    default String kvLayout() {
-        return null;
-    }
-
     /** The synthetic model's: bytes in, words out (see {@link SyntheticTokenizer}). */
     TextModel SYNTHETIC = new TextModel() {
         @Override
@@ -161,11 +153,6 @@ interface TextModel {
             @Override
             public boolean real() {
                 return true;
-            }
-
-            @Override
-            public String kvLayout() {
-                return model.kvLayout();
             }
 
             @Override

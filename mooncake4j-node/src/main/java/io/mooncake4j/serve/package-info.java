@@ -37,7 +37,7 @@
  *   <li>Errors: {@code {"error":{"message","type","param","code"}}} with the HTTP status as
  *       {@code code}: 400 {@code BadRequestError} (bad JSON, missing or mistyped fields, prompt plus
  *       completion above {@code max_model_len}, {@code kv_transfer_params} a node of this role cannot
- *       honour), 404 {@code NotFoundError} (unknown model or route), 405, 413 (body above 16 MiB), 500
+ *       honour, a prefill node whose KV layout differs from this model node's: {@code PeerLayouts}), 404 {@code NotFoundError} (unknown model or route), 405, 413 (body above 16 MiB), 500
  *       {@code InternalServerError} (the request's KV load failed), 503 {@code ServiceUnavailableError}
  *       (draining, engine stopped, too many requests in flight).</li>
  * </ul>

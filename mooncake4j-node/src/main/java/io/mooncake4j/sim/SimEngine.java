@@ -541,14 +541,19 @@ public final class SimEngine implements AutoCloseable {
      */
     private void checkKvLayout(String requestId, Map<String, Object> kvTransferParams) {
         Object theirs = kvTransferParams == null ? null : kvTransferParams.get(KV_LAYOUT_PARAM);
-        String ours = stepModel == null ? null : stepModel.kvLayout();
+        String ours = kvLayout();
         if (theirs == null || ours == null || ours.equals(theirs)) {
             return;
         }
-        throw new IllegalArgumentException(String.format(Locale.ROOT,
-                "request %s: the prefill node's KV layout %s differs from this node's %s (another model, dtype or "
-                        + "shape): its KV cannot be decoded here; pair nodes that serve the same checkpoint",
-                requestId, theirs, ours));
+        throw new IllegalArgumentException(KvLayouts.mismatchMessage(requestId, String.valueOf(theirs), ours));
+    }
+
+    /**
+     * What this engine's KV blocks mean: the model's layout ({@link StepModel#kvLayout}) and the block size
+     * ({@link KvLayouts#withBlockSize}); null for the synthetic model.
+     */
+    public String kvLayout() {
+        return stepModel == null ? null : KvLayouts.withBlockSize(stepModel.kvLayout(), blockSize);
     }
 
     /**

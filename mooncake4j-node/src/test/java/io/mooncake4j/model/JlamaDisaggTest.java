@@ -325,14 +325,15 @@ class JlamaDisaggTest {
             assertFalse(f32.kvLayout().equals(other.kvLayout()), f32.kvLayout());
             java.util.Map<String, Object> params = new java.util.HashMap<>(
                     SimProxy.decodeParams("xfer-other", rig.proxy.remoteEngineId(), rig.proxy.bootstrapUrl()));
-            params.put(SimEngine.KV_LAYOUT_PARAM, f32.kvLayout());
+            params.put(SimEngine.KV_LAYOUT_PARAM, rig.p.kvLayout());
             IllegalArgumentException e = org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
                     () -> rig.d.submit("r-other", prompt(14, 40), DECODE, params));
-            assertTrue(e.getMessage().contains("KV layout " + f32.kvLayout()) && e.getMessage().contains(other.kvLayout()),
+            assertTrue(e.getMessage().contains("KV layout " + rig.p.kvLayout())
+                    && e.getMessage().contains(rig.d.kvLayout()) && e.getMessage().contains("(weights digest "),
                     e.getMessage());
             assertEquals(0, rig.d.snapshot().loadingRemoteKv(), "nothing was started");
             // the layout of the model D runs passes
-            params.put(SimEngine.KV_LAYOUT_PARAM, other.kvLayout());
+            params.put(SimEngine.KV_LAYOUT_PARAM, rig.d.kvLayout());
             params.put("transfer_id", "xfer-same");
             rig.p.submit("p-same", prompt(14, 40), 1, SimProxy.prefillParams("xfer-same"));
             SimResult r = rig.d.submit("r-same", prompt(14, 40), DECODE, params).get(60, TimeUnit.SECONDS);

@@ -213,7 +213,8 @@ public final class BootstrapClient implements AutoCloseable {
                 }
                 workerAddr.put(tp, pps);
             }
-            out.put(dp, new EngineEntry(engineId, workerAddr));
+            Object layout = entry.get(RegisterWorkerPayload.KV_LAYOUT_KEY);
+            out.put(dp, new EngineEntry(engineId, workerAddr, layout instanceof String l ? l : null));
         }
         return new BootstrapQueryResult(out);
     }

@@ -10,8 +10,16 @@ import java.util.Objects;
  *
  * @param engineId   the engine's id
  * @param workerAddr tp_rank → (pp_rank → side-channel address), in registration order
+ * @param kvLayout   what the engine's KV blocks mean ({@value RegisterWorkerPayload#KV_LAYOUT_KEY}, a
+ *                   mooncake4j extension its workers register), or null when its workers registered none
+ *                   (a vLLM P)
  */
-public record EngineEntry(String engineId, Map<Integer, Map<Integer, String>> workerAddr) {
+public record EngineEntry(String engineId, Map<Integer, Map<Integer, String>> workerAddr, String kvLayout) {
+
+    /** An entry without a KV layout (vLLM's shape). */
+    public EngineEntry(String engineId, Map<Integer, Map<Integer, String>> workerAddr) {
+        this(engineId, workerAddr, null);
+    }
 
     public EngineEntry {
         Objects.requireNonNull(engineId, "engineId");

@@ -45,6 +45,11 @@ import org.slf4j.LoggerFactory;
  *   <li>{@code GET /query}: 200 with
  *     {@code {"<dp>":{"engine_id":"…","worker_addr":{"<tp>":{"<pp>":"tcp://…"}}}}} ({@code {}} when empty),
  *     in registration order.</li>
+ *   <li>mooncake4j extension: a {@code /register} body may carry {@code mooncake4j_kv_layout} (a string, what
+ *     the worker's KV blocks mean); the first one of a DP rank is returned in its {@code /query} entry under the
+ *     same key, and a later worker of that rank with another one is refused (400 {@code "KV layout mismatch
+ *     for dp_rank=…"}). vLLM's server ignores the key (pydantic drops unknown fields) and vLLM's D reads only
+ *     {@code engine_id} and {@code worker_addr} of an entry, so either side may be vLLM's.</li>
  *   <li>Other paths: 404 {@code {"detail":"Not Found"}}; other methods: 405 {@code {"detail":"Method Not Allowed"}}.</li>
  * </ul>
  *
@@ -183,6 +188,7 @@ public final class MooncakeBootstrapServer implements AutoCloseable {
     private static final class MutableEntry {
         final String engineId;
         final Map<Integer, Map<Integer, String>> workerAddr = new LinkedHashMap<>();
+        String kvLayout; // the first one registered; null when no worker sent one
 
         MutableEntry(String engineId) {
             this.engineId = engineId;
@@ -297,7 +303,7 @@ public final class MooncakeBootstrapServer implements AutoCloseable {
     public BootstrapQueryResult workers() {
         synchronized (lock) {
             Map<Integer, EngineEntry> out = new LinkedHashMap<>();
-            workers.forEach((dp, e) -> out.put(dp, new EngineEntry(e.engineId, e.workerAddr)));
+            workers.forEach((dp, e) -> out.put(dp, new EngineEntry(e.engineId, e.workerAddr, e.kvLayout)));
             return new BootstrapQueryResult(out);
         }
     }
@@ -656,6 +662,9 @@ public final class MooncakeBootstrapServer implements AutoCloseable {
                 Map<String, Object> entry = new LinkedHashMap<>();
                 entry.put("engine_id", e.engineId);
                 entry.put("worker_addr", tps);
+                if (e.kvLayout != null) { // mooncake4j's extension: vLLM's D reads only the two keys above
+                    entry.put(RegisterWorkerPayload.KV_LAYOUT_KEY, e.kvLayout);
+                }
                 out.put(Integer.toString(dp), entry);
             });
             return out;
@@ -685,6 +694,8 @@ public final class MooncakeBootstrapServer implements AutoCloseable {
         Integer tp = RegisterFieldErrors.integer(obj, "tp_rank", errors);
         Integer pp = RegisterFieldErrors.integer(obj, "pp_rank", errors);
         String addr = RegisterFieldErrors.str(obj, "addr", errors);
+        String kvLayout = obj.containsKey(RegisterWorkerPayload.KV_LAYOUT_KEY)
+                ? RegisterFieldErrors.str(obj, RegisterWorkerPayload.KV_LAYOUT_KEY, errors) : null;
         if (!errors.isEmpty()) {
             return validation(errors);
         }
@@ -713,6 +724,10 @@ public final class MooncakeBootstrapServer implements AutoCloseable {
                 return detail(400, String.format(Locale.ROOT, "Engine ID mismatch for dp_rank=%d: expected %s, got %s",
                         dp, entry.engineId, engineId));
             }
+            if (kvLayout != null && entry.kvLayout != null && !entry.kvLayout.equals(kvLayout)) {
+                return detail(400, String.format(Locale.ROOT, "KV layout mismatch for dp_rank=%d: expected %s, got %s",
+                        dp, entry.kvLayout, kvLayout));
+            }
             Map<Integer, String> tpEntry = entry.workerAddr.computeIfAbsent(tp, k -> new LinkedHashMap<>());
             String old = tpEntry.get(pp);
             if (old != null) {
@@ -721,6 +736,9 @@ public final class MooncakeBootstrapServer implements AutoCloseable {
                                 + "but still want to register at %s", dp, tp, pp, old, addr));
             }
             tpEntry.put(pp, addr);
+            if (entry.kvLayout == null) {
+                entry.kvLayout = kvLayout;
+            }
             workerCount++;
         }
         LOG.debug("Registered Mooncake worker engine_id={} dp_rank={} tp_rank={} pp_rank={} addr={}",

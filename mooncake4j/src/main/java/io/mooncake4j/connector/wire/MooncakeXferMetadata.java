@@ -28,6 +28,10 @@ import java.util.Objects;
  * @param registeredLayerIndices layer index per region (default empty)
  * @param registeredGroupIndices KV transfer-group index per region (default empty)
  * @param remotePpSize           D's PP size (default 1)
+ * @param kvLayout               mooncake4j's extension {@code mooncake4j_kv_layout}: what D's KV blocks mean (model,
+ *                               dtype, shapes, tokenizer, block size), or null (default; vLLM's D sends none). Written
+ *                               last and only when set; vLLM's P decodes with msgspec, which ignores unknown keys, so
+ *                               a vLLM P is not affected; a mooncake4j P refuses a pull whose layout differs from its own
  * @see <a href="https://github.com/vllm-project/vllm">vllm/distributed/kv_transfer/kv_connector/v1/mooncake/mooncake_connector.py: MooncakeXferMetadata</a>
  */
 public record MooncakeXferMetadata(
@@ -42,7 +46,17 @@ public record MooncakeXferMetadata(
         List<String> registeredLayerNames,
         int[] registeredLayerIndices,
         int[] registeredGroupIndices,
-        int remotePpSize) {
+        int remotePpSize,
+        String kvLayout) {
+
+    /** vLLM's fields 1–12, without a KV layout. */
+    public MooncakeXferMetadata(String remoteHostname, int remotePort, int remoteTpSize, int remoteTpRank,
+            Map<String, ReqBlocks> reqBlocks, long[] kvCachesBaseAddr, long[] blockLens, long[] kvBlockLens,
+            List<String> registeredLayerNames, int[] registeredLayerIndices, int[] registeredGroupIndices,
+            int remotePpSize) {
+        this(remoteHostname, remotePort, remoteTpSize, remoteTpRank, reqBlocks, kvCachesBaseAddr, blockLens,
+                kvBlockLens, registeredLayerNames, registeredLayerIndices, registeredGroupIndices, remotePpSize, null);
+    }
 
     /** Default of {@code remote_pp_size}. */
     public static final int DEFAULT_REMOTE_PP_SIZE = 1;
@@ -85,13 +99,14 @@ public record MooncakeXferMetadata(
                 && registeredLayerNames.equals(m.registeredLayerNames)
                 && Arrays.equals(registeredLayerIndices, m.registeredLayerIndices)
                 && Arrays.equals(registeredGroupIndices, m.registeredGroupIndices)
-                && remotePpSize == m.remotePpSize;
+                && remotePpSize == m.remotePpSize
+                && Objects.equals(kvLayout, m.kvLayout);
     }
 
     @Override
     public int hashCode() {
         int h = Objects.hash(remoteHostname, remotePort, remoteTpSize, remoteTpRank, reqBlocks,
-                registeredLayerNames, remotePpSize);
+                registeredLayerNames, remotePpSize, kvLayout);
         h = 31 * h + Arrays.hashCode(kvCachesBaseAddr);
         h = 31 * h + Arrays.hashCode(blockLens);
         h = 31 * h + Arrays.hashCode(kvBlockLens);
@@ -107,7 +122,7 @@ public record MooncakeXferMetadata(
                 + ", kvBlockLens=" + Arrays.toString(kvBlockLens) + ", registeredLayerNames=" + registeredLayerNames
                 + ", registeredLayerIndices=" + Arrays.toString(registeredLayerIndices)
                 + ", registeredGroupIndices=" + Arrays.toString(registeredGroupIndices)
-                + ", remotePpSize=" + remotePpSize + "]";
+                + ", remotePpSize=" + remotePpSize + (kvLayout == null ? "" : ", kvLayout=" + kvLayout) + "]";
     }
 
     /**

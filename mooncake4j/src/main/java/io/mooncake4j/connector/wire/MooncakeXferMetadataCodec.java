@@ -58,6 +58,8 @@ public final class MooncakeXferMetadataCodec {
     static final String REGISTERED_LAYER_INDICES = "registered_layer_indices";
     static final String REGISTERED_GROUP_INDICES = "registered_group_indices";
     static final String REMOTE_PP_SIZE = "remote_pp_size";
+    /** mooncake4j's extension key (D's KV layout), after vLLM's fields; msgspec ignores it. */
+    static final String KV_LAYOUT = "mooncake4j_kv_layout";
 
     private MooncakeXferMetadataCodec() {
     }
@@ -69,7 +71,8 @@ public final class MooncakeXferMetadataCodec {
         boolean indices = m.registeredLayerIndices().length > 0;
         boolean groups = m.registeredGroupIndices().length > 0;
         boolean pp = m.remotePpSize() != MooncakeXferMetadata.DEFAULT_REMOTE_PP_SIZE;
-        n += (names ? 1 : 0) + (indices ? 1 : 0) + (groups ? 1 : 0) + (pp ? 1 : 0);
+        boolean layout = m.kvLayout() != null;
+        n += (names ? 1 : 0) + (indices ? 1 : 0) + (groups ? 1 : 0) + (pp ? 1 : 0) + (layout ? 1 : 0);
         int blocks = 0;
         for (ReqBlocks rb : m.reqBlocks().values()) {
             for (long[] g : rb.blockIds()) {
@@ -111,6 +114,9 @@ public final class MooncakeXferMetadataCodec {
         if (pp) {
             w.writeString(REMOTE_PP_SIZE).writeInt(m.remotePpSize());
         }
+        if (layout) {
+            w.writeString(KV_LAYOUT).writeString(m.kvLayout());
+        }
         return w.toByteArray();
     }
 
@@ -150,6 +156,7 @@ public final class MooncakeXferMetadataCodec {
         int[] layerIdx = new int[0];
         int[] groupIdx = new int[0];
         int ppSize = MooncakeXferMetadata.DEFAULT_REMOTE_PP_SIZE;
+        String kvLayout = null;
         for (int i = 0; i < n; i++) {
             String key = Fields.key(r);
             String path = "$." + key;
@@ -166,6 +173,7 @@ public final class MooncakeXferMetadataCodec {
                 case REGISTERED_LAYER_INDICES -> layerIdx = Fields.int32Array(r, path);
                 case REGISTERED_GROUP_INDICES -> groupIdx = Fields.int32Array(r, path);
                 case REMOTE_PP_SIZE -> ppSize = Fields.int32(r, path);
+                case KV_LAYOUT -> kvLayout = Fields.str(r, path);
                 default -> r.skipValue();
             }
         }
@@ -181,7 +189,7 @@ public final class MooncakeXferMetadataCodec {
             kvBlockLens = blockLens.clone(); // [OLDER] peers without kv_block_lens
         }
         return new MooncakeXferMetadata(hostname, port, tpSize, tpRank, reqBlocks, addrs, blockLens, kvBlockLens,
-                names, layerIdx, groupIdx, ppSize);
+                names, layerIdx, groupIdx, ppSize, kvLayout);
     }
 
     private static void require(Object v, String field) {

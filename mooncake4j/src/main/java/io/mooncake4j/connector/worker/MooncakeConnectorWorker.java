@@ -77,6 +77,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
     private final BackgroundErrors backgroundErrors = new BackgroundErrors(LOG);
     private final HealthMonitor healthMonitor = new HealthMonitor();
     private final SideChannelLimits sideChannelLimits;
+    private final String kvLayout;
     /** P's side: the side-channel ROUTER, the send path, the bootstrap server; idle on a consumer. */
     private final ProducerSide producer;
     private volatile KvReceiver receiver;
@@ -132,8 +133,14 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         this.rpcPort = engine.getRpcPort();
         this.producer = new ProducerSide(config, engine, kvCacheConfig, topology, physicalBlocksPerLogicalBlock,
                 b.nanoClock, b.bootstrapBindHost, sideChannelLimits, xferStats, backgroundErrors, healthMonitor,
-                b.sideChannelHandler, this::signalFinished);
+                b.sideChannelHandler, this::signalFinished, b.kvLayout);
+        this.kvLayout = b.kvLayout;
         LOG.debug("Mooncake Transfer Engine initialized at {}:{}", config.hostname(), rpcPort);
+    }
+
+    /** {@return what this rank's KV blocks mean ({@link Builder#kvLayout}), or null} */
+    public String kvLayout() {
+        return kvLayout;
     }
 
     /**
@@ -233,7 +240,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         KvReceiver r;
         try {
             r = new KvReceiver(new KvReceiver.MooncakeConnectorWorkerView(config.hostname(), rpcPort, config.tpRank(),
-                    config.tpSize(), config.ppRank(), config.ppSize(), reg), topology,
+                    config.tpSize(), config.ppRank(), config.ppSize(), reg, kvLayout), topology,
                     kvCacheConfig.hasNonFullAttentionGroup(), xferStats, backgroundErrors, receiveTimeout,
                     handshakeTimeout.toNanos(), new BootstrapClient(), sideChannelLimits, healthMonitor);
         } catch (IOException e) {
@@ -659,6 +666,7 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         private Duration handshakeTimeout = Duration.ofSeconds(1);
         private Duration loopCallTimeout = Duration.ofSeconds(30);
         private SideChannelLimits sideChannelLimits = SideChannelLimits.DEFAULTS;
+        private String kvLayout;
 
         private Builder(MooncakeConnectorConfig config, TransferEngine engine, KvCacheConfig kvCacheConfig) {
             this.config = Objects.requireNonNull(config, "config");
@@ -768,6 +776,23 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
          */
         public Builder sideChannelLimits(SideChannelLimits limits) {
             this.sideChannelLimits = Objects.requireNonNull(limits, "limits");
+            return this;
+        }
+
+        /**
+         * What this rank's KV blocks mean (model weights, dtype, shapes, tokenizer, block size; the node's
+         * fingerprint), default none. A producer registers it with the bootstrap server
+         * ({@link io.mooncake4j.connector.bootstrap.RegisterWorkerPayload#KV_LAYOUT_KEY}, in its {@code /query}
+         * entry), so that a decode node can compare it with its own before any KV moves.
+         *
+         * @param layout the layout string, at most 1024 characters, or null for none
+         * @return this builder
+         */
+        public Builder kvLayout(String layout) {
+            if (layout != null && (layout.isEmpty() || layout.length() > 1024)) {
+                throw new IllegalArgumentException("kvLayout must have 1..1024 characters, got " + layout.length());
+            }
+            this.kvLayout = layout;
             return this;
         }
 

@@ -60,6 +60,8 @@ final class ProducerSide {
     private final BackgroundErrors backgroundErrors;
     private final HealthMonitor healthMonitor;
     private final Runnable onFinished;
+    /** What this rank's KV blocks mean (registered with the bootstrap server), or null. */
+    private final String kvLayout;
     // written by setSideChannelHandler, read on the sender-loop thread; null = the send path
     private volatile SideChannelHandler sideChannelHandler;
     // set once under lock before the loops accept work; read by the embedder's thread
@@ -83,7 +85,8 @@ final class ProducerSide {
             TransferTopology topology, int physicalBlocksPerLogicalBlock, LongSupplier nanoClock,
             String bootstrapBindHost, SideChannelLimits sideChannelLimits, MooncakeKvConnectorStats xferStats,
             BackgroundErrors backgroundErrors, HealthMonitor healthMonitor, SideChannelHandler sideChannelHandler,
-            Runnable onFinished) {
+            Runnable onFinished, String kvLayout) {
+        this.kvLayout = kvLayout;
         this.config = config;
         this.engine = engine;
         this.kvCacheConfig = kvCacheConfig;
@@ -130,7 +133,7 @@ final class ProducerSide {
     void registerWithBootstrap() {
         String url = bootstrapBaseUrl();
         RegisterWorkerPayload payload = new RegisterWorkerPayload(config.engineId(), config.dpRank(), config.tpRank(),
-                config.ppRank(), BootstrapAddresses.tcpAddress(config.hostname(), sideChannelPort()));
+                config.ppRank(), BootstrapAddresses.tcpAddress(config.hostname(), sideChannelPort()), kvLayout);
         try (BootstrapClient client = new BootstrapClient()) {
             client.register(url, payload, config.listenerReadyTimeout());
         }
@@ -164,6 +167,7 @@ final class ProducerSide {
                     local, KvCacheLayouts.groupOfLayer(kvCacheConfig), KvCacheLayouts.layoutOfLayer(kvCacheConfig),
                     sideChannelLimits, config.layerwisePush(),
                     config.transferThreadNice());
+            s.kvLayout(kvLayout);
             if (!config.isProducer()) {
                 // kv_both (this side never starts on kv_consumer): the worker's own receiver pulls from its
                 // own engine, where D's blocks live too

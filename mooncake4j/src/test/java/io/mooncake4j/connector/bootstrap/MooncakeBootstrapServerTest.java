@@ -64,6 +64,37 @@ class MooncakeBootstrapServerTest {
     }
 
     @Test
+    void aRegisteredKvLayoutIsReturnedInTheEngineEntryAndAnotherOneOfTheRankRefused() throws Exception {
+        String layout = "llama/L2/H4/KV2/D32/F32/0123456789abcdef/T01234567/B16";
+        client.register(url, new RegisterWorkerPayload("p-engine", 0, 0, 0, "tcp://10.0.0.1:5000", layout),
+                Duration.ofSeconds(5));
+        // a worker without one (vLLM's payload) joins the rank; the rank keeps the layout
+        client.register(url, new RegisterWorkerPayload("p-engine", 0, 1, 0, "tcp://10.0.0.1:5001"), Duration.ofSeconds(5));
+        client.register(url, new RegisterWorkerPayload("vllm", 1, 0, 0, "tcp://10.0.0.2:5000"), Duration.ofSeconds(5));
+        assertEquals("{\"0\":{\"engine_id\":\"p-engine\",\"worker_addr\":{\"0\":{\"0\":\"tcp://10.0.0.1:5000\"},"
+                + "\"1\":{\"0\":\"tcp://10.0.0.1:5001\"}},\"mooncake4j_kv_layout\":\"" + layout + "\"},"
+                + "\"1\":{\"engine_id\":\"vllm\",\"worker_addr\":{\"0\":{\"0\":\"tcp://10.0.0.2:5000\"}}}}",
+                get("/query").body(), "the key only where a worker registered one; vLLM's keys unchanged");
+        BootstrapQueryResult r = client.query(url);
+        assertEquals(layout, r.engine("p-engine").orElseThrow().kvLayout());
+        assertEquals(null, r.engine("vllm").orElseThrow().kvLayout());
+        assertEquals(layout, server.workers().engine("p-engine").orElseThrow().kvLayout());
+
+        HttpResponse<String> other = post("/register", new RegisterWorkerPayload("p-engine", 0, 2, 0, "tcp://10.0.0.1:5002",
+                layout.replace("F32", "BF16")).toJson());
+        assertEquals(400, other.statusCode(), other.body());
+        assertTrue(other.body().contains("KV layout mismatch for dp_rank=0: expected " + layout), other.body());
+        HttpResponse<String> typed = post("/register", "{\"engine_id\":\"p-engine\",\"dp_rank\":0,\"tp_rank\":3,"
+                + "\"pp_rank\":0,\"addr\":\"tcp://h:1\",\"mooncake4j_kv_layout\":5}");
+        assertEquals(422, typed.statusCode(), typed.body());
+        assertTrue(typed.body().contains("mooncake4j_kv_layout"), typed.body());
+        HttpResponse<String> huge = post("/register", new RegisterWorkerPayload("p-engine", 0, 3, 0, "tcp://h:1",
+                "x".repeat(MooncakeBootstrapServer.MAX_FIELD_CHARS + 1)).toJson());
+        assertEquals(422, huge.statusCode(), huge.body());
+        assertEquals(2, server.workers().engine("p-engine").orElseThrow().tpSize(), "nothing refused was registered");
+    }
+
+    @Test
     void registeredWorkersAreReturnedByQueryInVllmJsonShape() throws Exception {
         assertEquals("{}", get("/query").body());
         client.register(url, new RegisterWorkerPayload("p-engine", 0, 0, 0, "tcp://10.0.0.1:5000"), Duration.ofSeconds(5));

@@ -65,6 +65,8 @@ public final class KvReceiver implements AutoCloseable {
     // receiver-loop state
     private final Map<String, Map<Integer, Map<Integer, String>>> remoteAgents = new HashMap<>();
     private final Map<String, Integer> tpSizes = new HashMap<>();
+    /** The KV layout each remote engine's workers registered (absent: none, a vLLM P). */
+    private final Map<String, String> remoteLayouts = new HashMap<>();
     /** The bootstrap URL each entry of {@code remoteAgents} was resolved from. */
     private final Map<String, String> resolvedFrom = new HashMap<>();
     private long reResolutions; // loop thread; read through reResolutions()
@@ -77,9 +79,18 @@ public final class KvReceiver implements AutoCloseable {
     public final ConcurrentLinkedQueue<Set<Integer>> invalidBlockIds = new ConcurrentLinkedQueue<>();
     public final ConcurrentLinkedQueue<String> failedRecvReqs = new ConcurrentLinkedQueue<>();
 
-    /** What the receiver needs to know about its own worker to fill {@code MooncakeXferMetadata}. */
+    /**
+     * What the receiver needs to know about its own worker to fill {@code MooncakeXferMetadata}; {@code kvLayout}
+     * (what its KV blocks mean, or null) is sent to P and compared with the layout P registered.
+     */
     public record MooncakeConnectorWorkerView(String hostname, int rpcPort, int tpRank, int tpSize, int ppRank, int ppSize,
-            KvRegistration registration) {
+            KvRegistration registration, String kvLayout) {
+
+        /** A view without a KV layout. */
+        public MooncakeConnectorWorkerView(String hostname, int rpcPort, int tpRank, int tpSize, int ppRank,
+                int ppSize, KvRegistration registration) {
+            this(hostname, rpcPort, tpRank, tpSize, ppRank, ppSize, registration, null);
+        }
     }
 
     public KvReceiver(MooncakeConnectorWorkerView self, TransferTopology topology, boolean hmaRequired,
@@ -193,6 +204,11 @@ public final class KvReceiver implements AutoCloseable {
                 remoteAgents.put(entry.engineId(), copy);
                 tpSizes.put(entry.engineId(), entry.workerAddr().size());
                 resolvedFrom.put(entry.engineId(), addr);
+                if (entry.kvLayout() != null) {
+                    remoteLayouts.put(entry.engineId(), entry.kvLayout());
+                } else {
+                    remoteLayouts.remove(entry.engineId());
+                }
             }
         } else {
             LOG.error("Failed to connect to bootstrap server {}: {}", addr, failure == null ? "?" : failure.toString());
@@ -208,6 +224,14 @@ public final class KvReceiver implements AutoCloseable {
     /** vLLM's {@code receive_kv}: one pull per paired P worker (TP × PP fan-out); §15 #5 fixed. */
     private void receiveKv(String engineId, Map<String, PullReqMeta> pullMetas) {
         List<String> reqIds = new ArrayList<>(pullMetas.keySet());
+        String theirs = remoteLayouts.get(engineId);
+        if (theirs != null && self.kvLayout() != null && !theirs.equals(self.kvLayout())) {
+            // before any pull is sent: not a byte of P's KV lands in this node's blocks
+            handleFailedRecv(pullMetas, reqIds, String.format(Locale.ROOT, "KV layout mismatch: remote engine_id %s "
+                    + "registered KV layout %s, this decode node's is %s; pair nodes that serve the same checkpoint",
+                    engineId, theirs, self.kvLayout()));
+            return;
+        }
         int[] remoteTpRanks;
         try {
             remoteTpRanks = topology.handshakeTargetRanks(tpSizes.get(engineId));
@@ -275,7 +299,7 @@ public final class KvReceiver implements AutoCloseable {
         return new MooncakeXferMetadata(self.hostname(), self.rpcPort(), self.tpSize(), self.tpRank(), reqBlocks,
                 longs(reg.kvCachesBaseAddr()), longs(reg.blockLenPerLayer()), longs(reg.kvBlockLenPerLayer()),
                 reg.registeredLayerNames(), ints(reg.registeredLayerIndices()), ints(reg.registeredGroupIndices()),
-                self.ppSize());
+                self.ppSize(), self.kvLayout());
     }
 
     public static long[] longs(List<Long> l) {
@@ -383,6 +407,7 @@ public final class KvReceiver implements AutoCloseable {
         remoteAgents.remove(engineId);
         tpSizes.remove(engineId);
         resolvedFrom.remove(engineId);
+        remoteLayouts.remove(engineId);
         reResolutions++;
     }
 

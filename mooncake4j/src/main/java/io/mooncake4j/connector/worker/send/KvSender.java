@@ -102,6 +102,19 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
                 localRegions, groupOfLayer, layoutOfLayer, limits, layerwise, transferThreadNice);
     }
 
+    /** What this P's KV blocks mean, or null: a pull naming another layout is refused. */
+    private volatile String kvLayout;
+
+    /**
+     * Sets this P's KV layout (before pulls arrive): a pull whose {@code mooncake4j_kv_layout} differs is refused
+     * with an {@code ERROR} answer naming both, before anything is written; a pull without one (a vLLM D) is served.
+     *
+     * @param layout the layout, or null to compare nothing
+     */
+    public void kvLayout(String layout) {
+        this.kvLayout = layout;
+    }
+
     // ------------------------------------------------------------------------------ side channel
 
     @Override
@@ -231,6 +244,16 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
                     + "the pull got an ERROR response");
             LOG.debug("{}", limit);
             replyError(reply, limit);
+            return;
+        }
+        String ours = kvLayout;
+        if (ours != null && meta.kvLayout() != null && !ours.equals(meta.kvLayout())) {
+            String msg = String.format(Locale.ROOT, "KV layout mismatch: this prefill node's KV layout %s differs from "
+                    + "the decode node's %s; nothing was transferred; pair nodes that serve the same checkpoint", ours,
+                    meta.kvLayout());
+            logRejected("a pull of another KV layout was refused (ERROR answer)");
+            LOG.debug("{}", msg);
+            replyError(reply, msg);
             return;
         }
         String pairing = topology.pairingError(meta.remoteTpRank(), meta.remoteTpSize());
