@@ -103,6 +103,24 @@ final class MasterCodec {
             PUT_START, PUT_END, PUT_REVOKE, BATCH_PUT_START, BATCH_PUT_END, BATCH_PUT_REVOKE, GET_REPLICA_LIST,
             BATCH_GET_REPLICA_LIST, EXIST_KEY, BATCH_EXIST_KEY, REMOVE, BATCH_REMOVE, REMOVE_ALL);
 
+    // the overwrite path and removal by pattern (LMCache's and SGLang's upsert*, remove_by_regex)
+    static final Rpc UPSERT_START = Rpc.of("UpsertStart", struct(UUID, STRING, UINT64, REPLICATE_CONFIG, STRING),
+            expected(vec(REPLICA_DESC)));
+    static final Rpc UPSERT_END = Rpc.of("UpsertEnd", struct(UUID, OBJECT_META, INT32, STRING), VOID);
+    static final Rpc UPSERT_REVOKE = Rpc.of("UpsertRevoke", struct(UUID, STRING, INT32, STRING), VOID);
+    static final Rpc BATCH_UPSERT_START = Rpc.of("BatchUpsertStart",
+            struct(UUID, KEYS, vec(UINT64), REPLICATE_CONFIG, STRING), vec(expected(vec(REPLICA_DESC))));
+    static final Rpc BATCH_UPSERT_END = Rpc.of("BatchUpsertEnd", struct(UUID, vec(OBJECT_META), STRING), vec(VOID));
+    static final Rpc BATCH_UPSERT_REVOKE = Rpc.of("BatchUpsertRevoke", struct(UUID, KEYS, STRING), vec(VOID));
+    static final Rpc REMOVE_BY_REGEX = Rpc.of("RemoveByRegex", struct(STRING, BOOL, STRING), expected(INT64));
+
+    /**
+     * RPCs beyond the golden-file set: their parameter lists follow Mooncake's declarations (the
+     * batch upsert end and revoke take no ReplicaType); a real master checks them in RealMasterTest.
+     */
+    static final List<Rpc> EXTRA = List.of(UPSERT_START, UPSERT_END, UPSERT_REVOKE, BATCH_UPSERT_START,
+            BATCH_UPSERT_END, BATCH_UPSERT_REVOKE, REMOVE_BY_REGEX);
+
     /** {@code ReplicaType::ALL}: finish or revoke every synchronous replica of the put. */
     static final int REPLICA_TYPE_ALL = 4;
 
