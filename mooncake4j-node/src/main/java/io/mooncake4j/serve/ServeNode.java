@@ -137,7 +137,7 @@ public final class ServeNode implements AutoCloseable {
      */
     public static ServeNode start(ServeOptions options, DeviceMemory deviceMemory,
             Function<MooncakeConnectorConfig, TransferEngine> engines) {
-        return startNode(options, deviceMemory, engines, null);
+        return startNode(options, deviceMemory, engines, null, null);
     }
 
     /**
@@ -147,6 +147,15 @@ public final class ServeNode implements AutoCloseable {
      */
     public static ServeNode startWithModel(ServeOptions options, io.mooncake4j.model.JlamaModel model,
             Function<MooncakeConnectorConfig, TransferEngine> engines) {
+        return startWithModel(options, model, engines, null);
+    }
+
+    /**
+     * As {@link #startWithModel(ServeOptions, io.mooncake4j.model.JlamaModel, Function)}, with a shared
+     * KV pool beside the prefix cache ({@code kv_connector: MooncakeStoreConnector}; null for none).
+     */
+    public static ServeNode startWithModel(ServeOptions options, io.mooncake4j.model.JlamaModel model,
+            Function<MooncakeConnectorConfig, TransferEngine> engines, io.mooncake4j.sim.KvPool.Factory pool) {
         Objects.requireNonNull(model, "model");
         try {
             if (!options.model().equals(model.kvShape(options.model().blockSize()))) {
@@ -157,7 +166,7 @@ public final class ServeNode implements AutoCloseable {
                 throw new IllegalArgumentException("max model length " + options.maxModelLen()
                         + " exceeds the model's context of " + model.contextLength() + " tokens");
             }
-            return startNode(options, null, engines, model);
+            return startNode(options, null, engines, model, pool);
         } catch (RuntimeException | Error e) {
             model.close();
             throw e;
@@ -165,7 +174,8 @@ public final class ServeNode implements AutoCloseable {
     }
 
     private static ServeNode startNode(ServeOptions options, DeviceMemory deviceMemory,
-            Function<MooncakeConnectorConfig, TransferEngine> engines, io.mooncake4j.model.JlamaModel model) {
+            Function<MooncakeConnectorConfig, TransferEngine> engines, io.mooncake4j.model.JlamaModel model,
+            io.mooncake4j.sim.KvPool.Factory pool) {
         Objects.requireNonNull(options, "options");
         Objects.requireNonNull(engines, "engines");
         SimEngine.KvPlacement placement = SimEngine.KvPlacement.host();
@@ -185,8 +195,11 @@ public final class ServeNode implements AutoCloseable {
         if (model != null) {
             io.mooncake4j.model.JlamaStepModel steps = new io.mooncake4j.model.JlamaStepModel(model);
             text = TextModel.of(model, steps);
-            engine = SimEngine.start(options.connector(), steps, options.model().blockSize(), options.numBlocks(),
-                    limits, factory, placement);
+            engine = pool == null
+                    ? SimEngine.start(options.connector(), steps, options.model().blockSize(), options.numBlocks(),
+                            limits, factory, placement)
+                    : SimEngine.start(options.connector(), steps, options.model().blockSize(), options.numBlocks(),
+                            limits, factory, placement, pool);
         } else {
             engine = SimEngine.start(options.connector(), options.model(), options.numBlocks(), limits, factory,
                     placement, SimEngine.Sampling.KV);
@@ -533,6 +546,9 @@ public final class ServeNode implements AutoCloseable {
         m.put("kv_bytes_received", kvBytesReceived.get());
         m.put("kv_mismatched_words", kvMismatchedWords.get());
         m.put("connector_stats", new LinkedHashMap<>(engine.kvConnectorStats().reduce()));
+        if (engine.kvPool() != null) {
+            m.put("store_connector", engine.kvPool().counters());
+        }
         return m;
     }
 
