@@ -109,12 +109,21 @@ class JlamaStorePoolTest {
     }
 
     static SimEngine engine(String id, KvPool.Factory pool) {
+        return engine(id, pool, BLOCKS);
+    }
+
+    static SimEngine engine(String id, KvPool.Factory pool, int blocks) {
         if (pool == null) {
-            return SimEngine.start(engineConfig(id), new JlamaStepModel(model), BLOCK, BLOCKS,
+            return SimEngine.start(engineConfig(id), new JlamaStepModel(model), BLOCK, blocks,
                     SimEngine.Limits.defaults(), (cfg, caches) -> new NoTransfers(), SimEngine.KvPlacement.host());
         }
-        return SimEngine.start(engineConfig(id), new JlamaStepModel(model), BLOCK, BLOCKS, SimEngine.Limits.defaults(),
+        return SimEngine.start(engineConfig(id), new JlamaStepModel(model), BLOCK, blocks, SimEngine.Limits.defaults(),
                 (cfg, caches) -> new NoTransfers(), SimEngine.KvPlacement.host(), pool);
+    }
+
+    /** {@link StorePoolBench}: the engines it starts run {@code m}. */
+    static void modelForBench(JlamaModel m) {
+        model = m;
     }
 
     static int[] prompt(long seed, int n) {
