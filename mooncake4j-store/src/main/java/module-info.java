@@ -7,6 +7,8 @@
 module io.mooncake4j.store {
     requires transitive io.mooncake4j;
     requires org.slf4j;
+    // TCP keepalive timings of the master connection
+    requires jdk.net;
 
     // MooncakeStoreClient, StoreConfig, ReplicateConfig, MasterClient, results and error codes
     exports io.mooncake4j.store;

@@ -42,8 +42,10 @@ final class StoreBench {
                     "--segment-size %d is too small for %d threads x batch %d x %d bytes (twice, for the removals)",
                     cfg.globalSegmentSize(), threads + (raw ? 1 : 0), batch, valueSize));
         }
+        // keys of this run only: other clients' objects in a shared pool are never touched
+        String prefix = String.format(Locale.ROOT, "bench-%08x-", new java.security.SecureRandom().nextInt());
         try (MooncakeStoreClient c = MooncakeStoreClient.setup(cfg); Arena arena = Arena.ofShared()) {
-            c.removeAll(true);
+            out.printf(Locale.ROOT, "store bench: keys %s*, removed after each round; no other key is touched%n", prefix);
             MemorySegment src = arena.allocate(perThread * threads, 4096);
             MemorySegment dst = arena.allocate(perThread * threads, 4096);
             for (long i = 0; i < src.byteSize(); i += 8) {
@@ -53,7 +55,7 @@ final class StoreBench {
                 err.println("store bench: cannot register the buffers");
                 return 1;
             }
-            RawTarget rawTarget = raw ? RawTarget.place(c, src, dst, batch, valueSize, out) : null;
+            RawTarget rawTarget = raw ? RawTarget.place(c, prefix, src, dst, batch, valueSize, out) : null;
             StoreCommand.Phase put = new StoreCommand.Phase("put");
             StoreCommand.Phase get = new StoreCommand.Phase("get");
             AtomicLong failures = new AtomicLong();
@@ -78,7 +80,7 @@ final class StoreBench {
                     while (System.nanoTime() < end) {
                         List<String> keys = new ArrayList<>(batch);
                         for (int i = 0; i < batch; i++) {
-                            keys.add("bench-" + tid + "-" + round + "-" + i);
+                            keys.add(prefix + tid + "-" + round + "-" + i);
                         }
                         boolean rawFirst = (round & 1) == 1;
                         if (tid == 0 && rawTarget != null && rawFirst) {
@@ -101,7 +103,7 @@ final class StoreBench {
                         if (verify && dst.asSlice(tid * perThread, perThread).mismatch(src.asSlice(tid * perThread, perThread)) >= 0) {
                             failures.incrementAndGet();
                         }
-                        c.master().batchRemove(keys, true);
+                        c.batchRemove(keys, true);
                         if (tid == 0 && rawTarget != null && !rawFirst) {
                             rawTarget.round();
                         }
@@ -124,9 +126,9 @@ final class StoreBench {
                 if (rawTarget.failed > 0) {
                     failures.incrementAndGet();
                 }
-                c.master().batchRemove(rawTarget.keys, true);
+                c.batchRemove(rawTarget.keys, true);
             }
-            timeExists(c, out);
+            timeExists(c, prefix, out);
             return failures.get() == 0 ? 0 : 1;
         }
     }
@@ -162,7 +164,7 @@ final class StoreBench {
         }
 
         /** {@return the target, or null (said on {@code out}) when the batch cannot be placed in one segment} */
-        static RawTarget place(MooncakeStoreClient c, MemorySegment src, MemorySegment dst, int batch, long valueSize,
+        static RawTarget place(MooncakeStoreClient c, String prefix, MemorySegment src, MemorySegment dst, int batch, long valueSize,
                 PrintStream out) {
             long[] s = new long[batch];
             long[] d = new long[batch];
@@ -173,7 +175,7 @@ final class StoreBench {
                 s[i] = src.address() + i * valueSize;
                 d[i] = dst.address() + i * valueSize;
                 n[i] = valueSize;
-                keys.add("bench-raw-" + i);
+                keys.add(prefix + "raw-" + i);
             }
             int[] pr = c.batchPutFrom(keys, s, n, ReplicateConfig.defaults());
             List<Result<ReplicaList>> lists = c.master().batchGetReplicaList(keys);
@@ -183,7 +185,7 @@ final class StoreBench {
                 if (rep == null || target != null && !target.equals(rep.endpoint())) {
                     out.printf(Locale.ROOT, "raw: the raw batch is not in one segment (put rc %d, %s); raw rows skipped%n",
                             pr[i], lists.get(i));
-                    c.master().batchRemove(keys, true);
+                    c.batchRemove(keys, true);
                     return null;
                 }
                 target = rep.endpoint();
@@ -223,10 +225,10 @@ final class StoreBench {
         }
     }
 
-    private static void timeExists(MooncakeStoreClient c, PrintStream out) {
+    private static void timeExists(MooncakeStoreClient c, String prefix, PrintStream out) {
         List<String> keys = new ArrayList<>();
         for (int i = 0; i < 1000; i++) {
-            keys.add("exists-probe-" + i);
+            keys.add(prefix + "exists-probe-" + i);
         }
         LatencyHistogram h = new LatencyHistogram();
         for (int i = 0; i < 200; i++) {

@@ -17,7 +17,8 @@ import org.slf4j.LoggerFactory;
 /**
  * The put and get of {@link MooncakeStoreClient}: the master's two-phase put (BatchPutStart, the
  * writes into the replicas' buffers, BatchPutEnd or BatchPutRevoke) and the get (BatchGetReplicaList,
- * reads from one complete memory replica per key, the lease check). Writes and reads are grouped
+ * reads from one complete memory replica per key, this client's own first, and from the next replica
+ * when a read fails; the lease check). Writes and reads are grouped
  * per target endpoint into one synchronous engine batch each; groups of different endpoints run
  * at once. One key of a single-key call uses the single-key RPCs.
  */
@@ -119,15 +120,10 @@ final class DataPath {
 
     int[] put(List<String> keys, long[][] addresses, long[][] sizes, ReplicateConfig config) {
         int n = keys.size();
-        if (addresses.length != n || sizes.length != n) {
-            throw new IllegalArgumentException("keys, addresses and sizes differ in length");
-        }
+        Args.parts(keys, addresses, sizes);
         long[] codes = new long[n];
         long[] totals = new long[n];
         for (int i = 0; i < n; i++) {
-            if (addresses[i].length != sizes[i].length) {
-                throw new IllegalArgumentException("key " + i + ": addresses and sizes differ in length");
-            }
             for (long s : sizes[i]) {
                 totals[i] += s;
             }
@@ -215,6 +211,21 @@ final class DataPath {
         return out;
     }
 
+    /** {@return the complete memory replicas in the order to try them: this client's own first} */
+    static List<ReplicaDescriptor> readable(ReplicaList list, String ownEndpoint) {
+        List<ReplicaDescriptor> out = new ArrayList<>();
+        for (ReplicaDescriptor d : list.replicas()) {
+            if (d.readableMemory()) {
+                if (d.endpoint().equals(ownEndpoint)) {
+                    out.addFirst(d);
+                } else {
+                    out.add(d);
+                }
+            }
+        }
+        return out;
+    }
+
     /** The replica to read: a complete memory replica, this client's own first. */
     static ReplicaDescriptor choose(ReplicaList list, String ownEndpoint) {
         ReplicaDescriptor any = null;
@@ -239,9 +250,7 @@ final class DataPath {
      */
     long[] get(List<String> keys, long[][] addresses, long[][] sizes, List<Result<ReplicaList>> lists, long t0) {
         int n = keys.size();
-        if (addresses.length != n || sizes.length != n) {
-            throw new IllegalArgumentException("keys, addresses and sizes differ in length");
-        }
+        Args.parts(keys, addresses, sizes);
         long[] codes = new long[n];
         if (lists == null) {
             t0 = System.nanoTime();
@@ -253,15 +262,16 @@ final class DataPath {
             }
         }
         long[] result = new long[n];
-        Groups g = new Groups();
+        List<List<ReplicaDescriptor>> candidates = new ArrayList<>(n);
         for (int i = 0; i < n; i++) {
+            candidates.add(List.of());
             Result<ReplicaList> r = i < lists.size() ? lists.get(i) : Result.error(ErrorCode.RPC_FAIL.code());
             if (!r.ok()) {
                 codes[i] = r.code();
                 continue;
             }
-            ReplicaDescriptor d = choose(r.value(), endpoint);
-            if (d == null) {
+            List<ReplicaDescriptor> c = readable(r.value(), endpoint);
+            if (c.isEmpty()) {
                 codes[i] = ErrorCode.REPLICA_IS_NOT_READY.code();
                 continue;
             }
@@ -269,23 +279,57 @@ final class DataPath {
             for (long s : sizes[i]) {
                 cap += s;
             }
-            if (d.size() > cap) {
+            if (c.getFirst().size() > cap) {
                 codes[i] = ErrorCode.INVALID_PARAMS.code();
                 continue;
             }
-            long left = d.size();
-            long off = 0;
-            for (int p = 0; p < sizes[i].length && left > 0; p++) {
-                long len = Math.min(sizes[i][p], left);
-                if (len > 0) {
-                    g.add(d.endpoint(), i, addresses[i][p], d.address() + off, len);
-                }
-                off += len;
-                left -= len;
-            }
-            result[i] = d.size();
+            candidates.set(i, c);
+            result[i] = c.getFirst().size();
         }
-        run(g, false, codes);
+        // read each key from its first replica; a key whose read failed is read again from its next one
+        int[] attempt = new int[n];
+        boolean[] pending = new boolean[n];
+        for (int i = 0; i < n; i++) {
+            pending[i] = codes[i] == 0;
+        }
+        while (true) {
+            Groups g = new Groups();
+            for (int i = 0; i < n; i++) {
+                if (!pending[i]) {
+                    continue;
+                }
+                ReplicaDescriptor d = candidates.get(i).get(attempt[i]);
+                long left = d.size();
+                long off = 0;
+                for (int p = 0; p < sizes[i].length && left > 0; p++) {
+                    long len = Math.min(sizes[i][p], left);
+                    if (len > 0) {
+                        g.add(d.endpoint(), i, addresses[i][p], d.address() + off, len);
+                    }
+                    off += len;
+                    left -= len;
+                }
+            }
+            run(g, false, codes);
+            boolean again = false;
+            for (int i = 0; i < n; i++) {
+                if (!pending[i]) {
+                    continue;
+                }
+                pending[i] = false;
+                if (codes[i] == ErrorCode.TRANSFER_FAIL.code() && attempt[i] + 1 < candidates.get(i).size()) {
+                    LOG.debug("reading {} from {} failed; trying its replica at {}", keys.get(i),
+                            candidates.get(i).get(attempt[i]).endpoint(), candidates.get(i).get(attempt[i] + 1).endpoint());
+                    attempt[i]++;
+                    codes[i] = 0;
+                    pending[i] = true;
+                    again = true;
+                }
+            }
+            if (!again) {
+                break;
+            }
+        }
         long elapsedMs = (System.nanoTime() - t0) / 1_000_000;
         for (int i = 0; i < n; i++) {
             if (codes[i] == 0) {

@@ -20,10 +20,15 @@ import java.util.function.Function;
 /**
  * Typed calls of {@code mooncake_master}'s RPC service ({@code mooncake::WrappedMasterService}),
  * one method per RPC, with every parameter the C++ signature has (defaults included: coro_rpc packs
- * the whole parameter list). {@code tl::expected} answers are {@link Result}s; a call that gets no
- * answer throws {@link StoreException} with {@link ErrorCode#RPC_FAIL} or {@link ErrorCode#RPC_TIMEOUT}.
- * The {@code *Async} forms pipeline on the one connection; the others wait for the answer.
- * Thread-safe.
+ * the whole parameter list).
+ *
+ * <p>Errors: a {@code tl::expected} answer is a {@link Result} (per key for the batch RPCs), whose
+ * code is the master's; a call as a whole that fails throws {@link StoreException}, and nothing else:
+ * {@link ErrorCode#RPC_TIMEOUT} when no answer came within the deadline, {@link ErrorCode#RPC_FAIL} when
+ * the master could not be reached, closed the connection, or answered something undecodable, and
+ * {@link ErrorCode#INVALID_PARAMS}, naming the argument, for a wrong argument (nothing is sent then).
+ * The {@code *Async} forms pipeline on the one connection and complete exceptionally with the same
+ * {@link StoreException}s; the others wait for the answer. Thread-safe.
  */
 public final class MasterClient implements AutoCloseable {
 
@@ -39,24 +44,31 @@ public final class MasterClient implements AutoCloseable {
      * @param tenant  the tenant id sent with key operations ({@code "default"})
      */
     public MasterClient(InetSocketAddress address, Duration timeout, String tenant) {
-        this(new CoroRpcClient(address, CoroRpcClient.Options.defaults()), timeout, tenant);
+        this(new CoroRpcClient(Args.notNull(address, "address"), CoroRpcClient.Options.defaults()), timeout, tenant);
     }
 
-    /**
-     * A client over an existing coro_rpc client (it is closed with this one).
-     *
-     * @param rpc     the coro_rpc client
-     * @param timeout the deadline of each call
-     * @param tenant  the tenant id
-     */
-    public MasterClient(CoroRpcClient rpc, Duration timeout, String tenant) {
+    /** A client over an existing coro_rpc client (it is closed with this one). */
+    MasterClient(CoroRpcClient rpc, Duration timeout, String tenant) {
         this.rpc = Objects.requireNonNull(rpc, "rpc");
-        this.timeout = Objects.requireNonNull(timeout, "timeout");
-        this.tenant = Objects.requireNonNull(tenant, "tenant");
+        this.timeout = Args.notNull(timeout, "timeout");
+        this.tenant = Args.notNull(tenant, "tenant");
+        if (timeout.isNegative() || timeout.isZero()) {
+            throw Args.invalid("timeout must be positive, got %s", timeout);
+        }
+    }
+
+    /** {@return connections opened to the master so far (the first, then one per reconnect)} */
+    public long connects() {
+        return rpc.connects();
+    }
+
+    /** {@return calls that ended at their deadline without an answer} */
+    public long timeouts() {
+        return rpc.timeouts();
     }
 
     /** {@return the coro_rpc client underneath (counters, fault injection)} */
-    public CoroRpcClient rpc() {
+    CoroRpcClient rpc() {
         return rpc;
     }
 
@@ -70,11 +82,13 @@ public final class MasterClient implements AutoCloseable {
      *
      * @param hostPort the master address as users write it ({@code master_server_address})
      * @return the socket address
+     * @throws StoreException {@link ErrorCode#INVALID_PARAMS} when it is not {@code host:port}
      */
     public static InetSocketAddress parseAddress(String hostPort) {
+        Args.notNull(hostPort, "master address");
         int colon = hostPort.lastIndexOf(':');
         if (colon <= 0 || colon == hostPort.length() - 1) {
-            throw new IllegalArgumentException("master address must be host:port, got '" + hostPort + "'");
+            throw Args.invalid("master address must be host:port, got '%s'", hostPort);
         }
         String host = hostPort.substring(0, colon);
         if (host.startsWith("[") && host.endsWith("]")) {
@@ -84,7 +98,10 @@ public final class MasterClient implements AutoCloseable {
         try {
             port = Integer.parseInt(hostPort.substring(colon + 1));
         } catch (NumberFormatException e) {
-            throw new IllegalArgumentException("master address must be host:port, got '" + hostPort + "'", e);
+            throw Args.invalid("master address must be host:port, got '%s'", hostPort);
+        }
+        if (port < 1 || port > 65535) {
+            throw Args.invalid("master port must be 1-65535, got %d", port);
         }
         return new InetSocketAddress(host, port);
     }
@@ -94,14 +111,22 @@ public final class MasterClient implements AutoCloseable {
     }
 
     private <T> CompletableFuture<T> invoke(Rpc r, Consumer<StructPackWriter> args, Function<StructPackReader, T> result) {
-        byte[] body = body(r, args);
+        byte[] body;
+        try {
+            body = body(r, args);
+        } catch (StructPackException e) {
+            // a string or list longer than the wire can carry
+            return CompletableFuture.failedFuture(new StoreException(ErrorCode.INVALID_PARAMS.code(),
+                    r.name() + ": " + e.getMessage(), e));
+        }
         return rpc.call(r.id(), body, timeout).handle((bytes, err) -> {
             if (err != null) {
                 throw toStore(r, err);
             }
             try {
                 return StructPack.decode(bytes, r.result(), result);
-            } catch (StructPackException e) {
+            } catch (RuntimeException e) {
+                // StructPackException, or a value the types refuse (an error code 0 in an expected<>)
                 throw new StoreException(ErrorCode.RPC_FAIL.code(), String.format(Locale.ROOT,
                         "undecodable answer of %s to %s: %s", address(), r.name(), e.getMessage()), e);
             }
@@ -121,11 +146,12 @@ public final class MasterClient implements AutoCloseable {
     private static <T> T await(CompletableFuture<T> f) {
         try {
             return f.join();
-        } catch (CompletionException e) {
+        } catch (CompletionException | java.util.concurrent.CancellationException e) {
             if (e.getCause() instanceof StoreException se) {
+                // a new exception, so that the stack shows the caller
                 throw new StoreException(se.errorCode(), se.getMessage(), se);
             }
-            throw e;
+            throw new StoreException(ErrorCode.RPC_FAIL.code(), "master call failed: " + e, e);
         }
     }
 
@@ -151,6 +177,7 @@ public final class MasterClient implements AutoCloseable {
      * @param clientId this client's id
      */
     public CompletableFuture<Result<PingResult>> pingAsync(Uuid clientId) {
+        Args.notNull(clientId, "clientId");
         return invoke(MasterCodec.PING, w -> MasterCodec.uuid(w, clientId), r -> MasterCodec.expected(r, MasterCodec::ping));
     }
 
@@ -161,6 +188,8 @@ public final class MasterClient implements AutoCloseable {
      * @param clientId its owner's id
      */
     public Result<Void> mountSegment(Segment segment, Uuid clientId) {
+        Args.notNull(segment, "segment");
+        Args.notNull(clientId, "clientId");
         return await(invoke(MasterCodec.MOUNT_SEGMENT, w -> {
             MasterCodec.segment(w, segment);
             MasterCodec.uuid(w, clientId);
@@ -174,6 +203,8 @@ public final class MasterClient implements AutoCloseable {
      * @param clientId their owner's id
      */
     public Result<Void> reMountSegment(List<Segment> segments, Uuid clientId) {
+        Args.notNull(segments, "segments").forEach(x -> Args.notNull(x, "segment"));
+        Args.notNull(clientId, "clientId");
         return await(invoke(MasterCodec.REMOUNT_SEGMENT, w -> {
             w.length(segments.size());
             segments.forEach(s -> MasterCodec.segment(w, s));
@@ -188,6 +219,8 @@ public final class MasterClient implements AutoCloseable {
      * @param clientId  its owner's id
      */
     public Result<Void> unmountSegment(Uuid segmentId, Uuid clientId) {
+        Args.notNull(segmentId, "segmentId");
+        Args.notNull(clientId, "clientId");
         return await(invoke(MasterCodec.UNMOUNT_SEGMENT, w -> {
             MasterCodec.uuid(w, segmentId);
             MasterCodec.uuid(w, clientId);
@@ -205,6 +238,9 @@ public final class MasterClient implements AutoCloseable {
      * @param config   the placement
      */
     public Result<List<ReplicaDescriptor>> putStart(Uuid clientId, String key, long length, ReplicateConfig config) {
+        Args.notNull(clientId, "clientId");
+        Args.key(key);
+        Args.notNull(config, "config");
         return await(invoke(MasterCodec.PUT_START, w -> {
             MasterCodec.uuid(w, clientId);
             w.string(key).i64(length);
@@ -221,6 +257,8 @@ public final class MasterClient implements AutoCloseable {
      * @param checksum the object's checksum to record, or null for none
      */
     public Result<Void> putEnd(Uuid clientId, String key, Long checksum) {
+        Args.notNull(clientId, "clientId");
+        Args.key(key);
         return await(invoke(MasterCodec.PUT_END, w -> {
             MasterCodec.uuid(w, clientId);
             MasterCodec.objectMeta(w, key, checksum);
@@ -235,6 +273,8 @@ public final class MasterClient implements AutoCloseable {
      * @param key      the object's key
      */
     public Result<Void> putRevoke(Uuid clientId, String key) {
+        Args.notNull(clientId, "clientId");
+        Args.key(key);
         return await(invoke(MasterCodec.PUT_REVOKE, w -> {
             MasterCodec.uuid(w, clientId);
             w.string(key).i32(MasterCodec.REPLICA_TYPE_ALL).string(tenant);
@@ -248,13 +288,14 @@ public final class MasterClient implements AutoCloseable {
      * @param keys     the objects' keys
      * @param lengths  each object's size in bytes, one per key
      * @param config   the placement of every key
-     * @throws IllegalArgumentException if {@code lengths} and {@code keys} differ in length
+     * @throws StoreException {@link ErrorCode#INVALID_PARAMS} if {@code lengths} and {@code keys} differ in length
      */
     public List<Result<List<ReplicaDescriptor>>> batchPutStart(Uuid clientId, List<String> keys, long[] lengths,
             ReplicateConfig config) {
-        if (lengths.length != keys.size()) {
-            throw new IllegalArgumentException(keys.size() + " keys but " + lengths.length + " lengths");
-        }
+        Args.notNull(clientId, "clientId");
+        Args.keys(keys);
+        Args.perKey(keys, "lengths", lengths, lengths == null ? 0 : lengths.length);
+        Args.notNull(config, "config");
         return await(invoke(MasterCodec.BATCH_PUT_START, w -> {
             MasterCodec.uuid(w, clientId);
             MasterCodec.strings(w, keys);
@@ -274,6 +315,8 @@ public final class MasterClient implements AutoCloseable {
      * @param keys     the objects' keys (no checksums sent)
      */
     public List<Result<Void>> batchPutEnd(Uuid clientId, List<String> keys) {
+        Args.notNull(clientId, "clientId");
+        Args.keys(keys);
         return await(invoke(MasterCodec.BATCH_PUT_END, w -> {
             MasterCodec.uuid(w, clientId);
             w.length(keys.size());
@@ -289,6 +332,8 @@ public final class MasterClient implements AutoCloseable {
      * @param keys     the objects' keys
      */
     public List<Result<Void>> batchPutRevoke(Uuid clientId, List<String> keys) {
+        Args.notNull(clientId, "clientId");
+        Args.keys(keys);
         return await(invoke(MasterCodec.BATCH_PUT_REVOKE, w -> {
             MasterCodec.uuid(w, clientId);
             MasterCodec.strings(w, keys);
@@ -304,6 +349,7 @@ public final class MasterClient implements AutoCloseable {
      * @param key the object's key
      */
     public Result<ReplicaList> getReplicaList(String key) {
+        Args.key(key);
         return await(invoke(MasterCodec.GET_REPLICA_LIST, w -> w.string(key).string(tenant),
                 r -> MasterCodec.expected(r, MasterCodec::replicaList)));
     }
@@ -314,6 +360,7 @@ public final class MasterClient implements AutoCloseable {
      * @param keys the objects' keys
      */
     public List<Result<ReplicaList>> batchGetReplicaList(List<String> keys) {
+        Args.keys(keys);
         return await(invoke(MasterCodec.BATCH_GET_REPLICA_LIST, w -> {
             MasterCodec.strings(w, keys);
             w.string(tenant);
@@ -326,6 +373,7 @@ public final class MasterClient implements AutoCloseable {
      * @param key the object's key
      */
     public Result<Boolean> existKey(String key) {
+        Args.key(key);
         return await(invoke(MasterCodec.EXIST_KEY, w -> w.string(key).string(tenant),
                 r -> MasterCodec.expected(r, StructPackReader::bool)));
     }
@@ -336,6 +384,7 @@ public final class MasterClient implements AutoCloseable {
      * @param keys the objects' keys
      */
     public List<Result<Boolean>> batchExistKey(List<String> keys) {
+        Args.keys(keys);
         return await(invoke(MasterCodec.BATCH_EXIST_KEY, w -> {
             MasterCodec.strings(w, keys);
             w.string(tenant);
@@ -349,6 +398,7 @@ public final class MasterClient implements AutoCloseable {
      * @param force remove even while a lease is held
      */
     public Result<Void> remove(String key, boolean force) {
+        Args.key(key);
         return await(invoke(MasterCodec.REMOVE, w -> w.string(key).bool(force).string(tenant), MasterCodec::expectedVoid));
     }
 
@@ -359,6 +409,7 @@ public final class MasterClient implements AutoCloseable {
      * @param force remove even while a lease is held
      */
     public List<Result<Void>> batchRemove(List<String> keys, boolean force) {
+        Args.keys(keys);
         return await(invoke(MasterCodec.BATCH_REMOVE, w -> {
             MasterCodec.strings(w, keys);
             w.bool(force).string(tenant);

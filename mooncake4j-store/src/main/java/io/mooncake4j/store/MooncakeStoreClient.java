@@ -15,6 +15,7 @@ import io.mooncake4j.metadata.SegmentMetadata;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -34,13 +35,18 @@ import org.slf4j.LoggerFactory;
  * through our transfer engine), keeps its lease at the master alive, and puts and gets objects
  * by key, zero-copy from and into registered memory or copying for tools.
  *
- * <p>Return conventions follow the binding: puts and removes return 0 or a negative
- * {@link ErrorCode} value; gets return the bytes read or a negative code; batch calls return one
- * such value per key (partial success is normal). {@link ErrorCode#OBJECT_ALREADY_EXISTS} on a put
- * counts as success (another client put the same key first); {@link ErrorCode#NO_AVAILABLE_HANDLE}
- * (-200) is backpressure, counted in {@link #backpressureCount()}. A master that cannot be reached
- * makes every key of a call {@link ErrorCode#RPC_FAIL} or {@link ErrorCode#RPC_TIMEOUT}, never a hang
- * past the call deadline.
+ * <p>Errors, one model: what the store says about a key is a result, never an exception. Puts and
+ * removes return 0 or a negative {@link ErrorCode} value; gets return the bytes read or a negative
+ * code; batch calls return one such value per key (partial success is normal); the copying
+ * {@link #getValue} returns a {@link Result}. A miss is {@link ErrorCode#OBJECT_NOT_FOUND} (-704,
+ * {@link Result#missing()}), not a failure. {@link ErrorCode#OBJECT_ALREADY_EXISTS} on a put counts as
+ * success (another client put the same key first); {@link ErrorCode#NO_AVAILABLE_HANDLE} (-200) is
+ * backpressure, counted in {@link #backpressureCount()}. A master that cannot be reached makes every
+ * key of a call {@link ErrorCode#RPC_FAIL} or {@link ErrorCode#RPC_TIMEOUT}, never a hang past the call
+ * deadline. Exceptions are for the caller's mistakes and for setup, and are all {@link StoreException}:
+ * {@link ErrorCode#INVALID_PARAMS} naming the wrong argument (a null key, arrays that do not match the
+ * keys) or a closed client, checked before anything is sent; at {@link #setup} also a master that does
+ * not serve, a segment that cannot be mounted, or a configuration this client cannot run.
  *
  * <p>Addresses passed to the zero-copy calls must lie in memory registered with
  * {@link #registerBuffer} (or this client's own segment or staging buffer).
@@ -77,6 +83,8 @@ public final class MooncakeStoreClient implements AutoCloseable {
     private final AtomicLong remounts = new AtomicLong();
     private final AtomicLong pingFailures = new AtomicLong();
     private final AtomicLong metadataFailures = new AtomicLong();
+    /** Calls in flight that use this client's memory or engine (monitor: close waits on it). */
+    private final java.util.concurrent.atomic.AtomicInteger calls = new java.util.concurrent.atomic.AtomicInteger();
     /** Null in P2P handshake mode. */
     private final SegmentMetadata metadata;
     private volatile boolean masterReachable = true;
@@ -123,11 +131,13 @@ public final class MooncakeStoreClient implements AutoCloseable {
      *
      * @param config the settings
      * @return the running client; close it
-     * @throws StoreException when the engine, the master or the mount fails
-     * @throws MooncakeConfigException for a metadata mode or protocol this client lacks
-     * @throws MetadataException in HTTP metadata mode, when the segment cannot be published
+     * @throws StoreException when the engine, the master or the mount fails ({@link ErrorCode#RPC_FAIL},
+     *         {@link ErrorCode#RPC_TIMEOUT}, the master's code), or {@link ErrorCode#INVALID_PARAMS} for
+     *         a metadata mode or protocol this client lacks (the cause a {@code MooncakeConfigException}
+     *         naming the key); in HTTP metadata mode also when the segment cannot be published
      */
     public static MooncakeStoreClient setup(StoreConfig config) {
+        Args.notNull(config, "config");
         checkMetadataServer(config);
         TransferEngine engine = TransferEngines.create(config.protocol().equals("tcp") ? "tcp" : config.protocol());
         int rc = engine.initialize(hostOnly(config.localHostname()), TransferEngine.P2P_HANDSHAKE, config.protocol(),
@@ -149,8 +159,9 @@ public final class MooncakeStoreClient implements AutoCloseable {
      * @return the running client
      */
     public static MooncakeStoreClient setup(StoreConfig config, TransferEngine engine) {
+        Args.notNull(config, "config");
         checkMetadataServer(config);
-        return start(config, Objects.requireNonNull(engine, "engine"), false);
+        return start(config, Args.notNull(engine, "engine"), false);
     }
 
     private static boolean isHttp(String metadataServer) {
@@ -163,15 +174,19 @@ public final class MooncakeStoreClient implements AutoCloseable {
             return;
         }
         if (!isHttp(m)) {
-            throw new MooncakeConfigException("metadata_server", String.format(Locale.ROOT,
+            throw configError(new MooncakeConfigException("metadata_server", String.format(Locale.ROOT,
                     "metadata_server '%s' is not supported: use P2PHANDSHAKE or http://host:port/metadata (etcd and"
-                            + " redis stores are not implemented)", m));
+                            + " redis stores are not implemented)", m)));
         }
         try {
             HttpMetadataStore.of(m).close();
         } catch (IllegalArgumentException e) {
-            throw new MooncakeConfigException("metadata_server", e.getMessage(), e);
+            throw configError(new MooncakeConfigException("metadata_server", e.getMessage(), e));
         }
+    }
+
+    private static StoreException configError(MooncakeConfigException e) {
+        return new StoreException(ErrorCode.INVALID_PARAMS.code(), e.getMessage(), e);
     }
 
     private static String hostOnly(String h) {
@@ -194,6 +209,13 @@ public final class MooncakeStoreClient implements AutoCloseable {
             long ms = config.pingInterval().toMillis();
             c.liveness.scheduleWithFixedDelay(c::pingOnce, ms, ms, TimeUnit.MILLISECONDS);
             return c;
+        } catch (MetadataException e) {
+            if (c != null) {
+                c.close();
+            } else if (owns) {
+                engine.close();
+            }
+            throw new StoreException(ErrorCode.RPC_FAIL.code(), "cannot publish the segment: " + e.getMessage(), e);
         } catch (RuntimeException e) {
             if (c != null) {
                 c.close();
@@ -300,6 +322,11 @@ public final class MooncakeStoreClient implements AutoCloseable {
         }
     }
 
+    /** {@return whether {@link #close} has begun: new calls are refused} */
+    public boolean isClosed() {
+        return closed;
+    }
+
     /** {@return this client's name: {@code host:port}, the name of its segment} */
     public String getHostname() {
         return hostname;
@@ -351,7 +378,7 @@ public final class MooncakeStoreClient implements AutoCloseable {
     }
 
     /** {@return the segment metadata store in HTTP metadata mode, else empty} */
-    public java.util.Optional<SegmentMetadata> metadata() {
+    java.util.Optional<SegmentMetadata> metadata() {
         return java.util.Optional.ofNullable(metadata);
     }
 
@@ -412,12 +439,12 @@ public final class MooncakeStoreClient implements AutoCloseable {
      * @param addresses each value's start, in registered memory, one per key
      * @param sizes     each value's length in bytes, one per key
      * @param config    the placement of every key
-     * @throws IllegalArgumentException if the three differ in length
+     * @throws StoreException {@link ErrorCode#INVALID_PARAMS} if the three differ in length
      */
     public int[] batchPutFrom(List<String> keys, long[] addresses, long[] sizes, ReplicateConfig config) {
-        if (addresses.length != keys.size() || sizes.length != keys.size()) {
-            throw new IllegalArgumentException("keys, addresses and sizes differ in length");
-        }
+        Args.keys(keys);
+        Args.perKey(keys, "addresses", addresses, addresses == null ? 0 : addresses.length);
+        Args.perKey(keys, "sizes", sizes, sizes == null ? 0 : sizes.length);
         long[][] a = new long[keys.size()][];
         long[][] s = new long[keys.size()][];
         for (int i = 0; i < a.length; i++) {
@@ -434,11 +461,17 @@ public final class MooncakeStoreClient implements AutoCloseable {
      * @param addresses per key, the start of each part, in registered memory
      * @param sizes     per key, the length of each part in bytes
      * @param config    the placement of every key
-     * @throws IllegalArgumentException if the arrays do not match the keys, or a key's parts its sizes
+     * @throws StoreException {@link ErrorCode#INVALID_PARAMS} if the arrays do not match the keys, or a
+     *         key's parts its sizes
      */
     public int[] batchPutFromMultiBuffers(List<String> keys, long[][] addresses, long[][] sizes, ReplicateConfig config) {
-        requireOpen();
-        return data.put(keys, addresses, sizes, config);
+        Args.notNull(config, "config");
+        enter();
+        try {
+            return data.put(keys, addresses, sizes, config);
+        } finally {
+            exit();
+        }
     }
 
     /**
@@ -458,8 +491,12 @@ public final class MooncakeStoreClient implements AutoCloseable {
      * @param keys      the objects' keys
      * @param addresses where to read each, in registered memory, one per key
      * @param sizes     the room at each address in bytes, one per key
+     * @throws StoreException {@link ErrorCode#INVALID_PARAMS} if the three differ in length
      */
     public long[] batchGetInto(List<String> keys, long[] addresses, long[] sizes) {
+        Args.keys(keys);
+        Args.perKey(keys, "addresses", addresses, addresses == null ? 0 : addresses.length);
+        Args.perKey(keys, "sizes", sizes, sizes == null ? 0 : sizes.length);
         long[][] a = new long[keys.size()][];
         long[][] s = new long[keys.size()][];
         for (int i = 0; i < a.length; i++) {
@@ -475,10 +512,15 @@ public final class MooncakeStoreClient implements AutoCloseable {
      * @param keys      the objects' keys
      * @param addresses per key, the start of each part to fill, in registered memory
      * @param sizes     per key, the room of each part in bytes
+     * @throws StoreException {@link ErrorCode#INVALID_PARAMS} if the arrays do not match the keys
      */
     public long[] batchGetIntoMultiBuffers(List<String> keys, long[][] addresses, long[][] sizes) {
-        requireOpen();
-        return data.get(keys, addresses, sizes, null, 0);
+        enter();
+        try {
+            return data.get(keys, addresses, sizes, null, 0);
+        } finally {
+            exit();
+        }
     }
 
     // ------------------------------------------------------------------ queries and removal
@@ -489,6 +531,7 @@ public final class MooncakeStoreClient implements AutoCloseable {
      * @param key the object's key
      */
     public int isExist(String key) {
+        Args.key(key);
         try {
             Result<Boolean> r = master.existKey(key);
             return r.ok() ? (r.value() ? 1 : 0) : r.code();
@@ -503,6 +546,7 @@ public final class MooncakeStoreClient implements AutoCloseable {
      * @param keys the objects' keys
      */
     public int[] batchIsExist(List<String> keys) {
+        Args.keys(keys);
         int[] out = new int[keys.size()];
         try {
             List<Result<Boolean>> r = master.batchExistKey(keys);
@@ -522,6 +566,7 @@ public final class MooncakeStoreClient implements AutoCloseable {
      * @param key the object's key
      */
     public long getSize(String key) {
+        Args.key(key);
         try {
             Result<ReplicaList> r = master.getReplicaList(key);
             if (!r.ok()) {
@@ -550,6 +595,7 @@ public final class MooncakeStoreClient implements AutoCloseable {
      * @param force remove even while a lease is held
      */
     public int remove(String key, boolean force) {
+        Args.key(key);
         try {
             return master.remove(key, force).code();
         } catch (StoreException e) {
@@ -564,6 +610,7 @@ public final class MooncakeStoreClient implements AutoCloseable {
      * @param force remove even while a lease is held
      */
     public int[] batchRemove(List<String> keys, boolean force) {
+        Args.keys(keys);
         int[] out = new int[keys.size()];
         try {
             List<Result<Void>> r = master.batchRemove(keys, force);
@@ -599,42 +646,75 @@ public final class MooncakeStoreClient implements AutoCloseable {
      * @param config the placement
      */
     public int put(String key, byte[] value, ReplicateConfig config) {
-        requireOpen();
+        Args.key(key);
+        Args.notNull(value, "value");
+        Args.notNull(config, "config");
+        enter();
         try (Staged s = stage(value.length)) {
             MemorySegment.copy(value, 0, s.segment, ValueLayout.JAVA_BYTE, 0, value.length);
-            return putFrom(key, s.address, value.length, config);
+            return data.put(List.of(key), new long[][] {{s.address}}, new long[][] {{value.length}}, config)[0];
+        } finally {
+            exit();
         }
     }
 
     /**
-     * {@return the object's bytes; empty when it is missing or cannot be read (as the binding)}
+     * {@return the object's bytes; empty when it is missing or cannot be read (as the binding's
+     * {@code get}): use {@link #getValue} to tell a miss from a failure}
      *
      * @param key the object's key
      */
     public byte[] get(String key) {
-        requireOpen();
+        Result<byte[]> r = getValue(key);
+        return r.ok() ? r.value() : new byte[0];
+    }
+
+    /**
+     * Gets a copy of the object's bytes.
+     *
+     * @param key the object's key
+     * @return the bytes; or a miss ({@link Result#missing()}: {@link ErrorCode#OBJECT_NOT_FOUND}); or the
+     *         failure's code ({@link ErrorCode#RPC_FAIL}, {@link ErrorCode#RPC_TIMEOUT},
+     *         {@link ErrorCode#TRANSFER_FAIL}, {@link ErrorCode#LEASE_EXPIRED},
+     *         {@link ErrorCode#REPLICA_IS_NOT_READY}, ...)
+     * @throws StoreException {@link ErrorCode#INVALID_PARAMS} when the client is closed
+     */
+    public Result<byte[]> getValue(String key) {
+        Args.key(key);
+        enter();
+        try {
+            return getValueOpen(key);
+        } finally {
+            exit();
+        }
+    }
+
+    private Result<byte[]> getValueOpen(String key) {
         Result<ReplicaList> r;
         long t0 = System.nanoTime();
         try {
             r = master.getReplicaList(key);
         } catch (StoreException e) {
-            return new byte[0];
+            return Result.error(e.errorCode());
         }
         if (!r.ok()) {
-            return new byte[0];
+            return Result.error(r.code());
         }
         ReplicaDescriptor d = DataPath.choose(r.value(), endpoint);
-        if (d == null || d.size() > Integer.MAX_VALUE - 16) {
-            return new byte[0];
+        if (d == null) {
+            return Result.error(ErrorCode.REPLICA_IS_NOT_READY.code());
+        }
+        if (d.size() > Integer.MAX_VALUE - 16) {
+            return Result.error(ErrorCode.BUFFER_OVERFLOW.code());
         }
         try (Staged s = stage(d.size())) {
             long n = data.get(List.of(key), new long[][] {{s.address}}, new long[][] {{d.size()}}, List.of(r), t0)[0];
             if (n < 0) {
-                return new byte[0];
+                return Result.error((int) n);
             }
             byte[] out = new byte[(int) n];
             MemorySegment.copy(s.segment, ValueLayout.JAVA_BYTE, 0, out, 0, (int) n);
-            return out;
+            return Result.ok(out);
         }
     }
 
@@ -675,15 +755,59 @@ public final class MooncakeStoreClient implements AutoCloseable {
         return new Staged(length);
     }
 
-    private void requireOpen() {
+    /** Enters a call that uses this client's memory or engine; close() waits for it. */
+    private void enter() {
+        calls.incrementAndGet();
         if (closed) {
+            exit();
             throw new StoreException(ErrorCode.INVALID_PARAMS.code(), "store client is closed", null);
         }
     }
 
+    private void exit() {
+        if (calls.decrementAndGet() == 0 && closed) {
+            synchronized (calls) {
+                calls.notifyAll();
+            }
+        }
+    }
+
+    /** {@return whether every call in flight ended within {@code nanos}} */
+    private boolean drained(long nanos) {
+        long end = System.nanoTime() + nanos;
+        synchronized (calls) {
+            while (calls.get() > 0) {
+                long left = end - System.nanoTime();
+                if (left <= 0) {
+                    return false;
+                }
+                try {
+                    calls.wait(Math.max(1, TimeUnit.NANOSECONDS.toMillis(left)));
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    return calls.get() == 0;
+                }
+            }
+            return true;
+        }
+    }
+
+    /** {@return calls in flight now (puts, gets; close waits for them)} */
+    public int callsInFlight() {
+        return calls.get();
+    }
+
+    /** The longest close waits for calls in flight, at each of its steps (the call deadline if shorter). */
+    public static final Duration CLOSE_GRACE = Duration.ofSeconds(2);
+
     /**
-     * Stops the liveness loop, unmounts the segments (best effort, each within the call deadline),
-     * closes the master connection and (when owned) the engine, and frees the memory.
+     * Closes the client; idempotent. New calls are refused ({@link ErrorCode#INVALID_PARAMS}) from the
+     * start and the liveness loop stops. Calls in flight are waited for, up to {@link #CLOSE_GRACE} (or
+     * the call deadline, if shorter); calls still waiting for the master then have their master calls
+     * failed (the connection is dropped: RPC_FAIL) and are waited for again. Then the segments are
+     * unmounted (best effort, each within the call deadline), the master connection and (when owned)
+     * the engine closed, and the memory freed. Should a call still be inside a transfer after that,
+     * the memory is not freed (an error is logged): leaked memory, never freed memory in use.
      */
     @Override
     public void close() {
@@ -692,6 +816,14 @@ public final class MooncakeStoreClient implements AutoCloseable {
         }
         closed = true;
         liveness.shutdownNow();
+        long grace = Math.min(config.rpcTimeout().toNanos(), CLOSE_GRACE.toNanos());
+        boolean drained = drained(grace);
+        if (!drained) {
+            LOG.warn("closing store client {}: {} call(s) still in flight after {} ms; failing their master calls",
+                    hostname, calls.get(), TimeUnit.NANOSECONDS.toMillis(grace));
+            master.rpc().disconnect();
+            drained = drained(grace);
+        }
         List<Segment> mounted = new ArrayList<>(segments);
         segments.clear();
         for (Segment s : mounted) {
@@ -703,9 +835,11 @@ public final class MooncakeStoreClient implements AutoCloseable {
             } catch (StoreException e) {
                 LOG.debug("UnmountSegment {} failed: {}", s.id(), e.getMessage());
             }
-            engine.unregisterMemory(s.base());
         }
         master.close();
+        for (Segment s : mounted) {
+            engine.unregisterMemory(s.base());
+        }
         if (metadata != null) {
             try {
                 metadata.withdraw(hostname, endpoint);
@@ -720,6 +854,11 @@ public final class MooncakeStoreClient implements AutoCloseable {
         if (ownsEngine) {
             engine.close();
         }
-        arena.close();
+        if (drained || drained(grace)) {
+            arena.close();
+        } else {
+            LOG.error("closing store client {}: {} call(s) still inside a transfer; its segment and staging memory"
+                    + " are left allocated rather than freed under them", hostname, calls.get());
+        }
     }
 }

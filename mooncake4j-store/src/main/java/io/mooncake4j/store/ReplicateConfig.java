@@ -1,7 +1,6 @@
 package io.mooncake4j.store;
 
 import java.util.List;
-import java.util.Objects;
 
 /**
  * Where and how a put is placed ({@code ReplicateConfig}, {@code mooncake-store/include/replica.h}),
@@ -36,18 +35,18 @@ public record ReplicateConfig(long replicaNum, long nofReplicaNum, long dfsRepli
     /** Validates and copies the lists. */
     public ReplicateConfig {
         if (replicaNum < 1) {
-            throw new IllegalArgumentException("replicaNum must be at least 1, got " + replicaNum);
+            throw Args.invalid("replicaNum must be at least 1, got %d", replicaNum);
         }
         if (softPinAction < 0 || softPinAction > 2) {
-            throw new IllegalArgumentException("softPinAction must be 0, 1 or 2, got " + softPinAction);
+            throw Args.invalid("softPinAction must be 0, 1 or 2, got %d", softPinAction);
         }
         if (dataType < 0 || dataType > 255) {
-            throw new IllegalArgumentException("dataType is a uint8, got " + dataType);
+            throw Args.invalid("dataType is a uint8, got %d", dataType);
         }
-        preferredSegments = List.copyOf(preferredSegments);
-        preferredSegment = Objects.requireNonNull(preferredSegment, "preferredSegment");
-        preferredNofSegments = List.copyOf(preferredNofSegments);
-        hostId = Objects.requireNonNull(hostId, "hostId");
+        preferredSegments = List.copyOf(Args.notNull(preferredSegments, "preferredSegments"));
+        preferredSegment = Args.notNull(preferredSegment, "preferredSegment");
+        preferredNofSegments = List.copyOf(Args.notNull(preferredNofSegments, "preferredNofSegments"));
+        hostId = Args.notNull(hostId, "hostId");
         groupIds = groupIds == null ? null : List.copyOf(groupIds);
     }
 

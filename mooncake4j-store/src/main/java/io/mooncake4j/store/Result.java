@@ -26,11 +26,11 @@ public record Result<T>(T value, int code) {
      *
      * @param code the error code (not 0)
      * @param <T>  the value's type
-     * @throws IllegalArgumentException if {@code code} is 0
+     * @throws StoreException {@link ErrorCode#INVALID_PARAMS} if {@code code} is 0
      */
     public static <T> Result<T> error(int code) {
         if (code == 0) {
-            throw new IllegalArgumentException("an error code is not 0");
+            throw Args.invalid("an error code is not 0");
         }
         return new Result<>(null, code);
     }
@@ -38,6 +38,14 @@ public record Result<T>(T value, int code) {
     /** {@return whether the call succeeded} */
     public boolean ok() {
         return code == 0;
+    }
+
+    /**
+     * {@return whether the call failed because the key is not there ({@link ErrorCode#OBJECT_NOT_FOUND}):
+     * a miss, which callers treat as "compute it", not as a failure of the store}
+     */
+    public boolean missing() {
+        return code == ErrorCode.OBJECT_NOT_FOUND.code();
     }
 
     /** {@return the named error code ({@link ErrorCode#OK} on success)} */

@@ -1,7 +1,5 @@
 package io.mooncake4j.store;
 
-import java.util.Objects;
-
 /**
  * A mounted memory segment as the master records it ({@code Segment}, {@code types.h}).
  *
@@ -17,10 +15,10 @@ public record Segment(Uuid id, String name, long base, long size, String teEndpo
 
     /** Checks that no field is null. */
     public Segment {
-        Objects.requireNonNull(id, "id");
-        Objects.requireNonNull(name, "name");
-        Objects.requireNonNull(teEndpoint, "teEndpoint");
-        Objects.requireNonNull(protocol, "protocol");
-        Objects.requireNonNull(hostId, "hostId");
+        Args.notNull(id, "id");
+        Args.notNull(name, "name");
+        Args.notNull(teEndpoint, "teEndpoint");
+        Args.notNull(protocol, "protocol");
+        Args.notNull(hostId, "hostId");
     }
 }

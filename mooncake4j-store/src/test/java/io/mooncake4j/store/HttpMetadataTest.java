@@ -126,8 +126,10 @@ class HttpMetadataTest {
             StoreConfig c = new StoreConfig(base.localHostname(), bad, base.globalSegmentSize(), base.localBufferSize(),
                     base.protocol(), base.deviceName(), base.masterServerAddress(), base.tenantId(), base.rpcTimeout(),
                     base.pingInterval());
-            MooncakeConfigException e = assertThrows(MooncakeConfigException.class, () -> MooncakeStoreClient.setup(c), bad);
-            assertEquals("metadata_server", e.key());
+            StoreException e = assertThrows(StoreException.class, () -> MooncakeStoreClient.setup(c), bad);
+            assertEquals(ErrorCode.INVALID_PARAMS.code(), e.errorCode());
+            assertEquals("metadata_server", ((MooncakeConfigException) e.getCause()).key());
+            assertTrue(e.getMessage().contains("metadata_server"), e.getMessage());
         }
     }
 }

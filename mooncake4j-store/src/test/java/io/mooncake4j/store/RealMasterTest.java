@@ -282,8 +282,9 @@ class RealMasterTest {
                 assertTrue(java.util.Arrays.equals(got, va) || java.util.Arrays.equals(got, vb));
             }
             assertFalse(a.master().rpc().protocolErrors() > 0);
-            assertThrows(IllegalArgumentException.class, () -> a.batchPutFrom(List.of("x"), new long[0], new long[0],
-                    ReplicateConfig.defaults()));
+            StoreException bad = assertThrows(StoreException.class, () -> a.batchPutFrom(List.of("x"), new long[0],
+                    new long[0], ReplicateConfig.defaults()));
+            assertEquals(ErrorCode.INVALID_PARAMS.code(), bad.errorCode());
         }
     }
 }

@@ -9,7 +9,9 @@ import java.io.OutputStream;
 import java.net.InetSocketAddress;
 import java.net.Socket;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
@@ -35,19 +37,53 @@ import org.slf4j.LoggerFactory;
  *
  * <p>Every call has a deadline; at most {@code maxInFlight} calls are pending. A broken reply stream
  * (bad magic, a frame over {@code maxFrameBytes}) or a lost connection fails every pending call and
- * drops the connection; the next call connects again. A reply body is read into a buffer that
- * grows as its bytes arrive, so a length field alone never makes the client allocate.
+ * drops the connection; the next call connects again. A server that stops answering without closing
+ * the connection is caught two ways: a call that times out while the connection delivered no reply
+ * at all since the call was sent counts against it, and {@code silentTimeoutsToDrop} such timeouts
+ * in a row drop it (its pending calls fail, the next call connects again); and TCP keepalive (idle
+ * 10 s, then 5 s probes, 3 of them) ends a connection whose peer is gone. A reply body is read into
+ * a buffer that grows as its bytes arrive, so a length field alone never makes the client allocate.
+ *
+ * <p>{@link #call} never blocks: connecting happens on a thread of its own, and every call arriving
+ * meanwhile is queued, in call order, until the connection exists (within its own deadline).
  *
  * <p>Threads: a writer and a reader platform daemon thread per live connection, one timer thread
- * per client. Thread-safe.
+ * per client, a platform daemon thread per connection attempt. Thread-safe.
  */
 public final class CoroRpcClient implements AutoCloseable {
 
-    /** Settings. */
-    public record Options(Duration connectTimeout, int maxFrameBytes, int maxInFlight) {
-        /** Defaults: 3 s connect, 64 MiB frames, 4096 calls in flight. */
+    /**
+     * Settings.
+     *
+     * @param connectTimeout        how long one connection attempt may take
+     * @param maxFrameBytes         the largest reply accepted
+     * @param maxInFlight           calls pending at once
+     * @param silentTimeoutsToDrop  timeouts in a row, with no reply from the connection since each call
+     *                              was sent, after which the connection is declared dead and dropped
+     */
+    public record Options(Duration connectTimeout, int maxFrameBytes, int maxInFlight, int silentTimeoutsToDrop) {
+
+        /** Checks the values. */
+        public Options {
+            if (silentTimeoutsToDrop < 1 || maxInFlight < 1 || maxFrameBytes < 16) {
+                throw new IllegalArgumentException("silentTimeoutsToDrop and maxInFlight must be at least 1, maxFrameBytes 16");
+            }
+        }
+
+        /**
+         * Options that drop a silent connection after 2 timeouts.
+         *
+         * @param connectTimeout how long one connection attempt may take
+         * @param maxFrameBytes  the largest reply accepted
+         * @param maxInFlight    calls pending at once
+         */
+        public Options(Duration connectTimeout, int maxFrameBytes, int maxInFlight) {
+            this(connectTimeout, maxFrameBytes, maxInFlight, 2);
+        }
+
+        /** {@return defaults: 3 s connect, 64 MiB frames, 4096 calls in flight, dropped after 2 silent timeouts} */
         public static Options defaults() {
-            return new Options(Duration.ofSeconds(3), 64 << 20, 4096);
+            return new Options(Duration.ofSeconds(3), 64 << 20, 4096, 2);
         }
     }
 
@@ -66,8 +102,13 @@ public final class CoroRpcClient implements AutoCloseable {
     private final AtomicLong protocolErrors = new AtomicLong();
     private final AtomicLong connects = new AtomicLong();
     private final AtomicLong timeouts = new AtomicLong();
+    private final AtomicLong silentDrops = new AtomicLong();
     private final Object connectLock = new Object();
     private volatile Connection connection;
+    /** Calls waiting for the connection attempt under way, in call order, or null when none is (connectLock). */
+    private List<Waiter> waiting;
+
+    private record Waiter(Pending p, byte[] body) {}
     private volatile boolean closed;
 
     /**
@@ -114,15 +155,26 @@ public final class CoroRpcClient implements AutoCloseable {
         return timeouts.get();
     }
 
+    /** {@return connections dropped because the server stopped answering on them} */
+    public long silentDrops() {
+        return silentDrops.get();
+    }
+
     private record Frame(int seq, byte[] bytes) {}
 
     private static final class Pending {
         final CompletableFuture<byte[]> future = new CompletableFuture<>();
         final int functionId;
+        final Duration deadline;
         volatile ScheduledFuture<?> timeout;
+        /** Set when the call is queued on a connection. */
+        volatile Connection conn;
+        volatile int seq;
+        volatile long sentNanos;
 
-        Pending(int functionId) {
+        Pending(int functionId, Duration deadline) {
             this.functionId = functionId;
+            this.deadline = deadline;
         }
     }
 
@@ -142,8 +194,7 @@ public final class CoroRpcClient implements AutoCloseable {
             return CompletableFuture.failedFuture(new CoroRpcException(Kind.REJECTED, 0, String.format(Locale.ROOT,
                     "%d calls already in flight to %s", options.maxInFlight(), address), null));
         }
-        long deadlineNanos = System.nanoTime() + deadline.toNanos();
-        Pending p = new Pending(functionId);
+        Pending p = new Pending(functionId, deadline);
         p.future.whenComplete((r, e) -> {
             inFlight.release();
             ScheduledFuture<?> t = p.timeout;
@@ -151,28 +202,39 @@ public final class CoroRpcClient implements AutoCloseable {
                 t.cancel(false);
             }
         });
-        Connection c;
         try {
-            c = connection(deadlineNanos);
-        } catch (CoroRpcException e) {
-            p.future.completeExceptionally(e);
+            p.timeout = timer.schedule(() -> timedOut(p), deadline.toNanos(), TimeUnit.NANOSECONDS);
+        } catch (java.util.concurrent.RejectedExecutionException e) {
+            p.future.completeExceptionally(new CoroRpcException(Kind.REJECTED, 0, "rpc client closed", null));
             return p.future;
         }
+        Connection c = connection;
+        if (c != null && !c.dead) {
+            send(c, p, body);
+        } else {
+            connectThenSend(p, body);
+        }
+        return p.future;
+    }
+
+    /** Queues the call on {@code c} (nothing if it ended meanwhile, at its deadline). */
+    private void send(Connection c, Pending p, byte[] body) {
+        if (p.future.isDone()) {
+            return;
+        }
         int s = seq.incrementAndGet();
+        p.seq = s;
+        p.sentNanos = System.nanoTime();
+        p.conn = c;
         c.pending.put(s, p);
-        long left = Math.max(0, deadlineNanos - System.nanoTime());
-        p.timeout = timer.schedule(() -> {
-            if (c.pending.remove(s, p)) {
-                timeouts.incrementAndGet();
-                p.future.completeExceptionally(new CoroRpcException(Kind.TIMEOUT, 0, String.format(Locale.ROOT,
-                        "no reply from %s to function %08x within %d ms", address, functionId,
-                        deadline.toMillis()), null));
-            }
-        }, left, TimeUnit.NANOSECONDS);
+        if (p.future.isDone()) {
+            c.pending.remove(s, p);
+            return;
+        }
         byte[] frame = new byte[REQ_HEADER + body.length];
         frame[0] = MAGIC;
         putInt(frame, 4, s);
-        putInt(frame, 8, functionId);
+        putInt(frame, 8, p.functionId);
         putInt(frame, 12, body.length);
         System.arraycopy(body, 0, frame, REQ_HEADER, body.length);
         c.out.add(new Frame(s, frame));
@@ -180,7 +242,33 @@ public final class CoroRpcClient implements AutoCloseable {
             // the connection died between lookup and queueing: its failure sweep may have run already
             fail(c, s, new CoroRpcException(Kind.CONNECTION, 0, "connection to " + address + " lost", c.failure));
         }
-        return p.future;
+    }
+
+    /** A call's deadline passed: fail it, and count it against a connection that has been silent since. */
+    private void timedOut(Pending p) {
+        if (p.future.isDone()) {
+            return;
+        }
+        Connection c = p.conn;
+        String why = c != null ? "no reply" : "not connected";
+        // the bookkeeping first, so that a caller who sees the timeout also sees its consequences
+        boolean removed = c != null && c.pending.remove(p.seq, p);
+        if (removed) {
+            timeouts.incrementAndGet();
+            if (c.lastReplyNanos - p.sentNanos < 0 && c.silentTimeouts.incrementAndGet() >= options.silentTimeoutsToDrop()) {
+                silentDrops.incrementAndGet();
+                LOG.warn("{} sent no reply for {} calls in a row, each past its deadline: dropping the connection",
+                        address, c.silentTimeouts.get());
+                c.die(new CoroRpcException(Kind.CONNECTION, 0, String.format(Locale.ROOT,
+                        "connection to %s dropped: no reply for %d calls in a row", address, c.silentTimeouts.get()),
+                        null));
+            }
+        }
+        boolean failed = p.future.completeExceptionally(new CoroRpcException(Kind.TIMEOUT, 0, String.format(Locale.ROOT,
+                "%s from %s to function %08x within %d ms", why, address, p.functionId, p.deadline.toMillis()), null));
+        if (failed && !removed) {
+            timeouts.incrementAndGet();
+        }
     }
 
     private static void putInt(byte[] b, int off, int v) {
@@ -197,35 +285,77 @@ public final class CoroRpcClient implements AutoCloseable {
         return v;
     }
 
-    private Connection connection(long deadlineNanos) {
-        Connection c = connection;
-        if (c != null && !c.dead) {
-            return c;
-        }
+    /**
+     * Sends the call on the live connection, or queues it (in call order) for the connection attempt
+     * under way, starting one on a thread of its own if none is.
+     */
+    private void connectThenSend(Pending p, byte[] body) {
         synchronized (connectLock) {
-            c = connection;
-            if (c != null && !c.dead) {
-                return c;
-            }
             if (closed) {
-                throw new CoroRpcException(Kind.REJECTED, 0, "rpc client closed", null);
+                p.future.completeExceptionally(new CoroRpcException(Kind.REJECTED, 0, "rpc client closed", null));
+                return;
             }
-            long leftMs = TimeUnit.NANOSECONDS.toMillis(deadlineNanos - System.nanoTime());
-            int timeoutMs = (int) Math.max(1, Math.min(leftMs, options.connectTimeout().toMillis()));
-            Socket sock = new Socket();
-            try {
-                sock.setTcpNoDelay(true);
-                sock.connect(address, timeoutMs);
-            } catch (IOException e) {
+            Connection c = connection;
+            if (c != null && !c.dead) {
+                send(c, p, body);
+                return;
+            }
+            if (waiting == null) {
+                waiting = new ArrayList<>();
+                // a platform thread: virtual threads' carriers may all be pinned by native transfers
+                Thread.ofPlatform().daemon().name("coro-rpc-connect " + address).start(this::connect);
+            }
+            waiting.add(new Waiter(p, body));
+        }
+    }
+
+    private void connect() {
+        int timeoutMs = (int) Math.max(1, options.connectTimeout().toMillis());
+        Socket sock = new Socket();
+        CoroRpcException failure = null;
+        try {
+            sock.setTcpNoDelay(true);
+            keepAlive(sock);
+            sock.connect(address, timeoutMs);
+        } catch (IOException e) {
+            closeQuietly(sock);
+            failure = new CoroRpcException(Kind.CONNECTION, 0, String.format(Locale.ROOT,
+                    "cannot connect to %s within %d ms: %s", address, timeoutMs, e), e);
+        }
+        List<Waiter> queued;
+        synchronized (connectLock) {
+            queued = waiting;
+            waiting = null;
+            if (failure == null && closed) {
                 closeQuietly(sock);
-                throw new CoroRpcException(Kind.CONNECTION, 0, String.format(Locale.ROOT,
-                        "cannot connect to %s within %d ms: %s", address, timeoutMs, e), e);
+                failure = new CoroRpcException(Kind.REJECTED, 0, "rpc client closed", null);
             }
-            connects.incrementAndGet();
-            c = new Connection(sock);
-            connection = c;
-            c.start();
-            return c;
+            if (failure == null) {
+                connects.incrementAndGet();
+                Connection c = new Connection(sock);
+                connection = c;
+                c.start();
+                // in call order, before any later call can take the fast path
+                for (Waiter w : queued) {
+                    send(c, w.p(), w.body());
+                }
+                return;
+            }
+        }
+        for (Waiter w : queued) {
+            w.p().future.completeExceptionally(failure);
+        }
+    }
+
+    /** TCP keepalive with short probes where the platform has them: a vanished peer ends the connection. */
+    private static void keepAlive(Socket sock) throws IOException {
+        sock.setKeepAlive(true);
+        try {
+            sock.setOption(jdk.net.ExtendedSocketOptions.TCP_KEEPIDLE, 10);
+            sock.setOption(jdk.net.ExtendedSocketOptions.TCP_KEEPINTERVAL, 5);
+            sock.setOption(jdk.net.ExtendedSocketOptions.TCP_KEEPCOUNT, 3);
+        } catch (UnsupportedOperationException e) {
+            // the system's keepalive timings apply
         }
     }
 
@@ -249,6 +379,8 @@ public final class CoroRpcClient implements AutoCloseable {
         final Socket socket;
         final Map<Integer, Pending> pending = new ConcurrentHashMap<>();
         final LinkedBlockingQueue<Frame> out = new LinkedBlockingQueue<>();
+        final AtomicInteger silentTimeouts = new AtomicInteger();
+        volatile long lastReplyNanos = System.nanoTime();
         volatile boolean dead;
         volatile Throwable failure;
 
@@ -312,6 +444,8 @@ public final class CoroRpcClient implements AutoCloseable {
                     }
                     byte[] body = readBody(in, (int) len);
                     skip(in, attach);
+                    lastReplyNanos = System.nanoTime();
+                    silentTimeouts.set(0);
                     Pending p = pending.remove(s);
                     if (p == null) {
                         unmatched.incrementAndGet();
