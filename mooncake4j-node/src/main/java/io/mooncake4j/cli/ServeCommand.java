@@ -66,6 +66,7 @@ final class ServeCommand implements CliCommand {
                 "                                " + DEFAULT_KV_TRANSFER_CONFIG,
                 "                                or {\"kv_connector\":\"MooncakeStoreConnector\",...} with --model DIR:",
                 "                                the fleet's KV pool in Mooncake Store (MOONCAKE_CONFIG_PATH; docs/store-connector.md)",
+                "                                or vLLM's MultiConnector of MooncakeConnector, then MooncakeStoreConnector",
                 "  --prefix-caching-hash-algo A  sha256 (default) or sha256_cbor: the store connector's block hash",
                 "  --num-gpu-blocks N            KV blocks per TP rank (overrides --kv-cache-memory)",
                 "  --kv-cache-memory SIZE        KV memory per TP rank (e.g. 512M, 2G), default 1G",
@@ -182,12 +183,7 @@ final class ServeCommand implements CliCommand {
             throw new Flags.UsageException("--tensor-parallel-size: " + e.getMessage());
         }
         String json = flags.string("kv-transfer-config", DEFAULT_KV_TRANSFER_CONFIG);
-        if (io.mooncake4j.store.connector.StoreConnectorConfig.names(json)) {
-            // the pool is the store connector's (storePool); the engine's own P/D connector stays idle
-            Object role = io.mooncake4j.internal.json.Json.parseObject(json).getOrDefault("kv_role", "kv_both");
-            json = "{\"kv_connector\":\"MooncakeConnector\",\"kv_role\":" + io.mooncake4j.internal.json.Json.write(role)
-                    + "}";
-        }
+        json = KvConnectors.split(json).p2p(); // the store connector's part is storePool's
         String hostname = advertisedHost(host, env);
         MooncakeConnectorConfig connector;
         try {
@@ -264,9 +260,9 @@ final class ServeCommand implements CliCommand {
      * (with {@code --model DIR}), else null; {@code --prefix-caching-hash-algo} picks the block hash.
      */
     static io.mooncake4j.sim.KvPool.Factory storePool(Flags flags, Map<String, String> env, String modelFlag) {
-        String json = flags.string("kv-transfer-config", DEFAULT_KV_TRANSFER_CONFIG);
+        String json = KvConnectors.split(flags.string("kv-transfer-config", DEFAULT_KV_TRANSFER_CONFIG)).store();
         String algo = flags.string("prefix-caching-hash-algo", "sha256");
-        if (!io.mooncake4j.store.connector.StoreConnectorConfig.names(json)) {
+        if (json == null) {
             return null;
         }
         if (!isModelDirectory(modelFlag)) {
