@@ -722,7 +722,8 @@ public final class SimEngine implements AutoCloseable {
         if (joined && drained) {
             freeMemory();
         } else {
-            LOG.error("engine {}: step loop did not stop within 30 s; its KV memory is not freed", engineId());
+            LOG.error("engine {}: {}; its KV memory is not freed", engineId(),
+                    joined ? "a KV pool save still reads it" : "step loop did not stop within 30 s");
         }
     }
 

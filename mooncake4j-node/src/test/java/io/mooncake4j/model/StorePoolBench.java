@@ -34,15 +34,15 @@ import java.util.concurrent.TimeUnit;
  *       prefix loaded from the pool vs recomputed by a node without the pool, on a real (Jlama) model
  *       sized so that prefill dominates (hidden 512, 8 layers, context 2048); one token generated,
  *       median of {@code reps} distinct prompts, the two runs of each rep back to back;</li>
- *   <li><b>load rate</b>: {@link MooncakeStoreConnector#load} of 64 blocks (32 layer parts of 32 KiB
- *       each, 1 MiB a block) vs the transfer engine's raw read of the same bytes from the same
+ *   <li><b>load rate</b>: {@link MooncakeStoreConnector#load} of {@code blocks} blocks (default 64; 32
+ *       layer parts of 32 KiB each, 1 MiB a block) vs the transfer engine's raw read of the same bytes from the same
  *       replica buffers into the same block parts, alternating, medians.</li>
  * </ul>
  * Run:
  * <pre>
  * mvn -B -o -q -pl mooncake4j-node test-compile dependency:build-classpath -Dmdep.outputFile=target/test.classpath -Dmdep.includeScope=test
  * java --enable-native-access=ALL-UNNAMED --add-modules jdk.incubator.vector -cp mooncake4j-node/target/test-classes:mooncake4j-node/target/classes:$(cat mooncake4j-node/target/test.classpath) \
- *     io.mooncake4j.model.StorePoolBench [reps]
+ *     io.mooncake4j.model.StorePoolBench [reps] [blocks] [load-only]
  * </pre>
  */
 public final class StorePoolBench {
@@ -51,10 +51,14 @@ public final class StorePoolBench {
 
     public static void main(String[] args) throws Exception {
         int reps = args.length > 0 ? Integer.parseInt(args[0]) : 5;
+        int loadBlocks = args.length > 1 ? Integer.parseInt(args[1]) : 64;
+        boolean loadOnly = args.length > 2 && args[2].equals("load-only");
         System.out.printf(Locale.ROOT, "load average at start: %s%n", Files.readString(Path.of("/proc/loadavg")).trim());
         try (FakeMaster m = new FakeMaster()) {
-            loadRate(m, reps * 4);
-            ttft(m, reps);
+            loadRate(m, reps * 4, loadBlocks);
+            if (!loadOnly) {
+                ttft(m, reps);
+            }
         }
         System.out.printf(Locale.ROOT, "load average at end: %s%n", Files.readString(Path.of("/proc/loadavg")).trim());
     }
@@ -64,11 +68,10 @@ public final class StorePoolBench {
                 .withTimings(Duration.ofSeconds(10), Duration.ofMillis(500));
     }
 
-    static void loadRate(FakeMaster m, int rounds) throws Exception {
+    static void loadRate(FakeMaster m, int rounds, int blocks) throws Exception {
         int layers = 32;
         long part = 32 << 10;
-        int blocks = 64;
-        try (MooncakeStoreClient holder = MooncakeStoreClient.setup(store(m, 256L << 20));
+        try (MooncakeStoreClient holder = MooncakeStoreClient.setup(store(m, 2L * blocks * layers * part + (64L << 20)));
                 MooncakeStoreClient user = MooncakeStoreClient.setup(store(m, 0));
                 Arena arena = Arena.ofShared()) {
             KvLayout src = layout(arena, layers, part, blocks);
@@ -107,6 +110,14 @@ public final class StorePoolBench {
                 }
                 long[] store = new long[rounds];
                 long[] raw = new long[rounds];
+                long[] lookup = new long[rounds];
+                long[] client = new long[rounds];
+                long[][] addrs = new long[blocks][];
+                long[][] sizes = new long[blocks][];
+                for (int k = 0; k < blocks; k++) {
+                    addrs[k] = dst.addresses(ids[k]);
+                    sizes[k] = dst.sizes();
+                }
                 for (int r = 0; r < rounds; r++) {
                     boolean rawFirst = (r & 1) == 1;
                     if (rawFirst) {
@@ -121,13 +132,20 @@ public final class StorePoolBench {
                     if (!rawFirst) {
                         raw[r] = rawRead(user, target, local, remote, len);
                     }
+                    long t1 = System.nanoTime();
+                    user.master().batchGetReplicaList(keys);
+                    long t2 = System.nanoTime();
+                    user.batchGetIntoMultiBuffers(keys, addrs, sizes);
+                    lookup[r] = t2 - t1;
+                    client[r] = System.nanoTime() - t2;
                 }
                 double bytes = (double) blocks * layers * part;
                 double s = median(store);
                 double w = median(raw);
                 System.out.printf(Locale.ROOT, "load %d blocks x %d parts x %d KiB (%.0f MiB), %d rounds: connector load "
-                        + "p50 %.2f ms (%.2f GB/s), raw engine read p50 %.2f ms (%.2f GB/s), ratio load rate/raw %.2f%n",
-                        blocks, layers, part >> 10, bytes / (1 << 20), rounds, s / 1e6, bytes / s, w / 1e6, bytes / w, w / s);
+                        + "p50 %.2f ms (%.2f GB/s), raw engine read p50 %.2f ms (%.2f GB/s), ratio load rate/raw %.2f; the master's GetReplicaList of the %d keys alone p50 %.2f ms, the client's batchGetIntoMultiBuffers alone p50 %.2f ms%n",
+                        blocks, layers, part >> 10, bytes / (1 << 20), rounds, s / 1e6, bytes / s, w / 1e6, bytes / w, w / s,
+                        blocks, median(lookup) / 1e6, median(client) / 1e6);
             }
         }
     }

@@ -12,10 +12,13 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.HashMap;
 import java.util.Map;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 /** The connector's config as vLLM users write it: kv_transfer_config, MOONCAKE_CONFIG_PATH, env, hash algo. */
+@Timeout(value = 30, unit = TimeUnit.SECONDS)
 class StoreConnectorConfigTest {
 
     static final String KV = "{\"kv_connector\":\"MooncakeStoreConnector\",\"kv_role\":\"kv_both\"}";
