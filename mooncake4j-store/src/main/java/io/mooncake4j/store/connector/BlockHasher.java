@@ -45,7 +45,12 @@ public final class BlockHasher {
             return wireName;
         }
 
-        /** The algorithm vLLM calls {@code name}; a clear error for the ones not reproduced. */
+        /**
+         * The algorithm vLLM calls {@code name}; a clear error for the ones not reproduced.
+         *
+         * @param name vLLM's name ({@code sha256}, {@code sha256_cbor})
+         * @return the algorithm
+         */
         public static Algorithm of(String name) {
             Objects.requireNonNull(name, "name");
             for (Algorithm a : values()) {
@@ -68,6 +73,8 @@ public final class BlockHasher {
     private final byte[] noneHash;
 
     /**
+     * A hasher for {@code algorithm} whose {@code NONE_HASH} comes from {@code seed}.
+     *
      * @param algorithm the hash algorithm
      * @param seed      the {@code NONE_HASH} seed ({@link #seedFrom} reads it as vLLM does)
      */
@@ -77,7 +84,12 @@ public final class BlockHasher {
         this.noneHash = sha256(algorithm == Algorithm.SHA256 ? HashInput.pickleString(seed) : HashInput.cborString(seed));
     }
 
-    /** The seed vLLM derives {@code NONE_HASH} from: {@code PYTHONHASHSEED} when set, else {@link #DEFAULT_SEED}. */
+    /**
+     * The seed vLLM derives {@code NONE_HASH} from: {@code PYTHONHASHSEED} when set, else {@link #DEFAULT_SEED}.
+     *
+     * @param env the environment
+     * @return the seed
+     */
     public static String seedFrom(Map<String, String> env) {
         String s = env.get("PYTHONHASHSEED");
         return s != null ? s : DEFAULT_SEED;
@@ -102,7 +114,11 @@ public final class BlockHasher {
      * The hash of one full block: vLLM's {@code hash_block_tokens(H, parent, tokens[from:to], extra)}.
      *
      * @param parent the previous block's hash, or null (or empty) for the first block
+     * @param tokens the request's token ids
+     * @param from   the block's first token
+     * @param to     one past the block's last token
      * @param extra  the block's extra keys ({@code String}, {@code byte[]}, {@code Integer}), or null for none
+     * @return the block's hash (32 bytes)
      */
     public byte[] hashBlock(byte[] parent, int[] tokens, int from, int to, List<Object> extra) {
         Objects.checkFromToIndex(from, to, tokens.length);
@@ -115,6 +131,10 @@ public final class BlockHasher {
     /**
      * The hashes of the full blocks of {@code tokens} (a partial last block has none), chained from
      * {@code NONE_HASH}, with no extra keys.
+     *
+     * @param tokens    the token ids
+     * @param blockSize tokens per block
+     * @return one hash per full block, in order
      */
     public List<byte[]> blockHashes(int[] tokens, int blockSize) {
         return blockHashes(tokens, tokens.length, blockSize, null);
@@ -124,6 +144,12 @@ public final class BlockHasher {
      * The hashes of the full blocks of {@code tokens[0:length)}; {@code extra} (or null) is every
      * block's extra keys (vLLM adds the cache salt to the first block only: pass null and hash that
      * block with {@link #hashBlock} when a salt is in use).
+     *
+     * @param tokens    the token ids
+     * @param length    how many of them count
+     * @param blockSize tokens per block
+     * @param extra     every block's extra keys, or null
+     * @return one hash per full block, in order
      */
     public List<byte[]> blockHashes(int[] tokens, int length, int blockSize, List<Object> extra) {
         if (blockSize <= 0) {
@@ -139,7 +165,12 @@ public final class BlockHasher {
         return out;
     }
 
-    /** Lower-case hex, as Python's {@code bytes.hex()}. */
+    /**
+     * Lower-case hex, as Python's {@code bytes.hex()}.
+     *
+     * @param b the bytes
+     * @return their hex
+     */
     public static String hex(byte[] b) {
         return java.util.HexFormat.of().formatHex(b);
     }

@@ -47,7 +47,12 @@ public record KvLayout(int numBlocks, List<Region> regions, List<MemoryStorage> 
         }
     }
 
-    /** The layout of every layer of {@code caches} (one KV-cache group), in layer order. */
+    /**
+     * The layout of every layer of {@code caches} (one KV-cache group), in layer order.
+     *
+     * @param caches host KV caches of one group
+     * @return their layout
+     */
     public static KvLayout of(KvCaches caches) {
         Objects.requireNonNull(caches, "caches");
         if (caches.config().groups().size() != 1) {
@@ -82,7 +87,11 @@ public record KvLayout(int numBlocks, List<Region> regions, List<MemoryStorage> 
         return n;
     }
 
-    /** {@return the start of each part of block {@code block}'s value} */
+    /**
+     * {@return the start of each part of block {@code block}'s value}
+     *
+     * @param block the block id
+     */
     public long[] addresses(int block) {
         Objects.checkIndex(block, numBlocks);
         long[] a = new long[regions.size()];

@@ -74,12 +74,23 @@ public final class MooncakeStoreConnector implements AutoCloseable {
             Objects.requireNonNull(closeTimeout, "closeTimeout");
         }
 
-        /** A single rank (TP 1): its own namespace is the only one. */
+        /**
+         * A single rank (TP 1): its own namespace is the only one.
+         *
+         * @param namespace the rank's namespace
+         * @param blockSize tokens per block
+         * @return the options (64 pending saves, 30 s to drain, lifecycle groups on)
+         */
         public static Options singleRank(PoolKeys namespace, int blockSize) {
             return new Options(namespace, 0, List.of(namespace), 1, blockSize, null, true, 64, Duration.ofSeconds(30));
         }
 
-        /** The same options with another preferred segment (null for none). */
+        /**
+         * The same options with another preferred segment.
+         *
+         * @param segment {@code host:port}, or null for none
+         * @return the options
+         */
         public Options withPreferredSegment(String segment) {
             return new Options(namespace, tpRank, lookupNamespaces, putStep, blockSize, segment, lifecycleGroups,
                     maxPendingSaves, closeTimeout);
@@ -105,7 +116,24 @@ public final class MooncakeStoreConnector implements AutoCloseable {
      */
     public record SaveResult(int saved, int existing, int backpressure, int failed) {}
 
-    /** Counters since start (see {@link MooncakeStoreConnector#stats()}). */
+    /**
+     * Counters since start (see {@link MooncakeStoreConnector#stats()}).
+     *
+     * @param lookups          lookups made (requests of at least one block)
+     * @param lookupErrors     lookups the store could not answer (a hit of 0)
+     * @param lookupHitTokens  tokens the lookups found
+     * @param loadBlocks       blocks loaded whole and used
+     * @param loadErrorBlocks  blocks whose load failed (recomputed)
+     * @param loadBytes        bytes loaded
+     * @param loadNanos        time spent in loads
+     * @param saveBlocks       blocks put
+     * @param saveExisting     blocks skipped because the pool had them
+     * @param saveBackpressure blocks not put because the pool was full
+     * @param saveErrors       blocks whose put failed otherwise
+     * @param saveSkipped      blocks of saves not queued (closed, too many pending)
+     * @param saveBytes        bytes put
+     * @param pendingSaves     saves queued or running now
+     */
     public record Stats(long lookups, long lookupErrors, long lookupHitTokens, long loadBlocks, long loadErrorBlocks,
                         long loadBytes, long loadNanos, long saveBlocks, long saveExisting, long saveBackpressure,
                         long saveErrors, long saveSkipped, long saveBytes, int pendingSaves) {}
@@ -138,7 +166,10 @@ public final class MooncakeStoreConnector implements AutoCloseable {
      * Registers every storage of {@code layout} with the client once (vLLM's {@code register_kv_caches});
      * a failed registration is logged and counted by the client: loads and saves over it then fail per key.
      *
-     * @param client the store client (not closed by this connector)
+     * @param client  the store client (not closed by this connector)
+     * @param hasher  the block hash every node of the pool shares
+     * @param layout  where the KV blocks lie
+     * @param options the rank's namespaces and policies
      */
     public MooncakeStoreConnector(MooncakeStoreClient client, BlockHasher hasher, KvLayout layout, Options options) {
         this.client = Objects.requireNonNull(client, "client");
@@ -183,7 +214,9 @@ public final class MooncakeStoreConnector implements AutoCloseable {
      * {@code numTokens} tokens the pool holds in every namespace, in whole blocks, never all of them (the
      * last token is always computed); 0 when the store cannot be asked.
      *
-     * @param hashes the request's block hashes ({@link BlockHasher#blockHashes})
+     * @param numTokens the request's tokens
+     * @param hashes    the request's block hashes ({@link BlockHasher#blockHashes})
+     * @return the tokens the pool holds, a multiple of the block size below {@code numTokens}
      */
     public int lookup(int numTokens, List<byte[]> hashes) {
         int bs = options.blockSize();
@@ -242,6 +275,12 @@ public final class MooncakeStoreConnector implements AutoCloseable {
      * with one multi-buffer get from this rank's namespace. A key that fails or returns other than a
      * whole block is reported in {@link LoadResult#failedBlocks()}; only the leading blocks before the
      * first failure count as loaded.
+     *
+     * @param hashes    the request's block hashes
+     * @param blockIds  the request's block ids, in position order
+     * @param fromChunk the first block to load
+     * @param toChunk   one past the last
+     * @return what arrived
      */
     public LoadResult load(List<byte[]> hashes, int[] blockIds, int fromChunk, int toChunk) {
         Objects.checkFromToIndex(fromChunk, toChunk, Math.min(hashes.size(), blockIds.length));
@@ -299,6 +338,11 @@ public final class MooncakeStoreConnector implements AutoCloseable {
      * {@code done} runs exactly once, on the save thread (or here when the save is not queued), after
      * the store stopped reading the blocks: only then may they be overwritten.
      *
+     * @param hashes    the request's block hashes
+     * @param blockIds  the request's block ids, in position order
+     * @param fromChunk the first block to save
+     * @param toChunk   one past the last
+     * @param done      told the outcome once the store no longer reads the blocks
      * @return false when the save was not queued (connector closed, too many pending): {@code done} ran already
      */
     public boolean save(List<byte[]> hashes, int[] blockIds, int fromChunk, int toChunk, Consumer<SaveResult> done) {

@@ -37,12 +37,23 @@ public record PoolKeys(String cachePrefix, String modelName, int tpRank, int pcp
         }
     }
 
-    /** Rank 0 of every dimension, group 0. */
+    /**
+     * Rank 0 of every dimension, group 0.
+     *
+     * @param cachePrefix the deployment namespace, "" or null for none
+     * @param modelName   the model's basename
+     * @return the namespace
+     */
     public static PoolKeys of(String cachePrefix, String modelName) {
         return new PoolKeys(cachePrefix, modelName, 0, 0, 0, 0, 0);
     }
 
-    /** The model name vLLM keys by: the basename of {@code --model} ({@code model.rstrip("/").split("/")[-1]}). */
+    /**
+     * The model name vLLM keys by: the basename of {@code --model} ({@code model.rstrip("/").split("/")[-1]}).
+     *
+     * @param model {@code --model}: a path or a name
+     * @return its basename
+     */
     public static String modelName(String model) {
         String m = model;
         int end = m.length();
@@ -53,12 +64,25 @@ public record PoolKeys(String cachePrefix, String modelName, int tpRank, int pcp
         return m.substring(m.lastIndexOf('/') + 1);
     }
 
-    /** The same namespace for another group. */
+    /**
+     * The same namespace for another group.
+     *
+     * @param group the KV-cache group index
+     * @return the namespace
+     */
     public PoolKeys withGroup(int group) {
         return new PoolKeys(cachePrefix, modelName, tpRank, pcpRank, dcpRank, ppRank, group);
     }
 
-    /** The same namespace at other ranks. */
+    /**
+     * The same namespace at other ranks.
+     *
+     * @param tp  the TP shard id
+     * @param pcp the PCP rank
+     * @param dcp the DCP rank
+     * @param pp  the PP rank
+     * @return the namespace
+     */
     public PoolKeys withRanks(int tp, int pcp, int dcp, int pp) {
         return new PoolKeys(cachePrefix, modelName, tp, pcp, dcp, pp, groupId);
     }
@@ -69,12 +93,20 @@ public record PoolKeys(String cachePrefix, String modelName, int tpRank, int pcp
                 + "@dcp" + dcpRank + "@pp_rank:" + ppRank + "@group:" + groupId;
     }
 
-    /** {@return the key of the block whose hash is {@code hash}} */
+    /**
+     * {@return the key of the block whose hash is {@code hash}}
+     *
+     * @param hash the block hash
+     */
     public String key(byte[] hash) {
         return prefix() + "@" + BlockHasher.hex(hash);
     }
 
-    /** {@return Mooncake's {@code group_ids} entry vLLM puts with the block (its lifecycle unit)} */
+    /**
+     * {@return Mooncake's {@code group_ids} entry vLLM puts with the block (its lifecycle unit)}
+     *
+     * @param hash the block hash
+     */
     public String lifecycleGroup(byte[] hash) {
         return "vllm-mooncake-store:" + (cachePrefix.isEmpty() ? "" : cachePrefix + "@") + modelName + "@"
                 + BlockHasher.hex(hash);
@@ -93,6 +125,12 @@ public record PoolKeys(String cachePrefix, String modelName, int tpRank, int pcp
     /**
      * How many TP ranks hold byte-identical KV of a group ({@code _spec_tp_replication_factor}):
      * 1 with DCP or Mamba state, {@code tpSize} for MLA, {@code max(1, tpSize / numKvHeads)} otherwise.
+     *
+     * @param tpSize     the TP size
+     * @param numKvHeads the model's KV heads
+     * @param kind       what the group holds
+     * @param dcpSize    the DCP size
+     * @return the factor
      */
     public static int replicationFactor(int tpSize, int numKvHeads, GroupKind kind, int dcpSize) {
         if (tpSize <= 0 || numKvHeads <= 0 || dcpSize <= 0) {
@@ -110,6 +148,13 @@ public record PoolKeys(String cachePrefix, String modelName, int tpRank, int pcp
     /**
      * Every namespace a lookup must find a block in ({@code _init_lookup_key_prefixes}): one per
      * distinct TP shard (or, with DCP, per TP rank), PCP and PP rank, in vLLM's order.
+     *
+     * @param tpSize  the TP size
+     * @param pcpSize the PCP size
+     * @param ppSize  the PP size
+     * @param dcpSize the DCP size
+     * @param factor  the group's replication factor
+     * @return the namespaces
      */
     public List<PoolKeys> lookupNamespaces(int tpSize, int pcpSize, int ppSize, int dcpSize, int factor) {
         List<PoolKeys> out = new ArrayList<>();
@@ -124,7 +169,15 @@ public record PoolKeys(String cachePrefix, String modelName, int tpRank, int pcp
         return out;
     }
 
-    /** Whether a rank stores block {@code chunkId} of group {@code group}: replicated ranks stripe the puts. */
+    /**
+     * Whether a rank stores block {@code chunkId} of group {@code group}: replicated ranks stripe the puts.
+     *
+     * @param chunkId the block index in the request
+     * @param tpRank  the rank's TP rank
+     * @param group   the group index
+     * @param putStep the group's replication factor
+     * @return whether this rank puts it
+     */
     public static boolean storesChunk(int chunkId, int tpRank, int group, int putStep) {
         return chunkId % putStep == (tpRank + group) % putStep;
     }
@@ -143,6 +196,14 @@ public record PoolKeys(String cachePrefix, String modelName, int tpRank, int pcp
      * The blocks of {@code tokenLen} tokens after the first {@code maskNum} that rank stripe
      * {@code putStepRank} of {@code putStep} handles ({@code ChunkedTokenDatabase.process_tokens} with
      * hashes at block granularity).
+     *
+     * @param tokenLen    tokens, a multiple of {@code blockSize}
+     * @param numHashes   the request's block hashes
+     * @param blockSize   tokens per block
+     * @param maskNum     tokens to skip from the start
+     * @param putStep     the stripe width
+     * @param putStepRank this rank's stripe
+     * @return the blocks, in order
      */
     public static List<Chunk> chunks(int tokenLen, int numHashes, int blockSize, int maskNum, int putStep,
             int putStepRank) {

@@ -45,7 +45,11 @@ public record StoreConnectorConfig(String role, StoreConfig store, BlockHasher h
         }
     }
 
-    /** {@return whether {@code kvTransferConfigJson} names this connector} */
+    /**
+     * {@return whether {@code kvTransferConfigJson} names this connector}
+     *
+     * @param kvTransferConfigJson {@code --kv-transfer-config}
+     */
     public static boolean names(String kvTransferConfigJson) {
         try {
             return CONNECTOR.equals(Json.parseObject(kvTransferConfigJson).get("kv_connector"));
@@ -64,7 +68,12 @@ public record StoreConnectorConfig(String role, StoreConfig store, BlockHasher h
         return !role.equals("kv_consumer");
     }
 
-    /** The connector options of a single rank with blocks of {@code blockSize} tokens. */
+    /**
+     * The connector options of a single rank.
+     *
+     * @param blockSize tokens per block
+     * @return the options
+     */
     public MooncakeStoreConnector.Options options(int blockSize) {
         return MooncakeStoreConnector.Options.singleRank(namespace, blockSize).withPreferredSegment(preferredSegment);
     }
@@ -76,6 +85,7 @@ public record StoreConnectorConfig(String role, StoreConfig store, BlockHasher h
      * @param env                  the environment ({@code MOONCAKE_CONFIG_PATH} is required)
      * @param model                {@code --model} (its basename names the keys)
      * @param hashAlgo             {@code --prefix-caching-hash-algo}, null for vLLM's default {@code sha256}
+     * @return the config
      * @throws MooncakeConfigException naming what is wrong
      */
     public static StoreConnectorConfig from(String kvTransferConfigJson, Map<String, String> env, String model,
@@ -130,6 +140,9 @@ public record StoreConnectorConfig(String role, StoreConfig store, BlockHasher h
     /**
      * The store client's settings from {@code MOONCAKE_CONFIG_PATH} with vLLM's rules ({@code mode},
      * 4 GiB defaults, {@code MOONCAKE_REQUESTER_LOCAL_HOSTNAME}).
+     *
+     * @param env the environment
+     * @return the store client's settings
      */
     public static StoreConfig storeConfig(Map<String, String> env) {
         String path = env.get("MOONCAKE_CONFIG_PATH");
@@ -181,7 +194,13 @@ public record StoreConnectorConfig(String role, StoreConfig store, BlockHasher h
         return c;
     }
 
-    /** The same config with other client timings (tests: short deadlines). */
+    /**
+     * The same config with other client timings (tests: short deadlines).
+     *
+     * @param rpc  the deadline of each master call
+     * @param ping the ping interval
+     * @return the config
+     */
     public StoreConnectorConfig withTimings(Duration rpc, Duration ping) {
         return new StoreConnectorConfig(role, store.withTimings(rpc, ping), hasher, namespace, preferredSegment);
     }
