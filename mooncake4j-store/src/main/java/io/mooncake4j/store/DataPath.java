@@ -119,6 +119,15 @@ final class DataPath {
     }
 
     int[] put(List<String> keys, long[][] addresses, long[][] sizes, ReplicateConfig config) {
+        return put(keys, addresses, sizes, config, false);
+    }
+
+    /**
+     * Puts (or with {@code upsert} overwrites) keys from their parts: the Put* or the Upsert* RPCs.
+     *
+     * @return per key 0 or a negative code
+     */
+    int[] put(List<String> keys, long[][] addresses, long[][] sizes, ReplicateConfig config, boolean upsert) {
         int n = keys.size();
         Args.parts(keys, addresses, sizes);
         long[] codes = new long[n];
@@ -130,8 +139,13 @@ final class DataPath {
         }
         List<Result<List<ReplicaDescriptor>>> starts;
         try {
-            starts = n == 1 ? List.of(master.putStart(clientId, keys.getFirst(), totals[0], config))
-                    : master.batchPutStart(clientId, keys, totals, config);
+            if (upsert) {
+                starts = n == 1 ? List.of(master.upsertStart(clientId, keys.getFirst(), totals[0], config))
+                        : master.batchUpsertStart(clientId, keys, totals, config);
+            } else {
+                starts = n == 1 ? List.of(master.putStart(clientId, keys.getFirst(), totals[0], config))
+                        : master.batchPutStart(clientId, keys, totals, config);
+            }
         } catch (StoreException e) {
             int[] out = new int[n];
             Arrays.fill(out, e.errorCode());
@@ -179,8 +193,10 @@ final class DataPath {
         }
         try {
             if (!ends.isEmpty()) {
-                List<Result<Void>> e = ends.size() == 1 && n == 1 ? List.of(master.putEnd(clientId, ends.getFirst(), null))
-                        : master.batchPutEnd(clientId, ends);
+                boolean one = ends.size() == 1 && n == 1;
+                List<Result<Void>> e = upsert ? (one ? List.of(master.upsertEnd(clientId, ends.getFirst()))
+                        : master.batchUpsertEnd(clientId, ends))
+                        : one ? List.of(master.putEnd(clientId, ends.getFirst(), null)) : master.batchPutEnd(clientId, ends);
                 for (int j = 0; j < endIdx.size(); j++) {
                     codes[endIdx.get(j)] = j < e.size() ? e.get(j).code() : ErrorCode.RPC_FAIL.code();
                 }
@@ -192,8 +208,10 @@ final class DataPath {
         }
         if (!revokes.isEmpty()) {
             try {
-                List<Result<Void>> rv = revokes.size() == 1 && n == 1 ? List.of(master.putRevoke(clientId, revokes.getFirst()))
-                        : master.batchPutRevoke(clientId, revokes);
+                boolean one = revokes.size() == 1 && n == 1;
+                List<Result<Void>> rv = upsert ? (one ? List.of(master.upsertRevoke(clientId, revokes.getFirst()))
+                        : master.batchUpsertRevoke(clientId, revokes))
+                        : one ? List.of(master.putRevoke(clientId, revokes.getFirst())) : master.batchPutRevoke(clientId, revokes);
                 for (int j = 0; j < rv.size(); j++) {
                     if (!rv.get(j).ok()) {
                         LOG.warn("PutRevoke of {} answered {}", revokes.get(j), rv.get(j));
@@ -249,8 +267,23 @@ final class DataPath {
      * @return per key the bytes read or a negative code
      */
     long[] get(List<String> keys, long[][] addresses, long[][] sizes, List<Result<ReplicaList>> lists, long t0) {
+        return get(keys, addresses, sizes, null, lists, t0);
+    }
+
+    /**
+     * Gets keys into their parts; with {@code sourceOffsets}, part {@code p} of key {@code i} is the
+     * object's bytes {@code [sourceOffsets[i][p], +sizes[i][p])} (ranges), else the parts take the
+     * object's bytes in order from its start.
+     *
+     * @return per key the bytes read (ranges: the sum of the range sizes) or a negative code
+     */
+    long[] get(List<String> keys, long[][] addresses, long[][] sizes, long[][] sourceOffsets,
+            List<Result<ReplicaList>> lists, long t0) {
         int n = keys.size();
         Args.parts(keys, addresses, sizes);
+        if (sourceOffsets != null) {
+            Args.parts(keys, sourceOffsets, sizes);
+        }
         long[] codes = new long[n];
         if (lists == null) {
             t0 = System.nanoTime();
@@ -276,15 +309,19 @@ final class DataPath {
                 continue;
             }
             long cap = 0;
-            for (long s : sizes[i]) {
-                cap += s;
+            boolean inside = true;
+            for (int p = 0; p < sizes[i].length; p++) {
+                cap += sizes[i][p];
+                if (sourceOffsets != null && (sourceOffsets[i][p] < 0 || sourceOffsets[i][p] + sizes[i][p] > c.getFirst().size())) {
+                    inside = false;
+                }
             }
-            if (c.getFirst().size() > cap) {
+            if (sourceOffsets == null ? c.getFirst().size() > cap : !inside) {
                 codes[i] = ErrorCode.INVALID_PARAMS.code();
                 continue;
             }
             candidates.set(i, c);
-            result[i] = c.getFirst().size();
+            result[i] = sourceOffsets == null ? c.getFirst().size() : cap;
         }
         // read each key from its first replica; a key whose read failed is read again from its next one
         int[] attempt = new int[n];
@@ -299,6 +336,14 @@ final class DataPath {
                     continue;
                 }
                 ReplicaDescriptor d = candidates.get(i).get(attempt[i]);
+                if (sourceOffsets != null) {
+                    for (int p = 0; p < sizes[i].length; p++) {
+                        if (sizes[i][p] > 0) {
+                            g.add(d.endpoint(), i, addresses[i][p], d.address() + sourceOffsets[i][p], sizes[i][p]);
+                        }
+                    }
+                    continue;
+                }
                 long left = d.size();
                 long off = 0;
                 for (int p = 0; p < sizes[i].length && left > 0; p++) {

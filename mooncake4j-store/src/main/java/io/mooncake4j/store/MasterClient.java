@@ -341,6 +341,119 @@ public final class MasterClient implements AutoCloseable {
         }, r -> MasterCodec.list(r, 1, MasterCodec::expectedVoid)));
     }
 
+    // ------------------------------------------------------------------ upserts (the overwrite path)
+
+    /**
+     * {@return UpsertStart: like PutStart, but an existing complete object is replaced (Mooncake reuses
+     * its buffers when the size is the same); OBJECT_HAS_LEASE or OBJECT_REPLICA_BUSY while it is read}
+     *
+     * @param clientId the writer's id
+     * @param key      the object's key
+     * @param length   the object's size in bytes
+     * @param config   the placement
+     */
+    public Result<List<ReplicaDescriptor>> upsertStart(Uuid clientId, String key, long length, ReplicateConfig config) {
+        Args.notNull(clientId, "clientId");
+        Args.key(key);
+        Args.notNull(config, "config");
+        return await(invoke(MasterCodec.UPSERT_START, w -> {
+            MasterCodec.uuid(w, clientId);
+            w.string(key).i64(length);
+            MasterCodec.replicateConfig(w, config);
+            w.string(tenant);
+        }, r -> MasterCodec.expected(r, MasterCodec::replicas)));
+    }
+
+    /**
+     * {@return UpsertEnd: the new value becomes readable}
+     *
+     * @param clientId the writer's id
+     * @param key      the object's key
+     */
+    public Result<Void> upsertEnd(Uuid clientId, String key) {
+        Args.notNull(clientId, "clientId");
+        Args.key(key);
+        return await(invoke(MasterCodec.UPSERT_END, w -> {
+            MasterCodec.uuid(w, clientId);
+            MasterCodec.objectMeta(w, key, null);
+            w.i32(MasterCodec.REPLICA_TYPE_ALL).string(tenant);
+        }, MasterCodec::expectedVoid));
+    }
+
+    /**
+     * {@return UpsertRevoke: give up an unfinished upsert}
+     *
+     * @param clientId the writer's id
+     * @param key      the object's key
+     */
+    public Result<Void> upsertRevoke(Uuid clientId, String key) {
+        Args.notNull(clientId, "clientId");
+        Args.key(key);
+        return await(invoke(MasterCodec.UPSERT_REVOKE, w -> {
+            MasterCodec.uuid(w, clientId);
+            w.string(key).i32(MasterCodec.REPLICA_TYPE_ALL).string(tenant);
+        }, MasterCodec::expectedVoid));
+    }
+
+    /**
+     * {@return BatchUpsertStart: one result per key}
+     *
+     * @param clientId the writer's id
+     * @param keys     the objects' keys
+     * @param lengths  each object's size in bytes, one per key
+     * @param config   the placement of every key
+     */
+    public List<Result<List<ReplicaDescriptor>>> batchUpsertStart(Uuid clientId, List<String> keys, long[] lengths,
+            ReplicateConfig config) {
+        Args.notNull(clientId, "clientId");
+        Args.keys(keys);
+        Args.perKey(keys, "lengths", lengths, lengths == null ? 0 : lengths.length);
+        Args.notNull(config, "config");
+        return await(invoke(MasterCodec.BATCH_UPSERT_START, w -> {
+            MasterCodec.uuid(w, clientId);
+            MasterCodec.strings(w, keys);
+            w.length(lengths.length);
+            for (long l : lengths) {
+                w.i64(l);
+            }
+            MasterCodec.replicateConfig(w, config);
+            w.string(tenant);
+        }, r -> MasterCodec.list(r, 1, x -> MasterCodec.expected(x, MasterCodec::replicas))));
+    }
+
+    /**
+     * {@return BatchUpsertEnd: one result per key}
+     *
+     * @param clientId the writer's id
+     * @param keys     the objects' keys
+     */
+    public List<Result<Void>> batchUpsertEnd(Uuid clientId, List<String> keys) {
+        Args.notNull(clientId, "clientId");
+        Args.keys(keys);
+        return await(invoke(MasterCodec.BATCH_UPSERT_END, w -> {
+            MasterCodec.uuid(w, clientId);
+            w.length(keys.size());
+            keys.forEach(k -> MasterCodec.objectMeta(w, k, null));
+            w.string(tenant);
+        }, r -> MasterCodec.list(r, 1, MasterCodec::expectedVoid)));
+    }
+
+    /**
+     * {@return BatchUpsertRevoke: one result per key}
+     *
+     * @param clientId the writer's id
+     * @param keys     the objects' keys
+     */
+    public List<Result<Void>> batchUpsertRevoke(Uuid clientId, List<String> keys) {
+        Args.notNull(clientId, "clientId");
+        Args.keys(keys);
+        return await(invoke(MasterCodec.BATCH_UPSERT_REVOKE, w -> {
+            MasterCodec.uuid(w, clientId);
+            MasterCodec.strings(w, keys);
+            w.string(tenant);
+        }, r -> MasterCodec.list(r, 1, MasterCodec::expectedVoid)));
+    }
+
     // ------------------------------------------------------------------ reads and queries
 
     /**
@@ -414,6 +527,19 @@ public final class MasterClient implements AutoCloseable {
             MasterCodec.strings(w, keys);
             w.bool(force).string(tenant);
         }, r -> MasterCodec.list(r, 1, MasterCodec::expectedVoid)));
+    }
+
+    /**
+     * {@return RemoveByRegex: the number of objects whose keys match {@code regex} (ECMAScript syntax, as
+     * the master's {@code std::regex}) that were removed}
+     *
+     * @param regex the pattern
+     * @param force remove leased objects too
+     */
+    public Result<Long> removeByRegex(String regex, boolean force) {
+        Args.notNull(regex, "regex");
+        return await(invoke(MasterCodec.REMOVE_BY_REGEX, w -> w.string(regex).bool(force).string(tenant),
+                r -> MasterCodec.expected(r, StructPackReader::i64)));
     }
 
     /**

@@ -56,7 +56,9 @@ import org.slf4j.LoggerFactory;
  * embedded metadata server, or any server of Mooncake's HTTP metadata protocol) the client also
  * publishes the descriptor and its engine's address there, in the keys and JSON of Mooncake's C++
  * engine, after each mount and remount, and withdraws them on close, so C++ clients in that mode
- * find its segment. The engine itself still reaches peers by the P2P handshake.
+ * find its segment; and the engine it starts runs in that mode too: it publishes its segment there
+ * (again on every registration) and finds peers' segments there, so it reaches C++ clients that run
+ * in HTTP mode (whose handshake ports give no descriptor).
  *
  * <p>Threads: one liveness thread (Ping every {@code pingInterval}; ReMountSegment whenever the
  * master answers NEED_REMOUNT: at first contact, after a master restart, after a client-TTL expiry),
@@ -78,13 +80,14 @@ public final class MooncakeStoreClient implements AutoCloseable {
     private final long stagingBase;
     private final StagingBuffer staging;
     private final DataPath data;
+    private final Copies copies;
     private final ScheduledExecutorService liveness;
     private final AtomicLong backpressure = new AtomicLong();
     private final AtomicLong remounts = new AtomicLong();
     private final AtomicLong pingFailures = new AtomicLong();
     private final AtomicLong metadataFailures = new AtomicLong();
     /** Calls in flight that use this client's memory or engine (monitor: close waits on it). */
-    private final java.util.concurrent.atomic.AtomicInteger calls = new java.util.concurrent.atomic.AtomicInteger();
+    private final InFlight calls = new InFlight();
     /** Null in P2P handshake mode. */
     private final SegmentMetadata metadata;
     private volatile boolean masterReachable = true;
@@ -108,7 +111,9 @@ public final class MooncakeStoreClient implements AutoCloseable {
         this.stagingBase = sb;
         this.staging = new StagingBuffer(sb, config.localBufferSize());
         this.data = new DataPath(engine, master, clientId, endpoint, backpressure);
-        this.metadata = isHttp(config.metadataServer()) ? new SegmentMetadata(HttpMetadataStore.of(config.metadataServer()),
+        this.copies = new Copies(engine, staging, data, master, endpoint);
+        this.metadata = StoreSetup.isHttp(config.metadataServer())
+                ? new SegmentMetadata(HttpMetadataStore.of(config.metadataServer()),
                 MetadataKeys.fromEnvironment(System.getenv())) : null;
         this.liveness = Executors.newSingleThreadScheduledExecutor(r -> {
             Thread t = new Thread(r, "store-liveness " + endpoint);
@@ -125,8 +130,8 @@ public final class MooncakeStoreClient implements AutoCloseable {
     }
 
     /**
-     * Starts a client with its own transfer engine: initialises the engine (P2P handshake on
-     * {@code local_hostname}), allocates and registers the segment and the local buffer, checks the
+     * Starts a client with its own transfer engine: initialises the engine on {@code local_hostname}
+     * in the configured metadata mode (P2P handshake, or HTTP metadata), allocates and registers the segment and the local buffer, checks the
      * master serves, mounts the segment, and starts the liveness loop.
      *
      * @param config the settings
@@ -138,9 +143,11 @@ public final class MooncakeStoreClient implements AutoCloseable {
      */
     public static MooncakeStoreClient setup(StoreConfig config) {
         Args.notNull(config, "config");
-        checkMetadataServer(config);
+        StoreSetup.checkMetadataServer(config);
         TransferEngine engine = TransferEngines.create(config.protocol().equals("tcp") ? "tcp" : config.protocol());
-        int rc = engine.initialize(hostOnly(config.localHostname()), TransferEngine.P2P_HANDSHAKE, config.protocol(),
+        // in HTTP metadata mode the engine itself publishes its segment there and finds peers' there
+        int rc = engine.initialize(StoreSetup.hostOnly(config.localHostname()), config.metadataServer(),
+                config.protocol(),
                 config.deviceName());
         if (rc != 0) {
             String why = TransferEngines.lastError(engine);
@@ -152,7 +159,8 @@ public final class MooncakeStoreClient implements AutoCloseable {
     }
 
     /**
-     * Starts a client on an engine the caller already initialised (P2P handshake) and keeps owning.
+     * Starts a client on an engine the caller already initialised (in the configured metadata mode) and
+     * keeps owning.
      *
      * @param config the settings ({@code local_hostname}, {@code protocol} are the engine's)
      * @param engine an initialised engine
@@ -160,38 +168,8 @@ public final class MooncakeStoreClient implements AutoCloseable {
      */
     public static MooncakeStoreClient setup(StoreConfig config, TransferEngine engine) {
         Args.notNull(config, "config");
-        checkMetadataServer(config);
+        StoreSetup.checkMetadataServer(config);
         return start(config, Args.notNull(engine, "engine"), false);
-    }
-
-    private static boolean isHttp(String metadataServer) {
-        return metadataServer.regionMatches(true, 0, "http://", 0, 7);
-    }
-
-    private static void checkMetadataServer(StoreConfig config) {
-        String m = config.metadataServer();
-        if (TransferEngine.P2P_HANDSHAKE.equals(m)) {
-            return;
-        }
-        if (!isHttp(m)) {
-            throw configError(new MooncakeConfigException("metadata_server", String.format(Locale.ROOT,
-                    "metadata_server '%s' is not supported: use P2PHANDSHAKE or http://host:port/metadata (etcd and"
-                            + " redis stores are not implemented)", m)));
-        }
-        try {
-            HttpMetadataStore.of(m).close();
-        } catch (IllegalArgumentException e) {
-            throw configError(new MooncakeConfigException("metadata_server", e.getMessage(), e));
-        }
-    }
-
-    private static StoreException configError(MooncakeConfigException e) {
-        return new StoreException(ErrorCode.INVALID_PARAMS.code(), e.getMessage(), e);
-    }
-
-    private static String hostOnly(String h) {
-        int colon = h.lastIndexOf(':');
-        return colon > 0 && h.indexOf(':') == colon ? h.substring(0, colon) : h;
     }
 
     private static MooncakeStoreClient start(StoreConfig config, TransferEngine engine, boolean owns) {
@@ -229,7 +207,8 @@ public final class MooncakeStoreClient implements AutoCloseable {
     private void mountSegment(long size) {
         MemorySegment m = arena.allocate(size, 4096);
         check(engine.registerMemory(m.address(), size, "cpu:0"), "register the segment");
-        Segment s = new Segment(Uuid.random(), hostname, m.address(), size, endpoint, config.protocol(), hostId());
+        Segment s = new Segment(Uuid.random(), hostname, m.address(), size, endpoint, config.protocol(),
+                StoreSetup.hostId(config));
         master.mountSegment(s, clientId).orThrow();
         segments.add(s);
     }
@@ -264,13 +243,6 @@ public final class MooncakeStoreClient implements AutoCloseable {
             metadataFailures.incrementAndGet();
             LOG.warn("cannot publish segment {} in {}: {}", hostname, metadata.store(), e.getMessage());
         }
-    }
-
-    private String hostId() {
-        String h = hostOnly(config.localHostname());
-        // Mooncake's ResolveMooncakeHostId: loopback names have no host id
-        return h.equalsIgnoreCase("localhost") || h.equals("127.0.0.1") || h.equals("0.0.0.0") || h.equals("::1")
-                || h.equals("[::1]") ? "" : h;
     }
 
     /** One liveness round: Ping, and ReMountSegment when the master asks for it. */
@@ -624,6 +596,23 @@ public final class MooncakeStoreClient implements AutoCloseable {
     }
 
     /**
+     * {@return the number of objects whose keys match {@code regex} that were removed, or a negative code
+     * (Mooncake's {@code remove_by_regex}; ECMAScript syntax, as the master's {@code std::regex})}
+     *
+     * @param regex the pattern
+     * @param force remove leased objects too
+     */
+    public long removeByRegex(String regex, boolean force) {
+        Args.notNull(regex, "regex");
+        try {
+            Result<Long> r = master.removeByRegex(regex, force);
+            return r.ok() ? r.value() : r.code();
+        } catch (StoreException e) {
+            return e.errorCode();
+        }
+    }
+
+    /**
      * {@return the number of objects removed, or a negative code}
      *
      * @param force remove leased objects too
@@ -646,13 +635,122 @@ public final class MooncakeStoreClient implements AutoCloseable {
      * @param config the placement
      */
     public int put(String key, byte[] value, ReplicateConfig config) {
-        Args.key(key);
-        Args.notNull(value, "value");
+        return copyingPut(List.of(Args.key(key)), List.of(List.of(Args.notNull(value, "value"))), config, false)[0];
+    }
+
+    /**
+     * {@return 0 or a negative code: puts the concatenation of {@code parts} (Mooncake's {@code put_parts},
+     * e.g. LMCache's 28-byte header and the KV bytes) without joining them on the heap}
+     *
+     * @param key    the object's key
+     * @param parts  the value's parts, in order
+     * @param config the placement
+     */
+    public int putParts(String key, List<byte[]> parts, ReplicateConfig config) {
+        return copyingPut(List.of(Args.key(key)), List.of(Args.notNull(parts, "parts")), config, false)[0];
+    }
+
+    /**
+     * {@return per key 0 or a negative code: copies of the values, in one batch (Mooncake's {@code put_batch})}
+     *
+     * @param keys   the objects' keys
+     * @param values the bytes, one per key
+     * @param config the placement of every key
+     */
+    public int[] putBatch(List<String> keys, List<byte[]> values, ReplicateConfig config) {
+        return copyingPut(keys, singleParts(values), config, false);
+    }
+
+    /**
+     * {@return 0 or a negative code: puts {@code value} under {@code key}, replacing an existing value
+     * (Mooncake's {@code upsert}; the master may answer OBJECT_REPLICA_BUSY while the old value is being
+     * read)}
+     *
+     * @param key    the object's key
+     * @param value  the bytes to store
+     * @param config the placement
+     */
+    public int upsert(String key, byte[] value, ReplicateConfig config) {
+        return copyingPut(List.of(Args.key(key)), List.of(List.of(Args.notNull(value, "value"))), config, true)[0];
+    }
+
+    /**
+     * {@return 0 or a negative code: {@link #putParts} that replaces an existing value}
+     *
+     * @param key    the object's key
+     * @param parts  the value's parts, in order
+     * @param config the placement
+     */
+    public int upsertParts(String key, List<byte[]> parts, ReplicateConfig config) {
+        return copyingPut(List.of(Args.key(key)), List.of(Args.notNull(parts, "parts")), config, true)[0];
+    }
+
+    /**
+     * {@return per key 0 or a negative code: {@link #putBatch} that replaces existing values}
+     *
+     * @param keys   the objects' keys
+     * @param values the bytes, one per key
+     * @param config the placement of every key
+     */
+    public int[] upsertBatch(List<String> keys, List<byte[]> values, ReplicateConfig config) {
+        return copyingPut(keys, singleParts(values), config, true);
+    }
+
+    /**
+     * {@return 0 or a negative code: {@link #putFrom} that replaces an existing value}
+     *
+     * @param key     the object's key
+     * @param address where the value starts, in registered memory
+     * @param size    the value's length in bytes
+     * @param config  the placement
+     */
+    public int upsertFrom(String key, long address, long size, ReplicateConfig config) {
+        return batchUpsertFrom(List.of(Args.key(key)), new long[] {address}, new long[] {size}, config)[0];
+    }
+
+    /**
+     * {@return per key 0 or a negative code: {@link #batchPutFrom} that replaces existing values}
+     *
+     * @param keys      the objects' keys
+     * @param addresses each value's start, in registered memory, one per key
+     * @param sizes     each value's length in bytes, one per key
+     * @param config    the placement of every key
+     */
+    public int[] batchUpsertFrom(List<String> keys, long[] addresses, long[] sizes, ReplicateConfig config) {
+        Args.keys(keys);
+        Args.perKey(keys, "addresses", addresses, addresses == null ? 0 : addresses.length);
+        Args.perKey(keys, "sizes", sizes, sizes == null ? 0 : sizes.length);
         Args.notNull(config, "config");
+        long[][] a = new long[keys.size()][];
+        long[][] s = new long[keys.size()][];
+        for (int i = 0; i < a.length; i++) {
+            a[i] = new long[] {addresses[i]};
+            s[i] = new long[] {sizes[i]};
+        }
         enter();
-        try (Staged s = stage(value.length)) {
-            MemorySegment.copy(value, 0, s.segment, ValueLayout.JAVA_BYTE, 0, value.length);
-            return data.put(List.of(key), new long[][] {{s.address}}, new long[][] {{value.length}}, config)[0];
+        try {
+            return data.put(keys, a, s, config, true);
+        } finally {
+            exit();
+        }
+    }
+
+    private static List<List<byte[]>> singleParts(List<byte[]> values) {
+        Args.notNull(values, "values");
+        List<List<byte[]>> out = new ArrayList<>(values.size());
+        for (int i = 0; i < values.size(); i++) {
+            if (values.get(i) == null) {
+                throw Args.invalid("values[%d] is null", i);
+            }
+            out.add(List.of(values.get(i)));
+        }
+        return out;
+    }
+
+    private int[] copyingPut(List<String> keys, List<List<byte[]>> parts, ReplicateConfig config, boolean upsert) {
+        enter();
+        try {
+            return copies.put(keys, parts, config, upsert);
         } finally {
             exit();
         }
@@ -680,116 +778,110 @@ public final class MooncakeStoreClient implements AutoCloseable {
      * @throws StoreException {@link ErrorCode#INVALID_PARAMS} when the client is closed
      */
     public Result<byte[]> getValue(String key) {
-        Args.key(key);
+        return batchGetValue(List.of(Args.key(key))).getFirst();
+    }
+
+    /**
+     * Gets copies of the objects' bytes, with one BatchGetReplicaList.
+     *
+     * @param keys the objects' keys
+     * @return per key as {@link #getValue}
+     * @throws StoreException {@link ErrorCode#INVALID_PARAMS} for a null key or a closed client
+     */
+    @SuppressWarnings("unchecked")
+    public List<Result<byte[]>> batchGetValue(List<String> keys) {
+        Args.keys(keys);
         enter();
         try {
-            return getValueOpen(key);
+            return (List<Result<byte[]>>) (List<?>) copies.get(keys, false, calls::enterAnyway, this::exit);
         } finally {
             exit();
         }
     }
 
-    private Result<byte[]> getValueOpen(String key) {
-        Result<ReplicaList> r;
-        long t0 = System.nanoTime();
+    /**
+     * {@return per key the object's bytes, or empty bytes for a miss or a failure (Mooncake's
+     * {@code get_batch}): use {@link #batchGetValue} to tell them apart}
+     *
+     * @param keys the objects' keys
+     */
+    public List<byte[]> getBatch(List<String> keys) {
+        List<byte[]> out = new ArrayList<>(keys == null ? 0 : keys.size());
+        for (Result<byte[]> r : batchGetValue(keys)) {
+            out.add(r.ok() ? r.value() : new byte[0]);
+        }
+        return out;
+    }
+
+    /**
+     * Reads the object into registered staging memory without a heap copy (Mooncake's {@code get_buffer}).
+     *
+     * @param key the object's key
+     * @return the buffer (close it), a miss ({@link Result#missing()}), or the failure's code
+     * @throws StoreException {@link ErrorCode#INVALID_PARAMS} for a null key or a closed client
+     */
+    public Result<StoreBuffer> getBuffer(String key) {
+        return batchGetBuffer(List.of(Args.key(key))).getFirst();
+    }
+
+    /**
+     * Reads the objects into registered staging memory, with one BatchGetReplicaList (Mooncake's
+     * {@code batch_get_buffer}).
+     *
+     * @param keys the objects' keys
+     * @return per key as {@link #getBuffer}; close every buffer
+     * @throws StoreException {@link ErrorCode#INVALID_PARAMS} for a null key or a closed client
+     */
+    @SuppressWarnings("unchecked")
+    public List<Result<StoreBuffer>> batchGetBuffer(List<String> keys) {
+        Args.keys(keys);
+        enter();
         try {
-            r = master.getReplicaList(key);
-        } catch (StoreException e) {
-            return Result.error(e.errorCode());
-        }
-        if (!r.ok()) {
-            return Result.error(r.code());
-        }
-        ReplicaDescriptor d = DataPath.choose(r.value(), endpoint);
-        if (d == null) {
-            return Result.error(ErrorCode.REPLICA_IS_NOT_READY.code());
-        }
-        if (d.size() > Integer.MAX_VALUE - 16) {
-            return Result.error(ErrorCode.BUFFER_OVERFLOW.code());
-        }
-        try (Staged s = stage(d.size())) {
-            long n = data.get(List.of(key), new long[][] {{s.address}}, new long[][] {{d.size()}}, List.of(r), t0)[0];
-            if (n < 0) {
-                return Result.error((int) n);
-            }
-            byte[] out = new byte[(int) n];
-            MemorySegment.copy(s.segment, ValueLayout.JAVA_BYTE, 0, out, 0, (int) n);
-            return Result.ok(out);
+            return (List<Result<StoreBuffer>>) (List<?>) copies.get(keys, true, calls::enterAnyway, this::exit);
+        } finally {
+            exit();
         }
     }
 
-    /** Registered memory for one copying call: a range of the local buffer, or a temporary registration. */
-    private final class Staged implements AutoCloseable {
-        final long address;
-        final long length;
-        final MemorySegment segment;
-        final Arena temp;
-
-        Staged(long length) {
-            this.length = length;
-            long a = staging.allocate(length);
-            if (a >= 0) {
-                address = a;
-                temp = null;
-                segment = MemorySegment.ofAddress(a).reinterpret(Math.max(1, length));
-            } else {
-                temp = Arena.ofShared();
-                segment = temp.allocate(Math.max(1, length), 4096);
-                address = segment.address();
-                check(engine.registerMemory(address, Math.max(1, length), "cpu:0"), "register a staging buffer");
-            }
+    /**
+     * Reads byte ranges of objects into buffers (Mooncake's {@code get_into_ranges}): for buffer
+     * {@code b}, key {@code k} of {@code keys.get(b)}, range {@code r}: the object's bytes
+     * {@code [srcOffsets[b][k][r], +sizes[b][k][r])} go to {@code buffers[b] + dstOffsets[b][k][r]}.
+     * Every key of every buffer is looked up in one BatchGetReplicaList and read in one data path call.
+     *
+     * @param buffers    the destination buffers' start addresses, in registered memory
+     * @param keys       per buffer, the keys to read
+     * @param dstOffsets per buffer, per key, each range's offset in the buffer
+     * @param srcOffsets per buffer, per key, each range's offset in the object
+     * @param sizes      per buffer, per key, each range's length
+     * @return per buffer, per key, per range the bytes read, or the key's negative code (a range
+     *         outside the object: INVALID_PARAMS)
+     * @throws StoreException {@link ErrorCode#INVALID_PARAMS} if the arrays do not match each other
+     */
+    public long[][][] getIntoRanges(long[] buffers, List<List<String>> keys, long[][][] dstOffsets, long[][][] srcOffsets,
+            long[][][] sizes) {
+        Ranges r = Ranges.of(buffers, keys, dstOffsets, srcOffsets, sizes);
+        enter();
+        try {
+            return r.results(data.get(r.keys(), r.local(), r.lengths(), r.sources(), null, 0));
+        } finally {
+            exit();
         }
-
-        @Override
-        public void close() {
-            if (temp == null) {
-                staging.release(address, length);
-            } else {
-                engine.unregisterMemory(address);
-                temp.close();
-            }
-        }
-    }
-
-    private Staged stage(long length) {
-        return new Staged(length);
     }
 
     /** Enters a call that uses this client's memory or engine; close() waits for it. */
     private void enter() {
-        calls.incrementAndGet();
-        if (closed) {
-            exit();
+        if (!calls.enter(() -> closed)) {
             throw new StoreException(ErrorCode.INVALID_PARAMS.code(), "store client is closed", null);
         }
     }
 
     private void exit() {
-        if (calls.decrementAndGet() == 0 && closed) {
-            synchronized (calls) {
-                calls.notifyAll();
-            }
-        }
+        calls.exit();
     }
 
-    /** {@return whether every call in flight ended within {@code nanos}} */
     private boolean drained(long nanos) {
-        long end = System.nanoTime() + nanos;
-        synchronized (calls) {
-            while (calls.get() > 0) {
-                long left = end - System.nanoTime();
-                if (left <= 0) {
-                    return false;
-                }
-                try {
-                    calls.wait(Math.max(1, TimeUnit.NANOSECONDS.toMillis(left)));
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                    return calls.get() == 0;
-                }
-            }
-            return true;
-        }
+        return calls.awaitZero(nanos);
     }
 
     /** {@return calls in flight now (puts, gets; close waits for them)} */

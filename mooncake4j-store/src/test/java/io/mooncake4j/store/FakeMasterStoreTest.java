@@ -120,7 +120,7 @@ class FakeMasterStoreTest {
 
     @Test
     void aClientThatStopsPingingIsExpiredByTheClientTtl() throws Exception {
-        try (FakeMaster m = new FakeMaster().clientTtl(Duration.ofMillis(400));
+        try (FakeMaster m = new FakeMaster().clientTtl(Duration.ofMillis(1500));
                 MooncakeStoreClient c = MooncakeStoreClient.setup(config(m, 4L << 20));
                 MooncakeStoreClient other = MooncakeStoreClient.setup(config(m, 0))) {
             assertEquals(0, c.put("held", new byte[100], ReplicateConfig.defaults()));
@@ -135,14 +135,15 @@ class FakeMasterStoreTest {
 
     @Test
     void aReadLeaseBlocksAPlainRemoveUntilItRunsOut() throws Exception {
-        try (FakeMaster m = new FakeMaster().leaseTtl(Duration.ofMillis(300));
+        try (FakeMaster m = new FakeMaster().leaseTtl(Duration.ofMillis(1500));
                 MooncakeStoreClient c = MooncakeStoreClient.setup(config(m, 4L << 20))) {
             assertEquals(0, c.put("leased", new byte[4096], ReplicateConfig.defaults()));
-            assertEquals(300, c.master().getReplicaList("leased").orThrow().leaseTtlMs());
+            long t0 = System.nanoTime(); // before the grant: the lease ends 1.5 s after it at the earliest
+            assertEquals(1500, c.master().getReplicaList("leased").orThrow().leaseTtlMs());
             assertEquals(ErrorCode.OBJECT_HAS_LEASE.code(), c.remove("leased"));
-            long t0 = System.nanoTime();
             MasterProcess.await("the lease to run out", () -> c.remove("leased") == 0, WAIT);
-            assertTrue(System.nanoTime() - t0 >= 200_000_000L, "the lease ended early");
+            long ms = (System.nanoTime() - t0) / 1_000_000;
+            assertTrue(ms >= 1500, "the lease ended after " + ms + " ms");
         }
     }
 

@@ -21,8 +21,9 @@ import org.junit.jupiter.api.Timeout;
 
 /**
  * Mooncake's own store client (its Python {@code store} module, built from Mooncake's source outside
- * this project) and ours on one real master, P2P handshake: values put by either are read by the
- * other, through either one's segment. Skipped unless {@code MOONCAKE_MASTER} names a master and
+ * this project) and ours on one real master, in P2P handshake mode and in HTTP metadata mode (the
+ * master's embedded metadata server): values put by either are read by the other, through either
+ * one's segment. Skipped unless {@code MOONCAKE_MASTER} names a master and
  * {@code MOONCAKE_STORE_PYTHONPATH} the folder holding the built {@code store} module
  * (docs/store.md). The Mooncake side runs {@code scripts/store-interop/mooncake_store_peer.py}.
  */
@@ -52,11 +53,15 @@ class MooncakeClientInteropTest {
         final String hostname;
 
         Peer(MasterProcess m, long segment) throws Exception {
+            this(m, "P2PHANDSHAKE", segment);
+        }
+
+        Peer(MasterProcess m, String metadata, long segment) throws Exception {
             String pp = System.getenv(PYTHONPATH_ENV);
             assumeTrue(pp != null && !pp.isBlank(), PYTHONPATH_ENV + " is not set: no Mooncake store module (docs/store.md)");
             Path script = Path.of(System.getProperty("user.dir")).resolveSibling("scripts/store-interop/mooncake_store_peer.py");
             assumeTrue(Files.isRegularFile(script), "no " + script);
-            ProcessBuilder pb = new ProcessBuilder("python3", script.toString(), m.hostPort(), "P2PHANDSHAKE",
+            ProcessBuilder pb = new ProcessBuilder("python3", script.toString(), m.hostPort(), metadata,
                     Long.toString(segment)).redirectError(ProcessBuilder.Redirect.DISCARD);
             pb.environment().put("PYTHONPATH", pp);
             process = pb.start();
@@ -131,6 +136,39 @@ class MooncakeClientInteropTest {
             // a miss is a miss on both sides
             assertEquals("GET 0 " + sha256(new byte[0]), py.ask("get nobody"));
             assertEquals(0, java.get("nobody").length);
+        }
+    }
+
+    @Test
+    void inHttpMetadataModeValuesPutByEitherClientAreReadByTheOther() throws Exception {
+        int port = MasterProcess.freePort();
+        String url = "http://127.0.0.1:" + port + "/metadata";
+        try (MasterProcess m = new MasterProcess("--enable_http_metadata_server=true",
+                "--http_metadata_server_host=127.0.0.1", "--http_metadata_server_port=" + port);
+                Peer py = new Peer(m, url, 64L << 20)) {
+            StoreConfig c = RealMasterTest.config(m, 64L << 20);
+            StoreConfig http = new StoreConfig(c.localHostname(), url, c.globalSegmentSize(), c.localBufferSize(),
+                    c.protocol(), c.deviceName(), c.masterServerAddress(), c.tenantId(), c.rpcTimeout(), c.pingInterval());
+            try (MooncakeStoreClient java = MooncakeStoreClient.setup(http)) {
+                ReplicateConfig toPy = ReplicateConfig.defaults().withPreferredSegment(py.hostname);
+                ReplicateConfig toJava = ReplicateConfig.defaults().withPreferredSegment(java.getHostname());
+                int size = 1 << 20;
+                // Mooncake's client (HTTP mode: its handshake port gives no descriptor) holds the value;
+                // our engine finds its segment in the metadata server and reads it
+                assertEquals("PUT 0", py.ask("put py-own " + size + " 5 " + py.hostname));
+                assertArrayEquals(pattern(size, 5), java.get("py-own"));
+                assertNotEquals(java.endpoint(), endpointOf(java, "py-own"));
+                // ours writes into Mooncake's segment; Mooncake's client reads it
+                assertEquals(0, java.put("java-to-py", pattern(size, 6), toPy));
+                assertEquals("GET " + size + " " + sha256(pattern(size, 6)), py.ask("get java-to-py"));
+                assertNotEquals(java.endpoint(), endpointOf(java, "java-to-py"));
+                // Mooncake's client finds our segment in the metadata server, both ways
+                assertEquals("PUT 0", py.ask("put py-to-java " + size + " 7 " + java.getHostname()));
+                assertEquals(java.endpoint(), endpointOf(java, "py-to-java"));
+                assertArrayEquals(pattern(size, 7), java.get("py-to-java"));
+                assertEquals(0, java.put("java-own", pattern(size, 8), toJava));
+                assertEquals("GET " + size + " " + sha256(pattern(size, 8)), py.ask("get java-own"));
+            }
         }
     }
 }

@@ -102,6 +102,51 @@ class RealMasterTest {
         }
     }
 
+    /**
+     * The RPCs beyond the golden-file set, whose parameter lists follow Mooncake's declarations rather
+     * than captured bytes: a master that decodes them differently answers "invalid rpc arg", which
+     * fails here. Then the client calls LMCache and SGLang use, against the real master.
+     */
+    @Test
+    void upsertsRemoveByRegexAndTheOtherClientsCallsAgainstARealMaster() throws Exception {
+        try (MasterProcess m = new MasterProcess("--default_kv_lease_ttl=200");
+                MooncakeStoreClient c = MooncakeStoreClient.setup(config(m, 32L << 20))) {
+            MasterClient mc = c.master();
+            Uuid me = c.clientId();
+            assertTrue(mc.upsertStart(me, "u", 100, ReplicateConfig.defaults()).ok());
+            assertTrue(mc.upsertEnd(me, "u").ok());
+            assertTrue(mc.upsertStart(me, "u", 200, ReplicateConfig.defaults()).ok(), "an upsert of an existing key");
+            assertTrue(mc.upsertRevoke(me, "u").ok());
+            List<Result<List<ReplicaDescriptor>>> bs = mc.batchUpsertStart(me, List.of("u1", "u2"), new long[] {10, 20},
+                    ReplicateConfig.defaults());
+            assertTrue(bs.stream().allMatch(r -> r.ok()), bs.toString());
+            assertTrue(mc.batchUpsertEnd(me, List.of("u1")).stream().allMatch(r -> r.ok()));
+            assertTrue(mc.batchUpsertRevoke(me, List.of("u2")).stream().allMatch(r -> r.ok()));
+            assertEquals(Result.ok(true), mc.existKey("u1"));
+            assertEquals(Result.ok(false), mc.existKey("u2"));
+
+            byte[] v1 = pattern(5000, 1);
+            byte[] v2 = pattern(9000, 2);
+            assertEquals(0, c.put("x", v1, ReplicateConfig.defaults()));
+            assertEquals(0, c.upsert("x", v2, ReplicateConfig.defaults()));
+            MasterProcess.await("the read lease to run out", () -> c.upsert("x", v2, ReplicateConfig.defaults()) == 0, WAIT);
+            assertArrayEquals(v2, c.get("x"));
+            assertEquals(0, c.putParts("parts", List.of(v1, v2), ReplicateConfig.defaults()));
+            byte[] both = java.util.Arrays.copyOf(v1, v1.length + v2.length);
+            System.arraycopy(v2, 0, both, v1.length, v2.length);
+            assertArrayEquals(both, c.get("parts"));
+            try (StoreBuffer b = c.getBuffer("parts").orThrow()) {
+                assertArrayEquals(both, b.toArray());
+            }
+            assertTrue(c.getValue("absent").missing());
+            for (String k : List.of("re-1", "re-2", "keep")) {
+                assertEquals(0, c.put(k, v1, ReplicateConfig.defaults()));
+            }
+            assertEquals(2, c.removeByRegex("^re-", true));
+            assertEquals(1, c.isExist("keep"));
+        }
+    }
+
     @Test
     void twoClientsPutAndGetThroughEachOthersSegments() throws Exception {
         try (MasterProcess m = new MasterProcess();

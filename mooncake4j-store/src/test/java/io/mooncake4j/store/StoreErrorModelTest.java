@@ -73,7 +73,7 @@ class StoreErrorModelTest {
     void aMissIsNotAFailure() throws Exception {
         try (FakeMaster m = new FakeMaster();
                 MooncakeStoreClient c = MooncakeStoreClient.setup(FakeMasterStoreTest.config(m, 1L << 20)
-                        .withTimings(java.time.Duration.ofMillis(500), java.time.Duration.ofSeconds(30)))) {
+                        .withTimings(java.time.Duration.ofMillis(1500), java.time.Duration.ofSeconds(30)))) {
             Result<byte[]> miss = c.getValue("absent");
             assertTrue(miss.missing(), miss.toString());
             assertEquals(ErrorCode.OBJECT_NOT_FOUND, miss.errorCode());

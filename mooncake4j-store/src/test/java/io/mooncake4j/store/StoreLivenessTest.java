@@ -115,7 +115,7 @@ class StoreLivenessTest {
     @Test
     void timeoutsOnASilentConnectionDropItAndTheNextCallReconnects() throws Exception {
         try (FakeMaster m = new FakeMaster();
-                MasterClient c = new MasterClient(m.address(), Duration.ofMillis(300), "default")) {
+                MasterClient c = new MasterClient(m.address(), Duration.ofMillis(1500), "default")) {
             assertEquals(Result.ok(false), c.existKey("k"));
             m.silent(true);
             for (int i = 0; i < 2; i++) {
@@ -132,7 +132,7 @@ class StoreLivenessTest {
     @Test
     void aSlowCallOnALiveConnectionDoesNotDropIt() throws Exception {
         try (FakeMaster m = new FakeMaster();
-                MasterClient c = new MasterClient(m.address(), Duration.ofMillis(500), "default")) {
+                MasterClient c = new MasterClient(m.address(), Duration.ofSeconds(2), "default")) {
             m.fault(r -> "GetReplicaList".equals(r.rpcName()) ? FakeMaster.NO_ANSWER : null);
             for (int i = 1; i <= 3; i++) {
                 CompletableFuture<Integer> slow = CompletableFuture.supplyAsync(() -> {
