@@ -12,4 +12,6 @@ module io.mooncake4j.store {
 
     // MooncakeStoreClient, StoreConfig, ReplicateConfig, MasterClient, results and error codes
     exports io.mooncake4j.store;
+    // the store connector: vLLM's MooncakeStoreConnector keys (block hash, namespaces), lookup, load, save
+    exports io.mooncake4j.store.connector;
 }

@@ -64,6 +64,10 @@ final class ServeCommand implements CliCommand {
                 "                                when absent), kv_connector_extra_config (mooncake_protocol, default",
                 "                                rdma as vLLM; num_workers; bootstrap_server_address); default",
                 "                                " + DEFAULT_KV_TRANSFER_CONFIG,
+                "                                or {\"kv_connector\":\"MooncakeStoreConnector\",...} with --model DIR:",
+                "                                the fleet's KV pool in Mooncake Store (MOONCAKE_CONFIG_PATH; docs/store-connector.md)",
+                "                                or vLLM's MultiConnector of MooncakeConnector, then MooncakeStoreConnector",
+                "  --prefix-caching-hash-algo A  sha256 (default) or sha256_cbor: the store connector's block hash",
                 "  --num-gpu-blocks N            KV blocks per TP rank (overrides --kv-cache-memory)",
                 "  --kv-cache-memory SIZE        KV memory per TP rank (e.g. 512M, 2G), default 1G",
                 "  --device cpu|cuda             where the KV caches live, default cpu; cuda needs the tcp protocol",
@@ -85,6 +89,7 @@ final class ServeCommand implements CliCommand {
     @Override
     public int run(Flags flags, PrintStream out, PrintStream err) throws Exception {
         String modelFlag = flags.string("model", ModelPreset.LLAMA_3_8B.name());
+        io.mooncake4j.sim.KvPool.Factory pool = storePool(flags, System.getenv(), modelFlag);
         ServeOptions o;
         ServeNode node;
         if (isModelDirectory(modelFlag)) {
@@ -103,7 +108,7 @@ final class ServeCommand implements CliCommand {
                 throw e;
             }
             String kind = o.transferEngine();
-            node = ServeNode.startWithModel(o, model, cfg -> TransferEngines.create(kind));
+            node = ServeNode.startWithModel(o, model, cfg -> TransferEngines.create(kind), pool);
         } else {
             o = parse(flags, System.getenv());
             node = ServeNode.start(o, o.device().equals("cuda") ? CudaDeviceMemory.INSTANCE : null);
@@ -180,6 +185,7 @@ final class ServeCommand implements CliCommand {
             throw new Flags.UsageException("--tensor-parallel-size: " + e.getMessage());
         }
         String json = flags.string("kv-transfer-config", DEFAULT_KV_TRANSFER_CONFIG);
+        json = KvConnectors.split(json).p2p(); // the store connector's part is storePool's
         String hostname = advertisedHost(host, env);
         MooncakeConnectorConfig connector;
         try {
@@ -249,6 +255,27 @@ final class ServeCommand implements CliCommand {
         flags.rejectUnknown();
         return new ServeOptions(model, served, host, port, connector, numBlocks, device, gpu, engine, maxModelLen,
                 maxNumSeqs, batched, pending, Duration.ofSeconds(drain), http);
+    }
+
+    /**
+     * The store connector's pool when {@code --kv-transfer-config} names {@code MooncakeStoreConnector}
+     * (with {@code --model DIR}), else null; {@code --prefix-caching-hash-algo} picks the block hash.
+     */
+    static io.mooncake4j.sim.KvPool.Factory storePool(Flags flags, Map<String, String> env, String modelFlag) {
+        String json = KvConnectors.split(flags.string("kv-transfer-config", DEFAULT_KV_TRANSFER_CONFIG)).store();
+        String algo = flags.string("prefix-caching-hash-algo", "sha256");
+        if (json == null) {
+            return null;
+        }
+        if (!isModelDirectory(modelFlag)) {
+            throw new Flags.UsageException("--kv-transfer-config MooncakeStoreConnector needs --model DIR (a real model)");
+        }
+        try {
+            return io.mooncake4j.sim.StoreKvPool.factory(io.mooncake4j.store.connector.StoreConnectorConfig.from(json, env,
+                    java.nio.file.Path.of(modelFlag).toAbsolutePath().normalize().toString(), algo));
+        } catch (MooncakeConfigException e) {
+            throw new Flags.UsageException("--kv-transfer-config: " + e.getMessage());
+        }
     }
 
     /** vLLM's {@code get_ip()}: {@code VLLM_HOST_IP}, else the bind address, else this host's address. */

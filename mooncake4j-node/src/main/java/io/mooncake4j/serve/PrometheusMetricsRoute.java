@@ -43,6 +43,15 @@ final class PrometheusMetricsRoute implements MetricsRoute {
         MooncakeConnectorMetrics connector = new MooncakeConnectorMetrics(Tags.of("engine", engine.engineId()));
         connector.bindTo(registry);
         engine.onKvConnectorStats(connector::record);
+        io.mooncake4j.sim.KvPool pool = engine.kvPool();
+        if (pool != null) {
+            // the store connector's counters: mooncake_store_connector_<name>{engine=...}
+            for (String name : pool.counters().keySet()) {
+                io.micrometer.core.instrument.Gauge.builder("mooncake_store_connector_" + name, pool,
+                        p -> p.counters().getOrDefault(name, 0L)).tags(Tags.of("engine", engine.engineId()))
+                        .register(registry);
+            }
+        }
         for (SimWorker w : engine.workers()) {
             if (w instanceof ConnectorSimWorker c) {
                 new MooncakeWorkerMetrics(c.worker(), tags(c.worker().config())).bindTo(registry);

@@ -141,7 +141,7 @@ public final class ServeNode implements AutoCloseable {
      */
     public static ServeNode start(ServeOptions options, DeviceMemory deviceMemory,
             Function<MooncakeConnectorConfig, TransferEngine> engines) {
-        return startNode(options, deviceMemory, engines, null);
+        return startNode(options, deviceMemory, engines, null, null);
     }
 
     /**
@@ -151,6 +151,15 @@ public final class ServeNode implements AutoCloseable {
      */
     public static ServeNode startWithModel(ServeOptions options, io.mooncake4j.model.JlamaModel model,
             Function<MooncakeConnectorConfig, TransferEngine> engines) {
+        return startWithModel(options, model, engines, null);
+    }
+
+    /**
+     * As {@link #startWithModel(ServeOptions, io.mooncake4j.model.JlamaModel, Function)}, with a shared
+     * KV pool beside the prefix cache ({@code kv_connector: MooncakeStoreConnector}; null for none).
+     */
+    public static ServeNode startWithModel(ServeOptions options, io.mooncake4j.model.JlamaModel model,
+            Function<MooncakeConnectorConfig, TransferEngine> engines, io.mooncake4j.sim.KvPool.Factory pool) {
         Objects.requireNonNull(model, "model");
         try {
             if (!options.model().equals(model.kvShape(options.model().blockSize()))) {
@@ -161,7 +170,7 @@ public final class ServeNode implements AutoCloseable {
                 throw new IllegalArgumentException("max model length " + options.maxModelLen()
                         + " exceeds the model's context of " + model.contextLength() + " tokens");
             }
-            return startNode(options, null, engines, model);
+            return startNode(options, null, engines, model, pool);
         } catch (RuntimeException | Error e) {
             model.close();
             throw e;
@@ -169,7 +178,8 @@ public final class ServeNode implements AutoCloseable {
     }
 
     private static ServeNode startNode(ServeOptions options, DeviceMemory deviceMemory,
-            Function<MooncakeConnectorConfig, TransferEngine> engines, io.mooncake4j.model.JlamaModel model) {
+            Function<MooncakeConnectorConfig, TransferEngine> engines, io.mooncake4j.model.JlamaModel model,
+            io.mooncake4j.sim.KvPool.Factory pool) {
         Objects.requireNonNull(options, "options");
         Objects.requireNonNull(engines, "engines");
         SimEngine.KvPlacement placement = SimEngine.KvPlacement.host();
@@ -191,8 +201,11 @@ public final class ServeNode implements AutoCloseable {
         SimEngine.Limits limits = new SimEngine.Limits(options.maxNumSeqs(), options.maxNumBatchedTokens());
         if (model != null) {
             text = TextModel.of(model, steps);
-            engine = SimEngine.start(options.connector(), steps, options.model().blockSize(), options.numBlocks(),
-                    limits, factory, placement);
+            engine = pool == null
+                    ? SimEngine.start(options.connector(), steps, options.model().blockSize(), options.numBlocks(),
+                            limits, factory, placement)
+                    : SimEngine.start(options.connector(), steps, options.model().blockSize(), options.numBlocks(),
+                            limits, factory, placement, pool);
         } else {
             engine = SimEngine.start(options.connector(), options.model(), options.numBlocks(), limits, factory,
                     placement, SimEngine.Sampling.KV);
@@ -549,6 +562,9 @@ public final class ServeNode implements AutoCloseable {
         m.put("kv_bytes_received", kvBytesReceived.get());
         m.put("kv_mismatched_words", kvMismatchedWords.get());
         m.put("connector_stats", new LinkedHashMap<>(engine.kvConnectorStats().reduce()));
+        if (engine.kvPool() != null) {
+            m.put("store_connector", engine.kvPool().counters());
+        }
         return m;
     }
 

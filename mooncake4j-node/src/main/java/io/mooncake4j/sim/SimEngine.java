@@ -230,6 +230,8 @@ public final class SimEngine implements AutoCloseable {
     private final List<SyntheticModel> models = new ArrayList<>();
     /** A real model computing the tokens instead of the synthetic one (TP 1), or null. */
     private final StepModel stepModel;
+    /** The shared KV pool beside the prefix cache (real model, TP 1), or null. */
+    private final KvPool kvPool;
     private final MooncakeConnectorScheduler scheduler;
     private final BlockPool[] pools;
     /** The worker side of each step on every rank: forward passes, layer hooks, results, stats. */
@@ -257,7 +259,8 @@ public final class SimEngine implements AutoCloseable {
     private volatile Snapshot snapshot = new Snapshot(0, 0, 0, 0, 0, 0, 0, 0);
 
     private SimEngine(MooncakeConnectorConfig config, ModelPreset preset, int numBlocks, Limits limits,
-            WorkerFactory factory, KvPlacement placement, Sampling sampling, StepModel stepModel) {
+            WorkerFactory factory, KvPlacement placement, Sampling sampling, StepModel stepModel,
+            KvPool.Factory poolFactory) {
         this.config = Objects.requireNonNull(config, "config");
         this.stepModel = stepModel;
         if (stepModel != null && (config.tpSize() != 1 || placement.onGpu())) {
@@ -304,12 +307,23 @@ public final class SimEngine implements AutoCloseable {
             throw e;
         }
         this.bytesPerBlockAllRanks = perBlock;
+        KvPool pool = null;
+        if (poolFactory != null) {
+            try {
+                pool = poolFactory.create(first, blockSize);
+            } catch (RuntimeException | Error e) {
+                closeWorkers();
+                freeMemory();
+                throw e;
+            }
+        }
+        this.kvPool = pool;
         this.scheduler = new MooncakeConnectorScheduler(config, first.config(), blockSize);
         this.pools = new BlockPool[first.config().groups().size()];
         Arrays.setAll(pools, g -> new BlockPool(numBlocks));
         this.runner = new ModelRunner(List.copyOf(workers), List.copyOf(models), stepModel, sampling);
         this.stepScheduler = new StepScheduler(config.engineId(), scheduler, pools, blockSize, limits, sampling,
-                stepModel, List.copyOf(models), knownIds, perBlock);
+                stepModel, List.copyOf(models), knownIds, perBlock, pool, this::wake);
         this.loop = new Thread(this::runLoop, "mooncake-" + role + "-engine-" + (ENGINES.getAndIncrement()));
         this.loop.setDaemon(true);
         boolean notify = true;
@@ -366,12 +380,31 @@ public final class SimEngine implements AutoCloseable {
     public static SimEngine start(MooncakeConnectorConfig config, StepModel model, int blockSize, int numBlocks,
             Limits limits, WorkerFactory factory, KvPlacement placement) {
         Objects.requireNonNull(model, "model");
-        return start(config, model.kvShape(blockSize), numBlocks, limits, factory, placement, Sampling.PROMPT, model);
+        return start(config, model.kvShape(blockSize), numBlocks, limits, factory, placement, Sampling.PROMPT, model,
+                null);
+    }
+
+    /**
+     * As {@link #start(MooncakeConnectorConfig, StepModel, int, int, Limits, WorkerFactory, KvPlacement)},
+     * with a shared KV pool ({@link StoreKvPool}: vLLM's {@code MooncakeStoreConnector}) beside the
+     * prefix cache; the engine closes the pool (draining its saves) before it frees the KV memory.
+     */
+    public static SimEngine start(MooncakeConnectorConfig config, StepModel model, int blockSize, int numBlocks,
+            Limits limits, WorkerFactory factory, KvPlacement placement, KvPool.Factory pool) {
+        Objects.requireNonNull(model, "model");
+        return start(config, model.kvShape(blockSize), numBlocks, limits, factory, placement, Sampling.PROMPT, model,
+                Objects.requireNonNull(pool, "pool"));
     }
 
     private static SimEngine start(MooncakeConnectorConfig config, ModelPreset preset, int numBlocks, Limits limits,
             WorkerFactory factory, KvPlacement placement, Sampling sampling, StepModel stepModel) {
-        SimEngine e = new SimEngine(config, preset, numBlocks, limits, factory, placement, sampling, stepModel);
+        return start(config, preset, numBlocks, limits, factory, placement, sampling, stepModel, null);
+    }
+
+    private static SimEngine start(MooncakeConnectorConfig config, ModelPreset preset, int numBlocks, Limits limits,
+            WorkerFactory factory, KvPlacement placement, Sampling sampling, StepModel stepModel,
+            KvPool.Factory pool) {
+        SimEngine e = new SimEngine(config, preset, numBlocks, limits, factory, placement, sampling, stepModel, pool);
         e.loop.start();
         LOG.info("engine {} ({}) up: model {}, tp {}, {} blocks per rank ({} tokens), {} of KV in {}",
                 config.engineId(), config.kvRole().wireName(), preset.name(), config.tpSize(), numBlocks,
@@ -681,11 +714,21 @@ public final class SimEngine implements AutoCloseable {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
+        boolean drained = true;
+        if (kvPool != null) {
+            try {
+                drained = kvPool.closeAndDrain(); // its saves read the KV memory: they end first
+            } catch (RuntimeException e) {
+                LOG.warn("engine {}: closing the KV pool failed", engineId(), e);
+                drained = false;
+            }
+        }
         closeWorkers();
-        if (joined) {
+        if (joined && drained) {
             freeMemory();
         } else {
-            LOG.error("engine {}: step loop did not stop within 30 s; its KV memory is not freed", engineId());
+            LOG.error("engine {}: {}; its KV memory is not freed", engineId(),
+                    joined ? "a KV pool save still reads it" : "step loop did not stop within 30 s");
         }
     }
 
@@ -729,6 +772,11 @@ public final class SimEngine implements AutoCloseable {
     @Override
     public String toString() {
         return "SimEngine[" + engineId() + ", " + config.kvRole().wireName() + ", tp " + config.tpSize() + "]";
+    }
+
+    /** {@return the shared KV pool beside the prefix cache, or null} */
+    public KvPool kvPool() {
+        return kvPool;
     }
 
     /** For tests: the pool of group {@code g} (only safe to inspect once the engine is idle or closed). */

@@ -57,6 +57,12 @@ final class StepScheduler {
     /** Ids of requests submitted and not finished; shared with {@link SimEngine#submit} (concurrent). */
     private final Set<String> knownIds;
     private final long bytesPerBlockAllRanks;
+    /** The shared KV pool (Mooncake Store) beside the prefix cache, or null. */
+    private final KvPool kvPool;
+    /** Group-0 block ids whose pool save ended: their save's reference is dropped on the step thread. */
+    private final java.util.concurrent.ConcurrentLinkedQueue<int[]> savedBlocks = new java.util.concurrent.ConcurrentLinkedQueue<>();
+    /** Wakes the step loop (a save ended). */
+    private final Runnable wake;
     /** Diagnostics (benchmarks): told a request's id on the step thread when its remote KV load ended (D). */
     private volatile Consumer<String> kvLoadedListener;
 
@@ -73,6 +79,15 @@ final class StepScheduler {
     StepScheduler(String engineId, MooncakeConnectorScheduler scheduler, BlockPool[] pools, int blockSize,
             Limits limits, Sampling sampling, StepModel stepModel, List<SyntheticModel> models,
             Set<String> knownIds, long bytesPerBlockAllRanks) {
+        this(engineId, scheduler, pools, blockSize, limits, sampling, stepModel, models, knownIds, bytesPerBlockAllRanks,
+                null, () -> { });
+    }
+
+    StepScheduler(String engineId, MooncakeConnectorScheduler scheduler, BlockPool[] pools, int blockSize,
+            Limits limits, Sampling sampling, StepModel stepModel, List<SyntheticModel> models,
+            Set<String> knownIds, long bytesPerBlockAllRanks, KvPool kvPool, Runnable wake) {
+        this.kvPool = kvPool;
+        this.wake = wake;
         this.engineId = engineId;
         this.scheduler = scheduler;
         this.pools = pools;
@@ -232,7 +247,13 @@ final class StepScheduler {
     boolean update(List<SimRequest> scheduled, SimWorker.TransferResults merged, boolean admitted) {
         // ---- update from output
         boolean changed = admitted || !scheduled.isEmpty();
+        for (int[] ids; (ids = savedBlocks.poll()) != null; ) {
+            pools[0].free(ids);
+        }
         for (SimRequest r : scheduled) {
+            if (kvPool != null && r.numComputedTokens < r.prompt.length && r.numTokens >= r.prompt.length) {
+                savePrompt(r);
+            }
             r.numComputedTokens = r.numTokens;
             cacheFullBlocks(r, r.numComputedTokens);
             if (r.kvReadyNanos == 0) {
@@ -283,6 +304,23 @@ final class StepScheduler {
         return changed;
     }
 
+    /**
+     * Hands the prompt's full blocks (computed this step, or found) to the pool to save; each holds one
+     * more reference until the save released it, so that no other request overwrites it meanwhile.
+     */
+    private void savePrompt(SimRequest r) {
+        int full = Math.min(r.prompt.length / blockSize, r.numBlocks);
+        if (full == 0) {
+            return;
+        }
+        int[] ids = Arrays.copyOf(r.blocks[0], full);
+        pools[0].touch(ids);
+        kvPool.save(r.id, ids, 0, full, () -> {
+            savedBlocks.add(ids);
+            wake.run();
+        });
+    }
+
     /** Tries to admit the head of the waiting queue; false when it does not fit this step. */
     private boolean admit(SimRequest r, int budget, List<SimRequest> scheduled) {
         int n = r.prompt.length;
@@ -296,10 +334,14 @@ final class StepScheduler {
         }
         int numComputed = hit * blockSize;
         MatchedTokens matched = scheduler.getNumNewMatchedTokens(r, numComputed);
+        // the pool is asked when the P2P connector has nothing (vLLM's MultiConnector: the first with a hit)
+        int poolTokens = kvPool != null && matched.numExternalTokens() == 0 && !matched.loadKvAsync()
+                ? kvPool.matchedTokens(r.id, r.prompt, numComputed) : 0;
         int promptBlocks = ceilDiv(n, blockSize);
         int newBlocks = promptBlocks - hit;
         int reserve = ceilDiv(n + r.maxTokens - 1, blockSize) - promptBlocks;
-        if (!matched.loadKvAsync() && !scheduled.isEmpty() && n - numComputed - matched.numExternalTokens() > budget) {
+        if (!matched.loadKvAsync() && !scheduled.isEmpty()
+                && n - numComputed - matched.numExternalTokens() - poolTokens > budget) {
             return false;
         }
         for (int g = 0; g < pools.length; g++) {
@@ -327,6 +369,11 @@ final class StepScheduler {
         reservedBlocks += reserve;
         r.localHitTokens = numComputed;
         r.numComputedTokens = numComputed;
+        if (poolTokens > 0) {
+            // loaded into the fresh blocks now; what did not arrive is computed with the rest
+            int loaded = kvPool.load(r.id, r.blocks[0], hit, hit + poolTokens / blockSize);
+            r.numComputedTokens += loaded * blockSize;
+        }
         scheduler.updateStateAfterAlloc(r, KvCacheBlocks.ofUnhashed(fresh), matched.numExternalTokens());
         if (matched.loadKvAsync()) {
             r.externalTokens = matched.numExternalTokens();
@@ -446,6 +493,9 @@ final class StepScheduler {
     private void finish(SimRequest r) {
         if (stepModel != null) {
             stepModel.release(r.id);
+        }
+        if (kvPool != null) {
+            kvPool.requestFinished(r.id);
         }
         RequestFinishedResult res = scheduler.requestFinished(r, r.blocks);
         reservedBlocks -= r.reservedBlocks;
