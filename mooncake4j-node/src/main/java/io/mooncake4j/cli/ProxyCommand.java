@@ -168,7 +168,8 @@ final class ProxyCommand implements CliCommand {
                         (int) Math.min(Integer.MAX_VALUE, positive(inline != null ? inline : value(args, i++, name), name)));
                 case "--http-header-timeout", "--http-idle-timeout", "--http-min-body-rate", "--http-body-grace",
                         "--http-max-header-bytes", "--http-body-slots", "--http-body-slots-per-client",
-                        "--http-in-flight-per-client" ->
+                        "--http-in-flight-per-client", "--http-body-deadline-rate", "--http-ipv4-prefix",
+                        "--http-ipv6-prefix", "--http-max-connections" ->
                         httpFlags.put(name.substring(2), inline != null ? inline : value(args, i++, name));
                 default -> throw new Flags.UsageException(a.startsWith("-")
                         ? "unknown flag " + a

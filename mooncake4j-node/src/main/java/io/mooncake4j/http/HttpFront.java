@@ -88,6 +88,8 @@ public final class HttpFront implements AutoCloseable {
         Deadlines deadlines = new Deadlines(limits, name);
         connector.addEventListener(deadlines);
         server.addConnector(connector);
+        // at the cap the connector stops accepting until a connection closes (the rest wait in the backlog)
+        server.addBean(new org.eclipse.jetty.server.NetworkConnectionLimit(limits.maxConnections(), connector));
         ExecutorService requests = Executors.newThreadPerTaskExecutor(Thread.ofVirtual().name(name, 0).factory());
         server.setHandler(new org.eclipse.jetty.server.Handler.Abstract.NonBlocking() {
             @Override
@@ -159,9 +161,14 @@ public final class HttpFront implements AutoCloseable {
         return deadlines.headerTimeouts();
     }
 
-    /** Connections closed because a request body arrived slower than the minimum rate. */
+    /** Connections closed because a request body delivered less than the minimum rate in a recent window. */
     public long slowBodies() {
         return deadlines.slowBodies();
+    }
+
+    /** Connections closed because a request body was not complete by its overall deadline. */
+    public long lateBodies() {
+        return deadlines.lateBodies();
     }
 
     /** Stops accepting, closes every connection and interrupts the requests still running. Idempotent. */

@@ -195,8 +195,10 @@ public final class DisaggProxy implements AutoCloseable {
         this.config = config;
         config.prefill().forEach(p -> prefills.add(new Prefill(p)));
         config.decode().forEach(d -> decodes.add(new Decode(d)));
-        this.inFlight = new FairSlots(config.maxInFlight(), config.http().inFlightShare(config.maxInFlight()));
-        this.bodies = new FairSlots(config.http().bodySlots(), config.http().bodySlotsPerClient());
+        this.inFlight = new FairSlots(config.maxInFlight(), config.http().inFlightShare(config.maxInFlight()),
+                config.http()::network);
+        this.bodies = new FairSlots(config.http().bodySlots(), config.http().bodySlotsPerClient(),
+                config.http()::network);
         long id = IDS.getAndIncrement();
         this.http = new Http1Client(Http1Client.Limits.defaults(config.probeTimeout()),
                 Thread.ofVirtual().name("mooncake-proxy-client-" + id + "-", 0).factory());
@@ -567,10 +569,17 @@ public final class DisaggProxy implements AutoCloseable {
         long deadline = System.nanoTime() + config.requestTimeout().toNanos();
         InetAddress client = ex.clientAddress();
         byte[] raw;
-        // the body first, under a slot of the client's share: a slow upload holds no in-flight slot
+        if (ex.declaredLength() > config.maxBodyBytes()) {
+            stats.rejected.incrementAndGet();
+            ex.setHeader("Connection", "close"); // refused at once: the body is not read
+            sendError(ex, 413, "invalid_request_error", "request body exceeds " + config.maxBodyBytes() + " bytes");
+            return;
+        }
+        // the body first, under a slot of the client's share: a slow upload holds no in-flight slot; when
+        // none is free the slowest body of the network holding the most is evicted for this one
         FairSlots.Slot bodySlot;
         try {
-            bodySlot = bodies.acquire(client, BODY_SLOT_WAIT);
+            bodySlot = bodies.acquire(client, BODY_SLOT_WAIT, ex.bodyHolder());
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             bodySlot = null;
@@ -585,8 +594,12 @@ public final class DisaggProxy implements AutoCloseable {
         }
         try (FairSlots.Slot held = bodySlot) {
             // a body over the limit is read away first, so that the client gets the 413
+            ex.limitBody(config.maxBodyBytes());
             raw = RequestBodies.read(ex.requestBody(), ex.declaredLength(), config.maxBodyBytes());
-        } catch (RequestBodies.TooLargeException e) {
+        } catch (RequestBodies.TooLargeException | Exchange.ChunkTooLargeException e) {
+            if (e instanceof Exchange.ChunkTooLargeException) {
+                ex.setHeader("Connection", "close");
+            }
             stats.rejected.incrementAndGet();
             sendError(ex, 413, "invalid_request_error", "request body exceeds " + config.maxBodyBytes() + " bytes");
             return;

@@ -108,7 +108,8 @@ public final class ServeNode implements AutoCloseable {
         this.options = options;
         this.engine = engine;
         this.answers = new CompletionAnswers(text, options.servedModelName(), created);
-        this.bodies = new FairSlots(options.http().bodySlots(), options.http().bodySlotsPerClient());
+        this.bodies = new FairSlots(options.http().bodySlots(), options.http().bodySlotsPerClient(),
+                options.http()::network);
         this.clientWatch = new ClientWatch(DISCONNECT_CHECK_PERIOD, DISCONNECT_CHECK_AFTER,
                 "mooncake-serve-disconnect-" + NODES.getAndIncrement());
     }
@@ -599,14 +600,14 @@ public final class ServeNode implements AutoCloseable {
                         "too many requests in flight (%d); retry later", inFlight));
             }
             int share = options.http().inFlightShare(options.maxPendingRequests());
-            int mine = inFlightByClient.getOrDefault(client, 0);
+            int mine = inFlightByClient.getOrDefault(options.http().network(client), 0);
             if (mine >= share) {
                 throw new OpenAiError(503, "ServiceUnavailableError", null, String.format(Locale.ROOT,
                         "too many requests in flight from %s (%d, its share); retry later", client.getHostAddress(),
                         mine));
             }
             inFlight++;
-            inFlightByClient.merge(client, 1, Integer::sum);
+            inFlightByClient.merge(options.http().network(client), 1, Integer::sum);
         }
         CompletableFuture<SimResult> f;
         java.util.function.IntConsumer listener = tokens == null ? null : tokens::add;
@@ -665,7 +666,7 @@ public final class ServeNode implements AutoCloseable {
     private void released(InetAddress client) {
         synchronized (inFlightLock) {
             inFlight--;
-            inFlightByClient.computeIfPresent(client, (k, n) -> n == 1 ? null : n - 1);
+            inFlightByClient.computeIfPresent(options.http().network(client), (k, n) -> n == 1 ? null : n - 1);
             inFlightLock.notifyAll();
         }
     }
@@ -698,14 +699,20 @@ public final class ServeNode implements AutoCloseable {
 
     /**
      * The body, read under a body-upload slot: at most {@link io.mooncake4j.http.HttpLimits#bodySlots()} at
-     * once, of which {@link io.mooncake4j.http.HttpLimits#bodySlotsPerClient()} for one client address, so
-     * that the connections of one slow client cannot hold every slot (and a body slower than the minimum
-     * rate is cut by the front).
+     * once, of which {@link io.mooncake4j.http.HttpLimits#bodySlotsPerClient()} for one client network, so
+     * that the connections of one slow client cannot hold every slot; when none is free the slowest body
+     * (read for at least 1 s) of the network holding the most is evicted rather than this one refused, and
+     * a body slower than the minimum rate is cut by the front. A declared length over the limit is
+     * refused with 413 at once.
      */
     private String readBody(Exchange ex) throws IOException {
+        if (ex.declaredLength() > MAX_BODY_BYTES) {
+            ex.setHeader("Connection", "close"); // refused at once: the body is not read
+            throw tooLarge();
+        }
         FairSlots.Slot slot;
         try {
-            slot = bodies.acquire(ex.clientAddress(), BODY_SLOT_WAIT);
+            slot = bodies.acquire(ex.clientAddress(), BODY_SLOT_WAIT, ex.bodyHolder());
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             slot = null;
@@ -722,10 +729,14 @@ public final class ServeNode implements AutoCloseable {
     }
 
     private static String readBodyBounded(Exchange ex) throws IOException {
+        ex.limitBody(MAX_BODY_BYTES);
         try {
             return new String(RequestBodies.read(ex.requestBody(), ex.declaredLength(), MAX_BODY_BYTES),
                     StandardCharsets.UTF_8);
         } catch (RequestBodies.TooLargeException e) {
+            throw tooLarge();
+        } catch (Exchange.ChunkTooLargeException e) {
+            ex.setHeader("Connection", "close");
             throw tooLarge();
         }
     }
