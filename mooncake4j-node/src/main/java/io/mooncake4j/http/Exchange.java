@@ -184,6 +184,31 @@ public final class Exchange {
         }
     }
 
+    /**
+     * Answers at once, before the body is read (a body declared over a limit): sends {@code json} with
+     * {@code status} now, then reads the declared body away when it is at most {@code drainLimit} bytes,
+     * so that a client that sends its whole body before reading still gets the answer and the connection
+     * stays usable; a larger one is not read and the connection is closed after the answer. The body
+     * rates and deadlines apply to the reading away.
+     */
+    public void answerBeforeBody(int status, byte[] json, long drainLimit) throws IOException {
+        boolean drain = declaredLength() >= 0 && declaredLength() <= drainLimit;
+        if (!drain) {
+            setHeader("Connection", "close");
+        }
+        setHeader("Content-Type", "application/json");
+        sendResponseHeaders(status, json.length);
+        out.write(json);
+        out.flush(); // the answer leaves now
+        if (drain) {
+            try (InputStream in = requestBody()) {
+                in.transferTo(OutputStream.nullOutputStream());
+            } catch (IOException e) {
+                // cut by a deadline or gone: the answer was sent
+            }
+        }
+    }
+
     /** Sets a response header (before {@link #sendResponseHeaders}). */
     public void setHeader(String name, String value) {
         response.getHeaders().put(name, value);

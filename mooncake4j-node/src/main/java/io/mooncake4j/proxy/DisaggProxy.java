@@ -7,6 +7,7 @@ import io.mooncake4j.internal.http.RequestBodies;
 import io.mooncake4j.internal.json.Json;
 import io.mooncake4j.internal.sys.ClientWatch;
 import io.mooncake4j.internal.json.JsonException;
+import io.mooncake4j.proxy.ClientAnswers.Failure;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -37,7 +38,8 @@ import static io.mooncake4j.proxy.ClientAnswers.drain;
 import static io.mooncake4j.proxy.ClientAnswers.relay;
 import static io.mooncake4j.proxy.ClientAnswers.sendError;
 import static io.mooncake4j.proxy.ClientAnswers.sendJson;
-import static io.mooncake4j.proxy.ClientAnswers.sendNodeError;
+import static io.mooncake4j.proxy.ClientAnswers.nodeFailure;
+import static io.mooncake4j.proxy.ClientAnswers.sendFailure;
 import static io.mooncake4j.proxy.NodeCalls.cancel;
 import static io.mooncake4j.proxy.NodeCalls.describe;
 import static io.mooncake4j.proxy.NodeCalls.failedOrError;
@@ -145,6 +147,7 @@ public final class DisaggProxy implements AutoCloseable {
         final AtomicLong failedDecode = new AtomicLong();
         final AtomicLong rejected = new AtomicLong();
         final AtomicLong clientsGone = new AtomicLong();
+        final AtomicLong retried = new AtomicLong();
 
         /** Proxied requests received (after the readiness and size checks). */
         public long requests() {
@@ -174,6 +177,14 @@ public final class DisaggProxy implements AutoCloseable {
             return clientsGone.get();
         }
 
+        /**
+         * Requests tried a second time on another P because the first try failed before anything reached
+         * the client (at most once per request).
+         */
+        public long retried() {
+            return retried.get();
+        }
+
         /** Requests refused before routing (not ready, overloaded, bad body). */
         public long rejected() {
             return rejected.get();
@@ -187,6 +198,7 @@ public final class DisaggProxy implements AutoCloseable {
             m.put("failed_decode", failedDecode());
             m.put("rejected", rejected());
             m.put("clients_gone", clientsGone());
+            m.put("retried", retried());
             return m;
         }
     }
@@ -570,9 +582,11 @@ public final class DisaggProxy implements AutoCloseable {
         InetAddress client = ex.clientAddress();
         byte[] raw;
         if (ex.declaredLength() > config.maxBodyBytes()) {
+            // refused at once: the answer leaves before the body is read (then read away if not too large)
             stats.rejected.incrementAndGet();
-            ex.setHeader("Connection", "close"); // refused at once: the body is not read
-            sendError(ex, 413, "invalid_request_error", "request body exceeds " + config.maxBodyBytes() + " bytes");
+            ex.answerBeforeBody(413, Json.write(ClientAnswers.errorBody(413, "invalid_request_error",
+                    "request body exceeds " + config.maxBodyBytes() + " bytes")).getBytes(StandardCharsets.UTF_8),
+                    RequestBodies.drainLimit(config.maxBodyBytes()));
             return;
         }
         // the body first, under a slot of the client's share: a slow upload holds no in-flight slot; when
@@ -638,6 +652,44 @@ public final class DisaggProxy implements AutoCloseable {
             return;
         }
         stats.requests.incrementAndGet();
+        // A request whose attempt failed before anything reached the client is tried once more on another P
+        // (and the next D in turn): P may have died between routing and answering, or under D's pull.
+        Failure f = attempt(ex, path, req, route, deadline);
+        if (f != null && f.retryable() && NodeCalls.remainingOrZero(deadline) > 0) {
+            Route again = nextRouteAvoiding(route.prefill);
+            if (again != null) {
+                stats.retried.incrementAndGet();
+                LOG.info("request failed on {} before any token reached the client ({}); retrying on {}",
+                        f.failedNode(), f.message(), again.prefill.node.url());
+                f = attempt(ex, path, req, again, deadline);
+            }
+        }
+        if (f != null) {
+            (f.role().equals("prefill") ? stats.failedPrefill : stats.failedDecode).incrementAndGet();
+            sendFailure(ex, f);
+        }
+    }
+
+    /** The next route whose P is not {@code avoid}, or null when every P up is {@code avoid}. */
+    private Route nextRouteAvoiding(Prefill avoid) {
+        for (int i = 0; i <= prefills.size() * 4; i++) {
+            Route r = nextRoute(new StringBuilder());
+            if (r == null) {
+                return null;
+            }
+            if (r.prefill != avoid) {
+                return r;
+            }
+        }
+        return null;
+    }
+
+    /**
+     * One try of a request on {@code route}: null when it was answered (D's answer relayed, or an answer
+     * that is final), else the failure, not sent yet, with the node to blame.
+     */
+    private Failure attempt(Exchange ex, String path, Map<String, Object> req, Route route, long deadline)
+            throws IOException {
         String requestId = UUID.randomUUID().toString();
         String transferId = "xfer-" + requestId;
         boolean stream = Boolean.TRUE.equals(req.get("stream"));
@@ -676,8 +728,10 @@ public final class DisaggProxy implements AutoCloseable {
                 requestId, pHeaders));
         CompletableFuture<Http1Client.Response> df = http.sendAsync(post(route.decode.node.url().resolve(path), dBody,
                 requestId, dHeaders));
-        String pName = "prefill node " + route.prefill.node.url();
-        String dName = "decode node " + route.decode.node.url();
+        String pUrl = route.prefill.node.url().toString();
+        String dUrl = route.decode.node.url().toString();
+        String pName = "prefill node " + pUrl;
+        String dName = "decode node " + dUrl;
         // a client that goes away cancels both halves: the nodes see their connections close and abort
         java.util.concurrent.atomic.AtomicBoolean gone = new java.util.concurrent.atomic.AtomicBoolean();
         ClientWatch.Watch watch = clientWatch.watch(ex.localAddress(), ex.remoteAddress(), () -> {
@@ -695,93 +749,99 @@ public final class DisaggProxy implements AutoCloseable {
             }
             if (!pf.isDone() && failedOrError(df)) {
                 pf.cancel(true);
-                stats.failedDecode.incrementAndGet();
-                answerFailure(ex, df, route.decode, dName, transferId);
-                return;
+                return decodeFailure(df, route, dName, transferId);
             }
             Http1Client.Response pr;
             try {
                 pr = pf.get(remaining(deadline), TimeUnit.NANOSECONDS);
             } catch (ExecutionException e) {
                 cancel(df);
-                stats.failedPrefill.incrementAndGet();
                 Throwable c = unwrap(e);
                 if (unreachable(c)) {
                     markDown(route.prefill, c);
                 }
-                sendError(ex, c instanceof HttpTimeoutException ? 504 : 502, "upstream_error", String.format(
-                        Locale.ROOT, "%s failed before prefill finished (%s); request %s was not decoded",
-                        pName, describe(c), transferId));
-                return;
+                boolean timeout = c instanceof HttpTimeoutException;
+                return new Failure(timeout ? 504 : 502, "upstream_error", String.format(Locale.ROOT,
+                        "%s failed before prefill finished (%s); request %s was not decoded", pName, describe(c),
+                        transferId), pUrl, "prefill", !timeout);
             }
             byte[] pAnswer = readBounded(pr.body(), MAX_NODE_BODY);
             if (pr.statusCode() / 100 != 2) {
                 cancel(df);
-                stats.failedPrefill.incrementAndGet();
-                sendNodeError(ex, pr.statusCode(), pAnswer, pName, transferId);
-                return;
+                return nodeFailure(pr.statusCode(), pAnswer, pName, transferId, pUrl, "prefill");
             }
             Http1Client.Response dr;
             try {
                 dr = df.get(remaining(deadline), TimeUnit.NANOSECONDS);
             } catch (ExecutionException e) {
-                stats.failedDecode.incrementAndGet();
-                Throwable c = unwrap(e);
-                if (unreachable(c)) {
-                    markDown(route.decode, c);
-                }
-                sendError(ex, c instanceof HttpTimeoutException ? 504 : 502, "upstream_error", String.format(
-                        Locale.ROOT, "%s failed (%s) on request %s", dName, describe(c), transferId));
-                return;
+                return decodeFailure(df, route, dName, transferId);
             }
             if (dr.statusCode() / 100 != 2) {
-                stats.failedDecode.incrementAndGet();
-                sendNodeError(ex, dr.statusCode(), readBounded(dr.body(), MAX_NODE_BODY), dName, transferId);
-                return;
+                return blame(nodeFailure(dr.statusCode(), readBounded(dr.body(), MAX_NODE_BODY), dName, transferId,
+                        dUrl, "decode"), route);
             }
             relay(ex, dr, stream, dName, transferId, deadline, stats);
+            return null;
         } catch (TimeoutException e) {
             cancel(pf);
             cancel(df);
-            stats.failedDecode.incrementAndGet();
-            sendError(ex, 504, "upstream_error", String.format(Locale.ROOT,
+            return new Failure(504, "upstream_error", String.format(Locale.ROOT,
                     "request %s did not finish within %d s (%s, %s)", transferId, config.requestTimeout().toSeconds(),
                     pf.isDone() ? pName + " answered" : pName + " still pending",
-                    df.isDone() ? dName + " answered" : dName + " still pending"));
+                    df.isDone() ? dName + " answered" : dName + " still pending"),
+                    pf.isDone() ? dUrl : pUrl, pf.isDone() ? "decode" : "prefill", false);
         } catch (NodeCalls.BodyTooLargeException e) {
             cancel(pf);
             cancel(df);
-            stats.failedDecode.incrementAndGet();
-            sendError(ex, 502, "upstream_error", "a node's answer to request " + transferId + " exceeds "
-                    + MAX_NODE_BODY + " bytes");
+            return new Failure(502, "upstream_error", "a node's answer to request " + transferId + " exceeds "
+                    + MAX_NODE_BODY + " bytes", pf.isDone() ? dUrl : pUrl, pf.isDone() ? "decode" : "prefill", false);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             cancel(pf);
             cancel(df);
             sendError(ex, 503, "service_unavailable", "the proxy is shutting down");
+            return null;
         } catch (CancellationException e) {
             if (!gone.get()) {
                 throw e;
             }
             LOG.debug("request {}: the client went away; P's and D's requests were cancelled", transferId);
+            return null;
         } finally {
             cancel(pf);
         }
     }
 
-    private void answerFailure(Exchange ex, CompletableFuture<Http1Client.Response> f, Decode d,
-            String name, String transferId) throws IOException {
+    /** D failed (an exception or an error status): the failure, blamed on P when P is the likely cause. */
+    private Failure decodeFailure(CompletableFuture<Http1Client.Response> f, Route route, String name,
+            String transferId) throws IOException {
+        String url = route.decode.node.url().toString();
         try {
             Http1Client.Response r = f.getNow(null);
-            sendNodeError(ex, r.statusCode(), readBounded(r.body(), MAX_NODE_BODY), name, transferId);
+            return blame(nodeFailure(r.statusCode(), readBounded(r.body(), MAX_NODE_BODY), name, transferId, url,
+                    "decode"), route);
         } catch (CompletionException | CancellationException e) {
             Throwable c = unwrap(e);
             if (unreachable(c)) {
-                markDown(d, c);
+                markDown(route.decode, c);
             }
-            sendError(ex, c instanceof HttpTimeoutException ? 504 : 502, "upstream_error", String.format(
-                    Locale.ROOT, "%s failed (%s) on request %s", name, describe(c), transferId));
+            boolean timeout = c instanceof HttpTimeoutException;
+            return new Failure(timeout ? 504 : 502, "upstream_error", String.format(Locale.ROOT,
+                    "%s failed (%s) on request %s", name, describe(c), transferId), url, "decode", !timeout);
         }
+    }
+
+    /**
+     * A D failure whose P is out of rotation now (its probe or its own request failed) is P's: D's pull
+     * from it failed because it died.
+     */
+    private static Failure blame(Failure f, Route route) {
+        if (route.prefill.up) {
+            return f;
+        }
+        return new Failure(f.status(), f.type(), f.message() + " (prefill node " + route.prefill.node.url()
+                + " is down: " + route.prefill.problem + ")", route.prefill.node.url().toString(), "prefill",
+                f.retryable());
     }
 
     private Http1Client.Request post(URI uri, Map<String, Object> body, String requestId, Map<String, String> extra) {

@@ -205,6 +205,8 @@ public final class ServeNode implements AutoCloseable {
             throw new IllegalStateException(String.format(Locale.ROOT, "cannot serve HTTP on %s:%d: %s",
                     options.host(), options.port(), e.getMessage()), e);
         }
+        metrics.bindCounts(HTTP_CUT_METER, "HTTP connections or request bodies the front door cut off",
+                node.frontDoorCounts());
         LOG.info("{}", node.describe());
         return node;
     }
@@ -508,6 +510,66 @@ public final class ServeNode implements AutoCloseable {
         return root;
     }
 
+    /** The meter of the front door's cut-offs, tag {@code reason} (the keys of {@link #frontDoorCounts()}). */
+    public static final String HTTP_CUT_METER = "mooncake4j.http.cut";
+
+    /**
+     * The front door's cut-offs by reason: {@code header_timeout}, {@code slow_body} (below the minimum
+     * rate in a recent window), {@code late_body} (past its overall deadline), {@code body_evicted} (the
+     * slowest body, closed to make room for a newcomer).
+     */
+    Map<String, java.util.function.LongSupplier> frontDoorCounts() {
+        Map<String, java.util.function.LongSupplier> m = new LinkedHashMap<>();
+        m.put("header_timeout", () -> server == null ? 0 : server.headerTimeouts());
+        m.put("slow_body", () -> server == null ? 0 : server.slowBodies());
+        m.put("late_body", () -> server == null ? 0 : server.lateBodies());
+        m.put("body_evicted", bodies::evictions);
+        return m;
+    }
+
+    /** The workers' side-channel counters summed, as {@code /mooncake/status} reports them. */
+    private Map<String, Object> workerCounters() {
+        long selfAimed = 0;
+        long limit = 0;
+        long errors = 0;
+        long peers = 0;
+        long[] answers = new long[4];
+        long[] boot = new long[3];
+        for (SimWorker w : engine.workers()) {
+            if (w instanceof io.mooncake4j.sim.ConnectorSimWorker c) {
+                io.mooncake4j.connector.worker.WorkerCounters k = c.worker().counters();
+                selfAimed += k.selfAimedRefusals();
+                limit += k.limitRejections();
+                errors += k.errorReplies();
+                peers += k.peersDropped();
+                answers[0] += k.answersDropped().protocol();
+                answers[1] += k.answersDropped().peerGone();
+                answers[2] += k.answersDropped().queueFull();
+                answers[3] += k.answersDropped().closing();
+                boot[0] += k.bootstrapClosed().evicted();
+                boot[1] += k.bootstrapClosed().refused();
+                boot[2] += k.bootstrapClosed().expired();
+            }
+        }
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("self_aimed_refusals", selfAimed);
+        m.put("limit_rejections", limit);
+        m.put("error_replies", errors);
+        m.put("peers_dropped", peers);
+        Map<String, Object> a = new LinkedHashMap<>();
+        a.put("protocol", answers[0]);
+        a.put("peer_gone", answers[1]);
+        a.put("queue_full", answers[2]);
+        a.put("closing", answers[3]);
+        m.put("answers_dropped", a);
+        Map<String, Object> b = new LinkedHashMap<>();
+        b.put("evicted", boot[0]);
+        b.put("refused", boot[1]);
+        b.put("expired", boot[2]);
+        m.put("bootstrap_connections_closed", b);
+        return m;
+    }
+
     private Map<String, Object> status() {
         SimEngine.Snapshot s = engine.snapshot();
         Map<String, Object> m = new LinkedHashMap<>();
@@ -534,6 +596,10 @@ public final class ServeNode implements AutoCloseable {
         m.put("kv_bytes_received", kvBytesReceived.get());
         m.put("kv_mismatched_words", kvMismatchedWords.get());
         m.put("connector_stats", new LinkedHashMap<>(engine.kvConnectorStats().reduce()));
+        m.put("side_channel", workerCounters());
+        Map<String, Object> cut = new LinkedHashMap<>();
+        frontDoorCounts().forEach((k, v) -> cut.put(k, v.getAsLong()));
+        m.put("http_cut", cut);
         return m;
     }
 
@@ -707,8 +773,11 @@ public final class ServeNode implements AutoCloseable {
      */
     private String readBody(Exchange ex) throws IOException {
         if (ex.declaredLength() > MAX_BODY_BYTES) {
-            ex.setHeader("Connection", "close"); // refused at once: the body is not read
-            throw tooLarge();
+            // refused at once: the answer leaves before the body is read (then read away if not too large)
+            OpenAiError e = tooLarge();
+            ex.answerBeforeBody(e.status(), Json.write(e.body()).getBytes(StandardCharsets.UTF_8),
+                    RequestBodies.drainLimit(MAX_BODY_BYTES));
+            throw e; // answered: the route's error handler finds the response started and sends nothing more
         }
         FairSlots.Slot slot;
         try {

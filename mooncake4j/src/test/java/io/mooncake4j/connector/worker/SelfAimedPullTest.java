@@ -62,6 +62,7 @@ class SelfAimedPullTest {
             }
             PdTestbed.assertSameTpCopy(p, 2, p, 2); // P's block 2 still holds its own bytes
             assertEquals(1, p.worker.diagnostics().selfAimedRefusals());
+            assertEquals(1, p.worker.counters().selfAimedRefusals(), "public, for monitoring");
             if (onArrival) {
                 assertEquals(1, p.worker.diagnostics().errorReplies());
                 logs.assertLogged(Level.ERROR, "aimed at this P worker's own engine");
