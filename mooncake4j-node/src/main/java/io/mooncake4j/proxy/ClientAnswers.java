@@ -24,7 +24,7 @@ import static io.mooncake4j.proxy.NodeCalls.remainingOrZero;
  * rest as 502), and D's successful answer, copied whole or streamed chunk by chunk as it arrives, with an SSE
  * error event when D's stream breaks after its first bytes; and the body of a request it rejects, read away
  * so that the connection can be reused. Stateless: each call runs on the client
- * request's virtual thread and counts into the proxy's {@link DisaggProxy.Stats}.
+ * request's virtual thread and counts into the proxy's {@link ProxyStats}.
  */
 final class ClientAnswers {
 
@@ -97,7 +97,7 @@ final class ClientAnswers {
 
     /** Streams or copies D's successful answer to the client. */
     static void relay(Exchange ex, Http1Client.Response dr, boolean stream, String dName, String transferId,
-            long deadline, DisaggProxy.Stats stats) throws IOException {
+            long deadline, ProxyStats stats) throws IOException {
         InputStream in = dr.body();
         String type = dr.header("Content-Type").orElse(stream ? "text/event-stream" : "application/json");
         if (!stream) {
@@ -159,7 +159,7 @@ final class ClientAnswers {
      * that has read the answer always sees the count (a body over the server's 8 KiB buffer goes out
      * as it is written, before {@code write} returns). A failure detected while sending uncounts it.
      */
-    private static void sendCounted(Exchange ex, int status, byte[] body, DisaggProxy.Stats stats) throws IOException {
+    private static void sendCounted(Exchange ex, int status, byte[] body, ProxyStats stats) throws IOException {
         boolean counted = false;
         try {
             if (body.length == 0) {

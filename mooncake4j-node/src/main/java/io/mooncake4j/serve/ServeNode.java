@@ -527,49 +527,6 @@ public final class ServeNode implements AutoCloseable {
         return m;
     }
 
-    /** The workers' side-channel counters summed, as {@code /mooncake/status} reports them. */
-    private Map<String, Object> workerCounters() {
-        long selfAimed = 0;
-        long limit = 0;
-        long errors = 0;
-        long peers = 0;
-        long[] answers = new long[4];
-        long[] boot = new long[3];
-        for (SimWorker w : engine.workers()) {
-            if (w instanceof io.mooncake4j.sim.ConnectorSimWorker c) {
-                io.mooncake4j.connector.worker.WorkerCounters k = c.worker().counters();
-                selfAimed += k.selfAimedRefusals();
-                limit += k.limitRejections();
-                errors += k.errorReplies();
-                peers += k.peersDropped();
-                answers[0] += k.answersDropped().protocol();
-                answers[1] += k.answersDropped().peerGone();
-                answers[2] += k.answersDropped().queueFull();
-                answers[3] += k.answersDropped().closing();
-                boot[0] += k.bootstrapClosed().evicted();
-                boot[1] += k.bootstrapClosed().refused();
-                boot[2] += k.bootstrapClosed().expired();
-            }
-        }
-        Map<String, Object> m = new LinkedHashMap<>();
-        m.put("self_aimed_refusals", selfAimed);
-        m.put("limit_rejections", limit);
-        m.put("error_replies", errors);
-        m.put("peers_dropped", peers);
-        Map<String, Object> a = new LinkedHashMap<>();
-        a.put("protocol", answers[0]);
-        a.put("peer_gone", answers[1]);
-        a.put("queue_full", answers[2]);
-        a.put("closing", answers[3]);
-        m.put("answers_dropped", a);
-        Map<String, Object> b = new LinkedHashMap<>();
-        b.put("evicted", boot[0]);
-        b.put("refused", boot[1]);
-        b.put("expired", boot[2]);
-        m.put("bootstrap_connections_closed", b);
-        return m;
-    }
-
     private Map<String, Object> status() {
         SimEngine.Snapshot s = engine.snapshot();
         Map<String, Object> m = new LinkedHashMap<>();
@@ -596,7 +553,7 @@ public final class ServeNode implements AutoCloseable {
         m.put("kv_bytes_received", kvBytesReceived.get());
         m.put("kv_mismatched_words", kvMismatchedWords.get());
         m.put("connector_stats", new LinkedHashMap<>(engine.kvConnectorStats().reduce()));
-        m.put("side_channel", workerCounters());
+        m.put("side_channel", NodeCounters.sideChannel(engine.workers()));
         Map<String, Object> cut = new LinkedHashMap<>();
         frontDoorCounts().forEach((k, v) -> cut.put(k, v.getAsLong()));
         m.put("http_cut", cut);
