@@ -52,9 +52,12 @@ public final class HttpFront implements AutoCloseable {
     private final Deadlines deadlines;
     private final ExecutorService requests;
     private final int port; // kept: Jetty forgets it when stopped
+    private final org.eclipse.jetty.server.NetworkConnectionLimit cap;
 
-    private HttpFront(Server server, ServerConnector connector, Deadlines deadlines, ExecutorService requests) {
+    private HttpFront(Server server, ServerConnector connector, Deadlines deadlines, ExecutorService requests,
+            org.eclipse.jetty.server.NetworkConnectionLimit cap) {
         this.server = server;
+        this.cap = cap;
         this.port = connector.getLocalPort();
         this.deadlines = deadlines;
         this.requests = requests;
@@ -89,7 +92,9 @@ public final class HttpFront implements AutoCloseable {
         connector.addEventListener(deadlines);
         server.addConnector(connector);
         // at the cap the connector stops accepting until a connection closes (the rest wait in the backlog)
-        server.addBean(new org.eclipse.jetty.server.NetworkConnectionLimit(limits.maxConnections(), connector));
+        org.eclipse.jetty.server.NetworkConnectionLimit cap =
+                new org.eclipse.jetty.server.NetworkConnectionLimit(limits.maxConnections(), connector);
+        server.addBean(cap);
         ExecutorService requests = Executors.newThreadPerTaskExecutor(Thread.ofVirtual().name(name, 0).factory());
         server.setHandler(new org.eclipse.jetty.server.Handler.Abstract.NonBlocking() {
             @Override
@@ -111,7 +116,7 @@ public final class HttpFront implements AutoCloseable {
             }
             throw new IOException(e.getMessage() == null ? e.toString() : e.getMessage(), e);
         }
-        return new HttpFront(server, connector, deadlines, requests);
+        return new HttpFront(server, connector, deadlines, requests, cap);
     }
 
     private static void run(Handler handler, Exchange ex, Callback callback) {
@@ -164,6 +169,11 @@ public final class HttpFront implements AutoCloseable {
     /** Connections closed because a request body delivered less than the minimum rate in a recent window. */
     public long slowBodies() {
         return deadlines.slowBodies();
+    }
+
+    /** Connections open now ({@link HttpLimits#maxConnections()} at most). */
+    public int openConnections() {
+        return cap.getNetworkConnectionCount();
     }
 
     /** Connections closed because a request body was not complete by its overall deadline. */

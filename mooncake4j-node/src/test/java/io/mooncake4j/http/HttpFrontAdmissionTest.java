@@ -37,6 +37,7 @@ class HttpFrontAdmissionTest {
 
     private HttpFront front;
     private FairSlots bodies;
+    private final List<Long> arrivals = new java.util.concurrent.CopyOnWriteArrayList<>();
     private final List<Socket> sockets = new ArrayList<>();
 
     @AfterEach
@@ -52,6 +53,7 @@ class HttpFrontAdmissionTest {
     private void start(HttpLimits limits) throws IOException {
         bodies = new FairSlots(limits.bodySlots(), limits.bodySlotsPerClient(), limits::network);
         front = HttpFront.start("admission-test-", "127.0.0.1", 0, 128, limits, ex -> {
+            arrivals.add(System.nanoTime());
             FairSlots.Slot slot;
             try {
                 slot = bodies.acquire(ex.clientAddress(), Duration.ofSeconds(30), ex.bodyHolder());
@@ -198,5 +200,43 @@ class HttpFrontAdmissionTest {
         perAddress.tryAcquire(a);
         perAddress.tryAcquire(a);
         assertNotNull(perAddress.tryAcquire(b), "per address: b has its own");
+    }
+
+    /** One answer of a kept-alive connection: its head and its {@code Content-Length} bytes. */
+    private static String readOne(Socket s) throws IOException {
+        s.setSoTimeout((int) TimeUnit.NANOSECONDS.toMillis(WAIT_NANOS));
+        InputStream in = s.getInputStream();
+        StringBuilder got = new StringBuilder();
+        while (got.indexOf("\r\n\r\n") < 0) {
+            int b = in.read();
+            assertTrue(b >= 0, "closed before an answer: " + got);
+            got.append((char) b);
+        }
+        java.util.regex.Matcher m = java.util.regex.Pattern.compile("(?i)content-length: *(\\d+)").matcher(got);
+        int len = m.find() ? Integer.parseInt(m.group(1)) : 0;
+        got.append(new String(in.readNBytes(len), StandardCharsets.ISO_8859_1));
+        return got.toString();
+    }
+
+    @Test
+    void beyondTheConnectionCapANewConnectionIsServedOnlyOnceAnotherCloses() throws Exception {
+        start(HttpLimits.defaults().withMaxConnections(2));
+        String get = "GET /x HTTP/1.1\r\nHost: t\r\n\r\n";
+        Socket a = open("127.0.0.1");
+        Socket b = open("127.0.0.1");
+        for (Socket s : new Socket[] {a, b}) {
+            send(s, get, 0);
+            assertTrue(readOne(s).startsWith("HTTP/1.1 200"), "a kept-alive connection under the cap");
+        }
+        assertEquals(2, front.openConnections());
+        Socket c = open("127.0.0.1");
+        send(c, "GET /x HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", 0);
+        long closedAt = System.nanoTime();
+        a.close();
+        String r = answerOrClose(c);
+        assertNotNull(r, "the third connection was never served");
+        assertTrue(r.startsWith("HTTP/1.1 200"), r);
+        assertEquals(3, arrivals.size());
+        assertTrue(arrivals.get(2) > closedAt, "the third request was read only after a connection closed");
     }
 }
