@@ -240,6 +240,11 @@ public final class MeteredTransferEngine implements TransferEngine {
     }
 
     @Override
+    public boolean isOwnSegment(String segmentName) {
+        return delegate.isOwnSegment(segmentName);
+    }
+
+    @Override
     public long getFirstBufferAddress(String segmentName) {
         return delegate.getFirstBufferAddress(segmentName);
     }

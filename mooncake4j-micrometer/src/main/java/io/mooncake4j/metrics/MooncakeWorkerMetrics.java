@@ -26,6 +26,13 @@ import java.util.function.ToDoubleFunction;
  *   <tr><td>{@value #BACKLOG_PAUSES}</td><td>—</td><td>P: listener pauses at its byte budget</td></tr>
  *   <tr><td>{@value #HANDSHAKE_RETRIES}</td><td>—</td><td>D: pull sockets replaced after a stuck handshake</td></tr>
  *   <tr><td>{@value #BACKGROUND_ERRORS}</td><td>—</td><td>exceptions of background work (each logged)</td></tr>
+ *   <tr><td>{@value #SELF_AIMED_REFUSALS}</td><td>—</td><td>P: pulls or writes refused because they aimed at P's
+ *       own engine</td></tr>
+ *   <tr><td>{@value #PEERS_DROPPED}</td><td>—</td><td>P: side-channel connections the listener closed</td></tr>
+ *   <tr><td>{@value #ANSWERS_DROPPED}</td><td>{@code reason=protocol|peer_gone|queue_full|closing}</td>
+ *       <td>P: final answers that never reached D</td></tr>
+ *   <tr><td>{@value #BOOTSTRAP_CLOSED}</td><td>{@code reason=evicted|refused|expired}</td>
+ *       <td>the bootstrap server this worker launched: connections closed by its bounds</td></tr>
  *   <tr><td>{@value #HEALTHY}</td><td>—</td><td>gauge: 1 while every background thread serves, else 0</td></tr>
  * </table>
  *
@@ -46,6 +53,14 @@ public final class MooncakeWorkerMetrics implements MeterBinder {
     public static final String HANDSHAKE_RETRIES = "mooncake4j.side_channel.handshake_retries";
     /** Exceptions of background work. */
     public static final String BACKGROUND_ERRORS = "mooncake4j.worker.background_errors";
+    /** Pulls or writes refused because they aimed at P's own engine. */
+    public static final String SELF_AIMED_REFUSALS = "mooncake4j.side_channel.self_aimed_refusals";
+    /** Side-channel connections P's listener closed. */
+    public static final String PEERS_DROPPED = "mooncake4j.side_channel.peers_dropped";
+    /** Final answers that never reached D (tag {@code reason}). */
+    public static final String ANSWERS_DROPPED = "mooncake4j.side_channel.answers_dropped";
+    /** Bootstrap-server connections closed by its bounds (tag {@code reason}). */
+    public static final String BOOTSTRAP_CLOSED = "mooncake4j.bootstrap.connections_closed";
     /** Gauge: 1 while the worker is healthy. */
     public static final String HEALTHY = "mooncake4j.worker.healthy";
 
@@ -81,6 +96,23 @@ public final class MooncakeWorkerMetrics implements MeterBinder {
         counter(registry, HANDSHAKE_RETRIES, tags, "pull sockets replaced after a stuck handshake",
                 WorkerCounters::handshakeRetries);
         counter(registry, BACKGROUND_ERRORS, tags, "exceptions of background work", WorkerCounters::backgroundErrors);
+        counter(registry, SELF_AIMED_REFUSALS, tags, "pulls or writes refused because they aimed at P's own engine",
+                WorkerCounters::selfAimedRefusals);
+        counter(registry, PEERS_DROPPED, tags, "side-channel connections the listener closed",
+                WorkerCounters::peersDropped);
+        String answers = "final side-channel answers that never reached the decode worker";
+        counter(registry, ANSWERS_DROPPED, tags.and("reason", "protocol"), answers,
+                c -> c.answersDropped().protocol());
+        counter(registry, ANSWERS_DROPPED, tags.and("reason", "peer_gone"), answers,
+                c -> c.answersDropped().peerGone());
+        counter(registry, ANSWERS_DROPPED, tags.and("reason", "queue_full"), answers,
+                c -> c.answersDropped().queueFull());
+        counter(registry, ANSWERS_DROPPED, tags.and("reason", "closing"), answers,
+                c -> c.answersDropped().closing());
+        String boot = "bootstrap-server connections closed by its bounds";
+        counter(registry, BOOTSTRAP_CLOSED, tags.and("reason", "evicted"), boot, c -> c.bootstrapClosed().evicted());
+        counter(registry, BOOTSTRAP_CLOSED, tags.and("reason", "refused"), boot, c -> c.bootstrapClosed().refused());
+        counter(registry, BOOTSTRAP_CLOSED, tags.and("reason", "expired"), boot, c -> c.bootstrapClosed().expired());
         Gauge.builder(HEALTHY, worker, w -> w.health().healthy() ? 1 : 0).tags(tags)
                 .description("1 while every background thread of the worker serves").register(registry);
     }

@@ -3,6 +3,7 @@ package io.mooncake4j.cli;
 import io.mooncake4j.http.HttpLimits;
 import io.mooncake4j.proxy.DisaggProxy;
 import io.mooncake4j.proxy.ProxyConfig;
+import io.mooncake4j.proxy.ProxyStats;
 
 import java.io.PrintStream;
 import java.time.Duration;
@@ -102,7 +103,7 @@ final class ProxyCommand implements CliCommand {
             });
             done.await();
             readyLog.interrupt();
-            DisaggProxy.Stats s = proxy.stats();
+            ProxyStats s = proxy.stats();
             out.printf(Locale.ROOT, "mooncake4j proxy: stopping; %d requests, %d ok, %d failed at P, %d failed at D, "
                     + "%d rejected%n", s.requests(), s.succeeded(), s.failedPrefill(), s.failedDecode(), s.rejected());
             out.flush();
@@ -168,7 +169,8 @@ final class ProxyCommand implements CliCommand {
                         (int) Math.min(Integer.MAX_VALUE, positive(inline != null ? inline : value(args, i++, name), name)));
                 case "--http-header-timeout", "--http-idle-timeout", "--http-min-body-rate", "--http-body-grace",
                         "--http-max-header-bytes", "--http-body-slots", "--http-body-slots-per-client",
-                        "--http-in-flight-per-client" ->
+                        "--http-in-flight-per-client", "--http-body-deadline-rate", "--http-ipv4-prefix",
+                        "--http-ipv6-prefix", "--http-max-connections" ->
                         httpFlags.put(name.substring(2), inline != null ? inline : value(args, i++, name));
                 default -> throw new Flags.UsageException(a.startsWith("-")
                         ? "unknown flag " + a

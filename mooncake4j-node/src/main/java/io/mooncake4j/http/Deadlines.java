@@ -17,8 +17,10 @@ import java.util.concurrent.atomic.AtomicLong;
  * The two deadlines a slow client is held to, checked by one sweeper thread a few times per second:
  * a request's header block must be complete within {@link HttpLimits#headerTimeout()} (a connection
  * trickling header bytes is not idle, so the idle timeout alone never ends it), and a body being read
- * must keep up {@link HttpLimits#minBodyRate()} once {@link HttpLimits#bodyGrace()} has passed. Either
- * way the connection is closed: its reads fail, its slots are given back.
+ * must deliver {@link HttpLimits#minBodyRate()} in every window of {@link HttpLimits#bodyGrace()} once
+ * the first has passed (a recent window: a fast start buys no time later) and be complete by its overall
+ * deadline ({@link HttpLimits#bodyDeadlineRate()}). Either way the connection is closed: its reads fail,
+ * its slots are given back.
  *
  * <p>Where a request is stands in Jetty's parser of the connection (a volatile state); the header
  * clock runs from the connection's opening for its first request, and from the first byte of a later
@@ -37,6 +39,7 @@ final class Deadlines implements Connection.Listener, AutoCloseable {
     private final ScheduledExecutorService sweeper;
     private final AtomicLong headerTimeouts = new AtomicLong();
     private final AtomicLong slowBodies = new AtomicLong();
+    private final AtomicLong lateBodies = new AtomicLong();
 
     /** When the connection's current request started sending its header (0: not in a header now). */
     private static final class HeaderClock {
@@ -47,12 +50,16 @@ final class Deadlines implements Connection.Listener, AutoCloseable {
     /** The progress of one body being read. */
     final class BodyWatch implements AutoCloseable {
         private final Connection connection;
+        private final long declared; // Content-Length, -1 when chunked
         private final AtomicLong bytes = new AtomicLong();
         private volatile long started; // first read; 0 = not yet read
         private volatile boolean done;
+        private long windowStart; // the sweeper's own: 0 = the grace is running
+        private long windowBytes; // the sweeper's own
 
-        BodyWatch(Connection connection) {
+        BodyWatch(Connection connection, long declared) {
             this.connection = connection;
+            this.declared = declared;
         }
 
         void reading() {
@@ -64,6 +71,29 @@ final class Deadlines implements Connection.Listener, AutoCloseable {
 
         void got(int n) {
             bytes.addAndGet(n);
+        }
+
+        /** Bytes read so far. */
+        long bytes() {
+            return bytes.get();
+        }
+
+        /** Bytes per second since the first read (0 before it). */
+        double rate(long now) {
+            long s = started;
+            return s == 0 ? 0 : bytes.get() / Math.max(1e-3, (now - s) / 1e9);
+        }
+
+        /** Whether this body has been reading for at least {@code nanos}. */
+        boolean olderThan(long now, long nanos) {
+            long s = started;
+            return s != 0 && now - s >= nanos;
+        }
+
+        /** Closes the connection (the body's reader fails, its slots are given back). */
+        void cut() {
+            close();
+            connection.getEndPoint().close();
         }
 
         @Override
@@ -95,8 +125,13 @@ final class Deadlines implements Connection.Listener, AutoCloseable {
         return slowBodies.get();
     }
 
-    BodyWatch watchBody(Connection connection) {
-        return new BodyWatch(connection);
+    /** Connections closed because their request body was not complete by its overall deadline. */
+    long lateBodies() {
+        return lateBodies.get();
+    }
+
+    BodyWatch watchBody(Connection connection, long declaredLength) {
+        return new BodyWatch(connection, declaredLength);
     }
 
     @Override
@@ -140,22 +175,49 @@ final class Deadlines implements Connection.Listener, AutoCloseable {
                 }
             }
             long rate = limits.minBodyRate();
-            if (rate > 0) {
-                long grace = limits.bodyGrace().toNanos();
-                for (BodyWatch b : bodies.keySet()) {
-                    long t = now - b.started - grace;
-                    if (b.done || t <= 0) {
+            long deadlineRate = limits.bodyDeadlineRate();
+            long grace = limits.bodyGrace().toNanos();
+            long window = Math.max(grace, TimeUnit.SECONDS.toNanos(1));
+            for (BodyWatch b : bodies.keySet()) {
+                long age = now - b.started;
+                if (b.done || age <= grace) {
+                    continue;
+                }
+                long got = b.bytes.get();
+                if (deadlineRate > 0) {
+                    // the overall deadline: the grace plus the declared length (or, chunked, what came so far)
+                    double owedTotal = b.declared >= 0 ? b.declared : deadlineRate * ((age - grace) / 1e9);
+                    double allowed = grace + owedTotal / deadlineRate * 1e9;
+                    if ((b.declared >= 0 && age > allowed && got < b.declared) || (b.declared < 0 && got < owedTotal)) {
+                        lateBodies.incrementAndGet();
+                        LOG.debug("closing {}: request body at {} of {} bytes after {} ms, past its deadline "
+                                + "({} bytes/s after a {} grace)", b.connection.getEndPoint().getRemoteSocketAddress(),
+                                got, b.declared, age / 1_000_000, deadlineRate, limits.bodyGrace());
+                        b.cut();
                         continue;
                     }
-                    double owed = rate * (t / 1e9);
-                    if (b.bytes.get() < owed) {
-                        slowBodies.incrementAndGet();
-                        LOG.debug("closing {}: request body at {} bytes after {} ms, below {} bytes/s",
-                                b.connection.getEndPoint().getRemoteSocketAddress(), b.bytes.get(),
-                                (now - b.started) / 1_000_000, rate);
-                        b.close();
-                        b.connection.getEndPoint().close();
-                    }
+                }
+                if (rate <= 0) {
+                    continue;
+                }
+                if (b.windowStart == 0) {
+                    b.windowStart = now;
+                    b.windowBytes = got;
+                    continue;
+                }
+                long span = now - b.windowStart;
+                if (span < window) {
+                    continue;
+                }
+                long recent = got - b.windowBytes;
+                if (recent < rate * (span / 1e9)) {
+                    slowBodies.incrementAndGet();
+                    LOG.debug("closing {}: request body sent {} bytes in the last {} ms, below {} bytes/s",
+                            b.connection.getEndPoint().getRemoteSocketAddress(), recent, span / 1_000_000, rate);
+                    b.cut();
+                } else {
+                    b.windowStart = now;
+                    b.windowBytes = got;
                 }
             }
         } catch (RuntimeException e) {

@@ -32,6 +32,30 @@ public final class Exchange {
     private OutputStream out;
     private int status = -1;
     private volatile IOException bodyFailure;
+    private long bodyLimit = -1;
+
+    /** A chunked body whose next chunk is declared larger than the body limit ({@link #limitBody}). */
+    public static final class ChunkTooLargeException extends IOException {
+        private static final long serialVersionUID = 1L;
+
+        ChunkTooLargeException(long chunk, long limit) {
+            super("a request body chunk of " + chunk + " bytes is declared, more than the " + limit
+                    + " bytes a body may have");
+        }
+    }
+
+    /** Jetty's parser's length of the chunk being read (private); null where it cannot be read. */
+    private static final java.lang.reflect.Field CHUNK_LENGTH = chunkLengthField();
+
+    private static java.lang.reflect.Field chunkLengthField() {
+        try {
+            java.lang.reflect.Field f = org.eclipse.jetty.http.HttpParser.class.getDeclaredField("_chunkLength");
+            f.setAccessible(true);
+            return f.getType() == long.class ? f : null;
+        } catch (ReflectiveOperationException | RuntimeException e) {
+            return null; // another Jetty: chunks are then bounded by the body limit and rates alone
+        }
+    }
 
     Exchange(Request request, Response response, Deadlines deadlines) {
         this.request = request;
@@ -88,10 +112,101 @@ public final class Exchange {
      */
     public InputStream requestBody() {
         if (body == null) {
-            bodyWatch = deadlines.watchBody(request.getConnectionMetaData().getConnection());
-            body = new CountingInput(Content.Source.asInputStream(request), bodyWatch, this);
+            body = new CountingInput(Content.Source.asInputStream(request), watch(), this);
         }
         return body;
+    }
+
+    private Deadlines.BodyWatch watch() {
+        if (bodyWatch == null) {
+            bodyWatch = deadlines.watchBody(request.getConnectionMetaData().getConnection(), declaredLength());
+        }
+        return bodyWatch;
+    }
+
+    /** How long a body is read before it may be evicted for a newcomer ({@link #bodyHolder()}). */
+    static final long JUDGED_AFTER_NANOS = java.util.concurrent.TimeUnit.SECONDS.toNanos(1);
+
+    /**
+     * This request's body as a holder of a body slot ({@link FairSlots#acquire(InetAddress,
+     * java.time.Duration, FairSlots.Evictable)}): judged after it has been read for 1 s, by its bytes
+     * per second since; evicting it closes the connection (the reader fails, the client gets no answer).
+     */
+    public FairSlots.Evictable bodyHolder() {
+        Deadlines.BodyWatch w = watch();
+        return new FairSlots.Evictable() {
+            @Override
+            public boolean judged(long now) {
+                return w.olderThan(now, JUDGED_AFTER_NANOS);
+            }
+
+            @Override
+            public double rate(long now) {
+                return w.rate(now);
+            }
+
+            @Override
+            public void evict() {
+                w.cut();
+            }
+        };
+    }
+
+    /**
+     * Refuses a chunked body as soon as a chunk larger than {@code limit} is declared: a read then throws
+     * {@link ChunkTooLargeException} (answer 413 and close), rather than reading up to the limit first.
+     */
+    public void limitBody(long limit) {
+        this.bodyLimit = limit;
+    }
+
+    /** The declared length of the chunk being read, or -1 when not chunked or unknown. */
+    private long declaredChunk() {
+        if (CHUNK_LENGTH == null || declaredLength() >= 0
+                || !(request.getConnectionMetaData().getConnection()
+                        instanceof org.eclipse.jetty.server.internal.HttpConnection c)) {
+            return -1;
+        }
+        try {
+            org.eclipse.jetty.http.HttpParser p = c.getParser();
+            return p.isChunking() ? CHUNK_LENGTH.getLong(p) : -1;
+        } catch (IllegalAccessException | RuntimeException e) {
+            return -1;
+        }
+    }
+
+    private void checkChunk() throws ChunkTooLargeException {
+        if (bodyLimit >= 0) {
+            long chunk = declaredChunk();
+            if (chunk > bodyLimit) {
+                throw new ChunkTooLargeException(chunk, bodyLimit);
+            }
+        }
+    }
+
+    /**
+     * Answers at once, before the body is read (a body declared over a limit): sends {@code json} with
+     * {@code status} now, then reads the declared body away when it is at most {@code drainLimit} bytes,
+     * so that a client that sends its whole body before reading still gets the answer and the connection
+     * stays usable; a larger one is not read and the connection is closed after the answer. The body
+     * rates and deadlines apply to the reading away.
+     */
+    public void answerBeforeBody(int status, byte[] json, long drainLimit) throws IOException {
+        boolean drain = declaredLength() >= 0 && declaredLength() <= drainLimit;
+        if (!drain) {
+            setHeader("Connection", "close");
+        }
+        setHeader("Content-Type", "application/json");
+        sendResponseHeaders(status, json.length);
+        out.write(json);
+        out.flush(); // the answer leaves now
+        if (drain) {
+            try (InputStream in = requestBody()) {
+                in.transferTo(OutputStream.nullOutputStream());
+            } catch (IOException e) {
+                // cut by a deadline or gone: the answer was sent
+            }
+        }
     }
 
     /** Sets a response header (before {@link #sendResponseHeaders}). */
@@ -263,6 +378,7 @@ public final class Exchange {
                 watch.close();
             } else {
                 watch.got(1);
+                ex.checkChunk();
             }
             return b;
         }
@@ -280,6 +396,7 @@ public final class Exchange {
                 watch.close();
             } else {
                 watch.got(n);
+                ex.checkChunk();
             }
             return n;
         }

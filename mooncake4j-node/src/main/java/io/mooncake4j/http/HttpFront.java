@@ -52,9 +52,12 @@ public final class HttpFront implements AutoCloseable {
     private final Deadlines deadlines;
     private final ExecutorService requests;
     private final int port; // kept: Jetty forgets it when stopped
+    private final org.eclipse.jetty.server.NetworkConnectionLimit cap;
 
-    private HttpFront(Server server, ServerConnector connector, Deadlines deadlines, ExecutorService requests) {
+    private HttpFront(Server server, ServerConnector connector, Deadlines deadlines, ExecutorService requests,
+            org.eclipse.jetty.server.NetworkConnectionLimit cap) {
         this.server = server;
+        this.cap = cap;
         this.port = connector.getLocalPort();
         this.deadlines = deadlines;
         this.requests = requests;
@@ -88,6 +91,10 @@ public final class HttpFront implements AutoCloseable {
         Deadlines deadlines = new Deadlines(limits, name);
         connector.addEventListener(deadlines);
         server.addConnector(connector);
+        // at the cap the connector stops accepting until a connection closes (the rest wait in the backlog)
+        org.eclipse.jetty.server.NetworkConnectionLimit cap =
+                new org.eclipse.jetty.server.NetworkConnectionLimit(limits.maxConnections(), connector);
+        server.addBean(cap);
         ExecutorService requests = Executors.newThreadPerTaskExecutor(Thread.ofVirtual().name(name, 0).factory());
         server.setHandler(new org.eclipse.jetty.server.Handler.Abstract.NonBlocking() {
             @Override
@@ -109,7 +116,7 @@ public final class HttpFront implements AutoCloseable {
             }
             throw new IOException(e.getMessage() == null ? e.toString() : e.getMessage(), e);
         }
-        return new HttpFront(server, connector, deadlines, requests);
+        return new HttpFront(server, connector, deadlines, requests, cap);
     }
 
     private static void run(Handler handler, Exchange ex, Callback callback) {
@@ -159,9 +166,19 @@ public final class HttpFront implements AutoCloseable {
         return deadlines.headerTimeouts();
     }
 
-    /** Connections closed because a request body arrived slower than the minimum rate. */
+    /** Connections closed because a request body delivered less than the minimum rate in a recent window. */
     public long slowBodies() {
         return deadlines.slowBodies();
+    }
+
+    /** Connections open now ({@link HttpLimits#maxConnections()} at most). */
+    public int openConnections() {
+        return cap.getNetworkConnectionCount();
+    }
+
+    /** Connections closed because a request body was not complete by its overall deadline. */
+    public long lateBodies() {
+        return deadlines.lateBodies();
     }
 
     /** Stops accepting, closes every connection and interrupts the requests still running. Idempotent. */

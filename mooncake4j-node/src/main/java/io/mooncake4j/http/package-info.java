@@ -3,13 +3,14 @@
  * runs Jetty's HTTP/1.1 server (its strict parser, header-size limit and idle timeout) and hands each
  * request, as an {@link io.mooncake4j.http.Exchange}, to a blocking route table on a virtual thread of
  * its own; {@link io.mooncake4j.http.HttpLimits} are what a client may make a node spend: a header
- * deadline and a minimum body rate (enforced by one sweeper thread per front, which closes the
- * connection), and the per-address shares of the nodes' body-upload and in-flight slots
- * ({@link io.mooncake4j.http.FairSlots}), so that the connections of one slow client cannot take what
- * every other client needs.
+ * deadline, a minimum body rate on a recent window and an overall body deadline (enforced by one
+ * sweeper thread per front, which closes the connection), a connection cap, and the per-network
+ * shares of the nodes' body-upload and in-flight slots ({@link io.mooncake4j.http.FairSlots}, which
+ * evicts the slowest body rather than refuse a newcomer), so that the connections of one slow client,
+ * from however many addresses of its network, cannot take what every other client needs.
  *
- * <p>The library's bootstrap server stays on the JDK's server (the library carries no HTTP-server
- * dependency); this package is the node artifact's.
+ * <p>The library's bootstrap server is its own small HTTP/1.1 server with its own bounds (the library
+ * carries no HTTP-server dependency); this package is the node artifact's.
  *
  * <p><b>Threads and ownership:</b> a front owns its Jetty server (one acceptor and one selector
  * thread, {@code <name>io-N}), the sweeper ({@code <name>-deadlines}) and the virtual threads of the

@@ -24,7 +24,7 @@ import static io.mooncake4j.proxy.NodeCalls.remainingOrZero;
  * rest as 502), and D's successful answer, copied whole or streamed chunk by chunk as it arrives, with an SSE
  * error event when D's stream breaks after its first bytes; and the body of a request it rejects, read away
  * so that the connection can be reused. Stateless: each call runs on the client
- * request's virtual thread and counts into the proxy's {@link DisaggProxy.Stats}.
+ * request's virtual thread and counts into the proxy's {@link ProxyStats}.
  */
 final class ClientAnswers {
 
@@ -37,24 +37,20 @@ final class ClientAnswers {
         e.put("type", type);
         e.put("param", null);
         e.put("code", code);
-        return Map.of("error", e);
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("error", e);
+        return m;
     }
 
-    static void sendError(Exchange ex, int code, String type, String message) throws IOException {
-        sendJson(ex, code, Json.write(errorBody(code, type, message)));
-    }
+    /**
+     * A request's failure, not sent yet: the answer's status, type and message, the node the proxy blames
+     * ({@code failed_node}, its URL, and {@code failed_role}, {@code prefill} or {@code decode}, in the
+     * answer's {@code error} object) and whether another P may serve the request.
+     */
+    record Failure(int status, String type, String message, String failedNode, String role, boolean retryable) {}
 
-    static void sendJson(Exchange ex, int code, String json) throws IOException {
-        byte[] b = json.getBytes(StandardCharsets.UTF_8);
-        ex.setHeader("Content-Type", "application/json");
-        ex.sendResponseHeaders(code, b.length);
-        ex.responseBody().write(b);
-    }
-
-
-    /** A node's own error: its 4xx is passed on (its message kept), anything else becomes 502. */
-    static void sendNodeError(Exchange ex, int status, byte[] body, String name, String transferId)
-            throws IOException {
+    /** A node's own error as a failure: its 4xx is passed on (not retried), anything else becomes 502. */
+    static Failure nodeFailure(int status, byte[] body, String name, String transferId, String url, String role) {
         String detail = new String(body, StandardCharsets.UTF_8);
         try {
             Map<String, Object> m = Json.parseObject(detail);
@@ -73,12 +69,35 @@ final class ClientAnswers {
         boolean client = status / 100 == 4;
         String msg = String.format(Locale.ROOT, "%s answered %d on request %s: %s", name, status, transferId,
                 detail.isBlank() ? "(empty body)" : detail);
-        sendError(ex, client ? status : 502, client ? "invalid_request_error" : "upstream_error", msg);
+        return new Failure(client ? status : 502, client ? "invalid_request_error" : "upstream_error", msg, url, role,
+                !client);
     }
+
+    /** Sends {@code f} with its {@code failed_node} and {@code failed_role}. */
+    static void sendFailure(Exchange ex, Failure f) throws IOException {
+        Map<String, Object> body = errorBody(f.status(), f.type(), f.message());
+        @SuppressWarnings("unchecked")
+        Map<String, Object> e = (Map<String, Object>) body.get("error");
+        e.put("failed_node", f.failedNode());
+        e.put("failed_role", f.role());
+        sendJson(ex, f.status(), Json.write(body));
+    }
+
+    static void sendError(Exchange ex, int code, String type, String message) throws IOException {
+        sendJson(ex, code, Json.write(errorBody(code, type, message)));
+    }
+
+    static void sendJson(Exchange ex, int code, String json) throws IOException {
+        byte[] b = json.getBytes(StandardCharsets.UTF_8);
+        ex.setHeader("Content-Type", "application/json");
+        ex.sendResponseHeaders(code, b.length);
+        ex.responseBody().write(b);
+    }
+
 
     /** Streams or copies D's successful answer to the client. */
     static void relay(Exchange ex, Http1Client.Response dr, boolean stream, String dName, String transferId,
-            long deadline, DisaggProxy.Stats stats) throws IOException {
+            long deadline, ProxyStats stats) throws IOException {
         InputStream in = dr.body();
         String type = dr.header("Content-Type").orElse(stream ? "text/event-stream" : "application/json");
         if (!stream) {
@@ -140,7 +159,7 @@ final class ClientAnswers {
      * that has read the answer always sees the count (a body over the server's 8 KiB buffer goes out
      * as it is written, before {@code write} returns). A failure detected while sending uncounts it.
      */
-    private static void sendCounted(Exchange ex, int status, byte[] body, DisaggProxy.Stats stats) throws IOException {
+    private static void sendCounted(Exchange ex, int status, byte[] body, ProxyStats stats) throws IOException {
         boolean counted = false;
         try {
             if (body.length == 0) {

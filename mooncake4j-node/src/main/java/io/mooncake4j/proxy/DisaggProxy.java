@@ -7,6 +7,7 @@ import io.mooncake4j.internal.http.RequestBodies;
 import io.mooncake4j.internal.json.Json;
 import io.mooncake4j.internal.sys.ClientWatch;
 import io.mooncake4j.internal.json.JsonException;
+import io.mooncake4j.proxy.ClientAnswers.Failure;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -37,7 +38,8 @@ import static io.mooncake4j.proxy.ClientAnswers.drain;
 import static io.mooncake4j.proxy.ClientAnswers.relay;
 import static io.mooncake4j.proxy.ClientAnswers.sendError;
 import static io.mooncake4j.proxy.ClientAnswers.sendJson;
-import static io.mooncake4j.proxy.ClientAnswers.sendNodeError;
+import static io.mooncake4j.proxy.ClientAnswers.nodeFailure;
+import static io.mooncake4j.proxy.ClientAnswers.sendFailure;
 import static io.mooncake4j.proxy.NodeCalls.cancel;
 import static io.mooncake4j.proxy.NodeCalls.describe;
 import static io.mooncake4j.proxy.NodeCalls.failedOrError;
@@ -111,7 +113,7 @@ public final class DisaggProxy implements AutoCloseable {
     private final AtomicLong prefillTurn = new AtomicLong();
     private final AtomicLong decodeTurn = new AtomicLong();
     private final Object probeLock = new Object();
-    private final Stats stats = new Stats();
+    private final ProxyStats stats = new ProxyStats();
     private volatile boolean ready;
     private volatile boolean closed;
 
@@ -137,66 +139,14 @@ public final class DisaggProxy implements AutoCloseable {
         }
     }
 
-    /** Counters since start; thread-safe. */
-    public static final class Stats {
-        final AtomicLong requests = new AtomicLong();
-        final AtomicLong succeeded = new AtomicLong();
-        final AtomicLong failedPrefill = new AtomicLong();
-        final AtomicLong failedDecode = new AtomicLong();
-        final AtomicLong rejected = new AtomicLong();
-        final AtomicLong clientsGone = new AtomicLong();
-
-        /** Proxied requests received (after the readiness and size checks). */
-        public long requests() {
-            return requests.get();
-        }
-
-        /**
-         * Requests whose D answer was sent to the client whole; counted before the answer's last byte
-         * leaves, so a client that has read its answer sees it here.
-         */
-        public long succeeded() {
-            return succeeded.get();
-        }
-
-        /** Requests failed because of their P. */
-        public long failedPrefill() {
-            return failedPrefill.get();
-        }
-
-        /** Requests failed because of their D (including broken streams). */
-        public long failedDecode() {
-            return failedDecode.get();
-        }
-
-        /** Requests whose client went away before the answer was complete (P's and D's requests cancelled). */
-        public long clientsGone() {
-            return clientsGone.get();
-        }
-
-        /** Requests refused before routing (not ready, overloaded, bad body). */
-        public long rejected() {
-            return rejected.get();
-        }
-
-        Map<String, Object> asMap() {
-            Map<String, Object> m = new LinkedHashMap<>();
-            m.put("requests", requests());
-            m.put("succeeded", succeeded());
-            m.put("failed_prefill", failedPrefill());
-            m.put("failed_decode", failedDecode());
-            m.put("rejected", rejected());
-            m.put("clients_gone", clientsGone());
-            return m;
-        }
-    }
-
     private DisaggProxy(ProxyConfig config) throws IOException {
         this.config = config;
         config.prefill().forEach(p -> prefills.add(new Prefill(p)));
         config.decode().forEach(d -> decodes.add(new Decode(d)));
-        this.inFlight = new FairSlots(config.maxInFlight(), config.http().inFlightShare(config.maxInFlight()));
-        this.bodies = new FairSlots(config.http().bodySlots(), config.http().bodySlotsPerClient());
+        this.inFlight = new FairSlots(config.maxInFlight(), config.http().inFlightShare(config.maxInFlight()),
+                config.http()::network);
+        this.bodies = new FairSlots(config.http().bodySlots(), config.http().bodySlotsPerClient(),
+                config.http()::network);
         long id = IDS.getAndIncrement();
         this.http = new Http1Client(Http1Client.Limits.defaults(config.probeTimeout()),
                 Thread.ofVirtual().name("mooncake-proxy-client-" + id + "-", 0).factory());
@@ -237,7 +187,7 @@ public final class DisaggProxy implements AutoCloseable {
         return ready;
     }
 
-    public Stats stats() {
+    public ProxyStats stats() {
         return stats;
     }
 
@@ -567,10 +517,19 @@ public final class DisaggProxy implements AutoCloseable {
         long deadline = System.nanoTime() + config.requestTimeout().toNanos();
         InetAddress client = ex.clientAddress();
         byte[] raw;
-        // the body first, under a slot of the client's share: a slow upload holds no in-flight slot
+        if (ex.declaredLength() > config.maxBodyBytes()) {
+            // refused at once: the answer leaves before the body is read (then read away if not too large)
+            stats.rejected.incrementAndGet();
+            ex.answerBeforeBody(413, Json.write(ClientAnswers.errorBody(413, "invalid_request_error",
+                    "request body exceeds " + config.maxBodyBytes() + " bytes")).getBytes(StandardCharsets.UTF_8),
+                    RequestBodies.drainLimit(config.maxBodyBytes()));
+            return;
+        }
+        // the body first, under a slot of the client's share: a slow upload holds no in-flight slot; when
+        // none is free the slowest body of the network holding the most is evicted for this one
         FairSlots.Slot bodySlot;
         try {
-            bodySlot = bodies.acquire(client, BODY_SLOT_WAIT);
+            bodySlot = bodies.acquire(client, BODY_SLOT_WAIT, ex.bodyHolder());
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             bodySlot = null;
@@ -585,8 +544,12 @@ public final class DisaggProxy implements AutoCloseable {
         }
         try (FairSlots.Slot held = bodySlot) {
             // a body over the limit is read away first, so that the client gets the 413
+            ex.limitBody(config.maxBodyBytes());
             raw = RequestBodies.read(ex.requestBody(), ex.declaredLength(), config.maxBodyBytes());
-        } catch (RequestBodies.TooLargeException e) {
+        } catch (RequestBodies.TooLargeException | Exchange.ChunkTooLargeException e) {
+            if (e instanceof Exchange.ChunkTooLargeException) {
+                ex.setHeader("Connection", "close");
+            }
             stats.rejected.incrementAndGet();
             sendError(ex, 413, "invalid_request_error", "request body exceeds " + config.maxBodyBytes() + " bytes");
             return;
@@ -625,6 +588,44 @@ public final class DisaggProxy implements AutoCloseable {
             return;
         }
         stats.requests.incrementAndGet();
+        // A request whose attempt failed before anything reached the client is tried once more on another P
+        // (and the next D in turn): P may have died between routing and answering, or under D's pull.
+        Failure f = attempt(ex, path, req, route, deadline);
+        if (f != null && f.retryable() && NodeCalls.remainingOrZero(deadline) > 0) {
+            Route again = nextRouteAvoiding(route.prefill);
+            if (again != null) {
+                stats.retried.incrementAndGet();
+                LOG.info("request failed on {} before any token reached the client ({}); retrying on {}",
+                        f.failedNode(), f.message(), again.prefill.node.url());
+                f = attempt(ex, path, req, again, deadline);
+            }
+        }
+        if (f != null) {
+            (f.role().equals("prefill") ? stats.failedPrefill : stats.failedDecode).incrementAndGet();
+            sendFailure(ex, f);
+        }
+    }
+
+    /** The next route whose P is not {@code avoid}, or null when every P up is {@code avoid}. */
+    private Route nextRouteAvoiding(Prefill avoid) {
+        for (int i = 0; i <= prefills.size() * 4; i++) {
+            Route r = nextRoute(new StringBuilder());
+            if (r == null) {
+                return null;
+            }
+            if (r.prefill != avoid) {
+                return r;
+            }
+        }
+        return null;
+    }
+
+    /**
+     * One try of a request on {@code route}: null when it was answered (D's answer relayed, or an answer
+     * that is final), else the failure, not sent yet, with the node to blame.
+     */
+    private Failure attempt(Exchange ex, String path, Map<String, Object> req, Route route, long deadline)
+            throws IOException {
         String requestId = UUID.randomUUID().toString();
         String transferId = "xfer-" + requestId;
         boolean stream = Boolean.TRUE.equals(req.get("stream"));
@@ -663,8 +664,10 @@ public final class DisaggProxy implements AutoCloseable {
                 requestId, pHeaders));
         CompletableFuture<Http1Client.Response> df = http.sendAsync(post(route.decode.node.url().resolve(path), dBody,
                 requestId, dHeaders));
-        String pName = "prefill node " + route.prefill.node.url();
-        String dName = "decode node " + route.decode.node.url();
+        String pUrl = route.prefill.node.url().toString();
+        String dUrl = route.decode.node.url().toString();
+        String pName = "prefill node " + pUrl;
+        String dName = "decode node " + dUrl;
         // a client that goes away cancels both halves: the nodes see their connections close and abort
         java.util.concurrent.atomic.AtomicBoolean gone = new java.util.concurrent.atomic.AtomicBoolean();
         ClientWatch.Watch watch = clientWatch.watch(ex.localAddress(), ex.remoteAddress(), () -> {
@@ -682,93 +685,99 @@ public final class DisaggProxy implements AutoCloseable {
             }
             if (!pf.isDone() && failedOrError(df)) {
                 pf.cancel(true);
-                stats.failedDecode.incrementAndGet();
-                answerFailure(ex, df, route.decode, dName, transferId);
-                return;
+                return decodeFailure(df, route, dName, transferId);
             }
             Http1Client.Response pr;
             try {
                 pr = pf.get(remaining(deadline), TimeUnit.NANOSECONDS);
             } catch (ExecutionException e) {
                 cancel(df);
-                stats.failedPrefill.incrementAndGet();
                 Throwable c = unwrap(e);
                 if (unreachable(c)) {
                     markDown(route.prefill, c);
                 }
-                sendError(ex, c instanceof HttpTimeoutException ? 504 : 502, "upstream_error", String.format(
-                        Locale.ROOT, "%s failed before prefill finished (%s); request %s was not decoded",
-                        pName, describe(c), transferId));
-                return;
+                boolean timeout = c instanceof HttpTimeoutException;
+                return new Failure(timeout ? 504 : 502, "upstream_error", String.format(Locale.ROOT,
+                        "%s failed before prefill finished (%s); request %s was not decoded", pName, describe(c),
+                        transferId), pUrl, "prefill", !timeout);
             }
             byte[] pAnswer = readBounded(pr.body(), MAX_NODE_BODY);
             if (pr.statusCode() / 100 != 2) {
                 cancel(df);
-                stats.failedPrefill.incrementAndGet();
-                sendNodeError(ex, pr.statusCode(), pAnswer, pName, transferId);
-                return;
+                return nodeFailure(pr.statusCode(), pAnswer, pName, transferId, pUrl, "prefill");
             }
             Http1Client.Response dr;
             try {
                 dr = df.get(remaining(deadline), TimeUnit.NANOSECONDS);
             } catch (ExecutionException e) {
-                stats.failedDecode.incrementAndGet();
-                Throwable c = unwrap(e);
-                if (unreachable(c)) {
-                    markDown(route.decode, c);
-                }
-                sendError(ex, c instanceof HttpTimeoutException ? 504 : 502, "upstream_error", String.format(
-                        Locale.ROOT, "%s failed (%s) on request %s", dName, describe(c), transferId));
-                return;
+                return decodeFailure(df, route, dName, transferId);
             }
             if (dr.statusCode() / 100 != 2) {
-                stats.failedDecode.incrementAndGet();
-                sendNodeError(ex, dr.statusCode(), readBounded(dr.body(), MAX_NODE_BODY), dName, transferId);
-                return;
+                return blame(nodeFailure(dr.statusCode(), readBounded(dr.body(), MAX_NODE_BODY), dName, transferId,
+                        dUrl, "decode"), route);
             }
             relay(ex, dr, stream, dName, transferId, deadline, stats);
+            return null;
         } catch (TimeoutException e) {
             cancel(pf);
             cancel(df);
-            stats.failedDecode.incrementAndGet();
-            sendError(ex, 504, "upstream_error", String.format(Locale.ROOT,
+            return new Failure(504, "upstream_error", String.format(Locale.ROOT,
                     "request %s did not finish within %d s (%s, %s)", transferId, config.requestTimeout().toSeconds(),
                     pf.isDone() ? pName + " answered" : pName + " still pending",
-                    df.isDone() ? dName + " answered" : dName + " still pending"));
+                    df.isDone() ? dName + " answered" : dName + " still pending"),
+                    pf.isDone() ? dUrl : pUrl, pf.isDone() ? "decode" : "prefill", false);
         } catch (NodeCalls.BodyTooLargeException e) {
             cancel(pf);
             cancel(df);
-            stats.failedDecode.incrementAndGet();
-            sendError(ex, 502, "upstream_error", "a node's answer to request " + transferId + " exceeds "
-                    + MAX_NODE_BODY + " bytes");
+            return new Failure(502, "upstream_error", "a node's answer to request " + transferId + " exceeds "
+                    + MAX_NODE_BODY + " bytes", pf.isDone() ? dUrl : pUrl, pf.isDone() ? "decode" : "prefill", false);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             cancel(pf);
             cancel(df);
             sendError(ex, 503, "service_unavailable", "the proxy is shutting down");
+            return null;
         } catch (CancellationException e) {
             if (!gone.get()) {
                 throw e;
             }
             LOG.debug("request {}: the client went away; P's and D's requests were cancelled", transferId);
+            return null;
         } finally {
             cancel(pf);
         }
     }
 
-    private void answerFailure(Exchange ex, CompletableFuture<Http1Client.Response> f, Decode d,
-            String name, String transferId) throws IOException {
+    /** D failed (an exception or an error status): the failure, blamed on P when P is the likely cause. */
+    private Failure decodeFailure(CompletableFuture<Http1Client.Response> f, Route route, String name,
+            String transferId) throws IOException {
+        String url = route.decode.node.url().toString();
         try {
             Http1Client.Response r = f.getNow(null);
-            sendNodeError(ex, r.statusCode(), readBounded(r.body(), MAX_NODE_BODY), name, transferId);
+            return blame(nodeFailure(r.statusCode(), readBounded(r.body(), MAX_NODE_BODY), name, transferId, url,
+                    "decode"), route);
         } catch (CompletionException | CancellationException e) {
             Throwable c = unwrap(e);
             if (unreachable(c)) {
-                markDown(d, c);
+                markDown(route.decode, c);
             }
-            sendError(ex, c instanceof HttpTimeoutException ? 504 : 502, "upstream_error", String.format(
-                    Locale.ROOT, "%s failed (%s) on request %s", name, describe(c), transferId));
+            boolean timeout = c instanceof HttpTimeoutException;
+            return new Failure(timeout ? 504 : 502, "upstream_error", String.format(Locale.ROOT,
+                    "%s failed (%s) on request %s", name, describe(c), transferId), url, "decode", !timeout);
         }
+    }
+
+    /**
+     * A D failure whose P is out of rotation now (its probe or its own request failed) is P's: D's pull
+     * from it failed because it died.
+     */
+    private static Failure blame(Failure f, Route route) {
+        if (route.prefill.up) {
+            return f;
+        }
+        return new Failure(f.status(), f.type(), f.message() + " (prefill node " + route.prefill.node.url()
+                + " is down: " + route.prefill.problem + ")", route.prefill.node.url().toString(), "prefill",
+                f.retryable());
     }
 
     private Http1Client.Request post(URI uri, Map<String, Object> body, String requestId, Map<String, String> extra) {

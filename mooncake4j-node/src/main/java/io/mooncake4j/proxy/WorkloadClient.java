@@ -60,7 +60,8 @@ public final class WorkloadClient implements AutoCloseable {
      * @param seed           workload seed
      * @param killAt         after this many finished requests run {@code killCommand} (0: never)
      * @param killCommand    a {@code sh -c} command line
-     * @param killedName     text a failure caused by the kill names (the killed node's address)
+     * @param killedName     the killed node's URL: a failure the proxy blames on it ({@code error.failed_node}) after
+     *                       the kill is expected
      * @param timeout        bound on the whole run
      * @param kvBytesPerToken KV bytes of one prompt token on the P side (for the KV rate; 0: not shown)
      */
@@ -111,7 +112,16 @@ public final class WorkloadClient implements AutoCloseable {
     }
 
     /** What one request came back with. */
-    record Outcome(int status, String text, String error, long ttftNanos, long latencyNanos) {}
+    /**
+     * One request's result; {@code failedNode} is the node the proxy blamed for a failure (its
+     * {@code error.failed_node}), or null.
+     */
+    record Outcome(int status, String text, String error, long ttftNanos, long latencyNanos, String failedNode) {
+
+        Outcome(int status, String text, String error, long ttftNanos, long latencyNanos) {
+            this(status, text, error, ttftNanos, latencyNanos, null);
+        }
+    }
 
     /** The counts and figures of a run. */
     public record Report(int ok, int failedAsExpected, int wrong, int unchecked, double seconds, long[] ttftNanos,
@@ -324,7 +334,9 @@ public final class WorkloadClient implements AutoCloseable {
             }
             if (out.error() != null) {
                 boolean afterKill = inFlightAtKill.contains(it.index()) || startedAfterKill[it.index()];
-                boolean named = o.killedName() != null && out.error().contains(o.killedName());
+                // the cause as the proxy reports it (error.failed_node), not words of its message
+                boolean named = o.killedName() != null
+                        && o.killedName().replaceAll("/$", "").equals(out.failedNode());
                 if (killedAt.get() != 0 && (inFlightAtKill.contains(it.index()) || (afterKill && named))) {
                     expected++;
                     if (expected <= 3) {
@@ -401,7 +413,8 @@ public final class WorkloadClient implements AutoCloseable {
                 }
                 long lat = System.nanoTime() - t0;
                 if (r.statusCode() != 200) {
-                    return new Outcome(r.statusCode(), null, errorText(body, r.statusCode()), 0, lat);
+                    return new Outcome(r.statusCode(), null, errorText(body, r.statusCode()), 0, lat,
+                            failedNode(body));
                 }
                 return new Outcome(200, completionText(Json.parseObject(body), it.chat()), null, 0, lat);
             }
@@ -431,7 +444,7 @@ public final class WorkloadClient implements AutoCloseable {
                     Map<String, Object> ev = Json.parseObject(data);
                     if (ev.get("error") != null) {
                         return new Outcome(200, null, "stream error event: " + errorText(data, 200), 0,
-                                System.nanoTime() - t0);
+                                System.nanoTime() - t0, failedNode(data));
                     }
                     String piece = chunkText(ev, it.chat());
                     if (!piece.isEmpty() && ttft == 0) {
@@ -499,6 +512,19 @@ public final class WorkloadClient implements AutoCloseable {
         public void close() throws IOException {
             in.close();
         }
+    }
+
+    /** The proxy's {@code error.failed_node} in an error answer (without a trailing slash), or null. */
+    static String failedNode(String body) {
+        try {
+            Map<String, Object> m = Json.parseObject(body);
+            if (m.get("error") instanceof Map<?, ?> e && e.get("failed_node") instanceof String s) {
+                return s.endsWith("/") ? s.substring(0, s.length() - 1) : s;
+            }
+        } catch (JsonException ignored) {
+            // not JSON: no structured cause
+        }
+        return null;
     }
 
     private static String errorText(String body, int status) {

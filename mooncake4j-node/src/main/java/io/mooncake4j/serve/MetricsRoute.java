@@ -32,6 +32,11 @@ interface MetricsRoute extends AutoCloseable {
         }
 
         @Override
+        public void bindCounts(String name, String description,
+                java.util.Map<String, java.util.function.LongSupplier> byReason) {
+        }
+
+        @Override
         public String scrape() {
             throw new IllegalStateException("no Prometheus registry");
         }
@@ -59,6 +64,12 @@ interface MetricsRoute extends AutoCloseable {
 
     /** Binds the connector statistics of {@code engine}'s steps and each worker's counters. */
     void bind(SimEngine engine);
+
+    /**
+     * Counters {@code name} with a {@code reason} tag, one per entry of {@code byReason}, read at scrape
+     * (the node's front-door cut-offs and evictions).
+     */
+    void bindCounts(String name, String description, java.util.Map<String, java.util.function.LongSupplier> byReason);
 
     /** The Prometheus text exposition (format 0.0.4) of every meter. */
     String scrape();

@@ -60,6 +60,14 @@ final class PrometheusMetricsRoute implements MetricsRoute {
     }
 
     @Override
+    public void bindCounts(String name, String description,
+            java.util.Map<String, java.util.function.LongSupplier> byReason) {
+        byReason.forEach((reason, value) -> io.micrometer.core.instrument.FunctionCounter
+                .builder(name, value, v -> v.getAsLong()).tags("reason", reason).description(description)
+                .register(registry));
+    }
+
+    @Override
     public String scrape() {
         return registry.scrape();
     }

@@ -111,7 +111,8 @@ public final class ServeNode implements AutoCloseable {
         this.options = options;
         this.engine = engine;
         this.answers = new CompletionAnswers(text, options.servedModelName(), created);
-        this.bodies = new FairSlots(options.http().bodySlots(), options.http().bodySlotsPerClient());
+        this.bodies = new FairSlots(options.http().bodySlots(), options.http().bodySlotsPerClient(),
+                options.http()::network);
         this.clientWatch = new ClientWatch(DISCONNECT_CHECK_PERIOD, DISCONNECT_CHECK_AFTER,
                 "mooncake-serve-disconnect-" + NODES.getAndIncrement());
         this.peerLayouts = new PeerLayouts(engine.kvLayout());
@@ -224,6 +225,8 @@ public final class ServeNode implements AutoCloseable {
             throw new IllegalStateException(String.format(Locale.ROOT, "cannot serve HTTP on %s:%d: %s",
                     options.host(), options.port(), e.getMessage()), e);
         }
+        metrics.bindCounts(HTTP_CUT_METER, "HTTP connections or request bodies the front door cut off",
+                node.frontDoorCounts());
         LOG.info("{}", node.describe());
         return node;
     }
@@ -536,6 +539,23 @@ public final class ServeNode implements AutoCloseable {
         return root;
     }
 
+    /** The meter of the front door's cut-offs, tag {@code reason} (the keys of {@link #frontDoorCounts()}). */
+    public static final String HTTP_CUT_METER = "mooncake4j.http.cut";
+
+    /**
+     * The front door's cut-offs by reason: {@code header_timeout}, {@code slow_body} (below the minimum
+     * rate in a recent window), {@code late_body} (past its overall deadline), {@code body_evicted} (the
+     * slowest body, closed to make room for a newcomer).
+     */
+    Map<String, java.util.function.LongSupplier> frontDoorCounts() {
+        Map<String, java.util.function.LongSupplier> m = new LinkedHashMap<>();
+        m.put("header_timeout", () -> server == null ? 0 : server.headerTimeouts());
+        m.put("slow_body", () -> server == null ? 0 : server.slowBodies());
+        m.put("late_body", () -> server == null ? 0 : server.lateBodies());
+        m.put("body_evicted", bodies::evictions);
+        return m;
+    }
+
     private Map<String, Object> status() {
         SimEngine.Snapshot s = engine.snapshot();
         Map<String, Object> m = new LinkedHashMap<>();
@@ -565,6 +585,10 @@ public final class ServeNode implements AutoCloseable {
         if (engine.kvPool() != null) {
             m.put("store_connector", engine.kvPool().counters());
         }
+        m.put("side_channel", NodeCounters.sideChannel(engine.workers()));
+        Map<String, Object> cut = new LinkedHashMap<>();
+        frontDoorCounts().forEach((k, v) -> cut.put(k, v.getAsLong()));
+        m.put("http_cut", cut);
         return m;
     }
 
@@ -632,14 +656,14 @@ public final class ServeNode implements AutoCloseable {
                         "too many requests in flight (%d); retry later", inFlight));
             }
             int share = options.http().inFlightShare(options.maxPendingRequests());
-            int mine = inFlightByClient.getOrDefault(client, 0);
+            int mine = inFlightByClient.getOrDefault(options.http().network(client), 0);
             if (mine >= share) {
                 throw new OpenAiError(503, "ServiceUnavailableError", null, String.format(Locale.ROOT,
                         "too many requests in flight from %s (%d, its share); retry later", client.getHostAddress(),
                         mine));
             }
             inFlight++;
-            inFlightByClient.merge(client, 1, Integer::sum);
+            inFlightByClient.merge(options.http().network(client), 1, Integer::sum);
         }
         CompletableFuture<SimResult> f;
         java.util.function.IntConsumer listener = tokens == null ? null : tokens::add;
@@ -698,7 +722,7 @@ public final class ServeNode implements AutoCloseable {
     private void released(InetAddress client) {
         synchronized (inFlightLock) {
             inFlight--;
-            inFlightByClient.computeIfPresent(client, (k, n) -> n == 1 ? null : n - 1);
+            inFlightByClient.computeIfPresent(options.http().network(client), (k, n) -> n == 1 ? null : n - 1);
             inFlightLock.notifyAll();
         }
     }
@@ -731,14 +755,23 @@ public final class ServeNode implements AutoCloseable {
 
     /**
      * The body, read under a body-upload slot: at most {@link io.mooncake4j.http.HttpLimits#bodySlots()} at
-     * once, of which {@link io.mooncake4j.http.HttpLimits#bodySlotsPerClient()} for one client address, so
-     * that the connections of one slow client cannot hold every slot (and a body slower than the minimum
-     * rate is cut by the front).
+     * once, of which {@link io.mooncake4j.http.HttpLimits#bodySlotsPerClient()} for one client network, so
+     * that the connections of one slow client cannot hold every slot; when none is free the slowest body
+     * (read for at least 1 s) of the network holding the most is evicted rather than this one refused, and
+     * a body slower than the minimum rate is cut by the front. A declared length over the limit is
+     * refused with 413 at once.
      */
     private String readBody(Exchange ex) throws IOException {
+        if (ex.declaredLength() > MAX_BODY_BYTES) {
+            // refused at once: the answer leaves before the body is read (then read away if not too large)
+            OpenAiError e = tooLarge();
+            ex.answerBeforeBody(e.status(), Json.write(e.body()).getBytes(StandardCharsets.UTF_8),
+                    RequestBodies.drainLimit(MAX_BODY_BYTES));
+            throw e; // answered: the route's error handler finds the response started and sends nothing more
+        }
         FairSlots.Slot slot;
         try {
-            slot = bodies.acquire(ex.clientAddress(), BODY_SLOT_WAIT);
+            slot = bodies.acquire(ex.clientAddress(), BODY_SLOT_WAIT, ex.bodyHolder());
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             slot = null;
@@ -755,10 +788,14 @@ public final class ServeNode implements AutoCloseable {
     }
 
     private static String readBodyBounded(Exchange ex) throws IOException {
+        ex.limitBody(MAX_BODY_BYTES);
         try {
             return new String(RequestBodies.read(ex.requestBody(), ex.declaredLength(), MAX_BODY_BYTES),
                     StandardCharsets.UTF_8);
         } catch (RequestBodies.TooLargeException e) {
+            throw tooLarge();
+        } catch (Exchange.ChunkTooLargeException e) {
+            ex.setHeader("Connection", "close");
             throw tooLarge();
         }
     }

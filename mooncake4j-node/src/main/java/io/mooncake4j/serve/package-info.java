@@ -72,10 +72,12 @@
  * text for the same prompt and {@code max_tokens}, and one changed byte of transferred KV changes it.
  * Text is rendered by {@link io.mooncake4j.serve.SyntheticTokenizer}.
  *
- * <p>Bounds: bodies above 16 MiB get 413 (read away up to 64 MiB first, so the client sees it), at most
- * 64 are read at once of which 16 for one client address ({@link io.mooncake4j.http.HttpLimits}; a body
- * slower than the minimum rate, or a header not complete within the header deadline, is cut by the
- * node's {@link io.mooncake4j.http.HttpFront}), and at most
+ * <p>Bounds: bodies declared above 16 MiB get 413 at once (then read away up to 64 MiB, so that a
+ * client sending first sees it; a larger one, or an oversized chunk, closes the connection), at most
+ * 64 are read at once of which 16 for one client network, the slowest evicted for a newcomer
+ * ({@link io.mooncake4j.http.HttpLimits}; a body below the minimum rate in a recent window or past its
+ * overall deadline, or a header not complete within the header deadline, is cut by the node's
+ * {@link io.mooncake4j.http.HttpFront}), and at most
  * {@link io.mooncake4j.serve.ServeOptions#maxPendingRequests()} requests are accepted at once (503 beyond).
  *
  * <p>A request whose client disconnects is aborted, as vLLM does ({@link io.mooncake4j.sim.SimEngine#abort}):

@@ -31,7 +31,9 @@ class HttpLimitsTest {
         assertEquals(5, l.inFlightShare(4096));
         assertEquals(HttpLimits.defaults().idleTimeout(), l.idleTimeout());
         assertEquals(HttpLimits.defaults(), HttpLimits.from(n -> null, Map.of()));
-        assertEquals(4096, HttpLimits.defaults().inFlightShare(4096), "no share: the total");
+        assertEquals(2048, HttpLimits.defaults().inFlightShare(4096), "by default half the total per network");
+        assertEquals(4096, HttpLimits.defaults().withInFlightPerClient(0).inFlightShare(4096), "0: the total");
+        assertEquals(1, HttpLimits.defaults().inFlightShare(1));
     }
 
     @Test

@@ -234,7 +234,7 @@ class DisaggProxyTest {
     }
 
     @Test
-    void shouldGiveAClearErrorWhenAPrefillFailsAndKeepServingThroughTheOthers() throws Exception {
+    void aRequestWhosePrefillFailsIsRetriedOnceOnAnotherPrefillBeforeAnyTokenReachedTheClient() throws Exception {
         FakeNode bad = keep(FakeNode.prefill(1, kv));
         FakeNode good = keep(FakeNode.prefill(1, kv));
         FakeNode d = keep(FakeNode.decode(kv));
@@ -242,39 +242,55 @@ class DisaggProxyTest {
         await(proxy::isReady, "ready");
         bad.fault = FakeNode.Fault.STATUS_500;
 
-        int failed = 0;
         for (int i = 0; i < 6; i++) {
             boolean stream = i >= 3;
             HttpResponse<String> r = postAsync(proxy, "q" + i, stream).get();
-            if (r.statusCode() == 200) {
-                assertEquals(FakeNode.expected("q" + i), text(r, stream), r.body());
-            } else {
-                failed++;
-                assertEquals(502, r.statusCode(), r.body());
-                String msg = errorMessage(r);
-                assertTrue(msg.contains("prefill node " + bad.url()) && msg.contains("500")
-                        && msg.contains("fake engine crashed"), msg);
-            }
+            assertEquals(200, r.statusCode(), r.body());
+            assertEquals(FakeNode.expected("q" + i), text(r, stream), r.body());
         }
-        assertEquals(3, failed, "every other request went to the failing P (it still answers /health)");
-        assertEquals(3, proxy.stats().failedPrefill());
+        assertTrue(bad.bodies.size() >= 3, "the failing P was tried first at least every other time");
+        assertEquals(bad.bodies.size(), proxy.stats().retried(), "each of those was tried once more, on the other P");
+        assertEquals(0, proxy.stats().failedPrefill());
 
-        // A P that is gone (refused connection) is taken out of the rotation after its first failure.
+        // A P that is gone (refused connection): its request is served by the other, and it leaves the rotation.
         bad.stop();
-        int refused = 0;
+        long retriedBefore = proxy.stats().retried();
         for (int i = 0; i < 6; i++) {
             HttpResponse<String> r = postAsync(proxy, "z" + i, false).get();
-            if (r.statusCode() != 200) {
-                refused++;
-                assertEquals(502, r.statusCode());
-                assertTrue(errorMessage(r).contains("prefill node " + bad.url()), r.body());
-            } else {
-                assertEquals(FakeNode.expected("z" + i), text(r, false));
-            }
+            assertEquals(200, r.statusCode(), r.body());
+            assertEquals(FakeNode.expected("z" + i), text(r, false));
         }
-        assertTrue(refused <= 1, "a refused P leaves the rotation at once, failed: " + refused);
+        assertTrue(proxy.stats().retried() <= retriedBefore + 1, "a refused P leaves the rotation at once: "
+                + (proxy.stats().retried() - retriedBefore) + " retried");
         assertTrue(health(proxy).contains("\"up\":false,\"dp_engine_ids\""), health(proxy));
         assertEquals(List.of(), good.errors);
+    }
+
+    @Test
+    void withNoOtherPrefillTheFailureIsAnsweredWithTheNodeToBlameInAStructuredField() throws Exception {
+        FakeNode bad = keep(FakeNode.prefill(1, kv));
+        FakeNode d = keep(FakeNode.decode(kv));
+        DisaggProxy proxy = proxy(List.of(bad), List.of(d), Duration.ofHours(1));
+        await(proxy::isReady, "ready");
+        bad.fault = FakeNode.Fault.STATUS_500;
+        HttpResponse<String> r = postAsync(proxy, "q", false).get();
+        assertEquals(502, r.statusCode(), r.body());
+        String msg = errorMessage(r);
+        assertTrue(msg.contains("prefill node " + bad.url()) && msg.contains("500")
+                && msg.contains("fake engine crashed"), msg);
+        Map<?, ?> e = (Map<?, ?>) Json.parseObject(r.body()).get("error");
+        assertEquals(bad.url(), String.valueOf(e.get("failed_node")).replaceAll("/$", ""));
+        assertEquals("prefill", e.get("failed_role"));
+        assertEquals(bad.url(), WorkloadClient.failedNode(r.body()), "the workload check reads the same field");
+        assertEquals(1, proxy.stats().failedPrefill());
+        assertEquals(0, proxy.stats().retried(), "no other P: nothing to retry on");
+
+        // D's own 4xx is the client's: not retried, blamed on D
+        bad.fault = FakeNode.Fault.NONE;
+        d.fault = FakeNode.Fault.STATUS_400;
+        HttpResponse<String> r2 = postAsync(proxy, "q2", false).get();
+        assertEquals(400, r2.statusCode(), r2.body());
+        assertEquals("decode", ((Map<?, ?>) Json.parseObject(r2.body()).get("error")).get("failed_role"));
     }
 
     @Test

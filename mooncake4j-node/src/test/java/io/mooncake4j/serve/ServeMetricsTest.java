@@ -133,4 +133,54 @@ class ServeMetricsTest {
         ServeNodeTest.Reply r = post(p, "/metrics", "{}");
         assertEquals(405, r.status(), r.body());
     }
+
+    /**
+     * The counters an operator needs (side-channel refusals and dropped answers by reason, the bootstrap
+     * server's closed connections, the front door's cut-offs) are in {@code /mooncake/status} and
+     * {@code /metrics}: 4 connections more than the bootstrap server's cap show up as 4 evictions.
+     */
+    @Test
+    void refusalsDropsEvictionsAndCutOffsAreInStatusAndMetrics() throws Exception {
+        ServeNode p = start(KvRole.KV_PRODUCER);
+        List<java.net.Socket> idle = new ArrayList<>();
+        try {
+            int cap = io.mooncake4j.connector.bootstrap.MooncakeBootstrapServer.Limits.fromEnvironment()
+                    .maxConnections();
+            for (int i = 0; i < cap + 4; i++) {
+                java.net.Socket s = new java.net.Socket();
+                idle.add(s);
+                s.connect(new java.net.InetSocketAddress("127.0.0.1", p.bootstrapPort()), 10_000);
+            }
+            java.util.concurrent.atomic.AtomicReference<Map<String, Object>> status =
+                    new java.util.concurrent.atomic.AtomicReference<>();
+            await("4 bootstrap evictions in /mooncake/status", () -> {
+                try {
+                    HttpResponse<String> r = http.send(HttpRequest.newBuilder(URI.create(p.url() + "/mooncake/status"))
+                            .timeout(Duration.ofSeconds(30)).GET().build(), HttpResponse.BodyHandlers.ofString());
+                    status.set(Json.parseObject(r.body()));
+                } catch (Exception e) {
+                    throw new AssertionError(e);
+                }
+                Map<?, ?> side = (Map<?, ?>) status.get().get("side_channel");
+                return ((Number) ((Map<?, ?>) side.get("bootstrap_connections_closed")).get("evicted")).longValue() >= 4;
+            });
+            Map<?, ?> side = (Map<?, ?>) status.get().get("side_channel");
+            assertEquals(0L, ((Number) side.get("self_aimed_refusals")).longValue());
+            assertEquals(Map.of("protocol", 0L, "peer_gone", 0L, "queue_full", 0L, "closing", 0L),
+                    side.get("answers_dropped"));
+            assertEquals(Map.of("header_timeout", 0L, "slow_body", 0L, "late_body", 0L, "body_evicted", 0L),
+                    status.get().get("http_cut"));
+            String text = scrape(p).body();
+            assertTrue(sample(text, "mooncake4j_bootstrap_connections_closed_total", p.engineId(),
+                    "reason=\"evicted\"") >= 4, text);
+            assertEquals(0.0, sample(text, "mooncake4j_side_channel_self_aimed_refusals_total", p.engineId(), null));
+            assertEquals(0.0, sample(text, "mooncake4j_side_channel_answers_dropped_total", p.engineId(),
+                    "reason=\"peer_gone\""));
+            assertTrue(text.contains("mooncake4j_http_cut_total{reason=\"slow_body\"} 0.0"), text);
+        } finally {
+            for (java.net.Socket s : idle) {
+                s.close();
+            }
+        }
+    }
 }

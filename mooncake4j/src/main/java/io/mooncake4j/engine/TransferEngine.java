@@ -147,6 +147,19 @@ public interface TransferEngine extends AutoCloseable {
     long openSegment(String segmentName);
 
     /**
+     * Whether {@code segmentName}, resolved as a transfer to it would be (its descriptor fetched over
+     * whatever name, port or metadata path), is this engine's own segment, so that a caller can refuse
+     * to write "remote" data into its own memory. May block like {@link #openSegment}. Engines that
+     * cannot tell answer false (the default).
+     *
+     * @param segmentName {@code "<host>:<rpcPort>"} of the segment
+     * @return true when it is this engine's own segment
+     */
+    default boolean isOwnSegment(String segmentName) {
+        return false;
+    }
+
+    /**
      * The address of the first buffer a segment advertises (Mooncake Python
      * {@code get_first_buffer_address}: {@code buffers[0].addr} of the segment descriptor, in the
      * owner's registration order), or -1 when the segment cannot be opened, has no buffer, or this

@@ -1,6 +1,12 @@
 package io.mooncake4j.connector.bootstrap;
 
+import static io.mooncake4j.connector.bootstrap.BootstrapHttp.detail;
+import static io.mooncake4j.connector.bootstrap.BootstrapHttp.readHead;
+import static io.mooncake4j.connector.bootstrap.BootstrapHttp.write;
+
 import io.mooncake4j.connector.ConnectorException;
+import io.mooncake4j.connector.bootstrap.BootstrapHttp.Request;
+import io.mooncake4j.connector.bootstrap.BootstrapHttp.Response;
 import io.mooncake4j.internal.json.Json;
 import io.mooncake4j.internal.json.JsonException;
 import java.io.EOFException;
@@ -65,9 +71,14 @@ import org.slf4j.LoggerFactory;
  * inputs never carry non-finite numbers ({@code 1e999} is echoed as the string {@code "Infinity"}).
  * Each connection serves one request ({@code Connection: close}) within a total deadline of
  * {@link Limits#requestTimeoutMs()} from accept to the last byte of the answer, after which it is
- * closed whatever the client is doing; at most {@link Limits#maxConnections()} are open, and a new
- * connection beyond that closes the oldest one, so trickling clients cannot keep {@code /query} from
- * being answered.
+ * closed whatever the client is doing; at most {@link Limits#maxConnections()} are open. A new
+ * connection beyond that closes an answered one that is only draining, or else evicts the oldest
+ * connection still sending its request from the peer address that holds the most such connections
+ * (503 {@code detail} first), so that trickling clients, even many from one address, cannot keep
+ * others' {@code /query} from being answered; when every open connection is processing a request
+ * the newcomer is answered 503. A request is acted on only once it is no longer evictable, so a
+ * registration is stored exactly when it is answered 200 ({@link #evictedConnections()},
+ * {@link #refusedConnections()}, {@link #expiredConnections()}).
  *
  * <h2>Lifecycle and threads</h2>
  * The constructor binds nothing; {@link #start()} binds {@code host:port} (port 0: any free port,
@@ -97,7 +108,8 @@ public final class MooncakeBootstrapServer implements AutoCloseable {
      * (8192); bad values fall back to the default with one WARN.
      *
      * @param requestTimeoutMs    total time from accept to the end of the answer; then the connection is closed
-     * @param maxConnections      connections open at once; one more closes the oldest
+     * @param maxConnections      connections open at once; one more evicts the oldest still-sending connection of
+     *                            the address holding the most (see the class comment)
      * @param maxHeaderBytes      request line plus headers
      * @param maxBodyBytes        request body
      * @param maxEngines          DP ranks in the table
@@ -173,17 +185,50 @@ public final class MooncakeBootstrapServer implements AutoCloseable {
     /** dp_rank → entry; guarded by {@link #lock}. */
     private final Map<Integer, MutableEntry> workers = new LinkedHashMap<>();
     private int workerCount; // guarded by lock
-    /** Open connections → their deadline (System.nanoTime); insertion order is accept order. */
-    private final Map<Socket, Long> open = new ConcurrentHashMap<>();
-    private final java.util.concurrent.ConcurrentLinkedDeque<Socket> acceptOrder =
-            new java.util.concurrent.ConcurrentLinkedDeque<>();
+    /** Open connections (counted against {@link Limits#maxConnections()}). */
+    private final Map<Socket, Conn> open = new ConcurrentHashMap<>();
+    /** Connections refused or evicted with a 503, draining for at most 1 s; not counted against the cap. */
+    private final Map<Socket, Conn> closing = new ConcurrentHashMap<>();
     private final Set<Thread> serving = ConcurrentHashMap.newKeySet();
     private final AtomicLong evicted = new AtomicLong();
+    private final AtomicLong refused = new AtomicLong();
     private final AtomicLong expired = new AtomicLong();
+    private final AtomicLong acceptSeq = new AtomicLong();
     private ServerSocket listener; // guarded by lock
     private Thread acceptor; // guarded by lock
     private Thread reaper; // guarded by lock
     private volatile boolean closed;
+
+    /**
+     * One accepted connection. Its state moves {@code READING → PROCESSING → ANSWERED} in its own
+     * thread; the acceptor may move {@code READING → EVICTED} (the client then gets a 503 from the
+     * acceptor). A request is acted on (a registration stored) only after its thread won
+     * {@code READING → PROCESSING}, so an evicted connection never changes the table and a
+     * processing one is never closed by the cap: every request gets an answer or a 503.
+     */
+    private static final class Conn {
+        static final int READING = 0;
+        static final int PROCESSING = 1;
+        static final int ANSWERED = 2;
+        static final int EVICTED = 3;
+
+        final Socket socket;
+        final java.net.InetAddress peer;
+        final long seq;
+        volatile long deadline;
+        final AtomicInteger state = new AtomicInteger(READING);
+
+        Conn(Socket socket, long seq, long deadline) {
+            this.socket = socket;
+            this.peer = socket.getInetAddress();
+            this.seq = seq;
+            this.deadline = deadline;
+        }
+
+        boolean begin() {
+            return state.compareAndSet(READING, PROCESSING);
+        }
+    }
 
     private static final class MutableEntry {
         final String engineId;
@@ -294,9 +339,21 @@ public final class MooncakeBootstrapServer implements AutoCloseable {
         return expired.get();
     }
 
-    /** Connections closed so far to make room for a newer one (at {@link Limits#maxConnections()}). */
+    /**
+     * Connections closed so far to make room for a newer one (at {@link Limits#maxConnections()}):
+     * an answered one still draining, or the oldest connection still sending its request from the
+     * address that holds the most connections (that one is answered 503 first).
+     */
     public long evictedConnections() {
         return evicted.get();
+    }
+
+    /**
+     * New connections answered 503 at once because every open connection was processing a request
+     * (at {@link Limits#maxConnections()}).
+     */
+    public long refusedConnections() {
+        return refused.get();
     }
 
     /** A snapshot of the registry, as {@code GET /query} would return it. */
@@ -331,6 +388,9 @@ public final class MooncakeBootstrapServer implements AutoCloseable {
             }
         }
         for (Socket c : open.keySet()) {
+            closeQuietly(c);
+        }
+        for (Socket c : closing.keySet()) {
             closeQuietly(c);
         }
         for (Thread t : new Thread[] {a, r}) {
@@ -378,28 +438,26 @@ public final class MooncakeBootstrapServer implements AutoCloseable {
                 }
                 return;
             }
-            while (open.size() >= limits.maxConnections()) {
-                Socket oldest = acceptOrder.pollFirst();
-                if (oldest == null) {
-                    break;
-                }
-                if (open.remove(oldest) != null) {
-                    evicted.incrementAndGet();
-                    closeQuietly(oldest);
-                }
+            long now = System.nanoTime();
+            Conn k = new Conn(c, acceptSeq.getAndIncrement(),
+                    now + TimeUnit.MILLISECONDS.toNanos(limits.requestTimeoutMs()));
+            if (open.size() >= limits.maxConnections() && !makeRoomFor(k)) {
+                refused.incrementAndGet();
+                k.state.set(Conn.EVICTED);
+                refuse(k, "Service Unavailable: every connection is processing a request; retry");
+            } else {
+                open.put(c, k);
             }
-            open.put(c, System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(limits.requestTimeoutMs()));
-            acceptOrder.addLast(c);
             if (closed) {
                 closeQuietly(c);
                 return;
             }
             Thread t = Thread.ofVirtual().name("mooncake-bootstrap-http-" + conn.getAndIncrement()).unstarted(() -> {
                 try {
-                    serve(c);
+                    serve(k);
                 } finally {
                     open.remove(c);
-                    acceptOrder.remove(c);
+                    closing.remove(c);
                     closeQuietly(c);
                     serving.remove(Thread.currentThread());
                 }
@@ -409,43 +467,130 @@ public final class MooncakeBootstrapServer implements AutoCloseable {
         }
     }
 
+    /**
+     * At the cap: closes an answered connection that is only draining, or else evicts (with a 503)
+     * the oldest connection still sending its request from the peer address that holds the most of
+     * them, the newcomer's address counted too, so that one address cannot push others out.
+     * Connections processing a request are never chosen.
+     *
+     * @return whether room was made; false when every open connection is processing a request
+     */
+    private boolean makeRoomFor(Conn newcomer) {
+        Conn answered = null;
+        Map<java.net.InetAddress, Integer> reading = new java.util.HashMap<>();
+        Map<java.net.InetAddress, Conn> oldest = new java.util.HashMap<>();
+        for (Conn k : open.values()) {
+            int st = k.state.get();
+            if (st == Conn.ANSWERED && (answered == null || k.seq < answered.seq)) {
+                answered = k;
+            } else if (st == Conn.READING) {
+                reading.merge(k.peer, 1, Integer::sum);
+                oldest.merge(k.peer, k, (a, b) -> a.seq <= b.seq ? a : b);
+            }
+        }
+        if (answered != null && open.remove(answered.socket) != null) {
+            evicted.incrementAndGet();
+            closeQuietly(answered.socket);
+            return true;
+        }
+        reading.merge(newcomer.peer, 1, Integer::sum);
+        while (!reading.isEmpty()) {
+            java.net.InetAddress most = null;
+            for (Map.Entry<java.net.InetAddress, Integer> e : reading.entrySet()) {
+                if (oldest.containsKey(e.getKey()) && (most == null || e.getValue() > reading.get(most))) {
+                    most = e.getKey();
+                }
+            }
+            if (most == null) {
+                return false;
+            }
+            Conn victim = oldest.remove(most);
+            reading.remove(most);
+            if (victim.state.compareAndSet(Conn.READING, Conn.EVICTED) && open.remove(victim.socket) != null) {
+                evicted.incrementAndGet();
+                refuse(victim, "Service Unavailable: too many connections (MOONCAKE4J_BOOTSTRAP_MAX_CONNECTIONS); "
+                        + "this one was the oldest still sending its request");
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /**
+     * Answers an evicted or refused connection 503 (a small write to a connection that was sent
+     * nothing yet: it does not block) and gives it 1 s to read it before the reaper closes it.
+     */
+    private void refuse(Conn k, String why) {
+        k.deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(1);
+        // at most 64 or 4 x the cap linger; beyond that the 503 is written and the socket closed at once
+        boolean linger = closing.size() < Math.max(64, 4L * limits.maxConnections());
+        if (linger) {
+            closing.put(k.socket, k);
+        }
+        try {
+            write(k.socket.getOutputStream(), detail(503, why), "");
+            k.socket.shutdownOutput();
+        } catch (IOException e) {
+            linger = false;
+        }
+        if (!linger) {
+            closing.remove(k.socket);
+            closeQuietly(k.socket);
+        }
+    }
+
     /** Closes connections past their deadline, whatever their thread is blocked on (read or write). */
     private void reapLoop() {
         long period = TimeUnit.MILLISECONDS.toNanos(Math.max(10, Math.min(250, limits.requestTimeoutMs() / 4)));
         while (!closed) {
             long now = System.nanoTime();
-            for (Map.Entry<Socket, Long> e : open.entrySet()) {
-                if (now - e.getValue() >= 0 && open.remove(e.getKey()) != null) {
+            for (Conn k : open.values()) {
+                if (now - k.deadline >= 0 && open.remove(k.socket) != null) {
                     expired.incrementAndGet();
-                    closeQuietly(e.getKey());
+                    closeQuietly(k.socket);
+                }
+            }
+            for (Conn k : closing.values()) {
+                if (now - k.deadline >= 0 && closing.remove(k.socket) != null) {
+                    closeQuietly(k.socket);
                 }
             }
             LockSupport.parkNanos(this, period);
         }
     }
 
-    private void serve(Socket c) {
+    private void serve(Conn k) {
+        Socket c = k.socket;
         try {
             c.setSoTimeout(limits.requestTimeoutMs());
             c.setTcpNoDelay(true);
             InputStream in = c.getInputStream();
+            if (k.state.get() == Conn.EVICTED) {
+                drain(c, in); // refused at accept: the 503 is written
+                return;
+            }
             OutputStream out = c.getOutputStream();
             Request req;
             Response r;
             try {
-                req = readHead(in);
-                r = req.error != null ? req.error : respond(req, in, out);
+                req = readHead(in, limits.maxHeaderBytes());
+                r = req.error() != null ? (k.begin() ? req.error() : null) : respond(k, req, in, out);
             } catch (EOFException e) {
                 return; // closed before a whole request head: nothing to answer
             }
-            write(out, r, req.path);
+            if (r == null) {
+                drain(c, in); // evicted while it was sending: the acceptor answered 503
+                return;
+            }
+            write(out, r, req.path());
             c.shutdownOutput();
+            k.state.set(Conn.ANSWERED);
             drain(c, in);
         } catch (IOException e) {
             if (!closed) {
                 LOG.debug("Mooncake bootstrap connection {} ended: {}", c.getRemoteSocketAddress(), e.toString());
             }
-        } catch (RuntimeException e) {
+        } catch (RuntimeException | LinkageError e) {
             LOG.error("Mooncake bootstrap server failed on a connection from {}; it keeps serving others",
                     c.getRemoteSocketAddress(), e);
         }
@@ -473,180 +618,54 @@ public final class MooncakeBootstrapServer implements AutoCloseable {
 
     // ------------------------------------------------------------------ HTTP
 
-    private record Response(int status, Object body) {
-    }
-
-    /** A parsed request head, or the error answer for it. */
-    private record Request(String method, String path, long contentLength, boolean expectContinue,
-            Response error) {
-
-        static Request failed(Response error) {
-            return new Request(null, null, -1, false, error);
-        }
-    }
-
-    /** Reads the request line and headers (up to the blank line); EOF if the client closed before that. */
-    private Request readHead(InputStream in) throws IOException {
-        byte[] buf = new byte[Math.min(limits.maxHeaderBytes(), 4096)];
-        int n = 0;
-        int end = -1;
-        while (end < 0) {
-            if (n == buf.length) {
-                if (n >= limits.maxHeaderBytes()) {
-                    return Request.failed(detail(431, "Request header fields too large (more than "
-                            + limits.maxHeaderBytes() + " bytes)"));
-                }
-                buf = java.util.Arrays.copyOf(buf, Math.min(limits.maxHeaderBytes(), n * 2));
-            }
-            int b = in.read();
-            if (b < 0) {
-                throw new EOFException("closed inside the request head");
-            }
-            buf[n++] = (byte) b;
-            if (b == '\n' && n >= 2 && (buf[n - 2] == '\n' || (n >= 3 && buf[n - 2] == '\r' && buf[n - 3] == '\n'))) {
-                end = n;
-            }
-        }
-        String head = new String(buf, 0, end, StandardCharsets.ISO_8859_1);
-        String[] lines = head.split("\r?\n");
-        String[] rl = lines.length == 0 ? new String[0] : lines[0].split(" ", -1);
-        if (rl.length != 3 || rl[0].isEmpty() || !rl[1].startsWith("/") || !rl[2].startsWith("HTTP/1.")) {
-            return Request.failed(detail(400, "Bad Request: malformed request line"));
-        }
-        String target = rl[1];
-        int q = target.indexOf('?');
-        String path = q < 0 ? target : target.substring(0, q);
-        long length = -1;
-        boolean chunked = false;
-        boolean expect = false;
-        for (int i = 1; i < lines.length; i++) {
-            String line = lines[i];
-            if (line.isEmpty()) {
-                continue;
-            }
-            int colon = line.indexOf(':');
-            if (colon <= 0) {
-                return Request.failed(detail(400, "Bad Request: malformed header line"));
-            }
-            String name = line.substring(0, colon).strip().toLowerCase(Locale.ROOT);
-            String value = line.substring(colon + 1).strip();
-            switch (name) {
-                case "content-length" -> {
-                    long l;
-                    try {
-                        l = Long.parseLong(value);
-                    } catch (NumberFormatException e) {
-                        l = -2;
-                    }
-                    if (l < 0 || (length >= 0 && length != l)) {
-                        return Request.failed(detail(400, "Bad Request: invalid Content-Length"));
-                    }
-                    length = l;
-                }
-                case "transfer-encoding" -> chunked = !value.equalsIgnoreCase("identity");
-                case "expect" -> expect = value.equalsIgnoreCase("100-continue");
-                default -> {
-                    // other headers are not needed
-                }
-            }
-        }
-        if (chunked) {
-            return Request.failed(detail(411, "Length Required: send the body with a Content-Length"));
-        }
-        return new Request(rl[0], path, length, expect, null);
-    }
-
-    private Response respond(Request req, InputStream in, OutputStream out) throws IOException {
+    private Response respond(Conn k, Request req, InputStream in, OutputStream out) throws IOException {
         Response r;
         try {
-            r = route(req, in, out);
+            r = route(k, req, in, out);
         } catch (IOException e) {
             throw e;
-        } catch (RuntimeException | StackOverflowError e) {
-            LOG.error("Mooncake bootstrap server failed on {} {}", req.method, req.path, e);
+        } catch (RuntimeException | StackOverflowError | LinkageError e) {
+            LOG.error("Mooncake bootstrap server failed on {} {}", req.method(), req.path(), e);
             r = detail(500, "Internal Server Error");
         }
         return r;
     }
 
-    /** Writes the answer; a body that cannot be written as JSON becomes a fixed 422/500 answer. */
-    private static void write(OutputStream out, Response r, String path) throws IOException {
-        byte[] body;
-        Response sent = r;
-        try {
-            body = Json.write(r.body).getBytes(StandardCharsets.UTF_8);
-        } catch (RuntimeException e) {
-            LOG.warn("Mooncake bootstrap server: cannot write a {} answer as JSON ({}); sending a plain one",
-                    r.status, e.toString());
-            sent = r.status >= 400 && r.status < 500 ? r : new Response(500, null);
-            body = (sent.status == 500 ? "{\"detail\":\"Internal Server Error\"}"
-                    : "{\"detail\":\"Invalid request\"}").getBytes(StandardCharsets.UTF_8);
-        }
-        StringBuilder h = new StringBuilder(128);
-        h.append("HTTP/1.1 ").append(sent.status).append(' ').append(reason(sent.status)).append("\r\n");
-        h.append("Content-Type: application/json\r\n");
-        h.append("Content-Length: ").append(body.length).append("\r\n");
-        h.append("Connection: close\r\n");
-        if (sent.status == 405) {
-            h.append("Allow: ").append("/register".equals(path) ? "POST" : "GET").append("\r\n");
-        }
-        h.append("\r\n");
-        out.write(h.toString().getBytes(StandardCharsets.ISO_8859_1));
-        out.write(body);
-        out.flush();
-    }
-
-    private static String reason(int status) {
-        return switch (status) {
-            case 200 -> "OK";
-            case 400 -> "Bad Request";
-            case 404 -> "Not Found";
-            case 405 -> "Method Not Allowed";
-            case 411 -> "Length Required";
-            case 413 -> "Payload Too Large";
-            case 422 -> "Unprocessable Entity";
-            case 431 -> "Request Header Fields Too Large";
-            default -> "Internal Server Error";
-        };
-    }
-
-    private Response route(Request req, InputStream in, OutputStream out) throws IOException {
-        String path = req.path;
-        String method = req.method;
+    private Response route(Conn k, Request req, InputStream in, OutputStream out) throws IOException {
+        String path = req.path();
+        String method = req.method();
         switch (path) {
             case "/register" -> {
                 if (!method.equals("POST")) {
-                    return detail(405, "Method Not Allowed");
+                    return k.begin() ? detail(405, "Method Not Allowed") : null;
                 }
-                if (req.contentLength > limits.maxBodyBytes()) {
-                    return detail(413, "Request body larger than " + limits.maxBodyBytes() + " bytes");
+                if (req.contentLength() > limits.maxBodyBytes()) {
+                    return k.begin() ? detail(413, "Request body larger than " + limits.maxBodyBytes() + " bytes")
+                            : null;
                 }
-                if (req.expectContinue && req.contentLength > 0) {
+                if (req.expectContinue() && req.contentLength() > 0) {
                     out.write("HTTP/1.1 100 Continue\r\n\r\n".getBytes(StandardCharsets.ISO_8859_1));
                     out.flush();
                 }
-                byte[] body = req.contentLength < 0 ? new byte[0] : in.readNBytes((int) req.contentLength);
-                if (body.length < req.contentLength) {
+                byte[] body = req.contentLength() < 0 ? new byte[0] : in.readNBytes((int) req.contentLength());
+                if (body.length < req.contentLength()) {
                     throw new EOFException("closed inside the request body");
                 }
-                return register(new String(body, StandardCharsets.UTF_8));
+                return k.begin() ? register(new String(body, StandardCharsets.UTF_8)) : null;
             }
             case "/query" -> {
+                if (!k.begin()) {
+                    return null;
+                }
                 if (!method.equals("GET")) {
                     return detail(405, "Method Not Allowed");
                 }
                 return new Response(200, queryJson());
             }
             default -> {
-                return detail(404, "Not Found");
+                return k.begin() ? detail(404, "Not Found") : null;
             }
         }
-    }
-
-    private static Response detail(int status, String msg) {
-        Map<String, Object> m = new LinkedHashMap<>();
-        m.put("detail", msg);
-        return new Response(status, m);
     }
 
     private Map<String, Object> queryJson() {

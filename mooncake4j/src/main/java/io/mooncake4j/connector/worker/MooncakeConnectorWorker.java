@@ -589,7 +589,8 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
 
     /**
      * The side channel's cumulative counters (limits hit, error replies, dropped messages, background
-     * errors); all zero before registration. Reads counters only: never waits on the worker's loops.
+     * errors, self-aimed refusals, answers dropped by reason, peers dropped, the bootstrap server's closed
+     * connections); all zero before registration. Reads counters only: never waits on the worker's loops.
      *
      * @return a snapshot of the counters
      */
@@ -597,10 +598,18 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
         KvSender s = producer.sender();
         KvReceiver r = receiver;
         ListenerStats l = listenerStats();
+        ListenerStats.Answers a = l.answers();
+        WorkerCounters.BootstrapClosed boot = producer.bootstrapServer()
+                .map(b -> new WorkerCounters.BootstrapClosed(b.evictedConnections(), b.refusedConnections(),
+                        b.expiredConnections()))
+                .orElse(WorkerCounters.BootstrapClosed.NONE);
         return new WorkerCounters(s == null ? 0 : s.limitRejections(), s == null ? 0 : s.errorReplies(),
                 l.malformedMessages(), l.repliesDropped(), l.backlogPauses(),
                 s == null ? 0 : s.placeholdersExpired(), s == null ? 0 : s.staleWaves(),
-                r == null ? 0 : r.channels().handshakeRetries(), backgroundErrors.count());
+                r == null ? 0 : r.channels().handshakeRetries(), backgroundErrors.count(),
+                s == null ? 0 : s.selfAimedRefusals(), l.peersDropped(),
+                new WorkerCounters.AnswersDropped(a.droppedProtocol(), a.droppedPeerGone(), a.droppedQueueFull(),
+                        a.droppedClosing()), boot);
     }
 
     /** Side-channel facts of the send and receive paths, for tests and diagnostics; waits on the loops. */

@@ -709,6 +709,12 @@ public final class CoreEngine implements TransferEngine, TransportHost {
         return peers.open(n);
     }
 
+    /** Opens {@code name} (fetching its descriptor) and answers whether it resolved to this engine's own segment. */
+    @Override
+    public boolean isOwnSegment(String name) {
+        return openSegment(name) == 0;
+    }
+
     /** {@code buffers[0].addr} of the (cached) descriptor of {@code name}; -1 if it cannot be opened or has none. */
     @Override
     public long getFirstBufferAddress(String name) {

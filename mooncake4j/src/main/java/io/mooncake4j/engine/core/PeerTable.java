@@ -130,7 +130,7 @@ final class PeerTable {
                 return id;
             }
             long sid;
-            if (key.equals(identity(local.get()))) {
+            if (isSelf(d, key, local.get())) {
                 sid = 0; // an alias of this engine's own segment
             } else {
                 Long existing = identities.get(key);
@@ -178,6 +178,32 @@ final class PeerTable {
         return a.name().equals(b.name()) && a.protocol().equals(b.protocol()) && a.tcpDataPort() == b.tcpDataPort()
                 && a.tcpProtoVersion() == b.tcpProtoVersion() && a.devices().equals(b.devices())
                 && Objects.equals(a.extensions(), b.extensions());
+    }
+
+    /**
+     * Whether {@code d} (as fetched, whatever name, port, forwarder or metadata path led to it) is this
+     * engine's own segment: its name or resolved identity is ours, or it advertises our TCP data port on
+     * an address of this host (loopback, wildcard or a local interface): a write to it would land in our
+     * own memory. A forged descriptor naming our data port under another local name is ours too.
+     */
+    static boolean isSelf(SegmentDescriptor d, String key, SegmentDescriptor own) {
+        if (d.name().equals(own.name()) || key.equals(identity(own))) {
+            return true;
+        }
+        if (own.tcpDataPort() <= 0 || d.tcpDataPort() != own.tcpDataPort()) {
+            return false;
+        }
+        try {
+            for (java.net.InetAddress a : java.net.InetAddress.getAllByName(d.host())) {
+                if (a.isLoopbackAddress() || a.isAnyLocalAddress()
+                        || java.net.NetworkInterface.getByInetAddress(a) != null) {
+                    return true;
+                }
+            }
+        } catch (java.io.IOException | RuntimeException e) {
+            return false; // an unknown host: not reachable as ours either
+        }
+        return false;
     }
 
     /**

@@ -39,13 +39,20 @@ class SelfAimedPullTest {
 
     /** {@code onArrival}: refused with ERROR when the pull arrives; else when its write would start ({@code err_reqs}). */
     private static void assertRefused(String host, PdTestbed bed, boolean onArrival) {
+        assertRefused(host, bed, onArrival, port -> port);
+    }
+
+    /** As above, the pull naming {@code portOf.applyAsInt(P's RPC port)}. */
+    private static void assertRefused(String host, PdTestbed bed, boolean onArrival,
+            java.util.function.IntUnaryOperator portOf) {
         try (LogCapture logs = LogCapture.start(KvSender.class); bed) {
             PdTestbed.Node p = bed.node(KvRole.KV_PRODUCER, "P", 0, 1, null, b -> { });
             p.fill(2, 7);
             p.step(announce("p1", "X"));
             p.step(finished("p1", "X", 7));
             MooncakeXferMetadata own = metadataFor(p, Map.of("dz", blocks("X", 2)));
-            MooncakeXferMetadata aimed = new MooncakeXferMetadata(host, own.remotePort(), own.remoteTpSize(),
+            MooncakeXferMetadata aimed = new MooncakeXferMetadata(host, portOf.applyAsInt(own.remotePort()),
+                    own.remoteTpSize(),
                     own.remoteTpRank(), own.reqBlocks(), own.kvCachesBaseAddr(), own.blockLens(), own.kvBlockLens(),
                     own.registeredLayerNames(), own.registeredLayerIndices(), own.registeredGroupIndices(),
                     own.remotePpSize());
@@ -62,6 +69,7 @@ class SelfAimedPullTest {
             }
             PdTestbed.assertSameTpCopy(p, 2, p, 2); // P's block 2 still holds its own bytes
             assertEquals(1, p.worker.diagnostics().selfAimedRefusals());
+            assertEquals(1, p.worker.counters().selfAimedRefusals(), "public, for monitoring");
             if (onArrival) {
                 assertEquals(1, p.worker.diagnostics().errorReplies());
                 logs.assertLogged(Level.ERROR, "aimed at this P worker's own engine");
@@ -89,5 +97,26 @@ class SelfAimedPullTest {
         Assumptions.assumeTrue(NetworkInterface.getByInetAddress(local) != null || local.isLoopbackAddress(),
                 "this machine's hostname resolves to one of its own addresses");
         assertRefused(local.getHostName(), new PdTestbed().engines(() -> TransferEngines.create("tcp")), false);
+    }
+
+    @Test
+    void aPullThroughAPortForwardedToPsOwnEngineIsRefusedByTheEnginesIdentity() throws Exception {
+        // another port that leads to P's RPC port (a NAT or port-forward): the names say "someone else",
+        // the descriptor fetched through it is P's own
+        try (TcpForwarder fwd = new TcpForwarder()) {
+            assertRefused("127.0.0.1", new PdTestbed().engines(() -> TransferEngines.create("tcp")), false,
+                    fwd::forwardTo);
+            assertTrue(fwd.connections() > 0, "the descriptor was fetched through the forwarder");
+        }
+    }
+
+    @Test
+    void aPullNamingTheWildcardAddressIsRefused() {
+        assertRefused("0.0.0.0", new PdTestbed().engines(() -> TransferEngines.create("tcp")));
+    }
+
+    @Test
+    void aPullNamingIpv6LoopbackIsRefused() {
+        assertRefused("::1", new PdTestbed().engines(() -> TransferEngines.create("tcp")));
     }
 }

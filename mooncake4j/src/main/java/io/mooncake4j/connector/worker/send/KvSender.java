@@ -612,8 +612,12 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
     /** vLLM's {@code _send_blocks}, on a transfer-pool thread; {@link #SELF_AIMED} for P's own engine. No retry. */
     int sendBlocks(String session, long[] src, long[] dst, long[] len, long bytes) {
         int colon = session.lastIndexOf(':');
-        if (!selfAimedPullsAccepted && colon > 0 && selfTargets.resolvesToSelf(session.substring(0, colon), port(session.substring(colon + 1)))) {
-            return SELF_AIMED; // a name that resolves to P itself: nothing is written
+        if (!selfAimedPullsAccepted && ((colon > 0
+                && selfTargets.resolvesToSelf(session.substring(0, colon), port(session.substring(colon + 1))))
+                || engine.isOwnSegment(session))) {
+            // a name that resolves to P itself, or whose descriptor (any name, port, forwarder or metadata
+            // path) is P's own engine's: nothing is written
+            return SELF_AIMED;
         }
         WaveTrace.mark(WaveTrace.Point.P_WRITE_START);
         long t0 = System.nanoTime();

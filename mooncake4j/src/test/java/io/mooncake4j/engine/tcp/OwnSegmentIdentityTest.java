@@ -1,0 +1,89 @@
+package io.mooncake4j.engine.tcp;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.mooncake4j.engine.core.CoreEngine;
+import io.mooncake4j.engine.handshake.HandshakeConfig;
+import io.mooncake4j.engine.handshake.HandshakeFrame;
+import io.mooncake4j.engine.handshake.HandshakeServer;
+import io.mooncake4j.engine.handshake.SegmentDescriptor;
+import java.net.Inet4Address;
+import java.net.InetAddress;
+import java.net.NetworkInterface;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * {@link CoreEngine#isOwnSegment}: a segment is the engine's own by what its descriptor says (name,
+ * data endpoint on an address of this host), whatever name or handshake server led there; a peer's
+ * handshake server that answers with a forged descriptor naming our data port is us, under any local
+ * name ({@code ::1}, {@code 0.0.0.0}, another loopback or interface address).
+ */
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
+class OwnSegmentIdentityTest {
+
+    private final List<AutoCloseable> closers = new ArrayList<>();
+
+    @AfterEach
+    void stop() throws Exception {
+        for (int i = closers.size() - 1; i >= 0; i--) {
+            closers.get(i).close();
+        }
+    }
+
+    private CoreEngine engine() {
+        CoreEngine e = TcpEngines.started(TcpEngines.config());
+        closers.add(e);
+        return e;
+    }
+
+    /** A handshake server that answers every descriptor request with {@code forged}; its segment name. */
+    private String forging(SegmentDescriptor forged) throws Exception {
+        HandshakeServer s = HandshakeServer.start(HandshakeConfig.ephemeral(TcpEngines.LOOPBACK),
+                (type, request) -> type == HandshakeFrame.METADATA ? forged.toJson() : "{}\n");
+        closers.add(s);
+        return "127.0.0.1:" + s.port();
+    }
+
+    private static SegmentDescriptor renamed(SegmentDescriptor d, String name, int dataPort) {
+        return new SegmentDescriptor(name, d.protocol(), dataPort, d.tcpProtoVersion(), d.timestamp(),
+                d.rdmaServerName(), d.buffers(), d.devices(), d.priorityMatrix(), d.extensions());
+    }
+
+    @Test
+    void aForgedDescriptorNamingOurDataPortOnAnyLocalAddressIsOurOwnSegment() throws Exception {
+        CoreEngine p = engine();
+        CoreEngine other = engine();
+        SegmentDescriptor own = p.localDescriptor();
+        int dataPort = own.tcpDataPort();
+        assertTrue(dataPort > 0);
+        List<String> localHosts = new ArrayList<>(List.of("127.0.0.2", "[::1]", "0.0.0.0", "localhost"));
+        for (NetworkInterface ni : Collections.list(NetworkInterface.getNetworkInterfaces())) {
+            for (InetAddress a : Collections.list(ni.getInetAddresses())) {
+                if (a instanceof Inet4Address && !a.isLoopbackAddress()) {
+                    localHosts.add(a.getHostAddress()); // another local address of this machine
+                }
+            }
+        }
+        for (String host : localHosts) {
+            String name = forging(renamed(own, host + ":40000", dataPort));
+            assertTrue(p.isOwnSegment(name), "a descriptor naming " + host + " and our data port is ours");
+            assertEquals(0, p.openSegment(name), "and it is segment 0 for transfers too");
+            assertFalse(other.isOwnSegment(name), "not another engine's own");
+        }
+        // our data port on a host that is not this machine, or another port here: not us
+        assertFalse(p.isOwnSegment(forging(renamed(own, "192.0.2.1:40000", dataPort))));
+        assertFalse(p.isOwnSegment(forging(renamed(own, "127.0.0.1:40000", other.localDescriptor().tcpDataPort()))));
+        // our real names and the wildcard address are ours; another engine is not
+        assertTrue(p.isOwnSegment(p.getLocalSegmentName()));
+        assertTrue(p.isOwnSegment("0.0.0.0:" + p.getRpcPort()));
+        assertFalse(p.isOwnSegment(other.getLocalSegmentName()));
+    }
+}
