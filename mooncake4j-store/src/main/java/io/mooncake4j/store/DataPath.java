@@ -6,7 +6,6 @@ import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -123,23 +122,8 @@ final class DataPath {
         return put(keys, addresses, sizes, config, false);
     }
 
-    /** The fewest keys in one chunk of a pipelined put. */
-    static final int PUT_CHUNK_MIN_KEYS = Integer.getInteger("mooncake4j.store.putChunkMinKeys", 16);
-
-    /** The most chunks one put is cut into. */
-    static final int PUT_CHUNKS = Integer.getInteger("mooncake4j.store.putChunks", 4);
-
-    /** {@return how many chunks a put of {@code n} keys is cut into: 1 below two chunks' worth of keys} */
-    static int putChunks(int n) {
-        return n < 2 * PUT_CHUNK_MIN_KEYS ? 1 : Math.min(PUT_CHUNKS, n / PUT_CHUNK_MIN_KEYS);
-    }
-
     /**
      * Puts (or with {@code upsert} overwrites) keys from their parts: the Put* or the Upsert* RPCs.
-     * A batch of {@code 2 * PUT_CHUNK_MIN_KEYS} keys or more is cut into chunks (at most {@code PUT_CHUNKS})
-     * pipelined on the master's connection: every chunk's BatchPutStart is sent at once, and while
-     * the engine writes one chunk the master answers the next chunk's start and ends the chunk before
-     * it, so that only the first chunk's start and the last chunk's end wait in line with the writes.
      *
      * @return per key 0 or a negative code
      */
@@ -153,109 +137,24 @@ final class DataPath {
                 totals[i] += s;
             }
         }
-        int chunks = putChunks(n);
-        int[] from = new int[chunks + 1];
-        for (int c = 0; c <= chunks; c++) {
-            from[c] = (int) ((long) n * c / chunks);
-        }
-        List<CompletableFuture<List<Result<List<ReplicaDescriptor>>>>> starts = new ArrayList<>(chunks);
-        for (int c = 0; c < chunks; c++) {
-            starts.add(start(keys.subList(from[c], from[c + 1]), Arrays.copyOfRange(totals, from[c], from[c + 1]), config,
-                    upsert, n == 1));
-        }
-        Chunk[] done = new Chunk[chunks];
-        if (chunks == 1) {
-            done[0] = write(keys, addresses, sizes, totals, codes, 0, n, starts.getFirst(), upsert, n == 1);
-        } else {
-            // each chunk written as soon as its start is answered, the chunks' writes overlapping in the engine
-            try (ExecutorService ex = Executors.newVirtualThreadPerTaskExecutor()) {
-                List<Future<Chunk>> fs = new ArrayList<>(chunks);
-                for (int c = 0; c < chunks; c++) {
-                    int lo = from[c];
-                    int hi = from[c + 1];
-                    CompletableFuture<List<Result<List<ReplicaDescriptor>>>> st = starts.get(c);
-                    fs.add(ex.submit(() -> write(keys, addresses, sizes, totals, codes, lo, hi, st, upsert, false)));
-                }
-                for (int c = 0; c < chunks; c++) {
-                    done[c] = join(fs.get(c), codes, from[c], from[c + 1]);
-                }
-            }
-        }
-        for (Chunk ch : done) {
-            if (ch == null) {
-                continue;
-            }
-            if (ch.end != null) {
-                try {
-                    List<Result<Void>> e = MasterClient.await(ch.end);
-                    for (int j = 0; j < ch.ended.length; j++) {
-                        codes[ch.ended[j]] = j < e.size() ? e.get(j).code() : ErrorCode.RPC_FAIL.code();
-                    }
-                } catch (StoreException e) {
-                    for (int i : ch.ended) {
-                        codes[i] = e.errorCode();
-                    }
-                }
-            }
-            if (ch.revoke != null) {
-                try {
-                    List<Result<Void>> rv = MasterClient.await(ch.revoke);
-                    for (int j = 0; j < rv.size(); j++) {
-                        if (!rv.get(j).ok()) {
-                            LOG.warn("PutRevoke of {} answered {}", ch.revoked.get(j), rv.get(j));
-                        }
-                    }
-                } catch (StoreException e) {
-                    // the master discards unfinished puts itself (put_start_discard_timeout_sec)
-                    LOG.warn("PutRevoke of {} key(s) failed: {}", ch.revoked.size(), e.getMessage());
-                }
-            }
-        }
-        int[] out = new int[n];
-        for (int i = 0; i < n; i++) {
-            out[i] = (int) codes[i];
-        }
-        return out;
-    }
-
-    /** A written chunk's calls in flight: the end of its written keys, the revoke of the others. */
-    private record Chunk(CompletableFuture<List<Result<Void>>> end, int[] ended, CompletableFuture<List<Result<Void>>> revoke,
-            List<String> revoked) {}
-
-    /** {@return a chunk's calls; a chunk whose writer failed unexpectedly fails its keys with TRANSFER_FAIL} */
-    private static Chunk join(Future<Chunk> f, long[] codes, int lo, int hi) {
+        List<Result<List<ReplicaDescriptor>>> starts;
         try {
-            return f.get();
-        } catch (ExecutionException e) {
-            LOG.warn("put of keys {}..{} failed", lo, hi - 1, e.getCause());
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        }
-        for (int i = lo; i < hi; i++) {
-            if (codes[i] >= 0) {
-                codes[i] = ErrorCode.TRANSFER_FAIL.code();
+            if (upsert) {
+                starts = n == 1 ? List.of(master.upsertStart(clientId, keys.getFirst(), totals[0], config))
+                        : master.batchUpsertStart(clientId, keys, totals, config);
+            } else {
+                starts = n == 1 ? List.of(master.putStart(clientId, keys.getFirst(), totals[0], config))
+                        : master.batchPutStart(clientId, keys, totals, config);
             }
-        }
-        return null;
-    }
-
-    /**
-     * Writes keys {@code [lo, hi)} once their start is answered, and sends the end of the written ones
-     * and the revoke of the others (not waiting for the answers). Touches only {@code codes[lo, hi)}.
-     */
-    private Chunk write(List<String> keys, long[][] addresses, long[][] sizes, long[] totals, long[] codes, int lo, int hi,
-            CompletableFuture<List<Result<List<ReplicaDescriptor>>>> start, boolean upsert, boolean single) {
-        List<Result<List<ReplicaDescriptor>>> st;
-        try {
-            st = MasterClient.await(start);
         } catch (StoreException e) {
-            Arrays.fill(codes, lo, hi, e.errorCode());
-            return null;
+            int[] out = new int[n];
+            Arrays.fill(out, e.errorCode());
+            return out;
         }
-        boolean[] started = new boolean[hi - lo];
+        boolean[] started = new boolean[n];
         Groups g = new Groups();
-        for (int i = lo; i < hi; i++) {
-            Result<List<ReplicaDescriptor>> r = i - lo < st.size() ? st.get(i - lo) : Result.error(ErrorCode.RPC_FAIL.code());
+        for (int i = 0; i < n; i++) {
+            Result<List<ReplicaDescriptor>> r = i < starts.size() ? starts.get(i) : Result.error(ErrorCode.RPC_FAIL.code());
             if (!r.ok()) {
                 // another client put the key first: the value is there, which is what the caller wanted
                 codes[i] = r.code() == ErrorCode.OBJECT_ALREADY_EXISTS.code() ? 0 : r.code();
@@ -264,7 +163,7 @@ final class DataPath {
                 }
                 continue;
             }
-            started[i - lo] = true;
+            started[i] = true;
             for (ReplicaDescriptor d : r.value()) {
                 if (d.kind() != ReplicaDescriptor.Kind.MEMORY || d.size() < totals[i]) {
                     LOG.warn("PutStart of {} gave a replica this client cannot write: {}", keys.get(i), d);
@@ -282,59 +181,52 @@ final class DataPath {
         }
         run(g, true, codes);
         List<String> ends = new ArrayList<>();
-        int[] idx = new int[hi - lo];
+        List<Integer> endIdx = new ArrayList<>();
         List<String> revokes = new ArrayList<>();
-        for (int i = lo; i < hi; i++) {
-            if (started[i - lo] && codes[i] == 0) {
-                idx[ends.size()] = i;
+        for (int i = 0; i < n; i++) {
+            if (started[i] && codes[i] == 0) {
                 ends.add(keys.get(i));
-            } else if (started[i - lo]) {
+                endIdx.add(i);
+            } else if (started[i]) {
                 revokes.add(keys.get(i));
             }
         }
-        return new Chunk(ends.isEmpty() ? null : end(ends, upsert, single && ends.size() == 1), Arrays.copyOf(idx, ends.size()),
-                revokes.isEmpty() ? null : revoke(revokes, upsert, single && revokes.size() == 1), revokes);
-    }
-
-    /** The start of a chunk: sent now (a single key's RPC is answered before this returns). */
-    private CompletableFuture<List<Result<List<ReplicaDescriptor>>>> start(List<String> keys, long[] totals,
-            ReplicateConfig config, boolean upsert, boolean single) {
         try {
-            if (single) {
-                return CompletableFuture.completedFuture(List.of(upsert ? master.upsertStart(clientId, keys.getFirst(), totals[0], config)
-                        : master.putStart(clientId, keys.getFirst(), totals[0], config)));
+            if (!ends.isEmpty()) {
+                boolean one = ends.size() == 1 && n == 1;
+                List<Result<Void>> e = upsert ? (one ? List.of(master.upsertEnd(clientId, ends.getFirst()))
+                        : master.batchUpsertEnd(clientId, ends))
+                        : one ? List.of(master.putEnd(clientId, ends.getFirst(), null)) : master.batchPutEnd(clientId, ends);
+                for (int j = 0; j < endIdx.size(); j++) {
+                    codes[endIdx.get(j)] = j < e.size() ? e.get(j).code() : ErrorCode.RPC_FAIL.code();
+                }
             }
-            return upsert ? master.batchUpsertStartAsync(clientId, keys, totals, config)
-                    : master.batchPutStartAsync(clientId, keys, totals, config);
         } catch (StoreException e) {
-            return CompletableFuture.failedFuture(e);
-        }
-    }
-
-    /** The end of a chunk's written keys: sent now (a single key's RPC is answered before this returns). */
-    private CompletableFuture<List<Result<Void>>> end(List<String> keys, boolean upsert, boolean single) {
-        try {
-            if (single) {
-                return CompletableFuture.completedFuture(List.of(upsert ? master.upsertEnd(clientId, keys.getFirst())
-                        : master.putEnd(clientId, keys.getFirst(), null)));
+            for (int i : endIdx) {
+                codes[i] = e.errorCode();
             }
-            return upsert ? master.batchUpsertEndAsync(clientId, keys) : master.batchPutEndAsync(clientId, keys);
-        } catch (StoreException e) {
-            return CompletableFuture.failedFuture(e);
         }
-    }
-
-    /** The revoke of a chunk's started keys that were not written: sent now. */
-    private CompletableFuture<List<Result<Void>>> revoke(List<String> keys, boolean upsert, boolean single) {
-        try {
-            if (single) {
-                return CompletableFuture.completedFuture(List.of(upsert ? master.upsertRevoke(clientId, keys.getFirst())
-                        : master.putRevoke(clientId, keys.getFirst())));
+        if (!revokes.isEmpty()) {
+            try {
+                boolean one = revokes.size() == 1 && n == 1;
+                List<Result<Void>> rv = upsert ? (one ? List.of(master.upsertRevoke(clientId, revokes.getFirst()))
+                        : master.batchUpsertRevoke(clientId, revokes))
+                        : one ? List.of(master.putRevoke(clientId, revokes.getFirst())) : master.batchPutRevoke(clientId, revokes);
+                for (int j = 0; j < rv.size(); j++) {
+                    if (!rv.get(j).ok()) {
+                        LOG.warn("PutRevoke of {} answered {}", revokes.get(j), rv.get(j));
+                    }
+                }
+            } catch (StoreException e) {
+                // the master discards unfinished puts itself (put_start_discard_timeout_sec)
+                LOG.warn("PutRevoke of {} key(s) failed: {}", revokes.size(), e.getMessage());
             }
-            return upsert ? master.batchUpsertRevokeAsync(clientId, keys) : master.batchPutRevokeAsync(clientId, keys);
-        } catch (StoreException e) {
-            return CompletableFuture.failedFuture(e);
         }
+        int[] out = new int[n];
+        for (int i = 0; i < n; i++) {
+            out[i] = (int) codes[i];
+        }
+        return out;
     }
 
     /** {@return the complete memory replicas in the order to try them: this client's own first} */

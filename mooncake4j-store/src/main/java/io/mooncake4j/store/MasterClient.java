@@ -143,7 +143,7 @@ public final class MasterClient implements AutoCloseable {
         return new StoreException(code, r.name() + ": " + e.getMessage(), e);
     }
 
-    static <T> T await(CompletableFuture<T> f) {
+    private static <T> T await(CompletableFuture<T> f) {
         try {
             return f.join();
         } catch (CompletionException | java.util.concurrent.CancellationException e) {
@@ -292,17 +292,11 @@ public final class MasterClient implements AutoCloseable {
      */
     public List<Result<List<ReplicaDescriptor>>> batchPutStart(Uuid clientId, List<String> keys, long[] lengths,
             ReplicateConfig config) {
-        return await(batchPutStartAsync(clientId, keys, lengths, config));
-    }
-
-    /** {@return the pipelined form of {@link #batchPutStart}: sent now, the answer later} */
-    public CompletableFuture<List<Result<List<ReplicaDescriptor>>>> batchPutStartAsync(Uuid clientId, List<String> keys, long[] lengths,
-            ReplicateConfig config) {
         Args.notNull(clientId, "clientId");
         Args.keys(keys);
         Args.perKey(keys, "lengths", lengths, lengths == null ? 0 : lengths.length);
         Args.notNull(config, "config");
-        return invoke(MasterCodec.BATCH_PUT_START, w -> {
+        return await(invoke(MasterCodec.BATCH_PUT_START, w -> {
             MasterCodec.uuid(w, clientId);
             MasterCodec.strings(w, keys);
             w.length(lengths.length);
@@ -311,7 +305,7 @@ public final class MasterClient implements AutoCloseable {
             }
             MasterCodec.replicateConfig(w, config);
             w.string(tenant);
-        }, r -> MasterCodec.list(r, 1, x -> MasterCodec.expected(x, MasterCodec::replicas)));
+        }, r -> MasterCodec.list(r, 1, x -> MasterCodec.expected(x, MasterCodec::replicas))));
     }
 
     /**
@@ -321,19 +315,14 @@ public final class MasterClient implements AutoCloseable {
      * @param keys     the objects' keys (no checksums sent)
      */
     public List<Result<Void>> batchPutEnd(Uuid clientId, List<String> keys) {
-        return await(batchPutEndAsync(clientId, keys));
-    }
-
-    /** {@return the pipelined form of {@link #batchPutEnd}: sent now, the answer later} */
-    public CompletableFuture<List<Result<Void>>> batchPutEndAsync(Uuid clientId, List<String> keys) {
         Args.notNull(clientId, "clientId");
         Args.keys(keys);
-        return invoke(MasterCodec.BATCH_PUT_END, w -> {
+        return await(invoke(MasterCodec.BATCH_PUT_END, w -> {
             MasterCodec.uuid(w, clientId);
             w.length(keys.size());
             keys.forEach(k -> MasterCodec.objectMeta(w, k, null));
             w.i32(MasterCodec.REPLICA_TYPE_ALL).string(tenant);
-        }, r -> MasterCodec.list(r, 1, MasterCodec::expectedVoid));
+        }, r -> MasterCodec.list(r, 1, MasterCodec::expectedVoid)));
     }
 
     /**
@@ -343,18 +332,13 @@ public final class MasterClient implements AutoCloseable {
      * @param keys     the objects' keys
      */
     public List<Result<Void>> batchPutRevoke(Uuid clientId, List<String> keys) {
-        return await(batchPutRevokeAsync(clientId, keys));
-    }
-
-    /** {@return the pipelined form of {@link #batchPutRevoke}: sent now, the answer later} */
-    public CompletableFuture<List<Result<Void>>> batchPutRevokeAsync(Uuid clientId, List<String> keys) {
         Args.notNull(clientId, "clientId");
         Args.keys(keys);
-        return invoke(MasterCodec.BATCH_PUT_REVOKE, w -> {
+        return await(invoke(MasterCodec.BATCH_PUT_REVOKE, w -> {
             MasterCodec.uuid(w, clientId);
             MasterCodec.strings(w, keys);
             w.i32(MasterCodec.REPLICA_TYPE_ALL).string(tenant);
-        }, r -> MasterCodec.list(r, 1, MasterCodec::expectedVoid));
+        }, r -> MasterCodec.list(r, 1, MasterCodec::expectedVoid)));
     }
 
     // ------------------------------------------------------------------ upserts (the overwrite path)
@@ -421,17 +405,11 @@ public final class MasterClient implements AutoCloseable {
      */
     public List<Result<List<ReplicaDescriptor>>> batchUpsertStart(Uuid clientId, List<String> keys, long[] lengths,
             ReplicateConfig config) {
-        return await(batchUpsertStartAsync(clientId, keys, lengths, config));
-    }
-
-    /** {@return the pipelined form of {@link #batchUpsertStart}: sent now, the answer later} */
-    public CompletableFuture<List<Result<List<ReplicaDescriptor>>>> batchUpsertStartAsync(Uuid clientId, List<String> keys, long[] lengths,
-            ReplicateConfig config) {
         Args.notNull(clientId, "clientId");
         Args.keys(keys);
         Args.perKey(keys, "lengths", lengths, lengths == null ? 0 : lengths.length);
         Args.notNull(config, "config");
-        return invoke(MasterCodec.BATCH_UPSERT_START, w -> {
+        return await(invoke(MasterCodec.BATCH_UPSERT_START, w -> {
             MasterCodec.uuid(w, clientId);
             MasterCodec.strings(w, keys);
             w.length(lengths.length);
@@ -440,7 +418,7 @@ public final class MasterClient implements AutoCloseable {
             }
             MasterCodec.replicateConfig(w, config);
             w.string(tenant);
-        }, r -> MasterCodec.list(r, 1, x -> MasterCodec.expected(x, MasterCodec::replicas)));
+        }, r -> MasterCodec.list(r, 1, x -> MasterCodec.expected(x, MasterCodec::replicas))));
     }
 
     /**
@@ -450,19 +428,14 @@ public final class MasterClient implements AutoCloseable {
      * @param keys     the objects' keys
      */
     public List<Result<Void>> batchUpsertEnd(Uuid clientId, List<String> keys) {
-        return await(batchUpsertEndAsync(clientId, keys));
-    }
-
-    /** {@return the pipelined form of {@link #batchUpsertEnd}: sent now, the answer later} */
-    public CompletableFuture<List<Result<Void>>> batchUpsertEndAsync(Uuid clientId, List<String> keys) {
         Args.notNull(clientId, "clientId");
         Args.keys(keys);
-        return invoke(MasterCodec.BATCH_UPSERT_END, w -> {
+        return await(invoke(MasterCodec.BATCH_UPSERT_END, w -> {
             MasterCodec.uuid(w, clientId);
             w.length(keys.size());
             keys.forEach(k -> MasterCodec.objectMeta(w, k, null));
             w.string(tenant);
-        }, r -> MasterCodec.list(r, 1, MasterCodec::expectedVoid));
+        }, r -> MasterCodec.list(r, 1, MasterCodec::expectedVoid)));
     }
 
     /**
@@ -472,18 +445,13 @@ public final class MasterClient implements AutoCloseable {
      * @param keys     the objects' keys
      */
     public List<Result<Void>> batchUpsertRevoke(Uuid clientId, List<String> keys) {
-        return await(batchUpsertRevokeAsync(clientId, keys));
-    }
-
-    /** {@return the pipelined form of {@link #batchUpsertRevoke}: sent now, the answer later} */
-    public CompletableFuture<List<Result<Void>>> batchUpsertRevokeAsync(Uuid clientId, List<String> keys) {
         Args.notNull(clientId, "clientId");
         Args.keys(keys);
-        return invoke(MasterCodec.BATCH_UPSERT_REVOKE, w -> {
+        return await(invoke(MasterCodec.BATCH_UPSERT_REVOKE, w -> {
             MasterCodec.uuid(w, clientId);
             MasterCodec.strings(w, keys);
             w.string(tenant);
-        }, r -> MasterCodec.list(r, 1, MasterCodec::expectedVoid));
+        }, r -> MasterCodec.list(r, 1, MasterCodec::expectedVoid)));
     }
 
     // ------------------------------------------------------------------ reads and queries
@@ -505,16 +473,11 @@ public final class MasterClient implements AutoCloseable {
      * @param keys the objects' keys
      */
     public List<Result<ReplicaList>> batchGetReplicaList(List<String> keys) {
-        return await(batchGetReplicaListAsync(keys));
-    }
-
-    /** {@return the pipelined form of {@link #batchGetReplicaList}: sent now, the answer later} */
-    public CompletableFuture<List<Result<ReplicaList>>> batchGetReplicaListAsync(List<String> keys) {
         Args.keys(keys);
-        return invoke(MasterCodec.BATCH_GET_REPLICA_LIST, w -> {
+        return await(invoke(MasterCodec.BATCH_GET_REPLICA_LIST, w -> {
             MasterCodec.strings(w, keys);
             w.string(tenant);
-        }, r -> MasterCodec.list(r, 1, x -> MasterCodec.expected(x, MasterCodec::replicaList)));
+        }, r -> MasterCodec.list(r, 1, x -> MasterCodec.expected(x, MasterCodec::replicaList))));
     }
 
     /**
