@@ -88,6 +88,7 @@ public final class StoreDataPathBench {
                     ln[i * parts + p] = part;
                 }
             }
+            long[][] parts3 = new long[5][rounds];
             long[] put = new long[rounds];
             long[] get = new long[rounds];
             long[] rw = new long[rounds];
@@ -117,7 +118,11 @@ public final class StoreDataPathBench {
                     failures++;
                 }
                 c.batchRemove(keys, true);
+                long[] steps = steps(c, keys("s" + r + "-", batch), value, ls, ld, ln, parts);
                 if (r >= 0) {
+                    for (int j = 0; j < steps.length; j++) {
+                        parts3[j][r] = steps[j];
+                    }
                     put[r] = t1 - t0;
                     get[r] = t2 - t1;
                     rw[r] = raw[0];
@@ -131,7 +136,11 @@ public final class StoreDataPathBench {
                     med(put) / 1e6, med(rw) / 1e6, med(rw) / med(put), mean(rw) / mean(put));
             System.out.printf(Locale.ROOT, "get p50 %.3f ms, raw read p50 %.3f ms: get/raw rate %.3f (means %.3f)%n",
                     med(get) / 1e6, med(rr) / 1e6, med(rr) / med(get), mean(rr) / mean(get));
+            System.out.printf(Locale.ROOT, "the same steps by hand (public calls, no client code between them), p50: BatchPutStart %.3f ms, "
+                    + "engine write %.3f ms, BatchPutEnd %.3f ms; BatchGetReplicaList %.3f ms, engine read %.3f ms%n",
+                    med(parts3[0]) / 1e6, med(parts3[1]) / 1e6, med(parts3[2]) / 1e6, med(parts3[3]) / 1e6, med(parts3[4]) / 1e6);
             masterAlone(c, batch, value, rounds);
+            afterTransfer(c, target, ls, lr, ln, batch, value, rounds);
             c.batchRemove(rawKeys, true);
         }
         System.out.printf(Locale.ROOT, "load average at end: %s%n", Files.readString(Path.of("/proc/loadavg")).trim());
@@ -170,6 +179,65 @@ public final class StoreDataPathBench {
         System.out.printf(Locale.ROOT, "fake master alone, %d keys a call, p50: BatchPutStart %.3f ms, BatchPutRevoke %.3f ms, "
                 + "BatchGetReplicaList %.3f ms, Ping %.3f ms%n", batch, med(start) / 1e6, med(revoke) / 1e6, med(lookup) / 1e6,
                 med(ping) / 1e6);
+    }
+
+    /** The fake master's calls right after a raw write of the batch (what a put's PutEnd and the next PutStart meet). */
+    static void afterTransfer(MooncakeStoreClient c, String target, long[] ls, long[] lr, long[] ln, int batch, long value,
+            int rounds) {
+        MasterClient mc = c.master();
+        long[] lens = new long[batch];
+        Arrays.fill(lens, value);
+        long[] ping = new long[rounds];
+        long[] start = new long[rounds];
+        for (int r = 0; r < rounds; r++) {
+            List<String> keys = keys("t" + r + "-", batch);
+            c.engine().batchTransferSyncWrite(target, ls, lr, ln);
+            long t0 = System.nanoTime();
+            mc.ping(c.clientId());
+            long t1 = System.nanoTime();
+            c.engine().batchTransferSyncWrite(target, ls, lr, ln);
+            long t2 = System.nanoTime();
+            mc.batchPutStart(c.clientId(), keys, lens, ReplicateConfig.defaults());
+            long t3 = System.nanoTime();
+            mc.batchPutRevoke(c.clientId(), keys);
+            ping[r] = t1 - t0;
+            start[r] = t3 - t2;
+        }
+        System.out.printf(Locale.ROOT, "fake master right after a raw write of the batch, p50: Ping %.3f ms, BatchPutStart %.3f ms%n",
+                med(ping) / 1e6, med(start) / 1e6);
+    }
+
+    /** A put and a get done step by step with the master's and the engine's public calls, each step timed. */
+    static long[] steps(MooncakeStoreClient c, List<String> keys, long value, long[] ls, long[] ld, long[] ln, int parts) {
+        MasterClient mc = c.master();
+        int batch = keys.size();
+        long[] lens = new long[batch];
+        Arrays.fill(lens, value);
+        long t0 = System.nanoTime();
+        List<Result<List<ReplicaDescriptor>>> st = mc.batchPutStart(c.clientId(), keys, lens, ReplicateConfig.defaults());
+        long t1 = System.nanoTime();
+        long[] rr = new long[batch * parts];
+        String target = st.getFirst().value().getFirst().endpoint();
+        for (int i = 0; i < batch; i++) {
+            long base = st.get(i).value().getFirst().address();
+            for (int p = 0; p < parts; p++) {
+                rr[i * parts + p] = base + p * (value / parts);
+            }
+        }
+        long t2 = System.nanoTime();
+        int w = c.engine().batchTransferSyncWrite(target, ls, rr, ln);
+        long t3 = System.nanoTime();
+        mc.batchPutEnd(c.clientId(), keys);
+        long t4 = System.nanoTime();
+        mc.batchGetReplicaList(keys);
+        long t5 = System.nanoTime();
+        int rd = c.engine().batchTransferSyncRead(target, ld, rr, ln);
+        long t6 = System.nanoTime();
+        mc.batchRemove(keys, true);
+        if (w != 0 || rd != 0) {
+            throw new IllegalStateException("step transfer failed: " + w + " " + rd);
+        }
+        return new long[] {t1 - t0, t3 - t2, t4 - t3, t5 - t4, t6 - t5};
     }
 
     static long[] raw(MooncakeStoreClient c, String target, long[] ls, long[] ld, long[] lr, long[] ln) {
