@@ -17,8 +17,9 @@ import java.util.Locale;
  * {@link FakeMaster} on a thread of this JVM (real coro_rpc wire over a loopback socket); a holder
  * client contributes the segment, the measured client contributes none, so every byte crosses the
  * real TCP engine on loopback. Each round: the store's {@code batchPutFrom} and {@code batchGetInto}
- * of {@code batch} fresh keys (then removed), and the raw write and read of a batch the store placed
- * once, the raw pair first in odd rounds and second in even ones. It also times the fake master's
+ * of {@code batch} fresh keys (then removed), the raw write and read of a batch the store placed
+ * once, and the same put and get done step by step with the master's and the engine's public calls
+ * (each step timed), the three taking turns at each position of a round. It also times the fake master's
  * calls alone (BatchPutStart + BatchPutRevoke, BatchGetReplicaList of the batch, Ping), so the reader
  * can weigh its latency against mooncake_master's.
  * Run (after {@code mvn -B -ntp -q -pl mooncake4j-store -am -DskipTests verify} and
@@ -96,18 +97,26 @@ public final class StoreDataPathBench {
             long failures = 0;
             for (int r = -rounds / 10; r < rounds; r++) { // the first tenth warms up
                 List<String> keys = keys("k" + r + "-", batch);
-                boolean rawFirst = (r & 1) == 1;
                 long[] raw = null;
-                if (rawFirst) {
-                    raw = raw(c, target, ls, ld, lr, ln);
-                }
-                long t0 = System.nanoTime();
-                int[] p = c.batchPutFromMultiBuffers(keys, a, s, ReplicateConfig.defaults());
-                long t1 = System.nanoTime();
-                long[] g = c.batchGetIntoMultiBuffers(keys, d, s);
-                long t2 = System.nanoTime();
-                if (!rawFirst) {
-                    raw = raw(c, target, ls, ld, lr, ln);
+                long[] steps = null;
+                int[] p = null;
+                long[] g = null;
+                long t0 = 0;
+                long t1 = 0;
+                long t2 = 0;
+                // the client's put+get, the raw write+read and the steps by hand take turns at each position
+                for (int j = 0; j < 3; j++) {
+                    switch ((r + 30 + j) % 3) {
+                        case 0 -> {
+                            t0 = System.nanoTime();
+                            p = c.batchPutFromMultiBuffers(keys, a, s, ReplicateConfig.defaults());
+                            t1 = System.nanoTime();
+                            g = c.batchGetIntoMultiBuffers(keys, d, s);
+                            t2 = System.nanoTime();
+                        }
+                        case 1 -> raw = raw(c, target, ls, ld, lr, ln);
+                        default -> steps = steps(c, keys("s" + r + "-", batch), value, ls, ld, ln, parts);
+                    }
                 }
                 for (int i = 0; i < batch; i++) {
                     if (p[i] != 0 || g[i] != value) {
@@ -118,7 +127,6 @@ public final class StoreDataPathBench {
                     failures++;
                 }
                 c.batchRemove(keys, true);
-                long[] steps = steps(c, keys("s" + r + "-", batch), value, ls, ld, ln, parts);
                 if (r >= 0) {
                     for (int j = 0; j < steps.length; j++) {
                         parts3[j][r] = steps[j];
