@@ -19,7 +19,8 @@ import java.util.Locale;
  * real TCP engine on loopback. Each round: the store's {@code batchPutFrom} and {@code batchGetInto}
  * of {@code batch} fresh keys (then removed), the raw write and read of a batch the store placed
  * once, and the same put and get done step by step with the master's and the engine's public calls
- * (each step timed), the three taking turns at each position of a round. It also times the fake master's
+ * (each step timed), and the batch put as two puts of half of it in flight at once (two threads), the
+ * four taking turns at each position of a round. It also times the fake master's
  * calls alone (BatchPutStart + BatchPutRevoke, BatchGetReplicaList of the batch, Ping), so the reader
  * can weigh its latency against mooncake_master's.
  * Run (after {@code mvn -B -ntp -q -pl mooncake4j-store -am -DskipTests verify} and
@@ -93,6 +94,9 @@ public final class StoreDataPathBench {
             long[] put = new long[rounds];
             long[] get = new long[rounds];
             long[] rw = new long[rounds];
+            long[] two = new long[rounds];
+            java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(2);
+            int half = batch / 2;
             long[] rr = new long[rounds];
             long failures = 0;
             for (int r = -rounds / 10; r < rounds; r++) { // the first tenth warms up
@@ -105,8 +109,9 @@ public final class StoreDataPathBench {
                 long t1 = 0;
                 long t2 = 0;
                 // the client's put+get, the raw write+read and the steps by hand take turns at each position
-                for (int j = 0; j < 3; j++) {
-                    switch ((r + 30 + j) % 3) {
+                long twoNanos = 0;
+                for (int j = 0; j < 4; j++) {
+                    switch ((r + 40 + j) % 4) {
                         case 0 -> {
                             t0 = System.nanoTime();
                             p = c.batchPutFromMultiBuffers(keys, a, s, ReplicateConfig.defaults());
@@ -115,7 +120,26 @@ public final class StoreDataPathBench {
                             t2 = System.nanoTime();
                         }
                         case 1 -> raw = raw(c, target, ls, ld, lr, ln);
-                        default -> steps = steps(c, keys("s" + r + "-", batch), value, ls, ld, ln, parts);
+                        case 2 -> steps = steps(c, keys("s" + r + "-", batch), value, ls, ld, ln, parts);
+                        default -> {
+                            // the batch as two puts of half of it in flight at once (two threads)
+                            List<String> k2 = keys("h" + r + "-", batch);
+                            long t3 = System.nanoTime();
+                            var f1 = pool.submit(() -> c.batchPutFromMultiBuffers(k2.subList(0, half),
+                                    Arrays.copyOfRange(a, 0, half), Arrays.copyOfRange(s, 0, half), ReplicateConfig.defaults()));
+                            var f2 = pool.submit(() -> c.batchPutFromMultiBuffers(k2.subList(half, batch),
+                                    Arrays.copyOfRange(a, half, batch), Arrays.copyOfRange(s, half, batch), ReplicateConfig.defaults()));
+                            int[] h1 = f1.get();
+                            int[] h2 = f2.get();
+                            twoNanos = System.nanoTime() - t3;
+                            for (int x : h1) {
+                                failures += x != 0 ? 1 : 0;
+                            }
+                            for (int x : h2) {
+                                failures += x != 0 ? 1 : 0;
+                            }
+                            c.batchRemove(k2, true);
+                        }
                     }
                 }
                 for (int i = 0; i < batch; i++) {
@@ -135,6 +159,7 @@ public final class StoreDataPathBench {
                     get[r] = t2 - t1;
                     rw[r] = raw[0];
                     rr[r] = raw[1];
+                    two[r] = twoNanos;
                 }
             }
             double mib = per / (double) (1 << 20);
@@ -142,6 +167,9 @@ public final class StoreDataPathBench {
                     batch, mib, rounds, failures);
             System.out.printf(Locale.ROOT, "put p50 %.3f ms, raw write p50 %.3f ms: put/raw rate %.3f (means %.3f)%n",
                     med(put) / 1e6, med(rw) / 1e6, med(rw) / med(put), mean(rw) / mean(put));
+            pool.close();
+            System.out.printf(Locale.ROOT, "two puts of %d keys at once p50 %.3f ms: rate/raw write %.3f%n", half, med(two) / 1e6,
+                    med(rw) / med(two));
             System.out.printf(Locale.ROOT, "get p50 %.3f ms, raw read p50 %.3f ms: get/raw rate %.3f (means %.3f)%n",
                     med(get) / 1e6, med(rr) / 1e6, med(rr) / med(get), mean(rr) / mean(get));
             System.out.printf(Locale.ROOT, "the same steps by hand (public calls, no client code between them), p50: BatchPutStart %.3f ms, "
