@@ -36,7 +36,8 @@ import java.util.concurrent.TimeUnit;
  *       median of {@code reps} distinct prompts, the two runs of each rep back to back;</li>
  *   <li><b>load rate</b>: {@link MooncakeStoreConnector#load} of {@code blocks} blocks (default 64; 32
  *       layer parts of 32 KiB each, 1 MiB a block) vs the transfer engine's raw read of the same bytes from the same
- *       replica buffers into the same block parts, alternating, medians.</li>
+ *       replica buffers into the same block parts, and the client's {@code batchGetIntoMultiBuffers} alone (after
+ *       a lookup of its own), the three taking turns at each position of a round, medians.</li>
  * </ul>
  * Run:
  * <pre>
@@ -119,25 +120,28 @@ public final class StorePoolBench {
                     sizes[k] = dst.sizes();
                 }
                 for (int r = 0; r < rounds; r++) {
-                    boolean rawFirst = (r & 1) == 1;
-                    if (rawFirst) {
-                        raw[r] = rawRead(user, target, local, remote, len);
+                    // the three reads take turns at each position (first, second, third) of a round
+                    for (int j = 0; j < 3; j++) {
+                        switch ((r + j) % 3) {
+                            case 0 -> {
+                                long t0 = System.nanoTime();
+                                MooncakeStoreConnector.LoadResult lr = b.load(hashes, ids, 0, blocks);
+                                store[r] = System.nanoTime() - t0;
+                                if (lr.loadedBlocks() != blocks) {
+                                    throw new IllegalStateException("load failed: " + lr.failedBlocks().length + " blocks");
+                                }
+                            }
+                            case 1 -> raw[r] = rawRead(user, target, local, remote, len);
+                            default -> {
+                                long t1 = System.nanoTime();
+                                user.master().batchGetReplicaList(keys);
+                                long t2 = System.nanoTime();
+                                user.batchGetIntoMultiBuffers(keys, addrs, sizes);
+                                lookup[r] = t2 - t1;
+                                client[r] = System.nanoTime() - t2;
+                            }
+                        }
                     }
-                    long t0 = System.nanoTime();
-                    MooncakeStoreConnector.LoadResult lr = b.load(hashes, ids, 0, blocks);
-                    store[r] = System.nanoTime() - t0;
-                    if (lr.loadedBlocks() != blocks) {
-                        throw new IllegalStateException("load failed: " + lr.failedBlocks().length + " blocks");
-                    }
-                    if (!rawFirst) {
-                        raw[r] = rawRead(user, target, local, remote, len);
-                    }
-                    long t1 = System.nanoTime();
-                    user.master().batchGetReplicaList(keys);
-                    long t2 = System.nanoTime();
-                    user.batchGetIntoMultiBuffers(keys, addrs, sizes);
-                    lookup[r] = t2 - t1;
-                    client[r] = System.nanoTime() - t2;
                 }
                 double bytes = (double) blocks * layers * part;
                 double s = median(store);

@@ -284,6 +284,8 @@ public final class FakeMaster implements AutoCloseable {
         while (!server.isClosed()) {
             try {
                 Socket s = server.accept();
+                // as coro_rpc's server does: pipelined answers go out at once, not after the peer's delayed ACK
+                s.setTcpNoDelay(true);
                 sockets.add(s);
                 int id = connections.incrementAndGet();
                 Thread t = new Thread(() -> serve(s, id), "fake-master-conn");
