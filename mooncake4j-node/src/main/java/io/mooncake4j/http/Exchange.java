@@ -212,7 +212,7 @@ public final class Exchange {
             setHeader("Connection", "close");
         }
         setHeader("Content-Type", "application/json");
-        sendResponseHeaders(status, json.length);
+        sendResponseHeaders(status, json.length == 0 ? -1 : json.length);
         out.write(json);
         out.flush(); // the answer leaves now
         if (drain) {

@@ -87,6 +87,15 @@ public final class Routes implements HttpFront.Handler {
         byte[] json(Exchange ex, Refusal refusal);
     }
 
+    /**
+     * Handles what a route threw (an {@link IOException}: the client is gone; a runtime exception: an
+     * error the node answers in its shape, when the response has not started).
+     */
+    @FunctionalInterface
+    public interface Failures {
+        void failed(Exchange ex, Exception e) throws IOException;
+    }
+
     /** Answers a request no route matches: {@code allowed} is empty for an unknown path (404), else 405. */
     @FunctionalInterface
     public interface Unmatched {
@@ -101,6 +110,7 @@ public final class Routes implements HttpFront.Handler {
     private final Duration slotWait;
     private final Refusals refusals;
     private final Unmatched unmatched;
+    private final Failures failures;
 
     private Routes(Builder b) {
         this.routes = b.routes;
@@ -108,6 +118,7 @@ public final class Routes implements HttpFront.Handler {
         this.slotWait = b.slotWait;
         this.refusals = b.refusals;
         this.unmatched = b.unmatched;
+        this.failures = b.failures;
     }
 
     /**
@@ -130,6 +141,14 @@ public final class Routes implements HttpFront.Handler {
 
     @Override
     public void handle(Exchange ex) throws IOException {
+        try {
+            dispatch(ex);
+        } catch (IOException | RuntimeException e) {
+            failures.failed(ex, e);
+        }
+    }
+
+    private void dispatch(Exchange ex) throws IOException {
         Map<String, Route> byMethod = routes.get(ex.path());
         Route r = byMethod == null ? null : byMethod.get(ex.method());
         if (r == null) {
@@ -190,7 +209,7 @@ public final class Routes implements HttpFront.Handler {
 
     private static void send(Exchange ex, byte[] json, int status) throws IOException {
         ex.setHeader("Content-Type", "application/json");
-        ex.sendResponseHeaders(status, json.length);
+        ex.sendResponseHeaders(status, json.length == 0 ? -1 : json.length);
         try (OutputStream out = ex.responseBody()) {
             out.write(json);
         }
@@ -204,6 +223,12 @@ public final class Routes implements HttpFront.Handler {
         private final Unmatched unmatched;
         private final Map<String, Map<String, Route>> routes = new LinkedHashMap<>();
         private Duration slotWait = Duration.ofSeconds(10);
+        private Failures failures = (ex, e) -> {
+            if (e instanceof IOException io) {
+                throw io;
+            }
+            throw (RuntimeException) e;
+        };
 
         private Builder(HttpLimits limits, int maxBody, Refusals refusals, Unmatched unmatched) {
             this.limits = Objects.requireNonNull(limits, "limits");
@@ -221,6 +246,12 @@ public final class Routes implements HttpFront.Handler {
                 throw new IllegalArgumentException("the body slot wait must be >= 0, got " + wait);
             }
             this.slotWait = wait;
+            return this;
+        }
+
+        /** What a route threw; by default it goes on to the front (logged, 500 when nothing was answered). */
+        public Builder failures(Failures f) {
+            this.failures = Objects.requireNonNull(f, "failures");
             return this;
         }
 

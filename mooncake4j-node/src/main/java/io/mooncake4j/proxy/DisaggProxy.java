@@ -148,6 +148,7 @@ public final class DisaggProxy implements AutoCloseable {
                 config.http()::network);
         this.routes = Routes.builder(config.http(), config.maxBodyBytes(), this::refusal, DisaggProxy::unmatched)
                 .slotWait(BODY_SLOT_WAIT)
+                .failures(this::failed)
                 .withoutBody("GET", "/health", this::health)
                 .withoutBody("GET", "/v1/models", this::models)
                 .withBody("POST", "/v1/completions", config.maxBodyBytes(), this::admitWhenReady,
@@ -162,7 +163,7 @@ public final class DisaggProxy implements AutoCloseable {
         try {
             // requests before the prober has run get 503 (not ready)
             this.server = HttpFront.start("mooncake-proxy-http-" + id + "-", config.host(), config.port(), 1024,
-                    config.http(), this::handle);
+                    config.http(), routes);
         } catch (IOException e) {
             http.close();
             clientWatch.close();
@@ -424,12 +425,11 @@ public final class DisaggProxy implements AutoCloseable {
         return server;
     }
 
-    private void handle(Exchange ex) {
-        try {
-            routes.handle(ex);
-        } catch (IOException e) {
+    /** What a route threw: an I/O error is a client gone; else a 500 when nothing was answered yet. */
+    private void failed(Exchange ex, Exception e) {
+        if (e instanceof IOException) {
             LOG.debug("client connection failed: {}", e.toString()); // the client went away; nothing to answer
-        } catch (RuntimeException e) {
+        } else {
             LOG.error("proxy handler failed on {} {}", ex.method(), ex.path(), e);
             try {
                 sendError(ex, 500, "server_error", "proxy internal error: " + e);

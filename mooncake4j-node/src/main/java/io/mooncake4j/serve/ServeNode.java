@@ -214,7 +214,7 @@ public final class ServeNode implements AutoCloseable {
         node.metrics = metrics;
         try {
             node.server = HttpFront.start("mooncake-serve-http-", options.host(), options.port(), 128, options.http(),
-                    node::handle);
+                    node.routes);
         } catch (IOException | RuntimeException e) {
             node.clientWatch.close();
             node.peerLayouts.close();
@@ -456,6 +456,7 @@ public final class ServeNode implements AutoCloseable {
     private Routes routes(ServeOptions options) {
         return Routes.builder(options.http(), MAX_BODY_BYTES, ServeNode::refusal, ServeNode::unmatched)
                 .slotWait(BODY_SLOT_WAIT)
+                .failures(ServeNode::failed)
                 .withoutBody("GET", "/health", ex -> {
                     if (draining || engine.failure() != null) {
                         throw unavailable();
@@ -470,14 +471,13 @@ public final class ServeNode implements AutoCloseable {
                 .build();
     }
 
-    private void handle(Exchange ex) {
-        try {
-            routes.handle(ex);
-        } catch (OpenAiError e) {
-            sendError(ex, e);
-        } catch (IOException e) {
+    /** What a route threw: an {@link OpenAiError} is its answer; an I/O error, a client gone; else a 500. */
+    private static void failed(Exchange ex, Exception e) {
+        if (e instanceof OpenAiError error) {
+            sendError(ex, error);
+        } else if (e instanceof IOException) {
             LOG.debug("HTTP exchange {} {} failed", ex.method(), ex.path(), e);
-        } catch (RuntimeException e) {
+        } else {
             LOG.error("HTTP exchange {} {} failed", ex.method(), ex.path(), e);
             sendError(ex, new OpenAiError(500, "InternalServerError", null, String.valueOf(e.getMessage())));
         }
