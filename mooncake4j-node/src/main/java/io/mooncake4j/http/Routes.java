@@ -27,8 +27,8 @@ import java.util.Set;
  * handler cannot read one ({@link Exchange#requestBody()} throws).
  *
  * <p>The table words nothing itself: the node's {@link Refusals} writes the answers the table gives
- * (413, 503) and the node's {@link Unmatched} those for a path or method no route has (404, 405), in
- * the node's own error shape.
+ * (413, 503), the node's {@link Unmatched} those for a path or method no route has (404, 405), in
+ * the node's own error shape, and the node's {@link Failures} what a route threw.
  *
  * <p>Threads: built once, then read by the request threads; the body slots are thread-safe.
  */
