@@ -33,6 +33,8 @@ public final class Exchange {
     private int status = -1;
     private volatile IOException bodyFailure;
     private long bodyLimit = -1;
+    private String noBodyRoute; // set: the route reads no body
+    private final long arrived = System.nanoTime();
 
     /** A chunked body whose next chunk is declared larger than the body limit ({@link #limitBody}). */
     public static final class ChunkTooLargeException extends IOException {
@@ -61,6 +63,11 @@ public final class Exchange {
         this.request = request;
         this.response = response;
         this.deadlines = deadlines;
+    }
+
+    /** When the request was handed to its thread ({@link System#nanoTime()}). */
+    public long arrivedNanos() {
+        return arrived;
     }
 
     /** The method, as sent ({@code GET}, {@code POST}, ...). */
@@ -111,10 +118,18 @@ public final class Exchange {
      * connection is closed and a read fails.
      */
     public InputStream requestBody() {
+        if (noBodyRoute != null) {
+            throw new IllegalStateException(noBodyRoute + " is registered as reading no request body");
+        }
         if (body == null) {
             body = new CountingInput(Content.Source.asInputStream(request), watch(), this);
         }
         return body;
+    }
+
+    /** Marks this request's route as reading no body ({@link Routes.Builder#withoutBody}). */
+    void refuseBody(String route) {
+        this.noBodyRoute = route;
     }
 
     private Deadlines.BodyWatch watch() {
@@ -197,7 +212,7 @@ public final class Exchange {
             setHeader("Connection", "close");
         }
         setHeader("Content-Type", "application/json");
-        sendResponseHeaders(status, json.length);
+        sendResponseHeaders(status, json.length == 0 ? -1 : json.length);
         out.write(json);
         out.flush(); // the answer leaves now
         if (drain) {

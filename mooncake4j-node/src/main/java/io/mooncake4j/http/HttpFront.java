@@ -42,7 +42,10 @@ public final class HttpFront implements AutoCloseable {
 
     private static final Logger LOG = LoggerFactory.getLogger(HttpFront.class);
 
-    /** A route table: runs on a virtual thread per request and may block; the response is ended after it. */
+    /**
+     * A handler of requests: runs on a virtual thread per request and may block; the response is ended
+     * after it. The front's own handler is a {@link Routes} table; a route without a body is one of these.
+     */
     @FunctionalInterface
     public interface Handler {
         void handle(Exchange exchange) throws IOException;
@@ -68,12 +71,14 @@ public final class HttpFront implements AutoCloseable {
      *
      * @param name    thread-name prefix ({@code mooncake-serve-http-})
      * @param backlog the listen queue
+     * @param routes  the route table: every request goes through it, so that every route is protected
+     *                (body slots and limits) as {@link Routes} describes
      * @throws IOException the address cannot be bound
      */
-    public static HttpFront start(String name, String host, int port, int backlog, HttpLimits limits, Handler handler)
+    public static HttpFront start(String name, String host, int port, int backlog, HttpLimits limits, Routes routes)
             throws IOException {
         Objects.requireNonNull(limits, "limits");
-        Objects.requireNonNull(handler, "handler");
+        Handler handler = Objects.requireNonNull(routes, "routes");
         QueuedThreadPool io = new QueuedThreadPool(8, 2);
         io.setName(name + "io");
         io.setDaemon(true);

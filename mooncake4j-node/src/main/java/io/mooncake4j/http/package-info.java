@@ -9,6 +9,11 @@
  * evicts the slowest body rather than refuse a newcomer), so that the connections of one slow client,
  * from however many addresses of its network, cannot take what every other client needs.
  *
+ * <p>A node's routes are registered in a {@link io.mooncake4j.http.Routes} table, its front's handler:
+ * a route says whether it takes a body, and one that does is handed the body already read under a
+ * body-upload slot, within its limit (413 beyond, before it is read when declared), and held to the
+ * front's deadlines; the route calls nothing to get this. A route that reads no body cannot read one.
+ *
  * <p>The library's bootstrap server is its own small HTTP/1.1 server with its own bounds (the library
  * carries no HTTP-server dependency); this package is the node artifact's.
  *

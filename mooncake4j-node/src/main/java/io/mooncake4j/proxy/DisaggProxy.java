@@ -3,7 +3,7 @@ package io.mooncake4j.proxy;
 import io.mooncake4j.http.Exchange;
 import io.mooncake4j.http.FairSlots;
 import io.mooncake4j.http.HttpFront;
-import io.mooncake4j.internal.http.RequestBodies;
+import io.mooncake4j.http.Routes;
 import io.mooncake4j.internal.json.Json;
 import io.mooncake4j.internal.sys.ClientWatch;
 import io.mooncake4j.internal.json.JsonException;
@@ -109,7 +109,8 @@ public final class DisaggProxy implements AutoCloseable {
     private final HttpFront server;
     private final Thread prober;
     private final FairSlots inFlight;
-    private final FairSlots bodies;
+    /** The routes; a proxied request's body is read under a slot of the client's share (see {@link Routes}). */
+    private final Routes routes;
     private final AtomicLong prefillTurn = new AtomicLong();
     private final AtomicLong decodeTurn = new AtomicLong();
     private final Object probeLock = new Object();
@@ -145,8 +146,16 @@ public final class DisaggProxy implements AutoCloseable {
         config.decode().forEach(d -> decodes.add(new Decode(d)));
         this.inFlight = new FairSlots(config.maxInFlight(), config.http().inFlightShare(config.maxInFlight()),
                 config.http()::network);
-        this.bodies = new FairSlots(config.http().bodySlots(), config.http().bodySlotsPerClient(),
-                config.http()::network);
+        this.routes = Routes.builder(config.http(), config.maxBodyBytes(), this::refusal, DisaggProxy::unmatched)
+                .slotWait(BODY_SLOT_WAIT)
+                .failures(this::failed)
+                .withoutBody("GET", "/health", this::health)
+                .withoutBody("GET", "/v1/models", this::models)
+                .withBody("POST", "/v1/completions", config.maxBodyBytes(), this::admitWhenReady,
+                        (ex, body) -> proxy(ex, "/v1/completions", body))
+                .withBody("POST", "/v1/chat/completions", config.maxBodyBytes(), this::admitWhenReady,
+                        (ex, body) -> proxy(ex, "/v1/chat/completions", body))
+                .build();
         long id = IDS.getAndIncrement();
         this.http = new Http1Client(Http1Client.Limits.defaults(config.probeTimeout()),
                 Thread.ofVirtual().name("mooncake-proxy-client-" + id + "-", 0).factory());
@@ -154,7 +163,7 @@ public final class DisaggProxy implements AutoCloseable {
         try {
             // requests before the prober has run get 503 (not ready)
             this.server = HttpFront.start("mooncake-proxy-http-" + id + "-", config.host(), config.port(), 1024,
-                    config.http(), this::handle);
+                    config.http(), routes);
         } catch (IOException e) {
             http.close();
             clientWatch.close();
@@ -416,39 +425,11 @@ public final class DisaggProxy implements AutoCloseable {
         return server;
     }
 
-    private void handle(Exchange ex) {
-        try {
-            String path = ex.path();
-            String method = ex.method();
-            switch (path) {
-                case "/health" -> {
-                    if (!method.equals("GET")) {
-                        sendError(ex, 405, "invalid_request_error", "GET only");
-                    } else {
-                        health(ex);
-                    }
-                }
-                case "/v1/models" -> {
-                    if (!method.equals("GET")) {
-                        sendError(ex, 405, "invalid_request_error", "GET only");
-                    } else {
-                        models(ex);
-                    }
-                }
-                case "/v1/completions", "/v1/chat/completions" -> {
-                    if (!method.equals("POST")) {
-                        sendError(ex, 405, "invalid_request_error", path + " takes POST");
-                    } else {
-                        proxy(ex, path);
-                    }
-                }
-                default -> sendError(ex, 404, "not_found_error", "no route " + method + " " + path
-                        + " (the proxy serves GET /health, GET /v1/models, POST /v1/completions, "
-                        + "POST /v1/chat/completions)");
-            }
-        } catch (IOException e) {
+    /** What a route threw: an I/O error is a client gone; else a 500 when nothing was answered yet. */
+    private void failed(Exchange ex, Exception e) {
+        if (e instanceof IOException) {
             LOG.debug("client connection failed: {}", e.toString()); // the client went away; nothing to answer
-        } catch (RuntimeException e) {
+        } else {
             LOG.error("proxy handler failed on {} {}", ex.method(), ex.path(), e);
             try {
                 sendError(ex, 500, "server_error", "proxy internal error: " + e);
@@ -456,6 +437,41 @@ public final class DisaggProxy implements AutoCloseable {
                 // headers were already sent; the connection is closed by try-with-resources
             }
         }
+    }
+
+    private static void unmatched(Exchange ex, java.util.Set<String> allowed) throws IOException {
+        if (allowed.isEmpty()) {
+            sendError(ex, 404, "not_found_error", "no route " + ex.method() + " " + ex.path()
+                    + " (the proxy serves GET /health, GET /v1/models, POST /v1/completions, "
+                    + "POST /v1/chat/completions)");
+        } else {
+            sendError(ex, 405, "invalid_request_error", allowed.contains("POST") ? ex.path() + " takes POST"
+                    : "GET only");
+        }
+    }
+
+    /** The table's own answers (413, 503), counted as rejected. */
+    private byte[] refusal(Exchange ex, Routes.Refusal r) {
+        stats.rejected.incrementAndGet();
+        Map<String, Object> body;
+        if (r.reason() == Routes.Reason.TOO_LARGE) {
+            body = ClientAnswers.errorBody(413, "invalid_request_error", "request body exceeds " + r.limit() + " bytes");
+        } else {
+            ex.setHeader("Retry-After", "1");
+            body = ClientAnswers.errorBody(r.status(), "service_unavailable", r.message());
+        }
+        return Json.write(body).getBytes(StandardCharsets.UTF_8);
+    }
+
+    /** Before a body is read: requests before every P is ready get 503 (their body read away). */
+    private boolean admitWhenReady(Exchange ex) throws IOException {
+        if (ready) {
+            return true;
+        }
+        stats.rejected.incrementAndGet();
+        drain(ex, config.maxBodyBytes());
+        sendError(ex, 503, "service_unavailable", "the proxy is not ready yet: waiting for " + nodeProblems());
+        return false;
     }
 
     private void health(Exchange ex) throws IOException {
@@ -506,54 +522,10 @@ public final class DisaggProxy implements AutoCloseable {
         }
     }
 
-    private void proxy(Exchange ex, String path) throws IOException {
-        if (!ready) {
-            stats.rejected.incrementAndGet();
-            drain(ex, config.maxBodyBytes());
-            sendError(ex, 503, "service_unavailable", "the proxy is not ready yet: waiting for "
-                    + nodeProblems());
-            return;
-        }
-        long deadline = System.nanoTime() + config.requestTimeout().toNanos();
+    private void proxy(Exchange ex, String path, byte[] raw) throws IOException {
+        // the request's time runs from its arrival: the body's upload counts
+        long deadline = ex.arrivedNanos() + config.requestTimeout().toNanos();
         InetAddress client = ex.clientAddress();
-        byte[] raw;
-        if (ex.declaredLength() > config.maxBodyBytes()) {
-            // refused at once: the answer leaves before the body is read (then read away if not too large)
-            stats.rejected.incrementAndGet();
-            ex.answerBeforeBody(413, Json.write(ClientAnswers.errorBody(413, "invalid_request_error",
-                    "request body exceeds " + config.maxBodyBytes() + " bytes")).getBytes(StandardCharsets.UTF_8),
-                    RequestBodies.drainLimit(config.maxBodyBytes()));
-            return;
-        }
-        // the body first, under a slot of the client's share: a slow upload holds no in-flight slot; when
-        // none is free the slowest body of the network holding the most is evicted for this one
-        FairSlots.Slot bodySlot;
-        try {
-            bodySlot = bodies.acquire(client, BODY_SLOT_WAIT, ex.bodyHolder());
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            bodySlot = null;
-        }
-        if (bodySlot == null) {
-            stats.rejected.incrementAndGet();
-            ex.setHeader("Retry-After", "1");
-            sendError(ex, 503, "service_unavailable", String.format(Locale.ROOT, "too many request bodies being "
-                    + "uploaded at once (%d, of which %d from %s); retry later", bodies.total(), bodies.heldBy(client),
-                    client.getHostAddress()));
-            return;
-        }
-        try (FairSlots.Slot held = bodySlot) {
-            // a body over the limit is read away first, so that the client gets the 413
-            ex.limitBody(config.maxBodyBytes());
-            raw = RequestBodies.read(ex.requestBody(), ex.declaredLength(), config.maxBodyBytes());
-        } catch (RequestBodies.TooLargeException | Exchange.ChunkTooLargeException e) {
-            if (e instanceof Exchange.ChunkTooLargeException) {
-                ex.setHeader("Connection", "close");
-            }
-            stats.rejected.incrementAndGet();
-            sendError(ex, 413, "invalid_request_error", "request body exceeds " + config.maxBodyBytes() + " bytes");
-            return;
-        }
         FairSlots.Slot slot = inFlight.tryAcquire(client);
         if (slot == null) {
             stats.rejected.incrementAndGet();

@@ -7,9 +7,8 @@ import io.mooncake4j.connector.bootstrap.BootstrapAddresses;
 import io.mooncake4j.engine.TransferEngine;
 import io.mooncake4j.engine.TransferEngines;
 import io.mooncake4j.http.Exchange;
-import io.mooncake4j.http.FairSlots;
 import io.mooncake4j.http.HttpFront;
-import io.mooncake4j.internal.http.RequestBodies;
+import io.mooncake4j.http.Routes;
 import io.mooncake4j.internal.json.Json;
 import io.mooncake4j.internal.sys.ClientWatch;
 import io.mooncake4j.internal.sys.Bytes;
@@ -97,8 +96,8 @@ public final class ServeNode implements AutoCloseable {
     private final PeerLayouts peerLayouts;
     private final AtomicLong kvBytesReceived = new AtomicLong();
     private final AtomicLong kvMismatchedWords = new AtomicLong();
-    /** Request bodies read at once (each at most {@link #MAX_BODY_BYTES}), shared by client address. */
-    private final FairSlots bodies;
+    /** The routes; a body route's body is read under a slot of the client's share, at most {@link #MAX_BODY_BYTES}. */
+    private final Routes routes;
     private final Object inFlightLock = new Object();
     private int inFlight; // guarded by inFlightLock
     private final Map<InetAddress, Integer> inFlightByClient = new HashMap<>(); // guarded by inFlightLock
@@ -111,8 +110,7 @@ public final class ServeNode implements AutoCloseable {
         this.options = options;
         this.engine = engine;
         this.answers = new CompletionAnswers(text, options.servedModelName(), created);
-        this.bodies = new FairSlots(options.http().bodySlots(), options.http().bodySlotsPerClient(),
-                options.http()::network);
+        this.routes = routes(options);
         this.clientWatch = new ClientWatch(DISCONNECT_CHECK_PERIOD, DISCONNECT_CHECK_AFTER,
                 "mooncake-serve-disconnect-" + NODES.getAndIncrement());
         this.peerLayouts = new PeerLayouts(engine.kvLayout());
@@ -216,7 +214,7 @@ public final class ServeNode implements AutoCloseable {
         node.metrics = metrics;
         try {
             node.server = HttpFront.start("mooncake-serve-http-", options.host(), options.port(), 128, options.http(),
-                    node::handle);
+                    node.routes);
         } catch (IOException | RuntimeException e) {
             node.clientWatch.close();
             node.peerLayouts.close();
@@ -451,62 +449,67 @@ public final class ServeNode implements AutoCloseable {
         return server;
     }
 
-    private void handle(Exchange ex) {
-        route(ex);
-    }
-
-    private void route(Exchange ex) {
-        try {
-            String path = ex.path();
-            String method = ex.method();
-            switch (path) {
-                case "/health" -> {
-                    requireMethod(method, "GET");
+    /**
+     * The route table: the completion routes take a body (read for them under a body-upload slot of
+     * the client's share, at most {@link #MAX_BODY_BYTES}: see {@link Routes}); the others read none.
+     */
+    private Routes routes(ServeOptions options) {
+        return Routes.builder(options.http(), MAX_BODY_BYTES, ServeNode::refusal, ServeNode::unmatched)
+                .slotWait(BODY_SLOT_WAIT)
+                .failures(ServeNode::failed)
+                .withoutBody("GET", "/health", ex -> {
                     if (draining || engine.failure() != null) {
                         throw unavailable();
                     }
                     ex.sendResponseHeaders(200, -1);
-                }
-                case "/v1/models" -> {
-                    requireMethod(method, "GET");
-                    sendJson(ex, 200, models());
-                }
-                case "/metrics" -> {
-                    requireMethod(method, "GET");
-                    MetricsRoute m = metrics;
-                    if (!m.available()) {
-                        throw new OpenAiError(404, "NotFoundError", null,
-                                "no /metrics: io.micrometer:micrometer-registry-prometheus is not on the class path");
-                    }
-                    byte[] b = m.scrape().getBytes(StandardCharsets.UTF_8);
-                    ex.setHeader("Content-Type", m.contentType());
-                    ex.sendResponseHeaders(200, b.length);
-                    try (OutputStream out = ex.responseBody()) {
-                        out.write(b);
-                    }
-                }
-                case "/mooncake/status" -> {
-                    requireMethod(method, "GET");
-                    sendJson(ex, 200, status());
-                }
-                case "/v1/completions" -> {
-                    requireMethod(method, "POST");
-                    complete(ex, false);
-                }
-                case "/v1/chat/completions" -> {
-                    requireMethod(method, "POST");
-                    complete(ex, true);
-                }
-                default -> throw new OpenAiError(404, "NotFoundError", null, "no route " + path);
-            }
-        } catch (OpenAiError e) {
-            sendError(ex, e);
-        } catch (IOException e) {
+                })
+                .withoutBody("GET", "/v1/models", ex -> sendJson(ex, 200, models()))
+                .withoutBody("GET", "/metrics", this::metrics)
+                .withoutBody("GET", "/mooncake/status", ex -> sendJson(ex, 200, status()))
+                .withBody("POST", "/v1/completions", (ex, body) -> complete(ex, body, false))
+                .withBody("POST", "/v1/chat/completions", (ex, body) -> complete(ex, body, true))
+                .build();
+    }
+
+    /** What a route threw: an {@link OpenAiError} is its answer; an I/O error, a client gone; else a 500. */
+    private static void failed(Exchange ex, Exception e) {
+        if (e instanceof OpenAiError error) {
+            sendError(ex, error);
+        } else if (e instanceof IOException) {
             LOG.debug("HTTP exchange {} {} failed", ex.method(), ex.path(), e);
-        } catch (RuntimeException e) {
+        } else {
             LOG.error("HTTP exchange {} {} failed", ex.method(), ex.path(), e);
             sendError(ex, new OpenAiError(500, "InternalServerError", null, String.valueOf(e.getMessage())));
         }
+    }
+
+    private void metrics(Exchange ex) throws IOException {
+        MetricsRoute m = metrics;
+        if (!m.available()) {
+            throw new OpenAiError(404, "NotFoundError", null,
+                    "no /metrics: io.micrometer:micrometer-registry-prometheus is not on the class path");
+        }
+        byte[] b = m.scrape().getBytes(StandardCharsets.UTF_8);
+        ex.setHeader("Content-Type", m.contentType());
+        ex.sendResponseHeaders(200, b.length);
+        try (OutputStream out = ex.responseBody()) {
+            out.write(b);
+        }
+    }
+
+    private static void unmatched(Exchange ex, java.util.Set<String> allowed) {
+        if (allowed.isEmpty()) {
+            throw new OpenAiError(404, "NotFoundError", null, "no route " + ex.path());
+        }
+        throw new OpenAiError(405, "MethodNotAllowed", null, "use " + String.join(" or ", allowed) + " here, not "
+                + ex.method());
+    }
+
+    /** The table's own answers (413, 503) in the OpenAI error shape. */
+    private static byte[] refusal(Exchange ex, Routes.Refusal r) {
+        OpenAiError e = r.reason() == Routes.Reason.TOO_LARGE ? tooLarge()
+                : new OpenAiError(r.status(), "ServiceUnavailableError", null, r.message());
+        return Json.write(e.body()).getBytes(StandardCharsets.UTF_8);
     }
 
     private OpenAiError unavailable() {
@@ -515,12 +518,6 @@ public final class ServeNode implements AutoCloseable {
                     "the engine stopped after an error: " + engine.failure());
         }
         return new OpenAiError(503, "ServiceUnavailableError", null, "the server is shutting down");
-    }
-
-    private static void requireMethod(String method, String allowed) {
-        if (!method.equals(allowed)) {
-            throw new OpenAiError(405, "MethodNotAllowed", null, "use " + allowed + " here, not " + method);
-        }
     }
 
     private Map<String, Object> models() {
@@ -552,7 +549,7 @@ public final class ServeNode implements AutoCloseable {
         m.put("header_timeout", () -> server == null ? 0 : server.headerTimeouts());
         m.put("slow_body", () -> server == null ? 0 : server.slowBodies());
         m.put("late_body", () -> server == null ? 0 : server.lateBodies());
-        m.put("body_evicted", bodies::evictions);
+        m.put("body_evicted", routes::bodyEvictions);
         return m;
     }
 
@@ -592,8 +589,8 @@ public final class ServeNode implements AutoCloseable {
         return m;
     }
 
-    private void complete(Exchange ex, boolean chat) throws IOException {
-        String body = readBody(ex);
+    private void complete(Exchange ex, byte[] raw, boolean chat) throws IOException {
+        String body = new String(raw, StandardCharsets.UTF_8);
         CompletionRequest req = CompletionRequest.parse(body, chat, role(), text);
         if (req.model() != null && !req.model().equals(options.servedModelName())) {
             throw new OpenAiError(404, "NotFoundError", "model", "The model `" + req.model() + "` does not exist.");
@@ -751,53 +748,6 @@ public final class ServeNode implements AutoCloseable {
             p.put(SimEngine.KV_LAYOUT_PARAM, engine.kvLayout());
         }
         return p;
-    }
-
-    /**
-     * The body, read under a body-upload slot: at most {@link io.mooncake4j.http.HttpLimits#bodySlots()} at
-     * once, of which {@link io.mooncake4j.http.HttpLimits#bodySlotsPerClient()} for one client network, so
-     * that the connections of one slow client cannot hold every slot; when none is free the slowest body
-     * (read for at least 1 s) of the network holding the most is evicted rather than this one refused, and
-     * a body slower than the minimum rate is cut by the front. A declared length over the limit is
-     * refused with 413 at once.
-     */
-    private String readBody(Exchange ex) throws IOException {
-        if (ex.declaredLength() > MAX_BODY_BYTES) {
-            // refused at once: the answer leaves before the body is read (then read away if not too large)
-            OpenAiError e = tooLarge();
-            ex.answerBeforeBody(e.status(), Json.write(e.body()).getBytes(StandardCharsets.UTF_8),
-                    RequestBodies.drainLimit(MAX_BODY_BYTES));
-            throw e; // answered: the route's error handler finds the response started and sends nothing more
-        }
-        FairSlots.Slot slot;
-        try {
-            slot = bodies.acquire(ex.clientAddress(), BODY_SLOT_WAIT, ex.bodyHolder());
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            slot = null;
-        }
-        if (slot == null) {
-            InetAddress client = ex.clientAddress();
-            throw new OpenAiError(503, "ServiceUnavailableError", null, String.format(Locale.ROOT, "too many request "
-                    + "bodies being uploaded at once (%d, of which %d from %s); retry later", bodies.total(),
-                    bodies.heldBy(client), client.getHostAddress()));
-        }
-        try (FairSlots.Slot held = slot) {
-            return readBodyBounded(ex);
-        }
-    }
-
-    private static String readBodyBounded(Exchange ex) throws IOException {
-        ex.limitBody(MAX_BODY_BYTES);
-        try {
-            return new String(RequestBodies.read(ex.requestBody(), ex.declaredLength(), MAX_BODY_BYTES),
-                    StandardCharsets.UTF_8);
-        } catch (RequestBodies.TooLargeException e) {
-            throw tooLarge();
-        } catch (Exchange.ChunkTooLargeException e) {
-            ex.setHeader("Connection", "close");
-            throw tooLarge();
-        }
     }
 
     private static OpenAiError tooLarge() {

@@ -26,8 +26,8 @@ import org.junit.jupiter.api.Timeout;
 /**
  * Body admission at the front door: a body is judged on a recent window, held to an overall deadline
  * proportional to its declared length, and a full house evicts the slowest body rather than refusing
- * the newest; shares are per network prefix. A tiny route (read the body under a body slot, answer 200)
- * on {@link HttpFront}; clients are raw sockets, the slow ones from 127.0.0.2 (the same /24 as the
+ * the newest; shares are per network prefix. A tiny route table (a body route that answers 200 with the
+ * body's length; the table reads the body under a body slot) on {@link HttpFront}; clients are raw sockets, the slow ones from 127.0.0.2 (the same /24 as the
  * legitimate 127.0.0.1).
  */
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
@@ -51,27 +51,20 @@ class HttpFrontAdmissionTest {
     }
 
     private void start(HttpLimits limits) throws IOException {
-        bodies = new FairSlots(limits.bodySlots(), limits.bodySlotsPerClient(), limits::network);
-        front = HttpFront.start("admission-test-", "127.0.0.1", 0, 128, limits, ex -> {
-            arrivals.add(System.nanoTime());
-            FairSlots.Slot slot;
-            try {
-                slot = bodies.acquire(ex.clientAddress(), Duration.ofSeconds(30), ex.bodyHolder());
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                return;
-            }
-            if (slot == null) {
-                ex.sendResponseHeaders(503, -1);
-                return;
-            }
-            try (slot; InputStream in = ex.requestBody()) {
-                long n = in.transferTo(OutputStream.nullOutputStream());
-                byte[] b = Long.toString(n).getBytes(StandardCharsets.US_ASCII);
-                ex.sendResponseHeaders(200, b.length);
-                ex.responseBody().write(b);
-            }
-        });
+        Routes.BodyRoute echoLength = (ex, body) -> {
+            byte[] b = Integer.toString(body.length).getBytes(StandardCharsets.US_ASCII);
+            ex.sendResponseHeaders(200, b.length);
+            ex.responseBody().write(b);
+        };
+        Routes.Gate arrived = ex -> arrivals.add(System.nanoTime());
+        Routes routes = Routes.builder(limits, 64 << 20, (ex, r) -> new byte[0],
+                        (ex, allowed) -> ex.sendResponseHeaders(404, -1))
+                .slotWait(Duration.ofSeconds(30))
+                .withBody("POST", "/x", 64 << 20, arrived, echoLength)
+                .withBody("GET", "/x", 64 << 20, arrived, echoLength)
+                .build();
+        bodies = routes.bodySlots();
+        front = HttpFront.start("admission-test-", "127.0.0.1", 0, 128, limits, routes);
     }
 
     private Socket open(String from) throws IOException {

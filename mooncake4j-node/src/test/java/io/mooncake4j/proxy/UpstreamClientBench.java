@@ -62,8 +62,7 @@ public final class UpstreamClientBench {
                 .getBytes(StandardCharsets.UTF_8);
         byte[] request = ("{\"model\":\"m\",\"prompt\":\"" + "p".repeat(900) + "\",\"max_tokens\":32}")
                 .getBytes(StandardCharsets.UTF_8);
-        HttpFront node = HttpFront.start("bench-node-", "127.0.0.1", 0, 1024, HttpLimits.defaults(), ex -> {
-            ex.requestBody().readAllBytes();
+        io.mooncake4j.http.Routes.BodyRoute answer = (ex, body) -> {
             if (ex.path().equals("/sse")) {
                 ex.setHeader("Content-Type", "text/event-stream");
                 ex.sendResponseHeaders(200, 0);
@@ -81,7 +80,13 @@ public final class UpstreamClientBench {
                     out.write(json);
                 }
             }
-        });
+        };
+        HttpFront node = HttpFront.start("bench-node-", "127.0.0.1", 0, 1024, HttpLimits.defaults(),
+                io.mooncake4j.http.Routes.builder(HttpLimits.defaults(), 1 << 20, (ex, r) -> new byte[0],
+                                (ex, allowed) -> ex.sendResponseHeaders(404, -1))
+                        .withBody("POST", "/sse", answer)
+                        .withBody("POST", "/json", answer)
+                        .build());
         Http1Client ours = new Http1Client(Http1Client.Limits.defaults(Duration.ofSeconds(10)),
                 Thread.ofVirtual().name("bench-http1-", 0).factory());
         HttpClient jetty = new HttpClient();
