@@ -592,11 +592,11 @@ public final class DisaggProxy implements AutoCloseable {
         // (and the next D in turn): P may have died between routing and answering, or under D's pull.
         Failure f = attempt(ex, path, req, route, deadline);
         if (f != null && f.retryable() && NodeCalls.remainingOrZero(deadline) > 0) {
-            Route again = nextRouteAvoiding(route.prefill);
+            Route again = nextRouteAvoiding(route, f.role().equals("decode"));
             if (again != null) {
                 stats.retried.incrementAndGet();
-                LOG.info("request failed on {} before any token reached the client ({}); retrying on {}",
-                        f.failedNode(), f.message(), again.prefill.node.url());
+                LOG.info("request failed on {} before any token reached the client ({}); retrying on {} and {}",
+                        f.failedNode(), f.message(), again.prefill.node.url(), again.decode.node.url());
                 f = attempt(ex, path, req, again, deadline);
             }
         }
@@ -606,18 +606,27 @@ public final class DisaggProxy implements AutoCloseable {
         }
     }
 
-    /** The next route whose P is not {@code avoid}, or null when every P up is {@code avoid}. */
-    private Route nextRouteAvoiding(Prefill avoid) {
-        for (int i = 0; i <= prefills.size() * 4; i++) {
+    /**
+     * The route of a retry after {@code failed}: another P, and when D was to blame another D too; when
+     * D was to blame and no other P is up, the same P with another D. Null when no such route is up.
+     */
+    private Route nextRouteAvoiding(Route failed, boolean decodeToBlame) {
+        Route fallback = null;
+        for (int i = 0; i <= (prefills.size() + 1) * (decodes.size() + 1) * 4; i++) {
             Route r = nextRoute(new StringBuilder());
             if (r == null) {
-                return null;
+                break;
             }
-            if (r.prefill != avoid) {
+            boolean otherP = r.prefill != failed.prefill;
+            boolean otherD = r.decode != failed.decode;
+            if (otherP && (otherD || !decodeToBlame)) {
                 return r;
             }
+            if (fallback == null && decodeToBlame && otherD) {
+                fallback = r;
+            }
         }
-        return null;
+        return fallback;
     }
 
     /**
@@ -716,8 +725,8 @@ public final class DisaggProxy implements AutoCloseable {
                 return blame(nodeFailure(dr.statusCode(), readBounded(dr.body(), MAX_NODE_BODY), dName, transferId,
                         dUrl, "decode"), route);
             }
-            relay(ex, dr, stream, dName, transferId, deadline, stats);
-            return null;
+            Failure broken = relay(ex, dr, stream, dName, dUrl, transferId, deadline, stats);
+            return broken == null ? null : blame(broken, route);
         } catch (TimeoutException e) {
             cancel(pf);
             cancel(df);
@@ -762,16 +771,24 @@ public final class DisaggProxy implements AutoCloseable {
                 markDown(route.decode, c);
             }
             boolean timeout = c instanceof HttpTimeoutException;
-            return new Failure(timeout ? 504 : 502, "upstream_error", String.format(Locale.ROOT,
+            Failure failure = new Failure(timeout ? 504 : 502, "upstream_error", String.format(Locale.ROOT,
                     "%s failed (%s) on request %s", name, describe(c), transferId), url, "decode", !timeout);
+            return timeout ? failure : blame(failure, route);
         }
     }
 
     /**
-     * A D failure whose P is out of rotation now (its probe or its own request failed) is P's: D's pull
-     * from it failed because it died.
+     * A D failure (not its own 4xx) whose P is out of rotation, or found gone now (a {@code GET /health}
+     * that is refused or reset, or answered 503, within the probe timeout), is P's: D's pull from it failed
+     * because P died — whatever D's message says, and before the prober has had its turn.
      */
-    private static Failure blame(Failure f, Route route) {
+    private Failure blame(Failure f, Route route) {
+        if (!f.retryable()) {
+            return f;
+        }
+        if (route.prefill.up) {
+            checkUp(route.prefill.node.url(), c -> markDown(route.prefill, c));
+        }
         if (route.prefill.up) {
             return f;
         }
