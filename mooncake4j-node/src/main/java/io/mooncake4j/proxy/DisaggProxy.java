@@ -640,27 +640,9 @@ public final class DisaggProxy implements AutoCloseable {
         boolean stream = Boolean.TRUE.equals(req.get("stream"));
         String auth = ex.header("Authorization");
 
-        Map<String, Object> pBody = new LinkedHashMap<>(req);
-        Map<String, Object> pParams = new LinkedHashMap<>();
-        pParams.put("do_remote_decode", true);
-        pParams.put("do_remote_prefill", false);
-        pParams.put("transfer_id", transferId);
-        pBody.put("kv_transfer_params", pParams);
-        pBody.put("stream", false);
-        pBody.put("max_tokens", 1);
-        if (pBody.containsKey("max_completion_tokens")) {
-            pBody.put("max_completion_tokens", 1);
-        }
-        pBody.remove("stream_options");
-
-        Map<String, Object> dBody = new LinkedHashMap<>(req);
-        Map<String, Object> dParams = new LinkedHashMap<>();
-        dParams.put("do_remote_decode", false);
-        dParams.put("do_remote_prefill", true);
-        dParams.put("remote_bootstrap_addr", route.prefill.node.bootstrapAddr());
-        dParams.put("remote_engine_id", route.engineId);
-        dParams.put("transfer_id", transferId);
-        dBody.put("kv_transfer_params", dParams);
+        Map<String, Object> pBody = NodeCalls.prefillBody(req, transferId);
+        Map<String, Object> dBody = NodeCalls.decodeBody(req, route.prefill.node.bootstrapAddr(), route.engineId,
+                transferId);
 
         Map<String, String> pHeaders = new LinkedHashMap<>();
         Map<String, String> dHeaders = new LinkedHashMap<>();
