@@ -319,6 +319,25 @@ class DisaggProxyTest {
     }
 
     @Test
+    void aDecodeStreamThatBreaksBeforeItsFirstByteIsServedByAnotherDecode() throws Exception {
+        FakeNode p = keep(FakeNode.prefill(1, kv));
+        FakeNode bad = keep(FakeNode.decode(kv));
+        FakeNode good = keep(FakeNode.decode(kv));
+        DisaggProxy proxy = proxy(List.of(p), List.of(bad, good), Duration.ofHours(1));
+        await(proxy::isReady, "ready");
+        bad.fault = FakeNode.Fault.BREAK_BEFORE_FIRST_BYTE;
+
+        HttpResponse<String> r = postAsync(proxy, "headers only", true).get();
+        assertEquals(200, r.statusCode(), r.body());
+        assertEquals(FakeNode.expected("headers only"), text(r, true), "the client saw none of the broken try: "
+                + r.body());
+        assertEquals(1, bad.bodies.size(), "the first try went to the D that broke");
+        assertEquals(1, proxy.stats().retried());
+        assertEquals(1, proxy.stats().succeeded());
+        assertEquals(0, proxy.stats().failedDecode());
+    }
+
+    @Test
     void withNoOtherPrefillAPrefillThatDiedUnderThePullIsNamedAsTheFailedNode() throws Exception {
         FakeNode dying = keep(FakeNode.prefill(1, kv));
         FakeNode d = keep(FakeNode.decode(kv));

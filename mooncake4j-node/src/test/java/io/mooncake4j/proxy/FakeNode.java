@@ -32,7 +32,9 @@ final class FakeNode implements AutoCloseable {
     enum Fault {
         NONE, STATUS_500, STATUS_400, RESET, BREAK_STREAM,
         /** P answers its prefill, then stops (its port refuses) before D pulls: D answers 500, KV load failed. */
-        DIE_UNDER_PULL
+        DIE_UNDER_PULL,
+        /** D sends its stream's headers, then every connection closes before the first event. */
+        BREAK_BEFORE_FIRST_BYTE
     }
 
     /** The shared stand-in for KV transfer. */
@@ -233,6 +235,12 @@ final class FakeNode implements AutoCloseable {
             ex.getResponseHeaders().set("Content-Type", "text/event-stream");
             ex.sendResponseHeaders(200, 0);
             OutputStream out = ex.getResponseBody();
+            if (fault == Fault.BREAK_BEFORE_FIRST_BYTE) {
+                out.flush();
+                Thread t = Thread.ofVirtual().start(() -> http.stop(0));
+                t.join();
+                throw new IOException("fake D broke its stream before its first event");
+            }
             for (int i = 0; i < text.length(); i++) {
                 out.write(("data: {\"choices\":[{\"text\":\"" + text.charAt(i) + "\",\"index\":0}]}\n\n")
                         .getBytes(StandardCharsets.UTF_8));
