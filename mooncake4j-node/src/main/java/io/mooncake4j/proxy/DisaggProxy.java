@@ -588,8 +588,9 @@ public final class DisaggProxy implements AutoCloseable {
             return;
         }
         stats.requests.incrementAndGet();
-        // A request whose attempt failed before anything reached the client is tried once more on another P
-        // (and the next D in turn): P may have died between routing and answering, or under D's pull.
+        // A request whose attempt failed before anything reached the client is tried once more: on another P
+        // when P was to blame (it died between routing and answering, or under D's pull), on another D when
+        // D was (and another P when one is up).
         Failure f = attempt(ex, path, req, route, deadline);
         if (f != null && f.retryable() && NodeCalls.remainingOrZero(deadline) > 0) {
             Route again = nextRouteAvoiding(route, f.role().equals("decode"));
