@@ -95,50 +95,51 @@ final class ClientAnswers {
     }
 
 
-    /** Streams or copies D's successful answer to the client. */
-    static void relay(Exchange ex, Http1Client.Response dr, boolean stream, String dName, String transferId,
-            long deadline, ProxyStats stats) throws IOException {
+    /**
+     * Streams or copies D's successful answer to the client; null when it was sent (or broke off after
+     * its first bytes reached the client: then the stream ends with an SSE error event), else the failure,
+     * not sent yet: D's answer broke off before anything of it was sent (retryable, blamed on D).
+     */
+    static Failure relay(Exchange ex, Http1Client.Response dr, boolean stream, String dName, String dUrl,
+            String transferId, long deadline, ProxyStats stats) throws IOException {
         InputStream in = dr.body();
         String type = dr.header("Content-Type").orElse(stream ? "text/event-stream" : "application/json");
         if (!stream) {
             byte[] body;
             try {
                 body = readBounded(in, DisaggProxy.MAX_NODE_BODY);
+            } catch (NodeCalls.BodyTooLargeException e) {
+                throw e;
             } catch (IOException e) {
-                stats.failedDecode.incrementAndGet();
-                sendError(ex, 502, "upstream_error", String.format(Locale.ROOT,
-                        "%s broke off its answer to request %s (%s)", dName, transferId, describe(e)));
-                return;
+                return new Failure(502, "upstream_error", String.format(Locale.ROOT,
+                        "%s broke off its answer to request %s (%s)", dName, transferId, describe(e)), dUrl, "decode",
+                        true);
             }
             ex.setHeader("Content-Type", type);
             sendCounted(ex, dr.statusCode(), body, stats);
-            return;
+            return null;
         }
         // A stalled D stream is cut at the request deadline.
         CompletableFuture<Void> cutoff = CompletableFuture.runAsync(() -> closeQuietly(in),
                 CompletableFuture.delayedExecutor(Math.max(1, remainingOrZero(deadline)), TimeUnit.NANOSECONDS));
         try {
+            byte[] buf = new byte[16 << 10];
+            // the client's headers leave with D's first bytes: a stream that breaks before them is a failure
+            // that another try may serve
+            int n;
+            try {
+                n = in.read(buf);
+            } catch (IOException e) {
+                boolean late = cutoff.isDone();
+                return new Failure(late ? 504 : 502, "upstream_error", String.format(Locale.ROOT,
+                        "%s broke off its stream for request %s before its first byte (%s)", dName, transferId,
+                        late ? "no byte within the request timeout" : describe(e)), dUrl, "decode", !late);
+            }
             ex.setHeader("Content-Type", type);
             ex.setHeader("Cache-Control", "no-cache");
             ex.sendResponseHeaders(dr.statusCode(), 0);
             OutputStream out = ex.responseBody();
-            byte[] buf = new byte[16 << 10];
-            while (true) {
-                int n;
-                try {
-                    n = in.read(buf);
-                } catch (IOException e) {
-                    stats.failedDecode.incrementAndGet();
-                    String msg = String.format(Locale.ROOT, "%s broke off its stream for request %s (%s)", dName,
-                            transferId, cutoff.isDone() ? "no end within the request timeout" : describe(e));
-                    out.write(("data: " + Json.write(errorBody(502, "upstream_error", msg)) + "\n\n")
-                            .getBytes(StandardCharsets.UTF_8));
-                    out.flush();
-                    return;
-                }
-                if (n < 0) {
-                    break;
-                }
+            while (n >= 0) {
                 try {
                     out.write(buf, 0, n);
                     out.flush();
@@ -146,8 +147,24 @@ final class ClientAnswers {
                     closeQuietly(in); // the client left: stop D's generation
                     throw e;
                 }
+                try {
+                    n = in.read(buf);
+                } catch (IOException e) {
+                    stats.failedDecode.incrementAndGet();
+                    String msg = String.format(Locale.ROOT, "%s broke off its stream for request %s (%s)", dName,
+                            transferId, cutoff.isDone() ? "no end within the request timeout" : describe(e));
+                    Map<String, Object> body = errorBody(502, "upstream_error", msg);
+                    @SuppressWarnings("unchecked")
+                    Map<String, Object> err = (Map<String, Object>) body.get("error");
+                    err.put("failed_node", dUrl);
+                    err.put("failed_role", "decode");
+                    out.write(("data: " + Json.write(body) + "\n\n").getBytes(StandardCharsets.UTF_8));
+                    out.flush();
+                    return null;
+                }
             }
             stats.succeeded.incrementAndGet();
+            return null;
         } finally {
             cutoff.cancel(false);
             closeQuietly(in);

@@ -560,15 +560,16 @@ public final class DisaggProxy implements AutoCloseable {
             return;
         }
         stats.requests.incrementAndGet();
-        // A request whose attempt failed before anything reached the client is tried once more on another P
-        // (and the next D in turn): P may have died between routing and answering, or under D's pull.
+        // A request whose attempt failed before anything reached the client is tried once more: on another P
+        // when P was to blame (it died between routing and answering, or under D's pull), on another D when
+        // D was (and another P when one is up).
         Failure f = attempt(ex, path, req, route, deadline);
         if (f != null && f.retryable() && NodeCalls.remainingOrZero(deadline) > 0) {
-            Route again = nextRouteAvoiding(route.prefill);
+            Route again = nextRouteAvoiding(route, f.role().equals("decode"));
             if (again != null) {
                 stats.retried.incrementAndGet();
-                LOG.info("request failed on {} before any token reached the client ({}); retrying on {}",
-                        f.failedNode(), f.message(), again.prefill.node.url());
+                LOG.info("request failed on {} before any token reached the client ({}); retrying on {} and {}",
+                        f.failedNode(), f.message(), again.prefill.node.url(), again.decode.node.url());
                 f = attempt(ex, path, req, again, deadline);
             }
         }
@@ -578,18 +579,27 @@ public final class DisaggProxy implements AutoCloseable {
         }
     }
 
-    /** The next route whose P is not {@code avoid}, or null when every P up is {@code avoid}. */
-    private Route nextRouteAvoiding(Prefill avoid) {
-        for (int i = 0; i <= prefills.size() * 4; i++) {
+    /**
+     * The route of a retry after {@code failed}: another P, and when D was to blame another D too; when
+     * D was to blame and no other P is up, the same P with another D. Null when no such route is up.
+     */
+    private Route nextRouteAvoiding(Route failed, boolean decodeToBlame) {
+        Route fallback = null;
+        for (int i = 0; i <= (prefills.size() + 1) * (decodes.size() + 1) * 4; i++) {
             Route r = nextRoute(new StringBuilder());
             if (r == null) {
-                return null;
+                break;
             }
-            if (r.prefill != avoid) {
+            boolean otherP = r.prefill != failed.prefill;
+            boolean otherD = r.decode != failed.decode;
+            if (otherP && (otherD || !decodeToBlame)) {
                 return r;
             }
+            if (fallback == null && decodeToBlame && otherD) {
+                fallback = r;
+            }
         }
-        return null;
+        return fallback;
     }
 
     /**
@@ -603,27 +613,9 @@ public final class DisaggProxy implements AutoCloseable {
         boolean stream = Boolean.TRUE.equals(req.get("stream"));
         String auth = ex.header("Authorization");
 
-        Map<String, Object> pBody = new LinkedHashMap<>(req);
-        Map<String, Object> pParams = new LinkedHashMap<>();
-        pParams.put("do_remote_decode", true);
-        pParams.put("do_remote_prefill", false);
-        pParams.put("transfer_id", transferId);
-        pBody.put("kv_transfer_params", pParams);
-        pBody.put("stream", false);
-        pBody.put("max_tokens", 1);
-        if (pBody.containsKey("max_completion_tokens")) {
-            pBody.put("max_completion_tokens", 1);
-        }
-        pBody.remove("stream_options");
-
-        Map<String, Object> dBody = new LinkedHashMap<>(req);
-        Map<String, Object> dParams = new LinkedHashMap<>();
-        dParams.put("do_remote_decode", false);
-        dParams.put("do_remote_prefill", true);
-        dParams.put("remote_bootstrap_addr", route.prefill.node.bootstrapAddr());
-        dParams.put("remote_engine_id", route.engineId);
-        dParams.put("transfer_id", transferId);
-        dBody.put("kv_transfer_params", dParams);
+        Map<String, Object> pBody = NodeCalls.prefillBody(req, transferId);
+        Map<String, Object> dBody = NodeCalls.decodeBody(req, route.prefill.node.bootstrapAddr(), route.engineId,
+                transferId);
 
         Map<String, String> pHeaders = new LinkedHashMap<>();
         Map<String, String> dHeaders = new LinkedHashMap<>();
@@ -688,8 +680,8 @@ public final class DisaggProxy implements AutoCloseable {
                 return blame(nodeFailure(dr.statusCode(), readBounded(dr.body(), MAX_NODE_BODY), dName, transferId,
                         dUrl, "decode"), route);
             }
-            relay(ex, dr, stream, dName, transferId, deadline, stats);
-            return null;
+            Failure broken = relay(ex, dr, stream, dName, dUrl, transferId, deadline, stats);
+            return broken == null ? null : blame(broken, route);
         } catch (TimeoutException e) {
             cancel(pf);
             cancel(df);
@@ -734,16 +726,24 @@ public final class DisaggProxy implements AutoCloseable {
                 markDown(route.decode, c);
             }
             boolean timeout = c instanceof HttpTimeoutException;
-            return new Failure(timeout ? 504 : 502, "upstream_error", String.format(Locale.ROOT,
+            Failure failure = new Failure(timeout ? 504 : 502, "upstream_error", String.format(Locale.ROOT,
                     "%s failed (%s) on request %s", name, describe(c), transferId), url, "decode", !timeout);
+            return timeout ? failure : blame(failure, route);
         }
     }
 
     /**
-     * A D failure whose P is out of rotation now (its probe or its own request failed) is P's: D's pull
-     * from it failed because it died.
+     * A D failure (not its own 4xx) whose P is out of rotation, or found gone now (a {@code GET /health}
+     * that is refused or reset, or answered 503, within the probe timeout), is P's: D's pull from it failed
+     * because P died — whatever D's message says, and before the prober has had its turn.
      */
-    private static Failure blame(Failure f, Route route) {
+    private Failure blame(Failure f, Route route) {
+        if (!f.retryable()) {
+            return f;
+        }
+        if (route.prefill.up) {
+            checkUp(route.prefill.node.url(), c -> markDown(route.prefill, c));
+        }
         if (route.prefill.up) {
             return f;
         }

@@ -294,6 +294,68 @@ class DisaggProxyTest {
     }
 
     @Test
+    void aPrefillThatDiesWhileItsDecodePullsIsBlamedAndTheRequestIsServedByAnotherPrefill() throws Exception {
+        FakeNode dying = keep(FakeNode.prefill(1, kv));
+        FakeNode good = keep(FakeNode.prefill(1, kv));
+        FakeNode d = keep(FakeNode.decode(kv));
+        // no probes during the test: only the proxy's own look at P after D's 500 can find P gone
+        DisaggProxy proxy = proxy(List.of(dying, good), List.of(d), Duration.ofHours(1));
+        await(proxy::isReady, "ready");
+        dying.fault = FakeNode.Fault.DIE_UNDER_PULL;
+
+        for (boolean stream : new boolean[] {true, false}) {
+            HttpResponse<String> r = postAsync(proxy, "pulled" + stream, stream).get();
+            assertEquals(200, r.statusCode(), r.body());
+            assertEquals(FakeNode.expected("pulled" + stream), text(r, stream), r.body());
+        }
+        assertEquals(1, dying.bodies.size(), "the first request went to the P that died, the second not");
+        assertEquals(1, proxy.stats().retried(), "D's 500 (P died under its pull) was tried once more");
+        assertEquals(0, proxy.stats().failedPrefill() + proxy.stats().failedDecode());
+        assertEquals(2, proxy.stats().succeeded());
+        assertTrue(health(proxy).contains("\"url\":\"" + dying.url() + "\",\"bootstrap_addr\":\""
+                + dying.bootstrapAddr() + "\",\"up\":false"), "the dead P left the rotation: " + health(proxy));
+        assertEquals(List.of(), good.errors);
+        assertEquals(List.of(), d.errors);
+    }
+
+    @Test
+    void aDecodeStreamThatBreaksBeforeItsFirstByteIsServedByAnotherDecode() throws Exception {
+        FakeNode p = keep(FakeNode.prefill(1, kv));
+        FakeNode bad = keep(FakeNode.decode(kv));
+        FakeNode good = keep(FakeNode.decode(kv));
+        DisaggProxy proxy = proxy(List.of(p), List.of(bad, good), Duration.ofHours(1));
+        await(proxy::isReady, "ready");
+        bad.fault = FakeNode.Fault.BREAK_BEFORE_FIRST_BYTE;
+
+        HttpResponse<String> r = postAsync(proxy, "headers only", true).get();
+        assertEquals(200, r.statusCode(), r.body());
+        assertEquals(FakeNode.expected("headers only"), text(r, true), "the client saw none of the broken try: "
+                + r.body());
+        assertEquals(1, bad.bodies.size(), "the first try went to the D that broke");
+        assertEquals(1, proxy.stats().retried());
+        assertEquals(1, proxy.stats().succeeded());
+        assertEquals(0, proxy.stats().failedDecode());
+    }
+
+    @Test
+    void withNoOtherPrefillAPrefillThatDiedUnderThePullIsNamedAsTheFailedNode() throws Exception {
+        FakeNode dying = keep(FakeNode.prefill(1, kv));
+        FakeNode d = keep(FakeNode.decode(kv));
+        DisaggProxy proxy = proxy(List.of(dying), List.of(d), Duration.ofHours(1));
+        await(proxy::isReady, "ready");
+        dying.fault = FakeNode.Fault.DIE_UNDER_PULL;
+
+        HttpResponse<String> r = postAsync(proxy, "alone", true).get();
+        assertEquals(502, r.statusCode(), r.body());
+        Map<?, ?> e = (Map<?, ?>) Json.parseObject(r.body()).get("error");
+        assertEquals(dying.url(), WorkloadClient.failedNode(r.body()), "blamed on P by cause, not D's words: " + r.body());
+        assertEquals("prefill", e.get("failed_role"));
+        assertTrue(errorMessage(r).contains("KV load from engine " + dying.engineId(0)), r.body());
+        assertEquals(1, proxy.stats().failedPrefill());
+        assertEquals(0, proxy.stats().retried(), "no other P to retry on");
+    }
+
+    @Test
     void shouldGiveAClearErrorWhenADecodeFailsAndKeepServingThroughTheOthers() throws Exception {
         FakeNode p = keep(FakeNode.prefill(1, kv));
         FakeNode bad = keep(FakeNode.decode(kv));
@@ -321,8 +383,10 @@ class DisaggProxyTest {
         HttpResponse<String> r3 = postAsync(proxy, "c", false).get();
         HttpResponse<String> r4 = postAsync(proxy, "d", false).get();
         HttpResponse<String> r5 = postAsync(proxy, "e", true).get();
-        assertEquals(502, r3.statusCode(), r3.body());
-        assertTrue(errorMessage(r3).contains("decode node " + bad.url()), r3.body());
+        // the refused D took no byte to the client: the request is tried once more on the other D
+        assertEquals(200, r3.statusCode(), r3.body());
+        assertEquals(FakeNode.expected("c"), text(r3, false));
+        assertEquals(1, proxy.stats().retried());
         assertEquals(FakeNode.expected("d"), text(r4, false));
         assertEquals(FakeNode.expected("e"), text(r5, true), "the refused D left the rotation");
         assertTrue(health(proxy).contains("\"up\":false,\"problem\":\"connection refused\""), health(proxy));

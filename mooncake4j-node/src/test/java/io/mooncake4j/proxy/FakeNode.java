@@ -11,6 +11,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
@@ -28,13 +29,21 @@ import java.util.concurrent.TimeUnit;
 final class FakeNode implements AutoCloseable {
 
     /** What a failing node does. */
-    enum Fault { NONE, STATUS_500, STATUS_400, RESET, BREAK_STREAM }
+    enum Fault {
+        NONE, STATUS_500, STATUS_400, RESET, BREAK_STREAM,
+        /** P answers its prefill, then stops (its port refuses) before D pulls: D answers 500, KV load failed. */
+        DIE_UNDER_PULL,
+        /** D sends its stream's headers, then every connection closes before the first event. */
+        BREAK_BEFORE_FIRST_BYTE
+    }
 
     /** The shared stand-in for KV transfer. */
     static final class Kv {
         final Map<String, String> published = new ConcurrentHashMap<>();
         final Map<String, CountDownLatch> decodeArrived = new ConcurrentHashMap<>();
         final Map<String, CountDownLatch> prefilled = new ConcurrentHashMap<>();
+        /** Engine ids of P nodes that died: a D's pull from one fails. */
+        final Set<String> dead = ConcurrentHashMap.newKeySet();
 
         CountDownLatch arrival(String transferId) {
             return decodeArrived.computeIfAbsent(transferId, k -> new CountDownLatch(1));
@@ -119,6 +128,7 @@ final class FakeNode implements AutoCloseable {
     }
 
     private void handle(HttpExchange ex) throws IOException {
+        String diedUnder = null;
         try (ex) {
             String path = ex.getRequestURI().getPath();
             if (path.equals("/health")) {
@@ -154,11 +164,26 @@ final class FakeNode implements AutoCloseable {
             String transferId = String.valueOf(kvp.get("transfer_id"));
             if (prefill) {
                 prefillAnswer(ex, body, kvp, transferId, prompt);
+                if (fault == Fault.DIE_UNDER_PULL) {
+                    diedUnder = transferId;
+                }
             } else {
                 decodeAnswer(ex, body, kvp, transferId, prompt);
             }
         } catch (IOException | RuntimeException | InterruptedException e) {
             errors.add(e.toString());
+        }
+        if (diedUnder != null) {
+            // the answer has left; now P dies, and only then may D pull (and fail)
+            try {
+                Thread.ofVirtual().start(this::stop).join();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            for (int r = 0; r < dpSize; r++) {
+                kv.dead.add(engineId(r));
+            }
+            kv.prefilled(diedUnder).countDown();
         }
     }
 
@@ -178,7 +203,9 @@ final class FakeNode implements AutoCloseable {
         }
         kv.published.put(transferId, prompt + "@" + engineId(Integer.parseInt(
                 ex.getRequestHeaders().getFirst("X-data-parallel-rank"))));
-        kv.prefilled(transferId).countDown();
+        if (fault != Fault.DIE_UNDER_PULL) {
+            kv.prefilled(transferId).countDown();
+        }
         send(ex, 200, "{\"id\":\"cmpl-p\",\"choices\":[{\"text\":\"x\",\"index\":0}],"
                 + "\"kv_transfer_params\":{\"do_remote_prefill\":true,\"transfer_id\":\"" + transferId + "\"}}");
     }
@@ -196,12 +223,24 @@ final class FakeNode implements AutoCloseable {
             send(ex, 500, "{\"error\":{\"message\":\"KV for " + transferId + " never arrived\"}}");
             return;
         }
+        if (kv.dead.contains(String.valueOf(kvp.get("remote_engine_id")))) {
+            // as serve's D: the pull's error names P's engine and data address, not P's HTTP URL
+            send(ex, 500, "{\"error\":{\"message\":\"request failed: KV load from engine " + kvp.get("remote_engine_id")
+                    + " at tcp://127.0.0.1:1 failed: connection refused\",\"type\":\"InternalServerError\"}}");
+            return;
+        }
         String got = kv.published.get(transferId);
         String text = want.equals(got) ? expected(prompt) : "WRONG-KV(" + got + " vs " + want + ")";
         if (Boolean.TRUE.equals(body.get("stream"))) {
             ex.getResponseHeaders().set("Content-Type", "text/event-stream");
             ex.sendResponseHeaders(200, 0);
             OutputStream out = ex.getResponseBody();
+            if (fault == Fault.BREAK_BEFORE_FIRST_BYTE) {
+                out.flush();
+                Thread t = Thread.ofVirtual().start(() -> http.stop(0));
+                t.join();
+                throw new IOException("fake D broke its stream before its first event");
+            }
             for (int i = 0; i < text.length(); i++) {
                 out.write(("data: {\"choices\":[{\"text\":\"" + text.charAt(i) + "\",\"index\":0}]}\n\n")
                         .getBytes(StandardCharsets.UTF_8));

@@ -173,7 +173,7 @@ public abstract class TransferEngineContractTest {
         List<java.net.Socket> accepted = new java.util.concurrent.CopyOnWriteArrayList<>();
         // a peer that accepts Metadata requests and never answers
         try (java.net.ServerSocket silent = new java.net.ServerSocket(0, 50, java.net.InetAddress.getLoopbackAddress())) {
-            Thread.ofPlatform().daemon(true).name("test-silent-peer").start(() -> {
+            Thread acceptor = Thread.ofPlatform().daemon(true).name("test-silent-peer").start(() -> {
                 while (!silent.isClosed()) {
                     try {
                         accepted.add(silent.accept());
@@ -189,15 +189,26 @@ public abstract class TransferEngineContractTest {
             long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
             while (accepts.get() < 1) { // its fetch is in flight
                 assertTrue(System.nanoTime() < deadline, "the fetch never reached the silent peer");
-                Thread.onSpinWait();
+                java.util.concurrent.locks.LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(1));
             }
-            var second = java.util.concurrent.CompletableFuture.supplyAsync(() -> e.openSegment(dead), pool);
+            // the second opener of the same name, on a thread of its own: the test goes on only once it waits
+            // for the first one's fetch (on a busy machine its thread may start late, after the peer is gone)
+            var second = new java.util.concurrent.CompletableFuture<Long>();
+            Thread secondThread = Thread.ofPlatform().daemon(true).name("test-second-opener")
+                    .start(() -> second.complete(e.openSegment(dead)));
+            while (!waitsForAnotherFetch(secondThread)) {
+                assertTrue(System.nanoTime() < deadline && !second.isDone(),
+                        "the second opener never waited for the first one's fetch: " + second);
+                java.util.concurrent.locks.LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(1));
+            }
             long other = java.util.concurrent.CompletableFuture.supplyAsync(() -> e.openSegment(pair.targetName()), pool)
                     .get(10, TimeUnit.SECONDS);
             assertTrue(other >= 0, "another segment opens while the silent one is being fetched");
             assertEquals(other, e.openSegment(pair.targetName()), "and is cached");
             assertTrue(!first.isDone() && !second.isDone());
             silent.close();
+            acceptor.join(TimeUnit.SECONDS.toMillis(20)); // no connection is accepted after the ones closed below
+            assertTrue(!acceptor.isAlive(), "the silent peer's accept loop ended");
             for (java.net.Socket s : accepted) {
                 s.close(); // the fetch fails: both callers of that name get -1 from the one fetch
             }
@@ -208,6 +219,20 @@ public abstract class TransferEngineContractTest {
             pool.shutdownNow();
             assertTrue(pool.awaitTermination(30, TimeUnit.SECONDS));
         }
+    }
+
+    /** Whether {@code t} is parked waiting for a descriptor fetch another caller runs (the engine's SegmentOpenings). */
+    private static boolean waitsForAnotherFetch(Thread t) {
+        Thread.State st = t.getState();
+        if (st != Thread.State.WAITING && st != Thread.State.TIMED_WAITING) {
+            return false;
+        }
+        for (StackTraceElement f : t.getStackTrace()) {
+            if (f.getClassName().endsWith(".SegmentOpenings") && f.getMethodName().equals("await")) {
+                return true;
+            }
+        }
+        return false;
     }
 
     @Test

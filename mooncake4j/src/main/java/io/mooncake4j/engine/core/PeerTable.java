@@ -150,7 +150,8 @@ final class PeerTable {
     }
 
     /**
-     * Re-fetches {@code p}'s descriptor from the name it advertises; false (logged) on failure. No
+     * Re-fetches {@code p}'s descriptor from the name it advertises; false (logged) on failure, or when
+     * the fresh descriptor is this engine's own ({@link #isSelf}, checked again on each refresh). No
      * lock is held across the fetch or while the transports forget the peer (a transport may call
      * this holding its own per-peer lock, and {@code forget} takes that lock).
      */
@@ -161,6 +162,13 @@ final class PeerTable {
             fresh = fetch(d.name(), "{}\n");
         } catch (HandshakeException e) {
             LOG.warn("cannot refresh segment {}: {}", d.name(), e.getMessage());
+            return false;
+        }
+        if (isSelf(fresh, identity(fresh), local.get())) {
+            // the name now leads to this engine itself (its handshake answer, metadata entry or DNS changed
+            // since the first open): the peer stays failed, nothing is written into our own memory
+            LOG.warn("segment {} refreshed to this engine's own segment ({}, data port {}): refused, its "
+                    + "transfers fail", d.name(), fresh.name(), fresh.tcpDataPort());
             return false;
         }
         boolean moved = !sameEndpoints(d, fresh);

@@ -458,6 +458,13 @@ final class Lane {
             return null;
         }
         InetSocketAddress target = new InetSocketAddress(peer.dataAddress.getHostString(), peer.dataAddress.getPort());
+        if (Peer.isOwnDataEndpoint(target, peer.ownDataPort)) {
+            // the peer's name resolves to this engine now (DNS changed since the segment was opened): a
+            // connection would write into our own memory
+            peer.fail(String.format(Locale.ROOT, "data address %s of %s is this engine's own data port; refused",
+                    target, peer.descriptor.name()));
+            return null;
+        }
         SocketChannel c = null;
         try {
             c = SocketChannel.open();

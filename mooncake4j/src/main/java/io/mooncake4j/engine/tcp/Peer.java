@@ -53,6 +53,8 @@ final class Peer {
     final long segmentId;
     final SegmentDescriptor descriptor;
     final InetSocketAddress dataAddress;
+    /** This engine's own data port: a lane never connects to it on an address of this host. */
+    final int ownDataPort;
     final TcpConfig config;
     final LocalMemory memory;
     final Lane[] lanes;
@@ -65,8 +67,10 @@ final class Peer {
     /** When work was last queued or a lane last finished staging (System.nanoTime). */
     private volatile long lastUsed = System.nanoTime();
 
-    Peer(long segmentId, SegmentDescriptor descriptor, TcpConfig config, LocalMemory memory, int serial) {
+    Peer(long segmentId, SegmentDescriptor descriptor, TcpConfig config, LocalMemory memory, int serial,
+            int ownDataPort) {
         this.segmentId = segmentId;
+        this.ownDataPort = ownDataPort;
         this.descriptor = descriptor;
         this.dataAddress = InetSocketAddress.createUnresolved(descriptor.host(), descriptor.tcpDataPort());
         this.config = config;
@@ -77,6 +81,26 @@ final class Peer {
         }
         for (Lane l : lanes) {
             l.start();
+        }
+    }
+
+    /**
+     * Whether {@code target}, as resolved for a connection now, is this engine's own data endpoint: our
+     * data port on an address of this host (loopback, wildcard or a local interface). Checked at each
+     * connect, so a name whose DNS answer changed after the segment was opened cannot aim us at ourselves.
+     */
+    static boolean isOwnDataEndpoint(InetSocketAddress target, int ownDataPort) {
+        java.net.InetAddress a = target.getAddress();
+        if (ownDataPort <= 0 || target.getPort() != ownDataPort || a == null) {
+            return false;
+        }
+        if (a.isLoopbackAddress() || a.isAnyLocalAddress()) {
+            return true;
+        }
+        try {
+            return java.net.NetworkInterface.getByInetAddress(a) != null;
+        } catch (java.io.IOException e) {
+            return false; // the interfaces cannot be listed: the connect decides
         }
     }
 

@@ -109,7 +109,8 @@ public final class TcpTransport implements Transport {
                 }
                 return null;
             }
-            peer = new Peer(segment.id(), d, config, memory, engineSerial * 1000 + peerSerial.getAndIncrement());
+            peer = new Peer(segment.id(), d, config, memory, engineSerial * 1000 + peerSerial.getAndIncrement(),
+                    dataPort());
             return peer;
         }
 

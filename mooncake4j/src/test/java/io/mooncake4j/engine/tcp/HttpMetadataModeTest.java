@@ -190,4 +190,33 @@ class HttpMetadataModeTest {
             log.assertLogged(Level.ERROR, "is not supported");
         }
     }
+
+    @Test
+    void aForgedEntryNamingOurOwnDataPortIsOurOwnSegmentNotAPeer() {
+        CoreEngine a = started();
+        CoreEngine b = started();
+        HostMemoryStorage m = alloc.allocate(LEN);
+        assertEquals(0, a.registerMemory(m.address(), LEN, "cpu:0"));
+        SegmentDescriptor own = a.localDescriptor();
+        int ownData = own.tcpDataPort();
+        // entries published by someone else under names of their choosing, each pointing at a's data port
+        // on an address of this host; and one at b's (a real peer)
+        for (String host : List.of("127.0.0.2", "localhost", "::1", "0.0.0.0")) {
+            String name = "forged-" + host.replace(':', '_') + ":40000";
+            publish(name, own, host, ownData);
+            assertTrue(a.isOwnSegment(name), name + " names a's data port on " + host);
+            assertEquals(0, a.openSegment(name));
+            assertFalse(b.isOwnSegment(name), "but it is not b's");
+        }
+        publish("forged-peer:40000", own, "127.0.0.1", b.localDescriptor().tcpDataPort());
+        assertFalse(a.isOwnSegment("forged-peer:40000"), "b's data port is a peer's");
+    }
+
+    /** Publishes {@code d}'s buffers under segment {@code name}, its RPC address {@code host}, data port {@code dataPort}. */
+    private void publish(String name, SegmentDescriptor d, String host, int dataPort) {
+        SegmentDescriptor forged = new SegmentDescriptor(name, d.protocol(), dataPort, d.tcpProtoVersion(),
+                d.timestamp(), d.rdmaServerName(), d.buffers(), d.devices(), d.priorityMatrix(), d.extensions());
+        kv.put("mooncake/ram/" + name, forged.toJson());
+        kv.put("mooncake/rpc_meta/" + name, Json.write(Map.of("ip_or_host_name", host, "rpc_port", 40000)));
+    }
 }

@@ -9,13 +9,21 @@ import io.mooncake4j.engine.handshake.HandshakeConfig;
 import io.mooncake4j.engine.handshake.HandshakeFrame;
 import io.mooncake4j.engine.handshake.HandshakeServer;
 import io.mooncake4j.engine.handshake.SegmentDescriptor;
+import io.mooncake4j.memory.HostMemoryAllocator;
+import io.mooncake4j.memory.HostMemoryStorage;
+import io.mooncake4j.testlog.LogCapture;
+import java.lang.foreign.ValueLayout;
 import java.net.Inet4Address;
 import java.net.InetAddress;
+import java.net.InetSocketAddress;
 import java.net.NetworkInterface;
+import java.net.ServerSocket;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+import org.slf4j.event.Level;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -46,8 +54,13 @@ class OwnSegmentIdentityTest {
 
     /** A handshake server that answers every descriptor request with {@code forged}; its segment name. */
     private String forging(SegmentDescriptor forged) throws Exception {
+        return forging(new AtomicReference<>(forged));
+    }
+
+    /** A handshake server that answers each descriptor request with what {@code forged} holds then. */
+    private String forging(AtomicReference<SegmentDescriptor> forged) throws Exception {
         HandshakeServer s = HandshakeServer.start(HandshakeConfig.ephemeral(TcpEngines.LOOPBACK),
-                (type, request) -> type == HandshakeFrame.METADATA ? forged.toJson() : "{}\n");
+                (type, request) -> type == HandshakeFrame.METADATA ? forged.get().toJson() : "{}\n");
         closers.add(s);
         return "127.0.0.1:" + s.port();
     }
@@ -85,5 +98,66 @@ class OwnSegmentIdentityTest {
         assertTrue(p.isOwnSegment(p.getLocalSegmentName()));
         assertTrue(p.isOwnSegment("0.0.0.0:" + p.getRpcPort()));
         assertFalse(p.isOwnSegment(other.getLocalSegmentName()));
+    }
+
+    @Test
+    void aPeerWhoseDescriptorTurnsIntoOursAfterTheFirstOpenIsRefusedOnRefreshAndNothingIsWritten() throws Exception {
+        CoreEngine p = engine();
+        HostMemoryAllocator alloc = new HostMemoryAllocator();
+        closers.add(alloc);
+        long len = 4096;
+        HostMemoryStorage src = alloc.allocate(len);
+        HostMemoryStorage dst = alloc.allocate(len);
+        for (long i = 0; i < len; i++) {
+            src.segment().set(ValueLayout.JAVA_BYTE, i, (byte) 0x5a);
+        }
+        assertEquals(0, p.registerMemory(src.address(), len, "cpu:0"));
+        assertEquals(0, p.registerMemory(dst.address(), len, "cpu:0"));
+        SegmentDescriptor own = p.localDescriptor();
+        int deadPort;
+        try (ServerSocket gone = new ServerSocket(0, 1, TcpEngines.LOOPBACK)) {
+            deadPort = gone.getLocalPort(); // closed below: connections to it are refused
+        }
+        AtomicReference<SegmentDescriptor> answer = new AtomicReference<>();
+        String name = forging(answer);
+        // first a peer whose data port refuses: opened as a peer, not us; its transfer fails
+        answer.set(renamed(own, name, deadPort));
+        long id = p.openSegment(name);
+        assertTrue(id > 0, "a peer segment, not ours");
+        long[] s = {src.address()};
+        long[] d = {dst.address()};
+        long[] n = {len};
+        assertTrue(p.batchTransferSyncWrite(name, s, d, n) != 0, "the dead peer's write fails");
+        // then the same name's handshake answers with our own data port: the refresh that follows the
+        // failure must not make it a peer that writes into our own memory
+        answer.set(renamed(own, name, own.tcpDataPort()));
+        try (LogCapture log = LogCapture.start()) {
+            assertTrue(p.batchTransferSyncWrite(name, s, d, n) != 0, "refused, not written");
+            log.assertLogged(Level.WARN, "refreshed to this engine's own segment");
+        }
+        for (long i = 0; i < len; i++) {
+            assertEquals(0, dst.segment().get(ValueLayout.JAVA_BYTE, i), "byte " + i + " of our own memory written");
+        }
+    }
+
+    @Test
+    void aDataAddressResolvedAtConnectTimeIsOursOnlyOnOurDataPortOnAnAddressOfThisHost() throws Exception {
+        int port = 40123;
+        List<String> local = new ArrayList<>(List.of("127.0.0.1", "127.0.0.2", "::1", "0.0.0.0", "localhost"));
+        for (NetworkInterface ni : Collections.list(NetworkInterface.getNetworkInterfaces())) {
+            for (InetAddress a : Collections.list(ni.getInetAddresses())) {
+                if (a instanceof Inet4Address) {
+                    local.add(a.getHostAddress());
+                }
+            }
+        }
+        for (String host : local) {
+            assertTrue(Peer.isOwnDataEndpoint(new InetSocketAddress(host, port), port), host);
+            assertFalse(Peer.isOwnDataEndpoint(new InetSocketAddress(host, port + 1), port), host + ", another port");
+        }
+        assertFalse(Peer.isOwnDataEndpoint(new InetSocketAddress("192.0.2.1", port), port), "not this host");
+        assertFalse(Peer.isOwnDataEndpoint(InetSocketAddress.createUnresolved("no-such-host.invalid", port), port),
+                "unresolved: the connect fails by itself");
+        assertFalse(Peer.isOwnDataEndpoint(new InetSocketAddress("127.0.0.1", port), 0), "no data port yet");
     }
 }
