@@ -509,7 +509,7 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
         String peer = pull.peer;
         Runnable job = () -> {
             int ret;
-            writing.incrementAndGet(); // before the check: abandonAllPulls' waiter sees this write
+            xferPool.writeStarted(); // before the check: abandonAllPulls' waiter sees this write
             try {
                 if (pull.done) {
                     ret = ABANDONED;
@@ -519,7 +519,7 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
                     ret = sendBlocks(session, src, dst, len, bytes);
                 }
             } finally {
-                writing.decrementAndGet();
+                xferPool.writeEnded();
             }
             // Every byte landed: D's answer is known already (it depends on the wave alone), so it goes
             // from here, before the hand-off of the bookkeeping to the loop (waking the loop
@@ -789,23 +789,12 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
     /** No transfer-pool job is between its abandonment check and the end of its write. */
     @Override
     public boolean writesIdle() {
-        return writing.get() == 0;
+        return xferPool.writesIdle();
     }
 
     /** Stops the transfer pool; in-flight transfers are not cancelled (spec §15 #15), waited for briefly. */
     @Override
     public void close() {
-        xferPool.shutdown();
-        try {
-            if (!xferPool.awaitTermination(5, TimeUnit.SECONDS)) {
-                xferPool.shutdownNow();
-                if (!xferPool.awaitTermination(5, TimeUnit.SECONDS)) {
-                    LOG.error("mooncake-p-xfer threads did not stop within 10 s (a transfer is blocked)");
-                }
-            }
-        } catch (InterruptedException e) {
-            xferPool.shutdownNow();
-            Thread.currentThread().interrupt();
-        }
+        xferPool.close();
     }
 }

@@ -291,7 +291,7 @@ abstract class LayerwisePush extends SenderState {
         String peer = pull.peer;
         Runnable job = () -> {
             int ret;
-            writing.incrementAndGet();
+            xferPool.writeStarted();
             try {
                 if (pull.done) {
                     ret = ABANDONED;
@@ -301,7 +301,7 @@ abstract class LayerwisePush extends SenderState {
                     ret = sendBlocks(session, src, dst, len, bytes);
                 }
             } finally {
-                writing.decrementAndGet();
+                xferPool.writeEnded();
             }
             try {
                 loop.execute(errors.guarded("sender loop", () -> {

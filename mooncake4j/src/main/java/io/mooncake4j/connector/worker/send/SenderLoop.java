@@ -16,7 +16,8 @@ import org.slf4j.LoggerFactory;
  */
 final class SenderLoop {
 
-    private static final Logger LOG = LoggerFactory.getLogger(SenderLoop.class);
+    /** The listener's log category, where these messages have always been. */
+    private static final Logger LOG = LoggerFactory.getLogger(SenderListener.class);
     static final String THREAD_NAME = "mooncake-p-sender-0";
 
     private final ScheduledThreadPoolExecutor executor;

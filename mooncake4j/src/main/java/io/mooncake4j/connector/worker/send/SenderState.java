@@ -13,7 +13,6 @@ import io.mooncake4j.connector.worker.plan.TransferPlanner;
 import io.mooncake4j.connector.worker.plan.TransferRegion;
 import io.mooncake4j.connector.worker.plan.TransferTopology;
 import io.mooncake4j.engine.TransferEngine;
-import io.mooncake4j.internal.sys.ThreadTuning;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -24,12 +23,8 @@ import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledFuture;
-import java.util.concurrent.ThreadPoolExecutor;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.function.Function;
@@ -72,7 +67,8 @@ abstract class SenderState {
     final MooncakeKvConnectorStats stats;
     final BackgroundErrors errors;
     final ScheduledExecutorService loop;
-    final ExecutorService xferPool;
+    /** The transfer threads (they own themselves). */
+    final TransferPool xferPool;
     final LongSupplier clock;
     final long abortNanos;
     final int localPpSize;
@@ -113,8 +109,6 @@ abstract class SenderState {
     volatile boolean selfAimedPullsAccepted;
     final LongAdder staleWaves = new LongAdder();
     final LongAdder wavesQueuedForShare = new LongAdder();
-    /** Transfer-pool jobs between their abandonment check and the end of their write. */
-    final AtomicInteger writing = new AtomicInteger();
 
     final SideChannelLimits limits;
     /** D requests served or answered lately, so that a re-sent pull is never written twice. */
@@ -151,14 +145,8 @@ abstract class SenderState {
     /** Every live layer-wise target has a write in flight (sender loop writes; a hint for {@link #offerFromModelRunner}). */
     volatile boolean everyTargetWriting;
     final LongAdder hookWakeups = new LongAdder();
-    final java.util.concurrent.atomic.AtomicBoolean niceRefusedLogged =
-            new java.util.concurrent.atomic.AtomicBoolean();
 
-    /**
-     * As above; {@code transferThreadNice > 0} makes each transfer thread set that nice value when it
-     * starts (and so the engine threads it starts: Linux threads inherit it), warned once where the
-     * system refuses.
-     */
+    /** {@code transferThreadNice}: see {@link TransferPool}. */
     SenderState(String engineLabel, TransferEngine engine, MooncakeKvConnectorStats stats, BackgroundErrors errors,
             ScheduledExecutorService loop, int numWorkers, LongSupplier clock, long abortNanos, int localPpSize,
             TransferPlanner planner, List<TransferRegion> localRegions, ToIntFunction<String> groupOfLayer,
@@ -192,21 +180,7 @@ abstract class SenderState {
         this.localRegions = List.copyOf(localRegions);
         this.groupOfLayer = groupOfLayer;
         this.layoutOfLayer = layoutOfLayer;
-        AtomicInteger n = new AtomicInteger();
-        this.xferPool = new ThreadPoolExecutor(numWorkers, numWorkers, 0, TimeUnit.MILLISECONDS,
-                new LinkedBlockingQueue<>(), r -> {
-                    Runnable body = transferThreadNice == 0 ? r : () -> {
-                        if (!ThreadTuning.setNice(transferThreadNice) && !niceRefusedLogged.getAndSet(true)) {
-                            LOG.warn("{}: transfer_thread_nice {}: the system refused to set it (not Linux, or no "
-                                    + "native access); P's transfer threads keep their priority", engineLabel,
-                                    transferThreadNice);
-                        }
-                        r.run();
-                    };
-                    Thread t = new Thread(body, "mooncake-p-xfer-" + n.getAndIncrement());
-                    t.setDaemon(true);
-                    return t;
-                });
+        this.xferPool = new TransferPool(engineLabel, numWorkers, transferThreadNice);
     }
 
 
