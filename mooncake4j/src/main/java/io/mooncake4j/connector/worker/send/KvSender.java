@@ -17,7 +17,6 @@ import io.mooncake4j.connector.worker.plan.TransferPlanningException;
 import io.mooncake4j.connector.worker.plan.TransferRegion;
 import io.mooncake4j.connector.worker.plan.TransferTopology;
 import io.mooncake4j.engine.TransferEngine;
-import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
@@ -537,55 +536,21 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
             long answered = answeredAt;
             try {
                 loop.execute(errors.guarded("sender loop", () -> {
-                    releaseShare(peer);
+                    shares.release(peer);
                     finishWave(pull, ready, errReqs, wErrMsg, status, ret, answered);
                 }));
             } catch (RejectedExecutionException e) {
                 LOG.debug("sender loop stopped; dropping the result of a transfer to {}", session);
             }
         };
-        int inFlight = inFlightByPeer.getOrDefault(peer, 0);
-        if (inFlight >= perPeerShare) {
-            wavesQueuedForShare.increment();
-            LOG.debug("D {} already has {} transfer(s) on the pool (its share); queueing a wave", peer, inFlight);
-            queuedByPeer.computeIfAbsent(peer, k -> new ArrayDeque<>()).addLast(job);
+        if (!shares.take(peer)) {
+            LOG.debug("D {} already has {} transfer(s) on the pool (its share); queueing a wave", peer,
+                    shares.inFlight(peer));
+            shares.queue(peer, job);
             return;
         }
-        inFlightByPeer.put(peer, inFlight + 1);
         WaveTrace.mark(WaveTrace.Point.P_WAVE_SUBMIT);
-        submit(peer, job, () -> finishWave(pull, ready, errReqs, wErrMsg, status, -1, NOT_ANSWERED));
-    }
-
-    void submit(String peer, Runnable job, Runnable onRejected) {
-        try {
-            xferPool.execute(job);
-        } catch (RejectedExecutionException e) {
-            releaseShare(peer);
-            onRejected.run();
-        }
-    }
-
-    /** A transfer of {@code peer} left the pool (sender loop): its next queued wave, if any, takes the slot. */
-    void releaseShare(String peer) {
-        ArrayDeque<Runnable> q = queuedByPeer.get(peer);
-        Runnable next = q == null ? null : q.pollFirst();
-        if (q != null && q.isEmpty()) {
-            queuedByPeer.remove(peer);
-        }
-        if (next == null) {
-            int n = inFlightByPeer.getOrDefault(peer, 1) - 1;
-            if (n <= 0) {
-                inFlightByPeer.remove(peer);
-            } else {
-                inFlightByPeer.put(peer, n);
-            }
-            return;
-        }
-        try {
-            xferPool.execute(next); // the slot passes on
-        } catch (RejectedExecutionException e) {
-            LOG.debug("transfer pool stopped; dropping a queued wave to {}", peer);
-        }
+        shares.submit(peer, job, () -> finishWave(pull, ready, errReqs, wErrMsg, status, -1, NOT_ANSWERED));
     }
 
     private static int port(String s) {
@@ -764,7 +729,7 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
 
     /** Waves that waited on the loop because their D already used its share of the transfer pool. */
     public long wavesQueuedForShare() {
-        return wavesQueuedForShare.sum();
+        return shares.queuedTotal();
     }
 
     /**

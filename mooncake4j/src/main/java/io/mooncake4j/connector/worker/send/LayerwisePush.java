@@ -10,7 +10,6 @@ import io.mooncake4j.connector.worker.plan.TransferPlanner;
 import io.mooncake4j.connector.worker.plan.TransferPlanningException;
 import io.mooncake4j.connector.worker.plan.TransferRegion;
 import io.mooncake4j.engine.TransferEngine;
-import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
@@ -246,7 +245,7 @@ abstract class LayerwisePush extends SenderState {
             checkLanded(t);
             return;
         }
-        if (t.inflight > 0 && inFlightByPeer.getOrDefault(pull.peer, 0) >= perPeerShare) {
+        if (t.inflight > 0 && shares.full(pull.peer)) {
             // a write of this request runs or waits for D's share already: rather than queue one write
             // per layer behind it, its end pumps again and every layer saved meanwhile goes in one write
             coalescedLayers.increment();
@@ -305,22 +304,19 @@ abstract class LayerwisePush extends SenderState {
             }
             try {
                 loop.execute(errors.guarded("sender loop", () -> {
-                    releaseShare(peer);
+                    shares.release(peer);
                     onLayerWritten(t, ret);
                 }));
             } catch (RejectedExecutionException e) {
                 LOG.debug("sender loop stopped; dropping the result of a layer-wise transfer to {}", session);
             }
         };
-        int inFlight = inFlightByPeer.getOrDefault(peer, 0);
-        if (inFlight >= perPeerShare) {
-            wavesQueuedForShare.increment();
-            queuedByPeer.computeIfAbsent(peer, k -> new ArrayDeque<>()).addLast(job);
+        if (!shares.take(peer)) {
+            shares.queue(peer, job);
             refreshHookHint();
             return;
         }
-        inFlightByPeer.put(peer, inFlight + 1);
-        submit(peer, job, () -> onLayerWritten(t, -1));
+        shares.submit(peer, job, () -> onLayerWritten(t, -1));
         refreshHookHint();
     }
 

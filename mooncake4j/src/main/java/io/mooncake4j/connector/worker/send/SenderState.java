@@ -13,7 +13,6 @@ import io.mooncake4j.connector.worker.plan.TransferPlanner;
 import io.mooncake4j.connector.worker.plan.TransferRegion;
 import io.mooncake4j.connector.worker.plan.TransferTopology;
 import io.mooncake4j.engine.TransferEngine;
-import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
@@ -69,6 +68,8 @@ abstract class SenderState {
     final ScheduledExecutorService loop;
     /** The transfer threads (they own themselves). */
     final TransferPool xferPool;
+    /** Each D's share of {@link #xferPool} (sender loop). */
+    final PoolShares shares;
     final LongSupplier clock;
     final long abortNanos;
     final int localPpSize;
@@ -108,12 +109,10 @@ abstract class SenderState {
     /** A kv_both worker: its own receiver's pulls name its own engine (set before the first pull). */
     volatile boolean selfAimedPullsAccepted;
     final LongAdder staleWaves = new LongAdder();
-    final LongAdder wavesQueuedForShare = new LongAdder();
 
     final SideChannelLimits limits;
     /** D requests served or answered lately, so that a re-sent pull is never written twice. */
     final RetriedPulls retried;
-    final int perPeerShare;
     final long maxBytesPerPeer;
     final long maxBytesTotal;
     // sender-loop state of the limits
@@ -121,8 +120,6 @@ abstract class SenderState {
     long pendingTotal;
     long pendingBytesTotal;
     int placeholders;
-    final Map<String, Integer> inFlightByPeer = new HashMap<>();
-    final Map<String, ArrayDeque<Runnable>> queuedByPeer = new HashMap<>();
 
     // layer-wise push (sender-loop state)
     final boolean layerwise;
@@ -162,7 +159,6 @@ abstract class SenderState {
         this.engineLabel = engineLabel;
         this.limits = limits;
         this.retried = new RetriedPulls(abortNanos, limits.maxPendingTotal());
-        this.perPeerShare = limits.transfersPerPeer(numWorkers);
         this.maxBytesPerPeer = 4 * limits.maxMetadataBytes();
         this.maxBytesTotal = 16 * limits.maxMetadataBytes();
         this.engine = engine;
@@ -181,6 +177,7 @@ abstract class SenderState {
         this.groupOfLayer = groupOfLayer;
         this.layoutOfLayer = layoutOfLayer;
         this.xferPool = new TransferPool(engineLabel, numWorkers, transferThreadNice);
+        this.shares = new PoolShares(xferPool, limits.transfersPerPeer(numWorkers));
     }
 
 
@@ -362,12 +359,6 @@ abstract class SenderState {
 
     /** Queues {@code pull}'s next wave on the sender loop ({@link KvSender}). */
     abstract void scheduleWave(Pull pull);
-
-    /** Hands a job of {@code peer} to the transfer pool within its share ({@link KvSender}). */
-    abstract void submit(String peer, Runnable job, Runnable onRejected);
-
-    /** A transfer of {@code peer} left the pool ({@link KvSender}). */
-    abstract void releaseShare(String peer);
 
     /** vLLM's {@code _send_blocks} on a transfer-pool thread ({@link KvSender}). */
     abstract int sendBlocks(String session, long[] src, long[] dst, long[] len, long bytes);
