@@ -15,6 +15,7 @@ import io.mooncake4j.connector.worker.plan.PreparedRegions;
 import io.mooncake4j.connector.worker.plan.TransferPlanner;
 import io.mooncake4j.connector.worker.plan.TransferPlanningException;
 import io.mooncake4j.connector.worker.plan.TransferRegion;
+import io.mooncake4j.connector.worker.send.PreparedShapes.Prepared;
 import io.mooncake4j.connector.worker.plan.TransferTopology;
 import io.mooncake4j.engine.TransferEngine;
 import java.util.ArrayList;
@@ -261,7 +262,7 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
             replyError(reply, pairing);
             return;
         }
-        Prepared cached = prepared(meta);
+        Prepared cached = preparedShapes.prepared(meta);
         PreparedRegions prepared = cached.regions;
         WaveTrace.mark(WaveTrace.Point.P_PREPARED);
         if (!prepared.ok()) {

@@ -9,6 +9,7 @@ import io.mooncake4j.connector.worker.plan.PreparedRegions;
 import io.mooncake4j.connector.worker.plan.TransferPlanner;
 import io.mooncake4j.connector.worker.plan.TransferPlanningException;
 import io.mooncake4j.connector.worker.plan.TransferRegion;
+import io.mooncake4j.connector.worker.send.PreparedShapes.Prepared;
 import io.mooncake4j.engine.TransferEngine;
 import java.util.ArrayList;
 import java.util.Arrays;

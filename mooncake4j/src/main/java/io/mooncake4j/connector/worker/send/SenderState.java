@@ -11,10 +11,10 @@ import io.mooncake4j.connector.worker.plan.PreparedRegions;
 import io.mooncake4j.connector.worker.plan.ReadyRequest;
 import io.mooncake4j.connector.worker.plan.TransferPlanner;
 import io.mooncake4j.connector.worker.plan.TransferRegion;
+import io.mooncake4j.connector.worker.send.PreparedShapes.Prepared;
 import io.mooncake4j.connector.worker.plan.TransferTopology;
 import io.mooncake4j.engine.TransferEngine;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
@@ -78,6 +78,8 @@ abstract class SenderState {
     final List<TransferRegion> localRegions;
     final ToIntFunction<String> groupOfLayer;
     final Function<String, LayerLayout> layoutOfLayer;
+    /** The region pairs prepared per shape of D (sender loop). */
+    final PreparedShapes preparedShapes;
 
     // sender-loop state
     final Map<String, SendBlockMeta> reqsNeedSend = new LinkedHashMap<>();
@@ -176,6 +178,7 @@ abstract class SenderState {
         this.localRegions = List.copyOf(localRegions);
         this.groupOfLayer = groupOfLayer;
         this.layoutOfLayer = layoutOfLayer;
+        this.preparedShapes = new PreparedShapes(planner, this.localRegions, groupOfLayer, layoutOfLayer, localPpSize);
         this.xferPool = new TransferPool(engineLabel, numWorkers, transferThreadNice);
         this.shares = new PoolShares(xferPool, limits.transfersPerPeer(numWorkers));
     }
@@ -219,77 +222,6 @@ abstract class SenderState {
             this.regions = prepared.regions;
             this.pairedRemoteRanks = paired;
         }
-    }
-
-    /**
-     * The region pairs prepared for one shape of D (its registration as its pull describes it, its
-     * ranks): a pure function of that shape and of this worker's fixed registration, so pulls of the
-     * same D share them (preparing took a few hundred µs per pull). Immutable once built,
-     * except {@link #byLayer}, built on first use (sender loop).
-     */
-    static final class Prepared {
-        final PreparedRegions regions;
-        /** The prepared region pairs of each local layer (layer-wise push), built on first use. */
-        Map<String, PreparedRegions> byLayer;
-
-        Prepared(PreparedRegions regions) {
-            this.regions = regions;
-        }
-    }
-
-    /** What the prepared regions depend on in a pull's metadata (arrays compared by content). */
-    record ShapeKey(int tpRank, int tpSize, int ppSize, long[] base, long[] blockLens, long[] kvBlockLens,
-            List<String> names, int[] layerIndices, int[] groupIndices) {
-
-        static ShapeKey of(MooncakeXferMetadata m) {
-            return new ShapeKey(m.remoteTpRank(), m.remoteTpSize(), m.remotePpSize(), m.kvCachesBaseAddr(),
-                    m.blockLens(), m.kvBlockLens(), m.registeredLayerNames(), m.registeredLayerIndices(),
-                    m.registeredGroupIndices());
-        }
-
-        @Override
-        public boolean equals(Object o) {
-            return o instanceof ShapeKey k && tpRank == k.tpRank && tpSize == k.tpSize && ppSize == k.ppSize
-                    && Arrays.equals(base, k.base) && Arrays.equals(blockLens, k.blockLens)
-                    && Arrays.equals(kvBlockLens, k.kvBlockLens) && names.equals(k.names)
-                    && Arrays.equals(layerIndices, k.layerIndices) && Arrays.equals(groupIndices, k.groupIndices);
-        }
-
-        @Override
-        public int hashCode() {
-            int h = ((tpRank * 31 + tpSize) * 31 + ppSize) * 31 + Arrays.hashCode(base);
-            h = h * 31 + Arrays.hashCode(blockLens);
-            h = h * 31 + Arrays.hashCode(kvBlockLens);
-            h = h * 31 + names.hashCode();
-            h = h * 31 + Arrays.hashCode(layerIndices);
-            return h * 31 + Arrays.hashCode(groupIndices);
-        }
-    }
-
-    /** Shapes kept (least recently used dropped first): a few per D worker is the usual need. */
-    static final int MAX_PREPARED_SHAPES = 64;
-
-    // sender loop only
-    final LinkedHashMap<ShapeKey, Prepared> preparedByShape = new LinkedHashMap<>(16, 0.75f, true) {
-        @Override
-        protected boolean removeEldestEntry(Map.Entry<ShapeKey, Prepared> eldest) {
-            return size() > MAX_PREPARED_SHAPES;
-        }
-    };
-
-    /** The region pairs for a pull of this shape, prepared once per shape (sender loop). */
-    Prepared prepared(MooncakeXferMetadata meta) {
-        ShapeKey key = ShapeKey.of(meta);
-        Prepared p = preparedByShape.get(key);
-        if (p == null) {
-            List<TransferRegion> remote = planner.regions(meta.kvCachesBaseAddr(), meta.blockLens(),
-                    meta.kvBlockLens(), meta.registeredLayerNames(), meta.registeredLayerIndices(),
-                    meta.registeredGroupIndices(), groupOfLayer);
-            p = new Prepared(planner.prepare(localRegions, remote, meta.remoteTpRank(), meta.remoteTpSize(),
-                    TransferPlanner.allowPartialLayers(meta.remotePpSize(), localPpSize), layoutOfLayer));
-            preparedByShape.put(key, p);
-        }
-        return p;
     }
 
     /** A ready request of a wave, as the planner sees it. */
