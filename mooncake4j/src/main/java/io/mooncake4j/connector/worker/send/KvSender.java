@@ -163,70 +163,6 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
         }
     }
 
-    /** The limit a new pull would exceed, or null (sender loop). */
-    String limitError(String peer, MooncakeXferMetadata meta, long bytes) {
-        int n = meta.reqBlocks().size();
-        long[] mine = pendingByPeer.getOrDefault(peer, new long[2]);
-        if (mine[0] + n > limits.maxPendingPerPeer()) {
-            return String.format(Locale.ROOT, "P side-channel limit: D %s has %d transfer(s) pending at P and this "
-                    + "pull names %d more, above the per-peer limit of %d; retry later", peer, mine[0], n,
-                    limits.maxPendingPerPeer());
-        }
-        if (pendingTotal + n > limits.maxPendingTotal()) {
-            return String.format(Locale.ROOT, "P side-channel limit: %d transfer(s) pending at P and this pull names "
-                    + "%d more, above the limit of %d; retry later", pendingTotal, n, limits.maxPendingTotal());
-        }
-        if (mine[1] + bytes > maxBytesPerPeer || pendingBytesTotal + bytes > maxBytesTotal) {
-            return String.format(Locale.ROOT, "P side-channel limit: pending pulls hold %d bytes of metadata for D %s "
-                    + "(%d in all); this pull of %d bytes is above the limit of %d per peer, %d in all; retry later",
-                    mine[1], peer, pendingBytesTotal, bytes, maxBytesPerPeer, maxBytesTotal);
-        }
-        int fresh = 0;
-        Set<String> seen = new HashSet<>();
-        for (MooncakeXferMetadata.ReqBlocks rb : meta.reqBlocks().values()) {
-            if (!reqsNeedSend.containsKey(rb.transferId()) && seen.add(rb.transferId())) {
-                fresh++;
-            }
-        }
-        if (placeholders + fresh > limits.maxPendingTotal()) {
-            return String.format(Locale.ROOT, "P side-channel limit: P holds %d placeholder(s) for transfers it has "
-                    + "not scheduled and this pull names %d more, above the limit of %d; retry later", placeholders,
-                    fresh, limits.maxPendingTotal());
-        }
-        return null;
-    }
-
-    /** Counts a new pull's pending transfer ids and metadata bytes against the limits (sender loop). */
-    void pend(Pull pull) {
-        long[] mine = pendingByPeer.computeIfAbsent(pull.peer, k -> new long[2]);
-        mine[0] += pull.pending.size() + pull.followed.size();
-        mine[1] += pull.bytes;
-        pendingTotal += pull.pending.size() + pull.followed.size();
-        pendingBytesTotal += pull.bytes;
-    }
-
-    /** {@code n} pending transfer ids of {@code pull} are no longer waited for. */
-    void unpend(Pull pull, int n) {
-        long[] mine = pendingByPeer.get(pull.peer);
-        if (mine != null) {
-            mine[0] -= n;
-            pendingTotal -= n;
-        }
-    }
-
-    /** The pull ended: what is left of it no longer counts. */
-    void unpendAll(Pull pull) {
-        unpend(pull, pull.pending.size() + pull.followed.size());
-        long[] mine = pendingByPeer.get(pull.peer);
-        if (mine != null) {
-            mine[1] -= pull.bytes;
-            pendingBytesTotal -= pull.bytes;
-            if (mine[0] <= 0 && mine[1] <= 0) {
-                pendingByPeer.remove(pull.peer);
-            }
-        }
-    }
-
     void sendKvToDecode(byte[] identity, ReplySink reply, MooncakeXferMetadata meta, long bytes) {
         String peer = meta.remoteHostname() + ":" + meta.remotePort();
         String self = selfAimedPullsAccepted ? null : selfTargets.refusal(meta.remoteHostname(), meta.remotePort());
@@ -237,7 +173,7 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
             replyError(reply, self);
             return;
         }
-        String limit = limitError(peer, meta, bytes);
+        String limit = pendingLimits.limitError(peer, meta, bytes, reqsNeedSend::containsKey);
         if (limit != null) {
             limitRejections.increment();
             logRejected("P side-channel limit exceeded (pending transfers, placeholders or metadata bytes); "
@@ -304,7 +240,7 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
             if (sm == null) { // D arrived before P's scheduler
                 sm = new SendBlockMeta("", transferId, new int[0][], now);
                 reqsNeedSend.put(transferId, sm);
-                placeholders++;
+                pendingLimits.placeholderAdded();
                 placeholderExpiry.add(now + abortNanos, sm, reqsNeedSend.size());
             }
             if (pull.pending.put(e.getKey(), sm) == null) {
@@ -320,7 +256,7 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
             send(reply, MooncakeXferResponse.of(MooncakeXferResponseStatus.CONTINUE, knownOk, knownErr, knownMsg));
         }
         activePulls.add(pull);
-        pend(pull);
+        pendingLimits.pend(pull.peer, pull.pending.size() + pull.followed.size(), pull.bytes);
         if (layerwise) {
             for (Map.Entry<String, SendBlockMeta> e : pull.pending.entrySet()) {
                 if (e.getValue().layerwise != null) {
@@ -411,7 +347,7 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
             settle(pull, id, false, ABANDONED_MESSAGE, false); // not answered: a re-send is served afresh
         }
         if (activePulls.contains(pull)) {
-            unpendAll(pull);
+            pendingLimits.unpendAll(pull.peer, pull.pending.size() + pull.followed.size(), pull.bytes);
         }
         pull.pending.clear();
         pull.followed.clear(); // its followings are dropped when the first pulls settle
@@ -434,7 +370,7 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
         for (String dReqId : pull.readyNow) {
             SendBlockMeta sm = pull.pending.remove(dReqId);
             sm.waiters--;
-            unpend(pull, 1);
+            pendingLimits.unpend(pull.peer, 1);
             if (reqsNeedSend.get(sm.transferId) == sm) {
                 sm.sending++; // blocks expiry
                 if (sm.needSend == 0) {

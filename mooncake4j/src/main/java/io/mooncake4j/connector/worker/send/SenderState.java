@@ -115,13 +115,8 @@ abstract class SenderState {
     final SideChannelLimits limits;
     /** D requests served or answered lately, so that a re-sent pull is never written twice. */
     final RetriedPulls retried;
-    final long maxBytesPerPeer;
-    final long maxBytesTotal;
-    // sender-loop state of the limits
-    final Map<String, long[]> pendingByPeer = new HashMap<>(); // peer -> {transfer ids, metadata bytes}
-    long pendingTotal;
-    long pendingBytesTotal;
-    int placeholders;
+    /** What the pulls hold against the limits (sender loop). */
+    final PendingLimits pendingLimits;
 
     // layer-wise push (sender-loop state)
     final boolean layerwise;
@@ -161,8 +156,7 @@ abstract class SenderState {
         this.engineLabel = engineLabel;
         this.limits = limits;
         this.retried = new RetriedPulls(abortNanos, limits.maxPendingTotal());
-        this.maxBytesPerPeer = 4 * limits.maxMetadataBytes();
-        this.maxBytesTotal = 16 * limits.maxMetadataBytes();
+        this.pendingLimits = new PendingLimits(limits);
         this.engine = engine;
         String segment = engine.getLocalSegmentName();
         int colon = segment.lastIndexOf(':');
