@@ -14,11 +14,18 @@ import io.mooncake4j.engine.TransferEngine;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
+import java.util.HashSet;
+import java.util.LinkedHashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.LongAdder;
 import java.util.function.Function;
 import java.util.function.LongSupplier;
 import java.util.function.ToIntFunction;
@@ -30,6 +37,25 @@ import java.util.function.ToIntFunction;
  */
 abstract class LayerwisePush extends SenderState {
 
+    // layer-wise push state: sender loop only unless a comment says otherwise
+    /** The distinct registered layer names, in registration order: a chunk is saved when all of them are. */
+    final List<String> layerNames;
+    final Set<String> layerNameSet;
+    /** The chunks of the current forward pass (from the step's metadata), until {@link #onForwardDone}. */
+    List<Segment> stepSegments = new ArrayList<>();
+    final Set<String> unknownLayersLogged = new HashSet<>();
+    final LongAdder layerJobs = new LongAdder();
+    final LongAdder coalescedLayers = new LongAdder();
+    /** The model runner's tasks ({@link #offerFromModelRunner}) not run yet, in call order. */
+    final ConcurrentLinkedQueue<Runnable> layerHooks = new ConcurrentLinkedQueue<>();
+    /** A task that runs {@link #layerHooks} is queued on the sender loop and has not started. */
+    final AtomicBoolean hookDrainQueued = new AtomicBoolean();
+    /** Layer-wise writes submitted whose result the sender loop has not handled (loop writes, any thread reads). */
+    final AtomicInteger layerWritesInFlight = new AtomicInteger();
+    /** Every live layer-wise target has a write in flight (sender loop writes; a hint for {@link #offerFromModelRunner}). */
+    volatile boolean everyTargetWriting;
+    final LongAdder hookWakeups = new LongAdder();
+
     LayerwisePush(String engineLabel, TransferEngine engine, MooncakeKvConnectorStats stats, BackgroundErrors errors,
             ScheduledExecutorService loop, int numWorkers, LongSupplier clock, long abortNanos, int localPpSize,
             TransferPlanner planner, List<TransferRegion> localRegions, ToIntFunction<String> groupOfLayer,
@@ -37,6 +63,12 @@ abstract class LayerwisePush extends SenderState {
             int transferThreadNice) {
         super(engineLabel, engine, stats, errors, loop, numWorkers, clock, abortNanos, localPpSize, planner,
                 localRegions, groupOfLayer, layoutOfLayer, limits, layerwise, transferThreadNice);
+        LinkedHashSet<String> names = new LinkedHashSet<>();
+        for (TransferRegion r : localRegions) {
+            names.add(r.layerName());
+        }
+        this.layerNames = List.copyOf(names);
+        this.layerNameSet = Set.copyOf(names);
     }
 
     /**

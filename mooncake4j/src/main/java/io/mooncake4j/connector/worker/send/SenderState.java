@@ -24,7 +24,6 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledFuture;
-import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.function.Function;
 import java.util.function.LongSupplier;
@@ -118,27 +117,8 @@ abstract class SenderState {
     /** What the pulls hold against the limits (sender loop). */
     final PendingLimits pendingLimits;
 
-    // layer-wise push (sender-loop state)
+    /** Layer-wise push is on ({@code layerwise_push}); its state is {@link LayerwisePush}'s. */
     final boolean layerwise;
-    /** The distinct registered layer names, in registration order: a chunk is saved when all of them are. */
-    final List<String> layerNames;
-    final Set<String> layerNameSet;
-    /** The chunks of the current forward pass (from the step's metadata), until {@link #onForwardDone}. */
-    List<Segment> stepSegments = new ArrayList<>();
-    final Set<String> unknownLayersLogged = new HashSet<>();
-    final LongAdder layerJobs = new LongAdder();
-    final LongAdder coalescedLayers = new LongAdder();
-    /** The model runner's tasks ({@link #offerFromModelRunner}) not run yet, in call order. */
-    final java.util.concurrent.ConcurrentLinkedQueue<Runnable> layerHooks =
-            new java.util.concurrent.ConcurrentLinkedQueue<>();
-    /** A task that runs {@link #layerHooks} is queued on the sender loop and has not started. */
-    final java.util.concurrent.atomic.AtomicBoolean hookDrainQueued =
-            new java.util.concurrent.atomic.AtomicBoolean();
-    /** Layer-wise writes submitted whose result the sender loop has not handled (loop writes, any thread reads). */
-    final AtomicInteger layerWritesInFlight = new AtomicInteger();
-    /** Every live layer-wise target has a write in flight (sender loop writes; a hint for {@link #offerFromModelRunner}). */
-    volatile boolean everyTargetWriting;
-    final LongAdder hookWakeups = new LongAdder();
 
     /** {@code transferThreadNice}: see {@link TransferPool}. */
     SenderState(String engineLabel, TransferEngine engine, MooncakeKvConnectorStats stats, BackgroundErrors errors,
@@ -147,12 +127,6 @@ abstract class SenderState {
             Function<String, LayerLayout> layoutOfLayer, SideChannelLimits limits, boolean layerwise,
             int transferThreadNice) {
         this.layerwise = layerwise;
-        LinkedHashSet<String> names = new LinkedHashSet<>();
-        for (TransferRegion r : localRegions) {
-            names.add(r.layerName());
-        }
-        this.layerNames = List.copyOf(names);
-        this.layerNameSet = Set.copyOf(names);
         this.engineLabel = engineLabel;
         this.limits = limits;
         this.retried = new RetriedPulls(abortNanos, limits.maxPendingTotal());
