@@ -82,18 +82,6 @@ abstract class SenderState {
 
     // sender-loop state
     final Map<String, SendBlockMeta> reqsNeedSend = new LinkedHashMap<>();
-    Set<String> finishedSendingReqs = new LinkedHashSet<>();
-    /** Run on the sender loop after {@code finishedSendingReqs} gained an id or a hold expired; never throws. */
-    volatile Runnable onFinished = () -> { };
-    /** The armed expiry wake-up ({@link #armExpiryWake}) and its deadline on {@code clock} (sender loop). */
-    ScheduledFuture<?> expiryWake;
-    long expiryWakeAt;
-    /** Expiry deadlines of the recorded holds ({@code request_finished} + abort timeout), earliest first. */
-    final ExpiryQueue<SendBlockMeta> holdExpiry = new ExpiryQueue<>(
-            (sm, at) -> reqsNeedSend.get(sm.transferId) == sm && !sm.isPlaceholder() && sm.expireNanos == at);
-    /** Expiry deadlines of the placeholders of early D pulls (creation + abort timeout), earliest first. */
-    final ExpiryQueue<SendBlockMeta> placeholderExpiry = new ExpiryQueue<>(
-            (sm, at) -> reqsNeedSend.get(sm.transferId) == sm && sm.isPlaceholder());
     final DescriptorBuffer buf = new DescriptorBuffer(1024);
     final PlanErrors planErrors = new PlanErrors();
     final Set<Pull> activePulls = new HashSet<>();
