@@ -11,12 +11,13 @@ import io.mooncake4j.connector.worker.SideChannelLimits;
 import io.mooncake4j.connector.worker.loop.BackgroundErrors;
 import io.mooncake4j.connector.worker.loop.WaveTrace;
 import io.mooncake4j.connector.worker.plan.LayerLayout;
+import io.mooncake4j.connector.worker.plan.PlanErrors;
 import io.mooncake4j.connector.worker.plan.PreparedRegions;
 import io.mooncake4j.connector.worker.plan.TransferPlanner;
 import io.mooncake4j.connector.worker.plan.TransferPlanningException;
 import io.mooncake4j.connector.worker.plan.TransferRegion;
-import io.mooncake4j.connector.worker.send.PreparedShapes.Prepared;
 import io.mooncake4j.connector.worker.plan.TransferTopology;
+import io.mooncake4j.connector.worker.send.PreparedShapes.Prepared;
 import io.mooncake4j.engine.TransferEngine;
 import java.util.ArrayList;
 import java.util.HashSet;
@@ -27,6 +28,7 @@ import java.util.Set;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.LongAdder;
 import java.util.function.Function;
 import java.util.function.LongSupplier;
 import java.util.function.ToIntFunction;
@@ -72,6 +74,19 @@ import java.util.function.ToIntFunction;
  */
 public final class KvSender extends SendBookkeeping implements SideChannelHandler, Quiesce, AutoCloseable {
 
+    // the side channel's state: sender loop only unless a comment says otherwise
+    final TransferTopology topology;
+    final PlanErrors planErrors = new PlanErrors();
+    final Set<String> rejectedLogged = new HashSet<>(); // sender loop only
+    final LongAdder errorReplies = new LongAdder();
+    final LongAdder limitRejections = new LongAdder();
+    /** Pulls (or writes) refused because their destination is P's own engine. */
+    final LongAdder selfAimedRefusals = new LongAdder();
+    /** What P's own engine is called and where it listens. */
+    final SelfTargets selfTargets;
+    /** A kv_both worker: its own receiver's pulls name its own engine (set before the first pull). */
+    volatile boolean selfAimedPullsAccepted;
+
     public KvSender(String engineLabel, TransferEngine engine, MooncakeKvConnectorStats stats, BackgroundErrors errors,
             ScheduledExecutorService loop, int numWorkers, LongSupplier clock, long abortNanos, int localPpSize,
             TransferPlanner planner, List<TransferRegion> localRegions, ToIntFunction<String> groupOfLayer,
@@ -100,6 +115,10 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
             int transferThreadNice) {
         super(engineLabel, engine, stats, errors, loop, numWorkers, clock, abortNanos, localPpSize, planner,
                 localRegions, groupOfLayer, layoutOfLayer, limits, layerwise, transferThreadNice);
+        String segment = engine.getLocalSegmentName();
+        int colon = segment.lastIndexOf(':');
+        this.selfTargets = new SelfTargets(segment, engine.getRpcPort(), colon < 0 ? segment : segment.substring(0, colon));
+        this.topology = planner.topology();
     }
 
     /** What this P's KV blocks mean, or null: a pull naming another layout is refused. */

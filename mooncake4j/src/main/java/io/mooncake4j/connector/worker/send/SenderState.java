@@ -6,13 +6,11 @@ import io.mooncake4j.connector.worker.SideChannelLimits;
 import io.mooncake4j.connector.worker.loop.BackgroundErrors;
 import io.mooncake4j.connector.worker.plan.DescriptorBuffer;
 import io.mooncake4j.connector.worker.plan.LayerLayout;
-import io.mooncake4j.connector.worker.plan.PlanErrors;
 import io.mooncake4j.connector.worker.plan.PreparedRegions;
 import io.mooncake4j.connector.worker.plan.ReadyRequest;
 import io.mooncake4j.connector.worker.plan.TransferPlanner;
 import io.mooncake4j.connector.worker.plan.TransferRegion;
 import io.mooncake4j.connector.worker.send.PreparedShapes.Prepared;
-import io.mooncake4j.connector.worker.plan.TransferTopology;
 import io.mooncake4j.engine.TransferEngine;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -73,7 +71,6 @@ abstract class SenderState {
     final long abortNanos;
     final int localPpSize;
     final TransferPlanner planner;
-    final TransferTopology topology;
     final List<TransferRegion> localRegions;
     final ToIntFunction<String> groupOfLayer;
     final Function<String, LayerLayout> layoutOfLayer;
@@ -83,20 +80,10 @@ abstract class SenderState {
     // sender-loop state
     final Map<String, SendBlockMeta> reqsNeedSend = new LinkedHashMap<>();
     final DescriptorBuffer buf = new DescriptorBuffer(1024);
-    final PlanErrors planErrors = new PlanErrors();
     final Set<Pull> activePulls = new HashSet<>();
 
     static final int MAX_DISTINCT_REJECTIONS = 256;
-    final Set<String> rejectedLogged = new HashSet<>(); // sender loop only
-    final LongAdder errorReplies = new LongAdder();
     final LongAdder placeholdersExpired = new LongAdder();
-    final LongAdder limitRejections = new LongAdder();
-    /** Pulls (or writes) refused because their destination is P's own engine. */
-    final LongAdder selfAimedRefusals = new LongAdder();
-    /** What P's own engine is called and where it listens. */
-    final SelfTargets selfTargets;
-    /** A kv_both worker: its own receiver's pulls name its own engine (set before the first pull). */
-    volatile boolean selfAimedPullsAccepted;
     final LongAdder staleWaves = new LongAdder();
 
     final SideChannelLimits limits;
@@ -120,9 +107,6 @@ abstract class SenderState {
         this.retried = new RetriedPulls(abortNanos, limits.maxPendingTotal());
         this.pendingLimits = new PendingLimits(limits);
         this.engine = engine;
-        String segment = engine.getLocalSegmentName();
-        int colon = segment.lastIndexOf(':');
-        this.selfTargets = new SelfTargets(segment, engine.getRpcPort(), colon < 0 ? segment : segment.substring(0, colon));
         this.stats = stats;
         this.errors = errors;
         this.loop = loop;
@@ -130,7 +114,6 @@ abstract class SenderState {
         this.abortNanos = abortNanos;
         this.localPpSize = localPpSize;
         this.planner = planner;
-        this.topology = planner.topology();
         this.localRegions = List.copyOf(localRegions);
         this.groupOfLayer = groupOfLayer;
         this.layoutOfLayer = layoutOfLayer;
