@@ -44,8 +44,8 @@ import org.slf4j.LoggerFactory;
  * hand-off and spun the I/O thread it had just signalled).
  *
  * <p>Threads: {@code mooncake-p-listener-0} owns the selector, the listening channel and every
- * connection; it reads, decodes, and hands each message to {@code mooncake-p-sender-0}, where the
- * {@link SideChannelHandler} runs. Replies from any thread go into a queue and wake the listener
+ * connection; it reads, decodes, and hands each message to {@code mooncake-p-sender-0} (the
+ * {@link SenderLoop} this listener holds), where the {@link SideChannelHandler} runs. Replies from any thread go into a queue and wake the listener
  * through a {@link Pipe} registered with its selector; the listener routes them by identity.
  *
  * <p>Unlike vLLM (spec §15 #6) nothing a peer sends ends the listener: a message with the wrong

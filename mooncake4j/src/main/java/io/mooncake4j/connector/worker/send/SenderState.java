@@ -30,10 +30,12 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The state of P's send path shared by its parts (one class per concern, each extending the one
- * before): the sender loop's maps and counters, the transfer pool, the limits, and the types of a
- * pull being served ({@link Pull}) and of a layer-wise push. The parts: {@link LayerwisePush} (writes
- * layer by layer while the forward pass runs), {@link SendBookkeeping} ({@code record_send_reqs},
+ * The state of P's send path that its parts share (each part extends the one before and holds the
+ * state only it touches): the transfers to send, the active pulls, the descriptor buffer, the
+ * configuration, and the classes that own a group of state each ({@link TransferPool},
+ * {@link PoolShares}, {@link PendingLimits}, {@link PreparedShapes}, {@link RetriedPulls}); and the
+ * types of a pull being served ({@link Pull}) and of a layer-wise push. The parts: {@link LayerwisePush}
+ * (writes layer by layer while the forward pass runs), {@link SendBookkeeping} ({@code record_send_reqs},
  * finished and expired holds), {@link KvSender} (the side channel and the waves). Every field is
  * sender-loop state unless its comment says otherwise; see {@link KvSender} for the threads.
  */
