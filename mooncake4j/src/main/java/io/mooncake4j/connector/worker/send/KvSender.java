@@ -13,10 +13,12 @@ import io.mooncake4j.connector.worker.loop.WaveTrace;
 import io.mooncake4j.connector.worker.plan.LayerLayout;
 import io.mooncake4j.connector.worker.plan.PlanErrors;
 import io.mooncake4j.connector.worker.plan.PreparedRegions;
+import io.mooncake4j.connector.worker.plan.ReadyRequest;
 import io.mooncake4j.connector.worker.plan.TransferPlanner;
 import io.mooncake4j.connector.worker.plan.TransferPlanningException;
 import io.mooncake4j.connector.worker.plan.TransferRegion;
 import io.mooncake4j.connector.worker.plan.TransferTopology;
+import io.mooncake4j.connector.worker.send.Layerwise.Target;
 import io.mooncake4j.connector.worker.send.PreparedShapes.Prepared;
 import io.mooncake4j.engine.TransferEngine;
 import java.util.ArrayList;
@@ -73,6 +75,14 @@ import java.util.function.ToIntFunction;
  * in flight. D's side and the messages are unchanged.
  */
 public final class KvSender extends SendBookkeeping implements SideChannelHandler, Quiesce, AutoCloseable {
+
+    /** A ready request of a wave, as the planner sees it. */
+    record Ready(String dReqId, SendBlockMeta sendMeta, int[][] remoteBlockIds) implements ReadyRequest {
+        @Override
+        public int[][] localBlockIds() {
+            return sendMeta.localBlockIds;
+        }
+    }
 
     // the side channel's state: sender loop only unless a comment says otherwise
     final TransferTopology topology;

@@ -1,27 +1,19 @@
 package io.mooncake4j.connector.worker.send;
 
-import io.mooncake4j.connector.wire.MooncakeXferMetadata;
 import io.mooncake4j.connector.worker.MooncakeKvConnectorStats;
 import io.mooncake4j.connector.worker.SideChannelLimits;
 import io.mooncake4j.connector.worker.loop.BackgroundErrors;
 import io.mooncake4j.connector.worker.plan.DescriptorBuffer;
 import io.mooncake4j.connector.worker.plan.LayerLayout;
-import io.mooncake4j.connector.worker.plan.PreparedRegions;
-import io.mooncake4j.connector.worker.plan.ReadyRequest;
 import io.mooncake4j.connector.worker.plan.TransferPlanner;
 import io.mooncake4j.connector.worker.plan.TransferRegion;
-import io.mooncake4j.connector.worker.send.PreparedShapes.Prepared;
 import io.mooncake4j.engine.TransferEngine;
-import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
-import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ScheduledExecutorService;
-import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.function.Function;
 import java.util.function.LongSupplier;
@@ -33,8 +25,8 @@ import org.slf4j.LoggerFactory;
  * The state of P's send path that its parts share (each part extends the one before and holds the
  * state only it touches): the transfers to send, the active pulls, the descriptor buffer, the
  * configuration, and the classes that own a group of state each ({@link TransferPool},
- * {@link PoolShares}, {@link PendingLimits}, {@link PreparedShapes}, {@link RetriedPulls}); and the
- * types of a pull being served ({@link Pull}) and of a layer-wise push. The parts: {@link LayerwisePush}
+ * {@link PoolShares}, {@link PendingLimits}, {@link PreparedShapes}, {@link RetriedPulls}). A pull
+ * being served is a {@link Pull}; a transfer pushed layer by layer has a {@link Layerwise}. The parts: {@link LayerwisePush}
  * (writes layer by layer while the forward pass runs), {@link SendBookkeeping} ({@code record_send_reqs},
  * finished and expired holds), {@link KvSender} (the side channel and the waves). Every field is
  * sender-loop state unless its comment says otherwise; see {@link KvSender} for the threads.
@@ -124,109 +116,6 @@ abstract class SenderState {
         this.shares = new PoolShares(xferPool, limits.transfersPerPeer(numWorkers));
     }
 
-
-    /** One D pull (one side-channel message) being served: vLLM's locals of {@code send_kv_to_decode}. */
-    final class Pull {
-        final byte[] identity;
-        final ReplySink reply;
-        final MooncakeXferMetadata meta;
-        final PreparedRegions regions;
-        final Prepared prepared;
-        final int pairedRemoteRanks;
-        final Map<String, SendBlockMeta> pending = new LinkedHashMap<>();
-        final Map<String, int[][]> remoteBlocks = new LinkedHashMap<>();
-        final Set<String> readyNow = new LinkedHashSet<>();
-        /** D request ids this (re-sent) pull waits on another pull's outcome for ({@link RetriedPulls}). */
-        final Set<String> followed = new LinkedHashSet<>();
-        final String peer;
-        final long bytes;
-        /** When P last heard from or answered D on this pull (P's clock); the staleness rule counts from it. */
-        long lastContact;
-        ScheduledFuture<?> timeout;
-        boolean busy;
-        boolean waveScheduled;
-        // read by the transfer pool before it writes: a wave of an ended pull is never written
-        volatile boolean done;
-        /** Layer-wise push: D request id → its layer-wise progress (requests pushed whole have none). */
-        final Map<String, Target> lwTargets = new HashMap<>();
-        /** Layer-wise writes of this pull on the pool or queued for its share. */
-        int lwInflight;
-
-        Pull(byte[] identity, ReplySink reply, MooncakeXferMetadata meta, Prepared prepared, int paired,
-                String peer, long bytes) {
-            this.peer = peer;
-            this.bytes = bytes;
-            this.identity = identity;
-            this.reply = reply;
-            this.meta = meta;
-            this.prepared = prepared;
-            this.regions = prepared.regions;
-            this.pairedRemoteRanks = paired;
-        }
-    }
-
-    /** A ready request of a wave, as the planner sees it. */
-    record Ready(String dReqId, SendBlockMeta sendMeta, int[][] remoteBlockIds) implements ReadyRequest {
-        @Override
-        public int[][] localBlockIds() {
-            return sendMeta.localBlockIds;
-        }
-    }
-
-
-    // ------------------------------------------------------------------------------ layer-wise push
-
-    /** Layer-wise state of one transfer ({@link SendBlockMeta#layerwise}); sender loop only. */
-    static final class Layerwise {
-        final List<Segment> segments = new ArrayList<>();
-        /** Saved (chunk, layers) pairs in save order; every target writes them in this order. */
-        final List<Event> events = new ArrayList<>();
-        final List<Target> targets = new ArrayList<>();
-        /** The last chunk has every layer saved: nothing more will be written for this transfer. */
-        boolean allSaved;
-    }
-
-    /** One prefill chunk of a transfer: prompt blocks {@code [first, first + local[g].length)} of {@code total}. */
-    static final class Segment {
-        final SendBlockMeta sm;
-        final int[][] local;
-        final int first;
-        final int total;
-        final boolean last;
-        final Set<String> saved = new HashSet<>();
-        boolean complete;
-
-        Segment(SendBlockMeta sm, int[][] local, int first, int total, boolean last) {
-            this.sm = sm;
-            this.local = local;
-            this.first = first;
-            this.total = total;
-            this.last = last;
-        }
-    }
-
-    record Event(Segment segment, List<String> layers) {}
-
-    /** One D request of one pull that is pushed layer by layer. */
-    static final class Target {
-        final Pull pull;
-        final String dReqId;
-        final SendBlockMeta sm;
-        final int[][] remote;
-        /** Events of {@link Layerwise#events} submitted so far. */
-        int cursor;
-        int inflight;
-        /** The first failure, reported to D once; nothing more is written for this request. */
-        String failed;
-        boolean landed;
-
-        Target(Pull pull, String dReqId, SendBlockMeta sm, int[][] remote) {
-            this.pull = pull;
-            this.dReqId = dReqId;
-            this.sm = sm;
-            this.remote = remote;
-        }
-    }
 
     // ------------------------------------------------------------------------------ across the parts
 

@@ -9,7 +9,7 @@
  * (region pairs per shape of D) and {@code RetriedPulls} (which pull serves each D request and the
  * outcomes answered lately, so that a pull D sends again after losing its connection is never
  * written twice). The rest is one object in a chain of parts, each holding the state only it
- * touches: {@code SenderState} (what the parts share, and the types of a pull being served),
+ * touches: {@code SenderState} (what the parts share; a pull being served is a {@code Pull}),
  * {@code LayerwisePush} (writes layer by layer while the forward pass runs), {@code SendBookkeeping}
  * ({@code record_send_reqs}, finished and expired holds, the one expiry timer) and {@code KvSender}
  * (the side channel: a pull's limits, its waves, their writes and answers).
