@@ -85,17 +85,17 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
     }
 
     // the side channel's state: sender loop only unless a comment says otherwise
-    final TransferTopology topology;
-    final PlanErrors planErrors = new PlanErrors();
-    final Set<String> rejectedLogged = new HashSet<>(); // sender loop only
-    final LongAdder errorReplies = new LongAdder();
-    final LongAdder limitRejections = new LongAdder();
+    private final TransferTopology topology;
+    private final PlanErrors planErrors = new PlanErrors();
+    private final Set<String> rejectedLogged = new HashSet<>(); // sender loop only
+    private final LongAdder errorReplies = new LongAdder();
+    private final LongAdder limitRejections = new LongAdder();
     /** Pulls (or writes) refused because their destination is P's own engine. */
-    final LongAdder selfAimedRefusals = new LongAdder();
+    private final LongAdder selfAimedRefusals = new LongAdder();
     /** What P's own engine is called and where it listens. */
-    final SelfTargets selfTargets;
+    private final SelfTargets selfTargets;
     /** A kv_both worker: its own receiver's pulls name its own engine (set before the first pull). */
-    volatile boolean selfAimedPullsAccepted;
+    private volatile boolean selfAimedPullsAccepted;
 
     public KvSender(String engineLabel, TransferEngine engine, MooncakeKvConnectorStats stats, BackgroundErrors errors,
             ScheduledExecutorService loop, int numWorkers, LongSupplier clock, long abortNanos, int localPpSize,

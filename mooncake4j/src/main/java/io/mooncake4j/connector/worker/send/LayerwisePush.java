@@ -42,22 +42,22 @@ abstract class LayerwisePush extends SenderState {
 
     // layer-wise push state: sender loop only unless a comment says otherwise
     /** The distinct registered layer names, in registration order: a chunk is saved when all of them are. */
-    final List<String> layerNames;
-    final Set<String> layerNameSet;
+    private final List<String> layerNames;
+    private final Set<String> layerNameSet;
     /** The chunks of the current forward pass (from the step's metadata), until {@link #onForwardDone}. */
-    List<Segment> stepSegments = new ArrayList<>();
-    final Set<String> unknownLayersLogged = new HashSet<>();
-    final LongAdder layerJobs = new LongAdder();
-    final LongAdder coalescedLayers = new LongAdder();
+    private List<Segment> stepSegments = new ArrayList<>();
+    private final Set<String> unknownLayersLogged = new HashSet<>();
+    private final LongAdder layerJobs = new LongAdder();
+    private final LongAdder coalescedLayers = new LongAdder();
     /** The model runner's tasks ({@link #offerFromModelRunner}) not run yet, in call order. */
-    final ConcurrentLinkedQueue<Runnable> layerHooks = new ConcurrentLinkedQueue<>();
+    private final ConcurrentLinkedQueue<Runnable> layerHooks = new ConcurrentLinkedQueue<>();
     /** A task that runs {@link #layerHooks} is queued on the sender loop and has not started. */
-    final AtomicBoolean hookDrainQueued = new AtomicBoolean();
+    private final AtomicBoolean hookDrainQueued = new AtomicBoolean();
     /** Layer-wise writes submitted whose result the sender loop has not handled (loop writes, any thread reads). */
-    final AtomicInteger layerWritesInFlight = new AtomicInteger();
+    private final AtomicInteger layerWritesInFlight = new AtomicInteger();
     /** Every live layer-wise target has a write in flight (sender loop writes; a hint for {@link #offerFromModelRunner}). */
-    volatile boolean everyTargetWriting;
-    final LongAdder hookWakeups = new LongAdder();
+    private volatile boolean everyTargetWriting;
+    private final LongAdder hookWakeups = new LongAdder();
 
     LayerwisePush(String engineLabel, TransferEngine engine, MooncakeKvConnectorStats stats, BackgroundErrors errors,
             ScheduledExecutorService loop, int numWorkers, LongSupplier clock, long abortNanos, int localPpSize,

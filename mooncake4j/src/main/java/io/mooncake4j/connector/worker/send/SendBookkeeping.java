@@ -31,14 +31,14 @@ import java.util.function.ToIntFunction;
 abstract class SendBookkeeping extends LayerwisePush {
 
     // the holds' state: sender loop only unless a comment says otherwise
-    Set<String> finishedSendingReqs = new LinkedHashSet<>();
+    private Set<String> finishedSendingReqs = new LinkedHashSet<>();
     /** Run on the sender loop after {@code finishedSendingReqs} gained an id or a hold expired; never throws. */
-    volatile Runnable onFinished = () -> { };
+    private volatile Runnable onFinished = () -> { };
     /** The armed expiry wake-up ({@link #armExpiryWake}) and its deadline on {@code clock} (sender loop). */
-    ScheduledFuture<?> expiryWake;
-    long expiryWakeAt;
+    private ScheduledFuture<?> expiryWake;
+    private long expiryWakeAt;
     /** Expiry deadlines of the recorded holds ({@code request_finished} + abort timeout), earliest first. */
-    final ExpiryQueue<SendBlockMeta> holdExpiry = new ExpiryQueue<>(
+    private final ExpiryQueue<SendBlockMeta> holdExpiry = new ExpiryQueue<>(
             (sm, at) -> reqsNeedSend.get(sm.transferId) == sm && !sm.isPlaceholder() && sm.expireNanos == at);
     /** Expiry deadlines of the placeholders of early D pulls (creation + abort timeout), earliest first. */
     final ExpiryQueue<SendBlockMeta> placeholderExpiry = new ExpiryQueue<>(
