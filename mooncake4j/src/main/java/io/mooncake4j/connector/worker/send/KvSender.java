@@ -11,13 +11,16 @@ import io.mooncake4j.connector.worker.SideChannelLimits;
 import io.mooncake4j.connector.worker.loop.BackgroundErrors;
 import io.mooncake4j.connector.worker.loop.WaveTrace;
 import io.mooncake4j.connector.worker.plan.LayerLayout;
+import io.mooncake4j.connector.worker.plan.PlanErrors;
 import io.mooncake4j.connector.worker.plan.PreparedRegions;
+import io.mooncake4j.connector.worker.plan.ReadyRequest;
 import io.mooncake4j.connector.worker.plan.TransferPlanner;
 import io.mooncake4j.connector.worker.plan.TransferPlanningException;
 import io.mooncake4j.connector.worker.plan.TransferRegion;
 import io.mooncake4j.connector.worker.plan.TransferTopology;
+import io.mooncake4j.connector.worker.send.Layerwise.Target;
+import io.mooncake4j.connector.worker.send.PreparedShapes.Prepared;
 import io.mooncake4j.engine.TransferEngine;
-import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
@@ -27,6 +30,7 @@ import java.util.Set;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.LongAdder;
 import java.util.function.Function;
 import java.util.function.LongSupplier;
 import java.util.function.ToIntFunction;
@@ -72,6 +76,27 @@ import java.util.function.ToIntFunction;
  */
 public final class KvSender extends SendBookkeeping implements SideChannelHandler, Quiesce, AutoCloseable {
 
+    /** A ready request of a wave, as the planner sees it. */
+    record Ready(String dReqId, SendBlockMeta sendMeta, int[][] remoteBlockIds) implements ReadyRequest {
+        @Override
+        public int[][] localBlockIds() {
+            return sendMeta.localBlockIds;
+        }
+    }
+
+    // the side channel's state: sender loop only unless a comment says otherwise
+    private final TransferTopology topology;
+    private final PlanErrors planErrors = new PlanErrors();
+    private final Set<String> rejectedLogged = new HashSet<>(); // sender loop only
+    private final LongAdder errorReplies = new LongAdder();
+    private final LongAdder limitRejections = new LongAdder();
+    /** Pulls (or writes) refused because their destination is P's own engine. */
+    private final LongAdder selfAimedRefusals = new LongAdder();
+    /** What P's own engine is called and where it listens. */
+    private final SelfTargets selfTargets;
+    /** A kv_both worker: its own receiver's pulls name its own engine (set before the first pull). */
+    private volatile boolean selfAimedPullsAccepted;
+
     public KvSender(String engineLabel, TransferEngine engine, MooncakeKvConnectorStats stats, BackgroundErrors errors,
             ScheduledExecutorService loop, int numWorkers, LongSupplier clock, long abortNanos, int localPpSize,
             TransferPlanner planner, List<TransferRegion> localRegions, ToIntFunction<String> groupOfLayer,
@@ -100,6 +125,10 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
             int transferThreadNice) {
         super(engineLabel, engine, stats, errors, loop, numWorkers, clock, abortNanos, localPpSize, planner,
                 localRegions, groupOfLayer, layoutOfLayer, limits, layerwise, transferThreadNice);
+        String segment = engine.getLocalSegmentName();
+        int colon = segment.lastIndexOf(':');
+        this.selfTargets = new SelfTargets(segment, engine.getRpcPort(), colon < 0 ? segment : segment.substring(0, colon));
+        this.topology = planner.topology();
     }
 
     /** What this P's KV blocks mean, or null: a pull naming another layout is refused. */
@@ -163,70 +192,6 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
         }
     }
 
-    /** The limit a new pull would exceed, or null (sender loop). */
-    String limitError(String peer, MooncakeXferMetadata meta, long bytes) {
-        int n = meta.reqBlocks().size();
-        long[] mine = pendingByPeer.getOrDefault(peer, new long[2]);
-        if (mine[0] + n > limits.maxPendingPerPeer()) {
-            return String.format(Locale.ROOT, "P side-channel limit: D %s has %d transfer(s) pending at P and this "
-                    + "pull names %d more, above the per-peer limit of %d; retry later", peer, mine[0], n,
-                    limits.maxPendingPerPeer());
-        }
-        if (pendingTotal + n > limits.maxPendingTotal()) {
-            return String.format(Locale.ROOT, "P side-channel limit: %d transfer(s) pending at P and this pull names "
-                    + "%d more, above the limit of %d; retry later", pendingTotal, n, limits.maxPendingTotal());
-        }
-        if (mine[1] + bytes > maxBytesPerPeer || pendingBytesTotal + bytes > maxBytesTotal) {
-            return String.format(Locale.ROOT, "P side-channel limit: pending pulls hold %d bytes of metadata for D %s "
-                    + "(%d in all); this pull of %d bytes is above the limit of %d per peer, %d in all; retry later",
-                    mine[1], peer, pendingBytesTotal, bytes, maxBytesPerPeer, maxBytesTotal);
-        }
-        int fresh = 0;
-        Set<String> seen = new HashSet<>();
-        for (MooncakeXferMetadata.ReqBlocks rb : meta.reqBlocks().values()) {
-            if (!reqsNeedSend.containsKey(rb.transferId()) && seen.add(rb.transferId())) {
-                fresh++;
-            }
-        }
-        if (placeholders + fresh > limits.maxPendingTotal()) {
-            return String.format(Locale.ROOT, "P side-channel limit: P holds %d placeholder(s) for transfers it has "
-                    + "not scheduled and this pull names %d more, above the limit of %d; retry later", placeholders,
-                    fresh, limits.maxPendingTotal());
-        }
-        return null;
-    }
-
-    /** Counts a new pull's pending transfer ids and metadata bytes against the limits (sender loop). */
-    void pend(Pull pull) {
-        long[] mine = pendingByPeer.computeIfAbsent(pull.peer, k -> new long[2]);
-        mine[0] += pull.pending.size() + pull.followed.size();
-        mine[1] += pull.bytes;
-        pendingTotal += pull.pending.size() + pull.followed.size();
-        pendingBytesTotal += pull.bytes;
-    }
-
-    /** {@code n} pending transfer ids of {@code pull} are no longer waited for. */
-    void unpend(Pull pull, int n) {
-        long[] mine = pendingByPeer.get(pull.peer);
-        if (mine != null) {
-            mine[0] -= n;
-            pendingTotal -= n;
-        }
-    }
-
-    /** The pull ended: what is left of it no longer counts. */
-    void unpendAll(Pull pull) {
-        unpend(pull, pull.pending.size() + pull.followed.size());
-        long[] mine = pendingByPeer.get(pull.peer);
-        if (mine != null) {
-            mine[1] -= pull.bytes;
-            pendingBytesTotal -= pull.bytes;
-            if (mine[0] <= 0 && mine[1] <= 0) {
-                pendingByPeer.remove(pull.peer);
-            }
-        }
-    }
-
     void sendKvToDecode(byte[] identity, ReplySink reply, MooncakeXferMetadata meta, long bytes) {
         String peer = meta.remoteHostname() + ":" + meta.remotePort();
         String self = selfAimedPullsAccepted ? null : selfTargets.refusal(meta.remoteHostname(), meta.remotePort());
@@ -237,7 +202,7 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
             replyError(reply, self);
             return;
         }
-        String limit = limitError(peer, meta, bytes);
+        String limit = pendingLimits.limitError(peer, meta, bytes, reqsNeedSend::containsKey);
         if (limit != null) {
             limitRejections.increment();
             logRejected("P side-channel limit exceeded (pending transfers, placeholders or metadata bytes); "
@@ -262,7 +227,7 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
             replyError(reply, pairing);
             return;
         }
-        Prepared cached = prepared(meta);
+        Prepared cached = preparedShapes.prepared(meta);
         PreparedRegions prepared = cached.regions;
         WaveTrace.mark(WaveTrace.Point.P_PREPARED);
         if (!prepared.ok()) {
@@ -304,7 +269,7 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
             if (sm == null) { // D arrived before P's scheduler
                 sm = new SendBlockMeta("", transferId, new int[0][], now);
                 reqsNeedSend.put(transferId, sm);
-                placeholders++;
+                pendingLimits.placeholderAdded();
                 placeholderExpiry.add(now + abortNanos, sm, reqsNeedSend.size());
             }
             if (pull.pending.put(e.getKey(), sm) == null) {
@@ -320,7 +285,7 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
             send(reply, MooncakeXferResponse.of(MooncakeXferResponseStatus.CONTINUE, knownOk, knownErr, knownMsg));
         }
         activePulls.add(pull);
-        pend(pull);
+        pendingLimits.pend(pull.peer, pull.pending.size() + pull.followed.size(), pull.bytes);
         if (layerwise) {
             for (Map.Entry<String, SendBlockMeta> e : pull.pending.entrySet()) {
                 if (e.getValue().layerwise != null) {
@@ -411,7 +376,7 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
             settle(pull, id, false, ABANDONED_MESSAGE, false); // not answered: a re-send is served afresh
         }
         if (activePulls.contains(pull)) {
-            unpendAll(pull);
+            pendingLimits.unpendAll(pull.peer, pull.pending.size() + pull.followed.size(), pull.bytes);
         }
         pull.pending.clear();
         pull.followed.clear(); // its followings are dropped when the first pulls settle
@@ -434,7 +399,7 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
         for (String dReqId : pull.readyNow) {
             SendBlockMeta sm = pull.pending.remove(dReqId);
             sm.waiters--;
-            unpend(pull, 1);
+            pendingLimits.unpend(pull.peer, 1);
             if (reqsNeedSend.get(sm.transferId) == sm) {
                 sm.sending++; // blocks expiry
                 if (sm.needSend == 0) {
@@ -509,7 +474,7 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
         String peer = pull.peer;
         Runnable job = () -> {
             int ret;
-            writing.incrementAndGet(); // before the check: abandonAllPulls' waiter sees this write
+            xferPool.writeStarted(); // before the check: abandonAllPulls' waiter sees this write
             try {
                 if (pull.done) {
                     ret = ABANDONED;
@@ -519,7 +484,7 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
                     ret = sendBlocks(session, src, dst, len, bytes);
                 }
             } finally {
-                writing.decrementAndGet();
+                xferPool.writeEnded();
             }
             // Every byte landed: D's answer is known already (it depends on the wave alone), so it goes
             // from here, before the hand-off of the bookkeeping to the loop (waking the loop
@@ -537,55 +502,21 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
             long answered = answeredAt;
             try {
                 loop.execute(errors.guarded("sender loop", () -> {
-                    releaseShare(peer);
+                    shares.release(peer);
                     finishWave(pull, ready, errReqs, wErrMsg, status, ret, answered);
                 }));
             } catch (RejectedExecutionException e) {
                 LOG.debug("sender loop stopped; dropping the result of a transfer to {}", session);
             }
         };
-        int inFlight = inFlightByPeer.getOrDefault(peer, 0);
-        if (inFlight >= perPeerShare) {
-            wavesQueuedForShare.increment();
-            LOG.debug("D {} already has {} transfer(s) on the pool (its share); queueing a wave", peer, inFlight);
-            queuedByPeer.computeIfAbsent(peer, k -> new ArrayDeque<>()).addLast(job);
+        if (!shares.take(peer)) {
+            LOG.debug("D {} already has {} transfer(s) on the pool (its share); queueing a wave", peer,
+                    shares.inFlight(peer));
+            shares.queue(peer, job);
             return;
         }
-        inFlightByPeer.put(peer, inFlight + 1);
         WaveTrace.mark(WaveTrace.Point.P_WAVE_SUBMIT);
-        submit(peer, job, () -> finishWave(pull, ready, errReqs, wErrMsg, status, -1, NOT_ANSWERED));
-    }
-
-    void submit(String peer, Runnable job, Runnable onRejected) {
-        try {
-            xferPool.execute(job);
-        } catch (RejectedExecutionException e) {
-            releaseShare(peer);
-            onRejected.run();
-        }
-    }
-
-    /** A transfer of {@code peer} left the pool (sender loop): its next queued wave, if any, takes the slot. */
-    void releaseShare(String peer) {
-        ArrayDeque<Runnable> q = queuedByPeer.get(peer);
-        Runnable next = q == null ? null : q.pollFirst();
-        if (q != null && q.isEmpty()) {
-            queuedByPeer.remove(peer);
-        }
-        if (next == null) {
-            int n = inFlightByPeer.getOrDefault(peer, 1) - 1;
-            if (n <= 0) {
-                inFlightByPeer.remove(peer);
-            } else {
-                inFlightByPeer.put(peer, n);
-            }
-            return;
-        }
-        try {
-            xferPool.execute(next); // the slot passes on
-        } catch (RejectedExecutionException e) {
-            LOG.debug("transfer pool stopped; dropping a queued wave to {}", peer);
-        }
+        shares.submit(peer, job, () -> finishWave(pull, ready, errReqs, wErrMsg, status, -1, NOT_ANSWERED));
     }
 
     private static int port(String s) {
@@ -764,7 +695,7 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
 
     /** Waves that waited on the loop because their D already used its share of the transfer pool. */
     public long wavesQueuedForShare() {
-        return wavesQueuedForShare.sum();
+        return shares.queuedTotal();
     }
 
     /**
@@ -789,23 +720,12 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
     /** No transfer-pool job is between its abandonment check and the end of its write. */
     @Override
     public boolean writesIdle() {
-        return writing.get() == 0;
+        return xferPool.writesIdle();
     }
 
     /** Stops the transfer pool; in-flight transfers are not cancelled (spec §15 #15), waited for briefly. */
     @Override
     public void close() {
-        xferPool.shutdown();
-        try {
-            if (!xferPool.awaitTermination(5, TimeUnit.SECONDS)) {
-                xferPool.shutdownNow();
-                if (!xferPool.awaitTermination(5, TimeUnit.SECONDS)) {
-                    LOG.error("mooncake-p-xfer threads did not stop within 10 s (a transfer is blocked)");
-                }
-            }
-        } catch (InterruptedException e) {
-            xferPool.shutdownNow();
-            Thread.currentThread().interrupt();
-        }
+        xferPool.close();
     }
 }

@@ -9,16 +9,26 @@ import io.mooncake4j.connector.worker.plan.PreparedRegions;
 import io.mooncake4j.connector.worker.plan.TransferPlanner;
 import io.mooncake4j.connector.worker.plan.TransferPlanningException;
 import io.mooncake4j.connector.worker.plan.TransferRegion;
+import io.mooncake4j.connector.worker.send.Layerwise.Event;
+import io.mooncake4j.connector.worker.send.Layerwise.Segment;
+import io.mooncake4j.connector.worker.send.Layerwise.Target;
+import io.mooncake4j.connector.worker.send.PreparedShapes.Prepared;
 import io.mooncake4j.engine.TransferEngine;
-import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.LongAdder;
 import java.util.function.Function;
 import java.util.function.LongSupplier;
 import java.util.function.ToIntFunction;
@@ -30,6 +40,25 @@ import java.util.function.ToIntFunction;
  */
 abstract class LayerwisePush extends SenderState {
 
+    // layer-wise push state: sender loop only unless a comment says otherwise
+    /** The distinct registered layer names, in registration order: a chunk is saved when all of them are. */
+    private final List<String> layerNames;
+    private final Set<String> layerNameSet;
+    /** The chunks of the current forward pass (from the step's metadata), until {@link #onForwardDone}. */
+    private List<Segment> stepSegments = new ArrayList<>();
+    private final Set<String> unknownLayersLogged = new HashSet<>();
+    private final LongAdder layerJobs = new LongAdder();
+    private final LongAdder coalescedLayers = new LongAdder();
+    /** The model runner's tasks ({@link #offerFromModelRunner}) not run yet, in call order. */
+    private final ConcurrentLinkedQueue<Runnable> layerHooks = new ConcurrentLinkedQueue<>();
+    /** A task that runs {@link #layerHooks} is queued on the sender loop and has not started. */
+    private final AtomicBoolean hookDrainQueued = new AtomicBoolean();
+    /** Layer-wise writes submitted whose result the sender loop has not handled (loop writes, any thread reads). */
+    private final AtomicInteger layerWritesInFlight = new AtomicInteger();
+    /** Every live layer-wise target has a write in flight (sender loop writes; a hint for {@link #offerFromModelRunner}). */
+    private volatile boolean everyTargetWriting;
+    private final LongAdder hookWakeups = new LongAdder();
+
     LayerwisePush(String engineLabel, TransferEngine engine, MooncakeKvConnectorStats stats, BackgroundErrors errors,
             ScheduledExecutorService loop, int numWorkers, LongSupplier clock, long abortNanos, int localPpSize,
             TransferPlanner planner, List<TransferRegion> localRegions, ToIntFunction<String> groupOfLayer,
@@ -37,6 +66,12 @@ abstract class LayerwisePush extends SenderState {
             int transferThreadNice) {
         super(engineLabel, engine, stats, errors, loop, numWorkers, clock, abortNanos, localPpSize, planner,
                 localRegions, groupOfLayer, layoutOfLayer, limits, layerwise, transferThreadNice);
+        LinkedHashSet<String> names = new LinkedHashSet<>();
+        for (TransferRegion r : localRegions) {
+            names.add(r.layerName());
+        }
+        this.layerNames = List.copyOf(names);
+        this.layerNameSet = Set.copyOf(names);
     }
 
     /**
@@ -246,7 +281,7 @@ abstract class LayerwisePush extends SenderState {
             checkLanded(t);
             return;
         }
-        if (t.inflight > 0 && inFlightByPeer.getOrDefault(pull.peer, 0) >= perPeerShare) {
+        if (t.inflight > 0 && shares.full(pull.peer)) {
             // a write of this request runs or waits for D's share already: rather than queue one write
             // per layer behind it, its end pumps again and every layer saved meanwhile goes in one write
             coalescedLayers.increment();
@@ -291,7 +326,7 @@ abstract class LayerwisePush extends SenderState {
         String peer = pull.peer;
         Runnable job = () -> {
             int ret;
-            writing.incrementAndGet();
+            xferPool.writeStarted();
             try {
                 if (pull.done) {
                     ret = ABANDONED;
@@ -301,26 +336,23 @@ abstract class LayerwisePush extends SenderState {
                     ret = sendBlocks(session, src, dst, len, bytes);
                 }
             } finally {
-                writing.decrementAndGet();
+                xferPool.writeEnded();
             }
             try {
                 loop.execute(errors.guarded("sender loop", () -> {
-                    releaseShare(peer);
+                    shares.release(peer);
                     onLayerWritten(t, ret);
                 }));
             } catch (RejectedExecutionException e) {
                 LOG.debug("sender loop stopped; dropping the result of a layer-wise transfer to {}", session);
             }
         };
-        int inFlight = inFlightByPeer.getOrDefault(peer, 0);
-        if (inFlight >= perPeerShare) {
-            wavesQueuedForShare.increment();
-            queuedByPeer.computeIfAbsent(peer, k -> new ArrayDeque<>()).addLast(job);
+        if (!shares.take(peer)) {
+            shares.queue(peer, job);
             refreshHookHint();
             return;
         }
-        inFlightByPeer.put(peer, inFlight + 1);
-        submit(peer, job, () -> onLayerWritten(t, -1));
+        shares.submit(peer, job, () -> onLayerWritten(t, -1));
         refreshHookHint();
     }
 

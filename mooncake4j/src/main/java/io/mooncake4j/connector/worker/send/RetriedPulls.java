@@ -40,9 +40,9 @@ final class RetriedPulls {
     private final long ttlNanos;
     private final int cap;
     /** Key → the pull serving that request now (until its outcome is settled). */
-    private final Map<String, SenderState.Pull> serving = new HashMap<>();
+    private final Map<String, Pull> serving = new HashMap<>();
     /** Key → re-sent pulls waiting for the serving pull's outcome of that request. */
-    private final Map<String, List<SenderState.Pull>> followers = new HashMap<>();
+    private final Map<String, List<Pull>> followers = new HashMap<>();
     private final LinkedHashMap<String, Outcome> answered = new LinkedHashMap<>();
     private final LinkedHashMap<String, Long> finishedTransfers = new LinkedHashMap<>();
 
@@ -60,15 +60,15 @@ final class RetriedPulls {
     }
 
     /** The pull now serving {@code key}, or null. */
-    SenderState.Pull servedBy(String key) {
+    Pull servedBy(String key) {
         return serving.get(key);
     }
 
-    void serve(String key, SenderState.Pull pull) {
+    void serve(String key, Pull pull) {
         serving.put(key, pull);
     }
 
-    void follow(String key, SenderState.Pull pull) {
+    void follow(String key, Pull pull) {
         followers.computeIfAbsent(key, k -> new ArrayList<>(1)).add(pull);
         followedCount.increment();
     }
@@ -99,7 +99,7 @@ final class RetriedPulls {
      * pulls that followed it (each still to be answered), empty when none; null when {@code pull} was not
      * the one serving {@code key} (settled already).
      */
-    List<SenderState.Pull> settle(String key, SenderState.Pull pull, boolean ok, String errMsg, boolean remember,
+    List<Pull> settle(String key, Pull pull, boolean ok, String errMsg, boolean remember,
             long now) {
         if (!serving.remove(key, pull)) {
             return null;
@@ -110,7 +110,7 @@ final class RetriedPulls {
             answered.put(key, new Outcome(ok, errMsg, now));
             trim(answered);
         }
-        List<SenderState.Pull> f = followers.remove(key);
+        List<Pull> f = followers.remove(key);
         return f == null ? List.of() : f;
     }
 

@@ -32,8 +32,8 @@ public final class SendBlockMeta {
     int sending;
     /** D pulls now waiting for {@link #ready}; a placeholder does not expire while one waits. */
     int waiters;
-    /** Layer-wise push state ({@code SenderState.Layerwise}); null when the request is pushed whole. */
-    SenderState.Layerwise layerwise;
+    /** Layer-wise push state ({@code Layerwise}); null when the request is pushed whole. */
+    Layerwise layerwise;
     /** Every D pull landed (layer-wise) before {@code request_finished}: report finished when it comes. */
     boolean sentEarly;
 

@@ -30,6 +30,20 @@ import java.util.function.ToIntFunction;
  */
 abstract class SendBookkeeping extends LayerwisePush {
 
+    // the holds' state: sender loop only unless a comment says otherwise
+    private Set<String> finishedSendingReqs = new LinkedHashSet<>();
+    /** Run on the sender loop after {@code finishedSendingReqs} gained an id or a hold expired; never throws. */
+    private volatile Runnable onFinished = () -> { };
+    /** The armed expiry wake-up ({@link #armExpiryWake}) and its deadline on {@code clock} (sender loop). */
+    private ScheduledFuture<?> expiryWake;
+    private long expiryWakeAt;
+    /** Expiry deadlines of the recorded holds ({@code request_finished} + abort timeout), earliest first. */
+    private final ExpiryQueue<SendBlockMeta> holdExpiry = new ExpiryQueue<>(
+            (sm, at) -> reqsNeedSend.get(sm.transferId) == sm && !sm.isPlaceholder() && sm.expireNanos == at);
+    /** Expiry deadlines of the placeholders of early D pulls (creation + abort timeout), earliest first. */
+    final ExpiryQueue<SendBlockMeta> placeholderExpiry = new ExpiryQueue<>(
+            (sm, at) -> reqsNeedSend.get(sm.transferId) == sm && sm.isPlaceholder());
+
     SendBookkeeping(String engineLabel, TransferEngine engine, MooncakeKvConnectorStats stats, BackgroundErrors errors,
             ScheduledExecutorService loop, int numWorkers, LongSupplier clock, long abortNanos, int localPpSize,
             TransferPlanner planner, List<TransferRegion> localRegions, ToIntFunction<String> groupOfLayer,
@@ -57,7 +71,7 @@ abstract class SendBookkeeping extends LayerwisePush {
                     continue;
                 }
                 if (sm.isPlaceholder()) {
-                    placeholders--;
+                    pendingLimits.placeholderGone();
                 }
                 sm.pReqId = pReqId;
                 sm.localBlockIds = blockIds;
@@ -75,14 +89,14 @@ abstract class SendBookkeeping extends LayerwisePush {
                     reqsNeedSend.put(transferId, new SendBlockMeta(pReqId, transferId, new int[0][], now));
                 } else if (sm.isPlaceholder()) {
                     sm.pReqId = pReqId; // P now owns it: no placeholder expiry any more
-                    placeholders--;
+                    pendingLimits.placeholderGone();
                 }
             }
         }
         for (String transferId : metadata.reqsNotProcessed()) {
             SendBlockMeta sm = reqsNeedSend.remove(transferId);
             if (sm != null && sm.isPlaceholder()) {
-                placeholders--;
+                pendingLimits.placeholderGone();
             }
             if (sm == null) {
                 LOG.debug("reqs_not_processed names transfer {} that is not pending; ignored", transferId);
@@ -174,7 +188,7 @@ abstract class SendBookkeeping extends LayerwisePush {
             LOG.warn("Transfer {} was pulled by D but never scheduled on P {}; dropping its placeholder after "
                     + "{} seconds.", sm.transferId, engineLabel, TimeUnit.NANOSECONDS.toSeconds(abortNanos));
             placeholdersExpired.increment();
-            placeholders--;
+            pendingLimits.placeholderGone();
             reqsNeedSend.remove(sm.transferId, sm);
             return true;
         });
@@ -185,9 +199,6 @@ abstract class SendBookkeeping extends LayerwisePush {
 
     /** Ends a pull being served (KvSender). */
     abstract void end(Pull pull);
-
-    /** {@code n} pending transfer ids of {@code pull} are no longer waited for (KvSender). */
-    abstract void unpend(Pull pull, int n);
 
     String retryKey(Pull pull, String dReqId) {
         return RetriedPulls.key(pull.peer, dReqId, pull.meta.reqBlocks().get(dReqId).transferId());
@@ -208,7 +219,7 @@ abstract class SendBookkeeping extends LayerwisePush {
         }
         for (Pull f : followers) {
             if (!f.done && f.followed.remove(dReqId)) {
-                unpend(f, 1);
+                pendingLimits.unpend(f.peer, 1);
                 answerFollower(f, dReqId, ok, remember ? errMsg : ABANDONED_MESSAGE);
             }
         }

@@ -28,11 +28,9 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledExecutorService;
-import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
-import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.concurrent.locks.LockSupport;
 import java.util.function.Supplier;
@@ -46,8 +44,8 @@ import org.slf4j.LoggerFactory;
  * hand-off and spun the I/O thread it had just signalled).
  *
  * <p>Threads: {@code mooncake-p-listener-0} owns the selector, the listening channel and every
- * connection; it reads, decodes, and hands each message to {@code mooncake-p-sender-0}, where the
- * {@link SideChannelHandler} runs. Replies from any thread go into a queue and wake the listener
+ * connection; it reads, decodes, and hands each message to {@code mooncake-p-sender-0} (the
+ * {@link SenderLoop} this listener holds), where the {@link SideChannelHandler} runs. Replies from any thread go into a queue and wake the listener
  * through a {@link Pipe} registered with its selector; the listener routes them by identity.
  *
  * <p>Unlike vLLM (spec §15 #6) nothing a peer sends ends the listener: a message with the wrong
@@ -150,8 +148,7 @@ public final class SenderListener implements AutoCloseable {
     private final long idleEvictNanos;
     private final int maxConnections;
     private final SelectorLoop loop;
-    private final ScheduledExecutorService senderLoop;
-    private final AtomicReference<Thread> senderThread = new AtomicReference<>();
+    private final SenderLoop senderLoop;
     private final CompletableFuture<Integer> ready = new CompletableFuture<>();
     private final ConcurrentLinkedQueue<Reply> replies = new ConcurrentLinkedQueue<>();
     private final AtomicBoolean closed = new AtomicBoolean();
@@ -219,17 +216,7 @@ public final class SenderListener implements AutoCloseable {
         this.zmtpLimits = ZmtpLimits.of(Math.min(limits.maxMetadataBytes(), Integer.MAX_VALUE - 64L));
         this.backlogBudget = Math.max(4 * limits.maxMetadataBytes(), 1L << 20);
         this.loop = new SelectorLoop("mooncake-p-listener-0", new RouterLoop());
-        ScheduledThreadPoolExecutor sender = new ScheduledThreadPoolExecutor(1, r -> {
-            Thread t = new Thread(r, "mooncake-p-sender-0");
-            t.setDaemon(true);
-            senderThread.set(t);
-            return t;
-        });
-        sender.setRemoveOnCancelPolicy(true);
-        sender.setExecuteExistingDelayedTasksAfterShutdownPolicy(false);
-        sender.setContinueExistingPeriodicTasksAfterShutdownPolicy(false);
-        sender.prestartAllCoreThreads();
-        this.senderLoop = sender;
+        this.senderLoop = new SenderLoop();
         this.loop.start();
     }
 
@@ -238,7 +225,7 @@ public final class SenderListener implements AutoCloseable {
     }
 
     public ScheduledExecutorService senderLoop() {
-        return senderLoop;
+        return senderLoop.executor();
     }
 
     public ListenerStats stats() {
@@ -657,7 +644,7 @@ public final class SenderListener implements AutoCloseable {
         long held = bytes;
         backlogBytes.addAndGet(held);
         try {
-            senderLoop.execute(() -> {
+            senderLoop.executor().execute(() -> {
                 try {
                     handler.get().onMessage(identity, frames, sink);
                 } catch (Exception | Error e) {
@@ -765,35 +752,9 @@ public final class SenderListener implements AutoCloseable {
             return;
         }
         boolean listenerStopped = loop.stop(JOIN_MS);
-        senderLoop.shutdown();
-        try {
-            if (!senderLoop.awaitTermination(JOIN_MS, TimeUnit.MILLISECONDS)) {
-                senderLoop.shutdownNow();
-                if (!senderLoop.awaitTermination(JOIN_MS, TimeUnit.MILLISECONDS)) {
-                    LOG.error("mooncake-p-sender-0 did not stop within {} ms (a handler is blocked)", 2 * JOIN_MS);
-                }
-            }
-            if (senderLoop.isTerminated() && !join(senderThread.get())) {
-                LOG.error("mooncake-p-sender-0 did not exit within {} ms", JOIN_MS);
-            }
-        } catch (InterruptedException e) {
-            senderLoop.shutdownNow();
-            Thread.currentThread().interrupt();
-        }
+        senderLoop.stop(JOIN_MS);
         if (!listenerStopped) {
             LOG.error("{} did not stop within {} ms", loop.threadName(), JOIN_MS);
         }
-    }
-
-    private static boolean join(Thread t) {
-        if (t == null) {
-            return true;
-        }
-        try {
-            t.join(JOIN_MS);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        }
-        return !t.isAlive();
     }
 }

@@ -1,36 +1,19 @@
 package io.mooncake4j.connector.worker.send;
 
-import io.mooncake4j.connector.wire.MooncakeXferMetadata;
 import io.mooncake4j.connector.worker.MooncakeKvConnectorStats;
 import io.mooncake4j.connector.worker.SideChannelLimits;
 import io.mooncake4j.connector.worker.loop.BackgroundErrors;
 import io.mooncake4j.connector.worker.plan.DescriptorBuffer;
 import io.mooncake4j.connector.worker.plan.LayerLayout;
-import io.mooncake4j.connector.worker.plan.PlanErrors;
-import io.mooncake4j.connector.worker.plan.PreparedRegions;
-import io.mooncake4j.connector.worker.plan.ReadyRequest;
 import io.mooncake4j.connector.worker.plan.TransferPlanner;
 import io.mooncake4j.connector.worker.plan.TransferRegion;
-import io.mooncake4j.connector.worker.plan.TransferTopology;
 import io.mooncake4j.engine.TransferEngine;
-import io.mooncake4j.internal.sys.ThreadTuning;
-import java.util.ArrayDeque;
-import java.util.ArrayList;
-import java.util.Arrays;
-import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
-import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.ScheduledExecutorService;
-import java.util.concurrent.ScheduledFuture;
-import java.util.concurrent.ThreadPoolExecutor;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.function.Function;
 import java.util.function.LongSupplier;
@@ -39,10 +22,12 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The state of P's send path shared by its parts (one class per concern, each extending the one
- * before): the sender loop's maps and counters, the transfer pool, the limits, and the types of a
- * pull being served ({@link Pull}) and of a layer-wise push. The parts: {@link LayerwisePush} (writes
- * layer by layer while the forward pass runs), {@link SendBookkeeping} ({@code record_send_reqs},
+ * The state of P's send path that its parts share (each part extends the one before and holds the
+ * state only it touches): the transfers to send, the active pulls, the descriptor buffer, the
+ * configuration, and the classes that own a group of state each ({@link TransferPool},
+ * {@link PoolShares}, {@link PendingLimits}, {@link PreparedShapes}, {@link RetriedPulls}). A pull
+ * being served is a {@link Pull}; a transfer pushed layer by layer has a {@link Layerwise}. The parts: {@link LayerwisePush}
+ * (writes layer by layer while the forward pass runs), {@link SendBookkeeping} ({@code record_send_reqs},
  * finished and expired holds), {@link KvSender} (the side channel and the waves). Every field is
  * sender-loop state unless its comment says otherwise; see {@link KvSender} for the threads.
  */
@@ -72,115 +57,50 @@ abstract class SenderState {
     final MooncakeKvConnectorStats stats;
     final BackgroundErrors errors;
     final ScheduledExecutorService loop;
-    final ExecutorService xferPool;
+    /** The transfer threads (they own themselves). */
+    final TransferPool xferPool;
+    /** Each D's share of {@link #xferPool} (sender loop). */
+    final PoolShares shares;
     final LongSupplier clock;
     final long abortNanos;
     final int localPpSize;
     final TransferPlanner planner;
-    final TransferTopology topology;
     final List<TransferRegion> localRegions;
     final ToIntFunction<String> groupOfLayer;
     final Function<String, LayerLayout> layoutOfLayer;
+    /** The region pairs prepared per shape of D (sender loop). */
+    final PreparedShapes preparedShapes;
 
     // sender-loop state
     final Map<String, SendBlockMeta> reqsNeedSend = new LinkedHashMap<>();
-    Set<String> finishedSendingReqs = new LinkedHashSet<>();
-    /** Run on the sender loop after {@code finishedSendingReqs} gained an id or a hold expired; never throws. */
-    volatile Runnable onFinished = () -> { };
-    /** The armed expiry wake-up ({@link #armExpiryWake}) and its deadline on {@code clock} (sender loop). */
-    ScheduledFuture<?> expiryWake;
-    long expiryWakeAt;
-    /** Expiry deadlines of the recorded holds ({@code request_finished} + abort timeout), earliest first. */
-    final ExpiryQueue<SendBlockMeta> holdExpiry = new ExpiryQueue<>(
-            (sm, at) -> reqsNeedSend.get(sm.transferId) == sm && !sm.isPlaceholder() && sm.expireNanos == at);
-    /** Expiry deadlines of the placeholders of early D pulls (creation + abort timeout), earliest first. */
-    final ExpiryQueue<SendBlockMeta> placeholderExpiry = new ExpiryQueue<>(
-            (sm, at) -> reqsNeedSend.get(sm.transferId) == sm && sm.isPlaceholder());
     final DescriptorBuffer buf = new DescriptorBuffer(1024);
-    final PlanErrors planErrors = new PlanErrors();
     final Set<Pull> activePulls = new HashSet<>();
 
     static final int MAX_DISTINCT_REJECTIONS = 256;
-    final Set<String> rejectedLogged = new HashSet<>(); // sender loop only
-    final LongAdder errorReplies = new LongAdder();
     final LongAdder placeholdersExpired = new LongAdder();
-    final LongAdder limitRejections = new LongAdder();
-    /** Pulls (or writes) refused because their destination is P's own engine. */
-    final LongAdder selfAimedRefusals = new LongAdder();
-    /** What P's own engine is called and where it listens. */
-    final SelfTargets selfTargets;
-    /** A kv_both worker: its own receiver's pulls name its own engine (set before the first pull). */
-    volatile boolean selfAimedPullsAccepted;
     final LongAdder staleWaves = new LongAdder();
-    final LongAdder wavesQueuedForShare = new LongAdder();
-    /** Transfer-pool jobs between their abandonment check and the end of their write. */
-    final AtomicInteger writing = new AtomicInteger();
 
     final SideChannelLimits limits;
     /** D requests served or answered lately, so that a re-sent pull is never written twice. */
     final RetriedPulls retried;
-    final int perPeerShare;
-    final long maxBytesPerPeer;
-    final long maxBytesTotal;
-    // sender-loop state of the limits
-    final Map<String, long[]> pendingByPeer = new HashMap<>(); // peer -> {transfer ids, metadata bytes}
-    long pendingTotal;
-    long pendingBytesTotal;
-    int placeholders;
-    final Map<String, Integer> inFlightByPeer = new HashMap<>();
-    final Map<String, ArrayDeque<Runnable>> queuedByPeer = new HashMap<>();
+    /** What the pulls hold against the limits (sender loop). */
+    final PendingLimits pendingLimits;
 
-    // layer-wise push (sender-loop state)
+    /** Layer-wise push is on ({@code layerwise_push}); its state is {@link LayerwisePush}'s. */
     final boolean layerwise;
-    /** The distinct registered layer names, in registration order: a chunk is saved when all of them are. */
-    final List<String> layerNames;
-    final Set<String> layerNameSet;
-    /** The chunks of the current forward pass (from the step's metadata), until {@link #onForwardDone}. */
-    List<Segment> stepSegments = new ArrayList<>();
-    final Set<String> unknownLayersLogged = new HashSet<>();
-    final LongAdder layerJobs = new LongAdder();
-    final LongAdder coalescedLayers = new LongAdder();
-    /** The model runner's tasks ({@link #offerFromModelRunner}) not run yet, in call order. */
-    final java.util.concurrent.ConcurrentLinkedQueue<Runnable> layerHooks =
-            new java.util.concurrent.ConcurrentLinkedQueue<>();
-    /** A task that runs {@link #layerHooks} is queued on the sender loop and has not started. */
-    final java.util.concurrent.atomic.AtomicBoolean hookDrainQueued =
-            new java.util.concurrent.atomic.AtomicBoolean();
-    /** Layer-wise writes submitted whose result the sender loop has not handled (loop writes, any thread reads). */
-    final AtomicInteger layerWritesInFlight = new AtomicInteger();
-    /** Every live layer-wise target has a write in flight (sender loop writes; a hint for {@link #offerFromModelRunner}). */
-    volatile boolean everyTargetWriting;
-    final LongAdder hookWakeups = new LongAdder();
-    final java.util.concurrent.atomic.AtomicBoolean niceRefusedLogged =
-            new java.util.concurrent.atomic.AtomicBoolean();
 
-    /**
-     * As above; {@code transferThreadNice > 0} makes each transfer thread set that nice value when it
-     * starts (and so the engine threads it starts: Linux threads inherit it), warned once where the
-     * system refuses.
-     */
+    /** {@code transferThreadNice}: see {@link TransferPool}. */
     SenderState(String engineLabel, TransferEngine engine, MooncakeKvConnectorStats stats, BackgroundErrors errors,
             ScheduledExecutorService loop, int numWorkers, LongSupplier clock, long abortNanos, int localPpSize,
             TransferPlanner planner, List<TransferRegion> localRegions, ToIntFunction<String> groupOfLayer,
             Function<String, LayerLayout> layoutOfLayer, SideChannelLimits limits, boolean layerwise,
             int transferThreadNice) {
         this.layerwise = layerwise;
-        LinkedHashSet<String> names = new LinkedHashSet<>();
-        for (TransferRegion r : localRegions) {
-            names.add(r.layerName());
-        }
-        this.layerNames = List.copyOf(names);
-        this.layerNameSet = Set.copyOf(names);
         this.engineLabel = engineLabel;
         this.limits = limits;
         this.retried = new RetriedPulls(abortNanos, limits.maxPendingTotal());
-        this.perPeerShare = limits.transfersPerPeer(numWorkers);
-        this.maxBytesPerPeer = 4 * limits.maxMetadataBytes();
-        this.maxBytesTotal = 16 * limits.maxMetadataBytes();
+        this.pendingLimits = new PendingLimits(limits);
         this.engine = engine;
-        String segment = engine.getLocalSegmentName();
-        int colon = segment.lastIndexOf(':');
-        this.selfTargets = new SelfTargets(segment, engine.getRpcPort(), colon < 0 ? segment : segment.substring(0, colon));
         this.stats = stats;
         this.errors = errors;
         this.loop = loop;
@@ -188,212 +108,19 @@ abstract class SenderState {
         this.abortNanos = abortNanos;
         this.localPpSize = localPpSize;
         this.planner = planner;
-        this.topology = planner.topology();
         this.localRegions = List.copyOf(localRegions);
         this.groupOfLayer = groupOfLayer;
         this.layoutOfLayer = layoutOfLayer;
-        AtomicInteger n = new AtomicInteger();
-        this.xferPool = new ThreadPoolExecutor(numWorkers, numWorkers, 0, TimeUnit.MILLISECONDS,
-                new LinkedBlockingQueue<>(), r -> {
-                    Runnable body = transferThreadNice == 0 ? r : () -> {
-                        if (!ThreadTuning.setNice(transferThreadNice) && !niceRefusedLogged.getAndSet(true)) {
-                            LOG.warn("{}: transfer_thread_nice {}: the system refused to set it (not Linux, or no "
-                                    + "native access); P's transfer threads keep their priority", engineLabel,
-                                    transferThreadNice);
-                        }
-                        r.run();
-                    };
-                    Thread t = new Thread(body, "mooncake-p-xfer-" + n.getAndIncrement());
-                    t.setDaemon(true);
-                    return t;
-                });
+        this.preparedShapes = new PreparedShapes(planner, this.localRegions, groupOfLayer, layoutOfLayer, localPpSize);
+        this.xferPool = new TransferPool(engineLabel, numWorkers, transferThreadNice);
+        this.shares = new PoolShares(xferPool, limits.transfersPerPeer(numWorkers));
     }
 
-
-    /** One D pull (one side-channel message) being served: vLLM's locals of {@code send_kv_to_decode}. */
-    final class Pull {
-        final byte[] identity;
-        final ReplySink reply;
-        final MooncakeXferMetadata meta;
-        final PreparedRegions regions;
-        final Prepared prepared;
-        final int pairedRemoteRanks;
-        final Map<String, SendBlockMeta> pending = new LinkedHashMap<>();
-        final Map<String, int[][]> remoteBlocks = new LinkedHashMap<>();
-        final Set<String> readyNow = new LinkedHashSet<>();
-        /** D request ids this (re-sent) pull waits on another pull's outcome for ({@link RetriedPulls}). */
-        final Set<String> followed = new LinkedHashSet<>();
-        final String peer;
-        final long bytes;
-        /** When P last heard from or answered D on this pull (P's clock); the staleness rule counts from it. */
-        long lastContact;
-        ScheduledFuture<?> timeout;
-        boolean busy;
-        boolean waveScheduled;
-        // read by the transfer pool before it writes: a wave of an ended pull is never written
-        volatile boolean done;
-        /** Layer-wise push: D request id → its layer-wise progress (requests pushed whole have none). */
-        final Map<String, Target> lwTargets = new HashMap<>();
-        /** Layer-wise writes of this pull on the pool or queued for its share. */
-        int lwInflight;
-
-        Pull(byte[] identity, ReplySink reply, MooncakeXferMetadata meta, Prepared prepared, int paired,
-                String peer, long bytes) {
-            this.peer = peer;
-            this.bytes = bytes;
-            this.identity = identity;
-            this.reply = reply;
-            this.meta = meta;
-            this.prepared = prepared;
-            this.regions = prepared.regions;
-            this.pairedRemoteRanks = paired;
-        }
-    }
-
-    /**
-     * The region pairs prepared for one shape of D (its registration as its pull describes it, its
-     * ranks): a pure function of that shape and of this worker's fixed registration, so pulls of the
-     * same D share them (preparing took a few hundred µs per pull). Immutable once built,
-     * except {@link #byLayer}, built on first use (sender loop).
-     */
-    static final class Prepared {
-        final PreparedRegions regions;
-        /** The prepared region pairs of each local layer (layer-wise push), built on first use. */
-        Map<String, PreparedRegions> byLayer;
-
-        Prepared(PreparedRegions regions) {
-            this.regions = regions;
-        }
-    }
-
-    /** What the prepared regions depend on in a pull's metadata (arrays compared by content). */
-    record ShapeKey(int tpRank, int tpSize, int ppSize, long[] base, long[] blockLens, long[] kvBlockLens,
-            List<String> names, int[] layerIndices, int[] groupIndices) {
-
-        static ShapeKey of(MooncakeXferMetadata m) {
-            return new ShapeKey(m.remoteTpRank(), m.remoteTpSize(), m.remotePpSize(), m.kvCachesBaseAddr(),
-                    m.blockLens(), m.kvBlockLens(), m.registeredLayerNames(), m.registeredLayerIndices(),
-                    m.registeredGroupIndices());
-        }
-
-        @Override
-        public boolean equals(Object o) {
-            return o instanceof ShapeKey k && tpRank == k.tpRank && tpSize == k.tpSize && ppSize == k.ppSize
-                    && Arrays.equals(base, k.base) && Arrays.equals(blockLens, k.blockLens)
-                    && Arrays.equals(kvBlockLens, k.kvBlockLens) && names.equals(k.names)
-                    && Arrays.equals(layerIndices, k.layerIndices) && Arrays.equals(groupIndices, k.groupIndices);
-        }
-
-        @Override
-        public int hashCode() {
-            int h = ((tpRank * 31 + tpSize) * 31 + ppSize) * 31 + Arrays.hashCode(base);
-            h = h * 31 + Arrays.hashCode(blockLens);
-            h = h * 31 + Arrays.hashCode(kvBlockLens);
-            h = h * 31 + names.hashCode();
-            h = h * 31 + Arrays.hashCode(layerIndices);
-            return h * 31 + Arrays.hashCode(groupIndices);
-        }
-    }
-
-    /** Shapes kept (least recently used dropped first): a few per D worker is the usual need. */
-    static final int MAX_PREPARED_SHAPES = 64;
-
-    // sender loop only
-    final LinkedHashMap<ShapeKey, Prepared> preparedByShape = new LinkedHashMap<>(16, 0.75f, true) {
-        @Override
-        protected boolean removeEldestEntry(Map.Entry<ShapeKey, Prepared> eldest) {
-            return size() > MAX_PREPARED_SHAPES;
-        }
-    };
-
-    /** The region pairs for a pull of this shape, prepared once per shape (sender loop). */
-    Prepared prepared(MooncakeXferMetadata meta) {
-        ShapeKey key = ShapeKey.of(meta);
-        Prepared p = preparedByShape.get(key);
-        if (p == null) {
-            List<TransferRegion> remote = planner.regions(meta.kvCachesBaseAddr(), meta.blockLens(),
-                    meta.kvBlockLens(), meta.registeredLayerNames(), meta.registeredLayerIndices(),
-                    meta.registeredGroupIndices(), groupOfLayer);
-            p = new Prepared(planner.prepare(localRegions, remote, meta.remoteTpRank(), meta.remoteTpSize(),
-                    TransferPlanner.allowPartialLayers(meta.remotePpSize(), localPpSize), layoutOfLayer));
-            preparedByShape.put(key, p);
-        }
-        return p;
-    }
-
-    /** A ready request of a wave, as the planner sees it. */
-    record Ready(String dReqId, SendBlockMeta sendMeta, int[][] remoteBlockIds) implements ReadyRequest {
-        @Override
-        public int[][] localBlockIds() {
-            return sendMeta.localBlockIds;
-        }
-    }
-
-
-    // ------------------------------------------------------------------------------ layer-wise push
-
-    /** Layer-wise state of one transfer ({@link SendBlockMeta#layerwise}); sender loop only. */
-    static final class Layerwise {
-        final List<Segment> segments = new ArrayList<>();
-        /** Saved (chunk, layers) pairs in save order; every target writes them in this order. */
-        final List<Event> events = new ArrayList<>();
-        final List<Target> targets = new ArrayList<>();
-        /** The last chunk has every layer saved: nothing more will be written for this transfer. */
-        boolean allSaved;
-    }
-
-    /** One prefill chunk of a transfer: prompt blocks {@code [first, first + local[g].length)} of {@code total}. */
-    static final class Segment {
-        final SendBlockMeta sm;
-        final int[][] local;
-        final int first;
-        final int total;
-        final boolean last;
-        final Set<String> saved = new HashSet<>();
-        boolean complete;
-
-        Segment(SendBlockMeta sm, int[][] local, int first, int total, boolean last) {
-            this.sm = sm;
-            this.local = local;
-            this.first = first;
-            this.total = total;
-            this.last = last;
-        }
-    }
-
-    record Event(Segment segment, List<String> layers) {}
-
-    /** One D request of one pull that is pushed layer by layer. */
-    static final class Target {
-        final Pull pull;
-        final String dReqId;
-        final SendBlockMeta sm;
-        final int[][] remote;
-        /** Events of {@link Layerwise#events} submitted so far. */
-        int cursor;
-        int inflight;
-        /** The first failure, reported to D once; nothing more is written for this request. */
-        String failed;
-        boolean landed;
-
-        Target(Pull pull, String dReqId, SendBlockMeta sm, int[][] remote) {
-            this.pull = pull;
-            this.dReqId = dReqId;
-            this.sm = sm;
-            this.remote = remote;
-        }
-    }
 
     // ------------------------------------------------------------------------------ across the parts
 
     /** Queues {@code pull}'s next wave on the sender loop ({@link KvSender}). */
     abstract void scheduleWave(Pull pull);
-
-    /** Hands a job of {@code peer} to the transfer pool within its share ({@link KvSender}). */
-    abstract void submit(String peer, Runnable job, Runnable onRejected);
-
-    /** A transfer of {@code peer} left the pool ({@link KvSender}). */
-    abstract void releaseShare(String peer);
 
     /** vLLM's {@code _send_blocks} on a transfer-pool thread ({@link KvSender}). */
     abstract int sendBlocks(String session, long[] src, long[] dst, long[] len, long bytes);

@@ -3,17 +3,20 @@
  * vLLM's {@code _mooncake_sender_listener}) and the send path it hands D's pulls to
  * ({@link io.mooncake4j.connector.worker.send.KvSender}, vLLM's {@code send_kv_to_decode}).
  *
- * <p>The send path is one object split by concern, each part extending the one before:
- * {@code SenderState} (the sender loop's maps, counters, limits, transfer pool and the types of a pull
- * being served), {@code LayerwisePush} (writes layer by layer while the forward pass runs),
- * {@code SendBookkeeping} ({@code record_send_reqs}, finished and expired holds, the one expiry timer)
- * and {@code KvSender} (the side channel: a pull's limits, its waves, their writes and answers);
- * {@code RetriedPulls} remembers which pull serves each D request and the outcomes answered lately, so
- * that a pull D sends again after losing its connection is never written twice.
+ * <p>The send path's state is held by the class that owns it: {@code SenderLoop} (the sender loop's
+ * thread), {@code TransferPool} (the transfer threads), {@code PoolShares} (each D's share of them),
+ * {@code PendingLimits} (what pulls hold against the side-channel limits), {@code PreparedShapes}
+ * (region pairs per shape of D) and {@code RetriedPulls} (which pull serves each D request and the
+ * outcomes answered lately, so that a pull D sends again after losing its connection is never
+ * written twice). The rest is one object in a chain of parts, each holding the state only it
+ * touches: {@code SenderState} (what the parts share; a pull being served is a {@code Pull}),
+ * {@code LayerwisePush} (writes layer by layer while the forward pass runs), {@code SendBookkeeping}
+ * ({@code record_send_reqs}, finished and expired holds, the one expiry timer) and {@code KvSender}
+ * (the side channel: a pull's limits, its waves, their writes and answers).
  *
  * <p><b>Threads.</b> {@code mooncake-p-listener-0} runs the ROUTER on the shared
  * {@link io.mooncake4j.connector.worker.loop.SelectorLoop} and owns every connection; it hands each
- * whole message to {@code mooncake-p-sender-0} (the sender loop, created by the listener), which owns all
+ * whole message to {@code mooncake-p-sender-0} (the sender loop, {@code SenderLoop}), which owns all
  * of the send path's state. {@code mooncake-p-xfer-<n>} run the blocking writes and answer D for a
  * wave that landed; replies reach the listener through a queue and the loop's wake-up
  * ({@link io.mooncake4j.connector.worker.send.ReplySink} is safe from any thread).
