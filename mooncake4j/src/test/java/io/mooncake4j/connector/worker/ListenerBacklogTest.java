@@ -10,6 +10,7 @@ import io.mooncake4j.connector.worker.send.SenderListener;
 import java.time.Duration;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.locks.LockSupport;
 import org.junit.jupiter.api.Test;
@@ -87,6 +88,50 @@ class ListenerBacklogTest {
                 await(() -> handled.get() == messages, "every message read and handled");
                 // the handler that crossed back under the budget counted its wake-up before the later tasks ran
                 assertTrue(l.backlogWakeUps() >= 1, "woken by the drain: " + l.backlogWakeUps());
+                assertEquals(messages, l.stats().messagesReceived());
+                assertEquals(0, l.stats().listenerErrors());
+            }
+        } finally {
+            release.countDown();
+        }
+    }
+
+    /**
+     * The lost wake-up once seen under load, forced: the first handler lowers the backlog far under the budget
+     * and is held (the hook) before it looks at the pause flag, while the listener reads on and pauses; it then
+     * finds the flag armed by that pause, takes it and wakes the listener while the backlog is still over the
+     * budget. The listener must arm the flag again, or the handler that really drains the backlog wakes no one
+     * and the listener sleeps until its poll bound (10 minutes here).
+     */
+    @Test
+    void aDrainSignalDecidedBeforeTheListenerPausedDoesNotUseUpTheWakeUpOfTheRealDrain() throws Exception {
+        CountDownLatch release = new CountDownLatch(1);
+        AtomicInteger handled = new AtomicInteger();
+        int messages = 1500;
+        int size = 1000; // 1.5 MB in all; budget max(4 x 1 KiB, 1 MiB) = 1 MiB
+        try (SenderListener l = new SenderListener("127.0.0.1", () -> (identity, frames, reply) -> {
+                    if (handled.incrementAndGet() > 1) {
+                        release.await(30, TimeUnit.SECONDS); // the sender loop is stalled after the first
+                    }
+                }, SideChannelLimits.DEFAULTS.withMaxMetadataBytes(1024), new HealthMonitor(), () -> null,
+                TimeUnit.MINUTES.toMillis(10))) {
+            AtomicBoolean first = new AtomicBoolean(true);
+            l.backlogLoweredHook(now -> {
+                if (first.compareAndSet(true, false)) {
+                    // the first handler's backlog is under the budget; it signals only once the listener paused
+                    await(() -> l.stats().backlogPauses() > 0, "the listener paused at its budget");
+                }
+            });
+            int port = l.ready().get(20, TimeUnit.SECONDS);
+            try (PdTestbed.RawDealer dealer = new PdTestbed.RawDealer(port)) {
+                for (int i = 0; i < messages; i++) {
+                    dealer.send(new byte[size]);
+                }
+                await(() -> l.backlogWakeUps() == 1, "the first handler's signal taken");
+                assertEquals(1, l.stats().backlogPauses());
+                assertTrue(l.stats().messagesReceived() < messages, "read " + l.stats().messagesReceived());
+                release.countDown();
+                await(() -> handled.get() == messages, "every message read and handled");
                 assertEquals(messages, l.stats().messagesReceived());
                 assertEquals(0, l.stats().listenerErrors());
             }

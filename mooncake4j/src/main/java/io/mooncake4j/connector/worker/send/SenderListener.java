@@ -33,6 +33,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.concurrent.locks.LockSupport;
+import java.util.function.LongConsumer;
 import java.util.function.Supplier;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -143,6 +144,7 @@ public final class SenderListener implements AutoCloseable {
     private final long backlogBudget;
     private final AtomicLong backlogBytes = new AtomicLong();
     private final AtomicBoolean backlogPaused = new AtomicBoolean();
+    private volatile LongConsumer backlogLoweredHook; // tests: forces an interleaving of the drain signal
     private final long pollMs;
     private final long handshakeNanos;
     private final long idleEvictNanos;
@@ -257,6 +259,14 @@ public final class SenderListener implements AutoCloseable {
 
     public long backlogWakeUps() {
         return backlogWakeUps.sum();
+    }
+
+    /**
+     * Tests: {@code hook} runs on the sender loop after a handler task lowered the backlog (given the
+     * backlog it left) and before it decides whether to wake the listener; null removes it.
+     */
+    public void backlogLoweredHook(LongConsumer hook) {
+        backlogLoweredHook = hook;
     }
 
     private ServerSocketChannel bind(int port) throws IOException {
@@ -592,7 +602,20 @@ public final class SenderListener implements AutoCloseable {
         return backlogBytes.get() > backlogBudget;
     }
 
+    /**
+     * While paused, re-arms the drain signal before each check. A handler's signal is decided on the
+     * backlog it computed before it looks at {@code backlogPaused}; one that computed a backlog under the
+     * budget, was then descheduled while the listener read on and paused again, and then found the flag
+     * armed by that new pause, takes the flag and wakes the listener while the backlog is still over the
+     * budget. Without the re-arm the flag would then stay clear, the handler that really drains the backlog
+     * would see nothing to wake, and the listener would sleep until its poll bound. Each handler that takes
+     * the flag wakes the loop, so a pass of this method follows every take, and re-arming here before the
+     * re-check (the same order as {@link #pauseOnBacklog}) leaves no take unanswered.
+     */
     private void resumeIfDrained() {
+        if (readingPaused) {
+            backlogPaused.set(true);
+        }
         if (readingPaused && backlogBytes.get() <= backlogBudget) {
             readingPaused = false;
             for (Peer q : List.copyOf(peers)) {
@@ -651,7 +674,12 @@ public final class SenderListener implements AutoCloseable {
                     handlerErrors.increment();
                     reportOnce("handler", e);
                 } finally {
-                    backlogLowered(backlogBytes.addAndGet(-held));
+                    long now = backlogBytes.addAndGet(-held);
+                    LongConsumer hook = backlogLoweredHook;
+                    if (hook != null) {
+                        hook.accept(now);
+                    }
+                    backlogLowered(now);
                 }
             });
         } catch (RejectedExecutionException e) {
