@@ -13,7 +13,9 @@ import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * A loopback port forwarder (what a NAT or {@code ssh -L} does): connections to its own port are piped
- * to the target port. Virtual threads; {@link #close()} closes every socket and ends them.
+ * to the target port. Platform daemon threads (not virtual ones, whose few shared carriers another
+ * test's pinned threads could hold while a transfer waits on this forwarder); {@link #close()} closes
+ * every socket and ends them.
  */
 final class TcpForwarder implements AutoCloseable {
 
@@ -24,7 +26,7 @@ final class TcpForwarder implements AutoCloseable {
 
     TcpForwarder() throws IOException {
         listener = new ServerSocket(0, 50, InetAddress.getLoopbackAddress());
-        Thread.ofVirtual().name("test-forwarder-accept").start(this::accept);
+        Thread.ofPlatform().daemon().name("test-forwarder-accept").start(this::accept);
     }
 
     /** Forwards to {@code port} from now on; its own port, to name instead of {@code port}. */
@@ -39,18 +41,26 @@ final class TcpForwarder implements AutoCloseable {
 
     private void accept() {
         while (!listener.isClosed()) {
+            Socket in;
             try {
-                Socket in = listener.accept();
-                sockets.add(in);
-                Socket out = new Socket();
-                sockets.add(out);
-                out.connect(new InetSocketAddress(InetAddress.getLoopbackAddress(), target), 10_000);
-                connections.incrementAndGet();
-                Thread.ofVirtual().start(() -> pipe(in, out));
-                Thread.ofVirtual().start(() -> pipe(out, in));
+                in = listener.accept();
             } catch (IOException e) {
                 return; // closed
             }
+            sockets.add(in);
+            Socket out = new Socket();
+            sockets.add(out);
+            try {
+                out.connect(new InetSocketAddress(InetAddress.getLoopbackAddress(), target), 10_000);
+            } catch (IOException e) {
+                // as a forwarder does: this connection fails, the next one is still forwarded
+                closeQuietly(in);
+                closeQuietly(out);
+                continue;
+            }
+            connections.incrementAndGet();
+            Thread.ofPlatform().daemon().start(() -> pipe(in, out));
+            Thread.ofPlatform().daemon().start(() -> pipe(out, in));
         }
     }
 
@@ -65,6 +75,14 @@ final class TcpForwarder implements AutoCloseable {
             } catch (IOException e) {
                 // already closed
             }
+        }
+    }
+
+    private static void closeQuietly(Socket s) {
+        try {
+            s.close();
+        } catch (IOException e) {
+            // closing a socket that failed to connect
         }
     }
 
