@@ -238,15 +238,7 @@ public final class MasterClient implements AutoCloseable {
      * @param config   the placement
      */
     public Result<List<ReplicaDescriptor>> putStart(Uuid clientId, String key, long length, ReplicateConfig config) {
-        Args.notNull(clientId, "clientId");
-        Args.key(key);
-        Args.notNull(config, "config");
-        return await(invoke(MasterCodec.PUT_START, w -> {
-            MasterCodec.uuid(w, clientId);
-            w.string(key).i64(length);
-            MasterCodec.replicateConfig(w, config);
-            w.string(tenant);
-        }, r -> MasterCodec.expected(r, MasterCodec::replicas)));
+        return start(MasterCodec.PUT_START, clientId, key, length, config);
     }
 
     /**
@@ -273,12 +265,7 @@ public final class MasterClient implements AutoCloseable {
      * @param key      the object's key
      */
     public Result<Void> putRevoke(Uuid clientId, String key) {
-        Args.notNull(clientId, "clientId");
-        Args.key(key);
-        return await(invoke(MasterCodec.PUT_REVOKE, w -> {
-            MasterCodec.uuid(w, clientId);
-            w.string(key).i32(MasterCodec.REPLICA_TYPE_ALL).string(tenant);
-        }, MasterCodec::expectedVoid));
+        return revoke(MasterCodec.PUT_REVOKE, clientId, key);
     }
 
     /**
@@ -292,20 +279,7 @@ public final class MasterClient implements AutoCloseable {
      */
     public List<Result<List<ReplicaDescriptor>>> batchPutStart(Uuid clientId, List<String> keys, long[] lengths,
             ReplicateConfig config) {
-        Args.notNull(clientId, "clientId");
-        Args.keys(keys);
-        Args.perKey(keys, "lengths", lengths, lengths == null ? 0 : lengths.length);
-        Args.notNull(config, "config");
-        return await(invoke(MasterCodec.BATCH_PUT_START, w -> {
-            MasterCodec.uuid(w, clientId);
-            MasterCodec.strings(w, keys);
-            w.length(lengths.length);
-            for (long l : lengths) {
-                w.i64(l);
-            }
-            MasterCodec.replicateConfig(w, config);
-            w.string(tenant);
-        }, r -> MasterCodec.list(r, 1, x -> MasterCodec.expected(x, MasterCodec::replicas))));
+        return batchStart(MasterCodec.BATCH_PUT_START, clientId, keys, lengths, config);
     }
 
     /**
@@ -353,15 +327,7 @@ public final class MasterClient implements AutoCloseable {
      * @param config   the placement
      */
     public Result<List<ReplicaDescriptor>> upsertStart(Uuid clientId, String key, long length, ReplicateConfig config) {
-        Args.notNull(clientId, "clientId");
-        Args.key(key);
-        Args.notNull(config, "config");
-        return await(invoke(MasterCodec.UPSERT_START, w -> {
-            MasterCodec.uuid(w, clientId);
-            w.string(key).i64(length);
-            MasterCodec.replicateConfig(w, config);
-            w.string(tenant);
-        }, r -> MasterCodec.expected(r, MasterCodec::replicas)));
+        return start(MasterCodec.UPSERT_START, clientId, key, length, config);
     }
 
     /**
@@ -387,12 +353,7 @@ public final class MasterClient implements AutoCloseable {
      * @param key      the object's key
      */
     public Result<Void> upsertRevoke(Uuid clientId, String key) {
-        Args.notNull(clientId, "clientId");
-        Args.key(key);
-        return await(invoke(MasterCodec.UPSERT_REVOKE, w -> {
-            MasterCodec.uuid(w, clientId);
-            w.string(key).i32(MasterCodec.REPLICA_TYPE_ALL).string(tenant);
-        }, MasterCodec::expectedVoid));
+        return revoke(MasterCodec.UPSERT_REVOKE, clientId, key);
     }
 
     /**
@@ -405,20 +366,7 @@ public final class MasterClient implements AutoCloseable {
      */
     public List<Result<List<ReplicaDescriptor>>> batchUpsertStart(Uuid clientId, List<String> keys, long[] lengths,
             ReplicateConfig config) {
-        Args.notNull(clientId, "clientId");
-        Args.keys(keys);
-        Args.perKey(keys, "lengths", lengths, lengths == null ? 0 : lengths.length);
-        Args.notNull(config, "config");
-        return await(invoke(MasterCodec.BATCH_UPSERT_START, w -> {
-            MasterCodec.uuid(w, clientId);
-            MasterCodec.strings(w, keys);
-            w.length(lengths.length);
-            for (long l : lengths) {
-                w.i64(l);
-            }
-            MasterCodec.replicateConfig(w, config);
-            w.string(tenant);
-        }, r -> MasterCodec.list(r, 1, x -> MasterCodec.expected(x, MasterCodec::replicas))));
+        return batchStart(MasterCodec.BATCH_UPSERT_START, clientId, keys, lengths, config);
     }
 
     /**
@@ -452,6 +400,51 @@ public final class MasterClient implements AutoCloseable {
             MasterCodec.strings(w, keys);
             w.string(tenant);
         }, r -> MasterCodec.list(r, 1, MasterCodec::expectedVoid)));
+    }
+
+    // ------------------------------------------------------------------ what put and upsert share
+
+    /** PutStart and UpsertStart: the same arguments and answer, another RPC. */
+    private Result<List<ReplicaDescriptor>> start(Rpc rpc, Uuid clientId, String key, long length,
+            ReplicateConfig config) {
+        Args.notNull(clientId, "clientId");
+        Args.key(key);
+        Args.notNull(config, "config");
+        return await(invoke(rpc, w -> {
+            MasterCodec.uuid(w, clientId);
+            w.string(key).i64(length);
+            MasterCodec.replicateConfig(w, config);
+            w.string(tenant);
+        }, r -> MasterCodec.expected(r, MasterCodec::replicas)));
+    }
+
+    /** PutRevoke and UpsertRevoke. */
+    private Result<Void> revoke(Rpc rpc, Uuid clientId, String key) {
+        Args.notNull(clientId, "clientId");
+        Args.key(key);
+        return await(invoke(rpc, w -> {
+            MasterCodec.uuid(w, clientId);
+            w.string(key).i32(MasterCodec.REPLICA_TYPE_ALL).string(tenant);
+        }, MasterCodec::expectedVoid));
+    }
+
+    /** BatchPutStart and BatchUpsertStart. */
+    private List<Result<List<ReplicaDescriptor>>> batchStart(Rpc rpc, Uuid clientId, List<String> keys,
+            long[] lengths, ReplicateConfig config) {
+        Args.notNull(clientId, "clientId");
+        Args.keys(keys);
+        Args.perKey(keys, "lengths", lengths, lengths == null ? 0 : lengths.length);
+        Args.notNull(config, "config");
+        return await(invoke(rpc, w -> {
+            MasterCodec.uuid(w, clientId);
+            MasterCodec.strings(w, keys);
+            w.length(lengths.length);
+            for (long l : lengths) {
+                w.i64(l);
+            }
+            MasterCodec.replicateConfig(w, config);
+            w.string(tenant);
+        }, r -> MasterCodec.list(r, 1, x -> MasterCodec.expected(x, MasterCodec::replicas))));
     }
 
     // ------------------------------------------------------------------ reads and queries
