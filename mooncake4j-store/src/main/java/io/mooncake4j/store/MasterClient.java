@@ -249,13 +249,7 @@ public final class MasterClient implements AutoCloseable {
      * @param checksum the object's checksum to record, or null for none
      */
     public Result<Void> putEnd(Uuid clientId, String key, Long checksum) {
-        Args.notNull(clientId, "clientId");
-        Args.key(key);
-        return await(invoke(MasterCodec.PUT_END, w -> {
-            MasterCodec.uuid(w, clientId);
-            MasterCodec.objectMeta(w, key, checksum);
-            w.i32(MasterCodec.REPLICA_TYPE_ALL).string(tenant);
-        }, MasterCodec::expectedVoid));
+        return end(MasterCodec.PUT_END, clientId, key, checksum);
     }
 
     /**
@@ -337,13 +331,7 @@ public final class MasterClient implements AutoCloseable {
      * @param key      the object's key
      */
     public Result<Void> upsertEnd(Uuid clientId, String key) {
-        Args.notNull(clientId, "clientId");
-        Args.key(key);
-        return await(invoke(MasterCodec.UPSERT_END, w -> {
-            MasterCodec.uuid(w, clientId);
-            MasterCodec.objectMeta(w, key, null);
-            w.i32(MasterCodec.REPLICA_TYPE_ALL).string(tenant);
-        }, MasterCodec::expectedVoid));
+        return end(MasterCodec.UPSERT_END, clientId, key, null);
     }
 
     /**
@@ -416,6 +404,17 @@ public final class MasterClient implements AutoCloseable {
             MasterCodec.replicateConfig(w, config);
             w.string(tenant);
         }, r -> MasterCodec.expected(r, MasterCodec::replicas)));
+    }
+
+    /** PutEnd and UpsertEnd (the upsert records no checksum). */
+    private Result<Void> end(Rpc rpc, Uuid clientId, String key, Long checksum) {
+        Args.notNull(clientId, "clientId");
+        Args.key(key);
+        return await(invoke(rpc, w -> {
+            MasterCodec.uuid(w, clientId);
+            MasterCodec.objectMeta(w, key, checksum);
+            w.i32(MasterCodec.REPLICA_TYPE_ALL).string(tenant);
+        }, MasterCodec::expectedVoid));
     }
 
     /** PutRevoke and UpsertRevoke. */
