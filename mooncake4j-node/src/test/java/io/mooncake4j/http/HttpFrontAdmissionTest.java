@@ -11,13 +11,11 @@ import java.io.OutputStream;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.Socket;
-import java.net.SocketTimeoutException;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.locks.LockSupport;
 
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -32,8 +30,6 @@ import org.junit.jupiter.api.Timeout;
  */
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
 class HttpFrontAdmissionTest {
-
-    private static final long WAIT_NANOS = TimeUnit.SECONDS.toNanos(60);
 
     private HttpFront front;
     private FairSlots bodies;
@@ -86,32 +82,6 @@ class HttpFrontAdmissionTest {
         return "POST /x HTTP/1.1\r\nHost: t\r\nConnection: close\r\nContent-Length: " + length + "\r\n\r\n";
     }
 
-    /** What the server sends until it closes; null when it neither answers nor closes in time. */
-    private static String answerOrClose(Socket s) throws IOException {
-        s.setSoTimeout((int) TimeUnit.NANOSECONDS.toMillis(WAIT_NANOS));
-        StringBuilder got = new StringBuilder();
-        try {
-            InputStream in = s.getInputStream();
-            byte[] b = new byte[4096];
-            int n;
-            while ((n = in.read(b)) >= 0) {
-                got.append(new String(b, 0, n, StandardCharsets.ISO_8859_1));
-            }
-        } catch (SocketTimeoutException e) {
-            return null;
-        } catch (IOException reset) {
-            // closed by a reset: what came before is the answer
-        }
-        return got.toString();
-    }
-
-    private static void await(java.util.function.BooleanSupplier what, String failure) {
-        long end = System.nanoTime() + WAIT_NANOS;
-        while (!what.getAsBoolean()) {
-            assertTrue(System.nanoTime() < end, failure);
-            LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(10));
-        }
-    }
 
     @Test
     void aBodyThatStopsAfterAFastStartIsCutOnTheRecentWindow() throws Exception {
@@ -119,10 +89,10 @@ class HttpFrontAdmissionTest {
         start(HttpLimits.defaults().withMinBodyRate(1024, Duration.ofSeconds(1)).withBodyDeadlineRate(0));
         Socket s = open("127.0.0.2");
         send(s, post(16L << 20), 256 << 10);
-        String r = answerOrClose(s);
+        String r = RawHttp.answerOrClose(s);
         assertNotNull(r, "the stalled body was not cut");
         assertTrue(r.isEmpty() || !r.startsWith("HTTP/1.1 200"), r);
-        await(() -> front.slowBodies() == 1, "slow bodies counted: " + front.slowBodies());
+        RawHttp.await(() -> front.slowBodies() == 1, "slow bodies counted: " + front.slowBodies());
     }
 
     @Test
@@ -141,13 +111,13 @@ class HttpFrontAdmissionTest {
                     throw new java.io.UncheckedIOException(e); // closed: the drip ends
                 }
             }, 250, 250, TimeUnit.MILLISECONDS);
-            String r = answerOrClose(s);
+            String r = RawHttp.answerOrClose(s);
             assertNotNull(r, "the dripping body was not cut");
             assertTrue(r.isEmpty() || !r.startsWith("HTTP/1.1 200"), r);
         } finally {
             drip.shutdownNow();
         }
-        await(() -> front.lateBodies() == 1, "late bodies counted: " + front.lateBodies());
+        RawHttp.await(() -> front.lateBodies() == 1, "late bodies counted: " + front.lateBodies());
         assertEquals(0, front.slowBodies());
     }
 
@@ -161,10 +131,10 @@ class HttpFrontAdmissionTest {
             send(s, post(1 << 20), 16);
             stalled.add(s);
         }
-        await(() -> bodies.inUse() == 4, "4 bodies held: " + bodies.inUse());
+        RawHttp.await(() -> bodies.inUse() == 4, "4 bodies held: " + bodies.inUse());
         Socket legit = open("127.0.0.1");
         send(legit, post(1000), 1000);
-        String r = answerOrClose(legit);
+        String r = RawHttp.answerOrClose(legit);
         assertNotNull(r, "the legitimate request got no answer");
         assertTrue(r.startsWith("HTTP/1.1 200"), r);
         assertTrue(r.endsWith("1000"), r);
@@ -197,7 +167,7 @@ class HttpFrontAdmissionTest {
 
     /** One answer of a kept-alive connection: its head and its {@code Content-Length} bytes. */
     private static String readOne(Socket s) throws IOException {
-        s.setSoTimeout((int) TimeUnit.NANOSECONDS.toMillis(WAIT_NANOS));
+        s.setSoTimeout((int) TimeUnit.NANOSECONDS.toMillis(RawHttp.WAIT_NANOS));
         InputStream in = s.getInputStream();
         StringBuilder got = new StringBuilder();
         while (got.indexOf("\r\n\r\n") < 0) {
@@ -226,7 +196,7 @@ class HttpFrontAdmissionTest {
         send(c, "GET /x HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", 0);
         long closedAt = System.nanoTime();
         a.close();
-        String r = answerOrClose(c);
+        String r = RawHttp.answerOrClose(c);
         assertNotNull(r, "the third connection was never served");
         assertTrue(r.startsWith("HTTP/1.1 200"), r);
         assertEquals(3, arrivals.size());

@@ -6,11 +6,9 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.IOException;
-import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.InetSocketAddress;
 import java.net.Socket;
-import java.net.SocketTimeoutException;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -18,7 +16,6 @@ import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import java.util.concurrent.locks.LockSupport;
 
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -33,7 +30,6 @@ import org.junit.jupiter.api.Timeout;
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
 class RoutesTest {
 
-    private static final long WAIT_NANOS = TimeUnit.SECONDS.toNanos(60);
     private static final int LIMIT = 1024;
 
     private HttpFront front;
@@ -98,44 +94,18 @@ class RoutesTest {
         return "POST /new HTTP/1.1\r\nHost: t\r\nConnection: close\r\nContent-Length: " + length + "\r\n\r\n";
     }
 
-    /** What the server sends until it closes; null when it neither answers nor closes in time. */
-    private static String answerOrClose(Socket s) throws IOException {
-        s.setSoTimeout((int) TimeUnit.NANOSECONDS.toMillis(WAIT_NANOS));
-        StringBuilder got = new StringBuilder();
-        try {
-            InputStream in = s.getInputStream();
-            byte[] b = new byte[4096];
-            int n;
-            while ((n = in.read(b)) >= 0) {
-                got.append(new String(b, 0, n, StandardCharsets.ISO_8859_1));
-            }
-        } catch (SocketTimeoutException e) {
-            return null;
-        } catch (IOException reset) {
-            // closed by a reset: what came before is the answer
-        }
-        return got.toString();
-    }
-
-    private static void await(java.util.function.BooleanSupplier what, String failure) {
-        long end = System.nanoTime() + WAIT_NANOS;
-        while (!what.getAsBoolean()) {
-            assertTrue(System.nanoTime() < end, failure);
-            LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(10));
-        }
-    }
 
     @Test
     void aBodyWithinTheLimitReachesTheNewRouteWholeAndGivesItsSlotBack() throws Exception {
         start(HttpLimits.defaults());
         Socket s = open();
         send(s, post(LIMIT), new byte[LIMIT]);
-        String r = answerOrClose(s);
+        String r = RawHttp.answerOrClose(s);
         assertNotNull(r);
         assertTrue(r.startsWith("HTTP/1.1 200"), r);
         assertTrue(r.endsWith("got " + LIMIT), r);
         assertEquals(1, called.get());
-        await(() -> routes.bodySlots().inUse() == 0, "body slots held: " + routes.bodySlots().inUse());
+        RawHttp.await(() -> routes.bodySlots().inUse() == 0, "body slots held: " + routes.bodySlots().inUse());
     }
 
     @Test
@@ -143,7 +113,7 @@ class RoutesTest {
         start(HttpLimits.defaults());
         Socket s = open();
         send(s, post(LIMIT + 1), new byte[LIMIT + 1]);
-        String r = answerOrClose(s);
+        String r = RawHttp.answerOrClose(s);
         assertNotNull(r);
         assertTrue(r.startsWith("HTTP/1.1 413"), r);
         assertTrue(r.endsWith("{\"refused\":413,\"why\":\"TOO_LARGE\"}"), r);
@@ -157,7 +127,7 @@ class RoutesTest {
         String head = "POST /new HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
                 + Integer.toHexString(LIMIT * 4) + "\r\n";
         send(s, head, new byte[10]); // the chunk is declared over the limit: refused before it arrives
-        String r = answerOrClose(s);
+        String r = RawHttp.answerOrClose(s);
         assertNotNull(r);
         assertTrue(r.startsWith("HTTP/1.1 413"), r);
         assertTrue(r.toLowerCase(java.util.Locale.ROOT).contains("connection: close"), r);
@@ -170,12 +140,12 @@ class RoutesTest {
         start(HttpLimits.defaults().withMinBodyRate(1024, Duration.ofSeconds(1)).withBodyDeadlineRate(0));
         Socket s = open();
         send(s, post(LIMIT), new byte[10]); // then nothing more
-        String r = answerOrClose(s);
+        String r = RawHttp.answerOrClose(s);
         assertNotNull(r, "the stalled body was not cut");
         assertTrue(r.isEmpty() || !r.startsWith("HTTP/1.1 200"), r);
-        await(() -> front.slowBodies() == 1, "slow bodies counted: " + front.slowBodies());
+        RawHttp.await(() -> front.slowBodies() == 1, "slow bodies counted: " + front.slowBodies());
         assertEquals(0, called.get());
-        await(() -> routes.bodySlots().inUse() == 0, "body slots held: " + routes.bodySlots().inUse());
+        RawHttp.await(() -> routes.bodySlots().inUse() == 0, "body slots held: " + routes.bodySlots().inUse());
     }
 
     @Test
@@ -183,7 +153,7 @@ class RoutesTest {
         start(HttpLimits.defaults());
         Socket s = open();
         send(s, "GET /plain HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", new byte[0]);
-        String r = answerOrClose(s);
+        String r = RawHttp.answerOrClose(s);
         assertNotNull(r);
         assertTrue(r.startsWith("HTTP/1.1 204"), r);
         assertEquals(1, noBodyReads.size());
@@ -191,13 +161,13 @@ class RoutesTest {
 
         Socket wrongMethod = open();
         send(wrongMethod, "GET /new HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", new byte[0]);
-        String w = answerOrClose(wrongMethod);
+        String w = RawHttp.answerOrClose(wrongMethod);
         assertNotNull(w);
         assertTrue(w.startsWith("HTTP/1.1 405") && w.endsWith("allowed=[POST]"), w);
 
         Socket unknown = open();
         send(unknown, "GET /nothing HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", new byte[0]);
-        String u = answerOrClose(unknown);
+        String u = RawHttp.answerOrClose(unknown);
         assertNotNull(u);
         assertTrue(u.startsWith("HTTP/1.1 404") && u.endsWith("allowed=[]"), u);
         assertEquals(0, called.get());
