@@ -4,18 +4,13 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.mooncake4j.connector.KvRole;
-import io.mooncake4j.connector.MooncakeConnectorConfig;
-import io.mooncake4j.engine.TransferEngines;
 import io.mooncake4j.internal.json.Json;
 import io.mooncake4j.model.JlamaModel;
 import io.mooncake4j.model.TinyModelWriter;
 
-import java.net.URI;
 import java.net.http.HttpClient;
-import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.file.Path;
-import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -73,21 +68,13 @@ class ServeCheckpointVariantsTest {
     }
 
     private ServeNode start(KvRole role, Path model) {
-        JlamaModel m = JlamaModel.load(model, "F32");
-        MooncakeConnectorConfig cfg = MooncakeConnectorConfig.builder().kvRole(role)
-                .engineId("variant-" + role.wireName() + "-" + System.nanoTime()).protocol("tcp").numWorkers(2)
-                .hostname("127.0.0.1").bootstrapPort(0).abortRequestTimeout(Duration.ofSeconds(60)).tp(0, 1).build();
-        ServeOptions o = new ServeOptions(m.kvShape(16), "m", "127.0.0.1", 0, cfg, 64, "cpu", 0, "tcp", 512, 16,
-                8192, 64, Duration.ofSeconds(10));
-        ServeNode n = ServeNode.startWithModel(o, m, c -> TransferEngines.create("tcp"));
+        ServeNode n = ModelNodes.start(role, model, "m", "variant");
         nodes.add(n);
         return n;
     }
 
     private static HttpResponse<String> post(ServeNode n, String path, Map<String, Object> body) throws Exception {
-        return http.send(HttpRequest.newBuilder(URI.create(n.url() + path)).timeout(Duration.ofSeconds(60))
-                .header("Content-Type", "application/json").POST(HttpRequest.BodyPublishers.ofString(Json.write(body)))
-                .build(), HttpResponse.BodyHandlers.ofString());
+        return ModelNodes.post(http, n, path, body);
     }
 
     private static Map<String, Object> body(String prompt, int maxTokens) {

@@ -5,10 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.mooncake4j.connector.KvRole;
-import io.mooncake4j.connector.MooncakeConnectorConfig;
-import io.mooncake4j.engine.TransferEngines;
 import io.mooncake4j.internal.json.Json;
-import io.mooncake4j.model.JlamaModel;
 import io.mooncake4j.model.TinyModelWriter;
 
 import java.net.URI;
@@ -62,21 +59,13 @@ class ServeModelTest {
     }
 
     private ServeNode start(KvRole role, String modelDir) {
-        JlamaModel model = JlamaModel.load(dir.resolve(modelDir), "F32");
-        MooncakeConnectorConfig cfg = MooncakeConnectorConfig.builder().kvRole(role)
-                .engineId("model-" + role.wireName() + "-" + System.nanoTime()).protocol("tcp").numWorkers(2)
-                .hostname("127.0.0.1").bootstrapPort(0).abortRequestTimeout(Duration.ofSeconds(60)).tp(0, 1).build();
-        ServeOptions o = new ServeOptions(model.kvShape(16), "tiny", "127.0.0.1", 0, cfg, 64, "cpu", 0, "tcp", 512, 16,
-                8192, 64, Duration.ofSeconds(10));
-        ServeNode n = ServeNode.startWithModel(o, model, c -> TransferEngines.create("tcp"));
+        ServeNode n = ModelNodes.start(role, dir.resolve(modelDir), "tiny", "model");
         nodes.add(n);
         return n;
     }
 
     private static HttpResponse<String> post(ServeNode n, String path, Map<String, Object> body) throws Exception {
-        return http.send(HttpRequest.newBuilder(URI.create(n.url() + path)).timeout(Duration.ofSeconds(60))
-                .header("Content-Type", "application/json").POST(HttpRequest.BodyPublishers.ofString(Json.write(body)))
-                .build(), HttpResponse.BodyHandlers.ofString());
+        return ModelNodes.post(http, n, path, body);
     }
 
     private static Map<String, Object> body(Object prompt, int maxTokens) {
