@@ -5,7 +5,7 @@
 #   scripts/gpu-check.sh prepare                 on a build machine (Maven + its local repository):
 #                                                builds target/gpu-check/ = jar, test classes, every
 #                                                dependency (JCuda and its natives included) and a
-#                                                jlink'd Java runtime (~57 MB in all)
+#                                                jlink'd Java runtime (~42 MB in all)
 #   scripts/gpu-check.sh [run] [MiB] [iters] [device]
 #                                                on the GPU machine (Linux x86_64, offline, no JDK
 #                                                needed): default 256 MiB, 5 iterations, cuda:0
@@ -37,13 +37,22 @@ if [ "$mode" = prepare ]; then
   cp -r mooncake4j/target/test-classes "$bundle/test-classes"
   mkdir -p "$bundle/node"
   cp mooncake4j-node/target/mooncake4j-node.jar "$bundle/node/"
+  # what the node adds, less the model runtime (Jlama and what only it needs: the check runs no model),
+  # so that the bundle fits a 64 MiB transfer
+  model_only='^(jlama-|jackson-databind|jackson-annotations|jackson-dataformat|snakeyaml|guava|failureaccess|listenablefuture|jsr305|checker-qual|error_prone|j2objc|jctools|jinjava|javassist|re2j|commons-lang3|commons-net|java-ipv6|annotations-|big-math|jemoji|jafama)'
   for j in mooncake4j-node/target/lib/*.jar; do
-    [ -f "$bundle/lib/$(basename "$j")" ] || cp "$j" "$bundle/node/"
+    name=$(basename "$j")
+    [[ "$name" =~ $model_only ]] && continue
+    [ -f "$bundle/lib/$name" ] || cp "$j" "$bundle/node/"
   done
-  # a small Java runtime, so the GPU machine needs no JDK (GPU_CHECK_JRE=0 to skip: ~43 MB)
+  # a small Java runtime, so the GPU machine needs no JDK (GPU_CHECK_JRE=0 to skip), packed as jre.tar.xz
+  # (~14 MB: an uncompressed image compresses far better under xz than jlink's own zip); run unpacks it
   if [ "${GPU_CHECK_JRE:-1}" = 1 ]; then
+    rm -rf "$here/target/gpu-check-jre"
     "$JAVA_HOME/bin/jlink" --add-modules java.base,java.logging,java.net.http,jdk.httpserver,jdk.unsupported,jdk.zipfs \
-      --strip-debug --no-header-files --no-man-pages --compress=zip-9 --output "$bundle/jre"
+      --strip-debug --no-header-files --no-man-pages --compress=zip-0 --output "$here/target/gpu-check-jre/jre"
+    tar -C "$here/target/gpu-check-jre" -cf - jre | xz -T2 -6 >"$bundle/jre.tar.xz"
+    rm -rf "$here/target/gpu-check-jre"
   fi
   echo "gpu-check bundle ready: $bundle ($(du -sh "$bundle" | cut -f1)); copy the checkout's target/gpu-check,"
   echo "scripts/ and bin/ to the GPU machine and run scripts/gpu-check.sh there"
@@ -53,6 +62,10 @@ fi
 if [ ! -f "$bundle/mooncake4j.jar" ] || [ ! -d "$bundle/lib" ] || [ ! -d "$bundle/test-classes" ]; then
   echo "gpu-check: no prepared bundle in $bundle; run 'scripts/gpu-check.sh prepare' on a build machine first" >&2
   exit 3
+fi
+if [ ! -x "$bundle/jre/bin/java" ] && [ -f "$bundle/jre.tar.xz" ]; then
+  tar -C "$bundle" -xJf "$bundle/jre.tar.xz" 2>/dev/null \
+    || python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$bundle/jre.tar.xz" "$bundle"
 fi
 if [ -x "$bundle/jre/bin/java" ] && "$bundle/jre/bin/java" -version >/dev/null 2>&1; then
   JAVA_HOME="$bundle/jre"   # the runtime prepared with the bundle
