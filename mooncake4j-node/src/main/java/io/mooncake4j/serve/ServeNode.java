@@ -86,6 +86,8 @@ public final class ServeNode implements AutoCloseable {
     private final CompletionAnswers answers;
     private volatile HttpFront server; // set once by start, before the node is returned
     private volatile MetricsRoute metrics = MetricsRoute.NONE;
+    /** Each rank's transfer engine, for the bytes each transport carried; set once at start. */
+    private volatile List<TransferEngine> transferEngines = List.of();
     private final long created = System.currentTimeMillis() / 1000;
     private final AtomicLong seq = new AtomicLong();
     private final AtomicLong requestsOk = new AtomicLong();
@@ -193,8 +195,12 @@ public final class ServeNode implements AutoCloseable {
         io.mooncake4j.model.JlamaStepModel steps = model == null ? null : new io.mooncake4j.model.JlamaStepModel(model);
         // a P registers its KV layout with its bootstrap server, where a D asks for it (PeerLayouts)
         String layout = steps == null ? null : KvLayouts.withBlockSize(steps.kvLayout(), options.model().blockSize());
-        SimEngine.WorkerFactory factory = sharingBootstrapPort(ConnectorSimWorker.factory(
-                cfg -> metrics.meter(engines.apply(cfg), cfg), b -> b.bootstrapBindHost(options.host()).kvLayout(layout)));
+        List<TransferEngine> made = new java.util.concurrent.CopyOnWriteArrayList<>(); // one per rank
+        SimEngine.WorkerFactory factory = sharingBootstrapPort(ConnectorSimWorker.factory(cfg -> {
+            TransferEngine e = metrics.meter(engines.apply(cfg), cfg);
+            made.add(e);
+            return e;
+        }, b -> b.bootstrapBindHost(options.host()).kvLayout(layout)));
         SimEngine engine;
         TextModel text = TextModel.SYNTHETIC;
         SimEngine.Limits limits = new SimEngine.Limits(options.maxNumSeqs(), options.maxNumBatchedTokens());
@@ -210,6 +216,7 @@ public final class ServeNode implements AutoCloseable {
                     placement, SimEngine.Sampling.KV);
         }
         ServeNode node = new ServeNode(options, engine, text, model);
+        node.transferEngines = List.copyOf(made); // the ranks were made by SimEngine.start
         metrics.bind(engine);
         node.metrics = metrics;
         try {
@@ -553,6 +560,15 @@ public final class ServeNode implements AutoCloseable {
         return m;
     }
 
+    /** Bytes each transport carried, summed over the ranks' engines (a P's engines move the KV it sends). */
+    private Map<String, Object> bytesByTransport() {
+        Map<String, Object> sum = new java.util.TreeMap<>();
+        for (TransferEngine e : transferEngines) {
+            e.bytesByTransport().forEach((k, v) -> sum.merge(k, v, (x, y) -> (Long) x + (Long) y));
+        }
+        return sum;
+    }
+
     private Map<String, Object> status() {
         SimEngine.Snapshot s = engine.snapshot();
         Map<String, Object> m = new LinkedHashMap<>();
@@ -578,6 +594,7 @@ public final class ServeNode implements AutoCloseable {
         m.put("requests_aborted", requestsAborted.get());
         m.put("kv_bytes_received", kvBytesReceived.get());
         m.put("kv_mismatched_words", kvMismatchedWords.get());
+        m.put("transfer_bytes_by_transport", bytesByTransport());
         m.put("connector_stats", new LinkedHashMap<>(engine.kvConnectorStats().reduce()));
         if (engine.kvPool() != null) {
             m.put("store_connector", engine.kvPool().counters());

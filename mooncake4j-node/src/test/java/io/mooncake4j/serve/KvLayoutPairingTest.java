@@ -151,6 +151,15 @@ class KvLayoutPairingTest {
         assertEquals(200, answers[0].statusCode(), answers[0].body());
         assertEquals(want, text(answers[1]));
         assertEquals(want, text(post(proxy(p, d), body(prompt, 8))));
+        // P's engine wrote D's KV over tcp: its status says which transport carried how many bytes
+        Map<String, Object> pSt = status(p);
+        Map<String, Object> dSt = status(d);
+        long received = (Long) dSt.get("kv_bytes_received");
+        assertTrue(received > 0, dSt.toString());
+        @SuppressWarnings("unchecked")
+        Map<String, Object> byTransport = (Map<String, Object>) pSt.get("transfer_bytes_by_transport");
+        assertEquals(java.util.Set.of("tcp"), byTransport.keySet(), pSt.toString());
+        assertTrue((Long) byTransport.get("tcp") >= received, pSt + " vs " + dSt);
     }
 
     /** Our proxy in front of {@code p} and {@code d}, once it has probed both ({@code /health} 200); its URL. */
