@@ -179,6 +179,65 @@ if { [ "$status" = 0 ] || [ "$status" = 1 ]; } && [ "${GPU_CHECK_CLI:-1}" = 1 ];
   fi
   kill "$ipid" 2>/dev/null || true
   wait "$ipid" 2>/dev/null || true
+  # P/D nodes: the connector's KV on the GPU between two processes. A P and a D `serve` node (synthetic
+  # Llama-3-8B, KV caches on cuda:N, engine and mooncake_protocol auto, MC_TRANSPORTS=cuda-ipc,tcp) behind
+  # `proxy`; 16 requests of 2,048-token prompts through the proxy, then the same prompts to P alone as
+  # the single-node reference. Passes when every answer is 200 and equals P's own, D counts no
+  # mismatched KV word, and P's status shows its KV went by cuda-ipc and none by tcp.
+  # GPU_CHECK_PD_DEVICE=cpu runs the step's plumbing on a host without a GPU (then tcp carries it).
+  pd_device=${GPU_CHECK_PD_DEVICE:-cuda}
+  pd_ok=1
+  pd_pids=()
+  pd_serve() {  # NAME ROLE PORT
+    MC_TRANSPORTS=cuda-ipc,tcp VLLM_HOST_IP=127.0.0.1 VLLM_MOONCAKE_BOOTSTRAP_PORT=18998 timeout 150 "${cli[@]}" serve \
+        --host 127.0.0.1 --port "$3" --device "$pd_device" --gpu-id "$gpu" --transfer-engine auto --kv-cache-memory 4G \
+        --kv-transfer-config "{\"kv_connector\":\"MooncakeConnector\",\"kv_role\":\"$2\",\"kv_connector_extra_config\":{\"mooncake_protocol\":\"auto\"}}" >"$clidir/pd-$1.out" 2>&1 &
+    pd_pids+=($!)
+  }
+  pd_serve p kv_producer 18100
+  pd_serve d kv_consumer 18200
+  timeout 150 "${cli[@]}" proxy --host 127.0.0.1 --port 18000 --prefill http://127.0.0.1:18100 18998 \
+      --decode http://127.0.0.1:18200 >"$clidir/pd-proxy.out" 2>&1 &
+  pd_pids+=($!)
+  pd_get() { python3 -c 'import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())' "$1" 2>/dev/null; }
+  for url in http://127.0.0.1:18100/health http://127.0.0.1:18200/health http://127.0.0.1:18000/health; do
+    for _ in $(seq 1 300); do
+      pd_get "$url" >/dev/null && break
+      for pid in "${pd_pids[@]}"; do kill -0 "$pid" 2>/dev/null || break 2; done
+      sleep 0.2
+    done
+    pd_get "$url" >/dev/null || { echo "cli serve P/D $pd_device: FAIL ($url never answered)"; pd_ok=0; break; }
+  done
+  if [ "$pd_ok" = 1 ]; then
+    python3 "$here/scripts/lib/pd-client.py" http://127.0.0.1:18000 http://127.0.0.1:18100 16 2048 8 4 \
+        >"$clidir/pd-client.out" 2>&1 || pd_ok=0
+    cat "$clidir/pd-client.out"
+    pst=$(pd_get http://127.0.0.1:18100/mooncake/status); dst=$(pd_get http://127.0.0.1:18200/mooncake/status)
+    verdict=$(python3 - "$pst" "$dst" "$pd_device" <<'PY'
+import json, sys
+p, d, device = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3]
+by = p.get("transfer_bytes_by_transport", {})
+kv = d.get("kv_bytes_received", 0)
+want = "cuda-ipc" if device == "cuda" else "tcp"
+others = sum(v for k, v in by.items() if k != want)
+print(f"pd KV: D received {kv / 2**30:.2f} GiB, {d.get('kv_mismatched_words')} mismatched words; P's engines "
+      f"carried {', '.join(f'{k} {v / 2**30:.2f} GiB' for k, v in sorted(by.items())) or 'nothing'}")
+ok = kv > 0 and d.get("kv_mismatched_words") == 0 and by.get(want, 0) >= kv and others == 0
+print("pd verdict:", "PASS" if ok else f"FAIL (want every KV byte by {want}, none mismatched)")
+PY
+) || pd_ok=0
+    echo "$verdict"
+    case "$verdict" in *"pd verdict: PASS"*) ;; *) pd_ok=0 ;; esac
+  fi
+  for pid in "${pd_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${pd_pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  if [ "$pd_ok" = 1 ]; then
+    echo "cli serve P/D --device $pd_device: PASS"
+  else
+    echo "cli serve P/D --device $pd_device: FAIL (outputs pd-*.out in $clidir)"
+    tail -n 5 "$clidir"/pd-p.out "$clidir"/pd-d.out 2>/dev/null || true
+    cli_status=1
+  fi
   echo "CLI RESULT: $([ "$cli_status" = 0 ] && echo PASS || echo FAIL) (outputs in $clidir)"
   if [ "$cli_status" != 0 ] && [ "$status" = 0 ]; then status=1; fi
 fi
