@@ -70,7 +70,8 @@ final class ServeCommand implements CliCommand {
                 "  --prefix-caching-hash-algo A  sha256 (default) or sha256_cbor: the store connector's block hash",
                 "  --num-gpu-blocks N            KV blocks per TP rank (overrides --kv-cache-memory)",
                 "  --kv-cache-memory SIZE        KV memory per TP rank (e.g. 512M, 2G), default 1G",
-                "  --device cpu|cuda             where the KV caches live, default cpu; cuda needs the tcp protocol",
+                "  --device cpu|cuda             where the KV caches live, default cpu; cuda needs a real engine (tcp, or auto:\n"
+                + "                                cuda-ipc between processes on one machine)",
                 "  --gpu-id N                    with --device cuda: the GPU of every rank, default 0",
                 "  --transfer-engine KIND        tcp, rdma, auto, or mock (in-JVM, tests); default the",
                 "                                kv_transfer_config's mooncake_protocol",
