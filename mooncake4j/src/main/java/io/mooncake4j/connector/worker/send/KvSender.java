@@ -1,5 +1,6 @@
 package io.mooncake4j.connector.worker.send;
 
+import io.mooncake4j.connector.MooncakeConnectorMetadata;
 import io.mooncake4j.connector.wire.MooncakeXferMetadata;
 import io.mooncake4j.connector.wire.MooncakeXferMetadataCodec;
 import io.mooncake4j.connector.wire.MooncakeXferResponse;
@@ -10,6 +11,7 @@ import io.mooncake4j.connector.worker.MooncakeKvConnectorStats;
 import io.mooncake4j.connector.worker.SideChannelLimits;
 import io.mooncake4j.connector.worker.loop.BackgroundErrors;
 import io.mooncake4j.connector.worker.loop.WaveTrace;
+import io.mooncake4j.connector.worker.plan.DescriptorBuffer;
 import io.mooncake4j.connector.worker.plan.LayerLayout;
 import io.mooncake4j.connector.worker.plan.PlanErrors;
 import io.mooncake4j.connector.worker.plan.PreparedRegions;
@@ -22,6 +24,7 @@ import io.mooncake4j.connector.worker.send.Layerwise.Target;
 import io.mooncake4j.connector.worker.send.PreparedShapes.Prepared;
 import io.mooncake4j.engine.TransferEngine;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Locale;
@@ -34,13 +37,15 @@ import java.util.concurrent.atomic.LongAdder;
 import java.util.function.Function;
 import java.util.function.LongSupplier;
 import java.util.function.ToIntFunction;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * The producer's send path (vLLM's {@code send_kv_to_decode}, {@code record_send_reqs},
  * {@code fetch_finished_sending_reqs} and {@code _send_blocks}, spec §6.7–§6.12), as a
  * {@link SideChannelHandler}.
  *
- * <p>Threads: every method except {@link #sendBlocks} runs on the sender loop
+ * <p>Threads: every method except the model runner's hand-off and the counters runs on the sender loop
  * ({@code mooncake-p-sender-0}), which owns {@code reqs_need_send}, the finished set, the planner
  * and its buffers. Waiting for readiness never blocks that thread: each pulled transfer has a
  * {@code ready} future whose completion posts back to the loop, and each wave arms one scheduled
@@ -63,7 +68,7 @@ import java.util.function.ToIntFunction;
  * D's receive deadline is the abort timeout plus a margin (vLLM: 60 s) after the last response it
  * received, so a write that starts by then has that margin to finish before D may declare the load
  * failed. A wave that missed it is not written; its requests are reported in {@code err_reqs} with
- * {@link #STALE_WAVE_MESSAGE}.
+ * {@link BlockWriter#STALE_WAVE_MESSAGE}.
  *
  * <p><b>Layer-wise push.</b> With {@code layerwise_push}, a transfer whose prefill chunks
  * are named in the step's metadata is written layer by layer as {@link #onLayerSaved} reports each
@@ -74,7 +79,17 @@ import java.util.function.ToIntFunction;
  * failed write stops its writes and fails it for D once (in {@code err_reqs}), when nothing of it is
  * in flight. D's side and the messages are unchanged.
  */
-public final class KvSender extends SendBookkeeping implements SideChannelHandler, Quiesce, AutoCloseable {
+public final class KvSender implements SideChannelHandler, Quiesce, AutoCloseable {
+
+    /** The send path's log category (its parts log here too). */
+    static final Logger LOG = LoggerFactory.getLogger(KvSender.class);
+
+    /** vLLM's timeout message, kept verbatim. */
+    public static final String READY_TIMEOUT_MESSAGE = "Timeout waiting for P side ready.";
+    /** The error of a request that expired (or was removed) between readiness and sending (§15 #1 fixed). */
+    public static final String EXPIRED_BEFORE_SENDING = "Request expired before sending on P side.";
+    /** Distinct rejection texts logged at ERROR (a hostile peer cannot flood the log). */
+    static final int MAX_DISTINCT_REJECTIONS = 256;
 
     /** A ready request of a wave, as the planner sees it. */
     record Ready(String dReqId, SendBlockMeta sendMeta, int[][] remoteBlockIds) implements ReadyRequest {
@@ -84,18 +99,42 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
         }
     }
 
-    // the side channel's state: sender loop only unless a comment says otherwise
+    // collaborators and configuration (fixed at construction)
+    private final ScheduledExecutorService loop;
+    private final BackgroundErrors errors;
+    private final LongSupplier clock;
+    private final long abortNanos;
+    private final int localPpSize;
+    private final TransferPlanner planner;
     private final TransferTopology topology;
+    /** The transfer threads (they own themselves). */
+    private final TransferPool xferPool;
+    /** Each D's share of {@link #xferPool} (sender loop). */
+    private final PoolShares shares;
+    /** The writes into D's blocks, the self targets and the stale-wave count (transfer pool). */
+    private final BlockWriter writer;
+    /** The region pairs prepared per shape of D (sender loop). */
+    private final PreparedShapes preparedShapes;
+    /** What the pulls hold against the limits (sender loop). */
+    private final PendingLimits pendingLimits;
+    /** D requests served or answered lately, so that a re-sent pull is never written twice (sender loop). */
+    private final RetriedPulls retried;
+    /** The transfers to send and their holds ({@code reqs_need_send}; sender loop). */
+    private final PendingSends pending;
+    /** Layer-wise push (sender loop, and the model runner's queue). */
+    private final LayerwisePush layerwise;
+
+    // the side channel's and the waves' state: sender loop only unless a comment says otherwise
+    /** The pulls being served; {@link #layerwise} reads them. */
+    private final Set<Pull> activePulls = new HashSet<>();
+    /** The scratch buffer a wave is planned into. */
+    private final DescriptorBuffer buf = new DescriptorBuffer(1024);
     private final PlanErrors planErrors = new PlanErrors();
-    private final Set<String> rejectedLogged = new HashSet<>(); // sender loop only
-    private final LongAdder errorReplies = new LongAdder();
-    private final LongAdder limitRejections = new LongAdder();
-    /** Pulls (or writes) refused because their destination is P's own engine. */
+    private final Set<String> rejectedLogged = new HashSet<>();
+    private final LongAdder errorReplies = new LongAdder(); // any thread
+    private final LongAdder limitRejections = new LongAdder(); // any thread
+    /** Pulls (or writes) refused because their destination is P's own engine (any thread). */
     private final LongAdder selfAimedRefusals = new LongAdder();
-    /** What P's own engine is called and where it listens. */
-    private final SelfTargets selfTargets;
-    /** A kv_both worker: its own receiver's pulls name its own engine (set before the first pull). */
-    private volatile boolean selfAimedPullsAccepted;
 
     public KvSender(String engineLabel, TransferEngine engine, MooncakeKvConnectorStats stats, BackgroundErrors errors,
             ScheduledExecutorService loop, int numWorkers, LongSupplier clock, long abortNanos, int localPpSize,
@@ -123,12 +162,23 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
             TransferPlanner planner, List<TransferRegion> localRegions, ToIntFunction<String> groupOfLayer,
             Function<String, LayerLayout> layoutOfLayer, SideChannelLimits limits, boolean layerwise,
             int transferThreadNice) {
-        super(engineLabel, engine, stats, errors, loop, numWorkers, clock, abortNanos, localPpSize, planner,
-                localRegions, groupOfLayer, layoutOfLayer, limits, layerwise, transferThreadNice);
-        String segment = engine.getLocalSegmentName();
-        int colon = segment.lastIndexOf(':');
-        this.selfTargets = new SelfTargets(segment, engine.getRpcPort(), colon < 0 ? segment : segment.substring(0, colon));
+        this.loop = loop;
+        this.errors = errors;
+        this.clock = clock;
+        this.abortNanos = abortNanos;
+        this.localPpSize = localPpSize;
+        this.planner = planner;
         this.topology = planner.topology();
+        List<TransferRegion> regions = List.copyOf(localRegions);
+        this.xferPool = new TransferPool(engineLabel, numWorkers, transferThreadNice);
+        this.shares = new PoolShares(xferPool, limits.transfersPerPeer(numWorkers));
+        this.writer = new BlockWriter(engine, stats, errors, xferPool, clock, abortNanos);
+        this.preparedShapes = new PreparedShapes(planner, regions, groupOfLayer, layoutOfLayer, localPpSize);
+        this.pendingLimits = new PendingLimits(limits);
+        this.retried = new RetriedPulls(abortNanos, limits.maxPendingTotal());
+        this.pending = new PendingSends(engineLabel, stats, errors, loop, clock, abortNanos, pendingLimits);
+        this.layerwise = new LayerwisePush(layerwise, regions, planner, pending,
+                Collections.unmodifiableSet(activePulls), shares, writer, errors, loop, this::scheduleWave);
     }
 
     /** What this P's KV blocks mean, or null: a pull naming another layout is refused. */
@@ -142,6 +192,55 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
      */
     public void kvLayout(String layout) {
         this.kvLayout = layout;
+    }
+
+    // ------------------------------------------------------------------------------ the model runner's calls
+
+    /**
+     * Hands a task of the model runner's thread to the sender loop (see
+     * {@link LayerwisePush#offerFromModelRunner}): a layer hook ({@code mustWake} false) or the step's
+     * metadata ({@link #recordSendReqs}, true), run on the loop in call order.
+     */
+    public void offerFromModelRunner(Runnable task, boolean mustWake) {
+        layerwise.offerFromModelRunner(task, mustWake);
+    }
+
+    /** Tasks handed to the sender loop to run the model runner's queue (diagnostics and tests). */
+    public long layerHookWakeups() {
+        return layerwise.layerHookWakeups();
+    }
+
+    /** vLLM's {@code save_kv_layer}: layer {@code layerName} of this step's chunks is written (sender loop). */
+    public void onLayerSaved(String layerName) {
+        layerwise.onLayerSaved(layerName);
+    }
+
+    /** vLLM's {@code wait_for_save}: the forward pass ended; layers not saved yet go now (sender loop). */
+    public void onForwardDone() {
+        layerwise.onForwardDone();
+    }
+
+    /** vLLM's {@code record_send_reqs}, with §15 #2 fixed: unknown transfer ids never throw (sender loop). */
+    public void recordSendReqs(MooncakeConnectorMetadata metadata) {
+        pending.record(metadata, layerwise::closeLayerwise);
+        layerwise.recordChunks(metadata.layerwiseChunks());
+    }
+
+    /**
+     * Sets what runs (sender loop) when {@link #fetchFinishedSending} has something new: an id was
+     * queued as finished, or a recorded request's hold expired; it must not throw (the worker guards it).
+     */
+    public void onFinished(Runnable r) {
+        pending.onFinished(r);
+    }
+
+    /**
+     * vLLM's {@code fetch_finished_sending_reqs} with expiry (§6.12); placeholders expire too (§15 #3
+     * fixed). Runs the model runner's queued calls first (sender loop).
+     */
+    public Set<String> fetchFinishedSending() {
+        layerwise.runLayerHooks();
+        return pending.fetchFinished();
     }
 
     // ------------------------------------------------------------------------------ side channel
@@ -194,7 +293,7 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
 
     void sendKvToDecode(byte[] identity, ReplySink reply, MooncakeXferMetadata meta, long bytes) {
         String peer = meta.remoteHostname() + ":" + meta.remotePort();
-        String self = selfAimedPullsAccepted ? null : selfTargets.refusal(meta.remoteHostname(), meta.remotePort());
+        String self = writer.selfRefusal(meta.remoteHostname(), meta.remotePort());
         if (self != null) {
             selfAimedRefusals.increment();
             logRejected("a pull aimed at this P worker's own engine was refused (ERROR answer)");
@@ -202,7 +301,7 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
             replyError(reply, self);
             return;
         }
-        String limit = pendingLimits.limitError(peer, meta, bytes, reqsNeedSend::containsKey);
+        String limit = pendingLimits.limitError(peer, meta, bytes, pending::containsKey);
         if (limit != null) {
             limitRejections.increment();
             logRejected("P side-channel limit exceeded (pending transfers, placeholders or metadata bytes); "
@@ -254,7 +353,7 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
                 continue;
             }
             RetriedPulls.Outcome known = retried.answered(key, now);
-            SendBlockMeta sm = reqsNeedSend.get(transferId);
+            SendBlockMeta sm = pending.get(transferId);
             if (known == null && sm == null && retried.finishedLately(transferId, now)) {
                 retried.forgotten();
                 known = new RetriedPulls.Outcome(false, String.format(Locale.ROOT, RetriedPulls.FORGOTTEN_MESSAGE,
@@ -267,10 +366,7 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
             }
             retried.serve(key, pull);
             if (sm == null) { // D arrived before P's scheduler
-                sm = new SendBlockMeta("", transferId, new int[0][], now);
-                reqsNeedSend.put(transferId, sm);
-                pendingLimits.placeholderAdded();
-                placeholderExpiry.add(now + abortNanos, sm, reqsNeedSend.size());
+                sm = pending.addPlaceholder(transferId, now);
             }
             if (pull.pending.put(e.getKey(), sm) == null) {
                 sm.waiters++;
@@ -286,10 +382,10 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
         }
         activePulls.add(pull);
         pendingLimits.pend(pull.peer, pull.pending.size() + pull.followed.size(), pull.bytes);
-        if (layerwise) {
+        if (layerwise.enabled()) {
             for (Map.Entry<String, SendBlockMeta> e : pull.pending.entrySet()) {
                 if (e.getValue().layerwise != null) {
-                    addTarget(pull, e.getKey(), e.getValue());
+                    layerwise.addTarget(pull, e.getKey(), e.getValue());
                 }
             }
         }
@@ -373,7 +469,7 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
             sm.waiters--;
         }
         for (String id : List.copyOf(pull.pending.keySet())) {
-            settle(pull, id, false, ABANDONED_MESSAGE, false); // not answered: a re-send is served afresh
+            settle(pull, id, false, BlockWriter.ABANDONED_MESSAGE, false); // not answered: a re-send is served afresh
         }
         if (activePulls.contains(pull)) {
             pendingLimits.unpendAll(pull.peer, pull.pending.size() + pull.followed.size(), pull.bytes);
@@ -383,6 +479,68 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
         pull.readyNow.clear();
         activePulls.remove(pull);
     }
+
+    // ------------------------------------------------------------------------------ re-sent pulls
+
+    String retryKey(Pull pull, String dReqId) {
+        return RetriedPulls.key(pull.peer, dReqId, pull.meta.reqBlocks().get(dReqId).transferId());
+    }
+
+    /**
+     * {@code pull}'s answer for {@code dReqId} is final: remembered for a re-send ({@code remember} false
+     * when nothing was answered: the pull was abandoned), and every re-sent pull that followed it hears it.
+     */
+    void settle(Pull pull, String dReqId, boolean ok, String errMsg, boolean remember) {
+        long now = clock.getAsLong();
+        if (ok) {
+            retried.transferFinished(pull.meta.reqBlocks().get(dReqId).transferId(), now);
+        }
+        List<Pull> followers = retried.settle(retryKey(pull, dReqId), pull, ok, errMsg, remember, now);
+        if (followers == null) {
+            return;
+        }
+        for (Pull f : followers) {
+            if (!f.done && f.followed.remove(dReqId)) {
+                pendingLimits.unpend(f.peer, 1);
+                answerFollower(f, dReqId, ok, remember ? errMsg : BlockWriter.ABANDONED_MESSAGE);
+            }
+        }
+    }
+
+    /** A re-sent pull hears the outcome of one of its requests that another pull served. */
+    void answerFollower(Pull f, String dReqId, boolean ok, String errMsg) {
+        boolean last = nothingLeft(f);
+        send(f.reply, MooncakeXferResponse.of(last ? MooncakeXferResponseStatus.FINISH
+                : MooncakeXferResponseStatus.CONTINUE, ok ? List.of(dReqId) : null, ok ? null : List.of(dReqId),
+                ok ? null : errMsg));
+        f.lastContact = clock.getAsLong();
+        if (last) {
+            end(f);
+        }
+    }
+
+    /** Nothing of {@code pull} waits, is planned or is being written: its next answer is its last. */
+    static boolean nothingLeft(Pull pull) {
+        return pull.pending.isEmpty() && pull.followed.isEmpty() && pull.readyNow.isEmpty() && !pull.busy
+                && pull.lwInflight == 0;
+    }
+
+    /** Requests of re-sent pulls that waited for the first pull's outcome (never written twice). */
+    public long retriesFollowed() {
+        return retried.followedCount.sum();
+    }
+
+    /** Requests of re-sent pulls answered again from the outcome P remembered. */
+    public long retriesAnsweredAgain() {
+        return retried.answeredAgainCount.sum();
+    }
+
+    /** Requests of re-sent pulls whose transfer had finished and whose outcome P no longer knew (ERROR). */
+    public long retriesForgotten() {
+        return retried.forgottenCount.sum();
+    }
+
+    // ------------------------------------------------------------------------------ waves
 
     void processWave(Pull pull) {
         if (pull.done || pull.busy || pull.readyNow.isEmpty()) {
@@ -400,7 +558,7 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
             SendBlockMeta sm = pull.pending.remove(dReqId);
             sm.waiters--;
             pendingLimits.unpend(pull.peer, 1);
-            if (reqsNeedSend.get(sm.transferId) == sm) {
+            if (pending.isCurrent(sm)) {
                 sm.sending++; // blocks expiry
                 if (sm.needSend == 0) {
                     sm.needSend = TransferTopology.resolveNeedSend(pull.pairedRemoteRanks, pull.meta.remotePpSize(),
@@ -473,19 +631,7 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
         long contact = pull.lastContact;
         String peer = pull.peer;
         Runnable job = () -> {
-            int ret;
-            xferPool.writeStarted(); // before the check: abandonAllPulls' waiter sees this write
-            try {
-                if (pull.done) {
-                    ret = ABANDONED;
-                } else if (clock.getAsLong() - contact - abortNanos > 0) {
-                    ret = STALE; // D may have given up: its blocks may belong to another request by now
-                } else {
-                    ret = sendBlocks(session, src, dst, len, bytes);
-                }
-            } finally {
-                xferPool.writeEnded();
-            }
+            int ret = writer.write(pull, contact, session, src, dst, len, bytes);
             // Every byte landed: D's answer is known already (it depends on the wave alone), so it goes
             // from here, before the hand-off of the bookkeeping to the loop (waking the loop
             // first lets it take this thread's core). A pull D sends after reading the answer may then
@@ -519,57 +665,17 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
         shares.submit(peer, job, () -> finishWave(pull, ready, errReqs, wErrMsg, status, -1, NOT_ANSWERED));
     }
 
-    private static int port(String s) {
-        try {
-            return Integer.parseInt(s);
-        } catch (NumberFormatException e) {
-            return -1;
-        }
-    }
-
     /**
      * A kv_both worker: pulls that name this engine are its own receiver's (D's blocks live in this
      * engine too), so they are served. Call before the first pull.
      */
     public void acceptSelfAimedPulls() {
-        selfAimedPullsAccepted = true;
+        writer.acceptSelfAimedPulls();
     }
 
     /** Pulls (and writes) refused because their destination is P's own engine. */
     public long selfAimedRefusals() {
         return selfAimedRefusals.sum();
-    }
-
-    /** vLLM's {@code _send_blocks}, on a transfer-pool thread; {@link #SELF_AIMED} for P's own engine. No retry. */
-    int sendBlocks(String session, long[] src, long[] dst, long[] len, long bytes) {
-        int colon = session.lastIndexOf(':');
-        if (!selfAimedPullsAccepted && ((colon > 0
-                && selfTargets.resolvesToSelf(session.substring(0, colon), port(session.substring(colon + 1))))
-                || engine.isOwnSegment(session))) {
-            // a name that resolves to P itself, or whose descriptor (any name, port, forwarder or metadata
-            // path) is P's own engine's: nothing is written
-            return SELF_AIMED;
-        }
-        WaveTrace.mark(WaveTrace.Point.P_WRITE_START);
-        long t0 = System.nanoTime();
-        int ret;
-        try {
-            ret = engine.batchTransferSyncWrite(session, src, dst, len);
-        } catch (RuntimeException | Error e) {
-            errors.report("transfer pool", e);
-            ret = -1;
-        }
-        WaveTrace.mark(WaveTrace.Point.P_WRITE_END);
-        double dt = (System.nanoTime() - t0) / 1e9;
-        if (ret == 0) {
-            stats.recordTransfer(dt, bytes, src.length);
-            LOG.debug("Sending to {} done, took {}", session, dt);
-        } else {
-            stats.recordFailedTransfer();
-            LOG.warn("Sending to {} failed (ret={}) after {} ({} descriptors, {} bytes)", session, ret, dt, src.length,
-                    bytes);
-        }
-        return ret;
     }
 
     /** D's answer to a wave whose write succeeded (any thread: reads only the wave's own lists). */
@@ -603,7 +709,7 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
                 ok.add(r.dReqId());
             }
         }
-        if (ret == SELF_AIMED) {
+        if (ret == BlockWriter.SELF_AIMED) {
             selfAimedRefusals.increment();
             String why = String.format(Locale.ROOT, SelfTargets.MESSAGE, pull.peer);
             LOG.warn("Not writing {} request(s): {}", ok.size(), why);
@@ -611,9 +717,9 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
             errReqs.addAll(ok);
             errSet.addAll(ok);
             ok.clear();
-        } else if (ret == STALE || ret == ABANDONED) {
-            staleWaves.increment();
-            String why = ret == STALE ? STALE_WAVE_MESSAGE : ABANDONED_MESSAGE;
+        } else if (ret == BlockWriter.STALE || ret == BlockWriter.ABANDONED) {
+            writer.staleWave();
+            String why = ret == BlockWriter.STALE ? BlockWriter.STALE_WAVE_MESSAGE : BlockWriter.ABANDONED_MESSAGE;
             LOG.warn("Not writing {} request(s) to D {}: {}", ok.size(), pull.peer, why);
             errMsg = errMsg == null ? why : errMsg + "; " + why;
             errReqs.addAll(ok);
@@ -635,8 +741,8 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
             sm.sent++;
             if (sm.sent == sm.needSend && sm.layerwise != null && !sm.ready.isDone()) {
                 sm.sentEarly = true; // landed before request_finished: reported when it comes
-            } else if (sm.sent == sm.needSend && reqsNeedSend.remove(sm.transferId, sm)) {
-                markFinishedSending(sm.pReqId);
+            } else if (sm.sent == sm.needSend && pending.remove(sm)) {
+                pending.markFinishedSending(sm.pReqId);
             }
         }
         if (answeredAt == NOT_ANSWERED) {
@@ -665,9 +771,14 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
         }
     }
 
+    /** Entries held by the two expiry queues, dead ones not yet dropped included (tests: they stay bounded). */
+    public int expiryEntries() {
+        return pending.expiryEntries();
+    }
+
     /** Entries of {@code reqs_need_send} (loop thread). */
     public int pendingTransfers() {
-        return reqsNeedSend.size();
+        return pending.size();
     }
 
     /** Pulls being served (loop thread). */
@@ -680,7 +791,7 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
     }
 
     public long placeholdersExpired() {
-        return placeholdersExpired.sum();
+        return pending.placeholdersExpired();
     }
 
     /** Pulls refused with ERROR because a {@link SideChannelLimits} bound would have been exceeded. */
@@ -690,7 +801,7 @@ public final class KvSender extends SendBookkeeping implements SideChannelHandle
 
     /** Waves not written because they could not start within the staleness bound. */
     public long staleWaves() {
-        return staleWaves.sum();
+        return writer.staleWaves();
     }
 
     /** Waves that waited on the loop because their D already used its share of the transfer pool. */
