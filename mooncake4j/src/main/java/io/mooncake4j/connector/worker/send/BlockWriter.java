@@ -13,8 +13,8 @@ import org.slf4j.LoggerFactory;
  * The write into D's blocks that a wave ({@link KvSender}) or a layer-wise push ({@link LayerwisePush})
  * submits to the {@link TransferPool}: the abandonment and staleness checks made just before it, vLLM's
  * {@code _send_blocks}, and the refusal of a destination that is P's own engine ({@link SelfTargets}).
- * It owns the self targets, whether self-aimed pulls are accepted (a kv_both worker) and the count of
- * stale waves.
+ * It owns the self targets, whether self-aimed pulls are accepted (a kv_both worker), the count of pulls
+ * and writes refused for aiming at P itself, and the count of stale waves.
  *
  * <p><b>Threads.</b> {@link #write} and {@link #sendBlocks} run on the transfer-pool threads
  * ({@code mooncake-p-xfer-<n>}); {@link #selfRefusal} on the sender loop; {@link #acceptSelfAimedPulls}
@@ -50,6 +50,8 @@ final class BlockWriter {
     private volatile boolean selfAimedPullsAccepted;
     /** Waves (and layer-wise writes) not written because they were stale or their pull was abandoned. */
     private final LongAdder staleWaves = new LongAdder();
+    /** Pulls (or writes) refused because their destination is P's own engine. */
+    private final LongAdder selfAimedRefusals = new LongAdder();
 
     BlockWriter(TransferEngine engine, MooncakeKvConnectorStats stats, BackgroundErrors errors, TransferPool pool,
             LongSupplier clock, long abortNanos) {
@@ -61,7 +63,8 @@ final class BlockWriter {
         this.abortNanos = abortNanos;
         String segment = engine.getLocalSegmentName();
         int colon = segment.lastIndexOf(':');
-        this.selfTargets = new SelfTargets(segment, engine.getRpcPort(), colon < 0 ? segment : segment.substring(0, colon));
+        this.selfTargets = new SelfTargets(segment, engine.getRpcPort(),
+                colon < 0 ? segment : segment.substring(0, colon));
     }
 
     /**
@@ -147,5 +150,15 @@ final class BlockWriter {
     /** Waves not written because they could not start within the staleness bound (any thread). */
     long staleWaves() {
         return staleWaves.sum();
+    }
+
+    /** Counts a pull (or a write) refused because its destination is P's own engine (sender loop). */
+    void selfAimedRefused() {
+        selfAimedRefusals.increment();
+    }
+
+    /** Pulls (and writes) refused because their destination is P's own engine (any thread). */
+    long selfAimedRefusals() {
+        return selfAimedRefusals.sum();
     }
 }

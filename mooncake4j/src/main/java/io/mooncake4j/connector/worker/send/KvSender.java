@@ -4,35 +4,26 @@ import io.mooncake4j.connector.MooncakeConnectorMetadata;
 import io.mooncake4j.connector.wire.MooncakeXferMetadata;
 import io.mooncake4j.connector.wire.MooncakeXferMetadataCodec;
 import io.mooncake4j.connector.wire.MooncakeXferResponse;
-import io.mooncake4j.connector.wire.MooncakeXferResponseCodec;
 import io.mooncake4j.connector.wire.MooncakeXferResponseStatus;
 import io.mooncake4j.connector.wire.ProtocolException;
 import io.mooncake4j.connector.worker.MooncakeKvConnectorStats;
 import io.mooncake4j.connector.worker.SideChannelLimits;
 import io.mooncake4j.connector.worker.loop.BackgroundErrors;
 import io.mooncake4j.connector.worker.loop.WaveTrace;
-import io.mooncake4j.connector.worker.plan.DescriptorBuffer;
 import io.mooncake4j.connector.worker.plan.LayerLayout;
-import io.mooncake4j.connector.worker.plan.PlanErrors;
 import io.mooncake4j.connector.worker.plan.PreparedRegions;
-import io.mooncake4j.connector.worker.plan.ReadyRequest;
 import io.mooncake4j.connector.worker.plan.TransferPlanner;
 import io.mooncake4j.connector.worker.plan.TransferPlanningException;
 import io.mooncake4j.connector.worker.plan.TransferRegion;
 import io.mooncake4j.connector.worker.plan.TransferTopology;
-import io.mooncake4j.connector.worker.send.Layerwise.Target;
 import io.mooncake4j.connector.worker.send.PreparedShapes.Prepared;
 import io.mooncake4j.engine.TransferEngine;
 import java.util.ArrayList;
-import java.util.Collections;
-import java.util.HashSet;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
-import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledExecutorService;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.function.Function;
 import java.util.function.LongSupplier;
@@ -45,9 +36,18 @@ import org.slf4j.LoggerFactory;
  * {@code fetch_finished_sending_reqs} and {@code _send_blocks}, spec §6.7–§6.12), as a
  * {@link SideChannelHandler}.
  *
- * <p>Threads: every method except the model runner's hand-off and the counters runs on the sender loop
- * ({@code mooncake-p-sender-0}), which owns {@code reqs_need_send}, the finished set, the planner
- * and its buffers. Waiting for readiness never blocks that thread: each pulled transfer has a
+ * <p><b>Parts.</b> This class admits D's pulls (the side channel: refusals, limits, re-sends, the
+ * placeholder of an early pull) and hands the rest to the parts it composes, each the one owner of its
+ * state and passed its collaborators at construction: {@link PendingSends} ({@code reqs_need_send}, the
+ * holds, their expiry, the finished set), {@link Waves} (the pulls being served and their waves),
+ * {@link LayerwisePush} (layer-wise writes and the model runner's queue), {@link BlockWriter} (the
+ * write into D's blocks and its checks), {@link Replies} (answers to D), and {@link TransferPool},
+ * {@link PoolShares}, {@link PendingLimits}, {@link PreparedShapes}, {@link RetriedPulls}.
+ *
+ * <p><b>Threads.</b> Every method runs on the sender loop ({@code mooncake-p-sender-0}), which owns
+ * all of the parts' loop state, except {@link #offerFromModelRunner} (the model runner's thread), the
+ * counters, {@link #abandonAllPulls}, {@link #writesIdle} and {@link #close} (any thread: the ROUTER's
+ * reset, shutdown). Waiting for readiness never blocks the loop: each pulled transfer has a
  * {@code ready} future whose completion posts back to the loop, and each wave arms one scheduled
  * timeout of the abort timeout. A ready wave's descriptors go to the transfer pool
  * ({@code mooncake-p-xfer-<n>}, {@code num_workers} threads), which runs the blocking
@@ -85,33 +85,20 @@ public final class KvSender implements SideChannelHandler, Quiesce, AutoCloseabl
     static final Logger LOG = LoggerFactory.getLogger(KvSender.class);
 
     /** vLLM's timeout message, kept verbatim. */
-    public static final String READY_TIMEOUT_MESSAGE = "Timeout waiting for P side ready.";
+    public static final String READY_TIMEOUT_MESSAGE = Waves.READY_TIMEOUT_MESSAGE;
     /** The error of a request that expired (or was removed) between readiness and sending (§15 #1 fixed). */
-    public static final String EXPIRED_BEFORE_SENDING = "Request expired before sending on P side.";
-    /** Distinct rejection texts logged at ERROR (a hostile peer cannot flood the log). */
-    static final int MAX_DISTINCT_REJECTIONS = 256;
+    public static final String EXPIRED_BEFORE_SENDING = Waves.EXPIRED_BEFORE_SENDING;
 
-    /** A ready request of a wave, as the planner sees it. */
-    record Ready(String dReqId, SendBlockMeta sendMeta, int[][] remoteBlockIds) implements ReadyRequest {
-        @Override
-        public int[][] localBlockIds() {
-            return sendMeta.localBlockIds;
-        }
-    }
-
-    // collaborators and configuration (fixed at construction)
+    // collaborators and configuration (fixed at construction); each part owns its state (see its class)
     private final ScheduledExecutorService loop;
     private final BackgroundErrors errors;
     private final LongSupplier clock;
-    private final long abortNanos;
-    private final int localPpSize;
-    private final TransferPlanner planner;
     private final TransferTopology topology;
     /** The transfer threads (they own themselves). */
     private final TransferPool xferPool;
     /** Each D's share of {@link #xferPool} (sender loop). */
     private final PoolShares shares;
-    /** The writes into D's blocks, the self targets and the stale-wave count (transfer pool). */
+    /** The writes into D's blocks, the self targets, the self-aimed and stale counts (transfer pool). */
     private final BlockWriter writer;
     /** The region pairs prepared per shape of D (sender loop). */
     private final PreparedShapes preparedShapes;
@@ -121,20 +108,17 @@ public final class KvSender implements SideChannelHandler, Quiesce, AutoCloseabl
     private final RetriedPulls retried;
     /** The transfers to send and their holds ({@code reqs_need_send}; sender loop). */
     private final PendingSends pending;
+    /** The answers to D, the ERROR count and the rejections logged (any thread). */
+    private final Replies replies;
+    /** The pulls being served and their waves (sender loop). */
+    private final Waves waves;
     /** Layer-wise push (sender loop, and the model runner's queue). */
     private final LayerwisePush layerwise;
 
-    // the side channel's and the waves' state: sender loop only unless a comment says otherwise
-    /** The pulls being served; {@link #layerwise} reads them. */
-    private final Set<Pull> activePulls = new HashSet<>();
-    /** The scratch buffer a wave is planned into. */
-    private final DescriptorBuffer buf = new DescriptorBuffer(1024);
-    private final PlanErrors planErrors = new PlanErrors();
-    private final Set<String> rejectedLogged = new HashSet<>();
-    private final LongAdder errorReplies = new LongAdder(); // any thread
-    private final LongAdder limitRejections = new LongAdder(); // any thread
-    /** Pulls (or writes) refused because their destination is P's own engine (any thread). */
-    private final LongAdder selfAimedRefusals = new LongAdder();
+    /** Pulls refused with ERROR because a limit would have been exceeded (sender loop writes, any thread reads). */
+    private final LongAdder limitRejections = new LongAdder();
+    /** What this P's KV blocks mean, or null: a pull naming another layout is refused. */
+    private volatile String kvLayout;
 
     public KvSender(String engineLabel, TransferEngine engine, MooncakeKvConnectorStats stats, BackgroundErrors errors,
             ScheduledExecutorService loop, int numWorkers, LongSupplier clock, long abortNanos, int localPpSize,
@@ -165,9 +149,6 @@ public final class KvSender implements SideChannelHandler, Quiesce, AutoCloseabl
         this.loop = loop;
         this.errors = errors;
         this.clock = clock;
-        this.abortNanos = abortNanos;
-        this.localPpSize = localPpSize;
-        this.planner = planner;
         this.topology = planner.topology();
         List<TransferRegion> regions = List.copyOf(localRegions);
         this.xferPool = new TransferPool(engineLabel, numWorkers, transferThreadNice);
@@ -177,12 +158,12 @@ public final class KvSender implements SideChannelHandler, Quiesce, AutoCloseabl
         this.pendingLimits = new PendingLimits(limits);
         this.retried = new RetriedPulls(abortNanos, limits.maxPendingTotal());
         this.pending = new PendingSends(engineLabel, stats, errors, loop, clock, abortNanos, pendingLimits);
-        this.layerwise = new LayerwisePush(layerwise, regions, planner, pending,
-                Collections.unmodifiableSet(activePulls), shares, writer, errors, loop, this::scheduleWave);
+        this.replies = new Replies();
+        this.waves = new Waves(loop, errors, clock, abortNanos, localPpSize, planner, pending, pendingLimits, retried,
+                shares, writer, replies);
+        this.layerwise = new LayerwisePush(layerwise, regions, planner, pending, waves.activePulls(), shares, writer,
+                errors, loop, waves::scheduleWave);
     }
-
-    /** What this P's KV blocks mean, or null: a pull naming another layout is refused. */
-    private volatile String kvLayout;
 
     /**
      * Sets this P's KV layout (before pulls arrive): a pull whose {@code mooncake4j_kv_layout} differs is refused
@@ -256,38 +237,11 @@ public final class KvSender implements SideChannelHandler, Quiesce, AutoCloseabl
             MooncakeXferMetadata meta = MooncakeXferMetadataCodec.decode(frames.getFirst());
             sendKvToDecode(identity, reply, meta, frames.getFirst().length);
         } catch (ProtocolException | TransferPlanningException | ArithmeticException e) {
-            logRejected(e.getMessage());
-            replyError(reply, e.getMessage());
+            replies.logRejected(e.getMessage());
+            replies.replyError(reply, e.getMessage());
         } catch (RuntimeException e) {
             errors.report("sender loop", e);
-            replyError(reply, "Error processing Mooncake xfer request: " + e);
-        }
-    }
-
-    /** Logs a rejected message at ERROR once per distinct text (a hostile peer cannot flood the log), then at DEBUG. */
-    void logRejected(String msg) {
-        if (rejectedLogged.size() < MAX_DISTINCT_REJECTIONS && rejectedLogged.add(String.valueOf(msg))) {
-            LOG.error("Error processing Mooncake xfer request: {} (repeats are logged at DEBUG)", msg);
-        } else {
-            LOG.debug("Error processing Mooncake xfer request: {}", msg);
-        }
-    }
-
-    void replyError(ReplySink reply, String msg) {
-        errorReplies.increment();
-        send(reply, MooncakeXferResponse.error(msg));
-    }
-
-    static void send(ReplySink reply, MooncakeXferResponse resp) {
-        send(reply, resp.status(), MooncakeXferResponseCodec.encode(resp));
-    }
-
-    /** A {@code CONTINUE} is not the message's final answer; {@code FINISH} and {@code ERROR} are. */
-    static void send(ReplySink reply, MooncakeXferResponseStatus status, byte[] encoded) {
-        if (status == MooncakeXferResponseStatus.CONTINUE) {
-            reply.sendContinue(encoded);
-        } else {
-            reply.send(encoded);
+            replies.replyError(reply, "Error processing Mooncake xfer request: " + e);
         }
     }
 
@@ -295,19 +249,19 @@ public final class KvSender implements SideChannelHandler, Quiesce, AutoCloseabl
         String peer = meta.remoteHostname() + ":" + meta.remotePort();
         String self = writer.selfRefusal(meta.remoteHostname(), meta.remotePort());
         if (self != null) {
-            selfAimedRefusals.increment();
-            logRejected("a pull aimed at this P worker's own engine was refused (ERROR answer)");
+            writer.selfAimedRefused();
+            replies.logRejected("a pull aimed at this P worker's own engine was refused (ERROR answer)");
             LOG.debug("{}", self);
-            replyError(reply, self);
+            replies.replyError(reply, self);
             return;
         }
         String limit = pendingLimits.limitError(peer, meta, bytes, pending::containsKey);
         if (limit != null) {
             limitRejections.increment();
-            logRejected("P side-channel limit exceeded (pending transfers, placeholders or metadata bytes); "
+            replies.logRejected("P side-channel limit exceeded (pending transfers, placeholders or metadata bytes); "
                     + "the pull got an ERROR response");
             LOG.debug("{}", limit);
-            replyError(reply, limit);
+            replies.replyError(reply, limit);
             return;
         }
         String ours = kvLayout;
@@ -315,23 +269,23 @@ public final class KvSender implements SideChannelHandler, Quiesce, AutoCloseabl
             String msg = String.format(Locale.ROOT, "KV layout mismatch: this prefill node's KV layout %s differs from "
                     + "the decode node's %s; nothing was transferred; pair nodes that serve the same checkpoint", ours,
                     meta.kvLayout());
-            logRejected("a pull of another KV layout was refused (ERROR answer)");
+            replies.logRejected("a pull of another KV layout was refused (ERROR answer)");
             LOG.debug("{}", msg);
-            replyError(reply, msg);
+            replies.replyError(reply, msg);
             return;
         }
         String pairing = topology.pairingError(meta.remoteTpRank(), meta.remoteTpSize());
         if (pairing != null) {
-            logRejected(pairing);
-            replyError(reply, pairing);
+            replies.logRejected(pairing);
+            replies.replyError(reply, pairing);
             return;
         }
         Prepared cached = preparedShapes.prepared(meta);
         PreparedRegions prepared = cached.regions;
         WaveTrace.mark(WaveTrace.Point.P_PREPARED);
         if (!prepared.ok()) {
-            logRejected(prepared.error());
-            replyError(reply, prepared.error());
+            replies.logRejected(prepared.error());
+            replies.replyError(reply, prepared.error());
             return;
         }
         int paired = topology.handshakeTargetRanks(meta.remoteTpSize()).length;
@@ -374,14 +328,15 @@ public final class KvSender implements SideChannelHandler, Quiesce, AutoCloseabl
         }
 
         if (pull.pending.isEmpty() && pull.followed.isEmpty()) {
-            send(reply, MooncakeXferResponse.of(MooncakeXferResponseStatus.FINISH, knownOk, knownErr, knownMsg));
+            Replies.send(reply,
+                    MooncakeXferResponse.of(MooncakeXferResponseStatus.FINISH, knownOk, knownErr, knownMsg));
             return;
         }
         if (!knownOk.isEmpty() || !knownErr.isEmpty()) {
-            send(reply, MooncakeXferResponse.of(MooncakeXferResponseStatus.CONTINUE, knownOk, knownErr, knownMsg));
+            Replies.send(reply,
+                    MooncakeXferResponse.of(MooncakeXferResponseStatus.CONTINUE, knownOk, knownErr, knownMsg));
         }
-        activePulls.add(pull);
-        pendingLimits.pend(pull.peer, pull.pending.size() + pull.followed.size(), pull.bytes);
+        waves.admit(pull);
         if (layerwise.enabled()) {
             for (Map.Entry<String, SendBlockMeta> e : pull.pending.entrySet()) {
                 if (e.getValue().layerwise != null) {
@@ -389,17 +344,7 @@ public final class KvSender implements SideChannelHandler, Quiesce, AutoCloseabl
                 }
             }
         }
-        for (Map.Entry<String, SendBlockMeta> e : pull.pending.entrySet()) {
-            String dReqId = e.getKey();
-            e.getValue().ready.thenRunAsync(() -> onReady(pull, dReqId), loop)
-                    .exceptionally(t -> {
-                        if (!(t.getCause() instanceof RejectedExecutionException)) {
-                            errors.report("sender loop", t);
-                        }
-                        return null;
-                    });
-        }
-        armTimeout(pull);
+        waves.awaitReady(pull);
     }
 
     static int[][] toInts(long[][] ids) {
@@ -415,115 +360,7 @@ public final class KvSender implements SideChannelHandler, Quiesce, AutoCloseabl
         return out;
     }
 
-    void armTimeout(Pull pull) {
-        pull.timeout = loop.schedule(errors.guarded("sender loop", () -> onTimeout(pull)), abortNanos,
-                TimeUnit.NANOSECONDS);
-    }
-
-    void onReady(Pull pull, String dReqId) {
-        if (pull.done || !pull.pending.containsKey(dReqId) || pull.lwTargets.containsKey(dReqId)) {
-            return; // a layer-wise request is ready when its last layer landed (checkLanded)
-        }
-        pull.readyNow.add(dReqId);
-        scheduleWave(pull);
-    }
-
-    void scheduleWave(Pull pull) {
-        if (!pull.waveScheduled && !pull.busy) {
-            pull.waveScheduled = true;
-            loop.execute(errors.guarded("sender loop", () -> {
-                pull.waveScheduled = false;
-                processWave(pull);
-            }));
-        }
-    }
-
-    void onTimeout(Pull pull) {
-        if (pull.done || pull.busy || !pull.readyNow.isEmpty()) {
-            return; // a wave is due; it re-arms the timeout
-        }
-        if (pull.lwInflight > 0 || !pull.followed.isEmpty()) {
-            armTimeout(pull); // answer only once no write of this pull (or of the pull it follows) is running
-            return;
-        }
-        List<String> ids = new ArrayList<>(pull.pending.keySet());
-        LOG.warn("Timeout waiting for P side ready: {}", ids);
-        send(pull.reply, MooncakeXferResponse.of(MooncakeXferResponseStatus.FINISH, null, ids, READY_TIMEOUT_MESSAGE));
-        for (String id : ids) {
-            settle(pull, id, false, READY_TIMEOUT_MESSAGE, true);
-        }
-        end(pull);
-    }
-
-    void end(Pull pull) {
-        pull.done = true;
-        for (Target t : pull.lwTargets.values()) {
-            if (t.sm.layerwise != null) {
-                t.sm.layerwise.targets.remove(t);
-            }
-        }
-        if (pull.timeout != null) {
-            pull.timeout.cancel(false);
-        }
-        for (SendBlockMeta sm : pull.pending.values()) {
-            sm.waiters--;
-        }
-        for (String id : List.copyOf(pull.pending.keySet())) {
-            settle(pull, id, false, BlockWriter.ABANDONED_MESSAGE, false); // not answered: a re-send is served afresh
-        }
-        if (activePulls.contains(pull)) {
-            pendingLimits.unpendAll(pull.peer, pull.pending.size() + pull.followed.size(), pull.bytes);
-        }
-        pull.pending.clear();
-        pull.followed.clear(); // its followings are dropped when the first pulls settle
-        pull.readyNow.clear();
-        activePulls.remove(pull);
-    }
-
     // ------------------------------------------------------------------------------ re-sent pulls
-
-    String retryKey(Pull pull, String dReqId) {
-        return RetriedPulls.key(pull.peer, dReqId, pull.meta.reqBlocks().get(dReqId).transferId());
-    }
-
-    /**
-     * {@code pull}'s answer for {@code dReqId} is final: remembered for a re-send ({@code remember} false
-     * when nothing was answered: the pull was abandoned), and every re-sent pull that followed it hears it.
-     */
-    void settle(Pull pull, String dReqId, boolean ok, String errMsg, boolean remember) {
-        long now = clock.getAsLong();
-        if (ok) {
-            retried.transferFinished(pull.meta.reqBlocks().get(dReqId).transferId(), now);
-        }
-        List<Pull> followers = retried.settle(retryKey(pull, dReqId), pull, ok, errMsg, remember, now);
-        if (followers == null) {
-            return;
-        }
-        for (Pull f : followers) {
-            if (!f.done && f.followed.remove(dReqId)) {
-                pendingLimits.unpend(f.peer, 1);
-                answerFollower(f, dReqId, ok, remember ? errMsg : BlockWriter.ABANDONED_MESSAGE);
-            }
-        }
-    }
-
-    /** A re-sent pull hears the outcome of one of its requests that another pull served. */
-    void answerFollower(Pull f, String dReqId, boolean ok, String errMsg) {
-        boolean last = nothingLeft(f);
-        send(f.reply, MooncakeXferResponse.of(last ? MooncakeXferResponseStatus.FINISH
-                : MooncakeXferResponseStatus.CONTINUE, ok ? List.of(dReqId) : null, ok ? null : List.of(dReqId),
-                ok ? null : errMsg));
-        f.lastContact = clock.getAsLong();
-        if (last) {
-            end(f);
-        }
-    }
-
-    /** Nothing of {@code pull} waits, is planned or is being written: its next answer is its last. */
-    static boolean nothingLeft(Pull pull) {
-        return pull.pending.isEmpty() && pull.followed.isEmpty() && pull.readyNow.isEmpty() && !pull.busy
-                && pull.lwInflight == 0;
-    }
 
     /** Requests of re-sent pulls that waited for the first pull's outcome (never written twice). */
     public long retriesFollowed() {
@@ -540,131 +377,6 @@ public final class KvSender implements SideChannelHandler, Quiesce, AutoCloseabl
         return retried.forgottenCount.sum();
     }
 
-    // ------------------------------------------------------------------------------ waves
-
-    void processWave(Pull pull) {
-        if (pull.done || pull.busy || pull.readyNow.isEmpty()) {
-            return;
-        }
-        if (pull.timeout != null) {
-            pull.timeout.cancel(false);
-            pull.timeout = null;
-        }
-        List<Ready> ready = new ArrayList<>(pull.readyNow.size());
-        List<String> errReqs = new ArrayList<>();
-        List<Ready> lwDone = new ArrayList<>(); // layer-wise: already written (or failed), nothing to plan
-        String errMsg = null;
-        for (String dReqId : pull.readyNow) {
-            SendBlockMeta sm = pull.pending.remove(dReqId);
-            sm.waiters--;
-            pendingLimits.unpend(pull.peer, 1);
-            if (pending.isCurrent(sm)) {
-                sm.sending++; // blocks expiry
-                if (sm.needSend == 0) {
-                    sm.needSend = TransferTopology.resolveNeedSend(pull.pairedRemoteRanks, pull.meta.remotePpSize(),
-                            localPpSize);
-                    LOG.debug("need_send of {} resolved to {}", sm.transferId, sm.needSend);
-                }
-                Target t = pull.lwTargets.get(dReqId);
-                if (t == null) {
-                    ready.add(new Ready(dReqId, sm, pull.remoteBlocks.get(dReqId)));
-                } else {
-                    lwDone.add(new Ready(dReqId, sm, pull.remoteBlocks.get(dReqId)));
-                    if (t.failed != null) {
-                        errReqs.add(dReqId);
-                        errMsg = errMsg == null ? t.failed : errMsg;
-                    }
-                }
-            } else {
-                LOG.warn("Request {} expired before sending on P side.", dReqId);
-                errReqs.add(dReqId);
-                errMsg = errMsg == null ? EXPIRED_BEFORE_SENDING : errMsg;
-            }
-        }
-        pull.readyNow.clear();
-        MooncakeXferResponseStatus status = pull.pending.isEmpty() && pull.followed.isEmpty()
-                ? MooncakeXferResponseStatus.FINISH : MooncakeXferResponseStatus.CONTINUE;
-        buf.clear();
-        planErrors.clear();
-        try {
-            planner.plan(ready, pull.regions, buf, planErrors);
-        } catch (TransferPlanningException | IllegalArgumentException | IllegalStateException e) {
-            buf.clear();
-            for (Ready r : ready) {
-                r.sendMeta().sending--;
-            }
-            for (Ready r : lwDone) {
-                r.sendMeta().sending--;
-            }
-            LOG.error("Error processing Mooncake xfer request: {}", e.getMessage());
-            replyError(pull.reply, e.getMessage());
-            for (Ready r : ready) {
-                settle(pull, r.dReqId(), false, e.getMessage(), true);
-            }
-            for (Ready r : lwDone) {
-                settle(pull, r.dReqId(), false, e.getMessage(), true);
-            }
-            end(pull);
-            return;
-        }
-        errReqs.addAll(planErrors.errReqs());
-        if (errMsg == null) {
-            errMsg = planErrors.errMsg();
-        }
-        ready.addAll(lwDone);
-        if (buf.isEmpty()) {
-            finishWave(pull, ready, errReqs, errMsg, status, 0, NOT_ANSWERED);
-            return;
-        }
-        String session = pull.meta.remoteHostname() + ":" + pull.meta.remotePort();
-        long[] src = buf.copySrc();
-        long[] dst = buf.copyDst();
-        long[] len = buf.copyLen();
-        long bytes = buf.totalBytes();
-        buf.clear();
-        pull.busy = true;
-        String wErrMsg = errMsg;
-        if (LOG.isDebugEnabled()) {
-            LOG.debug("Sending kv_caches for {} request(s) ({} descriptors, {} bytes) to {}", ready.size(), src.length,
-                    bytes, session);
-        }
-        long contact = pull.lastContact;
-        String peer = pull.peer;
-        Runnable job = () -> {
-            int ret = writer.write(pull, contact, session, src, dst, len, bytes);
-            // Every byte landed: D's answer is known already (it depends on the wave alone), so it goes
-            // from here, before the hand-off of the bookkeeping to the loop (waking the loop
-            // first lets it take this thread's core). A pull D sends after reading the answer may then
-            // reach the loop before that bookkeeping: it pairs with other transfers, and the counters
-            // it meets (pending ids, pool share) are at most this wave's higher, for that moment.
-            long answeredAt = NOT_ANSWERED;
-            if (ret == 0 && !loop.isShutdown()) {
-                MooncakeXferResponse resp = answer(ready, errReqs, wErrMsg, status);
-                byte[] answer = MooncakeXferResponseCodec.encode(resp);
-                answeredAt = clock.getAsLong(); // not after the answer leaves: the staleness rule counts from it
-                WaveTrace.mark(WaveTrace.Point.P_REPLY_QUEUED);
-                send(pull.reply, resp.status(), answer);
-            }
-            long answered = answeredAt;
-            try {
-                loop.execute(errors.guarded("sender loop", () -> {
-                    shares.release(peer);
-                    finishWave(pull, ready, errReqs, wErrMsg, status, ret, answered);
-                }));
-            } catch (RejectedExecutionException e) {
-                LOG.debug("sender loop stopped; dropping the result of a transfer to {}", session);
-            }
-        };
-        if (!shares.take(peer)) {
-            LOG.debug("D {} already has {} transfer(s) on the pool (its share); queueing a wave", peer,
-                    shares.inFlight(peer));
-            shares.queue(peer, job);
-            return;
-        }
-        WaveTrace.mark(WaveTrace.Point.P_WAVE_SUBMIT);
-        shares.submit(peer, job, () -> finishWave(pull, ready, errReqs, wErrMsg, status, -1, NOT_ANSWERED));
-    }
-
     /**
      * A kv_both worker: pulls that name this engine are its own receiver's (D's blocks live in this
      * engine too), so they are served. Call before the first pull.
@@ -675,100 +387,7 @@ public final class KvSender implements SideChannelHandler, Quiesce, AutoCloseabl
 
     /** Pulls (and writes) refused because their destination is P's own engine. */
     public long selfAimedRefusals() {
-        return selfAimedRefusals.sum();
-    }
-
-    /** D's answer to a wave whose write succeeded (any thread: reads only the wave's own lists). */
-    static MooncakeXferResponse answer(List<Ready> ready, List<String> errReqs, String errMsg,
-            MooncakeXferResponseStatus status) {
-        Set<String> errSet = new HashSet<>(errReqs);
-        List<String> ok = new ArrayList<>(ready.size());
-        for (Ready r : ready) {
-            if (!errSet.contains(r.dReqId())) {
-                ok.add(r.dReqId());
-            }
-        }
-        return MooncakeXferResponse.of(status, ok, errReqs, errMsg);
-    }
-
-    /** {@link #finishWave}'s {@code answeredAt} when D has not been answered yet. */
-    private static final long NOT_ANSWERED = Long.MIN_VALUE;
-
-    /**
-     * A wave ended (sender loop): its bookkeeping, and D's answer unless the transfer thread sent
-     * it already (then {@code answeredAt} is P's clock just before it did: the write succeeded and
-     * the answer is the one this method would send), else {@link #NOT_ANSWERED}.
-     */
-    void finishWave(Pull pull, List<Ready> ready, List<String> errReqs, String errMsg,
-            MooncakeXferResponseStatus status, int ret, long answeredAt) {
-        pull.busy = false;
-        Set<String> errSet = new HashSet<>(errReqs);
-        List<String> ok = new ArrayList<>(ready.size());
-        for (Ready r : ready) {
-            if (!errSet.contains(r.dReqId())) {
-                ok.add(r.dReqId());
-            }
-        }
-        if (ret == BlockWriter.SELF_AIMED) {
-            selfAimedRefusals.increment();
-            String why = String.format(Locale.ROOT, SelfTargets.MESSAGE, pull.peer);
-            LOG.warn("Not writing {} request(s): {}", ok.size(), why);
-            errMsg = errMsg == null ? why : errMsg + "; " + why;
-            errReqs.addAll(ok);
-            errSet.addAll(ok);
-            ok.clear();
-        } else if (ret == BlockWriter.STALE || ret == BlockWriter.ABANDONED) {
-            writer.staleWave();
-            String why = ret == BlockWriter.STALE ? BlockWriter.STALE_WAVE_MESSAGE : BlockWriter.ABANDONED_MESSAGE;
-            LOG.warn("Not writing {} request(s) to D {}: {}", ok.size(), pull.peer, why);
-            errMsg = errMsg == null ? why : errMsg + "; " + why;
-            errReqs.addAll(ok);
-            errSet.addAll(ok);
-            ok.clear();
-        } else if (ret != 0) {
-            String t = "Mooncake transfer engine returned " + ret;
-            errMsg = errMsg == null ? t : errMsg + "; " + t;
-            errReqs.addAll(ok);
-            errSet.addAll(ok);
-            ok.clear();
-        }
-        for (Ready r : ready) {
-            SendBlockMeta sm = r.sendMeta();
-            sm.sending--;
-            if (errSet.contains(r.dReqId())) {
-                continue; // failed pulls do not count; P keeps the blocks until expiry
-            }
-            sm.sent++;
-            if (sm.sent == sm.needSend && sm.layerwise != null && !sm.ready.isDone()) {
-                sm.sentEarly = true; // landed before request_finished: reported when it comes
-            } else if (sm.sent == sm.needSend && pending.remove(sm)) {
-                pending.markFinishedSending(sm.pReqId);
-            }
-        }
-        if (answeredAt == NOT_ANSWERED) {
-            WaveTrace.mark(WaveTrace.Point.P_REPLY_QUEUED);
-            send(pull.reply, MooncakeXferResponse.of(status, ok, errReqs, errMsg));
-            pull.lastContact = clock.getAsLong();
-        } else {
-            pull.lastContact = answeredAt;
-        }
-        for (String id : ok) {
-            settle(pull, id, true, null, true);
-        }
-        for (String id : errReqs) {
-            settle(pull, id, false, errMsg, true);
-        }
-        if (status == MooncakeXferResponseStatus.CONTINUE && !pull.done && nothingLeft(pull)) {
-            // what this pull followed was answered while the wave ran: the FINISH is still owed
-            send(pull.reply, MooncakeXferResponse.of(MooncakeXferResponseStatus.FINISH, null, null, null));
-            end(pull);
-        } else if (status == MooncakeXferResponseStatus.FINISH || pull.done) {
-            end(pull);
-        } else if (!pull.readyNow.isEmpty()) {
-            scheduleWave(pull);
-        } else {
-            armTimeout(pull);
-        }
+        return writer.selfAimedRefusals();
     }
 
     /** Entries held by the two expiry queues, dead ones not yet dropped included (tests: they stay bounded). */
@@ -783,11 +402,11 @@ public final class KvSender implements SideChannelHandler, Quiesce, AutoCloseabl
 
     /** Pulls being served (loop thread). */
     public int activePulls() {
-        return activePulls.size();
+        return waves.activeCount();
     }
 
     public long errorReplies() {
-        return errorReplies.sum();
+        return replies.errorReplies();
     }
 
     public long placeholdersExpired() {
@@ -818,14 +437,7 @@ public final class KvSender implements SideChannelHandler, Quiesce, AutoCloseabl
      */
     @Override
     public java.util.concurrent.CompletableFuture<Void> abandonAllPulls(String reason) {
-        return java.util.concurrent.CompletableFuture.runAsync(() -> {
-            if (!activePulls.isEmpty()) {
-                LOG.warn("Abandoning {} side-channel pull(s): {}", activePulls.size(), reason);
-            }
-            for (Pull pull : new ArrayList<>(activePulls)) {
-                end(pull);
-            }
-        }, loop);
+        return java.util.concurrent.CompletableFuture.runAsync(() -> waves.abandonAll(reason), loop);
     }
 
     /** No transfer-pool job is between its abandonment check and the end of its write. */
