@@ -10,7 +10,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The write into D's blocks that a wave ({@link KvSender}) or a layer-wise push ({@link LayerwisePush})
+ * The write into D's blocks that a wave ({@link Waves}) or a layer-wise push ({@link LayerwisePush})
  * submits to the {@link TransferPool}: the abandonment and staleness checks made just before it, vLLM's
  * {@code _send_blocks}, and the refusal of a destination that is P's own engine ({@link SelfTargets}).
  * It owns the self targets, whether self-aimed pulls are accepted (a kv_both worker), the count of pulls
