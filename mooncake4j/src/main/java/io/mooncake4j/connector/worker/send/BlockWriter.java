@@ -1,7 +1,7 @@
 package io.mooncake4j.connector.worker.send;
 
-import io.mooncake4j.connector.worker.MooncakeKvConnectorStats;
 import io.mooncake4j.connector.worker.loop.BackgroundErrors;
+import io.mooncake4j.connector.worker.loop.TransferRecorder;
 import io.mooncake4j.connector.worker.loop.WaveTrace;
 import io.mooncake4j.engine.TransferEngine;
 import java.util.concurrent.atomic.LongAdder;
@@ -39,7 +39,7 @@ final class BlockWriter {
             + "down); nothing was written.";
 
     private final TransferEngine engine;
-    private final MooncakeKvConnectorStats stats;
+    private final TransferRecorder stats;
     private final BackgroundErrors errors;
     private final TransferPool pool;
     private final LongSupplier clock;
@@ -53,7 +53,7 @@ final class BlockWriter {
     /** Pulls (or writes) refused because their destination is P's own engine. */
     private final LongAdder selfAimedRefusals = new LongAdder();
 
-    BlockWriter(TransferEngine engine, MooncakeKvConnectorStats stats, BackgroundErrors errors, TransferPool pool,
+    BlockWriter(TransferEngine engine, TransferRecorder stats, BackgroundErrors errors, TransferPool pool,
             LongSupplier clock, long abortNanos) {
         this.engine = engine;
         this.stats = stats;

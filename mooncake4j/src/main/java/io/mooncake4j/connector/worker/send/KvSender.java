@@ -6,9 +6,9 @@ import io.mooncake4j.connector.wire.MooncakeXferMetadataCodec;
 import io.mooncake4j.connector.wire.MooncakeXferResponse;
 import io.mooncake4j.connector.wire.MooncakeXferResponseStatus;
 import io.mooncake4j.connector.wire.ProtocolException;
-import io.mooncake4j.connector.worker.MooncakeKvConnectorStats;
-import io.mooncake4j.connector.worker.SideChannelLimits;
 import io.mooncake4j.connector.worker.loop.BackgroundErrors;
+import io.mooncake4j.connector.worker.loop.ChannelLimits;
+import io.mooncake4j.connector.worker.loop.TransferRecorder;
 import io.mooncake4j.connector.worker.loop.WaveTrace;
 import io.mooncake4j.connector.worker.plan.LayerLayout;
 import io.mooncake4j.connector.worker.plan.PreparedRegions;
@@ -57,10 +57,10 @@ import org.slf4j.LoggerFactory;
  *
  * <p><b>Bounds.</b> A pull is refused with an {@code ERROR} response, before anything is
  * created for it, when it would make P hold more pending transfer ids (or metadata bytes) for its D
- * than {@link SideChannelLimits#maxPendingPerPeer()} allows, more over all peers than
- * {@link SideChannelLimits#maxPendingTotal()}, or more placeholders than that total. One D (keyed by
+ * than {@link ChannelLimits#maxPendingPerPeer()} allows, more over all peers than
+ * {@link ChannelLimits#maxPendingTotal()}, or more placeholders than that total. One D (keyed by
  * its {@code remote_hostname:remote_port}) occupies at most
- * {@link SideChannelLimits#transfersPerPeer} transfer-pool threads; its further waves wait on the
+ * {@link ChannelLimits#transfersPerPeer} transfer-pool threads; its further waves wait on the
  * loop, so a D that stops reading cannot starve the others.
  *
  * <p><b>No write after abandonment.</b> A wave is written only if its transfer starts within the
@@ -120,18 +120,18 @@ public final class KvSender implements SideChannelHandler, Quiesce, AutoCloseabl
     /** What this P's KV blocks mean, or null: a pull naming another layout is refused. */
     private volatile String kvLayout;
 
-    public KvSender(String engineLabel, TransferEngine engine, MooncakeKvConnectorStats stats, BackgroundErrors errors,
+    public KvSender(String engineLabel, TransferEngine engine, TransferRecorder stats, BackgroundErrors errors,
             ScheduledExecutorService loop, int numWorkers, LongSupplier clock, long abortNanos, int localPpSize,
             TransferPlanner planner, List<TransferRegion> localRegions, ToIntFunction<String> groupOfLayer,
-            Function<String, LayerLayout> layoutOfLayer, SideChannelLimits limits) {
+            Function<String, LayerLayout> layoutOfLayer, ChannelLimits limits) {
         this(engineLabel, engine, stats, errors, loop, numWorkers, clock, abortNanos, localPpSize, planner,
                 localRegions, groupOfLayer, layoutOfLayer, limits, false);
     }
 
-    public KvSender(String engineLabel, TransferEngine engine, MooncakeKvConnectorStats stats, BackgroundErrors errors,
+    public KvSender(String engineLabel, TransferEngine engine, TransferRecorder stats, BackgroundErrors errors,
             ScheduledExecutorService loop, int numWorkers, LongSupplier clock, long abortNanos, int localPpSize,
             TransferPlanner planner, List<TransferRegion> localRegions, ToIntFunction<String> groupOfLayer,
-            Function<String, LayerLayout> layoutOfLayer, SideChannelLimits limits, boolean layerwise) {
+            Function<String, LayerLayout> layoutOfLayer, ChannelLimits limits, boolean layerwise) {
         this(engineLabel, engine, stats, errors, loop, numWorkers, clock, abortNanos, localPpSize, planner,
                 localRegions, groupOfLayer, layoutOfLayer, limits, layerwise, 0);
     }
@@ -141,10 +141,10 @@ public final class KvSender implements SideChannelHandler, Quiesce, AutoCloseabl
      * starts (and so the engine threads it starts: Linux threads inherit it), warned once where the
      * system refuses.
      */
-    public KvSender(String engineLabel, TransferEngine engine, MooncakeKvConnectorStats stats, BackgroundErrors errors,
+    public KvSender(String engineLabel, TransferEngine engine, TransferRecorder stats, BackgroundErrors errors,
             ScheduledExecutorService loop, int numWorkers, LongSupplier clock, long abortNanos, int localPpSize,
             TransferPlanner planner, List<TransferRegion> localRegions, ToIntFunction<String> groupOfLayer,
-            Function<String, LayerLayout> layoutOfLayer, SideChannelLimits limits, boolean layerwise,
+            Function<String, LayerLayout> layoutOfLayer, ChannelLimits limits, boolean layerwise,
             int transferThreadNice) {
         this.loop = loop;
         this.errors = errors;
@@ -413,7 +413,7 @@ public final class KvSender implements SideChannelHandler, Quiesce, AutoCloseabl
         return pending.placeholdersExpired();
     }
 
-    /** Pulls refused with ERROR because a {@link SideChannelLimits} bound would have been exceeded. */
+    /** Pulls refused with ERROR because a {@link ChannelLimits} bound would have been exceeded. */
     public long limitRejections() {
         return limitRejections.sum();
     }

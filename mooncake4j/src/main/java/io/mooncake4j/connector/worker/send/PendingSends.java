@@ -1,8 +1,8 @@
 package io.mooncake4j.connector.worker.send;
 
 import io.mooncake4j.connector.MooncakeConnectorMetadata;
-import io.mooncake4j.connector.worker.MooncakeKvConnectorStats;
 import io.mooncake4j.connector.worker.loop.BackgroundErrors;
+import io.mooncake4j.connector.worker.loop.TransferRecorder;
 import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
 import java.util.Map;
@@ -35,7 +35,7 @@ final class PendingSends {
     private static final Logger LOG = LoggerFactory.getLogger(KvSender.class);
 
     private final String engineLabel;
-    private final MooncakeKvConnectorStats stats;
+    private final TransferRecorder stats;
     private final BackgroundErrors errors;
     private final ScheduledExecutorService loop;
     private final LongSupplier clock;
@@ -59,7 +59,7 @@ final class PendingSends {
             (sm, at) -> reqsNeedSend.get(sm.transferId) == sm && sm.isPlaceholder());
     private final LongAdder placeholdersExpired = new LongAdder();
 
-    PendingSends(String engineLabel, MooncakeKvConnectorStats stats, BackgroundErrors errors,
+    PendingSends(String engineLabel, TransferRecorder stats, BackgroundErrors errors,
             ScheduledExecutorService loop, LongSupplier clock, long abortNanos, PendingLimits pendingLimits) {
         this.engineLabel = engineLabel;
         this.stats = stats;
