@@ -34,6 +34,7 @@ public record SideChannelLimits(long maxMetadataBytes, long maxResponseBytes, in
      * @throws IllegalArgumentException when a bound is not positive (the transfer cap: negative)
      */
     public SideChannelLimits {
+        // the checks are those of ChannelLimits, the send and receive paths' copy of these bounds
         new ChannelLimits(maxMetadataBytes, maxResponseBytes, maxPendingPerPeer, maxPendingTotal, maxTransfersPerPeer);
     }
 
