@@ -237,12 +237,15 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
 
     private void startReceiver(KvRegistration reg) {
         long receiveTimeout = config.abortRequestTimeout().plus(receiveTimeoutMargin).toNanos();
+        KvReceiver.Registration announced = new KvReceiver.Registration(reg.kvCachesBaseAddr(),
+                reg.blockLenPerLayer(), reg.kvBlockLenPerLayer(), reg.registeredLayerNames(),
+                reg.registeredLayerIndices(), reg.registeredGroupIndices());
         KvReceiver r;
         try {
             r = new KvReceiver(new KvReceiver.MooncakeConnectorWorkerView(config.hostname(), rpcPort, config.tpRank(),
-                    config.tpSize(), config.ppRank(), config.ppSize(), reg, kvLayout), topology,
-                    kvCacheConfig.hasNonFullAttentionGroup(), xferStats, backgroundErrors, receiveTimeout,
-                    handshakeTimeout.toNanos(), new BootstrapClient(), sideChannelLimits, healthMonitor);
+                    config.tpSize(), config.ppRank(), config.ppSize(), announced, kvLayout), topology,
+                    kvCacheConfig.hasNonFullAttentionGroup(), xferStats.recorder(), backgroundErrors, receiveTimeout,
+                    handshakeTimeout.toNanos(), new BootstrapClient(), sideChannelLimits.channel(), healthMonitor);
         } catch (IOException e) {
             throw new ConnectorException("Mooncake receiver could not be created: " + e, e);
         }
@@ -633,7 +636,8 @@ public final class MooncakeConnectorWorker implements AutoCloseable {
             r = receiver;
             isClosed = closed;
         }
-        WorkerHealth h = healthMonitor.snapshot();
+        HealthMonitor.Snapshot s = healthMonitor.snapshot();
+        WorkerHealth h = new WorkerHealth(s.healthy(), s.problems(), s.loopDeaths(), s.loopRecoveries());
         return isClosed ? h : ThreadLiveness.check(h, producer.listenerOrNull(), r);
     }
 

@@ -1,5 +1,6 @@
 package io.mooncake4j.connector.worker;
 
+import io.mooncake4j.connector.worker.loop.TransferRecorder;
 import java.math.BigDecimal;
 import java.math.RoundingMode;
 import java.util.Arrays;
@@ -130,6 +131,31 @@ public final class MooncakeKvConnectorStats {
         synchronized (lock) {
             expiredReqs++;
         }
+    }
+
+    /** These stats as the send and receive paths record into them. */
+    TransferRecorder recorder() {
+        return new TransferRecorder() {
+            @Override
+            public void recordTransfer(double durationSeconds, long totalBytes, long numDescriptors) {
+                MooncakeKvConnectorStats.this.recordTransfer(durationSeconds, totalBytes, numDescriptors);
+            }
+
+            @Override
+            public void recordFailedTransfer() {
+                MooncakeKvConnectorStats.this.recordFailedTransfer();
+            }
+
+            @Override
+            public void recordFailedRecv() {
+                MooncakeKvConnectorStats.this.recordFailedRecv();
+            }
+
+            @Override
+            public void recordKvExpiredReq() {
+                MooncakeKvConnectorStats.this.recordKvExpiredReq();
+            }
+        };
     }
 
     /** {@return vLLM's {@code clone_and_reset()}: a copy of the current values, leaving this instance empty} */

@@ -151,7 +151,7 @@ final class ProducerSide {
                 l = new SenderListener(config.hostname(), () -> {
                     SideChannelHandler h = sideChannelHandler;
                     return h != null ? h : sender;
-                }, sideChannelLimits, healthMonitor, () -> sender, SenderListener.POLL_MS);
+                }, sideChannelLimits.channel(), healthMonitor, () -> sender, SenderListener.POLL_MS);
             } catch (IOException e) {
                 throw new ConnectorException("Mooncake sender listener could not be created: " + e, e);
             }
@@ -162,10 +162,10 @@ final class ProducerSide {
                     KvReceiver.longs(reg.blockLenPerLayer()), KvReceiver.longs(reg.kvBlockLenPerLayer()),
                     reg.registeredLayerNames(), KvReceiver.ints(reg.registeredLayerIndices()),
                     KvReceiver.ints(reg.registeredGroupIndices()), KvCacheLayouts.groupOfLayer(kvCacheConfig));
-            KvSender s = new KvSender(config.engineId(), engine, xferStats, backgroundErrors, l.senderLoop(),
+            KvSender s = new KvSender(config.engineId(), engine, xferStats.recorder(), backgroundErrors, l.senderLoop(),
                     config.numWorkers(), nanoClock, config.abortRequestTimeout().toNanos(), config.ppSize(), planner,
                     local, KvCacheLayouts.groupOfLayer(kvCacheConfig), KvCacheLayouts.layoutOfLayer(kvCacheConfig),
-                    sideChannelLimits, config.layerwisePush(),
+                    sideChannelLimits.channel(), config.layerwisePush(),
                     config.transferThreadNice());
             s.kvLayout(kvLayout);
             if (!config.isProducer()) {

@@ -1,6 +1,6 @@
 package io.mooncake4j.connector.worker;
 
-import java.util.Locale;
+import io.mooncake4j.connector.worker.loop.ChannelLimits;
 
 /**
  * Bounds on what a side-channel peer can make a worker spend (a peer is not trusted). Immutable; see
@@ -19,10 +19,10 @@ import java.util.Locale;
 public record SideChannelLimits(long maxMetadataBytes, long maxResponseBytes, int maxPendingPerPeer,
         int maxPendingTotal, int maxTransfersPerPeer) {
 
-    public static final long DEFAULT_MAX_METADATA_BYTES = 16L << 20;
-    public static final long DEFAULT_MAX_RESPONSE_BYTES = 4L << 20;
-    public static final int DEFAULT_MAX_PENDING_PER_PEER = 4096;
-    public static final int DEFAULT_MAX_PENDING_TOTAL = 65536;
+    public static final long DEFAULT_MAX_METADATA_BYTES = ChannelLimits.DEFAULT_MAX_METADATA_BYTES;
+    public static final long DEFAULT_MAX_RESPONSE_BYTES = ChannelLimits.DEFAULT_MAX_RESPONSE_BYTES;
+    public static final int DEFAULT_MAX_PENDING_PER_PEER = ChannelLimits.DEFAULT_MAX_PENDING_PER_PEER;
+    public static final int DEFAULT_MAX_PENDING_TOTAL = ChannelLimits.DEFAULT_MAX_PENDING_TOTAL;
 
     /** The defaults above. */
     public static final SideChannelLimits DEFAULTS = new SideChannelLimits(DEFAULT_MAX_METADATA_BYTES,
@@ -34,24 +34,14 @@ public record SideChannelLimits(long maxMetadataBytes, long maxResponseBytes, in
      * @throws IllegalArgumentException when a bound is not positive (the transfer cap: negative)
      */
     public SideChannelLimits {
-        positive("maxMetadataBytes", maxMetadataBytes);
-        positive("maxResponseBytes", maxResponseBytes);
-        positive("maxPendingPerPeer", maxPendingPerPeer);
-        positive("maxPendingTotal", maxPendingTotal);
-        if (maxTransfersPerPeer < 0) {
-            throw new IllegalArgumentException("maxTransfersPerPeer must be >= 0 (0 = half of num_workers), got "
-                    + maxTransfersPerPeer);
-        }
-        if (maxPendingPerPeer > maxPendingTotal) {
-            throw new IllegalArgumentException(String.format(Locale.ROOT,
-                    "maxPendingPerPeer (%d) must not exceed maxPendingTotal (%d)", maxPendingPerPeer, maxPendingTotal));
-        }
+        // the checks are those of ChannelLimits, the send and receive paths' copy of these bounds
+        new ChannelLimits(maxMetadataBytes, maxResponseBytes, maxPendingPerPeer, maxPendingTotal, maxTransfersPerPeer);
     }
 
-    private static void positive(String name, long v) {
-        if (v <= 0) {
-            throw new IllegalArgumentException(name + " must be positive, got " + v);
-        }
+    /** These limits as the send and receive paths read them. */
+    ChannelLimits channel() {
+        return new ChannelLimits(maxMetadataBytes, maxResponseBytes, maxPendingPerPeer, maxPendingTotal,
+                maxTransfersPerPeer);
     }
 
     /**
@@ -62,8 +52,7 @@ public record SideChannelLimits(long maxMetadataBytes, long maxResponseBytes, in
      * @return {@code maxTransfersPerPeer} when set, else half the pool (at least 1), never above the pool
      */
     public int transfersPerPeer(int numWorkers) {
-        int share = maxTransfersPerPeer > 0 ? maxTransfersPerPeer : Math.max(1, numWorkers / 2);
-        return Math.min(share, numWorkers);
+        return channel().transfersPerPeer(numWorkers);
     }
 
     /**

@@ -74,7 +74,7 @@ class ListenerBacklogTest {
         try (SenderListener l = new SenderListener("127.0.0.1", () -> (identity, frames, reply) -> {
                     release.await(30, TimeUnit.SECONDS); // the sender loop is stalled
                     handled.incrementAndGet();
-                }, SideChannelLimits.DEFAULTS.withMaxMetadataBytes(1024), new HealthMonitor(), () -> null,
+                }, SideChannelLimits.DEFAULTS.withMaxMetadataBytes(1024).channel(), new HealthMonitor(), () -> null,
                 TimeUnit.MINUTES.toMillis(10))) {
             int port = l.ready().get(20, TimeUnit.SECONDS);
             try (PdTestbed.RawDealer dealer = new PdTestbed.RawDealer(port)) {
@@ -113,7 +113,7 @@ class ListenerBacklogTest {
                     if (handled.incrementAndGet() > 1) {
                         release.await(30, TimeUnit.SECONDS); // the sender loop is stalled after the first
                     }
-                }, SideChannelLimits.DEFAULTS.withMaxMetadataBytes(1024), new HealthMonitor(), () -> null,
+                }, SideChannelLimits.DEFAULTS.withMaxMetadataBytes(1024).channel(), new HealthMonitor(), () -> null,
                 TimeUnit.MINUTES.toMillis(10))) {
             AtomicBoolean first = new AtomicBoolean(true);
             l.backlogLoweredHook(now -> {

@@ -22,7 +22,7 @@ class SenderListenerQuietCloseTest {
 
     private static SenderListener echoListener() throws Exception {
         return new SenderListener("127.0.0.1", () -> (identity, frames, reply) -> reply.send(frames.getFirst()),
-                SideChannelLimits.DEFAULTS, new HealthMonitor(), () -> null, SenderListener.POLL_MS);
+                SideChannelLimits.DEFAULTS.channel(), new HealthMonitor(), () -> null, SenderListener.POLL_MS);
     }
 
     @Test

@@ -1,6 +1,5 @@
 package io.mooncake4j.connector.worker.loop;
 
-import io.mooncake4j.connector.worker.WorkerHealth;
 import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
@@ -12,7 +11,7 @@ import org.slf4j.LoggerFactory;
 /**
  * Collects the deaths of the worker's watched threads (its loops): each is
  * logged once at ERROR and counted; one that is not recovered turns the worker unhealthy
- * ({@link WorkerHealth}). Thread-safe.
+ * ({@link Snapshot}, which the worker reports as its {@code WorkerHealth}). Thread-safe.
  */
 public final class HealthMonitor {
 
@@ -74,11 +73,27 @@ public final class HealthMonitor {
         LOG.error("Mooncake {}; restart the worker if it persists", line, cause);
     }
 
-    public WorkerHealth snapshot() {
+    /**
+     * What the monitor knows now (the worker's {@code WorkerHealth} is made from it).
+     *
+     * @param healthy        no unrecovered death or exhaustion
+     * @param problems       one line per unrecovered death, failed recovery or exhaustion
+     * @param loopDeaths     watched threads that died, recovered or not
+     * @param loopRecoveries deaths after which the component serves again
+     */
+    public record Snapshot(boolean healthy, List<String> problems, long loopDeaths, long loopRecoveries) {
+
+        /** Keeps an unmodifiable copy of the problems. */
+        public Snapshot {
+            problems = List.copyOf(problems);
+        }
+    }
+
+    public Snapshot snapshot() {
         List<String> p;
         synchronized (this) {
             p = List.copyOf(problems);
         }
-        return new WorkerHealth(p.isEmpty(), p, deaths.sum(), recoveries.sum());
+        return new Snapshot(p.isEmpty(), p, deaths.sum(), recoveries.sum());
     }
 }

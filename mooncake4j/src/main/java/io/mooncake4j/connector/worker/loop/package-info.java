@@ -6,9 +6,12 @@
  * exhaustion, for the worker's health); {@link io.mooncake4j.connector.worker.loop.BackgroundErrors}
  * (an exception of background work: counted, logged once per distinct error); and
  * {@link io.mooncake4j.connector.worker.loop.WaveTrace} (per-wave timestamps for the benchmarks, off by
- * default).
+ * default). Also what the send and receive paths take from the worker, as types of their own so that
+ * they name nothing of the worker's package: {@link io.mooncake4j.connector.worker.loop.ChannelLimits}
+ * (the side channel's bounds) and {@link io.mooncake4j.connector.worker.loop.TransferRecorder} (where
+ * transfers are recorded for the connector's stats).
  *
- * <p><b>Threads.</b> A {@code SelectorLoop} starts and owns its thread; the others are thread-safe and
- * start none.
+ * <p><b>Threads.</b> A {@code SelectorLoop} starts and owns its thread; the others are thread-safe
+ * (immutable, or an interface whose implementations must be) and start none.
  */
 package io.mooncake4j.connector.worker.loop;

@@ -8,11 +8,10 @@ import io.mooncake4j.connector.wire.MooncakeXferMetadata;
 import io.mooncake4j.connector.wire.MooncakeXferMetadataCodec;
 import io.mooncake4j.connector.wire.MooncakeXferResponse;
 import io.mooncake4j.connector.wire.MooncakeXferResponseStatus;
-import io.mooncake4j.connector.worker.KvRegistration;
-import io.mooncake4j.connector.worker.MooncakeKvConnectorStats;
-import io.mooncake4j.connector.worker.SideChannelLimits;
 import io.mooncake4j.connector.worker.loop.BackgroundErrors;
+import io.mooncake4j.connector.worker.loop.ChannelLimits;
 import io.mooncake4j.connector.worker.loop.HealthMonitor;
+import io.mooncake4j.connector.worker.loop.TransferRecorder;
 import io.mooncake4j.connector.worker.loop.WaveTrace;
 import io.mooncake4j.connector.worker.plan.TransferPlanningException;
 import io.mooncake4j.connector.worker.plan.TransferTopology;
@@ -55,7 +54,7 @@ public final class KvReceiver implements AutoCloseable {
     private final MooncakeConnectorWorkerView self;
     private final TransferTopology topology;
     private final boolean hmaRequired;
-    private final MooncakeKvConnectorStats stats;
+    private final TransferRecorder stats;
     private final BackgroundErrors errors;
     private final ScheduledThreadPoolExecutor loop;
     private final ExecutorService bootstrapPool;
@@ -84,18 +83,38 @@ public final class KvReceiver implements AutoCloseable {
      * (what its KV blocks mean, or null) is sent to P and compared with the layout P registered.
      */
     public record MooncakeConnectorWorkerView(String hostname, int rpcPort, int tpRank, int tpSize, int ppRank, int ppSize,
-            KvRegistration registration, String kvLayout) {
+            Registration registration, String kvLayout) {
 
         /** A view without a KV layout. */
         public MooncakeConnectorWorkerView(String hostname, int rpcPort, int tpRank, int tpSize, int ppRank,
-                int ppSize, KvRegistration registration) {
+                int ppSize, Registration registration) {
             this(hostname, rpcPort, tpRank, tpSize, ppRank, ppSize, registration, null);
         }
     }
 
+    /**
+     * What D announces of its KV-cache registration in each pull (the worker's {@code KvRegistration}
+     * without its storages), region by region: base address, block length, KV block length, layer name,
+     * layer index and KV-cache group. Immutable.
+     */
+    public record Registration(List<Long> kvCachesBaseAddr, List<Long> blockLenPerLayer,
+            List<Long> kvBlockLenPerLayer, List<String> registeredLayerNames, List<Integer> registeredLayerIndices,
+            List<Integer> registeredGroupIndices) {
+
+        /** Keeps unmodifiable copies of the lists. */
+        public Registration {
+            kvCachesBaseAddr = List.copyOf(kvCachesBaseAddr);
+            blockLenPerLayer = List.copyOf(blockLenPerLayer);
+            kvBlockLenPerLayer = List.copyOf(kvBlockLenPerLayer);
+            registeredLayerNames = List.copyOf(registeredLayerNames);
+            registeredLayerIndices = List.copyOf(registeredLayerIndices);
+            registeredGroupIndices = List.copyOf(registeredGroupIndices);
+        }
+    }
+
     public KvReceiver(MooncakeConnectorWorkerView self, TransferTopology topology, boolean hmaRequired,
-            MooncakeKvConnectorStats stats, BackgroundErrors errors, long receiveTimeoutNanos,
-            long handshakeTimeoutNanos, BootstrapClient bootstrap, SideChannelLimits limits, HealthMonitor health)
+            TransferRecorder stats, BackgroundErrors errors, long receiveTimeoutNanos,
+            long handshakeTimeoutNanos, BootstrapClient bootstrap, ChannelLimits limits, HealthMonitor health)
             throws java.io.IOException {
         this.self = self;
         this.topology = topology;
@@ -295,7 +314,7 @@ public final class KvReceiver implements AutoCloseable {
             }
             reqBlocks.put(e.getKey(), new MooncakeXferMetadata.ReqBlocks(e.getValue().transferId(), longs));
         }
-        KvRegistration reg = self.registration();
+        Registration reg = self.registration();
         return new MooncakeXferMetadata(self.hostname(), self.rpcPort(), self.tpSize(), self.tpRank(), reqBlocks,
                 longs(reg.kvCachesBaseAddr()), longs(reg.blockLenPerLayer()), longs(reg.kvBlockLenPerLayer()),
                 reg.registeredLayerNames(), ints(reg.registeredLayerIndices()), ints(reg.registeredGroupIndices()),

@@ -3,8 +3,8 @@ package io.mooncake4j.connector.worker.receive;
 import io.mooncake4j.connector.wire.MooncakeXferResponse;
 import io.mooncake4j.connector.wire.MooncakeXferResponseCodec;
 import io.mooncake4j.connector.wire.MooncakeXferResponseStatus;
-import io.mooncake4j.connector.worker.SideChannelLimits;
 import io.mooncake4j.connector.worker.loop.BackgroundErrors;
+import io.mooncake4j.connector.worker.loop.ChannelLimits;
 import io.mooncake4j.connector.worker.loop.HealthMonitor;
 import io.mooncake4j.connector.worker.loop.SelectorLoop;
 import io.mooncake4j.connector.worker.loop.WaveTrace;
@@ -47,7 +47,7 @@ import org.slf4j.LoggerFactory;
  * connection, which is safe because the request cannot have reached P; a refused connect is retried
  * every {@link #RECONNECT_MS} (as a ZMQ DEALER reconnects) until the receive deadline. Responses are
  * decoded here ({@link MooncakeXferResponseCodec}, frames of at most
- * {@link SideChannelLimits#maxResponseBytes()}) and handed to the pull's listener until a
+ * {@link ChannelLimits#maxResponseBytes()}) and handed to the pull's listener until a
  * {@code FINISH}/{@code ERROR}, a decode error, or the receive deadline (re-armed by each response);
  * after the last answer the connection is kept for the next pull to that address (at most
  * {@link #MAX_IDLE_PER_PEER}); an idle connection that reaches EOF or receives anything is
@@ -148,7 +148,7 @@ public final class PullChannels implements AutoCloseable {
      * @param maxConnections the connection cap; 0 for {@link #MAX_CONNECTIONS}
      */
     PullChannels(long receiveTimeoutNanos, long handshakeTimeoutNanos, BackgroundErrors errors,
-            SideChannelLimits limits, HealthMonitor health, Consumer<String> addressLost, int maxConnections)
+            ChannelLimits limits, HealthMonitor health, Consumer<String> addressLost, int maxConnections)
             throws IOException {
         this.receiveTimeoutNanos = receiveTimeoutNanos;
         this.handshakeTimeoutNanos = Math.max(1, handshakeTimeoutNanos);

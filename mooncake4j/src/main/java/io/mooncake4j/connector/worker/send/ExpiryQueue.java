@@ -8,7 +8,7 @@ import java.util.function.Predicate;
 
 /**
  * Deadlines of held items, earliest first, so that expiry costs what is due rather than a scan of
- * everything held (the sender's holds and placeholders, {@link KvSender}). Entries are never removed
+ * everything held (the sender's holds and placeholders, {@link PendingSends}). Entries are never removed
  * when their item goes away (sent, finished, replaced): each is checked against {@code live} when it
  * comes up and skipped if dead, and the queue is rebuilt from its live entries once it holds more than
  * twice what the owner says may be live, so it stays proportional to the items held. An item that is

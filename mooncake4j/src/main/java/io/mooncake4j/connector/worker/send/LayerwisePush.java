@@ -1,10 +1,8 @@
 package io.mooncake4j.connector.worker.send;
 
 import io.mooncake4j.connector.MooncakeConnectorMetadata;
-import io.mooncake4j.connector.worker.MooncakeKvConnectorStats;
-import io.mooncake4j.connector.worker.SideChannelLimits;
 import io.mooncake4j.connector.worker.loop.BackgroundErrors;
-import io.mooncake4j.connector.worker.plan.LayerLayout;
+import io.mooncake4j.connector.worker.plan.DescriptorBuffer;
 import io.mooncake4j.connector.worker.plan.PreparedRegions;
 import io.mooncake4j.connector.worker.plan.TransferPlanner;
 import io.mooncake4j.connector.worker.plan.TransferPlanningException;
@@ -13,9 +11,9 @@ import io.mooncake4j.connector.worker.send.Layerwise.Event;
 import io.mooncake4j.connector.worker.send.Layerwise.Segment;
 import io.mooncake4j.connector.worker.send.Layerwise.Target;
 import io.mooncake4j.connector.worker.send.PreparedShapes.Prepared;
-import io.mooncake4j.engine.TransferEngine;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Collection;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
@@ -29,18 +27,43 @@ import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.LongAdder;
-import java.util.function.Function;
-import java.util.function.LongSupplier;
-import java.util.function.ToIntFunction;
+import java.util.function.Consumer;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * Layer-wise push: with {@code layerwise_push}, a transfer whose prefill chunks are named in the step's
- * metadata is written to every D pull already there as each layer is saved (see {@link KvSender}).
- * Sender loop only, except {@link #offerFromModelRunner} (the model runner's thread).
+ * metadata is written to every D pull already there as each layer is saved (see {@link KvSender}). It owns
+ * the layer-wise state: the current step's chunks, the model runner's queue of layer hooks and the hint
+ * that saves the loop a wake-up per layer, its descriptor buffer and its counters; the per-transfer and
+ * per-pull progress lives on {@link Layerwise} and {@link Pull}, which it alone writes.
+ *
+ * <p><b>Threads.</b> Sender loop ({@code mooncake-p-sender-0}) only, except {@link #offerFromModelRunner}
+ * (the model runner's thread) and {@link #layerHookWakeups} (any thread). Its writes run on the transfer
+ * pool through {@link BlockWriter#write} and post their result back to the loop.
  */
-abstract class LayerwisePush extends SenderState {
+final class LayerwisePush {
+
+    /** The send path's log category, where these messages have always been. */
+    private static final Logger LOG = LoggerFactory.getLogger(KvSender.class);
+    /** Distinct unknown layer names logged at WARN (a bounded log). */
+    private static final int MAX_DISTINCT_REJECTIONS = 256;
+
+    private final boolean layerwise;
+    private final TransferPlanner planner;
+    private final PendingSends pending;
+    /** The pulls being served ({@link KvSender} owns them; read here). */
+    private final Collection<Pull> activePulls;
+    private final PoolShares shares;
+    private final BlockWriter writer;
+    private final BackgroundErrors errors;
+    private final ScheduledExecutorService loop;
+    /** A target landed (or failed) and its request is pending in its pull: that pull's next wave is due. */
+    private final Consumer<Pull> onLanded;
 
     // layer-wise push state: sender loop only unless a comment says otherwise
+    /** The scratch buffer a layer-wise write is planned into. */
+    private final DescriptorBuffer buf = new DescriptorBuffer(1024);
     /** The distinct registered layer names, in registration order: a chunk is saved when all of them are. */
     private final List<String> layerNames;
     private final Set<String> layerNameSet;
@@ -59,13 +82,24 @@ abstract class LayerwisePush extends SenderState {
     private volatile boolean everyTargetWriting;
     private final LongAdder hookWakeups = new LongAdder();
 
-    LayerwisePush(String engineLabel, TransferEngine engine, MooncakeKvConnectorStats stats, BackgroundErrors errors,
-            ScheduledExecutorService loop, int numWorkers, LongSupplier clock, long abortNanos, int localPpSize,
-            TransferPlanner planner, List<TransferRegion> localRegions, ToIntFunction<String> groupOfLayer,
-            Function<String, LayerLayout> layoutOfLayer, SideChannelLimits limits, boolean layerwise,
-            int transferThreadNice) {
-        super(engineLabel, engine, stats, errors, loop, numWorkers, clock, abortNanos, localPpSize, planner,
-                localRegions, groupOfLayer, layoutOfLayer, limits, layerwise, transferThreadNice);
+    /**
+     * @param layerwise    layer-wise push is on ({@code layerwise_push}); off, only the model runner's queue is used
+     * @param localRegions P's registered regions (their layer names)
+     * @param activePulls  the pulls being served, read only (sender loop)
+     * @param onLanded     asks for {@code pull}'s next wave (sender loop)
+     */
+    LayerwisePush(boolean layerwise, List<TransferRegion> localRegions, TransferPlanner planner, PendingSends pending,
+            Collection<Pull> activePulls, PoolShares shares, BlockWriter writer, BackgroundErrors errors,
+            ScheduledExecutorService loop, Consumer<Pull> onLanded) {
+        this.layerwise = layerwise;
+        this.planner = planner;
+        this.pending = pending;
+        this.activePulls = activePulls;
+        this.shares = shares;
+        this.writer = writer;
+        this.errors = errors;
+        this.loop = loop;
+        this.onLanded = onLanded;
         LinkedHashSet<String> names = new LinkedHashSet<>();
         for (TransferRegion r : localRegions) {
             names.add(r.layerName());
@@ -74,18 +108,23 @@ abstract class LayerwisePush extends SenderState {
         this.layerNameSet = Set.copyOf(names);
     }
 
+    /** Layer-wise push is on ({@code layerwise_push}). */
+    boolean enabled() {
+        return layerwise;
+    }
+
     /**
      * Hands a task of the model runner's thread to the sender loop: a layer hook ({@code
      * saveKvLayer} / {@code waitForSave}, {@code mustWake} false) or the step's metadata ({@link
-     * #recordSendReqs}, true). All of them run on the loop in call order, through one queue. The
+     * KvSender#recordSendReqs}, true). All of them run on the loop in call order, through one queue. The
      * loop is woken for a hook only when nothing else would run it soon: while every layer-wise
      * target has a write in flight, the first write's result runs the queue (a layer saved then
      * would wait for that write anyway), and a run of the queue already handed to the loop takes
      * everything added before it starts. So a forward pass whose transfer lags hands the loop one
      * task per write instead of one per layer; the layers saved meanwhile go in the next write as
-     * before. {@link #fetchFinishedSending} runs the queue first (the model runner's earlier calls).
+     * before. {@link KvSender#fetchFinishedSending} runs the queue first (the model runner's earlier calls).
      */
-    public void offerFromModelRunner(Runnable task, boolean mustWake) {
+    void offerFromModelRunner(Runnable task, boolean mustWake) {
         layerHooks.add(task);
         // the count is read after the add: a write counted here decrements it on the loop, then runs the queue
         if (!mustWake && everyTargetWriting && layerWritesInFlight.get() > 0) {
@@ -113,7 +152,7 @@ abstract class LayerwisePush extends SenderState {
     }
 
     /** Tasks handed to the sender loop to run the model runner's queue (diagnostics and tests). */
-    public long layerHookWakeups() {
+    long layerHookWakeups() {
         return hookWakeups.sum();
     }
 
@@ -137,14 +176,14 @@ abstract class LayerwisePush extends SenderState {
      * step's {@link #onLayerSaved} calls). Chunks of the previous step that were never closed by
      * {@link #onForwardDone} are closed first (their missing layers are pushed whole).
      */
-    void recordLayerwiseChunks(Map<String, MooncakeConnectorMetadata.LayerwiseChunk> chunks) {
+    void recordChunks(Map<String, MooncakeConnectorMetadata.LayerwiseChunk> chunks) {
         if (!layerwise) {
             return;
         }
         onForwardDone();
         for (Map.Entry<String, MooncakeConnectorMetadata.LayerwiseChunk> e : chunks.entrySet()) {
             MooncakeConnectorMetadata.LayerwiseChunk c = e.getValue();
-            SendBlockMeta sm = reqsNeedSend.get(c.transferId());
+            SendBlockMeta sm = pending.get(c.transferId());
             if (sm == null || sm.isPlaceholder() || sm.ready.isDone()) {
                 LOG.debug("layer-wise chunk of {} (transfer {}) ignored: not a pending send of a live P request",
                         e.getKey(), c.transferId());
@@ -172,7 +211,7 @@ abstract class LayerwisePush extends SenderState {
     }
 
     /** vLLM's {@code save_kv_layer}: layer {@code layerName} of this step's chunks is written (sender loop). */
-    public void onLayerSaved(String layerName) {
+    void onLayerSaved(String layerName) {
         if (!layerwise || stepSegments.isEmpty()) {
             return;
         }
@@ -194,7 +233,7 @@ abstract class LayerwisePush extends SenderState {
     }
 
     /** vLLM's {@code wait_for_save}: the forward pass ended; layers not saved yet go now (sender loop). */
-    public void onForwardDone() {
+    void onForwardDone() {
         List<Segment> segs = stepSegments;
         stepSegments = new ArrayList<>();
         for (Segment seg : segs) {
@@ -325,19 +364,7 @@ abstract class LayerwisePush extends SenderState {
         long contact = pull.lastContact;
         String peer = pull.peer;
         Runnable job = () -> {
-            int ret;
-            xferPool.writeStarted();
-            try {
-                if (pull.done) {
-                    ret = ABANDONED;
-                } else if (clock.getAsLong() - contact - abortNanos > 0) {
-                    ret = STALE;
-                } else {
-                    ret = sendBlocks(session, src, dst, len, bytes);
-                }
-            } finally {
-                xferPool.writeEnded();
-            }
+            int ret = writer.write(pull, contact, session, src, dst, len, bytes);
             try {
                 loop.execute(errors.guarded("sender loop", () -> {
                     shares.release(peer);
@@ -425,11 +452,11 @@ abstract class LayerwisePush extends SenderState {
         everyTargetWriting = false; // until refreshed below: a hook from now on wakes the loop
         runLayerHooks(); // the hooks that counted on this write's result (offerFromModelRunner)
         if (ret != 0 && t.failed == null) {
-            if (ret == STALE) {
-                staleWaves.increment();
-                t.failed = STALE_WAVE_MESSAGE;
-            } else if (ret == ABANDONED) {
-                t.failed = ABANDONED_MESSAGE;
+            if (ret == BlockWriter.STALE) {
+                writer.staleWave();
+                t.failed = BlockWriter.STALE_WAVE_MESSAGE;
+            } else if (ret == BlockWriter.ABANDONED) {
+                t.failed = BlockWriter.ABANDONED_MESSAGE;
             } else {
                 t.failed = "Mooncake transfer engine returned " + ret;
             }
@@ -456,7 +483,7 @@ abstract class LayerwisePush extends SenderState {
         lw.targets.remove(t);
         if (t.pull.pending.containsKey(t.dReqId)) {
             t.pull.readyNow.add(t.dReqId);
-            scheduleWave(t.pull);
+            onLanded.accept(t.pull);
         }
     }
 

@@ -1,7 +1,7 @@
 package io.mooncake4j.connector.worker.send;
 
 import io.mooncake4j.connector.wire.MooncakeXferMetadata;
-import io.mooncake4j.connector.worker.SideChannelLimits;
+import io.mooncake4j.connector.worker.loop.ChannelLimits;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.Locale;
@@ -10,7 +10,7 @@ import java.util.Set;
 import java.util.function.Predicate;
 
 /**
- * What D's pulls hold at P, counted against the {@link SideChannelLimits}: the transfer ids pulls wait
+ * What D's pulls hold at P, counted against the {@link ChannelLimits}: the transfer ids pulls wait
  * for and their metadata bytes, per D and in all, and the placeholders of pulls that arrived before P's
  * scheduler. A new pull that would exceed one is refused ({@link #limitError}).
  *
@@ -18,7 +18,7 @@ import java.util.function.Predicate;
  */
 final class PendingLimits {
 
-    private final SideChannelLimits limits;
+    private final ChannelLimits limits;
     private final long maxBytesPerPeer;
     private final long maxBytesTotal;
     private final Map<String, long[]> pendingByPeer = new HashMap<>(); // peer -> {transfer ids, metadata bytes}
@@ -26,7 +26,7 @@ final class PendingLimits {
     private long pendingBytesTotal;
     private int placeholders;
 
-    PendingLimits(SideChannelLimits limits) {
+    PendingLimits(ChannelLimits limits) {
         this.limits = limits;
         this.maxBytesPerPeer = 4 * limits.maxMetadataBytes();
         this.maxBytesTotal = 16 * limits.maxMetadataBytes();

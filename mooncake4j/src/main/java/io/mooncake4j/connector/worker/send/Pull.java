@@ -11,7 +11,11 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ScheduledFuture;
 
-/** One D pull (one side-channel message) being served: vLLM's locals of {@code send_kv_to_decode}. */
+/**
+ * One D pull (one side-channel message) being served: vLLM's locals of {@code send_kv_to_decode}.
+ * Written by {@link Waves} (and by {@link LayerwisePush} for its layer-wise targets) on the sender loop
+ * only; {@link #done} is also read by the transfer pool before it writes.
+ */
 final class Pull {
     final byte[] identity;
     final ReplySink reply;

@@ -1,6 +1,6 @@
 package io.mooncake4j.connector.worker.send;
 
-import io.mooncake4j.connector.worker.SideChannelLimits;
+import io.mooncake4j.connector.worker.loop.ChannelLimits;
 import io.mooncake4j.connector.worker.loop.HealthMonitor;
 import io.mooncake4j.connector.worker.loop.SelectorLoop;
 import io.mooncake4j.connector.worker.loop.WaveTrace;
@@ -58,7 +58,7 @@ import org.slf4j.LoggerFactory;
  * handover does), else a generated one (a zero byte and a 4-byte counter). A reply to an identity no
  * connection has (any more), or to a connection whose out-queue is full, is dropped and counted.
  *
- * <p><b>Bounds.</b> A frame or message above {@link SideChannelLimits#maxMetadataBytes()} (checked on
+ * <p><b>Bounds.</b> A frame or message above {@link ChannelLimits#maxMetadataBytes()} (checked on
  * the frame header, before anything is allocated), any ZMTP violation, a handshake not done within
  * {@link #HANDSHAKE_MS} (a peer that connects and sends nothing does not keep its slot), and
  * connections beyond {@link #MAX_CONNECTIONS} (unless the peer idle the longest gives its slot up,
@@ -137,7 +137,7 @@ public final class SenderListener implements AutoCloseable {
 
     private final String hostname;
     private final Supplier<SideChannelHandler> handler;
-    private final SideChannelLimits limits;
+    private final ChannelLimits limits;
     private final ZmtpLimits zmtpLimits;
     private final Supplier<? extends Quiesce> quiesce;
     private final HealthMonitor health;
@@ -182,20 +182,20 @@ public final class SenderListener implements AutoCloseable {
     private final LongAdder handshakes = new LongAdder();
     private volatile int connectionCount;
 
-    public SenderListener(String hostname, Supplier<SideChannelHandler> handler, SideChannelLimits limits,
+    public SenderListener(String hostname, Supplier<SideChannelHandler> handler, ChannelLimits limits,
             HealthMonitor health, Supplier<? extends Quiesce> quiesce, long pollMs) throws IOException {
         this(hostname, handler, limits, health, quiesce, pollMs, HANDSHAKE_MS, MAX_CONNECTIONS);
     }
 
     /** As above, with the handshake timeout and the connection cap (tests). */
-    public SenderListener(String hostname, Supplier<SideChannelHandler> handler, SideChannelLimits limits,
+    public SenderListener(String hostname, Supplier<SideChannelHandler> handler, ChannelLimits limits,
             HealthMonitor health, Supplier<? extends Quiesce> quiesce, long pollMs, long handshakeMs,
             int maxConnections) throws IOException {
         this(hostname, handler, limits, health, quiesce, pollMs, handshakeMs, maxConnections, IDLE_EVICT_MS);
     }
 
     /** As above, with how long a peer must be idle to give its slot up at the cap (tests). */
-    public SenderListener(String hostname, Supplier<SideChannelHandler> handler, SideChannelLimits limits,
+    public SenderListener(String hostname, Supplier<SideChannelHandler> handler, ChannelLimits limits,
             HealthMonitor health, Supplier<? extends Quiesce> quiesce, long pollMs, long handshakeMs,
             int maxConnections, long idleEvictMs) throws IOException {
         if (idleEvictMs < 0) {

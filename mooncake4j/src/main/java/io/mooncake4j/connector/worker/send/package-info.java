@@ -3,16 +3,19 @@
  * vLLM's {@code _mooncake_sender_listener}) and the send path it hands D's pulls to
  * ({@link io.mooncake4j.connector.worker.send.KvSender}, vLLM's {@code send_kv_to_decode}).
  *
- * <p>The send path's state is held by the class that owns it: {@code SenderLoop} (the sender loop's
- * thread), {@code TransferPool} (the transfer threads), {@code PoolShares} (each D's share of them),
- * {@code PendingLimits} (what pulls hold against the side-channel limits), {@code PreparedShapes}
- * (region pairs per shape of D) and {@code RetriedPulls} (which pull serves each D request and the
- * outcomes answered lately, so that a pull D sends again after losing its connection is never
- * written twice). The rest is one object in a chain of parts, each holding the state only it
- * touches: {@code SenderState} (what the parts share; a pull being served is a {@code Pull}),
- * {@code LayerwisePush} (writes layer by layer while the forward pass runs), {@code SendBookkeeping}
- * ({@code record_send_reqs}, finished and expired holds, the one expiry timer) and {@code KvSender}
- * (the side channel: a pull's limits, its waves, their writes and answers).
+ * <p>The send path's state is held by the class that owns it, each a final class that
+ * {@code KvSender} composes and hands its collaborators at construction (no part extends another):
+ * {@code SenderLoop} (the sender loop's thread), {@code TransferPool} (the transfer threads),
+ * {@code PoolShares} (each D's share of them), {@code PendingLimits} (what pulls hold against the
+ * side-channel limits), {@code PreparedShapes} (region pairs per shape of D), {@code RetriedPulls}
+ * (which pull serves each D request and the outcomes answered lately, so that a pull D sends again
+ * after losing its connection is never written twice), {@code PendingSends} (the transfers to send,
+ * vLLM's {@code reqs_need_send}: {@code record_send_reqs}, the finished set, the hold and placeholder
+ * expiry and its one timer), {@code Waves} (the pulls being served, a pull being a {@code Pull}, and
+ * their waves), {@code LayerwisePush} (writes layer by layer while the forward pass runs, the model
+ * runner's queue), {@code BlockWriter} (the write into D's blocks with its abandonment, staleness and
+ * self-target checks) and {@code Replies} (the answers to D). {@code KvSender} itself admits the
+ * pulls (the side channel's refusals and limits).
  *
  * <p><b>Threads.</b> {@code mooncake-p-listener-0} runs the ROUTER on the shared
  * {@link io.mooncake4j.connector.worker.loop.SelectorLoop} and owns every connection; it hands each

@@ -9,8 +9,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.mooncake4j.connector.wire.MooncakeXferResponse;
 import io.mooncake4j.connector.wire.MooncakeXferResponseCodec;
 import io.mooncake4j.connector.wire.MooncakeXferResponseStatus;
-import io.mooncake4j.connector.worker.SideChannelLimits;
 import io.mooncake4j.connector.worker.loop.BackgroundErrors;
+import io.mooncake4j.connector.worker.loop.ChannelLimits;
 import io.mooncake4j.connector.worker.loop.HealthMonitor;
 import io.mooncake4j.fuzz.ZmtpPeer;
 import java.io.DataInputStream;
@@ -58,7 +58,7 @@ class PullChannelsTest {
             throws Exception {
         PullChannels c = new PullChannels(TimeUnit.MILLISECONDS.toNanos(receiveMs),
                 TimeUnit.MILLISECONDS.toNanos(handshakeMs), errors,
-                SideChannelLimits.DEFAULTS.withMaxResponseBytes(maxResponseBytes), health, lostAddresses::add,
+                ChannelLimits.DEFAULTS.withMaxResponseBytes(maxResponseBytes), health, lostAddresses::add,
                 maxConnections);
         toClose.add(c);
         return c;

@@ -6,8 +6,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.mooncake4j.connector.wire.MooncakeXferResponse;
 import io.mooncake4j.connector.wire.MooncakeXferResponseCodec;
 import io.mooncake4j.connector.wire.MooncakeXferResponseStatus;
-import io.mooncake4j.connector.worker.SideChannelLimits;
 import io.mooncake4j.connector.worker.loop.BackgroundErrors;
+import io.mooncake4j.connector.worker.loop.ChannelLimits;
 import io.mooncake4j.connector.worker.loop.HealthMonitor;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
@@ -97,7 +97,7 @@ class PullSocketLeakTest {
         HealthMonitor health = new HealthMonitor();
         BackgroundErrors errors = new BackgroundErrors(LoggerFactory.getLogger(PullSocketLeakTest.class));
         try (PullChannels ch = new PullChannels(TimeUnit.SECONDS.toNanos(10), TimeUnit.SECONDS.toNanos(1), errors,
-                SideChannelLimits.DEFAULTS, health, a -> { }, MAX_SOCKETS);
+                ChannelLimits.DEFAULTS, health, a -> { }, MAX_SOCKETS);
                 FakeP survivor = new FakeP()) {
             FakeP doomed = new FakeP();
             // both Ps serve; the idle pools fill
@@ -158,7 +158,7 @@ class PullSocketLeakTest {
             dead = "tcp://127.0.0.1:" + s.bindToRandomPort("tcp://127.0.0.1");
         }
         try (PullChannels ch = new PullChannels(TimeUnit.SECONDS.toNanos(4), TimeUnit.MILLISECONDS.toNanos(40), errors,
-                SideChannelLimits.DEFAULTS, health, a -> { }, MAX_SOCKETS);
+                ChannelLimits.DEFAULTS, health, a -> { }, MAX_SOCKETS);
                 FakeP survivor = new FakeP()) {
             List<CompletableFuture<String>> doomed = new java.util.ArrayList<>();
             for (int i = 0; i < 16; i++) {

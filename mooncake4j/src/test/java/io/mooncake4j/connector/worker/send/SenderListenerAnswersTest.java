@@ -5,7 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.mooncake4j.connector.worker.SideChannelLimits;
+import io.mooncake4j.connector.worker.loop.ChannelLimits;
 import io.mooncake4j.connector.worker.loop.HealthMonitor;
 import io.mooncake4j.fuzz.ZmtpPeer;
 import io.mooncake4j.internal.zmtp.Zmtp;
@@ -94,7 +94,7 @@ class SenderListenerAnswersTest {
         LogCapture logs = LogCapture.start(SenderListener.class);
         toClose.add(logs);
         SideChannelHandler h = handler();
-        SenderListener l = new SenderListener("127.0.0.1", () -> h, SideChannelLimits.DEFAULTS.withMaxMetadataBytes(1024),
+        SenderListener l = new SenderListener("127.0.0.1", () -> h, ChannelLimits.DEFAULTS.withMaxMetadataBytes(1024),
                 new HealthMonitor(), () -> null, 100);
         toClose.add(l);
         int port = l.ready().get(30, TimeUnit.SECONDS);
@@ -166,7 +166,7 @@ class SenderListenerAnswersTest {
     @Test
     void anAnswerAfterTheListenerStoppedIsCountedAsClosing() throws Exception {
         SideChannelHandler h = handler();
-        SenderListener l = new SenderListener("127.0.0.1", () -> h, SideChannelLimits.DEFAULTS, new HealthMonitor(),
+        SenderListener l = new SenderListener("127.0.0.1", () -> h, ChannelLimits.DEFAULTS, new HealthMonitor(),
                 () -> null, 100);
         int port = l.ready().get(30, TimeUnit.SECONDS);
         try {

@@ -7,8 +7,8 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.mooncake4j.connector.worker.SideChannelLimits;
 import io.mooncake4j.connector.worker.WorkerTestSupport;
+import io.mooncake4j.connector.worker.loop.ChannelLimits;
 import io.mooncake4j.connector.worker.loop.HealthMonitor;
 import io.mooncake4j.connector.worker.receive.PullChannels;
 import io.mooncake4j.fuzz.ZmtpPeer;
@@ -70,7 +70,7 @@ class SenderListenerRouterTest {
         };
     }
 
-    private SenderListener listener(SideChannelLimits limits, long handshakeMs, int maxConnections)
+    private SenderListener listener(ChannelLimits limits, long handshakeMs, int maxConnections)
             throws Exception {
         SideChannelHandler h = echo();
         SenderListener l = new SenderListener("127.0.0.1", () -> h, limits, health, () -> null, 100,
@@ -81,7 +81,7 @@ class SenderListenerRouterTest {
     }
 
     private SenderListener listener() throws Exception {
-        return listener(SideChannelLimits.DEFAULTS.withMaxMetadataBytes(1024), 10_000, 64);
+        return listener(ChannelLimits.DEFAULTS.withMaxMetadataBytes(1024), 10_000, 64);
     }
 
     private static int port(SenderListener l) {
@@ -262,7 +262,7 @@ class SenderListenerRouterTest {
 
     @Test
     void aPeerThatConnectsAndSendsNothingLosesItsSlotAtTheHandshakeTimeout() throws Exception {
-        SenderListener l = listener(SideChannelLimits.DEFAULTS, 300, 64);
+        SenderListener l = listener(ChannelLimits.DEFAULTS, 300, 64);
         ZmtpPeer silent = raw(port(l));
         await(() -> l.connections() == 1, "accepted");
         assertTrue(silent.closedByPeer(), "closed at the handshake timeout");
@@ -277,7 +277,7 @@ class SenderListenerRouterTest {
 
     @Test
     void connectionsBeyondTheCapAreClosedAndTheSlotsComeBack() throws Exception {
-        SenderListener l = listener(SideChannelLimits.DEFAULTS, 10_000, 4);
+        SenderListener l = listener(ChannelLimits.DEFAULTS, 10_000, 4);
         List<ZmtpPeer> held = new ArrayList<>();
         for (int i = 0; i < 4; i++) {
             ZmtpPeer z = raw(port(l));
@@ -313,7 +313,7 @@ class SenderListenerRouterTest {
             }
         };
         // idle for 0 ms is enough here: which peer goes is what is tested, not how long it waited
-        SenderListener l = new SenderListener("127.0.0.1", () -> h, SideChannelLimits.DEFAULTS, health,
+        SenderListener l = new SenderListener("127.0.0.1", () -> h, ChannelLimits.DEFAULTS, health,
                 () -> null, 100, 10_000, 3, 0);
         toClose.add(l);
         l.ready().get(10, TimeUnit.SECONDS);
@@ -401,7 +401,7 @@ class SenderListenerRouterTest {
             reply.send(frames.getFirst());
         };
         SenderListener l = new SenderListener("127.0.0.1", () -> stalled,
-                SideChannelLimits.DEFAULTS.withMaxMetadataBytes(1024), health, () -> null, 100, 10_000, 64);
+                ChannelLimits.DEFAULTS.withMaxMetadataBytes(1024), health, () -> null, 100, 10_000, 64);
         toClose.add(l);
         try {
             // the late peer's READY must be read while the listener reads no messages

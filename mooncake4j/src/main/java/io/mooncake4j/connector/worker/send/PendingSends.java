@@ -1,62 +1,118 @@
 package io.mooncake4j.connector.worker.send;
 
 import io.mooncake4j.connector.MooncakeConnectorMetadata;
-import io.mooncake4j.connector.wire.MooncakeXferResponse;
-import io.mooncake4j.connector.wire.MooncakeXferResponseStatus;
-import io.mooncake4j.connector.worker.MooncakeKvConnectorStats;
-import io.mooncake4j.connector.worker.SideChannelLimits;
 import io.mooncake4j.connector.worker.loop.BackgroundErrors;
-import io.mooncake4j.connector.worker.plan.LayerLayout;
-import io.mooncake4j.connector.worker.plan.TransferPlanner;
-import io.mooncake4j.connector.worker.plan.TransferRegion;
-import io.mooncake4j.engine.TransferEngine;
+import io.mooncake4j.connector.worker.loop.TransferRecorder;
+import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
-import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 import java.util.OptionalLong;
 import java.util.Set;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
-import java.util.function.Function;
+import java.util.concurrent.atomic.LongAdder;
+import java.util.function.BiConsumer;
 import java.util.function.LongSupplier;
-import java.util.function.ToIntFunction;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
- * The bookkeeping of P's holds: vLLM's {@code record_send_reqs} and {@code fetch_finished_sending_reqs},
- * the expiry of holds and of placeholders, and the one timer that tells the worker an expiry is due.
- * Sender loop only.
+ * The transfers P holds for D to pull (vLLM's {@code reqs_need_send}, one {@link SendBlockMeta} per
+ * transfer id, placeholders of early D pulls included) and their bookkeeping: vLLM's
+ * {@code record_send_reqs} and {@code fetch_finished_sending_reqs}, the finished set, the expiry of holds
+ * and of placeholders, the one timer that tells the worker an expiry is due, and the count of expired
+ * placeholders.
+ *
+ * <p><b>Threads.</b> Sender loop ({@code mooncake-p-sender-0}) only, except {@link #onFinished(Runnable)}
+ * (any thread, before the first pull) and {@link #placeholdersExpired()} (any thread).
  */
-abstract class SendBookkeeping extends LayerwisePush {
+final class PendingSends {
 
-    // the holds' state: sender loop only unless a comment says otherwise
+    /** The send path's log category, where these messages have always been. */
+    private static final Logger LOG = LoggerFactory.getLogger(KvSender.class);
+
+    private final String engineLabel;
+    private final TransferRecorder stats;
+    private final BackgroundErrors errors;
+    private final ScheduledExecutorService loop;
+    private final LongSupplier clock;
+    private final long abortNanos;
+    /** What the placeholders hold against the limits (shared with the side channel's admission). */
+    private final PendingLimits pendingLimits;
+
+    /** vLLM's {@code reqs_need_send}: transfer id → what P holds for it. */
+    private final Map<String, SendBlockMeta> reqsNeedSend = new LinkedHashMap<>();
     private Set<String> finishedSendingReqs = new LinkedHashSet<>();
     /** Run on the sender loop after {@code finishedSendingReqs} gained an id or a hold expired; never throws. */
     private volatile Runnable onFinished = () -> { };
-    /** The armed expiry wake-up ({@link #armExpiryWake}) and its deadline on {@code clock} (sender loop). */
+    /** The armed expiry wake-up ({@link #armExpiryWake}) and its deadline on {@code clock}. */
     private ScheduledFuture<?> expiryWake;
     private long expiryWakeAt;
     /** Expiry deadlines of the recorded holds ({@code request_finished} + abort timeout), earliest first. */
     private final ExpiryQueue<SendBlockMeta> holdExpiry = new ExpiryQueue<>(
             (sm, at) -> reqsNeedSend.get(sm.transferId) == sm && !sm.isPlaceholder() && sm.expireNanos == at);
     /** Expiry deadlines of the placeholders of early D pulls (creation + abort timeout), earliest first. */
-    final ExpiryQueue<SendBlockMeta> placeholderExpiry = new ExpiryQueue<>(
+    private final ExpiryQueue<SendBlockMeta> placeholderExpiry = new ExpiryQueue<>(
             (sm, at) -> reqsNeedSend.get(sm.transferId) == sm && sm.isPlaceholder());
+    private final LongAdder placeholdersExpired = new LongAdder();
 
-    SendBookkeeping(String engineLabel, TransferEngine engine, MooncakeKvConnectorStats stats, BackgroundErrors errors,
-            ScheduledExecutorService loop, int numWorkers, LongSupplier clock, long abortNanos, int localPpSize,
-            TransferPlanner planner, List<TransferRegion> localRegions, ToIntFunction<String> groupOfLayer,
-            Function<String, LayerLayout> layoutOfLayer, SideChannelLimits limits, boolean layerwise,
-            int transferThreadNice) {
-        super(engineLabel, engine, stats, errors, loop, numWorkers, clock, abortNanos, localPpSize, planner,
-                localRegions, groupOfLayer, layoutOfLayer, limits, layerwise, transferThreadNice);
+    PendingSends(String engineLabel, TransferRecorder stats, BackgroundErrors errors,
+            ScheduledExecutorService loop, LongSupplier clock, long abortNanos, PendingLimits pendingLimits) {
+        this.engineLabel = engineLabel;
+        this.stats = stats;
+        this.errors = errors;
+        this.loop = loop;
+        this.clock = clock;
+        this.abortNanos = abortNanos;
+        this.pendingLimits = pendingLimits;
+    }
+
+    // ------------------------------------------------------------------------------ the transfers
+
+    /** The hold of {@code transferId}, or null. */
+    SendBlockMeta get(String transferId) {
+        return reqsNeedSend.get(transferId);
+    }
+
+    boolean containsKey(String transferId) {
+        return reqsNeedSend.containsKey(transferId);
+    }
+
+    /** {@code sm} is still the hold of its transfer (it neither expired nor was replaced). */
+    boolean isCurrent(SendBlockMeta sm) {
+        return reqsNeedSend.get(sm.transferId) == sm;
+    }
+
+    /** Removes {@code sm} if it is still its transfer's hold; whether it was. */
+    boolean remove(SendBlockMeta sm) {
+        return reqsNeedSend.remove(sm.transferId, sm);
+    }
+
+    /** Entries of {@code reqs_need_send}. */
+    int size() {
+        return reqsNeedSend.size();
+    }
+
+    /** A D pull of {@code transferId} arrived before P's scheduler: a placeholder, expired if P never records it. */
+    SendBlockMeta addPlaceholder(String transferId, long now) {
+        SendBlockMeta sm = new SendBlockMeta("", transferId, new int[0][], now);
+        reqsNeedSend.put(transferId, sm);
+        pendingLimits.placeholderAdded();
+        placeholderExpiry.add(now + abortNanos, sm, reqsNeedSend.size());
+        return sm;
     }
 
     // ------------------------------------------------------------------------------ bookkeeping
 
-    /** vLLM's {@code record_send_reqs}, with §15 #2 fixed: unknown transfer ids never throw. */
-    public void recordSendReqs(MooncakeConnectorMetadata metadata) {
+    /**
+     * vLLM's {@code record_send_reqs} (without the layer-wise chunks), with §15 #2 fixed: unknown transfer
+     * ids never throw. {@code beforeReady} runs for a hold whose blocks became known just before its
+     * {@code ready} future completes (the layer-wise push closes what it had not pushed).
+     */
+    void record(MooncakeConnectorMetadata metadata, BiConsumer<SendBlockMeta, int[][]> beforeReady) {
         long now = clock.getAsLong();
         for (Map.Entry<String, MooncakeConnectorMetadata.ReqToSend> e : metadata.reqsToSend().entrySet()) {
             String pReqId = e.getKey();
@@ -78,7 +134,7 @@ abstract class SendBookkeeping extends LayerwisePush {
                 sm.expireNanos = now + abortNanos;
                 holdExpiry.add(sm.expireNanos, sm, reqsNeedSend.size());
                 armExpiryWake(sm.expireNanos);
-                closeLayerwise(sm, blockIds);
+                beforeReady.accept(sm, blockIds);
                 sm.ready.complete(null);
                 if (sm.sentEarly && reqsNeedSend.remove(transferId, sm)) {
                     markFinishedSending(pReqId);
@@ -104,15 +160,14 @@ abstract class SendBookkeeping extends LayerwisePush {
                 LOG.warn("Transfer {} was aborted after its blocks were recorded", transferId);
             }
         }
-        recordLayerwiseChunks(metadata.layerwiseChunks());
     }
 
     /**
-     * Sets what runs (sender loop) when {@link #fetchFinishedSending} has something new: an id was
-     * queued as finished, or a recorded request's hold expired; it must not throw (the worker guards it).
+     * Sets what runs (sender loop) when {@link #fetchFinished} has something new: an id was queued as
+     * finished, or a recorded request's hold expired; it must not throw (the worker guards it).
      */
-    public void onFinished(Runnable r) {
-        onFinished = java.util.Objects.requireNonNull(r, "r");
+    void onFinished(Runnable r) {
+        onFinished = Objects.requireNonNull(r, "r");
     }
 
     void markFinishedSending(String pReqId) {
@@ -122,11 +177,11 @@ abstract class SendBookkeeping extends LayerwisePush {
 
     /**
      * Arms one timer on the sender loop for the earliest expiry deadline {@code at} (loop thread).
-     * Expiry is done by {@link #fetchFinishedSending}; this timer only tells the listener that a fetch
+     * Expiry is done by {@link #fetchFinished}; this timer only tells the listener that a fetch
      * would now find an expired hold. One timer at a time: the next deadline ({@link #holdExpiry}) is
      * armed when it fires, so P holds no timer per request and a tick costs what is due, not a scan.
      */
-    void armExpiryWake(long at) {
+    private void armExpiryWake(long at) {
         ScheduledFuture<?> armed = expiryWake;
         if (armed != null && !armed.isDone()) {
             if (expiryWakeAt - at <= 0) {
@@ -135,7 +190,7 @@ abstract class SendBookkeeping extends LayerwisePush {
             armed.cancel(false);
         }
         expiryWakeAt = at;
-        // 1 ms past the deadline, so that fetchFinishedSending's strict test holds when it runs
+        // 1 ms past the deadline, so that fetchFinished's strict test holds when it runs
         long delay = Math.max(0, at - clock.getAsLong()) + TimeUnit.MILLISECONDS.toNanos(1);
         try {
             expiryWake = loop.schedule(errors.guarded("sender loop", this::onExpiryWake), delay,
@@ -145,7 +200,7 @@ abstract class SendBookkeeping extends LayerwisePush {
         }
     }
 
-    void onExpiryWake() {
+    private void onExpiryWake() {
         expiryWake = null;
         long now = clock.getAsLong();
         boolean due = holdExpiry.anyDue(now, sm -> sm.sending == 0);
@@ -164,9 +219,11 @@ abstract class SendBookkeeping extends LayerwisePush {
         }
     }
 
-    /** vLLM's {@code fetch_finished_sending_reqs} with expiry (§6.12); placeholders expire too (§15 #3 fixed). */
-    public Set<String> fetchFinishedSending() {
-        runLayerHooks();
+    /**
+     * vLLM's {@code fetch_finished_sending_reqs} with expiry (§6.12); placeholders expire too (§15 #3
+     * fixed). The caller runs the model runner's queued calls first.
+     */
+    Set<String> fetchFinished() {
         Set<String> out = finishedSendingReqs;
         finishedSendingReqs = new LinkedHashSet<>();
         long now = clock.getAsLong();
@@ -195,71 +252,13 @@ abstract class SendBookkeeping extends LayerwisePush {
         return out;
     }
 
-    // ------------------------------------------------------------------------------ re-sent pulls
-
-    /** Ends a pull being served (KvSender). */
-    abstract void end(Pull pull);
-
-    String retryKey(Pull pull, String dReqId) {
-        return RetriedPulls.key(pull.peer, dReqId, pull.meta.reqBlocks().get(dReqId).transferId());
-    }
-
-    /**
-     * {@code pull}'s answer for {@code dReqId} is final: remembered for a re-send ({@code remember} false
-     * when nothing was answered: the pull was abandoned), and every re-sent pull that followed it hears it.
-     */
-    void settle(Pull pull, String dReqId, boolean ok, String errMsg, boolean remember) {
-        long now = clock.getAsLong();
-        if (ok) {
-            retried.transferFinished(pull.meta.reqBlocks().get(dReqId).transferId(), now);
-        }
-        List<Pull> followers = retried.settle(retryKey(pull, dReqId), pull, ok, errMsg, remember, now);
-        if (followers == null) {
-            return;
-        }
-        for (Pull f : followers) {
-            if (!f.done && f.followed.remove(dReqId)) {
-                pendingLimits.unpend(f.peer, 1);
-                answerFollower(f, dReqId, ok, remember ? errMsg : ABANDONED_MESSAGE);
-            }
-        }
-    }
-
-    /** A re-sent pull hears the outcome of one of its requests that another pull served. */
-    void answerFollower(Pull f, String dReqId, boolean ok, String errMsg) {
-        boolean last = nothingLeft(f);
-        KvSender.send(f.reply, MooncakeXferResponse.of(last ? MooncakeXferResponseStatus.FINISH
-                : MooncakeXferResponseStatus.CONTINUE, ok ? List.of(dReqId) : null, ok ? null : List.of(dReqId),
-                ok ? null : errMsg));
-        f.lastContact = clock.getAsLong();
-        if (last) {
-            end(f);
-        }
-    }
-
-    /** Nothing of {@code pull} waits, is planned or is being written: its next answer is its last. */
-    static boolean nothingLeft(Pull pull) {
-        return pull.pending.isEmpty() && pull.followed.isEmpty() && pull.readyNow.isEmpty() && !pull.busy
-                && pull.lwInflight == 0;
-    }
-
-    /** Requests of re-sent pulls that waited for the first pull's outcome (never written twice). */
-    public long retriesFollowed() {
-        return retried.followedCount.sum();
-    }
-
-    /** Requests of re-sent pulls answered again from the outcome P remembered. */
-    public long retriesAnsweredAgain() {
-        return retried.answeredAgainCount.sum();
-    }
-
-    /** Requests of re-sent pulls whose transfer had finished and whose outcome P no longer knew (ERROR). */
-    public long retriesForgotten() {
-        return retried.forgottenCount.sum();
+    /** Placeholders of early D pulls dropped because P never scheduled their transfer (any thread). */
+    long placeholdersExpired() {
+        return placeholdersExpired.sum();
     }
 
     /** Entries held by the two expiry queues, dead ones not yet dropped included (tests: they stay bounded). */
-    public int expiryEntries() {
+    int expiryEntries() {
         return holdExpiry.size() + placeholderExpiry.size();
     }
 }
