@@ -10,7 +10,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 lib="$here/mooncake4j/target"; node="$here/mooncake4j-node/target"
 main_class="$lib/test-classes/io/mooncake4j/fuzz/FuzzMain.class"
-if [ ! -f "$main_class" ] || [ ! -d "$node/lib" ] || [ ! -d "$node/cli-lib" ] \
+if [ ! -f "$main_class" ] || [ ! -d "$node/modules" ] || [ ! -d "$node/lib" ] || [ ! -d "$node/cli-lib" ] \
     || [ -n "$(find "$here"/*/src "$here"/pom.xml "$here"/*/pom.xml -newer "$main_class" -print -quit 2>/dev/null)" ]; then
   if ! command -v mvn >/dev/null 2>&1; then
     echo "fuzz.sh: the classes are missing or stale and Maven (mvn) is not installed: apt-get install maven" >&2
@@ -31,5 +31,5 @@ fi
 exec "$JAVA_HOME/bin/java" --enable-native-access=ALL-UNNAMED --add-exports java.base/sun.nio.ch=ALL-UNNAMED -Xms512m -Xmx512m -XX:+AlwaysPreTouch \
   -Dorg.slf4j.simpleLogger.defaultLogLevel="${MOONCAKE4J_LOG_LEVEL:-error}" \
   ${MOONCAKE4J_JAVA_OPTS:-} \
-  -cp "$lib/classes:$lib/test-classes:$node/lib/*:$node/cli-lib/*" \
+  -cp "$lib/classes:$lib/test-classes:$node/modules/*:$node/lib/*:$node/cli-lib/*" \
   io.mooncake4j.fuzz.FuzzMain "$@"

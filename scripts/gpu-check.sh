@@ -37,10 +37,10 @@ if [ "$mode" = prepare ]; then
   cp -r mooncake4j/target/test-classes "$bundle/test-classes"
   mkdir -p "$bundle/node"
   cp mooncake4j-node/target/mooncake4j-node.jar "$bundle/node/"
-  # what the node adds, less the model runtime (Jlama and what only it needs: the check runs no model),
+  # what the node adds (its module path and class path: the CLI runs on the class path here), less the model runtime (Jlama and what only it needs: the check runs no model),
   # so that the bundle fits a 64 MiB transfer
   model_only='^(jlama-|jackson-databind|jackson-annotations|jackson-dataformat|snakeyaml|guava|failureaccess|listenablefuture|jsr305|checker-qual|error_prone|j2objc|jctools|jinjava|javassist|re2j|commons-lang3|commons-net|java-ipv6|annotations-|big-math|jemoji|jafama)'
-  for j in mooncake4j-node/target/lib/*.jar; do
+  for j in mooncake4j-node/target/lib/*.jar mooncake4j-node/target/modules/*.jar; do
     name=$(basename "$j")
     [[ "$name" =~ $model_only ]] && continue
     [ -f "$bundle/lib/$name" ] || cp "$j" "$bundle/node/"

@@ -36,7 +36,7 @@ if [ ! -f $node_jar ] || [ -n "$(find ./*/src/main ./pom.xml ./*/pom.xml -newer 
   fi
   rm -f "$TMPDIR_BUILD_LOG"
 fi
-cp="$here/$node_jar:$here/mooncake4j-node/target/lib/*:$here/mooncake4j-node/target/cli-lib/*"
+cp="$here/$node_jar:$here/mooncake4j-node/target/modules/*:$here/mooncake4j-node/target/lib/*:$here/mooncake4j-node/target/cli-lib/*"
 java=("$JAVA_HOME/bin/java" --enable-native-access=ALL-UNNAMED --add-exports java.base/sun.nio.ch=ALL-UNNAMED -XX:+UseSerialGC -Xmx384m -XX:TieredStopAtLevel=1
       -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -Dorg.slf4j.simpleLogger.showDateTime=true
       -Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS -Dorg.slf4j.simpleLogger.showShortLogName=true)

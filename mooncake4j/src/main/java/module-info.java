@@ -38,8 +38,16 @@ module io.mooncake4j {
     // the worker: register_kv_caches, start_load_kv, get_finished, statistics, health, limits
     exports io.mooncake4j.connector.worker;
 
-    // strict JSON for the Mooncake Store client's config and metadata (mooncake4j-store), not for embedders
-    exports io.mooncake4j.internal.json to io.mooncake4j.store;
+    // strict JSON for the Mooncake Store client's config and metadata (mooncake4j-store) and for the
+    // node's HTTP bodies (mooncake4j-node: one bounded parser for all untrusted JSON), not for embedders
+    exports io.mooncake4j.internal.json to io.mooncake4j.store, io.mooncake4j.node;
+    // the node's tools (mooncake4j-node), not for embedders: byte formatting, the kernel's view of a
+    // client's TCP connection (ClientWatch, serve's and the proxy's disconnect watch), shared memory
+    // for `bench --shm`, thread tuning; they share the library's FFM bindings, so they live here
+    exports io.mooncake4j.internal.sys to io.mooncake4j.node;
+    // the bootstrap server and client, for the node's P side and its proxies (mooncake4j-node); vLLM's
+    // HTTP protocol is the contract for everyone else, so this stays closed to embedders
+    exports io.mooncake4j.connector.bootstrap to io.mooncake4j.node;
     // Mooncake's HTTP metadata store and the P2P handshake client, for the store client's segment
     exports io.mooncake4j.metadata to io.mooncake4j.store;
     exports io.mooncake4j.engine.handshake to io.mooncake4j.store;

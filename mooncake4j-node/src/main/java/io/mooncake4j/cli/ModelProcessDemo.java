@@ -97,12 +97,10 @@ final class ModelProcessDemo {
         int longest = prompts.stream().mapToInt(p -> p.length).max().orElse(1);
         // every request of the run may still hold blocks at P until D pulled them: room for all of them
         int blocks = o.requests() * ((longest + o.decode()) / BLOCK + 2) + 8;
-        String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-        List<String> jvm = new ArrayList<>(List.of(java, "--enable-native-access=ALL-UNNAMED", "--add-exports",
-                "java.base/sun.nio.ch=ALL-UNNAMED", "--add-modules", "jdk.incubator.vector", "-XX:+UseSerialGC",
-                "-Xmx1g", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"));
-        jvm.addAll(childJvmOptions);
-        jvm.addAll(List.of("-cp", System.getProperty("java.class.path"), Main.class.getName()));
+        List<String> options = new ArrayList<>(List.of("-XX:+UseSerialGC", "-Xmx1g",
+                "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"));
+        options.addAll(childJvmOptions);
+        List<String> jvm = NodeJvm.command(options);
         out.printf(Locale.ROOT, "mooncake4j demo --model %s --processes: P, D, kv_both reference and proxy as "
                 + "separate JVMs on 127.0.0.1 (%s%s); logs in %s (removed at the end)%n", o.dir(), model.kvLayout(),
                 o.layerwise() ? ", layer-wise push" : "", dir);

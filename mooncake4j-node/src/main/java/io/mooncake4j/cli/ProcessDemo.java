@@ -173,11 +173,10 @@ final class ProcessDemo {
 
     private static int runIn(Path dir, List<Child> children, DemoRunner.Options o, int warmup, PrintStream out,
             PrintStream err, List<String> childJvmOptions) throws Exception {
-        String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-        List<String> jvm = new ArrayList<>(List.of(java, "--enable-native-access=ALL-UNNAMED", "--add-exports",
-                "java.base/sun.nio.ch=ALL-UNNAMED", "-XX:+UseSerialGC", "-Xmx512m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"));
-        jvm.addAll(childJvmOptions);
-        jvm.addAll(List.of("-cp", System.getProperty("java.class.path"), Main.class.getName()));
+        List<String> options = new ArrayList<>(List.of("-XX:+UseSerialGC", "-Xmx512m",
+                "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"));
+        options.addAll(childJvmOptions);
+        List<String> jvm = NodeJvm.command(options);
         ModelPreset m = o.model();
         long bytesPerToken = (long) m.numLayers() * m.pageBytes(1) / m.blockSize();
         long inFlightKv = (long) o.concurrency() * (o.promptTokens() + o.decodeTokens() + m.blockSize())

@@ -1,7 +1,5 @@
 package io.mooncake4j.http;
 
-import io.mooncake4j.internal.http.RequestBodies;
-
 import java.io.IOException;
 import java.io.OutputStream;
 import java.net.InetAddress;

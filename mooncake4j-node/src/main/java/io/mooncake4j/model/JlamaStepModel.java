@@ -1,7 +1,6 @@
 package io.mooncake4j.model;
 
 import com.github.tjake.jlama.model.AbstractModel;
-import com.github.tjake.jlama.model.Mooncake4jLayers;
 import com.github.tjake.jlama.tensor.AbstractTensor;
 import com.github.tjake.jlama.tensor.KvBufferCache;
 
@@ -208,7 +207,7 @@ public final class JlamaStepModel implements StepModel {
         return next;
     }
 
-    /** Jlama's transformer blocks can be run one at a time ({@code Mooncake4jLayers}). */
+    /** Jlama's transformer blocks can be run one at a time ({@code JlamaLayers}). */
     @Override
     public boolean layerwise() {
         return true;
@@ -231,7 +230,7 @@ public final class JlamaStepModel implements StepModel {
                 Work w = work.get(i);
                 ss[i] = session(w.requestId(), w.tokens(), w.blockIds(), w.from(), w.to());
                 int last = w.to() - 1;
-                int batch = Mooncake4jLayers.maxBatchSize();
+                int batch = JlamaLayers.maxBatchSize();
                 int pieces = (last - w.from() + batch - 1) / batch;
                 hidden[i] = new AbstractTensor[pieces + 1];
                 starts[i] = new int[pieces + 1];
@@ -239,17 +238,17 @@ public final class JlamaStepModel implements StepModel {
                     int a = w.from() + c * batch;
                     int b = Math.min(last, a + batch);
                     starts[i][c] = a;
-                    hidden[i][c] = Mooncake4jLayers.embedBatch(jlama, Arrays.copyOfRange(w.tokens(), a, b), a);
+                    hidden[i][c] = JlamaLayers.embedBatch(jlama, Arrays.copyOfRange(w.tokens(), a, b), a);
                 }
                 starts[i][pieces] = last;
-                hidden[i][pieces] = Mooncake4jLayers.embedOne(jlama, w.tokens()[last], last);
+                hidden[i][pieces] = JlamaLayers.embedOne(jlama, w.tokens()[last], last);
             }
             for (int l = 0; l < layerMemory.length; l++) {
                 for (int i = 0; i < n; i++) {
                     for (int c = 0; c < hidden[i].length; c++) {
                         AbstractTensor in = hidden[i][c];
                         hidden[i][c] = null; // closed by the block
-                        hidden[i][c] = Mooncake4jLayers.block(jlama, l, in, starts[i][c], ss[i].kv);
+                        hidden[i][c] = JlamaLayers.block(jlama, l, in, starts[i][c], ss[i].kv);
                     }
                     Work w = work.get(i);
                     copyRows(ss[i].kv, w.blockIds(), l, w.from(), w.to(), false);

@@ -17,10 +17,10 @@
  *       {@code TinyTokenizers}).</li>
  * </ul>
  *
- * <p>Layer-wise push drives Jlama one transformer block at a time through
- * {@code com.github.tjake.jlama.model.Mooncake4jLayers}, a class of ours placed in Jlama's package
- * (the blocks are protected members of Jlama's {@code AbstractModel}); nothing else reaches into Jlama's
- * internals.
+ * <p>Layer-wise push drives Jlama one transformer block at a time through {@code JlamaLayers}, which
+ * reads the two protected fields of Jlama's {@code AbstractModel} it needs (the blocks, the embedding)
+ * through a private lookup into Jlama's package (open: jlama-core is an automatic module); nothing
+ * else reaches into Jlama's internals.
  *
  * <p>{@link io.mooncake4j.model.JlamaModel#kvLayout()} fingerprints what a KV block means (shapes,
  * dtype, a digest of the checkpoint), {@link io.mooncake4j.model.JlamaStepModel#kvLayout()} adds the

@@ -11,7 +11,8 @@ import java.io.ByteArrayOutputStream;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -27,12 +28,11 @@ class BenchShmTest {
     @Test
     void initiatorVerifiesEveryByteInATargetProcessThroughShmAndPrintsTheMemcpyRatio() throws Exception {
         assumeTrue(SharedMemory.available(), () -> "no memfd here: " + SharedMemory.unavailableReason());
-        String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-        Process target = new ProcessBuilder(java, "--enable-native-access=ALL-UNNAMED", "-cp",
-                System.getProperty("java.class.path"), Main.class.getName(), "bench", "--mode=target",
+        List<String> cmd = new ArrayList<>(NodeJvm.command(List.of()));
+        cmd.addAll(List.of("bench", "--mode=target",
                 "--protocol=shm", "--local_server_name=127.0.0.1", "--buffer_size=1M", "--threads=2",
-                "--batch_size=4", "--block_size=65536", "--duration=60")
-                .redirectError(ProcessBuilder.Redirect.DISCARD).start();
+                "--batch_size=4", "--block_size=65536", "--duration=60"));
+        Process target = new ProcessBuilder(cmd).redirectError(ProcessBuilder.Redirect.DISCARD).start();
         try {
             BufferedReader out = new BufferedReader(new InputStreamReader(target.getInputStream(),
                     StandardCharsets.UTF_8));

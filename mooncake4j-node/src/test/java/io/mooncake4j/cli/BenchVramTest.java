@@ -12,7 +12,7 @@ import io.mooncake4j.engine.tcp.TcpConfig;
 import io.mooncake4j.engine.tcp.TcpTransport;
 import io.mooncake4j.engine.testing.ScriptedTransferEngine;
 import io.mooncake4j.memory.DeviceMemory;
-import io.mooncake4j.memory.FakeDeviceMemory;
+import io.mooncake4j.memory.fake.FakeDeviceMemory;
 import io.mooncake4j.memory.cuda.CudaAvailability;
 
 import java.io.ByteArrayOutputStream;

@@ -97,10 +97,7 @@ class DocCommandsTest {
                     buf.toString(StandardCharsets.UTF_8));
         }
 
-        String java = ProcessHandle.current().info().command().orElseThrow();
-        List<String> cmd = new ArrayList<>(List.of(java, "--enable-native-access=ALL-UNNAMED",
-                "--add-modules", "jdk.incubator.vector", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-                "-cp", System.getProperty("java.class.path"), Main.class.getName()));
+        List<String> cmd = new ArrayList<>(NodeJvm.command(List.of("-Dorg.slf4j.simpleLogger.defaultLogLevel=warn")));
         cmd.addAll(serve.subList(1, serve.size()));
         Path errFile = tmp.resolve("stderr.txt");
         ProcessBuilder pb = new ProcessBuilder(cmd).redirectError(errFile.toFile())

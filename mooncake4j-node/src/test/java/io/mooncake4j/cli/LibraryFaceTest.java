@@ -23,53 +23,57 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * Which of the library's packages the node's own classes use beyond the library's exports, read
- * from the compiled classes as {@code jdeps} would and checked against the library's module
- * descriptor. The node still runs on the class path and reaches these internals (issue #35 item 2:
- * the node as a named module reading the library only through its exports, with a small exported
- * or qualified API where it truly needs one); {@link #NOT_YET} lists them and may only shrink.
+ * The node reads the library only through the library's face: every library package its compiled
+ * classes name (read from the class files as {@code jdeps} would) is exported, to everyone or to
+ * {@code io.mooncake4j.node} by name, in the library's module descriptor as compiled (not in this
+ * JVM's graph, which the tests' command line widens for white-box tests). The packages exported to
+ * the node by name must all still be used, so that no opening outlives its reason. The tests run on
+ * the module path, so the node is the named module it says it is.
  */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class LibraryFaceTest {
 
-    /**
-     * The library's unexported packages the node uses today: JSON (serve, proxy, cli), byte
-     * formatting, client-disconnect watching and shared memory (serve, proxy, bench), bounded
-     * request bodies (serve, proxy), and the bootstrap server and client (demo, sim proxy, serve).
-     * The engine core left this list through exported API: kind {@code "shm-direct"} of
-     * {@code TransferEngines.create} and {@code TransferEngine.bytesByTransport()}.
-     */
-    private static final Set<String> NOT_YET = Set.of("io.mooncake4j.internal.json", "io.mooncake4j.internal.sys",
-            "io.mooncake4j.internal.http", "io.mooncake4j.connector.bootstrap");
-
+    private static final String NODE = "io.mooncake4j.node";
     private static final Pattern NAMED = Pattern.compile("io/mooncake4j/((?:[a-z0-9_]+/)*)[A-Z][A-Za-z0-9_$]*");
 
     @Test
-    void theNodeUsesNoUnexportedLibraryPackageBeyondTheKnownOnes() throws IOException, URISyntaxException {
-        Path library = Path.of(MooncakeException.class.getProtectionDomain().getCodeSource().getLocation().toURI());
-        ModuleDescriptor d;
-        if (Files.isDirectory(library)) {
-            try (InputStream in = Files.newInputStream(library.resolve("module-info.class"))) {
-                d = ModuleDescriptor.read(in);
-            }
-        } else {
-            try (var jar = new java.util.jar.JarFile(library.toFile())) {
-                try (InputStream in = jar.getInputStream(jar.getEntry("module-info.class"))) {
-                    d = ModuleDescriptor.read(in);
-                }
-            }
-        }
-        assertEquals("io.mooncake4j", d.name());
-        Set<String> exported = new TreeSet<>();
-        for (ModuleDescriptor.Exports e : d.exports()) {
-            if (!e.isQualified()) {
-                exported.add(e.source());
-            }
-        }
-        Set<String> internal = new TreeSet<>(d.packages());
-        internal.removeAll(exported);
+    void theNodeIsANamedModuleOnTheModulePath() {
+        assertEquals(NODE, Main.class.getModule().getName(), "the node's tests run on the module path");
+        assertEquals("io.mooncake4j", MooncakeException.class.getModule().getName());
+        assertTrue(Main.class.getModule().canRead(MooncakeException.class.getModule()));
+    }
 
+    @Test
+    void theNodeUsesOnlyPackagesTheLibraryExportsToIt() throws IOException, URISyntaxException {
+        ModuleDescriptor library = descriptor(MooncakeException.class);
+        assertEquals("io.mooncake4j", library.name());
+        Set<String> open = new TreeSet<>();
+        Set<String> toNode = new TreeSet<>();
+        for (ModuleDescriptor.Exports e : library.exports()) {
+            if (!e.isQualified()) {
+                open.add(e.source());
+            } else if (e.targets().contains(NODE)) {
+                toNode.add(e.source());
+            }
+        }
+        assertTrue(open.contains("io.mooncake4j.connector.worker"), "the descriptor was read: " + open);
+
+        Map<String, Set<String>> used = libraryPackagesUsedByTheNode(library.packages());
+        Map<String, Set<String>> beyond = new TreeMap<>(used);
+        beyond.keySet().removeAll(open);
+        beyond.keySet().removeAll(toNode);
+        assertEquals(Map.of(), beyond, "node classes using library packages not exported to " + NODE);
+
+        Set<String> unused = new TreeSet<>(toNode);
+        unused.removeAll(used.keySet());
+        assertEquals(Set.of(), unused, "packages the library exports to " + NODE + " that the node no longer uses");
+    }
+
+    /** Library package → the node's class files naming a class of it. */
+    private static Map<String, Set<String>> libraryPackagesUsedByTheNode(Set<String> libraryPackages)
+            throws IOException, URISyntaxException {
         Path node = Path.of(Main.class.getProtectionDomain().getCodeSource().getLocation().toURI());
+        assertTrue(Files.isDirectory(node) || Files.isRegularFile(node), node.toString());
         Map<String, Set<String>> used = new TreeMap<>();
         try (Stream<Path> files = Files.walk(node)) {
             for (Path f : files.filter(p -> p.toString().endsWith(".class")).toList()) {
@@ -77,15 +81,27 @@ class LibraryFaceTest {
                 Matcher m = NAMED.matcher(text);
                 while (m.find()) {
                     String pkg = ("io/mooncake4j/" + m.group(1)).replaceAll("/$", "").replace('/', '.');
-                    if (internal.contains(pkg)) {
+                    if (libraryPackages.contains(pkg)) {
                         used.computeIfAbsent(pkg, k -> new TreeSet<>()).add(node.relativize(f).toString());
                     }
                 }
             }
         }
-        assertTrue(exported.contains("io.mooncake4j.connector.worker"), "the descriptor was read: " + exported);
-        Map<String, Set<String>> beyond = new TreeMap<>(used);
-        beyond.keySet().removeAll(NOT_YET);
-        assertEquals(Map.of(), beyond, "node classes using unexported library packages");
+        assertTrue(used.containsKey("io.mooncake4j.connector.worker"), "the node's classes were read: " + used);
+        return used;
+    }
+
+    private static ModuleDescriptor descriptor(Class<?> inModule) throws IOException, URISyntaxException {
+        Path where = Path.of(inModule.getProtectionDomain().getCodeSource().getLocation().toURI());
+        if (Files.isDirectory(where)) {
+            try (InputStream in = Files.newInputStream(where.resolve("module-info.class"))) {
+                return ModuleDescriptor.read(in);
+            }
+        }
+        try (var jar = new java.util.jar.JarFile(where.toFile())) {
+            try (InputStream in = jar.getInputStream(jar.getEntry("module-info.class"))) {
+                return ModuleDescriptor.read(in);
+            }
+        }
     }
 }

@@ -133,10 +133,8 @@ class ServeCommandTest {
     /** {@code serve} as a child JVM: it answers, then SIGTERM drains it and it exits 0. */
     @Test
     void aServeProcessAnswersAndExitsZeroOnSigterm(@TempDir Path dir) throws Exception {
-        String java = ProcessHandle.current().info().command().orElseThrow();
-        List<String> cmd = new ArrayList<>(List.of(java, "--enable-native-access=ALL-UNNAMED",
-                "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", System.getProperty("java.class.path"),
-                Main.class.getName(), "serve", "--model", "tiny", "--host", "127.0.0.1", "--port", "0",
+        List<String> cmd = new ArrayList<>(NodeJvm.command(List.of("-Dorg.slf4j.simpleLogger.defaultLogLevel=warn")));
+        cmd.addAll(List.of("serve", "--model", "tiny", "--host", "127.0.0.1", "--port", "0",
                 "--num-gpu-blocks", "16", "--kv-transfer-config",
                 "{\"kv_role\":\"kv_both\",\"kv_connector_extra_config\":{\"mooncake_protocol\":\"tcp\"}}"));
         Path errFile = dir.resolve("stderr.txt");

@@ -13,7 +13,7 @@ import io.mooncake4j.engine.handshake.HandshakeConfig;
 import io.mooncake4j.engine.tcp.TcpConfig;
 import io.mooncake4j.engine.tcp.TcpTransport;
 import io.mooncake4j.memory.DeviceMemory;
-import io.mooncake4j.memory.FakeDeviceMemory;
+import io.mooncake4j.memory.fake.FakeDeviceMemory;
 import io.mooncake4j.memory.HostMemoryAllocator;
 import io.mooncake4j.memory.KvCacheLayout;
 import io.mooncake4j.memory.KvCacheTensor;

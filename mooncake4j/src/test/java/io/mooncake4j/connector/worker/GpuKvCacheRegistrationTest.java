@@ -15,7 +15,7 @@ import io.mooncake4j.engine.tcp.TcpConfig;
 import io.mooncake4j.engine.tcp.TcpEngines;
 import io.mooncake4j.internal.json.Json;
 import io.mooncake4j.memory.DeviceMemory;
-import io.mooncake4j.memory.FakeDeviceMemory;
+import io.mooncake4j.memory.fake.FakeDeviceMemory;
 import io.mooncake4j.memory.KvCacheConfig;
 import io.mooncake4j.memory.KvCacheGroup;
 import io.mooncake4j.memory.KvCacheSpec;

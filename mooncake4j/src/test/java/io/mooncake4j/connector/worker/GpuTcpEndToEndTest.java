@@ -11,7 +11,7 @@ import io.mooncake4j.engine.handshake.HandshakeConfig;
 import io.mooncake4j.engine.tcp.TcpConfig;
 import io.mooncake4j.engine.tcp.TcpEngines;
 import io.mooncake4j.memory.DeviceMemory.Direction;
-import io.mooncake4j.memory.FakeDeviceMemory;
+import io.mooncake4j.memory.fake.FakeDeviceMemory;
 import java.net.InetAddress;
 import java.time.Duration;
 import java.util.List;

@@ -16,7 +16,7 @@ import io.mooncake4j.engine.spi.LocalBuffer;
 import io.mooncake4j.engine.spi.SliceFailure;
 import io.mooncake4j.engine.spi.TransportException;
 import io.mooncake4j.internal.json.Json;
-import io.mooncake4j.memory.FakeDeviceMemory;
+import io.mooncake4j.memory.fake.FakeDeviceMemory;
 import io.mooncake4j.testlog.LogCapture;
 import java.lang.foreign.ValueLayout;
 import java.util.ArrayList;

@@ -1,6 +1,6 @@
 package io.mooncake4j.engine.cudaipc;
 
-import io.mooncake4j.memory.FakeDeviceMemory;
+import io.mooncake4j.memory.fake.FakeDeviceMemory;
 import java.lang.foreign.MemorySegment;
 import java.security.SecureRandom;
 import java.util.HexFormat;

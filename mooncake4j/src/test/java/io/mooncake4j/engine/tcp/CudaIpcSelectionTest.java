@@ -10,7 +10,7 @@ import io.mooncake4j.engine.cudaipc.CudaIpcTransport;
 import io.mooncake4j.engine.cudaipc.FakeIpcDriver;
 import io.mooncake4j.engine.core.CoreEngine;
 import io.mooncake4j.engine.spi.TransportFactory;
-import io.mooncake4j.memory.FakeDeviceMemory;
+import io.mooncake4j.memory.fake.FakeDeviceMemory;
 import io.mooncake4j.testlog.LogCapture;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;

@@ -1,4 +1,4 @@
-package io.mooncake4j.internal.http;
+package io.mooncake4j.http;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;

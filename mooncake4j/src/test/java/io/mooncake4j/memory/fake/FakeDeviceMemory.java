@@ -1,5 +1,9 @@
-package io.mooncake4j.memory;
+package io.mooncake4j.memory.fake;
 
+import io.mooncake4j.memory.DeviceMemory;
+import io.mooncake4j.memory.HostMemoryAllocator;
+import io.mooncake4j.memory.HostMemoryStorage;
+import io.mooncake4j.memory.MemoryLocation;
 import java.lang.foreign.Arena;
 import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.Linker;

@@ -1,4 +1,4 @@
-package io.mooncake4j.internal.http;
+package io.mooncake4j.http;
 
 import java.io.IOException;
 import java.io.InputStream;
@@ -15,9 +15,9 @@ import java.io.InputStream;
  * thrown; the reply then reaches the client and the connection stays usable. Past the drain limit
  * (or when {@code Content-Length} declares more than it), nothing more is read and the connection
  * is closed: the bytes a client can make us read for one request are bounded, the memory is one
- * small buffer.
+ * small buffer. Used by {@link Routes} for every route that takes a body.
  */
-public final class RequestBodies {
+final class RequestBodies {
 
     /** A body over the limit; {@link #drained()} says whether all of it was read. */
     public static final class TooLargeException extends IOException {

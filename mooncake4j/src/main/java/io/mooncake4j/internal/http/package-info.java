@@ -1,2 +1,0 @@
-/** Helpers shared by the module's HTTP servers (request bodies read within bounds). Module-private. */
-package io.mooncake4j.internal.http;
