@@ -45,6 +45,12 @@ class SelfAimedPullTest {
     /** As above, the pull naming {@code portOf.applyAsInt(P's RPC port)}. */
     private static void assertRefused(String host, PdTestbed bed, boolean onArrival,
             java.util.function.IntUnaryOperator portOf) {
+        assertRefused(host, bed, onArrival, portOf, () -> "");
+    }
+
+    /** As above; {@code more} adds to a receive timeout's message (the forwarder's connections). */
+    private static void assertRefused(String host, PdTestbed bed, boolean onArrival,
+            java.util.function.IntUnaryOperator portOf, java.util.function.Supplier<String> more) {
         try (LogCapture logs = LogCapture.start(KvSender.class); bed) {
             PdTestbed.Node p = bed.node(KvRole.KV_PRODUCER, "P", 0, 1, null, b -> { });
             p.fill(2, 7);
@@ -56,7 +62,8 @@ class SelfAimedPullTest {
                     own.remoteTpRank(), own.reqBlocks(), own.kvCachesBaseAddr(), own.blockLens(), own.kvBlockLens(),
                     own.registeredLayerNames(), own.registeredLayerIndices(), own.registeredGroupIndices(),
                     own.remotePpSize());
-            try (PdTestbed.RawDealer dealer = new PdTestbed.RawDealer(p.worker.sideChannelPort())) {
+            try (PdTestbed.RawDealer dealer = new PdTestbed.RawDealer(p.worker.sideChannelPort())
+                    .explainTimeoutWith(() -> PdTestbed.sideChannelState(p) + more.get())) {
                 dealer.send(MooncakeXferMetadataCodec.encode(aimed));
                 MooncakeXferResponse r = dealer.recv();
                 if (onArrival) {
@@ -105,7 +112,7 @@ class SelfAimedPullTest {
         // the descriptor fetched through it is P's own
         try (TcpForwarder fwd = new TcpForwarder()) {
             assertRefused("127.0.0.1", new PdTestbed().engines(() -> TransferEngines.create("tcp")), false,
-                    fwd::forwardTo);
+                    fwd::forwardTo, () -> "; the forwarder's connections: " + fwd.connections());
             assertTrue(fwd.connections() > 0, "the descriptor was fetched through the forwarder");
         }
     }
