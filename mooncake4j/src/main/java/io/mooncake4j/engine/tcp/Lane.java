@@ -461,6 +461,7 @@ final class Lane {
         if (Peer.isOwnDataEndpoint(target, peer.ownDataPort)) {
             // the peer's name resolves to this engine now (DNS changed since the segment was opened): a
             // connection would write into our own memory
+            peer.segment.foundOwnEngine();
             peer.fail(String.format(Locale.ROOT, "data address %s of %s is this engine's own data port; refused",
                     target, peer.descriptor.name()));
             return null;

@@ -1,6 +1,7 @@
 package io.mooncake4j.engine.tcp;
 
 import io.mooncake4j.engine.spi.BatchTasks;
+import io.mooncake4j.engine.spi.RemoteSegment;
 import io.mooncake4j.engine.spi.SliceFailure;
 import io.mooncake4j.engine.handshake.SegmentDescriptor;
 import java.net.InetSocketAddress;
@@ -51,6 +52,8 @@ final class Peer {
     }
 
     final long segmentId;
+    /** The core's segment, told when a lane finds our own data endpoint there. */
+    final RemoteSegment segment;
     final SegmentDescriptor descriptor;
     final InetSocketAddress dataAddress;
     /** This engine's own data port: a lane never connects to it on an address of this host. */
@@ -67,9 +70,10 @@ final class Peer {
     /** When work was last queued or a lane last finished staging (System.nanoTime). */
     private volatile long lastUsed = System.nanoTime();
 
-    Peer(long segmentId, SegmentDescriptor descriptor, TcpConfig config, LocalMemory memory, int serial,
+    Peer(RemoteSegment segment, SegmentDescriptor descriptor, TcpConfig config, LocalMemory memory, int serial,
             int ownDataPort) {
-        this.segmentId = segmentId;
+        this.segment = segment;
+        this.segmentId = segment.id();
         this.ownDataPort = ownDataPort;
         this.descriptor = descriptor;
         this.dataAddress = InetSocketAddress.createUnresolved(descriptor.host(), descriptor.tcpDataPort());
