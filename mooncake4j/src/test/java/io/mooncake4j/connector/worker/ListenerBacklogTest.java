@@ -37,7 +37,7 @@ class ListenerBacklogTest {
                                 release.await(30, TimeUnit.SECONDS); // the sender loop is stalled
                                 handled.incrementAndGet();
                             }));
-            try (PdTestbed.RawDealer dealer = new PdTestbed.RawDealer(p.worker.sideChannelPort())) {
+            try (PdTestbed.RawDealer dealer = PdTestbed.RawDealer.to(p)) {
                 for (int i = 0; i < messages; i++) {
                     dealer.send(new byte[size]);
                 }
@@ -77,7 +77,7 @@ class ListenerBacklogTest {
                 }, SideChannelLimits.DEFAULTS.withMaxMetadataBytes(1024), new HealthMonitor(), () -> null,
                 TimeUnit.MINUTES.toMillis(10))) {
             int port = l.ready().get(20, TimeUnit.SECONDS);
-            try (PdTestbed.RawDealer dealer = new PdTestbed.RawDealer(port)) {
+            try (PdTestbed.RawDealer dealer = new PdTestbed.RawDealer(port, l::handshakes)) {
                 for (int i = 0; i < messages; i++) {
                     dealer.send(new byte[size]);
                 }
@@ -125,7 +125,7 @@ class ListenerBacklogTest {
                 }
             });
             int port = l.ready().get(20, TimeUnit.SECONDS);
-            try (PdTestbed.RawDealer dealer = new PdTestbed.RawDealer(port)) {
+            try (PdTestbed.RawDealer dealer = new PdTestbed.RawDealer(port, l::handshakes)) {
                 // the first message alone, until its handler has lowered the backlog: else, on a busy machine, the
                 // listener may read past its budget and pause before that handler's decrement, which then really
                 // drains the backlog under the budget (a legitimate wake-up, and a second pause)

@@ -26,6 +26,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.OptionalLong;
 import java.util.Set;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
 import java.util.function.BooleanSupplier;
 import java.util.function.Consumer;
@@ -306,8 +307,19 @@ final class PdTestbed implements AutoCloseable {
      * event is missing the context's I/O thread is nudged, which heals that, and once more after it.
      * The monitor stays on: a receive that times out names every event of the connection (a disconnect,
      * a reconnect) and what {@link #explainTimeoutWith} says about the other side.
+     *
+     * <p>The loss is not confined to the connect: while a receive waits, the I/O thread is nudged every
+     * {@link #RECEIVE_SLICE_MS} ms, so a registration lost at any point (after a reconnect, or one the
+     * nudge at connect time came too early for) heals in a slice, not never. Without it a dealer whose
+     * registration was lost waited out its whole receive timeout with the pull never sent or its answer
+     * never read, and P saw nothing to log (SelfAimedPullTest in a CI run: 15 s, no event at P;
+     * {@code RawDealerTest} forces that loss).
      */
     static final class RawDealer implements AutoCloseable {
+        /** How long a receive waits for the answer in all. */
+        static final long RECEIVE_TIMEOUT_MS = 15_000;
+        /** How long a receive waits before it nudges the I/O thread and waits again. */
+        static final int RECEIVE_SLICE_MS = 200;
         private final ZContext ctx = new ZContext();
         private final ZMQ.Socket socket;
         private final ZMQ.Socket monitor;
@@ -316,6 +328,24 @@ final class PdTestbed implements AutoCloseable {
         private java.util.function.Supplier<String> explain = () -> "";
 
         RawDealer(int port) {
+            this(port, null);
+        }
+
+        /** A dealer to P's side channel, ready once P's listener accepted its handshake, explained by P's state. */
+        static RawDealer to(Node p) {
+            return new RawDealer(p.worker.sideChannelPort(), () -> p.worker.listenerOrNull().handshakes())
+                    .explainTimeoutWith(() -> sideChannelState(p));
+        }
+
+        /**
+         * {@code peerHandshakes}, when given, counts the handshakes the peer accepted: the dealer is ready only
+         * once it grew (the dealer's greeting and READY reached the peer), the I/O thread nudged meanwhile. A
+         * nudge at the very moment of the handshake event can land in the same poller pass as the loss it
+         * should heal (a cold JeroMQ I/O thread still handling that connection's commands), and then heals
+         * nothing: only the peer can tell.
+         */
+        RawDealer(int port, java.util.function.LongSupplier peerHandshakes) {
+            long before = peerHandshakes == null ? 0 : peerHandshakes.getAsLong();
             socket = ctx.createSocket(SocketType.DEALER);
             socket.setLinger(0);
             String mon = "inproc://test-dealer-monitor";
@@ -325,6 +355,7 @@ final class PdTestbed implements AutoCloseable {
             monitor.connect(mon);
             socket.connect("tcp://127.0.0.1:" + port);
             long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
+            long lastNudge = System.nanoTime();
             ZEvent ev;
             while ((ev = nextEvent()) == null || ev.getEvent() != ZMonitor.Event.HANDSHAKE_PROTOCOL) {
                 if (System.nanoTime() - deadline > 0) {
@@ -341,8 +372,21 @@ final class PdTestbed implements AutoCloseable {
             // while its own greeting never leaves (seen: 2-4 of 300 connections under load); one nudge after
             // the event heals any registration lost at connect time (0 of 600)
             WorkerTestSupport.nudgeIoThread(ctx);
+            while (peerHandshakes != null && peerHandshakes.getAsLong() <= before) {
+                if (System.nanoTime() - deadline > 0) {
+                    String seen = String.join(", ", events);
+                    ctx.close();
+                    throw new AssertionError("the peer on port " + port + " accepted no handshake within 20 s; "
+                            + "the dealer's events: " + seen);
+                }
+                LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(5)); // polling the peer's count
+                if (System.nanoTime() - lastNudge > TimeUnit.MILLISECONDS.toNanos(100)) {
+                    WorkerTestSupport.nudgeIoThread(ctx);
+                    lastNudge = System.nanoTime();
+                }
+            }
             monitor.setReceiveTimeOut(0);
-            socket.setReceiveTimeOut(15_000);
+            socket.setReceiveTimeOut(RECEIVE_SLICE_MS);
         }
 
         /** The next monitor event (within the monitor's receive timeout), recorded with its time; null if none. */
@@ -376,16 +420,31 @@ final class PdTestbed implements AutoCloseable {
         }
 
         MooncakeXferResponse recv() {
-            byte[] b = socket.recv();
-            if (b == null) {
-                while (nextEvent() != null) {
-                    // every event so far, for the message
+            return MooncakeXferResponseCodec.decode(recvBytes());
+        }
+
+        /** The next message's bytes, nudging the I/O thread between slices; fails after {@link #RECEIVE_TIMEOUT_MS}. */
+        byte[] recvBytes() {
+            long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(RECEIVE_TIMEOUT_MS);
+            byte[] b;
+            while ((b = socket.recv()) == null) {
+                if (System.nanoTime() - deadline > 0) {
+                    while (nextEvent() != null) {
+                        // every event so far, for the message
+                    }
+                    throw new AssertionError(String.format(java.util.Locale.ROOT,
+                            "no response within the receive timeout (%d ms; %d ms after connecting); the dealer's "
+                                    + "events: %s; %s", RECEIVE_TIMEOUT_MS, (System.nanoTime() - created) / 1_000_000,
+                            String.join(", ", events), explain.get()));
                 }
-                throw new AssertionError(String.format(java.util.Locale.ROOT,
-                        "no response within the receive timeout (%d ms after connecting); the dealer's events: %s; %s",
-                        (System.nanoTime() - created) / 1_000_000, String.join(", ", events), explain.get()));
+                WorkerTestSupport.nudgeIoThread(ctx); // heals a poller registration JeroMQ lost since (class doc)
             }
-            return MooncakeXferResponseCodec.decode(b);
+            return b;
+        }
+
+        /** The JeroMQ context (tests of this class). */
+        ZContext context() {
+            return ctx;
         }
 
         @Override

@@ -69,8 +69,8 @@ class SelfAimedPullTest {
                     own.remoteTpRank(), own.reqBlocks(), own.kvCachesBaseAddr(), own.blockLens(), own.kvBlockLens(),
                     own.registeredLayerNames(), own.registeredLayerIndices(), own.registeredGroupIndices(),
                     own.remotePpSize());
-            try (PdTestbed.RawDealer dealer = new PdTestbed.RawDealer(p.worker.sideChannelPort())
-                    .explainTimeoutWith(() -> PdTestbed.sideChannelState(p) + more.get())) {
+            try (PdTestbed.RawDealer dealer = PdTestbed.RawDealer.to(p)
+                    .explainTimeoutWith(() -> PdTestbed.sideChannelState(p) + more.get())) { // + the forwarder
                 dealer.send(MooncakeXferMetadataCodec.encode(aimed));
                 MooncakeXferResponse r = dealer.recv();
                 if (onArrival) {
@@ -180,8 +180,7 @@ class SelfAimedPullTest {
                 own.remoteTpRank(), own.reqBlocks(), own.kvCachesBaseAddr(), own.blockLens(), own.kvBlockLens(),
                 own.registeredLayerNames(), own.registeredLayerIndices(), own.registeredGroupIndices(),
                 own.remotePpSize());
-        try (PdTestbed.RawDealer dealer = new PdTestbed.RawDealer(p.worker.sideChannelPort())
-                .explainTimeoutWith(() -> PdTestbed.sideChannelState(p))) {
+        try (PdTestbed.RawDealer dealer = PdTestbed.RawDealer.to(p)) {
             dealer.send(MooncakeXferMetadataCodec.encode(aimed));
             return dealer.recv();
         }
