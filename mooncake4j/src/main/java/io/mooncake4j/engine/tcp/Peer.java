@@ -58,6 +58,8 @@ final class Peer {
     final InetSocketAddress dataAddress;
     /** This engine's own data port: a lane never connects to it on an address of this host. */
     final int ownDataPort;
+    /** This engine's tag, in every request header ({@link TcpWire#tag}). */
+    final long ownTag;
     final TcpConfig config;
     final LocalMemory memory;
     final Lane[] lanes;
@@ -71,8 +73,9 @@ final class Peer {
     private volatile long lastUsed = System.nanoTime();
 
     Peer(RemoteSegment segment, SegmentDescriptor descriptor, TcpConfig config, LocalMemory memory, int serial,
-            int ownDataPort) {
+            int ownDataPort, long ownTag) {
         this.segment = segment;
+        this.ownTag = ownTag;
         this.segmentId = segment.id();
         this.ownDataPort = ownDataPort;
         this.descriptor = descriptor;

@@ -113,7 +113,7 @@ public final class TcpTransport implements Transport {
                 return null;
             }
             peer = new Peer(segment, d, config, memory, engineSerial * 1000 + peerSerial.getAndIncrement(),
-                    dataPort());
+                    dataPort(), tag);
             return peer;
         }
 
@@ -133,6 +133,8 @@ public final class TcpTransport implements Transport {
     private final LocalMemory memory;
     private final DeviceStaging staging;
     private final int engineSerial = ENGINES.getAndIncrement();
+    /** This engine's tag, sent in its request headers; its data server refuses requests that carry it. */
+    private final long tag = TcpWire.newTag();
     private final AtomicInteger peerSerial = new AtomicInteger();
     private final Map<Long, Link> links = new ConcurrentHashMap<>();
     private final AtomicLong peerLimitHits = new AtomicLong();
@@ -211,6 +213,7 @@ public final class TcpTransport implements Transport {
         try {
             data = TcpDataServer.start(config.dataListen(), memory, config.dataIdleTimeoutMs(),
                     config.maxDataConnections(), config.gatherWrites());
+            data.ownTag = tag;
             if (config.gatherWrites() && GatherWriter.unavailableReason() != null) {
                 LOG.info("TCP: gathering writes off ({}): one write per header run and per body",
                         GatherWriter.unavailableReason());
@@ -511,6 +514,12 @@ public final class TcpTransport implements Transport {
     public long rejectedDataRequests() {
         TcpDataServer d = data;
         return d == null ? 0 : d.rejectedRequests();
+    }
+
+    /** Requests the data port refused because they came from this engine itself (its tag, {@link TcpWire}). */
+    public long selfRefusedDataRequests() {
+        TcpDataServer d = data;
+        return d == null ? 0 : d.selfRefused.get();
     }
 
     @Override

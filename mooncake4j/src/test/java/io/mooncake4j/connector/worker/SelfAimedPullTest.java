@@ -167,6 +167,38 @@ class SelfAimedPullTest {
         }
     }
 
+    /**
+     * A D whose descriptor is another engine's by every name, port and identity it states, but whose data
+     * port is a forwarder to P's own data port (a NAT or port-forward): P's own data server recognises P's
+     * requests (their header carries P's engine tag) and refuses them; nothing is written, the refusal is
+     * counted as self-aimed and D's answer says why.
+     */
+    @Test
+    void aWriteThroughAForwarderToPsOwnDataPortIsRefusedByPsDataServer() throws Exception {
+        AtomicReference<SegmentDescriptor> answer = new AtomicReference<>();
+        try (LogCapture logs = LogCapture.start();
+                TcpForwarder fwd = new TcpForwarder();
+                PdTestbed bed = new PdTestbed().engines(() -> TransferEngines.create("tcp"));
+                HandshakeServer forger = HandshakeServer.start(HandshakeConfig.ephemeral(InetAddress.getLoopbackAddress()),
+                        (type, request) -> type == HandshakeFrame.METADATA ? answer.get().toJson() : "{}\n")) {
+            PdTestbed.Node p = bed.node(KvRole.KV_PRODUCER, "P", 0, 1, null, b -> { });
+            p.fill(2, 7);
+            p.step(announce("p1", "X"));
+            p.step(finished("p1", "X", 7));
+            SegmentDescriptor own = ((CoreEngine) p.transferEngine).localDescriptor();
+            answer.set(renamed(own, "127.0.0.1:" + forger.port(), fwd.forwardTo(own.tcpDataPort())));
+            MooncakeXferResponse r = pull(p, forger.port(), "dz", "X", 2);
+            assertTrue(fwd.connections() > 0, "the write went through the forwarder");
+            assertEquals(MooncakeXferResponseStatus.FINISH, r.status());
+            assertEquals(java.util.List.of("dz"), r.errReqs(), "its request failed, not written");
+            assertTrue(r.errMsg().contains("own engine"), r.errMsg());
+            PdTestbed.assertSameTpCopy(p, 2, p, 2); // P's block 2 still holds its own bytes
+            assertEquals(1, p.worker.counters().selfAimedRefusals());
+            logs.assertLogged(Level.WARN, "from this engine itself");
+            logs.assertLogged(Level.WARN, "own engine");
+        }
+    }
+
     /** {@code own} under another name and data port (what a forging handshake server answers). */
     private static SegmentDescriptor renamed(SegmentDescriptor own, String name, int dataPort) {
         return new SegmentDescriptor(name, own.protocol(), dataPort, own.tcpProtoVersion(), own.timestamp(),
