@@ -245,6 +245,11 @@ public final class MeteredTransferEngine implements TransferEngine {
     }
 
     @Override
+    public boolean refusedAsOwnSegment(String segmentName) {
+        return delegate.refusedAsOwnSegment(segmentName);
+    }
+
+    @Override
     public long getFirstBufferAddress(String segmentName) {
         return delegate.getFirstBufferAddress(segmentName);
     }

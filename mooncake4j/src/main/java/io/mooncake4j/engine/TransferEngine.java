@@ -160,6 +160,20 @@ public interface TransferEngine extends AutoCloseable {
     }
 
     /**
+     * Whether the last connection towards {@code segmentName} found this engine's own segment after it
+     * was opened as another one (its descriptor, fetched again, is ours; or its data address, resolved at
+     * connect time, is our own data port on an address of this host), so that its transfers failed
+     * without writing: a caller tells such a failure from another one. True until a refresh finds another
+     * engine there. Never opens or fetches anything. Engines that cannot tell answer false (the default).
+     *
+     * @param segmentName {@code "<host>:<rpcPort>"} of the segment
+     * @return true when its last connection or refresh was refused as this engine's own
+     */
+    default boolean refusedAsOwnSegment(String segmentName) {
+        return false;
+    }
+
+    /**
      * The address of the first buffer a segment advertises (Mooncake Python
      * {@code get_first_buffer_address}: {@code buffers[0].addr} of the segment descriptor, in the
      * owner's registration order), or -1 when the segment cannot be opened, has no buffer, or this

@@ -715,6 +715,17 @@ public final class CoreEngine implements TransferEngine, TransportHost {
         return openSegment(name) == 0;
     }
 
+    /** Whether the peer opened as {@code name} was last found to be this engine itself, as it connected or refreshed. */
+    @Override
+    public boolean refusedAsOwnSegment(String name) {
+        String n = EngineCalls.normalizedSegmentName(name);
+        if (n == null) {
+            return false;
+        }
+        CorePeer p = peers.opened(n);
+        return p != null && p.ownEngineFound();
+    }
+
     /** {@code buffers[0].addr} of the (cached) descriptor of {@code name}; -1 if it cannot be opened or has none. */
     @Override
     public long getFirstBufferAddress(String name) {

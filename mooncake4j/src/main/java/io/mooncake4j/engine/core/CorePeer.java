@@ -22,6 +22,11 @@ final class CorePeer implements RemoteSegment {
     private volatile SegmentDescriptor descriptor;
     /** Bit t set: transport t failed this peer with UNREACHABLE since the last refresh. */
     private final java.util.concurrent.atomic.AtomicLong unreachable = new java.util.concurrent.atomic.AtomicLong();
+    /**
+     * Its last connection or refresh found this engine's own segment there ({@link #foundOwnEngine}); cleared
+     * by a refresh that finds another engine.
+     */
+    private volatile boolean ownEngine;
     /** Transports whose first fallback for this peer was logged. */
     final Set<Integer> fallbackLogged = ConcurrentHashMap.newKeySet();
 
@@ -49,6 +54,7 @@ final class CorePeer implements RemoteSegment {
 
     void replace(SegmentDescriptor d, boolean endpointsChanged) {
         descriptor = d;
+        ownEngine = false;
         if (endpointsChanged) {
             unreachable.set(0);
         }
@@ -99,6 +105,16 @@ final class CorePeer implements RemoteSegment {
     @Override
     public boolean refresh() {
         return table.refresh(this);
+    }
+
+    @Override
+    public void foundOwnEngine() {
+        ownEngine = true;
+    }
+
+    @Override
+    public boolean ownEngineFound() {
+        return ownEngine;
     }
 
     boolean unreachableOver(int transport) {

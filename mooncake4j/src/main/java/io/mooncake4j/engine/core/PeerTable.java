@@ -70,6 +70,12 @@ final class PeerTable {
         return opening.open(n, this::fetchAndRegister);
     }
 
+    /** The peer opened under name {@code n} (normalised), or null: never fetches. */
+    CorePeer opened(String n) {
+        Long id = ids.get(n);
+        return id == null || id == 0 ? null : peers.get(id);
+    }
+
     CorePeer get(long id) {
         return peers.get(id);
     }
@@ -167,6 +173,7 @@ final class PeerTable {
         if (isSelf(fresh, identity(fresh), local.get())) {
             // the name now leads to this engine itself (its handshake answer, metadata entry or DNS changed
             // since the first open): the peer stays failed, nothing is written into our own memory
+            p.foundOwnEngine();
             LOG.warn("segment {} refreshed to this engine's own segment ({}, data port {}): refused, its "
                     + "transfers fail", d.name(), fresh.name(), fresh.tcpDataPort());
             return false;

@@ -39,4 +39,22 @@ public interface RemoteSegment {
      * {@link Transport#forget} runs first. False (logged) when the fetch failed.
      */
     boolean refresh();
+
+    /**
+     * A transport found, as it connected, that this peer's data endpoint is this engine's own (its name
+     * resolves to our data port on an address of this host now): its transfers fail without a byte
+     * written, and {@link io.mooncake4j.engine.TransferEngine#refusedAsOwnSegment} answers true for its
+     * names until a refresh finds another engine there. The default does nothing.
+     */
+    default void foundOwnEngine() {
+    }
+
+    /**
+     * Whether the last connection or refresh found this engine's own segment behind this peer
+     * ({@link #foundOwnEngine}, or a refreshed descriptor that is ours): a transport then {@link #refresh}es
+     * before it connects again, rather than trusting the descriptor it cached before. The default: never.
+     */
+    default boolean ownEngineFound() {
+        return false;
+    }
 }

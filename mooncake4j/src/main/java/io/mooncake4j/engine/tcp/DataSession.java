@@ -317,12 +317,31 @@ final class DataSession {
             long size = in.getLong(p);
             long addr = in.getLong(p + 8);
             int opcode = in.get(p + 16) & 0xff;
+            long tag = TcpWire.tag(in, p);
             in.position(p + TcpWire.HEADER_BYTES);
             boolean v2 = (opcode & TcpWire.V2_FLAG) != 0;
             int op = opcode & 0x7f;
             // a large WRITE's body follows its header: read just the next header, so that body can
             // go straight to memory (after a READ only headers follow: read ahead)
             lastLarge = op == TcpWire.OP_WRITE && Long.compareUnsigned(size, TcpDataServer.DIRECT_THRESHOLD) >= 0;
+            if (tag != 0 && tag == server.ownTag) {
+                // this engine's own request, come back through a forwarder or NAT: it would move our own memory
+                long n = server.selfRefused.incrementAndGet();
+                String fmt = "data session with {}: refusing a request from this engine itself (its tag; a port-forward "
+                        + "or NAT leads its peer's data address here): opcode 0x{} of {} bytes at 0x{}; closing";
+                Object[] args = {peer, Integer.toHexString(opcode), Long.toUnsignedString(size), Long.toHexString(addr)};
+                if (n <= TcpDataServer.WARN_LIMIT) {
+                    LOG.warn(fmt, args);
+                } else {
+                    LOG.debug(fmt, args);
+                }
+                if (v2) {
+                    out.putLong(TcpWire.STATUS_SELF);
+                }
+                flush(out);
+                lingerAndDiscard();
+                return false;
+            }
             Buffer buf = (op == TcpWire.OP_READ || op == TcpWire.OP_WRITE) && TcpWire.validRange(addr, size)
                     ? memory.registry.find(addr, size) : null;
             if (buf != null && gatherBuf != null && buf != gatherBuf) {

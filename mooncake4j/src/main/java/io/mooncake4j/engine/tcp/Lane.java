@@ -343,7 +343,7 @@ final class Lane {
         inRequest = lb != null;
         try {
             int at = stage.position();
-            TcpWire.putHeader(stage, len, b.remote(i), opcode);
+            TcpWire.putHeader(stage, len, b.remote(i), opcode, peer.ownTag);
             stage.position(at + TcpWire.HEADER_BYTES);
             if (!write) {
                 push(b, i, opcode);
@@ -461,6 +461,7 @@ final class Lane {
         if (Peer.isOwnDataEndpoint(target, peer.ownDataPort)) {
             // the peer's name resolves to this engine now (DNS changed since the segment was opened): a
             // connection would write into our own memory
+            peer.segment.foundOwnEngine();
             peer.fail(String.format(Locale.ROOT, "data address %s of %s is this engine's own data port; refused",
                     target, peer.descriptor.name()));
             return null;
@@ -589,6 +590,14 @@ final class Lane {
                 long frame = in.getLong();
                 if (!TcpWire.validStatus(frame)) {
                     kill(String.format(Locale.ROOT, "invalid status frame 0x%016x (legacy peer?)", frame));
+                    return false;
+                }
+                if (frame == TcpWire.STATUS_SELF) {
+                    // the data server that answered is this engine's own: refused there, nothing moved
+                    peer.segment.foundOwnEngine();
+                    peer.fail(String.format(Locale.ROOT, "data address %s of %s leads to this engine's own data "
+                            + "server (a port-forward or NAT): refused there, nothing written", peer.dataAddress,
+                            peer.descriptor.name()));
                     return false;
                 }
                 if (frame != TcpWire.STATUS_OK) {

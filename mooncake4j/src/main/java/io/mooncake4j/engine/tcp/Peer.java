@@ -1,6 +1,7 @@
 package io.mooncake4j.engine.tcp;
 
 import io.mooncake4j.engine.spi.BatchTasks;
+import io.mooncake4j.engine.spi.RemoteSegment;
 import io.mooncake4j.engine.spi.SliceFailure;
 import io.mooncake4j.engine.handshake.SegmentDescriptor;
 import java.net.InetSocketAddress;
@@ -51,10 +52,14 @@ final class Peer {
     }
 
     final long segmentId;
+    /** The core's segment, told when a lane finds our own data endpoint there. */
+    final RemoteSegment segment;
     final SegmentDescriptor descriptor;
     final InetSocketAddress dataAddress;
     /** This engine's own data port: a lane never connects to it on an address of this host. */
     final int ownDataPort;
+    /** This engine's tag, in every request header ({@link TcpWire#tag}). */
+    final long ownTag;
     final TcpConfig config;
     final LocalMemory memory;
     final Lane[] lanes;
@@ -67,9 +72,11 @@ final class Peer {
     /** When work was last queued or a lane last finished staging (System.nanoTime). */
     private volatile long lastUsed = System.nanoTime();
 
-    Peer(long segmentId, SegmentDescriptor descriptor, TcpConfig config, LocalMemory memory, int serial,
-            int ownDataPort) {
-        this.segmentId = segmentId;
+    Peer(RemoteSegment segment, SegmentDescriptor descriptor, TcpConfig config, LocalMemory memory, int serial,
+            int ownDataPort, long ownTag) {
+        this.segment = segment;
+        this.ownTag = ownTag;
+        this.segmentId = segment.id();
         this.ownDataPort = ownDataPort;
         this.descriptor = descriptor;
         this.dataAddress = InetSocketAddress.createUnresolved(descriptor.host(), descriptor.tcpDataPort());

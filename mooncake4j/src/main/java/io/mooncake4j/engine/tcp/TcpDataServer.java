@@ -79,6 +79,10 @@ final class TcpDataServer implements AutoCloseable {
     final Set<DataSession> sessions = ConcurrentHashMap.newKeySet();
     private final AtomicLong sessionCounter = new AtomicLong();
     final AtomicLong rejected = new AtomicLong();
+    /** Requests refused because they carried this engine's own tag (they came from this engine itself). */
+    final AtomicLong selfRefused = new AtomicLong();
+    /** This engine's tag ({@link TcpWire#tag}); 0: none known, nothing refused for it. */
+    volatile long ownTag;
     final AtomicLong idleClosed = new AtomicLong();
     private final AtomicLong refused = new AtomicLong();
     private final int serial = SERVERS.getAndIncrement();

@@ -50,7 +50,8 @@ import org.slf4j.LoggerFactory;
  *       and reopened on the next transfer; at most {@link TcpConfig#maxPeers()} are live, a new one
  *       closes the longest-unused idle one, or fails its transfer when all are busy.</li>
  *   <li>A peer whose connection died is re-fetched ({@link RemoteSegment#refresh}) before it is
- *       reopened, so a restarted peer is picked up.</li>
+ *       reopened, so a restarted peer is picked up; so is one whose last connection or refresh found
+ *       this engine itself ({@link RemoteSegment#ownEngineFound}), which is then not written to.</li>
  *   <li>Its lanes end tasks on the core's batch directly ({@link SliceGroup#batch()}): the core puts
  *       tcp last in its order, so its failures are final.</li>
  * </ul>
@@ -97,6 +98,8 @@ public final class TcpTransport implements Transport {
                 if (!retired && !segment.refresh()) {
                     return null;
                 }
+            } else if (segment.ownEngineFound() && !segment.refresh()) {
+                return null; // still this engine itself: its cached descriptor is older than that verdict
             }
             SegmentDescriptor d = segment.descriptor();
             if (d.tcpDataPort() <= 0) {
@@ -109,8 +112,8 @@ public final class TcpTransport implements Transport {
                 }
                 return null;
             }
-            peer = new Peer(segment.id(), d, config, memory, engineSerial * 1000 + peerSerial.getAndIncrement(),
-                    dataPort());
+            peer = new Peer(segment, d, config, memory, engineSerial * 1000 + peerSerial.getAndIncrement(),
+                    dataPort(), tag);
             return peer;
         }
 
@@ -130,6 +133,8 @@ public final class TcpTransport implements Transport {
     private final LocalMemory memory;
     private final DeviceStaging staging;
     private final int engineSerial = ENGINES.getAndIncrement();
+    /** This engine's tag, sent in its request headers; its data server refuses requests that carry it. */
+    private final long tag = TcpWire.newTag();
     private final AtomicInteger peerSerial = new AtomicInteger();
     private final Map<Long, Link> links = new ConcurrentHashMap<>();
     private final AtomicLong peerLimitHits = new AtomicLong();
@@ -208,6 +213,7 @@ public final class TcpTransport implements Transport {
         try {
             data = TcpDataServer.start(config.dataListen(), memory, config.dataIdleTimeoutMs(),
                     config.maxDataConnections(), config.gatherWrites());
+            data.ownTag = tag;
             if (config.gatherWrites() && GatherWriter.unavailableReason() != null) {
                 LOG.info("TCP: gathering writes off ({}): one write per header run and per body",
                         GatherWriter.unavailableReason());
@@ -508,6 +514,12 @@ public final class TcpTransport implements Transport {
     public long rejectedDataRequests() {
         TcpDataServer d = data;
         return d == null ? 0 : d.rejectedRequests();
+    }
+
+    /** Requests the data port refused because they came from this engine itself (its tag, {@link TcpWire}). */
+    public long selfRefusedDataRequests() {
+        TcpDataServer d = data;
+        return d == null ? 0 : d.selfRefused.get();
     }
 
     @Override

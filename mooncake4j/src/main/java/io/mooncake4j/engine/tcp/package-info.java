@@ -14,7 +14,8 @@
  *   <tr><td>0</td><td>8</td><td>size</td><td>u64 little-endian, payload bytes (&gt; 0)</td></tr>
  *   <tr><td>8</td><td>8</td><td>addr</td><td>u64 little-endian, absolute address in the target process</td></tr>
  *   <tr><td>16</td><td>1</td><td>opcode</td><td>bits 0–6: 0 READ, 1 WRITE; bit 7 (0x80): v2 framing</td></tr>
- *   <tr><td>17</td><td>7</td><td>padding</td><td>zero when sent, ignored when received</td></tr>
+ *   <tr><td>17</td><td>7</td><td>padding</td><td>this engine's tag when sent ({@code TcpWire}); ignored when
+ *       received, except this engine's own tag</td></tr>
  * </table>
  *
  * <h2>Status frame (target → initiator, v2), 8 bytes</h2>
@@ -83,6 +84,10 @@
  *   <li>The local side of a transfer must lie in memory registered with this engine.</li>
  *   <li>The data server rejects opcodes other than READ and WRITE (Mooncake serves them as READ).</li>
  *   <li>Transfers to the own segment are a memory copy, not a loopback connection.</li>
+ *   <li>Each engine sends a random tag in the header padding (which Mooncake's servers ignore), and its
+ *       data server refuses a request carrying its own tag ({@code TcpWire#STATUS_SELF}, a rejection to a
+ *       Mooncake initiator, which never sends one): a peer whose data address leads back to this engine
+ *       (a port-forward or NAT no name or descriptor reveals) is not written through.</li>
  *   <li>The initiator checks remote ranges against the cached descriptor (refreshing it once on a
  *       miss) before sending; the target still validates every request.</li>
  *   <li>GPU memory is staged through pinned bounce buffers with pipelined asynchronous copies

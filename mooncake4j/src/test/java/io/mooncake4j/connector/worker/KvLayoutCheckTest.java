@@ -69,7 +69,7 @@ class KvLayoutCheckTest {
             MooncakeXferMetadata plain = PdTestbed.metadataFor(d, Map.of("d1", blocks("X", 40)));
             MooncakeXferMetadata other = withLayout(plain, B);
             assertEquals(B, MooncakeXferMetadataCodec.decode(MooncakeXferMetadataCodec.encode(other)).kvLayout());
-            try (PdTestbed.RawDealer dealer = new PdTestbed.RawDealer(p.worker.sideChannelPort())) {
+            try (PdTestbed.RawDealer dealer = PdTestbed.RawDealer.to(p)) {
                 dealer.send(other);
                 MooncakeXferResponse r = dealer.recv();
                 assertEquals(MooncakeXferResponseStatus.ERROR, r.status(), r.toString());

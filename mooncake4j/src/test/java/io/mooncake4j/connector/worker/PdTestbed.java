@@ -26,6 +26,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.OptionalLong;
 import java.util.Set;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
 import java.util.function.BooleanSupplier;
 import java.util.function.Consumer;
@@ -303,40 +304,103 @@ final class PdTestbed implements AutoCloseable {
      * A test-side JeroMQ DEALER (an independent ZMTP peer) to a P worker's side channel, whose ZMTP
      * handshake is proven by a socket monitor before use. JeroMQ 0.6.0 loses the poller registration of
      * a few new connections in a hundred ({@link WorkerTestSupport#nudgeIoThread}); while the handshake
-     * event is missing the context's I/O thread is nudged, which heals that, and once more after it.
+     * event is missing the context's I/O thread is nudged, which heals that, and after it until the peer
+     * accepted the handshake.
+     * The monitor stays on: a receive that times out names every event of the connection (a disconnect,
+     * a reconnect) and what {@link #explainTimeoutWith} says about the other side.
+     *
+     * <p>The loss is not confined to the connect: while a receive waits, the I/O thread is nudged every
+     * {@link #RECEIVE_SLICE_MS} ms, so a registration lost at any point (after a reconnect, or one the
+     * nudge at connect time came too early for) heals in a slice, not never. Without it a dealer whose
+     * registration was lost waited out its whole receive timeout with the pull never sent or its answer
+     * never read, and P saw nothing to log (SelfAimedPullTest in a CI run: 15 s, no event at P;
+     * {@code RawDealerTest} forces that loss).
      */
     static final class RawDealer implements AutoCloseable {
+        /** How long a receive waits for the answer in all. */
+        static final long RECEIVE_TIMEOUT_MS = 15_000;
+        /** How long a receive waits before it nudges the I/O thread and waits again. */
+        static final int RECEIVE_SLICE_MS = 200;
         private final ZContext ctx = new ZContext();
         private final ZMQ.Socket socket;
+        private final ZMQ.Socket monitor;
+        private final List<String> events = new ArrayList<>();
+        private final long created = System.nanoTime();
+        private java.util.function.Supplier<String> explain = () -> "";
 
-        RawDealer(int port) {
+        /** A dealer to P's side channel, ready once P's listener accepted its handshake, explained by P's state. */
+        static RawDealer to(Node p) {
+            return new RawDealer(p.worker.sideChannelPort(), () -> p.worker.listenerOrNull().handshakes())
+                    .explainTimeoutWith(() -> sideChannelState(p));
+        }
+
+        /**
+         * {@code peerHandshakes} counts the handshakes the peer accepted: the dealer is ready only once it grew
+         * (the dealer's greeting and READY reached the peer), the I/O thread nudged meanwhile. A nudge at the
+         * moment of the handshake event can land in the same poller pass as the loss it should heal (a cold
+         * JeroMQ I/O thread still handling that connection's commands), and then heals nothing: only the peer
+         * can tell.
+         */
+        RawDealer(int port, java.util.function.LongSupplier peerHandshakes) {
+            long before = peerHandshakes.getAsLong();
             socket = ctx.createSocket(SocketType.DEALER);
             socket.setLinger(0);
             String mon = "inproc://test-dealer-monitor";
-            socket.monitor(mon, ZMQ.EVENT_HANDSHAKE_PROTOCOL);
-            try (ZMQ.Socket m = ctx.createSocket(SocketType.PAIR)) {
-                m.setReceiveTimeOut(100);
-                m.connect(mon);
-                socket.connect("tcp://127.0.0.1:" + port);
-                long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
-                ZEvent ev;
-                while ((ev = ZEvent.recv(m)) == null || ev.getEvent() != ZMonitor.Event.HANDSHAKE_PROTOCOL) {
-                    if (System.nanoTime() - deadline > 0) {
-                        ctx.close();
-                        throw new AssertionError("no handshake with port " + port + " within 20 s");
-                    }
-                    if (ev == null) {
-                        WorkerTestSupport.nudgeIoThread(ctx);
-                    }
+            socket.monitor(mon, ZMQ.EVENT_ALL);
+            monitor = ctx.createSocket(SocketType.PAIR);
+            monitor.setReceiveTimeOut(100);
+            monitor.connect(mon);
+            socket.connect("tcp://127.0.0.1:" + port);
+            long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
+            long lastNudge = System.nanoTime();
+            ZEvent ev;
+            while ((ev = nextEvent()) == null || ev.getEvent() != ZMonitor.Event.HANDSHAKE_PROTOCOL) {
+                if (System.nanoTime() - deadline > 0) {
+                    String seen = String.join(", ", events);
+                    ctx.close();
+                    throw new AssertionError("no handshake with port " + port + " within 20 s; events: " + seen);
                 }
-                socket.monitor(null, 0);
-                // the loss can strike the connection's write side with HANDSHAKE_PROTOCOL already reported: a
-                // peer that sends its whole greeting and READY at once (our ROUTER) lets JeroMQ read them
-                // while its own greeting never leaves (seen: 2-4 of 300 connections under load); one nudge after
-                // the event heals any registration lost at connect time (0 of 600)
-                WorkerTestSupport.nudgeIoThread(ctx);
+                if (ev == null) {
+                    WorkerTestSupport.nudgeIoThread(ctx);
+                }
             }
-            socket.setReceiveTimeOut(15_000);
+            // the loss can strike the connection's write side with HANDSHAKE_PROTOCOL already reported: a
+            // peer that sends its whole greeting and READY at once (our ROUTER) lets JeroMQ read them
+            // while its own greeting never leaves (seen: 2-4 of 300 connections under load); one nudge after
+            // the event heals most of them, not all: 2 of 600 cold connections (a JVM each 5, one core busy)
+            // still had no handshake at the peer 3 s later, so the peer's count decides
+            WorkerTestSupport.nudgeIoThread(ctx);
+            while (peerHandshakes.getAsLong() <= before) {
+                if (System.nanoTime() - deadline > 0) {
+                    String seen = String.join(", ", events);
+                    ctx.close();
+                    throw new AssertionError("the peer on port " + port + " accepted no handshake within 20 s; "
+                            + "the dealer's events: " + seen);
+                }
+                LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(5)); // polling the peer's count
+                if (System.nanoTime() - lastNudge > TimeUnit.MILLISECONDS.toNanos(100)) {
+                    WorkerTestSupport.nudgeIoThread(ctx);
+                    lastNudge = System.nanoTime();
+                }
+            }
+            monitor.setReceiveTimeOut(0);
+            socket.setReceiveTimeOut(RECEIVE_SLICE_MS);
+        }
+
+        /** The next monitor event (within the monitor's receive timeout), recorded with its time; null if none. */
+        private ZEvent nextEvent() {
+            ZEvent ev = ZEvent.recv(monitor);
+            if (ev != null) {
+                events.add(String.format(java.util.Locale.ROOT, "%s@%dms", ev.getEvent(),
+                        (System.nanoTime() - created) / 1_000_000));
+            }
+            return ev;
+        }
+
+        /** What a receive that times out reports about the peer (its counters, its threads). */
+        RawDealer explainTimeoutWith(java.util.function.Supplier<String> what) {
+            this.explain = what;
+            return this;
         }
 
         void send(byte[] frame) {
@@ -354,16 +418,90 @@ final class PdTestbed implements AutoCloseable {
         }
 
         MooncakeXferResponse recv() {
-            byte[] b = socket.recv();
-            if (b == null) {
-                throw new AssertionError("no response within the receive timeout");
+            return MooncakeXferResponseCodec.decode(recvBytes());
+        }
+
+        /** The next message's bytes, nudging the I/O thread between slices; fails after {@link #RECEIVE_TIMEOUT_MS}. */
+        byte[] recvBytes() {
+            long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(RECEIVE_TIMEOUT_MS);
+            byte[] b;
+            while ((b = socket.recv()) == null) {
+                if (System.nanoTime() - deadline > 0) {
+                    while (nextEvent() != null) {
+                        // every event so far, for the message
+                    }
+                    throw new AssertionError(String.format(java.util.Locale.ROOT,
+                            "no response within the receive timeout (%d ms; %d ms after connecting); the dealer's "
+                                    + "events: %s; %s", RECEIVE_TIMEOUT_MS, (System.nanoTime() - created) / 1_000_000,
+                            String.join(", ", events), explain.get()));
+                }
+                WorkerTestSupport.nudgeIoThread(ctx); // heals a poller registration JeroMQ lost since (class doc)
             }
-            return MooncakeXferResponseCodec.decode(b);
+            return b;
+        }
+
+        /** The JeroMQ context (tests of this class). */
+        ZContext context() {
+            return ctx;
         }
 
         @Override
         public void close() {
             ctx.close();
+        }
+    }
+
+    /**
+     * What P's side channel has done, for a failure message: its listener's counters, connections and
+     * handshakes, the worker's counters, and the stacks of the threads that serve a pull.
+     */
+    static String sideChannelState(Node p) {
+        StringBuilder b = new StringBuilder("P's listener: ").append(p.worker.listenerStats());
+        io.mooncake4j.connector.worker.send.SenderListener l = p.worker.listenerOrNull();
+        if (l != null) {
+            b.append(", connections open ").append(l.connections()).append(", handshakes ").append(l.handshakes())
+                    .append(", alive ").append(l.alive());
+        }
+        b.append("; P's counters: ").append(p.worker.counters());
+        b.append("; threads (virtual ones included):").append(threadDump());
+        return b.toString();
+    }
+
+    /**
+     * The stacks (14 frames each) of the threads that serve a pull or a descriptor fetch (mooncake's, the
+     * test's, the virtual threads' carriers), virtual threads included; a note when they cannot be dumped.
+     */
+    static String threadDump() {
+        try {
+            java.nio.file.Path f = java.nio.file.Files.createTempFile("threads", ".txt");
+            java.nio.file.Files.delete(f); // dumpThreads refuses to overwrite
+            // by reflection: the tests compile inside the library's module, which reads no management module
+            Class<?> bean = Class.forName("com.sun.management.HotSpotDiagnosticMXBean");
+            @SuppressWarnings({"unchecked", "rawtypes"})
+            Object plain = Enum.valueOf((Class) Class.forName(
+                    "com.sun.management.HotSpotDiagnosticMXBean$ThreadDumpFormat"), "TEXT_PLAIN");
+            Object mx = Class.forName("java.lang.management.ManagementFactory")
+                    .getMethod("getPlatformMXBean", Class.class).invoke(null, bean);
+            bean.getMethod("dumpThreads", String.class, plain.getClass()).invoke(mx, f.toString(), plain);
+            String dump = java.nio.file.Files.readString(f);
+            java.nio.file.Files.deleteIfExists(f);
+            StringBuilder b = new StringBuilder();
+            for (String block : dump.split("\\n\\s*\\n")) {
+                String[] lines = block.strip().split("\\n");
+                if (lines.length == 0 || !lines[0].startsWith("#")) {
+                    continue;
+                }
+                String head = lines[0];
+                if (head.contains("\"mooncake-") || head.contains("\"test-") || head.contains("\"Thread-")
+                        || head.contains("ForkJoinPool") || head.contains("virtual")) {
+                    for (int i = 0; i < Math.min(lines.length, 15); i++) {
+                        b.append("\n  ").append(lines[i].strip());
+                    }
+                }
+            }
+            return b.toString();
+        } catch (java.io.IOException | ReflectiveOperationException | RuntimeException e) {
+            return " (no thread dump: " + e + ")";
         }
     }
 

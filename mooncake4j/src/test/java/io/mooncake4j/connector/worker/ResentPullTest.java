@@ -104,14 +104,14 @@ class ResentPullTest {
             p.step(announce("p1", "X1"));
             p.step(finished("p1", "X1", 1));
             var meta = metadataFor(d, Map.of("d1", blocks("X1", 5)));
-            try (PdTestbed.RawDealer first = new PdTestbed.RawDealer(p.worker.sideChannelPort())) {
+            try (PdTestbed.RawDealer first = PdTestbed.RawDealer.to(p)) {
                 first.send(meta);
                 MooncakeXferResponse r = first.recv();
                 assertEquals(MooncakeXferResponseStatus.FINISH, r.status());
                 assertEquals(List.of("d1"), r.okReqs());
             }
             PdTestbed.assertSameTpCopy(p, 1, d, 5);
-            try (PdTestbed.RawDealer again = new PdTestbed.RawDealer(p.worker.sideChannelPort())) {
+            try (PdTestbed.RawDealer again = PdTestbed.RawDealer.to(p)) {
                 again.send(meta);
                 MooncakeXferResponse r = again.recv();
                 assertEquals(MooncakeXferResponseStatus.FINISH, r.status());
@@ -119,7 +119,7 @@ class ResentPullTest {
             }
             assertEquals(1, p.worker.diagnostics().retriesAnsweredAgain());
             clock.addAndGet(TimeUnit.SECONDS.toNanos(31)); // past the abort timeout: the outcome is forgotten
-            try (PdTestbed.RawDealer late = new PdTestbed.RawDealer(p.worker.sideChannelPort())) {
+            try (PdTestbed.RawDealer late = PdTestbed.RawDealer.to(p)) {
                 late.send(meta);
                 MooncakeXferResponse r = late.recv();
                 assertEquals(MooncakeXferResponseStatus.FINISH, r.status());

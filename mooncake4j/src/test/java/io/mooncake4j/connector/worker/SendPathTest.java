@@ -56,7 +56,7 @@ class SendPathTest {
         try (PdTestbed bed = new PdTestbed()) { // abort timeout 2 s
             PdTestbed.Node p = bed.producer("P", 0, 1, null);
             PdTestbed.Node d = bed.consumer("D", 0, 1);
-            try (PdTestbed.RawDealer dealer = new PdTestbed.RawDealer(p.worker.sideChannelPort())) {
+            try (PdTestbed.RawDealer dealer = PdTestbed.RawDealer.to(p)) {
                 dealer.send(metadataFor(d, Map.of("d0", blocks("never", 1, 2))));
                 MooncakeXferResponse r = dealer.recv();
                 assertEquals(MooncakeXferResponseStatus.FINISH, r.status());
@@ -81,7 +81,7 @@ class SendPathTest {
             p.engine.script(EngineMethod.BATCH_TRANSFER_SYNC_WRITE).alwaysReturn(-1);
             p.step(announce("p1", "X"));
             p.step(finished("p1", "X", 1, 2));
-            try (PdTestbed.RawDealer dealer = new PdTestbed.RawDealer(p.worker.sideChannelPort())) {
+            try (PdTestbed.RawDealer dealer = PdTestbed.RawDealer.to(p)) {
                 dealer.send(metadataFor(d, Map.of("d1", blocks("X", 3, 4))));
                 MooncakeXferResponse r = dealer.recv();
                 assertEquals(MooncakeXferResponseStatus.FINISH, r.status());
@@ -113,7 +113,7 @@ class SendPathTest {
             Map<String, MooncakeXferMetadata.ReqBlocks> rb = new LinkedHashMap<>();
             rb.put("d1", blocks("X", 3, 4));
             rb.put("d2", blocks("Y", 5));
-            try (PdTestbed.RawDealer dealer = new PdTestbed.RawDealer(p.worker.sideChannelPort())) {
+            try (PdTestbed.RawDealer dealer = PdTestbed.RawDealer.to(p)) {
                 dealer.send(metadataFor(d, rb));
                 MooncakeXferResponse r = dealer.recv();
                 assertEquals(MooncakeXferResponseStatus.FINISH, r.status());
@@ -192,7 +192,7 @@ class SendPathTest {
         try (PdTestbed bed = new PdTestbed().abortTimeout(Duration.ofSeconds(30))) {
             PdTestbed.Node p = bed.producer("P", 0, 1, null);
             PdTestbed.Node d = bed.consumer("D", 0, 1);
-            try (PdTestbed.RawDealer dealer = new PdTestbed.RawDealer(p.worker.sideChannelPort())) {
+            try (PdTestbed.RawDealer dealer = PdTestbed.RawDealer.to(p)) {
                 dealer.send(metadataFor(d, Map.of("d1", blocks("X", 3))));
                 bed.awaitAll(() -> p.worker.diagnostics().activeSends() == 1, Duration.ofSeconds(10), "pull at P");
                 MooncakeConnectorMetadata m = finished("p1", "X", 1);
@@ -234,7 +234,7 @@ class SendPathTest {
         try (PdTestbed bed = new PdTestbed()) { // abort timeout 2 s
             PdTestbed.Node p = bed.node(KvRole.KV_PRODUCER, "P", 0, 1, null, b -> b.nanoClock(clock::get));
             PdTestbed.Node d = bed.consumer("D", 0, 1);
-            try (PdTestbed.RawDealer dealer = new PdTestbed.RawDealer(p.worker.sideChannelPort())) {
+            try (PdTestbed.RawDealer dealer = PdTestbed.RawDealer.to(p)) {
                 dealer.send(metadataFor(d, Map.of("d1", blocks("orphan", 3))));
                 assertEquals(READY_TIMEOUT, dealer.recv().errMsg());
             }
@@ -259,7 +259,7 @@ class SendPathTest {
             MooncakeXferMetadata rank1 = new MooncakeXferMetadata(good.remoteHostname(), good.remotePort(), 1, 1,
                     good.reqBlocks(), good.kvCachesBaseAddr(), good.blockLens(), good.kvBlockLens(),
                     good.registeredLayerNames(), good.registeredLayerIndices(), good.registeredGroupIndices(), 1);
-            try (PdTestbed.RawDealer dealer = new PdTestbed.RawDealer(p.worker.sideChannelPort())) {
+            try (PdTestbed.RawDealer dealer = PdTestbed.RawDealer.to(p)) {
                 dealer.send(rank1);
                 MooncakeXferResponse r = dealer.recv();
                 assertEquals(MooncakeXferResponseStatus.ERROR, r.status());

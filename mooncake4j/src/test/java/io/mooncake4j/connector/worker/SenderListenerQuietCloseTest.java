@@ -31,8 +31,8 @@ class SenderListenerQuietCloseTest {
             for (int i = 0; i < 25; i++) {
                 SenderListener l = echoListener();
                 int port = l.ready().get(20, TimeUnit.SECONDS);
-                try (PdTestbed.RawDealer a = new PdTestbed.RawDealer(port);
-                        PdTestbed.RawDealer b = new PdTestbed.RawDealer(port)) {
+                try (PdTestbed.RawDealer a = new PdTestbed.RawDealer(port, l::handshakes);
+                        PdTestbed.RawDealer b = new PdTestbed.RawDealer(port, l::handshakes)) {
                     a.send(PING);
                     b.send(PING);
                     a.send(PING); // left unanswered or answered: either way, no error at close

@@ -49,8 +49,8 @@ class SideChannelFloodTest {
             PdTestbed.Node p = bed.node(KvRole.KV_PRODUCER, "P", 0, 1, null, b -> b.nanoClock(clock::get)
                     .sideChannelLimits(SideChannelLimits.DEFAULTS.withMaxPending(8, 20)));
             PdTestbed.Node d = bed.consumer("D", 0, 1);
-            try (PdTestbed.RawDealer a = new PdTestbed.RawDealer(p.worker.sideChannelPort());
-                    PdTestbed.RawDealer b = new PdTestbed.RawDealer(p.worker.sideChannelPort())) {
+            try (PdTestbed.RawDealer a = PdTestbed.RawDealer.to(p);
+                    PdTestbed.RawDealer b = PdTestbed.RawDealer.to(p)) {
                 a.send(unknownIds(d, 1001, "a1", 8)); // peer A: 8 pending, its whole share
                 bed.awaitAll(() -> p.worker.diagnostics().pendingTransfers() == 8, Duration.ofSeconds(10), "A held");
                 a.send(unknownIds(d, 1001, "a2", 1));

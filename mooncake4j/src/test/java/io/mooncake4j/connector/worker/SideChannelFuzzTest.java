@@ -50,7 +50,7 @@ class SideChannelFuzzTest {
             int wrongFrames = 0;
             int finishes = 0;
             int errors = 0;
-            try (PdTestbed.RawDealer dealer = new PdTestbed.RawDealer(p.worker.sideChannelPort())) {
+            try (PdTestbed.RawDealer dealer = PdTestbed.RawDealer.to(p)) {
                 for (int window = 0; window < 21; window++) {
                     int inWindow = 0;
                     for (int i = 0; i < WINDOW; i++, inWindow++) {

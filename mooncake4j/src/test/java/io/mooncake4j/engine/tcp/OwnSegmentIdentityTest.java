@@ -128,6 +128,7 @@ class OwnSegmentIdentityTest {
         long[] d = {dst.address()};
         long[] n = {len};
         assertTrue(p.batchTransferSyncWrite(name, s, d, n) != 0, "the dead peer's write fails");
+        assertFalse(p.refusedAsOwnSegment(name), "an unreachable peer is not this engine");
         // then the same name's handshake answers with our own data port: the refresh that follows the
         // failure must not make it a peer that writes into our own memory
         answer.set(renamed(own, name, own.tcpDataPort()));
@@ -135,6 +136,12 @@ class OwnSegmentIdentityTest {
             assertTrue(p.batchTransferSyncWrite(name, s, d, n) != 0, "refused, not written");
             log.assertLogged(Level.WARN, "refreshed to this engine's own segment");
         }
+        assertTrue(p.refusedAsOwnSegment(name), "the caller can tell this failure from another");
+        assertFalse(p.refusedAsOwnSegment("127.0.0.1:1"), "a name never opened");
+        // the name leads to another engine again: the next refresh clears the verdict
+        answer.set(renamed(own, name, deadPort));
+        assertTrue(p.batchTransferSyncWrite(name, s, d, n) != 0, "the dead peer's write fails again");
+        assertFalse(p.refusedAsOwnSegment(name), "found another engine there");
         for (long i = 0; i < len; i++) {
             assertEquals(0, dst.segment().get(ValueLayout.JAVA_BYTE, i), "byte " + i + " of our own memory written");
         }

@@ -110,7 +110,10 @@ final class BlockWriter {
         }
     }
 
-    /** vLLM's {@code _send_blocks}, on a transfer-pool thread; {@link #SELF_AIMED} for P's own engine. No retry. */
+    /**
+     * vLLM's {@code _send_blocks}, on a transfer-pool thread; {@link #SELF_AIMED} for P's own engine, found
+     * before the write or by the engine as it connected. No retry.
+     */
     int sendBlocks(String session, long[] src, long[] dst, long[] len, long bytes) {
         int colon = session.lastIndexOf(':');
         if (!selfAimedPullsAccepted && ((colon > 0
@@ -131,6 +134,11 @@ final class BlockWriter {
         }
         WaveTrace.mark(WaveTrace.Point.P_WRITE_END);
         double dt = (System.nanoTime() - t0) / 1e9;
+        if (ret != 0 && !selfAimedPullsAccepted && engine.refusedAsOwnSegment(session)) {
+            // the engine found P's own engine there only as it connected (a descriptor fetched again, or a data
+            // address resolved now, is ours): refused without a byte written, a self-aimed refusal like above
+            return SELF_AIMED;
+        }
         if (ret == 0) {
             stats.recordTransfer(dt, bytes, src.length);
             LOG.debug("Sending to {} done, took {}", session, dt);

@@ -239,13 +239,13 @@ public final class SenderListener implements AutoCloseable {
                 repliesDropped.sum(), listenerErrors.sum(), backlogPauses.sum(), peersDropped.sum(), answers);
     }
 
-    /** Peers whose READY was accepted, so far (tests). */
-    long handshakes() {
+    /** Peers whose READY was accepted, so far (tests and diagnostics). */
+    public long handshakes() {
         return handshakes.sum();
     }
 
-    /** Connections open now, handshaking ones included (tests). */
-    int connections() {
+    /** Connections open now, handshaking ones included (tests and diagnostics). */
+    public int connections() {
         return connectionCount;
     }
 
