@@ -145,8 +145,12 @@ final class PdTestbed implements AutoCloseable {
         }
 
         MemorySegment block(int layer, int block) {
-            long addr = kv.tensorsByLayer().get(model.layerName(layer)).getFirst().blockAddress(block);
-            return hostView.apply(addr).reinterpret(page());
+            return hostView.apply(blockAddress(layer, block)).reinterpret(page());
+        }
+
+        /** The address of {@code block} of {@code layer} as the engine sees it (what a write's destination names). */
+        long blockAddress(int layer, int block) {
+            return kv.tensorsByLayer().get(model.layerName(layer)).getFirst().blockAddress(block);
         }
 
         /** Fills {@code blocks} of every layer with {@link #pattern} of this node's rank. */
