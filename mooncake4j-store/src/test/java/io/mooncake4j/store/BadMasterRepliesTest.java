@@ -135,13 +135,16 @@ class BadMasterRepliesTest {
     }
 
     @Test
-    void repliesAreMatchedBySequenceNumberInAnyOrderAndStrangersAreDropped() throws IOException {
+    void repliesAreMatchedBySequenceNumberInAnyOrderAndStrangersAreDropped() throws IOException,
+            InterruptedException {
         byte[][] held = new byte[1][];
+        java.util.concurrent.CountDownLatch firstHeld = new java.util.concurrent.CountDownLatch(1);
         start(r -> {
             byte[] mine = FakeMaster.reply(r.seq(), 0, StructPack.encode(MasterCodec.PING.result(),
                     w -> w.bool(true).i64(r.seq()).i32(1)));
             if (held[0] == null) {
                 held[0] = mine; // answer the first call after the second, after a reply for nobody
+                firstHeld.countDown();
                 return new byte[0];
             }
             byte[] stranger = FakeMaster.reply(r.seq() + 1000, 0, GOOD);
@@ -150,6 +153,9 @@ class BadMasterRepliesTest {
             return FakeMaster.concat(stranger, mine, first);
         }, Duration.ofSeconds(5));
         CompletableFuture<Result<PingResult>> a = client.pingAsync(ME);
+        // b only once the master holds a's request: a's sequence number is then b's less one (two calls made
+        // back to back may reach the wire, and take their numbers, in either order)
+        assertTrue(firstHeld.await(30, TimeUnit.SECONDS), "the master received the first call");
         CompletableFuture<Result<PingResult>> b = client.pingAsync(ME);
         long sa = a.join().value().viewVersionId();
         long sb = b.join().value().viewVersionId();
